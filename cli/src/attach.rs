@@ -1,0 +1,305 @@
+//! `belfry attach`: the interactive client (SPEC §5). Raw mode via crossterm, a full redraw
+//! from the pane host, live output, keystrokes as input, and a detach key. The local terminal
+//! is restored on every way out: detach, pane exit, error, SIGTERM, SIGHUP and panic.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
+
+/// The key (or prefix and key) that detaches instead of reaching the pane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DetachKey {
+    pub prefix: u8,
+    pub then: Option<u8>,
+}
+
+impl DetachKey {
+    /// Parses `"C-b d"` (a prefix, then a key) or `"C-q"` (one key).
+    pub fn parse(spec: &str) -> Result<DetachKey> {
+        let parts: Vec<&str> = spec.split_whitespace().collect();
+        let key = |s: &str| -> Result<u8> {
+            if let Some(letter) = s.strip_prefix("C-") {
+                let b = letter.as_bytes();
+                if b.len() == 1 {
+                    return match b[0] {
+                        b'a'..=b'z' | b'A'..=b'Z' => Ok(b[0].to_ascii_lowercase() - b'a' + 1),
+                        b'\\' => Ok(0x1c),
+                        b']' => Ok(0x1d),
+                        _ => bail!("detach key {spec:?}: C-{letter} is not a control key"),
+                    };
+                }
+            }
+            if s.len() == 1 && s.is_ascii() {
+                return Ok(s.as_bytes()[0]);
+            }
+            bail!("detach key {spec:?}: {s:?} is not C-<letter> or a single character")
+        };
+        match parts.as_slice() {
+            [one] => Ok(DetachKey {
+                prefix: key(one)?,
+                then: None,
+            }),
+            [prefix, then] => Ok(DetachKey {
+                prefix: key(prefix)?,
+                then: Some(key(then)?),
+            }),
+            _ => bail!("detach key {spec:?}: expected \"C-b d\" or \"C-q\""),
+        }
+    }
+}
+
+/// Splits keystrokes into what goes to the pane and whether the detach key was pressed.
+struct KeyFilter {
+    key: DetachKey,
+    pending_prefix: bool,
+}
+
+impl KeyFilter {
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> bool {
+        for &b in input {
+            if self.pending_prefix {
+                self.pending_prefix = false;
+                if Some(b) == self.key.then {
+                    return true;
+                }
+                out.push(self.key.prefix);
+                if b != self.key.prefix {
+                    out.push(b);
+                }
+                continue;
+            }
+            if b == self.key.prefix {
+                match self.key.then {
+                    None => return true,
+                    Some(_) => self.pending_prefix = true,
+                }
+                continue;
+            }
+            out.push(b);
+        }
+        false
+    }
+}
+
+/// Puts the terminal back the way a shell expects it.
+fn restore_terminal(raw: bool) {
+    if raw {
+        let _ = crossterm::terminal::disable_raw_mode();
+    }
+    let mut out = std::io::stdout();
+    // Leave the alternate screen, show the cursor, reset attributes and every input mode the
+    // pane may have turned on, so nothing leaks into the shell after detaching.
+    let _ = out.write_all(
+        b"\x1b[?1049l\x1b[?25h\x1b[0m\x1b[?2004l\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[0 q\r\n",
+    );
+    let _ = out.flush();
+}
+
+/// How an attach session ended.
+pub enum Ended {
+    Detached,
+    Exited(Value),
+    Closed,
+    Signal(&'static str),
+}
+
+/// Attaches to the pane host at `socket` until detach, exit or a signal.
+pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> Result<i32> {
+    let interactive = rustix::termios::isatty(std::io::stdin());
+    let size = crossterm::terminal::size().ok().map(|(c, r)| (r, c));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    if interactive {
+        crossterm::terminal::enable_raw_mode().context("cannot put the terminal in raw mode")?;
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal(true);
+            previous(info);
+        }));
+    }
+    let ended = runtime.block_on(session_loop(socket, read_only, detach, size, interactive));
+    restore_terminal(interactive);
+    let code = match ended {
+        Ok(Ended::Detached) => {
+            eprintln!("[detached from {session}]");
+            0
+        }
+        Ok(Ended::Exited(status)) => {
+            eprintln!("[{session} exited: {status}]");
+            0
+        }
+        Ok(Ended::Closed) => {
+            eprintln!("[{session}: pane host closed the connection]");
+            0
+        }
+        Ok(Ended::Signal(name)) => {
+            eprintln!("[detached from {session}: {name}]");
+            0
+        }
+        Err(err) => {
+            eprintln!("belfry attach {session}: {err:#}");
+            2
+        }
+    };
+    // The stdin reader thread may sit in a blocking read; end the process rather than join it.
+    runtime.shutdown_background();
+    Ok(code)
+}
+
+async fn session_loop(
+    socket: &Path,
+    read_only: bool,
+    detach: DetachKey,
+    size: Option<(u16, u16)>,
+    interactive: bool,
+) -> Result<Ended> {
+    let stream = UnixStream::connect(socket)
+        .await
+        .with_context(|| format!("cannot connect to {}", socket.display()))?;
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = BufReader::new(reader);
+    let mut request = json!({"id": 1, "op": "attach", "read_only": read_only});
+    if let Some((rows, cols)) = size {
+        request["rows"] = json!(rows);
+        request["cols"] = json!(cols);
+    }
+    for line in [
+        json!({"id": 0, "op": "hello", "versions": [PROTOCOL_VERSION]}),
+        request,
+    ] {
+        let mut bytes = line.to_string().into_bytes();
+        bytes.push(b'\n');
+        writer.write_all(&bytes).await?;
+        let mut reply = String::new();
+        reader.read_line(&mut reply).await?;
+        let reply: Value = serde_json::from_str(&reply)
+            .map_err(|err| anyhow!("pane host reply is not JSON: {err}"))?;
+        if reply.get("ok") != Some(&Value::Bool(true)) {
+            bail!("pane host refused: {}", reply["error"]["message"]);
+        }
+    }
+
+    let (keys_tx, mut keys_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if keys_tx.blocking_send(buf[..n].to_vec()).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut winch = signal(SignalKind::window_change())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut filter = KeyFilter {
+        key: detach,
+        pending_prefix: false,
+    };
+    // Terminal writes are synchronous: a blocking-pool hop per chunk would only add latency.
+    let mut stdout = std::io::stdout();
+    let mut stdin_open = true;
+    loop {
+        tokio::select! {
+            frame = Frame::read(&mut reader) => match frame? {
+                Some(Frame::Data(bytes)) => {
+                    std::io::Write::write_all(&mut stdout, &bytes)?;
+                    std::io::Write::flush(&mut stdout)?;
+                }
+                Some(Frame::Control(control)) => {
+                    if let Some(status) = control.get("exited") {
+                        return Ok(Ended::Exited(status.clone()));
+                    }
+                    if control.get("detach").is_some() {
+                        return Ok(Ended::Detached);
+                    }
+                }
+                None => return Ok(Ended::Closed),
+            },
+            keys = keys_rx.recv(), if stdin_open => match keys {
+                Some(keys) => {
+                    let mut out = Vec::with_capacity(keys.len());
+                    let detached = filter.feed(&keys, &mut out);
+                    if !out.is_empty() && !read_only {
+                        writer.write_all(&Frame::Data(out).encode()).await?;
+                    }
+                    if detached {
+                        let _ = writer.write_all(&Frame::Control(json!({"detach": true})).encode()).await;
+                        return Ok(Ended::Detached);
+                    }
+                }
+                None => {
+                    stdin_open = false;
+                    if !interactive {
+                        // Input ended (a pipe): keep showing output until the pane ends.
+                    }
+                }
+            },
+            _ = winch.recv() => {
+                if let Ok((cols, rows)) = crossterm::terminal::size() {
+                    let resize = json!({"resize": {"rows": rows, "cols": cols}});
+                    writer.write_all(&Frame::Control(resize).encode()).await?;
+                }
+            }
+            _ = term.recv() => return Ok(Ended::Signal("SIGTERM")),
+            _ = hup.recv() => return Ok(Ended::Signal("SIGHUP")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detach_key_filter() {
+        let key = DetachKey::parse("C-b d").unwrap();
+        assert_eq!(
+            key,
+            DetachKey {
+                prefix: 2,
+                then: Some(b'd')
+            }
+        );
+        let mut f = KeyFilter {
+            key,
+            pending_prefix: false,
+        };
+        let mut out = Vec::new();
+        assert!(!f.feed(b"ab\x02x", &mut out));
+        assert_eq!(out, b"ab\x02x");
+        out.clear();
+        assert!(!f.feed(b"\x02", &mut out));
+        assert!(f.feed(b"d", &mut out));
+        assert!(out.is_empty());
+        let mut f = KeyFilter {
+            key,
+            pending_prefix: false,
+        };
+        out.clear();
+        assert!(!f.feed(b"\x02\x02", &mut out));
+        assert_eq!(out, b"\x02");
+        assert_eq!(
+            DetachKey::parse("C-q").unwrap(),
+            DetachKey {
+                prefix: 17,
+                then: None
+            }
+        );
+        assert!(DetachKey::parse("C-b d e").is_err());
+    }
+}

@@ -1,0 +1,656 @@
+//! Subcommands and how their results are printed.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde_json::{json, Value};
+
+use belfry_mux::client::{Client, ClientError};
+use belfry_pty::paths;
+
+use crate::attach::{self, DetachKey};
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the named pane (or thing) does not exist.
+pub const EXIT_NOT_FOUND: i32 = 1;
+/// Exit code: any other error.
+pub const EXIT_ERROR: i32 = 2;
+/// Exit code: a guarded send found the pane changed and wrote nothing.
+pub const EXIT_CONFLICT: i32 = 3;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "belfry",
+    version,
+    about = "A terminal multiplexer for AI coding agents",
+    after_help = "Exit codes: 0 ok, 1 not found, 2 error, 3 guarded-send conflict."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the control-plane daemon in the foreground.
+    Server,
+    /// Serve one pane (started by the daemon; not for direct use).
+    #[command(hide = true)]
+    PaneHost {
+        #[arg(long)]
+        runtime: PathBuf,
+        #[arg(long)]
+        daemon_socket: PathBuf,
+        #[arg(long)]
+        state: PathBuf,
+        #[arg(long)]
+        spec: String,
+    },
+    /// Start a new pane running CMD (detached).
+    New(NewArgs),
+    /// Start a new pane running CMD and attach to it.
+    Run(NewArgs),
+    /// List panes.
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Attach this terminal to a pane.
+    Attach {
+        name: String,
+        /// Watch only: keystrokes are not sent.
+        #[arg(long)]
+        read_only: bool,
+        /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q").
+        #[arg(long, default_value = "C-b d")]
+        detach_key: String,
+    },
+    /// Detach every client attached to a pane.
+    Detach { name: String },
+    /// End a pane (its program and its pane host).
+    Kill { name: String },
+    /// Restart a pane's program (a new incarnation; the revision continues).
+    Restart {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resize a pane to ROWSxCOLS.
+    Resize { name: String, size: String },
+    /// Clear a pane's screen model and history.
+    Clear { name: String },
+    /// Send input, optionally guarded by the revision you saw (compare-and-send).
+    Send(SendArgs),
+    /// Print a pane's screen.
+    Peek {
+        name: String,
+        /// Rows with SGR attributes.
+        #[arg(long)]
+        ansi: bool,
+        #[arg(long)]
+        json: bool,
+        /// Also print the last N lines of history.
+        #[arg(long, value_name = "N")]
+        scrollback: Option<u64>,
+        /// Include per-cell runs in --json output.
+        #[arg(long)]
+        cells: bool,
+    },
+    /// Wait for a revision, an exit, a screen regex or quiet.
+    Wait {
+        name: String,
+        #[arg(long)]
+        revision: Option<u64>,
+        #[arg(long)]
+        exit: bool,
+        #[arg(long)]
+        regex: Option<String>,
+        #[arg(long, value_name = "MS")]
+        quiet_ms: Option<u64>,
+        #[arg(long, value_name = "MS", default_value_t = 30_000)]
+        timeout_ms: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stream events (all panes, or one).
+    Events {
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the daemon; panes keep running unless --kill-panes.
+    Shutdown {
+        #[arg(long)]
+        kill_panes: bool,
+    },
+    /// Print shell completions.
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff).
+    Man,
+}
+
+#[derive(clap::Args, Debug)]
+struct NewArgs {
+    name: String,
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Declared environment (part of the pane's generation). Repeatable.
+    #[arg(long = "env", value_name = "K=V")]
+    env: Vec<String>,
+    /// Initial size ROWSxCOLS (default: this terminal's size, else 24x80).
+    #[arg(long, value_name = "ROWSxCOLS")]
+    size: Option<String>,
+    /// Which attached client sets the size: latest or smallest.
+    #[arg(long, default_value = "latest")]
+    size_policy: String,
+    #[arg(long)]
+    json: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct SendArgs {
+    name: String,
+    #[arg(long, value_name = "N")]
+    expect_revision: Option<u64>,
+    #[arg(long, value_name = "I")]
+    expect_incarnation: Option<String>,
+    #[arg(long, value_name = "G")]
+    expect_generation: Option<String>,
+    /// Paste TEXT (bracketed if the program enabled it). Steps run in the order given.
+    #[arg(long, value_name = "TEXT")]
+    paste: Vec<String>,
+    /// Type TEXT raw.
+    #[arg(long, value_name = "TEXT")]
+    text: Vec<String>,
+    /// Press a named key (Enter, Tab, Escape, C-c, Up, F1, …).
+    #[arg(long, value_name = "KEY")]
+    key: Vec<String>,
+    /// Pause with the input lock held.
+    #[arg(long, value_name = "MS")]
+    delay_ms: Vec<u64>,
+    #[arg(long)]
+    json: bool,
+}
+
+/// Parses arguments, runs the command and returns the exit code.
+pub fn main() -> i32 {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
+    match run(cli, &matches) {
+        Ok(code) => code,
+        Err(err) => {
+            if let Some(not_found) = err.downcast_ref::<NotFound>() {
+                eprintln!("belfry: {}", not_found.0);
+                return EXIT_NOT_FOUND;
+            }
+            eprintln!("belfry: {err:#}");
+            EXIT_ERROR
+        }
+    }
+}
+
+/// An error that maps to exit code 1.
+#[derive(Debug)]
+struct NotFound(String);
+
+impl std::fmt::Display for NotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotFound {}
+
+fn init_logging(file: &str) {
+    let dir = paths::log_dir();
+    if paths::ensure_private_dir(&dir).is_err() {
+        return;
+    }
+    let appender = tracing_appender::rolling::never(&dir, file);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BELFRY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(appender)
+        .with_ansi(false)
+        .try_init();
+}
+
+fn exe() -> Result<PathBuf> {
+    std::env::current_exe().context("cannot find the belfry executable")
+}
+
+fn daemon() -> Result<Client> {
+    Ok(Client::connect_or_start(&paths::daemon_socket(), &exe()?)?)
+}
+
+/// Sends a request and turns an error reply into an error (not-found → exit 1).
+fn call(client: &mut Client, request: Value) -> Result<Value> {
+    let reply = client.request(request)?;
+    if reply.get("ok") == Some(&Value::Bool(true)) {
+        return Ok(reply);
+    }
+    let code = reply["error"]["code"]
+        .as_str()
+        .unwrap_or("error")
+        .to_string();
+    let message = reply["error"]["message"]
+        .as_str()
+        .unwrap_or("unknown error")
+        .to_string();
+    if code == "not-found" {
+        return Err(NotFound(message).into());
+    }
+    Err(anyhow!("{message}"))
+}
+
+fn print_json(value: &Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
+    match cli.command {
+        Command::Server => {
+            init_logging("daemon.log");
+            let config = belfry_mux::server::DaemonConfig {
+                runtime: paths::runtime_dir(),
+                socket: paths::daemon_socket(),
+                state_dir: paths::state_dir(),
+                exe: exe()?,
+            };
+            belfry_mux::server::run(config)?;
+            Ok(EXIT_OK)
+        }
+        Command::PaneHost {
+            runtime,
+            daemon_socket,
+            state,
+            spec,
+        } => {
+            let spec: belfry_pty::spec::LaunchSpec =
+                serde_json::from_str(&spec).context("--spec is not a launch spec")?;
+            init_logging(&format!("pane-{}.log", spec.session));
+            belfry_pty::host::run(belfry_pty::host::HostConfig {
+                spec,
+                runtime,
+                daemon_socket,
+                state_dir: state,
+            })?;
+            Ok(EXIT_OK)
+        }
+        Command::New(args) => new_pane(&args, false),
+        Command::Run(args) => new_pane(&args, true),
+        Command::Ls { json } => ls(json),
+        Command::Attach {
+            name,
+            read_only,
+            detach_key,
+        } => attach_cmd(&name, read_only, &detach_key),
+        Command::Detach { name } => simple(json!({"op": "detach", "session": name}), |r| {
+            format!("detached {} client(s)", r["detached"])
+        }),
+        Command::Kill { name } => simple(json!({"op": "kill", "session": name}), |r| {
+            format!("killed {}", r["killed"].as_str().unwrap_or(""))
+        }),
+        Command::Restart { name, json } => {
+            let reply = call(&mut daemon()?, json!({"op": "restart", "session": name}))?;
+            if json {
+                print_json(&reply["identity"]);
+            } else {
+                println!(
+                    "restarted {name}: incarnation {} revision {}",
+                    reply["identity"]["incarnation"].as_str().unwrap_or(""),
+                    reply["identity"]["revision"]
+                );
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Resize { name, size } => {
+            let (rows, cols) = parse_size(&size)?;
+            simple(
+                json!({"op": "resize", "session": name, "rows": rows, "cols": cols}),
+                |r| format!("resized to {rows}x{cols} (revision {})", r["revision"]),
+            )
+        }
+        Command::Clear { name } => simple(json!({"op": "clear", "session": name}), |r| {
+            format!("cleared (revision {})", r["revision"])
+        }),
+        Command::Send(args) => {
+            let sub = matches
+                .subcommand_matches("send")
+                .ok_or_else(|| anyhow!("no send args"))?;
+            send(&args, sub)
+        }
+        Command::Peek {
+            name,
+            ansi,
+            json,
+            scrollback,
+            cells,
+        } => peek(&name, ansi, json, scrollback, cells),
+        Command::Wait {
+            name,
+            revision,
+            exit,
+            regex,
+            quiet_ms,
+            timeout_ms,
+            json,
+        } => {
+            let mut request = json!({"op": "wait", "session": name, "timeout_ms": timeout_ms});
+            if let Some(r) = revision {
+                request["revision"] = json!(r);
+            }
+            if exit {
+                request["exit"] = json!(true);
+            }
+            if let Some(re) = regex {
+                request["regex"] = json!(re);
+            }
+            if let Some(q) = quiet_ms {
+                request["quiet_ms"] = json!(q);
+            }
+            let reply = call(&mut daemon()?, request)?;
+            if json {
+                print_json(&reply["state"]);
+            } else {
+                println!("revision {}", reply["state"]["revision"]);
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Events { name, json } => events(name, json),
+        Command::Shutdown { kill_panes } => {
+            let socket = paths::daemon_socket();
+            let mut client = match Client::connect(&socket) {
+                Ok(client) => client,
+                Err(ClientError::Connect { .. }) => {
+                    println!("no daemon running at {}", socket.display());
+                    return Ok(EXIT_OK);
+                }
+                Err(err) => return Err(err.into()),
+            };
+            let reply = call(
+                &mut client,
+                json!({"op": "shutdown", "kill_panes": kill_panes}),
+            )?;
+            println!("daemon stopped; killed panes: {}", reply["killed"]);
+            Ok(EXIT_OK)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
+            Ok(EXIT_OK)
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+fn simple(request: Value, describe: impl Fn(&Value) -> String) -> Result<i32> {
+    let reply = call(&mut daemon()?, request)?;
+    println!("{}", describe(&reply));
+    Ok(EXIT_OK)
+}
+
+fn parse_size(size: &str) -> Result<(u16, u16)> {
+    let (rows, cols) = size
+        .split_once(['x', 'X'])
+        .ok_or_else(|| anyhow!("size {size:?} is not ROWSxCOLS (for example 24x80)"))?;
+    let rows: u16 = rows
+        .parse()
+        .map_err(|_| anyhow!("size {size:?}: rows {rows:?} is not a number"))?;
+    let cols: u16 = cols
+        .parse()
+        .map_err(|_| anyhow!("size {size:?}: cols {cols:?} is not a number"))?;
+    if rows == 0 || cols == 0 || rows > 1000 || cols > 1000 {
+        bail!("size {size:?} is out of range (1..=1000 rows and columns)");
+    }
+    Ok((rows, cols))
+}
+
+fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
+    paths::validate_session_name(&args.name)?;
+    let mut env = BTreeMap::new();
+    for kv in &args.env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--env {kv:?} is not K=V"))?;
+        if k.is_empty() {
+            bail!("--env {kv:?} has an empty name");
+        }
+        env.insert(k.to_string(), v.to_string());
+    }
+    let (rows, cols) = match &args.size {
+        Some(size) => parse_size(size)?,
+        None => crossterm::terminal::size()
+            .map(|(c, r)| (r, c))
+            .unwrap_or((24, 80)),
+    };
+    let cwd = match &args.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let cwd = std::fs::canonicalize(&cwd)
+        .with_context(|| format!("--cwd {}: no such directory", cwd.display()))?;
+    let base_env: BTreeMap<String, String> = std::env::vars().collect();
+    let request = json!({
+        "op": "spawn", "session": args.name, "argv": args.command, "cwd": cwd,
+        "env": env, "base_env": base_env, "rows": rows, "cols": cols,
+        "size_policy": args.size_policy,
+    });
+    let mut client = daemon()?;
+    let reply = call(&mut client, request)?;
+    if args.json {
+        print_json(&reply);
+    } else if !attach_after {
+        println!(
+            "{}: pid {} incarnation {} revision {}",
+            args.name,
+            reply["child_pid"],
+            reply["incarnation"].as_str().unwrap_or(""),
+            reply["revision"]
+        );
+    }
+    if attach_after {
+        return attach_cmd(&args.name, false, "C-b d");
+    }
+    Ok(EXIT_OK)
+}
+
+fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
+    paths::validate_session_name(name)?;
+    let key = DetachKey::parse(detach_key)?;
+    // Attach talks to the pane host directly, so a human stays attached while the daemon
+    // restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
+    let mut socket = paths::pane_socket(&paths::runtime_dir(), name);
+    if !socket.exists() {
+        let reply = call(&mut daemon()?, json!({"op": "attach", "session": name}))
+            .map_err(|err| NotFound(format!("{err}")))?;
+        socket = PathBuf::from(reply["socket"].as_str().unwrap_or_default());
+    }
+    attach::run(&socket, name, read_only, key)
+}
+
+fn ls(json: bool) -> Result<i32> {
+    let reply = call(&mut daemon()?, json!({"op": "list"}))?;
+    let panes = reply["panes"].as_array().cloned().unwrap_or_default();
+    if json {
+        print_json(&json!(panes));
+        return Ok(EXIT_OK);
+    }
+    if panes.is_empty() {
+        println!("no panes");
+        return Ok(EXIT_OK);
+    }
+    println!(
+        "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} COMMAND",
+        "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE"
+    );
+    for pane in panes {
+        let state = match &pane["exited"] {
+            Value::Null => "running".to_string(),
+            exit => format!(
+                "exited:{}",
+                exit["code"]
+                    .as_i64()
+                    .map_or_else(|| format!("sig{}", exit["signal"]), |c| c.to_string())
+            ),
+        };
+        let argv: Vec<String> = pane["argv"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!(
+            "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} {}",
+            pane["session"].as_str().unwrap_or("?"),
+            pane["pid"],
+            pane["child_pid"],
+            pane["revision"],
+            format!("{}x{}", pane["size"]["rows"], pane["size"]["cols"]),
+            pane["clients"],
+            state,
+            argv.join(" ")
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
+    // Steps run in the order they appear on the command line, whatever their kind.
+    let mut steps: Vec<(usize, Value)> = Vec::new();
+    let mut collect = |id: &str, make: &dyn Fn(&str) -> Result<Value>| -> Result<()> {
+        if let (Some(indices), Some(values)) = (sub.indices_of(id), sub.get_raw(id)) {
+            for (index, value) in indices.zip(values) {
+                let value = value
+                    .to_str()
+                    .ok_or_else(|| anyhow!("--{id} is not UTF-8"))?;
+                steps.push((index, make(value)?));
+            }
+        }
+        Ok(())
+    };
+    collect("paste", &|v| Ok(json!({"paste": v})))?;
+    collect("text", &|v| Ok(json!({"text": v})))?;
+    collect("key", &|v| Ok(json!({"key": v})))?;
+    collect("delay_ms", &|v| {
+        Ok(
+            json!({"delay_ms": v.parse::<u64>().map_err(|_| anyhow!("--delay-ms {v:?} is not a number"))?}),
+        )
+    })?;
+    steps.sort_by_key(|(index, _)| *index);
+    if steps.is_empty() {
+        bail!("nothing to send: give --paste, --text, --key or --delay-ms");
+    }
+    let mut request = json!({"op": "send", "session": args.name,
+        "input": steps.into_iter().map(|(_, s)| s).collect::<Vec<_>>()});
+    let mut expect = serde_json::Map::new();
+    if let Some(r) = args.expect_revision {
+        expect.insert("revision".into(), json!(r));
+    }
+    if let Some(i) = &args.expect_incarnation {
+        expect.insert("incarnation".into(), json!(i));
+    }
+    if let Some(g) = &args.expect_generation {
+        expect.insert("generation".into(), json!(g));
+    }
+    if !expect.is_empty() {
+        request["expect"] = Value::Object(expect);
+    }
+    let reply = call(&mut daemon()?, request)?;
+    let conflict = reply["result"] == "conflict";
+    if args.json {
+        print_json(&reply);
+    } else if conflict {
+        let actual = &reply["actual"];
+        eprintln!(
+            "conflict: pane is at revision {} (incarnation {}){}; nothing was written",
+            actual["revision"],
+            actual["incarnation"].as_str().unwrap_or(""),
+            if reply["exited"] == true {
+                ", exited"
+            } else {
+                ""
+            }
+        );
+    } else {
+        println!("sent (revision {})", reply["revision"]);
+    }
+    Ok(if conflict { EXIT_CONFLICT } else { EXIT_OK })
+}
+
+fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool) -> Result<i32> {
+    let mut request = json!({"op": "snapshot", "session": name, "ansi": ansi, "cells": cells});
+    if let Some(n) = scrollback {
+        request["scrollback"] = json!(n);
+    }
+    let mut reply = call(&mut daemon()?, request)?;
+    if json {
+        if let Value::Object(map) = &mut reply {
+            map.remove("id");
+            map.remove("ok");
+        }
+        print_json(&reply);
+        return Ok(EXIT_OK);
+    }
+    let mut out = std::io::stdout().lock();
+    if let Some(history) = reply["scrollback"].as_array() {
+        for line in history {
+            writeln!(out, "{}", line.as_str().unwrap_or(""))?;
+        }
+    }
+    let key = if ansi { "ansi" } else { "lines" };
+    let lines: Vec<&str> = reply[key]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap_or("")).collect())
+        .unwrap_or_default();
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    Ok(EXIT_OK)
+}
+
+fn events(name: Option<String>, json: bool) -> Result<i32> {
+    let mut client = daemon()?;
+    let mut request = json!({"op": "subscribe"});
+    if let Some(name) = &name {
+        request["session"] = json!(name);
+    }
+    call(&mut client, request)?;
+    loop {
+        let event = client.read_reply()?;
+        let mut out = std::io::stdout().lock();
+        if json {
+            writeln!(out, "{event}")?;
+        } else {
+            let kind = event["event"].as_str().unwrap_or("?");
+            let session = event["session"].as_str().unwrap_or("-");
+            let mut rest = event.clone();
+            if let Value::Object(map) = &mut rest {
+                map.remove("event");
+                map.remove("session");
+            }
+            writeln!(out, "{session:<20} {kind:<10} {rest}")?;
+        }
+        out.flush()?;
+    }
+}

@@ -1,0 +1,16 @@
+//! `belfry-mux`: the control-plane daemon.
+//!
+//! The daemon (`belfry server`) ties the pane hosts together. It never touches a PTY: every
+//! pane lives in its own pane host process (`belfry-pty`), which the daemon launches detached,
+//! finds again through `<runtime>/panes/<session>.json` when it starts, and talks to over the
+//! pane's socket. The daemon can therefore crash, be killed or be upgraded while every agent
+//! keeps running; the next daemon adopts the same pane hosts (SPEC §6.0).
+//!
+//! Where to start reading:
+//! - [`server`]: the daemon socket, the op dispatch, the event bus and the pane monitors.
+//! - [`registry`]: the set of live pane hosts, adoption at start and launching new ones.
+//! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
+
+pub mod client;
+pub mod registry;
+pub mod server;

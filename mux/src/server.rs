@@ -1,0 +1,599 @@
+//! The control-plane daemon (`belfry server`): its socket, the op dispatch, the event bus and
+//! the monitors that watch every pane host (SPEC §6).
+
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::io::BufReader;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, Notify};
+
+use belfry_pty::paths;
+use belfry_pty::spec::{LaunchSpec, SizePolicy};
+use belfry_pty::wire::{self, code, Line};
+
+use crate::registry::{self, PaneEntry, Registry};
+
+/// Where the daemon lives and what it starts pane hosts with.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub runtime: PathBuf,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    /// The `belfry` executable, run as `belfry pane-host` for new panes.
+    pub exe: PathBuf,
+}
+
+/// Errors starting the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("another belfry daemon already serves {0}")]
+    AlreadyRunning(PathBuf),
+    #[error(transparent)]
+    Pane(#[from] belfry_pty::Error),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+struct Daemon {
+    config: DaemonConfig,
+    registry: Registry,
+    bus: broadcast::Sender<Value>,
+    shutdown: Notify,
+}
+
+/// Runs the daemon in the foreground until `shutdown`.
+pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| DaemonError::Io {
+            what: "cannot start the async runtime",
+            path: PathBuf::new(),
+            source,
+        })?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
+    paths::ensure_private_dir(&config.runtime)?;
+    paths::ensure_private_dir(&paths::panes_dir(&config.runtime))?;
+    if let Some(parent) = config.socket.parent() {
+        paths::ensure_private_dir(parent)?;
+    }
+    // One daemon per socket: the lock is held for the daemon's lifetime and released by the
+    // kernel however it dies, so a `kill -9` never leaves a stale lock behind.
+    let lock_path = lock_path(&config.socket);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|source| DaemonError::Io {
+            what: "cannot open daemon lock",
+            path: lock_path.clone(),
+            source,
+        })?;
+    if rustix::fs::flock(
+        lock.as_fd(),
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    )
+    .is_err()
+    {
+        return Err(DaemonError::AlreadyRunning(config.socket.clone()));
+    }
+    let _ = std::fs::remove_file(&config.socket);
+    let listener = UnixListener::bind(&config.socket).map_err(|source| DaemonError::Io {
+        what: "cannot bind daemon socket",
+        path: config.socket.clone(),
+        source,
+    })?;
+    paths::make_socket_private(&config.socket)?;
+    let (bus, _) = broadcast::channel(4096);
+    let daemon = Arc::new(Daemon {
+        config,
+        registry: Registry::default(),
+        bus,
+        shutdown: Notify::new(),
+    });
+    adopt_existing(&daemon).await;
+    tracing::info!("daemon serving on {}", daemon.config.socket.display());
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => { tokio::spawn(serve_connection(Arc::clone(&daemon), stream)); }
+                Err(err) => tracing::warn!("accept failed: {err}"),
+            },
+            _ = term.recv() => break,
+            _ = daemon.shutdown.notified() => break,
+        }
+    }
+    let _ = std::fs::remove_file(&daemon.config.socket);
+    drop(lock);
+    tracing::info!("daemon exiting");
+    Ok(())
+}
+
+impl From<std::io::Error> for DaemonError {
+    fn from(source: std::io::Error) -> Self {
+        DaemonError::Io {
+            what: "daemon I/O",
+            path: PathBuf::new(),
+            source,
+        }
+    }
+}
+
+fn lock_path(socket: &Path) -> PathBuf {
+    let mut name = socket
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".lock");
+    socket.with_file_name(name)
+}
+
+async fn adopt_existing(daemon: &Arc<Daemon>) {
+    let (live, lost) = registry::discover(&daemon.config.runtime).await;
+    for session in lost {
+        publish(
+            daemon,
+            json!({"event":"lifecycle","session":session,"what":"lost",
+                               "reason":"pane host was gone when the daemon started"}),
+        );
+    }
+    for (entry, info) in live {
+        tracing::info!(
+            session = entry.session,
+            pid = entry.pid,
+            "adopted pane host"
+        );
+        publish(
+            daemon,
+            json!({"event":"lifecycle","session":entry.session,"what":"adopted",
+            "pid":entry.pid,"incarnation":info.get("incarnation"),"revision":info.get("revision")}),
+        );
+        daemon.registry.insert(entry.clone());
+        tokio::spawn(monitor(Arc::clone(daemon), entry));
+    }
+}
+
+fn publish(daemon: &Daemon, event: Value) {
+    let _ = daemon.bus.send(event);
+}
+
+/// Watches one pane host: forwards its exit and lifecycle events to the bus and reports the
+/// pane host's death (SPEC §12: `kill -9` of a pane host is reported on the bus).
+async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
+    match registry::subscribe(&entry.socket, false).await {
+        Ok((mut lines, _writer)) => {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                    publish(&daemon, event);
+                }
+            }
+        }
+        Err(err) => tracing::warn!(session = entry.session, "cannot monitor pane host: {err}"),
+    }
+    // The subscription ended. If the registry still lists this pane host, it died on its own.
+    if daemon.registry.remove_if_pid(&entry.session, entry.pid) {
+        for _ in 0..50 {
+            if !registry::pid_alive(entry.pid) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if !registry::pid_alive(entry.pid) {
+            let _ = std::fs::remove_file(&entry.socket);
+            let _ =
+                std::fs::remove_file(paths::pane_record(&daemon.config.runtime, &entry.session));
+        }
+        tracing::warn!(session = entry.session, pid = entry.pid, "pane host lost");
+        publish(
+            &daemon,
+            json!({"event":"lifecycle","session":entry.session,"what":"lost",
+                                "pid":entry.pid,"reason":"pane host exited or was killed"}),
+        );
+    }
+}
+
+async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
+    if let Err(reason) = paths::peer_allowed(&stream) {
+        tracing::warn!("{reason}");
+        let (_, mut writer) = stream.into_split();
+        let _ = wire::write_json(
+            &mut writer,
+            &wire::error_reply(&Value::Null, "forbidden", reason),
+        )
+        .await;
+        return;
+    }
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = BufReader::new(reader);
+    loop {
+        let line = match wire::read_line(&mut reader).await {
+            Ok(Line::Text(line)) => line,
+            Ok(Line::Eof) | Err(_) => return,
+            Ok(Line::TooLong) => {
+                let reply = wire::error_reply(
+                    &Value::Null,
+                    code::TOO_LONG,
+                    format!("request line exceeds {} bytes; closing", wire::MAX_LINE),
+                );
+                let _ = wire::write_json(&mut writer, &reply).await;
+                return;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let request = match wire::parse_request(&line) {
+            Ok(request) => request,
+            Err(bad) => {
+                let reply = wire::error_reply(&bad.id, bad.code, bad.message);
+                if wire::write_json(&mut writer, &reply).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        if request.op == "subscribe" {
+            subscribe(&daemon, request, reader, writer).await;
+            return;
+        }
+        let reply = handle(&daemon, &request).await;
+        if wire::write_json(&mut writer, &reply).await.is_err() {
+            return;
+        }
+        if request.op == "shutdown" && reply.get("ok") == Some(&Value::Bool(true)) {
+            daemon.shutdown.notify_one();
+            return;
+        }
+    }
+}
+
+/// Ops the daemon forwards unchanged to the pane host.
+const FORWARDED: &[&str] = &[
+    "send",
+    "snapshot",
+    "scrollback",
+    "resize",
+    "clear",
+    "restart",
+    "detach",
+    "wait",
+    "info",
+];
+
+async fn handle(daemon: &Arc<Daemon>, request: &wire::Request) -> Value {
+    let id = &request.id;
+    let body = &request.body;
+    let op = request.op.as_str();
+    if FORWARDED.contains(&op) {
+        return forward(daemon, request).await;
+    }
+    let result = match op {
+        "hello" => wire::negotiate(body).map(|version| {
+            json!({"version": version, "role": "daemon", "build": env!("CARGO_PKG_VERSION"),
+                   "pid": std::process::id()})
+        }),
+        "spawn" => return spawn(daemon, id, body).await,
+        "list" => Ok(list(daemon).await),
+        "kill" => return kill(daemon, id, body).await,
+        "attach" => attach_target(daemon, body),
+        "shutdown" => shutdown(daemon, body).await,
+        other => {
+            return wire::error_reply(
+                id,
+                code::UNKNOWN_OP,
+                format!(
+                    "unknown op {other:?} (known: hello, spawn, list, kill, restart, resize, send, \
+                     snapshot, scrollback, clear, attach, detach, subscribe, wait, info, shutdown)"
+                ),
+            )
+        }
+    };
+    match result {
+        Ok(fields) => wire::ok_reply(id, fields),
+        Err(message) => wire::error_reply(id, code::INVALID, message),
+    }
+}
+
+/// Resolves the `session` field of a request to a live pane, or an error reply.
+fn pane_for(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Result<PaneEntry, Value> {
+    let session =
+        wire::get_str(body, "session").map_err(|m| wire::error_reply(id, code::INVALID, m))?;
+    paths::validate_session_name(session)
+        .map_err(|err| wire::error_reply(id, code::INVALID, err.to_string()))?;
+    daemon
+        .registry
+        .get(session)
+        .ok_or_else(|| wire::error_reply(id, code::NOT_FOUND, format!("no pane named {session:?}")))
+}
+
+async fn forward(daemon: &Daemon, request: &wire::Request) -> Value {
+    let entry = match pane_for(daemon, &request.id, &request.body) {
+        Ok(entry) => entry,
+        Err(reply) => return reply,
+    };
+    let mut body = request.body.clone();
+    body.insert("id".into(), request.id.clone());
+    match registry::pane_request(&entry.socket, &Value::Object(body)).await {
+        Ok(reply) => reply,
+        Err(message) => wire::error_reply(&request.id, code::UNAVAILABLE, message),
+    }
+}
+
+fn string_map(body: &Map<String, Value>, field: &str) -> Result<BTreeMap<String, String>, String> {
+    match body.get(field) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                _ => Err(format!("field \"{field}.{k}\" must be a string")),
+            })
+            .collect(),
+        Some(_) => Err(format!("field {field:?} must be an object of strings")),
+    }
+}
+
+fn string_list(body: &Map<String, Value>, field: &str) -> Result<Option<Vec<String>>, String> {
+    match body.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("field {field:?} must be an array of strings"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(format!("field {field:?} must be an array of strings")),
+    }
+}
+
+/// Builds and validates a launch spec from a spawn request.
+pub fn spec_from_request(body: &Map<String, Value>) -> Result<LaunchSpec, String> {
+    let session = wire::get_str(body, "session")?;
+    paths::validate_session_name(session).map_err(|err| err.to_string())?;
+    let argv = string_list(body, "argv")?.ok_or("missing field \"argv\"")?;
+    if argv.is_empty() || argv[0].is_empty() {
+        return Err("field \"argv\" must name a program".into());
+    }
+    let rows = wire::opt_u64(body, "rows")?.unwrap_or(24);
+    let cols = wire::opt_u64(body, "cols")?.unwrap_or(80);
+    if !(1..=1000).contains(&rows) || !(1..=1000).contains(&cols) {
+        return Err(format!(
+            "size {rows}x{cols} is out of range (1..=1000 rows and columns)"
+        ));
+    }
+    let size_policy = match wire::opt_str(body, "size_policy")? {
+        None | Some("latest") => SizePolicy::Latest,
+        Some("smallest") => SizePolicy::Smallest,
+        Some(other) => return Err(format!("size_policy {other:?} is not latest or smallest")),
+    };
+    let cwd = wire::opt_str(body, "cwd")?.map(str::to_string);
+    if let Some(cwd) = &cwd {
+        if !Path::new(cwd).is_dir() {
+            return Err(format!("cwd {cwd:?} is not a directory"));
+        }
+    }
+    Ok(LaunchSpec {
+        session: session.to_string(),
+        argv,
+        cwd,
+        env: string_map(body, "env")?,
+        base_env: string_map(body, "base_env")?,
+        ding_policy: wire::opt_str(body, "ding_policy")?.map(str::to_string),
+        adapter_command: string_list(body, "adapter_command")?,
+        rows: rows as u16,
+        cols: cols as u16,
+        size_policy,
+        scrollback: wire::opt_u64(body, "scrollback")?
+            .unwrap_or(2000)
+            .min(1_000_000) as usize,
+    })
+}
+
+async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Value {
+    let spec = match spec_from_request(body) {
+        Ok(spec) => spec,
+        Err(message) => return wire::error_reply(id, code::INVALID, message),
+    };
+    if daemon.registry.get(&spec.session).is_some() {
+        return wire::error_reply(
+            id,
+            code::EXISTS,
+            format!("a pane named {:?} already exists", spec.session),
+        );
+    }
+    let config = &daemon.config;
+    let entry = match registry::launch(
+        &config.exe,
+        &config.runtime,
+        &config.socket,
+        &config.state_dir,
+        &spec,
+    )
+    .await
+    {
+        Ok(entry) => entry,
+        Err(message) => return wire::error_reply(id, code::INVALID, message),
+    };
+    let info = registry::probe(&entry.socket).await.unwrap_or(Value::Null);
+    daemon.registry.insert(entry.clone());
+    tokio::spawn(monitor(Arc::clone(daemon), entry.clone()));
+    publish(
+        daemon,
+        json!({"event":"lifecycle","session":entry.session,"what":"spawned",
+        "pid":entry.pid,"incarnation":info.get("incarnation"),"generation":info.get("generation")}),
+    );
+    let mut reply = info;
+    if let Value::Object(map) = &mut reply {
+        map.insert("id".into(), id.clone());
+    }
+    reply
+}
+
+async fn list(daemon: &Daemon) -> Value {
+    let mut panes = Vec::new();
+    for entry in daemon.registry.all() {
+        let request = json!({"id": 0, "op": "info"});
+        match registry::pane_request(&entry.socket, &request).await {
+            Ok(mut info) => {
+                if let Value::Object(map) = &mut info {
+                    map.remove("id");
+                    map.remove("ok");
+                    map.remove("spec");
+                }
+                panes.push(info);
+            }
+            Err(err) => panes.push(json!({"session": entry.session, "pid": entry.pid,
+                                          "error": err})),
+        }
+    }
+    json!({"panes": panes})
+}
+
+async fn kill(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Value {
+    let entry = match pane_for(daemon, id, body) {
+        Ok(entry) => entry,
+        Err(reply) => return reply,
+    };
+    kill_entry(daemon, &entry).await;
+    wire::ok_reply(id, json!({"killed": entry.session}))
+}
+
+async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) {
+    daemon.registry.remove(&entry.session);
+    let request = json!({"id": 0, "op": "kill"});
+    let _ = registry::pane_request(&entry.socket, &request).await;
+    for _ in 0..400 {
+        if !registry::pid_alive(entry.pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    publish(
+        daemon,
+        json!({"event":"lifecycle","session":entry.session,"what":"killed",
+                           "pid":entry.pid}),
+    );
+}
+
+fn attach_target(daemon: &Daemon, body: &Map<String, Value>) -> Result<Value, String> {
+    let session = wire::get_str(body, "session")?;
+    let entry = daemon
+        .registry
+        .get(session)
+        .ok_or_else(|| format!("no pane named {session:?}"))?;
+    Ok(json!({"session": entry.session, "socket": entry.socket}))
+}
+
+async fn shutdown(daemon: &Daemon, body: &Map<String, Value>) -> Result<Value, String> {
+    let kill_panes = wire::opt_bool(body, "kill_panes")?.unwrap_or(false);
+    let mut killed = Vec::new();
+    if kill_panes {
+        for entry in daemon.registry.all() {
+            kill_entry(daemon, &entry).await;
+            killed.push(entry.session);
+        }
+    }
+    Ok(json!({"shutdown": true, "killed": killed}))
+}
+
+/// `subscribe`: the bus (lifecycle, exit, hook events), optionally filtered to one session;
+/// with a session, also that pane's revision events.
+async fn subscribe(
+    daemon: &Arc<Daemon>,
+    request: wire::Request,
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut writer: OwnedWriteHalf,
+) {
+    let session = match wire::opt_str(&request.body, "session") {
+        Ok(session) => session.map(str::to_string),
+        Err(message) => {
+            let _ = wire::write_json(
+                &mut writer,
+                &wire::error_reply(&request.id, code::INVALID, message),
+            )
+            .await;
+            return;
+        }
+    };
+    let mut bus = daemon.bus.subscribe();
+    let mut pane_lines = None;
+    if let Some(session) = &session {
+        let Some(entry) = daemon.registry.get(session) else {
+            let reply = wire::error_reply(
+                &request.id,
+                code::NOT_FOUND,
+                format!("no pane named {session:?}"),
+            );
+            let _ = wire::write_json(&mut writer, &reply).await;
+            return;
+        };
+        match registry::subscribe(&entry.socket, true).await {
+            Ok((lines, pane_writer)) => pane_lines = Some((lines, pane_writer)),
+            Err(message) => {
+                let _ = wire::write_json(
+                    &mut writer,
+                    &wire::error_reply(&request.id, code::UNAVAILABLE, message),
+                )
+                .await;
+                return;
+            }
+        }
+    }
+    let reply = wire::ok_reply(&request.id, json!({"subscribed": true, "session": session}));
+    if wire::write_json(&mut writer, &reply).await.is_err() {
+        return;
+    }
+    let mut sink = Vec::new();
+    loop {
+        let event = tokio::select! {
+            event = bus.recv() => match event {
+                Ok(event) => {
+                    let matches = session.as_deref().is_none_or(|s| event.get("session").and_then(Value::as_str) == Some(s));
+                    // Revision events reach a session subscriber through its own pane stream.
+                    let is_revision = event.get("event").and_then(Value::as_str) == Some("revision");
+                    if !matches || (is_revision && session.is_some()) { continue; }
+                    event
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => json!({"event":"lagged","missed":n}),
+                Err(_) => return,
+            },
+            line = async {
+                match &mut pane_lines {
+                    Some((lines, _)) => lines.next_line().await,
+                    None => std::future::pending().await,
+                }
+            } => match line {
+                Ok(Some(line)) => match serde_json::from_str::<Value>(&line) {
+                    // Exit and lifecycle already arrive through the bus.
+                    Ok(event) if event.get("event").and_then(Value::as_str) == Some("revision") => event,
+                    _ => continue,
+                },
+                _ => { pane_lines = None; continue; }
+            },
+            read = tokio::io::AsyncReadExt::read_buf(&mut reader, &mut sink) => {
+                match read { Ok(0) | Err(_) => return, Ok(_) => { sink.clear(); continue; } }
+            }
+        };
+        if wire::write_json(&mut writer, &event).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The pane crate's error type.
+
+use std::path::PathBuf;
+
+/// What can go wrong in a pane host or while talking to one.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid session name {name:?}: must match [A-Za-z0-9._-]{{1,64}} and not be \".\" or \"..\"")]
+    InvalidSessionName { name: String },
+    #[error("invalid input: {reason}")]
+    InvalidInput { reason: String },
+    #[error("cannot spawn {argv:?}: {source}")]
+    Spawn {
+        argv: Vec<String>,
+        source: std::io::Error,
+    },
+    #[error("{what} {path}: {source}")]
+    Path {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("runtime directory {path} is not safe: {reason}")]
+    UnsafeRuntimeDir { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// Builds an `InvalidInput` from anything printable.
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            reason: reason.into(),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,649 @@
+//! The pane host process (`belfry pane-host`): one pane, served on its own socket
+//! (SPEC §6.0). It outlives the daemon; the daemon finds it again through its record file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::input::parse_steps;
+use crate::pane::{Expect, Pane, SendOutcome};
+use crate::paths;
+use crate::spec::LaunchSpec;
+use crate::wire::{self, code, Frame, Line};
+
+/// What a pane host needs to start.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    pub spec: LaunchSpec,
+    pub runtime: PathBuf,
+    pub daemon_socket: PathBuf,
+    pub state_dir: PathBuf,
+}
+
+/// Runs a pane host to completion. Prints one JSON line on stdout once it is serving
+/// (`{"ready":true,…}`) or has failed (`{"error":…}`), then stops using stdout.
+pub fn run(config: HostConfig) -> crate::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(config))
+}
+
+fn announce(value: &Value) {
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "{value}");
+    let _ = out.flush();
+    // Stop holding the spawner's pipe open: from here on stdout goes nowhere.
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = rustix::stdio::dup2_stdout(&null);
+    }
+}
+
+async fn serve(config: HostConfig) -> crate::Result<()> {
+    let session = config.spec.session.clone();
+    paths::validate_session_name(&session)?;
+    let panes_dir = paths::panes_dir(&config.runtime);
+    paths::ensure_private_dir(&config.runtime)?;
+    paths::ensure_private_dir(&panes_dir)?;
+    let socket = paths::pane_socket(&config.runtime, &session);
+    let record = paths::pane_record(&config.runtime, &session);
+
+    let listener = match bind(&socket).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            announce(&json!({"error": err.to_string()}));
+            return Err(err);
+        }
+    };
+    let inbox = config.state_dir.join("inbox").join(&session);
+    let child_env = vec![
+        (
+            "BELFRY_SOCKET".to_string(),
+            config.daemon_socket.display().to_string(),
+        ),
+        ("BELFRY_SESSION".to_string(), session.clone()),
+        ("BELFRY_INBOX".to_string(), inbox.display().to_string()),
+        (
+            "BELFRY_HOOK_CONTEXT".to_string(),
+            panes_dir
+                .join(format!("{session}.context"))
+                .display()
+                .to_string(),
+        ),
+    ];
+    let (pane, tasks) = match Pane::start(config.spec.clone(), child_env) {
+        Ok(started) => started,
+        Err(err) => {
+            let _ = std::fs::remove_file(&socket);
+            announce(&json!({"error": err.to_string()}));
+            return Err(err);
+        }
+    };
+    let started_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let ctx = Arc::new(HostContext {
+        pane: Arc::clone(&pane),
+        socket: socket.clone(),
+        record: record.clone(),
+        started_at,
+        shutdown: tokio::sync::Notify::new(),
+    });
+    ctx.write_record()?;
+    let incarnation = pane.identity().incarnation;
+    tokio::spawn(Arc::clone(&pane).read_output());
+    tokio::spawn(Arc::clone(&pane).answer_queries(tasks.answers));
+    tokio::spawn(Arc::clone(&pane).watch_child(tasks.child, incarnation));
+    {
+        let ctx = Arc::clone(&ctx);
+        let mut events = pane.events.subscribe();
+        tokio::spawn(async move {
+            while let Ok(event) = events.recv().await {
+                if event.get("what").and_then(Value::as_str) == Some("restart") {
+                    let _ = ctx.write_record();
+                }
+            }
+        });
+    }
+    announce(&json!({"ready": true, "pid": std::process::id(), "socket": socket}));
+    tracing::info!(session, "pane host serving on {}", socket.display());
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(Arc::clone(&ctx), stream));
+                }
+                Err(err) => tracing::warn!("accept failed: {err}"),
+            },
+            _ = term.recv() => break,
+            _ = ctx.shutdown.notified() => break,
+        }
+    }
+    ctx.pane.stop_child().await;
+    ctx.remove_files();
+    tracing::info!(session, "pane host exiting");
+    Ok(())
+}
+
+/// Binds the pane socket. A live socket of the same name is an error; a stale one is replaced.
+async fn bind(socket: &Path) -> crate::Result<UnixListener> {
+    if socket.exists() {
+        if UnixStream::connect(socket).await.is_ok() {
+            return Err(crate::Error::invalid(format!(
+                "a pane host is already serving {}",
+                socket.display()
+            )));
+        }
+        let _ = std::fs::remove_file(socket);
+    }
+    let listener = UnixListener::bind(socket).map_err(|source| crate::Error::Path {
+        what: "cannot bind pane socket",
+        path: socket.to_path_buf(),
+        source,
+    })?;
+    paths::make_socket_private(socket)?;
+    Ok(listener)
+}
+
+struct HostContext {
+    pane: Arc<Pane>,
+    socket: PathBuf,
+    record: PathBuf,
+    started_at: u64,
+    shutdown: tokio::sync::Notify,
+}
+
+impl HostContext {
+    fn record_json(&self) -> Value {
+        let st = self.pane.state.lock();
+        let mut record = json!({
+            "session": self.pane.spec.session,
+            "pid": std::process::id(),
+            "child_pid": st.child_pid,
+            "incarnation": st.incarnation,
+            "generation": self.pane.generation,
+            "argv": self.pane.spec.argv,
+            "cwd": self.pane.spec.cwd,
+            "started_at": self.started_at,
+            "socket": self.socket,
+            "protocol": wire::PROTOCOL_VERSION,
+            "build": env!("CARGO_PKG_VERSION"),
+            "spec": self.pane.spec,
+        });
+        record["revision"] = json!(st.revision);
+        record["exited"] = json!(st.exited);
+        record["size"] = json!({"rows": st.size.0, "cols": st.size.1});
+        record["clients"] = json!(st.clients_len());
+        record["title"] = json!(st.screen.title());
+        record
+    }
+
+    /// Writes `<session>.json` atomically (temp file, then rename).
+    fn write_record(&self) -> crate::Result<()> {
+        let tmp = self.record.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(&self.record_json())
+            .map_err(|err| crate::Error::invalid(err.to_string()))?;
+        std::fs::write(&tmp, bytes).map_err(|source| crate::Error::Path {
+            what: "cannot write pane record",
+            path: tmp.clone(),
+            source,
+        })?;
+        std::fs::rename(&tmp, &self.record).map_err(|source| crate::Error::Path {
+            what: "cannot write pane record",
+            path: self.record.clone(),
+            source,
+        })?;
+        Ok(())
+    }
+
+    fn remove_files(&self) {
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_file(&self.record);
+    }
+}
+
+async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
+    if let Err(reason) = paths::peer_allowed(&stream) {
+        tracing::warn!("{reason}");
+        let (_, mut writer) = stream.into_split();
+        let _ = wire::write_json(
+            &mut writer,
+            &wire::error_reply(&Value::Null, "forbidden", reason),
+        )
+        .await;
+        return;
+    }
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = BufReader::new(reader);
+    loop {
+        let line = match wire::read_line(&mut reader).await {
+            Ok(Line::Text(line)) => line,
+            Ok(Line::Eof) | Err(_) => return,
+            Ok(Line::TooLong) => {
+                let reply = wire::error_reply(
+                    &Value::Null,
+                    code::TOO_LONG,
+                    format!("request line exceeds {} bytes; closing", wire::MAX_LINE),
+                );
+                let _ = wire::write_json(&mut writer, &reply).await;
+                return;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let request = match wire::parse_request(&line) {
+            Ok(request) => request,
+            Err(bad) => {
+                let reply = wire::error_reply(&bad.id, bad.code, bad.message);
+                if wire::write_json(&mut writer, &reply).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        match request.op.as_str() {
+            "attach" => {
+                attach(&ctx, request, reader, writer).await;
+                return;
+            }
+            "subscribe" => {
+                subscribe(&ctx, request, reader, writer).await;
+                return;
+            }
+            _ => {}
+        }
+        let reply = handle(&ctx, &request).await;
+        if wire::write_json(&mut writer, &reply).await.is_err() {
+            return;
+        }
+        if request.op == "kill" && reply.get("ok") == Some(&Value::Bool(true)) {
+            ctx.shutdown.notify_one();
+            return;
+        }
+    }
+}
+
+/// Answers one request (every op except the streaming ones).
+async fn handle(ctx: &HostContext, request: &wire::Request) -> Value {
+    let id = &request.id;
+    let body = &request.body;
+    if let Ok(Some(session)) = wire::opt_str(body, "session") {
+        if session != ctx.pane.spec.session {
+            return wire::error_reply(
+                id,
+                code::NOT_FOUND,
+                format!(
+                    "this pane host serves {:?}, not {session:?}",
+                    ctx.pane.spec.session
+                ),
+            );
+        }
+    }
+    let result = match request.op.as_str() {
+        "hello" => wire::negotiate(body).map(|version| {
+            json!({"version": version, "role": "pane-host", "build": env!("CARGO_PKG_VERSION"),
+                   "session": ctx.pane.spec.session})
+        }),
+        "info" => Ok(ctx.record_json()),
+        "snapshot" => snapshot(ctx, body),
+        "scrollback" => scrollback(ctx, body),
+        "send" => send(ctx, body).await,
+        "resize" => resize(ctx, body),
+        "clear" => Ok(json!({"revision": ctx.pane.clear()})),
+        "restart" => ctx
+            .pane
+            .restart()
+            .await
+            .map(|identity| json!({"identity": identity}))
+            .map_err(|err| err.to_string()),
+        "kill" => Ok(json!({"killed": ctx.pane.spec.session})),
+        "detach" => Ok(json!({"detached": ctx.pane.detach_all()})),
+        "wait" => return wait(ctx, id, body).await,
+        other => {
+            return wire::error_reply(
+                id,
+                code::UNKNOWN_OP,
+                format!("unknown op {other:?} for a pane host"),
+            )
+        }
+    };
+    match result {
+        Ok(fields) => wire::ok_reply(id, fields),
+        Err(message) => wire::error_reply(id, code::INVALID, message),
+    }
+}
+
+fn snapshot(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
+    let want_cells = wire::opt_bool(body, "cells")?.unwrap_or(false);
+    let want_ansi = wire::opt_bool(body, "ansi")?.unwrap_or(false);
+    let scrollback = wire::opt_u64(body, "scrollback")?;
+    let st = ctx.pane.state.lock();
+    let (row, col, visible) = st.screen.cursor();
+    let mut out = json!({
+        "session": ctx.pane.spec.session,
+        "incarnation": st.incarnation,
+        "generation": ctx.pane.generation,
+        "revision": st.revision,
+        "size": {"rows": st.size.0, "cols": st.size.1},
+        "cursor": {"row": row, "col": col, "visible": visible},
+        "modes": st.screen.modes(),
+        "title": st.screen.title(),
+        "lines": st.screen.lines(),
+        "foreground": ctx.pane.foreground(st.child_pid),
+        "exited": st.exited,
+        "child_pid": st.child_pid,
+        "pid": std::process::id(),
+        "clients": st.clients_len(),
+        "history": st.screen.history_len(),
+    });
+    if want_ansi {
+        out["ansi"] = json!(st.screen.ansi_lines());
+    }
+    if want_cells {
+        out["cells"] = st.screen.cells();
+    }
+    if let Some(n) = scrollback {
+        let history = st.screen.history_len();
+        let n = (n as usize).min(history);
+        let (_, lines) = st.screen.scrollback(history - n, n);
+        out["scrollback"] = json!(lines);
+    }
+    Ok(out)
+}
+
+fn scrollback(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
+    let start = wire::opt_u64(body, "start")?.unwrap_or(0) as usize;
+    let count = wire::opt_u64(body, "count")?.unwrap_or(u64::from(u32::MAX)) as usize;
+    let st = ctx.pane.state.lock();
+    let (total, lines) = st.screen.scrollback(start, count.min(100_000));
+    Ok(
+        json!({"revision": st.revision, "total": total, "history": st.screen.history_len(),
+              "start": start, "lines": lines}),
+    )
+}
+
+/// Parses the `expect` object of a send.
+pub fn parse_expect(body: &Map<String, Value>) -> Result<Expect, String> {
+    let Some(expect) = body.get("expect") else {
+        return Ok(Expect::default());
+    };
+    let Value::Object(expect) = expect else {
+        return Err("field \"expect\" must be an object".into());
+    };
+    for key in expect.keys() {
+        if !matches!(key.as_str(), "incarnation" | "generation" | "revision") {
+            return Err(format!(
+                "unknown field \"expect.{key}\" (expected incarnation, generation, revision)"
+            ));
+        }
+    }
+    Ok(Expect {
+        incarnation: wire::opt_str(expect, "incarnation")
+            .map_err(|e| format!("expect: {e}"))?
+            .map(str::to_string),
+        generation: wire::opt_str(expect, "generation")
+            .map_err(|e| format!("expect: {e}"))?
+            .map(str::to_string),
+        revision: wire::opt_u64(expect, "revision").map_err(|e| format!("expect: {e}"))?,
+    })
+}
+
+async fn send(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
+    let expect = parse_expect(body)?;
+    let input = body.get("input").ok_or("missing field \"input\"")?;
+    let steps = parse_steps(input).map_err(|err| err.to_string())?;
+    match ctx.pane.send(&expect, &steps).await {
+        Ok(SendOutcome::Sent { revision }) => Ok(json!({"result": "sent", "revision": revision})),
+        Ok(SendOutcome::Conflict { actual, exited }) => {
+            let mut out = json!({"result": "conflict", "actual": actual});
+            if exited {
+                out["exited"] = json!(true);
+            }
+            Ok(out)
+        }
+        Err(err) => Err(format!("write to the PTY failed: {err}")),
+    }
+}
+
+fn resize(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
+    let rows = wire::opt_u64(body, "rows")?.ok_or("missing field \"rows\"")?;
+    let cols = wire::opt_u64(body, "cols")?.ok_or("missing field \"cols\"")?;
+    let (rows, cols) = (
+        u16::try_from(rows).map_err(|_| format!("rows {rows} is out of range"))?,
+        u16::try_from(cols).map_err(|_| format!("cols {cols} is out of range"))?,
+    );
+    let revision = ctx.pane.resize(rows, cols).map_err(|err| err.to_string())?;
+    Ok(json!({"revision": revision, "size": {"rows": rows, "cols": cols}}))
+}
+
+/// `wait`: until every given condition holds (revision reached, exited, screen regex, quiet for
+/// N ms), or the timeout (default 30 s) passes.
+async fn wait(ctx: &HostContext, id: &Value, body: &Map<String, Value>) -> Value {
+    let parsed = (|| -> Result<_, String> {
+        let revision = wire::opt_u64(body, "revision")?;
+        let exit = wire::opt_bool(body, "exit")?.unwrap_or(false);
+        let regex = match wire::opt_str(body, "regex")? {
+            Some(pattern) => Some(
+                regex::Regex::new(pattern)
+                    .map_err(|err| format!("field \"regex\" is not a valid regex: {err}"))?,
+            ),
+            None => None,
+        };
+        let quiet = wire::opt_u64(body, "quiet_ms")?.map(Duration::from_millis);
+        let timeout = Duration::from_millis(wire::opt_u64(body, "timeout_ms")?.unwrap_or(30_000));
+        if revision.is_none() && !exit && regex.is_none() && quiet.is_none() {
+            return Err("wait needs at least one of revision, exit, regex, quiet_ms".into());
+        }
+        Ok((revision, exit, regex, quiet, timeout))
+    })();
+    let (revision, exit, regex, quiet, timeout) = match parsed {
+        Ok(parsed) => parsed,
+        Err(message) => return wire::error_reply(id, code::INVALID, message),
+    };
+    let deadline = Instant::now() + timeout;
+    let mut changes = ctx.pane.revision_tx.subscribe();
+    loop {
+        let (met, quiet_until, identity) = {
+            let st = ctx.pane.state.lock();
+            let mut met = revision.is_none_or(|r| st.revision >= r);
+            met &= !exit || st.exited.is_some();
+            if let Some(regex) = &regex {
+                met &= regex.is_match(&st.screen.lines().join("\n"));
+            }
+            let quiet_until = quiet.map(|q| st.last_change + q);
+            if let Some(until) = quiet_until {
+                met &= Instant::now() >= until;
+            }
+            (
+                met,
+                quiet_until,
+                json!({"revision": st.revision, "incarnation": st.incarnation,
+                                      "exited": st.exited}),
+            )
+        };
+        if met {
+            return wire::ok_reply(id, json!({"result": "matched", "state": identity}));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return wire::error_reply(
+                id,
+                code::TIMEOUT,
+                format!(
+                    "wait timed out after {} ms; state {identity}",
+                    timeout.as_millis()
+                ),
+            );
+        }
+        let wake_at = quiet_until.map_or(deadline, |q| q.max(now).min(deadline));
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake_at)) => {}
+        }
+    }
+}
+
+/// `subscribe`: a stream of events — revision (coalesced to the latest), exit and lifecycle —
+/// until the client closes the connection.
+async fn subscribe(
+    ctx: &HostContext,
+    request: wire::Request,
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut writer: OwnedWriteHalf,
+) {
+    let revisions = wire::opt_bool(&request.body, "revisions")
+        .ok()
+        .flatten()
+        .unwrap_or(true);
+    let mut events = ctx.pane.events.subscribe();
+    let mut changes = ctx.pane.revision_tx.subscribe();
+    let identity = ctx.pane.identity();
+    let reply = wire::ok_reply(
+        &request.id,
+        json!({"subscribed": true, "identity": identity}),
+    );
+    if wire::write_json(&mut writer, &reply).await.is_err() {
+        return;
+    }
+    let session = ctx.pane.spec.session.clone();
+    let mut sink = Vec::new();
+    loop {
+        let event = tokio::select! {
+            changed = changes.changed(), if revisions => {
+                if changed.is_err() { return; }
+                let revision = *changes.borrow_and_update();
+                json!({"event": "revision", "session": session, "revision": revision})
+            }
+            event = events.recv() => match event {
+                Ok(event) => event,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    json!({"event": "lagged", "session": session, "missed": n})
+                }
+                Err(_) => return,
+            },
+            read = tokio::io::AsyncReadExt::read_buf(&mut reader, &mut sink) => {
+                // The subscriber speaks no more requests; EOF ends the stream.
+                match read { Ok(0) | Err(_) => return, Ok(_) => { sink.clear(); continue; } }
+            }
+        };
+        if wire::write_json(&mut writer, &event).await.is_err() {
+            return;
+        }
+        if revisions {
+            // Coalesce bursts: at most one revision event per millisecond per subscriber.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// `attach`: switch the connection to frames; the first data frame is a full redraw.
+async fn attach(
+    ctx: &HostContext,
+    request: wire::Request,
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut writer: OwnedWriteHalf,
+) {
+    let body = &request.body;
+    let read_only = wire::opt_bool(body, "read_only")
+        .ok()
+        .flatten()
+        .unwrap_or(false);
+    let rows = wire::opt_u64(body, "rows").ok().flatten();
+    let cols = wire::opt_u64(body, "cols").ok().flatten();
+    let size = match (rows, cols) {
+        (Some(r), Some(c)) if (1..=1000).contains(&r) && (1..=1000).contains(&c) => {
+            Some((r as u16, c as u16))
+        }
+        (None, None) => None,
+        _ => {
+            let reply = wire::error_reply(
+                &request.id,
+                code::INVALID,
+                "attach rows and cols must both be 1..=1000",
+            );
+            let _ = wire::write_json(&mut writer, &reply).await;
+            return;
+        }
+    };
+    let pane = &ctx.pane;
+    let (redraw, mut handle) = pane.attach(read_only, size);
+    let client = handle.id;
+    let reply = wire::ok_reply(
+        &request.id,
+        json!({"attached": true, "client": client, "read_only": read_only,
+               "identity": pane.identity()}),
+    );
+    if wire::write_json(&mut writer, &reply).await.is_err()
+        || writer
+            .write_all(&Frame::Data(redraw).encode())
+            .await
+            .is_err()
+    {
+        pane.detach(client);
+        return;
+    }
+    let output = async {
+        loop {
+            tokio::select! {
+                frame = handle.rx.recv() => {
+                    let Some(frame) = frame else { return };
+                    let last = matches!(&frame, Frame::Control(v) if v.get("detach").is_some());
+                    if writer.write_all(&frame.encode()).await.is_err() || last {
+                        return;
+                    }
+                }
+                _ = handle.wake.notified() => {
+                    if handle.lagged.load(std::sync::atomic::Ordering::Relaxed) {
+                        let redraw = pane.resync(&mut handle);
+                        if writer.write_all(&Frame::Data(redraw).encode()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let input = async {
+        loop {
+            match Frame::read(&mut reader).await {
+                Ok(Some(Frame::Data(bytes))) => {
+                    if read_only {
+                        continue;
+                    }
+                    pane.client_activity(client, None);
+                    if let Err(err) = pane.write_input(&bytes).await {
+                        tracing::warn!("attached input not written: {err}");
+                    }
+                }
+                Ok(Some(Frame::Control(control))) => {
+                    if control.get("detach").is_some() {
+                        return;
+                    }
+                    if let Some(size) = control.get("resize") {
+                        let rows = size.get("rows").and_then(Value::as_u64).unwrap_or(0);
+                        let cols = size.get("cols").and_then(Value::as_u64).unwrap_or(0);
+                        if (1..=1000).contains(&rows) && (1..=1000).contains(&cols) {
+                            pane.client_activity(client, Some((rows as u16, cols as u16)));
+                        }
+                    }
+                }
+                Ok(None) | Err(_) => return,
+            }
+        }
+    };
+    tokio::select! {
+        _ = output => {}
+        _ = input => {}
+    }
+    pane.detach(client);
+}

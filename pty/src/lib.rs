@@ -1,0 +1,27 @@
+//! `belfry-pty`: one pane and the pane host process that serves it.
+//!
+//! A pane is a PTY, the child program running on it, a screen model fed with every byte the
+//! program writes, and a monotonic **revision** that moves on every input write, output chunk,
+//! resize, restart, exit and clear (SPEC §2). The pane host (`belfry pane-host`) owns exactly
+//! one pane and serves it on `<runtime>/panes/<session>.sock`; it is started detached so it
+//! survives the control-plane daemon (SPEC §6.0).
+//!
+//! Where to start reading:
+//! - [`pane`]: the [`pane::Pane`] type, its two locks and the guarded write of SPEC §3
+//!   ([`pane::Pane::send`]). This is the only path to PTY input.
+//! - [`screen`]: the alacritty_terminal model, snapshots, the attach redraw and query answers.
+//! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …).
+//! - [`wire`]: the NDJSON protocol and attach frames, shared with the daemon in `belfry-mux`.
+//! - [`input`]: the bounded input transport (text, bytes, paste, keys, delays).
+//! - [`spec`] and [`paths`]: launch specs, generations, incarnations, and where files live.
+
+pub mod error;
+pub mod host;
+pub mod input;
+pub mod pane;
+pub mod paths;
+pub mod screen;
+pub mod spec;
+pub mod wire;
+
+pub use error::{Error, Result};

@@ -1,0 +1,671 @@
+//! One pane: the PTY master, the child, the screen model, the revision and the guarded write
+//! (SPEC §2, §3).
+//!
+//! Two locks, always taken in this order:
+//! 1. `input` (async): held for a whole input transaction, including its delays, so no other
+//!    writer (attached keyboards, DING, query answers) interleaves bytes with it.
+//! 2. `state` (sync, never held across an await): the screen model, the revision and the client
+//!    list. Every output chunk is read from the master *and* applied and counted while holding
+//!    it, so no output is ever "taken but not yet applied" when a guarded send compares.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{broadcast, mpsc, watch, Notify};
+
+use crate::input::{encode_paste, Step};
+use crate::screen::Screen;
+use crate::spec::{new_incarnation, LaunchSpec, SizePolicy};
+use crate::wire::Frame;
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct ExitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// The identity fields a guarded send may expect (SPEC §3). Absent fields are not compared.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expect {
+    pub incarnation: Option<String>,
+    pub generation: Option<String>,
+    pub revision: Option<u64>,
+}
+
+/// The pane's identity at one instant.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Identity {
+    pub incarnation: String,
+    pub generation: String,
+    pub revision: u64,
+}
+
+/// The outcome of a send. A conflict wrote zero bytes.
+#[must_use]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    Sent { revision: u64 },
+    Conflict { actual: Identity, exited: bool },
+}
+
+/// One attached client as the pane sees it.
+pub struct ClientSlot {
+    pub id: u64,
+    pub read_only: bool,
+    pub size: (u16, u16),
+    pub last_active: Instant,
+    tx: mpsc::Sender<Frame>,
+    lagged: Arc<AtomicBool>,
+    wake: Arc<Notify>,
+}
+
+/// The receiving side of an attached client.
+pub struct ClientHandle {
+    pub id: u64,
+    pub rx: mpsc::Receiver<Frame>,
+    pub lagged: Arc<AtomicBool>,
+    pub wake: Arc<Notify>,
+}
+
+/// Chunks queued per client before it is considered lagging and resynchronised by a redraw.
+const CLIENT_QUEUE: usize = 4096;
+
+/// Everything behind the state lock.
+pub struct PaneState {
+    pub screen: Screen,
+    pub revision: u64,
+    pub incarnation: String,
+    pub child_pid: u32,
+    pub exited: Option<ExitStatus>,
+    pub last_change: Instant,
+    pub size: (u16, u16),
+    clients: Vec<ClientSlot>,
+    next_client_id: u64,
+}
+
+impl PaneState {
+    fn bump(&mut self, revision_tx: &watch::Sender<u64>) {
+        self.revision += 1;
+        self.last_change = Instant::now();
+        revision_tx.send_replace(self.revision);
+    }
+
+    pub fn clients_len(&self) -> usize {
+        self.clients.len()
+    }
+
+    fn writable_clients(&self) -> usize {
+        self.clients.iter().filter(|c| !c.read_only).count()
+    }
+
+    fn broadcast(&mut self, frame: &Frame) {
+        for client in &self.clients {
+            if client.lagged.load(Ordering::Relaxed) {
+                continue;
+            }
+            if client.tx.try_send(frame.clone()).is_err() {
+                // The client cannot keep up: drop its queue and resynchronise it with a redraw.
+                client.lagged.store(true, Ordering::Relaxed);
+                client.wake.notify_one();
+            }
+        }
+    }
+}
+
+/// A pane: its PTY, child and model. Shared by every connection of the pane host.
+pub struct Pane {
+    pub spec: LaunchSpec,
+    pub generation: String,
+    pub state: Mutex<PaneState>,
+    pub input: tokio::sync::Mutex<()>,
+    master: AsyncFd<OwnedFd>,
+    pts: pty_process::Pts,
+    pub revision_tx: watch::Sender<u64>,
+    pub events: broadcast::Sender<Value>,
+    answers: mpsc::UnboundedSender<Vec<u8>>,
+    /// Extra environment for the child (BELFRY_* variables), set by the host.
+    child_env: Vec<(String, String)>,
+}
+
+/// Channels the host drives after constructing a pane.
+pub struct PaneTasks {
+    pub answers: mpsc::UnboundedReceiver<Vec<u8>>,
+    pub child: tokio::process::Child,
+}
+
+impl Pane {
+    /// Opens a PTY and starts the child. Must run inside a tokio runtime.
+    pub fn start(
+        spec: LaunchSpec,
+        child_env: Vec<(String, String)>,
+    ) -> crate::Result<(Arc<Pane>, PaneTasks)> {
+        let (pty, pts) = pty_process::open().map_err(|err| io_err("cannot open a PTY", err))?;
+        let size = (spec.rows.max(1), spec.cols.max(1));
+        pty.resize(pty_process::Size::new(size.0, size.1))
+            .map_err(|err| io_err("cannot size the PTY", err))?;
+        let master: OwnedFd = pty.into();
+        // SAFETY: `master` is an `OwnedFd` moved into the `AsyncFd`, so the descriptor stays
+        // open and refers to the same PTY for as long as the registration lives.
+        let master = unsafe { AsyncFd::register(master) }
+            .map_err(|err| crate::Error::Io(std::io::Error::other(err.to_string())))?;
+        let incarnation = new_incarnation();
+        let generation = spec.generation();
+        let (revision_tx, _) = watch::channel(0u64);
+        let (events, _) = broadcast::channel(1024);
+        let (answers_tx, answers_rx) = mpsc::unbounded_channel();
+        let screen = Screen::new(size.0, size.1, spec.scrollback);
+        let state = PaneState {
+            screen,
+            revision: 0,
+            incarnation: incarnation.clone(),
+            child_pid: 0,
+            exited: None,
+            last_change: Instant::now(),
+            size,
+            clients: Vec::new(),
+            next_client_id: 1,
+        };
+        let pane = Pane {
+            spec,
+            generation,
+            state: Mutex::new(state),
+            input: tokio::sync::Mutex::new(()),
+            master,
+            pts,
+            revision_tx,
+            events,
+            answers: answers_tx,
+            child_env,
+        };
+        let child = pane.spawn_child(&incarnation)?;
+        pane.state.lock().child_pid = child.id().unwrap_or(0);
+        Ok((
+            Arc::new(pane),
+            PaneTasks {
+                answers: answers_rx,
+                child,
+            },
+        ))
+    }
+
+    fn spawn_child(&self, incarnation: &str) -> crate::Result<tokio::process::Child> {
+        let argv = &self.spec.argv;
+        let Some(program) = argv.first() else {
+            return Err(crate::Error::invalid(
+                "empty command: give at least a program name",
+            ));
+        };
+        let mut cmd = pty_process::Command::new(program).args(&argv[1..]);
+        if !self.spec.base_env.is_empty() {
+            cmd = cmd.env_clear().envs(&self.spec.base_env);
+        }
+        cmd = cmd.env("TERM", "xterm-256color").envs(&self.spec.env);
+        for (key, value) in &self.child_env {
+            cmd = cmd.env(key, value);
+        }
+        cmd = cmd
+            .env("BELFRY_INCARNATION", incarnation)
+            .env("BELFRY_GENERATION", &self.generation);
+        if let Some(cwd) = &self.spec.cwd {
+            cmd = cmd.current_dir(cwd);
+        }
+        // The pane host's own pty_process::Command is not kill_on_drop: the host decides.
+        let mut cmd = cmd;
+        cmd.spawn_borrowed(&self.pts)
+            .map_err(|err| crate::Error::Spawn {
+                argv: argv.clone(),
+                source: match err {
+                    pty_process::Error::Io(io) => io,
+                    other => std::io::Error::other(other.to_string()),
+                },
+            })
+    }
+
+    /// The current identity.
+    pub fn identity(&self) -> Identity {
+        let st = self.state.lock();
+        self.identity_of(&st)
+    }
+
+    fn identity_of(&self, st: &PaneState) -> Identity {
+        Identity {
+            incarnation: st.incarnation.clone(),
+            generation: self.generation.clone(),
+            revision: st.revision,
+        }
+    }
+
+    /// Reads and applies everything the master has for us. Runs until the pane host ends.
+    pub async fn read_output(self: Arc<Self>) {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let mut guard = match self.master.readable().await {
+                Ok(guard) => guard,
+                Err(err) => {
+                    tracing::error!("PTY master not readable: {err}");
+                    return;
+                }
+            };
+            let result = guard.try_io(|fd| {
+                let mut st = self.state.lock();
+                // Bounded so attach streams and requests get their turn on this thread.
+                for _ in 0..16 {
+                    let n = rustix::io::read(fd.get_ref(), &mut buf[..])
+                        .map_err(std::io::Error::from)?;
+                    if n == 0 {
+                        return Ok(0);
+                    }
+                    self.apply_chunk(&mut st, &buf[..n]);
+                }
+                Ok(1)
+            });
+            match result {
+                Ok(Ok(0)) => {
+                    // EOF on a master only happens when no slave is open; ours stays open.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Ok(Ok(_)) | Err(_) => {}
+                Ok(Err(err)) if err.raw_os_error() == Some(libc::EIO) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Ok(Err(err)) => {
+                    tracing::error!("PTY read failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    }
+
+    /// One output chunk: model, revision, attached clients, query answers.
+    fn apply_chunk(&self, st: &mut PaneState, bytes: &[u8]) {
+        let answers = st.screen.apply(bytes);
+        st.bump(&self.revision_tx);
+        if !st.clients.is_empty() {
+            st.broadcast(&Frame::Data(bytes.to_vec()));
+        }
+        // SPEC §4: while no writable client is attached the pane host answers queries itself;
+        // otherwise the attached terminal sees the query and answers. Never both.
+        if !answers.is_empty() && st.writable_clients() == 0 {
+            for answer in answers {
+                let _ = self.answers.send(answer);
+            }
+        }
+    }
+
+    /// Reads whatever output is pending in the PTY right now, under the state lock
+    /// (SPEC §3 step 1). Bounded: a program that never stops writing cannot starve the send.
+    fn drain_pending(&self, st: &mut PaneState) {
+        let mut buf = [0u8; 16 * 1024];
+        for _ in 0..64 {
+            let pending = rustix::io::ioctl_fionread(self.master.get_ref()).unwrap_or(0);
+            if pending == 0 {
+                return;
+            }
+            match rustix::io::read(self.master.get_ref(), &mut buf[..]) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => self.apply_chunk(st, &buf[..n]),
+            }
+        }
+    }
+
+    /// The guarded write of SPEC §3: compare under the input lock, then either zero bytes and
+    /// a conflict, or the whole transaction with no other input interleaved.
+    pub async fn send(&self, expect: &Expect, steps: &[Step]) -> std::io::Result<SendOutcome> {
+        let _input = self.input.lock().await;
+        let first_write = {
+            let mut st = self.state.lock();
+            self.drain_pending(&mut st);
+            let actual = self.identity_of(&st);
+            let exited = st.exited.is_some();
+            let matches = expect
+                .incarnation
+                .as_ref()
+                .is_none_or(|i| *i == actual.incarnation)
+                && expect
+                    .generation
+                    .as_ref()
+                    .is_none_or(|g| *g == actual.generation)
+                && expect.revision.is_none_or(|r| r == actual.revision);
+            if exited || !matches {
+                return Ok(SendOutcome::Conflict { actual, exited });
+            }
+            // The first bytes go out under the same lock as the compare, so nothing the
+            // program prints can land between the two.
+            match steps.first() {
+                Some(step @ (Step::Raw(_) | Step::Paste(_) | Step::Key(_))) => {
+                    let bytes = encode_step(&st.screen, step);
+                    let written = self.write_locked(&mut st, &bytes)?;
+                    Some((bytes, written))
+                }
+                _ => None,
+            }
+        };
+        let mut rest = steps;
+        if let Some((bytes, written)) = first_write {
+            self.write_all(&bytes[written..]).await?;
+            rest = &steps[1..];
+        }
+        for step in rest {
+            match step {
+                Step::DelayMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                _ => {
+                    let bytes = {
+                        let st = self.state.lock();
+                        encode_step(&st.screen, step)
+                    };
+                    self.write_all(&bytes).await?;
+                }
+            }
+        }
+        let revision = self.state.lock().revision;
+        Ok(SendOutcome::Sent { revision })
+    }
+
+    /// Writes as much as the PTY takes without blocking; each successful write moves the
+    /// revision.
+    fn write_locked(&self, st: &mut PaneState, bytes: &[u8]) -> std::io::Result<usize> {
+        let mut written = 0;
+        while written < bytes.len() {
+            match rustix::io::write(self.master.get_ref(), &bytes[written..]) {
+                Ok(n) => {
+                    written += n;
+                    st.bump(&self.revision_tx);
+                }
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(err) => return Err(err.into()),
+            }
+        }
+        Ok(written)
+    }
+
+    /// Writes all bytes, waiting for the PTY to drain when it is full. The caller holds the
+    /// input lock.
+    pub async fn write_all(&self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            let mut guard = self.master.writable().await?;
+            let result = guard.try_io(|fd| {
+                let mut st = self.state.lock();
+                let n = rustix::io::write(fd.get_ref(), bytes).map_err(std::io::Error::from)?;
+                st.bump(&self.revision_tx);
+                Ok(n)
+            });
+            match result {
+                Ok(Ok(n)) => bytes = &bytes[n..],
+                Ok(Err(err)) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(Err(err)) => return Err(err),
+                Err(_would_block) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes unguarded input (attached keyboards, query answers) under the input lock.
+    pub async fn write_input(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let _input = self.input.lock().await;
+        self.write_all(bytes).await
+    }
+
+    /// Writes the query answers the model produced while no writable client was attached.
+    pub async fn answer_queries(self: Arc<Self>, mut answers: mpsc::UnboundedReceiver<Vec<u8>>) {
+        while let Some(answer) = answers.recv().await {
+            if let Err(err) = self.write_input(&answer).await {
+                tracing::warn!("cannot answer a terminal query: {err}");
+            }
+        }
+    }
+
+    /// Waits for the child to end and records it. Stale waits (after a restart) are ignored.
+    pub async fn watch_child(
+        self: Arc<Self>,
+        mut child: tokio::process::Child,
+        incarnation: String,
+    ) {
+        let status = child.wait().await;
+        let exit = match status {
+            Ok(status) => {
+                use std::os::unix::process::ExitStatusExt;
+                ExitStatus {
+                    code: status.code(),
+                    signal: status.signal(),
+                }
+            }
+            Err(err) => {
+                tracing::error!("cannot wait for the child: {err}");
+                ExitStatus {
+                    code: None,
+                    signal: None,
+                }
+            }
+        };
+        let event = {
+            let mut st = self.state.lock();
+            if st.incarnation != incarnation {
+                return;
+            }
+            self.drain_pending(&mut st);
+            st.exited = Some(exit);
+            st.bump(&self.revision_tx);
+            st.broadcast(&Frame::Control(json!({"exited": exit})));
+            json!({"event":"exit","session":self.spec.session,"incarnation":incarnation,
+                   "revision":st.revision,"code":exit.code,"signal":exit.signal})
+        };
+        tracing::info!("child exited: {event}");
+        let _ = self.events.send(event);
+    }
+
+    /// Ends the current child (SIGHUP to its process group, SIGKILL after a grace period).
+    pub async fn stop_child(&self) {
+        let pid = {
+            let st = self.state.lock();
+            if st.exited.is_some() {
+                return;
+            }
+            st.child_pid
+        };
+        let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else {
+            return;
+        };
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::HUP);
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::HUP);
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        while Instant::now() < deadline {
+            if self.state.lock().exited.is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        let deadline = Instant::now() + Duration::from_millis(2000);
+        while Instant::now() < deadline && self.state.lock().exited.is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Restarts the child: a new process, a new incarnation, the revision continuing.
+    pub async fn restart(self: &Arc<Self>) -> crate::Result<Identity> {
+        let _input = self.input.lock().await;
+        self.stop_child().await;
+        let incarnation = new_incarnation();
+        let child = self.spawn_child(&incarnation)?;
+        let identity = {
+            let mut st = self.state.lock();
+            st.incarnation = incarnation.clone();
+            st.child_pid = child.id().unwrap_or(0);
+            st.exited = None;
+            st.bump(&self.revision_tx);
+            self.identity_of(&st)
+        };
+        tokio::spawn(Arc::clone(self).watch_child(child, incarnation.clone()));
+        let _ = self
+            .events
+            .send(json!({"event":"lifecycle","session":self.spec.session,
+            "what":"restart","incarnation":incarnation,"revision":identity.revision}));
+        Ok(identity)
+    }
+
+    /// Resizes the PTY and the model; the revision moves.
+    pub fn resize(&self, rows: u16, cols: u16) -> crate::Result<u64> {
+        let mut st = self.state.lock();
+        self.resize_locked(&mut st, rows, cols)?;
+        Ok(st.revision)
+    }
+
+    fn resize_locked(&self, st: &mut PaneState, rows: u16, cols: u16) -> crate::Result<()> {
+        if rows == 0 || cols == 0 || rows > 1000 || cols > 1000 {
+            return Err(crate::Error::invalid(format!(
+                "size {rows}x{cols} is out of range (1..=1000 rows and columns)"
+            )));
+        }
+        let winsize = rustix::termios::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        rustix::termios::tcsetwinsize(self.master.get_ref(), winsize)
+            .map_err(|err| crate::Error::Io(err.into()))?;
+        st.screen.resize(rows, cols);
+        st.size = (rows, cols);
+        st.bump(&self.revision_tx);
+        Ok(())
+    }
+
+    /// Clears the screen model and its history; the revision moves.
+    pub fn clear(&self) -> u64 {
+        let mut st = self.state.lock();
+        st.screen.clear();
+        st.bump(&self.revision_tx);
+        st.broadcast(&Frame::Data(b"\x1b[H\x1b[2J\x1b[3J".to_vec()));
+        st.revision
+    }
+
+    /// The foreground process group of the PTY and whether it is the child itself.
+    pub fn foreground(&self, child_pid: u32) -> Value {
+        match rustix::termios::tcgetpgrp(self.master.get_ref().as_fd()) {
+            Ok(pgid) => {
+                let pgid = pgid.as_raw_nonzero().get();
+                json!({"pgid": pgid, "is_leader": pgid as u32 == child_pid})
+            }
+            Err(_) => Value::Null,
+        }
+    }
+
+    /// Registers an attached client and returns its first frame (a full redraw) with the
+    /// receiving handle. Done under the state lock so no chunk is missed or duplicated.
+    pub fn attach(&self, read_only: bool, size: Option<(u16, u16)>) -> (Vec<u8>, ClientHandle) {
+        let mut st = self.state.lock();
+        let id = st.next_client_id;
+        st.next_client_id += 1;
+        let current_size = st.size;
+        let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
+        let lagged = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(Notify::new());
+        st.clients.push(ClientSlot {
+            id,
+            read_only,
+            size: size.unwrap_or(current_size),
+            last_active: Instant::now(),
+            tx,
+            lagged: Arc::clone(&lagged),
+            wake: Arc::clone(&wake),
+        });
+        if !read_only {
+            self.apply_size_policy(&mut st);
+        }
+        let redraw = st.screen.redraw();
+        (
+            redraw,
+            ClientHandle {
+                id,
+                rx,
+                lagged,
+                wake,
+            },
+        )
+    }
+
+    /// Resynchronises a lagging client: empties its queue and returns a fresh redraw, both
+    /// under the state lock.
+    pub fn resync(&self, handle: &mut ClientHandle) -> Vec<u8> {
+        let st = self.state.lock();
+        while handle.rx.try_recv().is_ok() {}
+        handle.lagged.store(false, Ordering::Relaxed);
+        st.screen.redraw()
+    }
+
+    pub fn detach(&self, id: u64) {
+        let mut st = self.state.lock();
+        st.clients.retain(|c| c.id != id);
+        self.apply_size_policy(&mut st);
+    }
+
+    /// Asks every attached client to detach (`belfry detach NAME`). Returns how many.
+    pub fn detach_all(&self) -> usize {
+        let mut st = self.state.lock();
+        let n = st.clients.len();
+        st.broadcast(&Frame::Control(json!({"detach": "requested"})));
+        st.clients.clear();
+        n
+    }
+
+    pub fn client_count(&self) -> usize {
+        self.state.lock().clients.len()
+    }
+
+    /// A client resized its terminal or typed: it becomes the most recently active one.
+    pub fn client_activity(&self, id: u64, size: Option<(u16, u16)>) {
+        let mut st = self.state.lock();
+        let mut changed = false;
+        let current_size = st.size;
+        if let Some(client) = st.clients.iter_mut().find(|c| c.id == id) {
+            client.last_active = Instant::now();
+            if let Some(size) = size {
+                changed = client.size != size;
+                client.size = size;
+            }
+            changed |= !client.read_only && client.size != current_size;
+        }
+        if changed {
+            self.apply_size_policy(&mut st);
+        }
+    }
+
+    fn apply_size_policy(&self, st: &mut PaneState) {
+        let writable = st.clients.iter().filter(|c| !c.read_only);
+        let target = match self.spec.size_policy {
+            SizePolicy::Latest => writable.max_by_key(|c| c.last_active).map(|c| c.size),
+            SizePolicy::Smallest => writable
+                .map(|c| c.size)
+                .reduce(|a, b| (a.0.min(b.0), a.1.min(b.1))),
+        };
+        if let Some((rows, cols)) = target {
+            if (rows, cols) != st.size {
+                if let Err(err) = self.resize_locked(st, rows, cols) {
+                    tracing::warn!("cannot apply client size {rows}x{cols}: {err}");
+                }
+            }
+        }
+    }
+}
+
+fn encode_step(screen: &Screen, step: &Step) -> Vec<u8> {
+    match step {
+        Step::Raw(bytes) => bytes.clone(),
+        Step::Paste(text) => encode_paste(text, screen.modes().bracketed_paste),
+        Step::Key(key) => key.encode(screen.modes().application_cursor),
+        Step::DelayMs(_) => Vec::new(),
+    }
+}
+
+fn io_err(what: &str, err: pty_process::Error) -> crate::Error {
+    crate::Error::Io(std::io::Error::other(format!("{what}: {err}")))
+}

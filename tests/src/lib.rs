@@ -1,0 +1,1 @@
+//! Shared helpers for belfry integration tests.
