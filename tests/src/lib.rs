@@ -1,1 +1,311 @@
-//! Shared helpers for belfry integration tests.
+//! Shared helpers for belfry's integration tests.
+//!
+//! Every test gets its own [`Env`]: a temporary runtime directory, state directory and log
+//! directory, so tests never share a daemon. Commands run the real `belfry` binary; the daemon
+//! is started on demand by the first command, exactly as for a user, and tests speak NDJSON to
+//! its real socket through [`Conn`]. Dropping an `Env` stops the daemon and every pane host it
+//! started.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// The directory holding the workspace's built binaries.
+pub fn bin_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("BELFRY_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("target")
+        });
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    target.join(profile)
+}
+
+/// The `belfry` binary under test.
+pub fn belfry_bin() -> PathBuf {
+    let path = bin_dir().join("belfry");
+    assert!(
+        path.exists(),
+        "{} does not exist: build the binaries first (cargo build --workspace --bins)",
+        path.display()
+    );
+    path
+}
+
+/// The recorder test program.
+pub fn recorder_bin() -> PathBuf {
+    bin_dir().join("belfry-test-recorder")
+}
+
+/// One isolated belfry installation: runtime, state and logs in a temporary directory.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let dir = tempfile::Builder::new()
+            .prefix("belfry-test-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        Env { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn runtime(&self) -> PathBuf {
+        self.path("run")
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.runtime().join("default.sock")
+    }
+
+    pub fn pane_socket(&self, session: &str) -> PathBuf {
+        self.runtime().join("panes").join(format!("{session}.sock"))
+    }
+
+    /// The environment every belfry process of this test runs with.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        let p = |n: &str| self.path(n).display().to_string();
+        vec![
+            ("BELFRY_RUNTIME_DIR".into(), p("run")),
+            ("BELFRY_STATE".into(), p("state")),
+            ("XDG_STATE_HOME".into(), p("xdg-state")),
+            ("XDG_CONFIG_HOME".into(), p("xdg-config")),
+            ("BELFRY_BIN".into(), belfry_bin().display().to_string()),
+            (
+                "PATH".into(),
+                format!(
+                    "{}:{}",
+                    bin_dir().display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            ),
+        ]
+    }
+
+    /// A `belfry` command with this environment.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(belfry_bin());
+        cmd.args(args)
+            .env_remove("BELFRY_SOCKET")
+            .env_remove("BELFRY_SESSION");
+        for (k, v) in self.vars() {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs `belfry ARGS` and returns its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run belfry")
+    }
+
+    /// Runs `belfry ARGS`, asserting success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "belfry {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts a detached pane running `argv` at `rows`x`cols` and waits until its screen
+    /// matches `ready` (a regex), if given.
+    pub fn spawn(&self, session: &str, size: &str, argv: &[&str], ready: Option<&str>) -> Value {
+        let mut args = vec!["new", session, "--size", size, "--json", "--"];
+        args.extend_from_slice(argv);
+        let out = self.ok(&args);
+        let info: Value = serde_json::from_str(&out).expect("new --json prints JSON");
+        if let Some(ready) = ready {
+            self.wait_screen(session, ready);
+        }
+        info
+    }
+
+    /// Waits until the pane's screen matches `regex`.
+    pub fn wait_screen(&self, session: &str, regex: &str) -> Value {
+        let mut conn = self.conn();
+        let reply =
+            conn.request(json!({"op":"wait","session":session,"regex":regex,"timeout_ms":15000}));
+        assert_eq!(
+            reply["ok"],
+            true,
+            "waiting for {regex:?} on {session}: {reply}\nscreen: {:?}",
+            self.lines(session)
+        );
+        reply
+    }
+
+    /// The pane's snapshot.
+    pub fn snapshot(&self, session: &str) -> Value {
+        let reply = self
+            .conn()
+            .request(json!({"op":"snapshot","session":session}));
+        assert_eq!(reply["ok"], true, "snapshot {session}: {reply}");
+        reply
+    }
+
+    pub fn revision(&self, session: &str) -> u64 {
+        self.snapshot(session)["revision"]
+            .as_u64()
+            .expect("revision")
+    }
+
+    pub fn lines(&self, session: &str) -> Vec<String> {
+        let reply = self
+            .conn()
+            .request(json!({"op":"snapshot","session":session}));
+        reply["lines"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A connection to the daemon (started on demand by a CLI command if needed).
+    pub fn conn(&self) -> Conn {
+        if UnixStream::connect(self.socket()).is_err() {
+            self.ok(&["ls"]);
+        }
+        Conn::open(&self.socket()).expect("connect to daemon")
+    }
+
+    /// The daemon's pid, from a `hello`.
+    pub fn daemon_pid(&self) -> u32 {
+        let reply = self.conn().request(json!({"op":"hello"}));
+        reply["pid"].as_u64().expect("daemon pid") as u32
+    }
+
+    /// Stops the daemon and every pane it knows about.
+    pub fn shutdown(&self) {
+        let _ = self.cmd(&["shutdown", "--kill-panes"]).output();
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.shutdown();
+        // Pane hosts the daemon no longer knew about (for example after a test killed it).
+        if let Ok(entries) = std::fs::read_dir(self.runtime().join("panes")) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                    continue;
+                }
+                if let Ok(bytes) = std::fs::read(&path) {
+                    if let Ok(record) = serde_json::from_slice::<Value>(&bytes) {
+                        for key in ["pid", "child_pid"] {
+                            if let Some(pid) = record[key].as_i64() {
+                                // SAFETY: kill(2) with a pid read from our own record file;
+                                // it touches no memory.
+                                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A raw NDJSON connection (to the daemon or a pane host).
+pub struct Conn {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+}
+
+impl Conn {
+    pub fn open(path: &Path) -> std::io::Result<Conn> {
+        let stream = UnixStream::connect(path)?;
+        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        let writer = stream.try_clone()?;
+        Ok(Conn {
+            reader: BufReader::new(stream),
+            writer,
+            next_id: 1,
+        })
+    }
+
+    /// Sends a request (adding an id) and reads the reply.
+    pub fn request(&mut self, mut request: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        request["id"] = json!(id);
+        self.send_raw(format!("{request}\n").as_bytes());
+        let reply = self.read().expect("reply");
+        assert_eq!(reply["id"], json!(id), "reply id mismatch: {reply}");
+        reply
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("write request");
+    }
+
+    /// Reads one JSON line; `None` at EOF.
+    pub fn read(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(serde_json::from_str(&line).expect("reply is JSON")),
+        }
+    }
+}
+
+/// Polls `check` until it returns true or `limit` passes.
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    check()
+}
+
+/// True if a process with this pid exists (and is not a zombie).
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Reads a file that may not exist yet.
+pub fn read_or_empty(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_default()
+}

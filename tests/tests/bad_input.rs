@@ -1,0 +1,183 @@
+//! SPEC §6.1, §12: bad requests get an error naming the problem, the connection stays usable
+//! (except for an oversize line, which closes it), and no pane is affected.
+
+use std::time::Duration;
+
+use belfry_tests::{read_or_empty, recorder_bin, Conn, Env};
+use serde_json::json;
+
+#[test]
+fn bad_requests_get_clear_errors_and_nothing_changes() {
+    let env = Env::new();
+    let log = env.path("rec.log");
+    let rec = recorder_bin().display().to_string();
+    let log_s = log.display().to_string();
+    env.spawn("rec", "24x80", &[&rec, "--log", &log_s], Some("READY"));
+    let before = env.snapshot("rec");
+    let mut conn = env.conn();
+
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "malformed JSON",
+            "{\"op\": \"list\"".into(),
+            "malformed JSON",
+        ),
+        ("not an object", "[1,2]".into(), "JSON object"),
+        ("missing op", r#"{"id":1}"#.into(), "missing field \"op\""),
+        (
+            "unknown op",
+            r#"{"id":1,"op":"frobnicate"}"#.into(),
+            "unknown op \"frobnicate\"",
+        ),
+        (
+            "missing session",
+            r#"{"id":1,"op":"send","input":[]}"#.into(),
+            "missing field \"session\"",
+        ),
+        (
+            "invalid session name",
+            r#"{"id":1,"op":"snapshot","session":"../etc"}"#.into(),
+            "invalid session name",
+        ),
+        (
+            "unknown session",
+            r#"{"id":1,"op":"snapshot","session":"nope"}"#.into(),
+            "no pane named \"nope\"",
+        ),
+        (
+            "missing input",
+            r#"{"id":1,"op":"send","session":"rec"}"#.into(),
+            "missing field \"input\"",
+        ),
+        (
+            "unknown key",
+            r#"{"id":1,"op":"send","session":"rec","input":[{"text":"a"},{"key":"Hyper-X"}]}"#
+                .into(),
+            "unknown key name \"Hyper-X\"",
+        ),
+        (
+            "send over 64 KiB",
+            json!({"id":1,"op":"send","session":"rec","input":[{"text":"y".repeat(70_000)}]})
+                .to_string(),
+            "65536-byte limit",
+        ),
+        (
+            "delay over limit",
+            r#"{"id":1,"op":"send","session":"rec","input":[{"text":"a"},{"delay_ms":9000}]}"#
+                .into(),
+            "delay_ms 9000 exceeds",
+        ),
+        (
+            "bad expect",
+            r#"{"id":1,"op":"send","session":"rec","expect":{"revison":3},"input":[{"text":"a"}]}"#
+                .into(),
+            "expect.revison",
+        ),
+        (
+            "bad spawn argv",
+            r#"{"id":1,"op":"spawn","session":"x","argv":[]}"#.into(),
+            "argv",
+        ),
+        (
+            "bad size",
+            r#"{"id":1,"op":"resize","session":"rec","rows":0,"cols":10}"#.into(),
+            "out of range",
+        ),
+        (
+            "bad regex",
+            r#"{"id":1,"op":"wait","session":"rec","regex":"(","timeout_ms":10}"#.into(),
+            "not a valid regex",
+        ),
+    ];
+    for (what, line, needle) in &cases {
+        conn.send_raw(format!("{line}\n").as_bytes());
+        let reply = conn
+            .read()
+            .unwrap_or_else(|| panic!("{what}: connection closed"));
+        assert_eq!(reply["ok"], false, "{what}: {reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains(needle),
+            "{what}: error {message:?} does not name {needle:?}"
+        );
+        // The same connection still serves.
+        let list = conn.request(json!({"op":"list"}));
+        assert_eq!(
+            list["ok"], true,
+            "{what}: connection unusable after the error"
+        );
+    }
+
+    // An oversize line is an error and closes the connection; the daemon keeps serving.
+    let mut big = Conn::open(&env.socket()).unwrap();
+    let mut line = vec![b' '; 1024 * 1024 + 100];
+    line.push(b'\n');
+    big.send_raw(&line);
+    let reply = big.read().expect("error reply before close");
+    assert_eq!(reply["error"]["code"], "line-too-long", "{reply}");
+    assert!(
+        big.read().is_none(),
+        "connection must be closed after an oversize line"
+    );
+
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        read_or_empty(&log),
+        b"",
+        "a rejected request wrote to the pane"
+    );
+    let after = env.snapshot("rec");
+    assert_eq!(after["revision"], before["revision"]);
+    assert_eq!(after["incarnation"], before["incarnation"]);
+    assert_eq!(
+        env.conn().request(json!({"op":"list"}))["panes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn cli_bad_arguments_name_the_problem() {
+    let env = Env::new();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["new", "bad/name", "--", "true"],
+            2,
+            "invalid session name",
+        ),
+        (
+            &["new", "ok", "--size", "0x9", "--", "true"],
+            2,
+            "out of range",
+        ),
+        (
+            &["new", "ok", "--size", "big", "--", "true"],
+            2,
+            "ROWSxCOLS",
+        ),
+        (&["new", "ok", "--env", "NOEQUALS", "--", "true"], 2, "K=V"),
+        (&["peek", "missing"], 1, "no pane named"),
+        (&["send", "missing", "--text", "x"], 1, "no pane named"),
+        (&["send", "missing"], 2, "nothing to send"),
+        (&["attach", "missing"], 1, "no pane named"),
+        (
+            &["new", "nocmd", "--", "/nonexistent/program"],
+            2,
+            "cannot spawn",
+        ),
+    ];
+    for (args, code, needle) in cases {
+        let out = env.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "belfry {args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "belfry {args:?}: {stderr:?} does not name {needle:?}"
+        );
+    }
+    // Nothing was left behind by the failed spawns.
+    let ls = env.ok(&["ls", "--json"]);
+    assert_eq!(ls.trim(), "[]");
+}
