@@ -127,10 +127,43 @@ enum Command {
         #[arg(long)]
         kill_panes: bool,
     },
+    /// The one hook dispatcher every harness's hooks call (reads the hook JSON on stdin).
+    Dispatch {
+        /// The semantic event (before-tool, after-tool, session-start, …).
+        #[arg(long)]
+        event: String,
+        /// Also append the context to $BELFRY_HOOK_CONTEXT.
+        #[arg(long)]
+        spool: bool,
+        /// Answer in a harness's native output contract (an adapter's dialect).
+        #[arg(long, value_name = "DIALECT")]
+        native: Option<String>,
+        /// The compiled hooks file (default: $BELFRY_HOOKS_FILE).
+        #[arg(long, value_name = "PATH")]
+        hooks_file: Option<PathBuf>,
+        /// Where dialect files live (default: $BELFRY_DIALECTS, then the built-in ones).
+        #[arg(long, value_name = "DIR")]
+        dialects: Option<PathBuf>,
+    },
+    /// The context spool written by `dispatch --spool`.
+    Spool {
+        #[command(subcommand)]
+        action: SpoolAction,
+    },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
     /// Print the man page (roff).
     Man,
+}
+
+#[derive(Subcommand, Debug)]
+enum SpoolAction {
+    /// Print and empty the spool as one "Platform guidance:" block (nothing if empty).
+    Drain {
+        /// The spool file (default: $BELFRY_HOOK_CONTEXT).
+        #[arg(long, value_name = "PATH")]
+        path: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -391,6 +424,30 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             println!("daemon stopped; killed panes: {}", reply["killed"]);
             Ok(EXIT_OK)
         }
+        Command::Dispatch {
+            event,
+            spool,
+            native,
+            hooks_file,
+            dialects,
+        } => Ok(dispatch(event, spool, native, hooks_file, dialects)),
+        Command::Spool {
+            action: SpoolAction::Drain { path },
+        } => {
+            let path = match path {
+                Some(path) => path,
+                None => std::env::var_os(belfry_hooks::HOOK_CONTEXT_ENV)
+                    .map(PathBuf::from)
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "no spool: give --path or set {}",
+                            belfry_hooks::HOOK_CONTEXT_ENV
+                        )
+                    })?,
+            };
+            print!("{}", belfry_hooks::spool_drain(&path)?);
+            Ok(EXIT_OK)
+        }
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
             Ok(EXIT_OK)
@@ -400,6 +457,33 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// `belfry dispatch`: fail-open by construction; whatever happens, one answer and exit 0
+/// (or the native dialect's exit code).
+fn dispatch(
+    event: String,
+    spool: bool,
+    native: Option<String>,
+    hooks_file: Option<PathBuf>,
+    dialects_dir: Option<PathBuf>,
+) -> i32 {
+    use std::io::Read;
+    let mut stdin = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut stdin);
+    let options = belfry_hooks::DispatchOptions {
+        event,
+        hooks_file,
+        spool,
+        spool_path: None,
+        native,
+        dialects_dir,
+    };
+    let output = belfry_hooks::run_dispatch(&options, &stdin);
+    let _ = std::io::stdout().write_all(&output.stdout);
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().write_all(&output.stderr);
+    output.exit_code
 }
 
 fn simple(request: Value, describe: impl Fn(&Value) -> String) -> Result<i32> {

@@ -1,0 +1,313 @@
+//! One dispatch run (SPEC §8): stdin → hooks file → handler chain → spool → stdout.
+//!
+//! Every step that can fail turns its error into an `allow` whose reason is the error (the
+//! fail-open rule), so the run as a whole cannot fail: [`run_dispatch`] returns a
+//! [`DispatchOutput`], never a `Result`. The only denies come from handlers (a refusal, a JSON
+//! deny, or a fail-closed handler failing).
+
+use std::ffi::OsString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+use crate::chain::run_chain;
+use crate::error::Error;
+use crate::handlers::{resolve_hooks_file, HooksFile};
+use crate::native::Dialect;
+use crate::outcome::Outcome;
+use crate::spool::spool_append;
+
+/// Names the hooks file when [`DispatchOptions::hooks_file`] is `None`.
+pub const HOOKS_FILE_ENV: &str = "BELFRY_HOOKS_FILE";
+/// Names the spool when [`DispatchOptions::spool_path`] is `None`.
+pub const HOOK_CONTEXT_ENV: &str = "BELFRY_HOOK_CONTEXT";
+/// Names the dialects directory when [`DispatchOptions::dialects_dir`] is `None`.
+pub const DIALECTS_ENV: &str = "BELFRY_DIALECTS";
+
+/// What `belfry dispatch` was asked to do.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DispatchOptions {
+    /// The semantic event (`before-tool`, `prompt-submit`, …): selects the hooks-file section.
+    pub event: String,
+    /// `--hooks-file`; `None` falls back to `$BELFRY_HOOKS_FILE`, and if that is unset or
+    /// empty there is nothing to run.
+    pub hooks_file: Option<PathBuf>,
+    /// `--spool`: also append the context to the spool.
+    pub spool: bool,
+    /// The spool; `None` falls back to `$BELFRY_HOOK_CONTEXT`.
+    pub spool_path: Option<PathBuf>,
+    /// `--native DIALECT`: render the outcome in that dialect instead of the neutral JSON.
+    pub native: Option<String>,
+    /// Where `<name>.json` dialects live; `None` falls back to `$BELFRY_DIALECTS`, then to the
+    /// dialects built into the crate.
+    pub dialects_dir: Option<PathBuf>,
+}
+
+/// What the CLI writes and exits with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "the output must be written to stdout/stderr and the process must exit with exit_code"]
+pub struct DispatchOutput {
+    /// Bytes for standard output: the neutral JSON object and a newline, or the dialect's.
+    pub stdout: Vec<u8>,
+    /// Bytes for standard error: empty in neutral mode; in native mode whatever the dialect puts
+    /// there (and the error, if the dialect itself could not be loaded).
+    pub stderr: Vec<u8>,
+    /// The process exit code: 0 in neutral mode; the dialect's in native mode.
+    pub exit_code: i32,
+    /// The decision as delivered, for logging and the daemon's hook events.
+    pub outcome: Outcome,
+}
+
+/// Runs one dispatch. Never panics and never fails: every internal error is an `allow` with the
+/// error in the reason (SPEC §8 fail-open).
+pub fn run_dispatch(opts: &DispatchOptions, stdin: &[u8]) -> DispatchOutput {
+    run_dispatch_with_env(opts, stdin, &|name| std::env::var_os(name))
+}
+
+/// [`run_dispatch`] with the environment passed in, so tests need not change the process's.
+pub(crate) fn run_dispatch_with_env(
+    opts: &DispatchOptions,
+    stdin: &[u8],
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> DispatchOutput {
+    // A panic is a bug, but a bug in the dispatcher must not block every tool call of the
+    // harness, so it fails open like any other internal error.
+    catch_unwind(AssertUnwindSafe(|| dispatch(opts, stdin, env))).unwrap_or_else(|_| {
+        neutral(Outcome::fail_open(
+            &"internal error (panic); please report it with the hook input",
+        ))
+    })
+}
+
+fn dispatch(
+    opts: &DispatchOptions,
+    stdin: &[u8],
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> DispatchOutput {
+    // The dialect is loaded first: if it cannot be, no outcome could be delivered in the form
+    // the harness reads, so nothing runs and the harness gets its universal "nothing to say".
+    let dialect = match &opts.native {
+        None => None,
+        Some(name) => {
+            let dir = opts
+                .dialects_dir
+                .clone()
+                .or_else(|| env_path(env, DIALECTS_ENV));
+            match Dialect::load(name, dir.as_deref()) {
+                Ok(dialect) => Some(dialect),
+                Err(err) => return unrenderable(&err),
+            }
+        }
+    };
+    let input = HookInput::parse(stdin);
+    let mut outcome = match &input {
+        Ok(input) => decide(opts, input, stdin, env),
+        Err(err) => Outcome::fail_open(err),
+    };
+    if opts.spool {
+        spool_context(opts, env, &mut outcome);
+    }
+    match dialect {
+        None => neutral(outcome),
+        Some(dialect) => {
+            let hook_event_name = input.as_ref().map(|i| i.hook_event_name.as_str());
+            let rendered = dialect.render(&opts.event, hook_event_name.unwrap_or(""), outcome);
+            DispatchOutput {
+                stdout: rendered.stdout,
+                stderr: rendered.stderr,
+                exit_code: rendered.exit_code,
+                outcome: rendered.outcome,
+            }
+        }
+    }
+}
+
+/// Loads the hooks file and runs the handlers that apply.
+fn decide(
+    opts: &DispatchOptions,
+    input: &HookInput,
+    stdin: &[u8],
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Outcome {
+    if opts.event.is_empty() {
+        return Outcome::fail_open(&"--event is empty; give a semantic event such as before-tool");
+    }
+    let Some(path) = resolve_hooks_file(opts.hooks_file.as_deref(), env(HOOKS_FILE_ENV)) else {
+        return Outcome::allow_silently();
+    };
+    let hooks = match HooksFile::load(&path) {
+        Ok(hooks) => hooks,
+        Err(err) => return Outcome::fail_open(&err),
+    };
+    run_chain(
+        hooks.handlers_for(&opts.event, input.tool_name.as_deref()),
+        &opts.event,
+        stdin,
+    )
+}
+
+/// SPEC §8 `--spool`: the context also goes to the spool. A failure is noted, never fatal.
+fn spool_context(
+    opts: &DispatchOptions,
+    env: &dyn Fn(&str) -> Option<OsString>,
+    outcome: &mut Outcome,
+) {
+    if outcome.context.is_empty() {
+        return;
+    }
+    let path = opts
+        .spool_path
+        .clone()
+        .or_else(|| env_path(env, HOOK_CONTEXT_ENV));
+    let result = match path {
+        Some(path) => spool_append(&path, &opts.event, &outcome.context),
+        None => Err(Error::SpoolNotConfigured),
+    };
+    if let Err(err) = result {
+        add_note(
+            outcome,
+            &format!("belfry dispatch: context not spooled: {err}"),
+        );
+    }
+}
+
+fn add_note(outcome: &mut Outcome, note: &str) {
+    if !outcome.reason.is_empty() {
+        outcome.reason.push('\n');
+    }
+    outcome.reason.push_str(note);
+}
+
+fn env_path(env: &dyn Fn(&str) -> Option<OsString>, name: &str) -> Option<PathBuf> {
+    env(name)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from)
+}
+
+fn neutral(outcome: Outcome) -> DispatchOutput {
+    DispatchOutput {
+        stdout: outcome.to_neutral_json_line(),
+        stderr: Vec::new(),
+        exit_code: 0,
+        outcome,
+    }
+}
+
+/// Native mode without a dialect: empty stdout and exit 0 (allow, nothing to add), the error
+/// on stderr where a person debugging the harness can find it.
+fn unrenderable(err: &Error) -> DispatchOutput {
+    let outcome = Outcome::fail_open(err);
+    DispatchOutput {
+        stdout: Vec::new(),
+        stderr: format!("{}\n", outcome.reason).into_bytes(),
+        exit_code: 0,
+        outcome,
+    }
+}
+
+/// The fields of the common hook shape that dispatch itself reads. Everything else is only
+/// passed on: handlers receive the original stdin bytes, not a re-serialization.
+struct HookInput {
+    tool_name: Option<String>,
+    hook_event_name: String,
+}
+
+impl HookInput {
+    fn parse(stdin: &[u8]) -> Result<HookInput, Error> {
+        let object: Map<String, Value> =
+            serde_json::from_slice(stdin).map_err(|err| Error::InvalidStdin {
+                reason: err.to_string(),
+            })?;
+        let text = |field: &str| match object.get(field) {
+            Some(Value::String(text)) => Some(text.clone()),
+            _ => None,
+        };
+        Ok(HookInput {
+            tool_name: text("tool_name"),
+            hook_event_name: text("hook_event_name").unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::Decision;
+
+    fn no_env(_: &str) -> Option<OsString> {
+        None
+    }
+
+    fn options(event: &str) -> DispatchOptions {
+        DispatchOptions {
+            event: event.to_string(),
+            ..DispatchOptions::default()
+        }
+    }
+
+    #[test]
+    fn no_hooks_file_anywhere_allows_with_empty_reason() {
+        let output = run_dispatch_with_env(
+            &options("before-tool"),
+            br#"{"tool_name":"shell"}"#,
+            &no_env,
+        );
+        assert_eq!(output.outcome, Outcome::allow_silently());
+        assert_eq!(
+            output.stdout,
+            b"{\"decision\":\"allow\",\"reason\":\"\",\"context\":\"\"}\n"
+        );
+        assert_eq!(output.exit_code, 0);
+    }
+
+    #[test]
+    fn hooks_file_env_is_the_fallback() {
+        let env = |name: &str| {
+            (name == HOOKS_FILE_ENV).then(|| OsString::from("/nonexistent/belfry/hooks.json"))
+        };
+        let output = run_dispatch_with_env(&options("before-tool"), b"{}", &env);
+        assert_eq!(output.outcome.decision, Decision::Allow);
+        assert!(
+            output
+                .outcome
+                .reason
+                .contains("cannot read hooks file /nonexistent/belfry/hooks.json"),
+            "{}",
+            output.outcome.reason
+        );
+    }
+
+    #[test]
+    fn spool_without_path_is_noted_in_reason() {
+        let mut outcome = Outcome {
+            decision: Decision::Allow,
+            reason: String::new(),
+            context: "ctx".to_string(),
+        };
+        let opts = DispatchOptions {
+            spool: true,
+            ..options("before-tool")
+        };
+        spool_context(&opts, &no_env, &mut outcome);
+        assert!(
+            outcome.reason.contains("BELFRY_HOOK_CONTEXT"),
+            "{}",
+            outcome.reason
+        );
+        assert_eq!(outcome.context, "ctx");
+    }
+
+    #[test]
+    fn hook_input_reads_only_string_fields() {
+        let input = HookInput::parse(br#"{"tool_name":5,"hook_event_name":"X","other":[1]}"#);
+        let Ok(input) = input else {
+            panic!("an object with unknown fields was refused");
+        };
+        assert_eq!(input.tool_name, None);
+        assert_eq!(input.hook_event_name, "X");
+        for bad in [&b""[..], b"[]", b"{} {}", b"\"x\""] {
+            assert!(HookInput::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! `belfry-hooks`: the one provider-neutral hook dispatcher (SPEC §8).
+//!
+//! Every harness's native hooks call `belfry dispatch --event EVENT`. The dispatcher reads one
+//! JSON object in the common hook shape from stdin, runs the user's handlers for that event
+//! from the hooks file (`$BELFRY_HOOKS_FILE`, compiled by `belfry hooks`, SPEC §9), and answers
+//! with exactly one neutral JSON object `{"decision","reason","context"}` and exit 0 — or, with
+//! `--native DIALECT`, in a harness's own output contract described by dialect data. Nothing in
+//! this crate knows any particular harness: harness literals arrive as data.
+//!
+//! A run flows one way through flat modules, each named for what it owns:
+//! [`dispatch`] is the run itself and the place to start reading; it parses stdin, loads the
+//! hooks file through [`handlers`] (the JSON schema, validation and the ownership/mode check of
+//! `permissions`), selects groups with [`matcher`], and hands the handlers to `chain`, which
+//! runs each one through `process` (argv only, a deadline, the process group killed on
+//! timeout) and folds the answers into an [`Outcome`]. [`spool`] appends the context for the
+//! host to drain later, and [`native`] renders the outcome for a dialect. [`error`] holds the
+//! one error enum.
+//!
+//! The rule that shapes the whole crate is fail-open: this code sits in front of every tool
+//! call, so a problem in the dispatcher or in the hook configuration must never block the
+//! agent. Every internal error becomes `allow` with the error in `reason`. The only denies are
+//! a handler's explicit refusal (exit 2, always honoured), a handler's JSON `deny`, and the
+//! failure of a handler that declared itself fail-closed. The second rule is speed: with no
+//! handlers a run is a JSON parse and an environment lookup, with no threads and no runtime.
+//!
+//! # API for the CLI
+//!
+//! `belfry dispatch --event E [--hooks-file P] [--spool] [--native D]`:
+//!
+//! ```no_run
+//! use std::io::{Read, Write};
+//! use belfry_hooks::{run_dispatch, DispatchOptions};
+//!
+//! let mut stdin = Vec::new();
+//! let _ = std::io::stdin().read_to_end(&mut stdin);
+//! let opts = DispatchOptions { event: "before-tool".into(), ..DispatchOptions::default() };
+//! let output = run_dispatch(&opts, &stdin);
+//! let _ = std::io::stdout().write_all(&output.stdout);
+//! let _ = std::io::stderr().write_all(&output.stderr);
+//! std::process::exit(output.exit_code);
+//! ```
+//!
+//! `belfry spool drain`: print [`spool_drain`]'s string as is (it is empty, or ends in a
+//! newline). Its error is for the CLI to report with a non-zero exit.
+//!
+//! Environment fallbacks: [`HOOKS_FILE_ENV`], [`HOOK_CONTEXT_ENV`], [`DIALECTS_ENV`]. Handlers
+//! see [`EVENT_ENV`] set to the semantic event. The formats are documented in `docs/hooks.md`.
+
+mod chain;
+pub mod dispatch;
+pub mod error;
+pub mod handlers;
+pub mod matcher;
+pub mod native;
+mod outcome;
+mod permissions;
+mod process;
+pub mod spool;
+
+pub use chain::{EVENT_ENV, REFUSAL_EXIT_CODE};
+pub use dispatch::{
+    run_dispatch, DispatchOptions, DispatchOutput, DIALECTS_ENV, HOOKS_FILE_ENV, HOOK_CONTEXT_ENV,
+};
+pub use error::Error;
+pub use outcome::{Decision, Outcome};
+pub use spool::{spool_append, spool_drain, GUIDANCE_HEADER};
