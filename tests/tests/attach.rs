@@ -1,0 +1,181 @@
+//! SPEC §5: attach end to end through a real terminal. The attach client runs inside another
+//! belfry pane (a real PTY), so a test can type into it and read what it shows.
+
+use std::time::Duration;
+
+use belfry_tests::{eventually, read_or_empty, recorder_bin, Env};
+
+/// Starts an outer pane whose program is `belfry attach ARGS`, followed by a report of how the
+/// client ended and whether the terminal was left in canonical (cooked) mode.
+fn attach_client(env: &Env, outer: &str, args: &str) {
+    let script = format!(
+        "\"$BELFRY_BIN\" attach {args}; echo \"ATTACH-EXIT=$?\"; \
+         if stty -a | grep -q -- '-icanon'; then echo TTY-RAW; else echo TTY-COOKED; fi; sleep 600"
+    );
+    env.spawn(outer, "24x80", &["sh", "-c", &script], None);
+}
+
+fn screen_text(env: &Env, session: &str) -> String {
+    env.lines(session).join("\n")
+}
+
+#[test]
+fn keystrokes_reach_the_pane_and_detach_restores_the_terminal() {
+    let env = Env::new();
+    env.ok(&[
+        "new",
+        "inner",
+        "--size",
+        "10x40",
+        "--env",
+        "PS1=inner$ ",
+        "--",
+        "sh",
+        "-i",
+    ]);
+    env.wait_screen("inner", "inner\\$");
+    attach_client(&env, "outer", "inner");
+    env.wait_screen("outer", "inner\\$");
+    // The attached client's size wins (policy latest).
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("inner")
+        ["size"]["rows"]
+        == 24));
+    assert_eq!(env.snapshot("inner")["clients"], 1);
+
+    env.ok(&[
+        "send",
+        "outer",
+        "--text",
+        "echo hi-$((40+2))",
+        "--key",
+        "Enter",
+    ]);
+    env.wait_screen("inner", "hi-42");
+    env.wait_screen("outer", "hi-42");
+
+    // Ctrl-b d detaches; the client exits 0 and leaves the terminal cooked and visible.
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+    env.wait_screen("outer", "TTY-(RAW|COOKED)");
+    let text = screen_text(&env, "outer");
+    assert!(
+        text.contains("TTY-COOKED"),
+        "terminal left in raw mode:\n{text}"
+    );
+    assert!(text.contains("[detached from inner]"), "{text}");
+    let outer = env.snapshot("outer");
+    assert_eq!(outer["modes"]["alternate_screen"], false);
+    assert_eq!(outer["modes"]["bracketed_paste"], false);
+    assert_eq!(outer["cursor"]["visible"], true);
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("inner")
+        ["clients"]
+        == 0));
+    assert!(
+        env.snapshot("inner")["exited"].is_null(),
+        "detaching must not end the pane"
+    );
+}
+
+#[test]
+fn belfry_detach_ends_every_client() {
+    let env = Env::new();
+    env.ok(&[
+        "new",
+        "inner",
+        "--size",
+        "24x80",
+        "--",
+        "sh",
+        "-c",
+        "echo waiting; sleep 600",
+    ]);
+    env.wait_screen("inner", "waiting");
+    attach_client(&env, "outer", "inner");
+    env.wait_screen("outer", "waiting");
+    let out = env.ok(&["detach", "inner"]);
+    assert!(out.contains("detached 1 client"), "{out}");
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+    env.wait_screen("outer", "TTY-COOKED");
+}
+
+#[test]
+fn reattach_redraws_the_same_screen_as_peek() {
+    let env = Env::new();
+    let rec = recorder_bin().display().to_string();
+    // A normal-screen program with colours, and an alternate-screen program.
+    env.spawn("plain", "24x80", &["sh", "-c", "printf '\\033[1;31mred\\033[0m line\\n  indented\\n\\033[7minverse\\033[0m'; sleep 600"], Some("inverse"));
+    env.spawn("alt", "24x80", &[&rec, "--alt"], Some("READY"));
+    for inner in ["plain", "alt"] {
+        for attempt in 0..2 {
+            let outer = format!("{inner}-viewer{attempt}");
+            attach_client(&env, &outer, inner);
+            let same = eventually(Duration::from_secs(10), || {
+                env.lines(&outer) == env.lines(inner)
+            });
+            assert!(
+                same,
+                "{outer} shows\n{:#?}\nbut peek {inner} shows\n{:#?}",
+                env.lines(&outer),
+                env.lines(inner)
+            );
+            let (o, i) = (env.snapshot(&outer), env.snapshot(inner));
+            assert_eq!(
+                o["modes"]["alternate_screen"], i["modes"]["alternate_screen"],
+                "{inner}"
+            );
+            assert_eq!(o["cursor"], i["cursor"], "{inner}: cursor");
+            let ansi_same = eventually(Duration::from_secs(5), || {
+                let o = env.snapshot(&outer);
+                let i = env.snapshot(inner);
+                o["lines"] == i["lines"]
+                    && env
+                        .conn()
+                        .request(serde_json::json!({"op":"snapshot","session":outer,"ansi":true}))
+                        ["ansi"]
+                        == env.conn().request(
+                            serde_json::json!({"op":"snapshot","session":inner,"ansi":true}),
+                        )["ansi"]
+            });
+            assert!(ansi_same, "{inner}: attributes differ after redraw");
+            env.ok(&["send", &outer, "--key", "C-b", "--text", "d"]);
+            env.wait_screen(&outer, "ATTACH-EXIT=0");
+            env.ok(&["kill", &outer]);
+        }
+    }
+}
+
+#[test]
+fn two_clients_see_the_same_output_and_read_only_cannot_type() {
+    let env = Env::new();
+    let log = env.path("inner.log");
+    let rec = recorder_bin().display().to_string();
+    let log_s = log.display().to_string();
+    env.spawn(
+        "inner",
+        "24x80",
+        &[&rec, "--log", &log_s, "--echo"],
+        Some("READY"),
+    );
+    attach_client(&env, "rw", "inner");
+    attach_client(&env, "ro", "--read-only inner");
+    env.wait_screen("rw", "READY");
+    env.wait_screen("ro", "READY");
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("inner")
+        ["clients"]
+        == 2));
+
+    env.ok(&["send", "inner", "--text", "hello-both"]);
+    env.wait_screen("rw", "hello-both");
+    env.wait_screen("ro", "hello-both");
+
+    env.ok(&["send", "ro", "--text", "typed-by-ro"]);
+    env.ok(&["send", "rw", "--text", "typed-by-rw"]);
+    env.wait_screen("inner", "typed-by-rw");
+    std::thread::sleep(Duration::from_millis(300));
+    let got = String::from_utf8_lossy(&read_or_empty(&log)).into_owned();
+    assert!(got.contains("typed-by-rw"), "{got}");
+    assert!(
+        !got.contains("typed-by-ro"),
+        "a read-only client typed into the pane: {got}"
+    );
+}
