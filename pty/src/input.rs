@@ -272,7 +272,7 @@ mod tests {
         let err = parse_steps(&json!([{"text": big}]))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("64"), "{err}");
+        assert!(err.contains("65536-byte limit"), "{err}");
         let err = parse_steps(&json!([{"delay_ms": 2001}]))
             .unwrap_err()
             .to_string();
