@@ -1,0 +1,340 @@
+//! The lease state machine of the rich policy (SPEC §7.4), pure and clock-injected.
+//!
+//! A **lease** is DING's permission to attempt one guarded send. It exists only after an
+//! `activity` event with `state:"idle"` and `composer:"empty"` whose identity matches the pane's
+//! current session, incarnation and generation. It is anchored at the time the event was
+//! received, lasts `min(validForMs, max_lease_ms)`, and ends at the first of: expiry, any newer
+//! input of any kind, or [`LeaseMachine::take_lease`], which consumes it. Everything else is a
+//! hold with a [`HoldReason`], and a hold sends nothing.
+//!
+//! The machine does no I/O and reads no clock: the engine passes `now_ms` from one monotonic
+//! millisecond clock (any origin) to every call. It is fed [`LeaseInput`]s as things happen and
+//! asked [`LeaseMachine::take_lease`] when it has an unread, unowned message to announce. The
+//! returned [`SendExpectation`] is exactly the `expect` object of the guarded send (SPEC §3), so
+//! a pane that changed in any way since the adapter judged it turns the send into a conflict.
+//!
+//! Silence is a hold too: when the last thing heard from the adapter is older than
+//! `event_timeout_ms`, the machine reports [`HoldReason::Timeout`] instead of the stale reason.
+//! Adapters are expected to repeat their activity at least that often.
+
+use serde::Serialize;
+
+use crate::hold::HoldReason;
+use crate::names::SessionName;
+use crate::protocol::{ActivityState, AdapterEvent, ComposerState, EventBody, EventHeader};
+
+/// The default cap on a lease's life, in milliseconds (SPEC §7.4: `max-lease-ms`, default 1000).
+pub const DEFAULT_MAX_LEASE_MS: u64 = 1000;
+
+/// The default silence, in milliseconds, after which the adapter counts as timed out.
+pub const DEFAULT_EVENT_TIMEOUT_MS: u64 = 15_000;
+
+/// Tunables of the lease machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct LeaseConfig {
+    /// The longest a lease lasts, whatever the adapter's `validForMs` says.
+    pub max_lease_ms: u64,
+    /// Adapter silence after which holds read [`HoldReason::Timeout`].
+    pub event_timeout_ms: u64,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        LeaseConfig {
+            max_lease_ms: DEFAULT_MAX_LEASE_MS,
+            event_timeout_ms: DEFAULT_EVENT_TIMEOUT_MS,
+        }
+    }
+}
+
+/// Who the pane is right now (SPEC §2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PaneIdentity {
+    /// The pane's session name.
+    pub session: SessionName,
+    /// The current process incarnation.
+    pub incarnation: String,
+    /// The current launch generation.
+    pub generation: String,
+}
+
+/// What a consumed lease authorizes: one guarded send expecting exactly this pane state.
+///
+/// It serializes as the `expect` object of the send op (SPEC §3).
+#[must_use = "a lease was consumed; use its expectation for the guarded send"]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SendExpectation {
+    /// The incarnation the adapter judged.
+    pub incarnation: String,
+    /// The generation the adapter judged.
+    pub generation: String,
+    /// The revision the adapter judged (or the revision at receipt, if it named none).
+    pub revision: u64,
+}
+
+/// What the machine says at a given moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseState {
+    /// A lease is held; one send may be attempted before `expires_at_ms`.
+    Leased {
+        /// The revision the send will expect.
+        revision: u64,
+        /// When the lease lapses, on the engine's clock.
+        expires_at_ms: u64,
+    },
+    /// No lease, for this reason.
+    Held(HoldReason),
+}
+
+/// Everything that can happen to the machine.
+#[derive(Clone, Copy, Debug)]
+pub enum LeaseInput<'a> {
+    /// A valid adapter (or turn-boundary) event, and the pane's revision when it was received.
+    Event {
+        /// The validated event.
+        event: &'a AdapterEvent,
+        /// The pane's revision at receipt, used when the event names none.
+        pane_revision: u64,
+    },
+    /// A line the protocol validator rejected, with its reason.
+    EventRejected(HoldReason),
+    /// A new adapter process was started; it has not spoken yet.
+    AdapterStarted,
+    /// The adapter closed its output or exited.
+    AdapterExited,
+    /// The adapter could not be started, or reading it failed.
+    AdapterError,
+    /// No adapter is running or reachable.
+    AdapterUnreachable,
+    /// The pane restarted; this is its new identity.
+    PaneRestarted(&'a PaneIdentity),
+    /// The pane's process exited; nothing is leased until it restarts.
+    PaneExited,
+    /// The harness compacted its context (lifecycle event).
+    Compaction,
+    /// The harness cleared its context (lifecycle event).
+    Clear,
+    /// The daemon restarted and cannot trust anything it did not see.
+    DaemonRestarted,
+    /// A guarded send found the pane changed and wrote nothing.
+    SendConflict,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Current {
+    Leased {
+        expectation: SendExpectation,
+        anchored_at_ms: u64,
+        expires_at_ms: u64,
+    },
+    /// A hold caused by what the adapter said (or did not say); subject to the timeout.
+    AdapterHold(HoldReason),
+    /// A hold caused by something else; it stands until the adapter speaks again.
+    Hold(HoldReason),
+}
+
+/// The lease state machine of one pane.
+#[derive(Clone, Debug)]
+pub struct LeaseMachine {
+    config: LeaseConfig,
+    identity: PaneIdentity,
+    current: Current,
+    last_adapter_input_ms: Option<u64>,
+    pane_exited: bool,
+}
+
+impl LeaseMachine {
+    /// A machine for a pane whose adapter has not reported yet: held as `unreachable`.
+    pub fn new(config: LeaseConfig, identity: PaneIdentity) -> Self {
+        LeaseMachine::held(config, identity, HoldReason::Unreachable)
+    }
+
+    /// A machine for a pane adopted by a restarted daemon: held as `crash` until the adapter
+    /// speaks again (SPEC §6.0: a new daemon invalidates every lease it did not see start).
+    pub fn after_daemon_restart(config: LeaseConfig, identity: PaneIdentity) -> Self {
+        LeaseMachine::held(config, identity, HoldReason::Crash)
+    }
+
+    fn held(config: LeaseConfig, identity: PaneIdentity, reason: HoldReason) -> Self {
+        LeaseMachine {
+            config,
+            identity,
+            current: Current::Hold(reason),
+            last_adapter_input_ms: None,
+            pane_exited: false,
+        }
+    }
+
+    /// The pane identity events are checked against.
+    pub fn identity(&self) -> &PaneIdentity {
+        &self.identity
+    }
+
+    /// The machine's tunables.
+    pub fn config(&self) -> LeaseConfig {
+        self.config
+    }
+
+    /// When the adapter was last heard from (a valid or rejected line, or its start).
+    pub fn last_adapter_input_ms(&self) -> Option<u64> {
+        self.last_adapter_input_ms
+    }
+
+    /// Feeds one input. Every input ends the current lease, if any; only a qualifying activity
+    /// event starts a new one.
+    pub fn apply(&mut self, input: LeaseInput<'_>, now_ms: u64) {
+        self.current = match input {
+            LeaseInput::Event {
+                event,
+                pane_revision,
+            } => {
+                self.last_adapter_input_ms = Some(now_ms);
+                self.judge_event(event, pane_revision, now_ms)
+            }
+            LeaseInput::EventRejected(reason) => {
+                self.last_adapter_input_ms = Some(now_ms);
+                Current::AdapterHold(reason)
+            }
+            LeaseInput::AdapterStarted => {
+                self.last_adapter_input_ms = Some(now_ms);
+                Current::AdapterHold(HoldReason::Unreachable)
+            }
+            LeaseInput::AdapterExited | LeaseInput::AdapterError => {
+                Current::Hold(HoldReason::AdapterError)
+            }
+            LeaseInput::AdapterUnreachable => Current::Hold(HoldReason::Unreachable),
+            LeaseInput::PaneRestarted(identity) => {
+                let reason = if identity.generation != self.identity.generation {
+                    HoldReason::GenerationMismatch
+                } else {
+                    HoldReason::IncarnationMismatch
+                };
+                self.identity = identity.clone();
+                self.pane_exited = false;
+                Current::Hold(reason)
+            }
+            LeaseInput::PaneExited => {
+                self.pane_exited = true;
+                Current::Hold(HoldReason::Crash)
+            }
+            LeaseInput::Compaction => Current::Hold(HoldReason::Compaction),
+            LeaseInput::Clear => Current::Hold(HoldReason::Clear),
+            LeaseInput::DaemonRestarted => Current::Hold(HoldReason::Crash),
+            LeaseInput::SendConflict => Current::Hold(HoldReason::Conflict),
+        };
+    }
+
+    fn judge_event(&self, event: &AdapterEvent, pane_revision: u64, now_ms: u64) -> Current {
+        if self.pane_exited {
+            // An exited pane takes no input; only a restart (new identity) can lift this.
+            return Current::Hold(HoldReason::Crash);
+        }
+        if let Some(mismatch) = self.identity_mismatch(&event.header) {
+            return Current::AdapterHold(mismatch);
+        }
+        let EventBody::Activity {
+            state,
+            composer,
+            valid_for_ms,
+            revision,
+            ..
+        } = &event.body
+        else {
+            // A turn-boundary or receipt is newer than the last activity, which it supersedes.
+            return Current::AdapterHold(HoldReason::Stale);
+        };
+        if let Some(reason) = activity_hold(*state, *composer) {
+            return Current::AdapterHold(reason);
+        }
+        let lifetime_ms = valid_for_ms
+            .unwrap_or(self.config.max_lease_ms)
+            .min(self.config.max_lease_ms);
+        if lifetime_ms == 0 {
+            return Current::AdapterHold(HoldReason::Stale);
+        }
+        Current::Leased {
+            expectation: SendExpectation {
+                incarnation: event.header.incarnation.clone(),
+                generation: event.header.generation.clone(),
+                revision: revision.unwrap_or(pane_revision),
+            },
+            anchored_at_ms: now_ms,
+            expires_at_ms: now_ms.saturating_add(lifetime_ms),
+        }
+    }
+
+    /// Compares an event's identity with the pane's. A different session name is reported as an
+    /// incarnation mismatch: the event describes some other pane process, never this one.
+    fn identity_mismatch(&self, header: &EventHeader) -> Option<HoldReason> {
+        if header.session != self.identity.session
+            || header.incarnation != self.identity.incarnation
+        {
+            Some(HoldReason::IncarnationMismatch)
+        } else if header.generation != self.identity.generation {
+            Some(HoldReason::GenerationMismatch)
+        } else {
+            None
+        }
+    }
+
+    /// The state at `now_ms`.
+    pub fn state(&self, now_ms: u64) -> LeaseState {
+        match &self.current {
+            Current::Leased {
+                expectation,
+                anchored_at_ms,
+                expires_at_ms,
+            } => {
+                if self.timed_out(now_ms) {
+                    LeaseState::Held(HoldReason::Timeout)
+                } else if now_ms < *anchored_at_ms || now_ms >= *expires_at_ms {
+                    // A clock that runs backwards is a bug somewhere; fail closed.
+                    LeaseState::Held(HoldReason::Stale)
+                } else {
+                    LeaseState::Leased {
+                        revision: expectation.revision,
+                        expires_at_ms: *expires_at_ms,
+                    }
+                }
+            }
+            Current::AdapterHold(_) if self.timed_out(now_ms) => {
+                LeaseState::Held(HoldReason::Timeout)
+            }
+            Current::AdapterHold(reason) | Current::Hold(reason) => LeaseState::Held(*reason),
+        }
+    }
+
+    /// Consumes the lease. SPEC §7.4: one lease authorizes at most one guarded send, so a second
+    /// call without a new qualifying event is a hold (`stale`).
+    pub fn take_lease(&mut self, now_ms: u64) -> Result<SendExpectation, HoldReason> {
+        match self.state(now_ms) {
+            LeaseState::Held(reason) => Err(reason),
+            LeaseState::Leased { .. } => {
+                let consumed =
+                    std::mem::replace(&mut self.current, Current::AdapterHold(HoldReason::Stale));
+                match consumed {
+                    Current::Leased { expectation, .. } => Ok(expectation),
+                    // state() reported a lease, so the current state was one.
+                    _ => Err(HoldReason::Stale),
+                }
+            }
+        }
+    }
+
+    fn timed_out(&self, now_ms: u64) -> bool {
+        self.last_adapter_input_ms
+            .is_some_and(|heard| now_ms.saturating_sub(heard) >= self.config.event_timeout_ms)
+    }
+}
+
+/// The hold an activity report implies, `None` for idle with an empty composer.
+fn activity_hold(state: ActivityState, composer: ComposerState) -> Option<HoldReason> {
+    match (state, composer) {
+        (ActivityState::Idle, ComposerState::Empty) => None,
+        (ActivityState::Idle, ComposerState::Nonempty) => Some(HoldReason::ComposerNonempty),
+        (ActivityState::Idle, ComposerState::Unknown) => Some(HoldReason::ComposerUnknown),
+        (ActivityState::Active, _) => Some(HoldReason::Active),
+        (ActivityState::Child, _) => Some(HoldReason::Child),
+        (ActivityState::Unknown, _) => Some(HoldReason::Unknown),
+    }
+}

@@ -1,0 +1,404 @@
+//! Durable per-message delivery state for one session: who owns each unread message's notice.
+//!
+//! | state        | meaning                                                                  |
+//! |--------------|--------------------------------------------------------------------------|
+//! | `pending`    | unread and unowned: DING may announce it (not stored; it is the default) |
+//! | `staged`     | DING owns its notice; recorded *before* the paste, never pasted again    |
+//! | `hook-owned` | a turn-boundary hook put it in the harness's next context; no PTY input  |
+//! | `delivered`  | the adapter's `accepted` receipt proved the staged notice arrived        |
+//!
+//! Hold reasons are not stored: a pending message is "held" because of the lease machine's
+//! current state, which the status view combines at display time.
+//!
+//! The state lives in `<state>/ding/<session>/ownership.json`, rewritten atomically (temporary
+//! file, fsync, rename, directory fsync) by every change, so `kill -9` at any moment leaves the
+//! old or the new state (SPEC §12). Every change that gives DING a right to paste is durable
+//! before the method returns (SPEC §7.3: ownership is recorded before the transaction starts).
+//!
+//! ## The file is derived state
+//!
+//! Deleting the file loses no message: the inbox is the authority (SPEC §7.1), and an unread
+//! message without a record is simply pending. The price is that a notice already pasted may be
+//! announced again. The engine bounds that price by treating whatever is pending when it opens
+//! the store as the start-up backlog and announcing it with **one** recovery notice
+//! ([`crate::notice::recovery_notice`]), staged as a whole before it is sent, never with
+//! per-message notices. A missing file thus costs at most one extra line, once; treating every
+//! unread message as owned instead would risk a message nobody ever announces, which is worse.
+//! [`OwnershipStore::origin`] tells the engine which case it is in, for its log.
+//!
+//! A corrupt file is an error, never a panic and never a reason to touch the inbox. The engine
+//! may [`quarantine`] it (rename it aside, keeping it for inspection) and continue as with a
+//! missing file.
+//!
+//! A message staged just before a crash whose send never happened stays staged: it is never
+//! pasted (the daemon cannot know whether it was), but it stays unread in the inbox, where
+//! `belfry inbox ls` and the next turn-boundary hook still show it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::durable::{self, BoundedRead};
+use crate::error::{Error, Result};
+use crate::names::{MessageName, SessionName};
+use crate::protocol::ReceiptState;
+
+/// The state file's name inside `<state>/ding/<session>/`.
+pub const OWNERSHIP_FILE: &str = "ownership.json";
+
+/// The state file format this build reads and writes.
+const STATE_VERSION: u64 = 1;
+
+/// A state file holds one short record per unread message; 16 MiB is far past any real inbox.
+const MAX_STATE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The delivery state of one message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeliveryState {
+    /// Unread and unowned.
+    Pending,
+    /// DING owns the notice; it was (or is being) pasted once.
+    Staged,
+    /// A turn-boundary hook owns it.
+    HookOwned,
+    /// An `accepted` receipt proved the notice arrived.
+    Delivered,
+}
+
+impl DeliveryState {
+    /// `"pending"`, `"staged"`, `"hook-owned"` or `"delivered"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Staged => "staged",
+            DeliveryState::HookOwned => "hook-owned",
+            DeliveryState::Delivered => "delivered",
+        }
+    }
+}
+
+impl fmt::Display for DeliveryState {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// Whether the store was read from disk or started empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreOrigin {
+    /// The state file existed and was read.
+    Loaded,
+    /// There was no state file: a first start, or it was deleted.
+    Missing,
+}
+
+/// The result of [`OwnershipStore::stage`].
+#[must_use = "paste the notice only if the messages were staged"]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StageOutcome {
+    /// Every message is now durably staged; the notice may be pasted, once.
+    Staged,
+    /// Nothing was staged, because this message already has an owner.
+    AlreadyOwned {
+        /// The first message found owned.
+        name: MessageName,
+        /// Its state.
+        state: DeliveryState,
+    },
+}
+
+/// The result of [`OwnershipStore::record_receipt`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReceiptOutcome {
+    /// The message is now delivered.
+    Delivered,
+    /// The receipt changes nothing: it is not `accepted`, or the message was already
+    /// delivered. The message keeps this state.
+    Unchanged(DeliveryState),
+    /// An `accepted` receipt for a message DING never staged; ignored, worth a log line.
+    NotStaged,
+}
+
+/// The result of [`OwnershipStore::record_turn_boundary`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TurnBoundaryOutcome {
+    /// Messages that are now hook-owned (including ones that already were).
+    pub hook_owned: Vec<MessageName>,
+    /// Named messages that are not unread; ignored, for the caller to log (SPEC §7.4).
+    pub not_unread: Vec<MessageName>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Record {
+    state: DeliveryState,
+    since_unix_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StateFile {
+    version: u64,
+    session: SessionName,
+    messages: BTreeMap<MessageName, Record>,
+}
+
+/// The ownership records of one session.
+#[derive(Debug)]
+pub struct OwnershipStore {
+    dir: PathBuf,
+    session: SessionName,
+    records: BTreeMap<MessageName, Record>,
+    origin: StoreOrigin,
+}
+
+/// `<state>/ding/<session>`.
+pub fn ownership_dir(state_dir: &Path, session: &SessionName) -> PathBuf {
+    state_dir.join("ding").join(session.as_str())
+}
+
+/// Renames a corrupt state file to `ownership.json.corrupt-<unix-ms>` and returns the new path,
+/// so the engine can start over without destroying the evidence.
+pub fn quarantine(state_dir: &Path, session: &SessionName, now_unix_ms: u64) -> Result<PathBuf> {
+    let dir = ownership_dir(state_dir, session);
+    let from = dir.join(OWNERSHIP_FILE);
+    let to = dir.join(format!("{OWNERSHIP_FILE}.corrupt-{now_unix_ms}"));
+    durable::rename_no_replace(&from, &to)
+        .map_err(|err| Error::io("move aside corrupt state file", &from, err))?;
+    durable::sync_dir(&dir)?;
+    Ok(to)
+}
+
+impl OwnershipStore {
+    /// Opens the store of `session`, reading its state file if there is one.
+    pub fn open(state_dir: &Path, session: &SessionName) -> Result<Self> {
+        durable::create_private_dir(&state_dir.join("ding"))?;
+        let dir = ownership_dir(state_dir, session);
+        durable::create_private_dir(&dir)?;
+        let path = dir.join(OWNERSHIP_FILE);
+        let corrupt = |reason: String| Error::CorruptOwnershipState {
+            path: path.clone(),
+            reason,
+        };
+        let bytes = match durable::read_bounded(&path, MAX_STATE_BYTES) {
+            Ok(BoundedRead::Bytes(bytes)) => bytes,
+            Ok(BoundedRead::TooLarge) => {
+                return Err(corrupt(format!("larger than {MAX_STATE_BYTES} bytes")))
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                return Ok(OwnershipStore {
+                    dir,
+                    session: session.clone(),
+                    records: BTreeMap::new(),
+                    origin: StoreOrigin::Missing,
+                })
+            }
+            Err(err) => return Err(Error::io("read DING ownership state", path, err)),
+        };
+        let file: StateFile =
+            serde_json::from_slice(&bytes).map_err(|err| corrupt(err.to_string()))?;
+        if file.version != STATE_VERSION {
+            return Err(corrupt(format!(
+                "format version {} is not supported (this build reads {STATE_VERSION})",
+                file.version
+            )));
+        }
+        if file.session != *session {
+            return Err(corrupt(format!(
+                "it belongs to session {:?}, not {:?}",
+                file.session.as_str(),
+                session.as_str()
+            )));
+        }
+        let mut records = file.messages;
+        records.retain(|_, record| record.state != DeliveryState::Pending);
+        Ok(OwnershipStore {
+            dir,
+            session: session.clone(),
+            records,
+            origin: StoreOrigin::Loaded,
+        })
+    }
+
+    /// The state file's path.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(OWNERSHIP_FILE)
+    }
+
+    /// Whether the state file existed when the store was opened.
+    pub fn origin(&self) -> StoreOrigin {
+        self.origin
+    }
+
+    /// The state of one message; `Pending` when it has no record.
+    pub fn state_of(&self, name: &MessageName) -> DeliveryState {
+        self.records
+            .get(name)
+            .map_or(DeliveryState::Pending, |record| record.state)
+    }
+
+    /// Every message with an owner, oldest first, with its state and when it got it.
+    pub fn owned(&self) -> impl Iterator<Item = (&MessageName, DeliveryState, u64)> + '_ {
+        self.records
+            .iter()
+            .map(|(name, record)| (name, record.state, record.since_unix_ms))
+    }
+
+    /// The messages of `unread` that have no owner, in the given (FIFO) order.
+    pub fn pending<'a>(&self, unread: &'a [MessageName]) -> Vec<&'a MessageName> {
+        unread
+            .iter()
+            .filter(|name| !self.records.contains_key(*name))
+            .collect()
+    }
+
+    /// Stages `names` (one notice, or one recovery notice for a backlog), durably, before the
+    /// notice is pasted. All or nothing: if any of them already has an owner nothing changes.
+    ///
+    /// SPEC §7.3: a notice is never pasted twice, so the engine pastes only on
+    /// [`StageOutcome::Staged`], and only after this returned.
+    pub fn stage(&mut self, names: &[MessageName], now_unix_ms: u64) -> Result<StageOutcome> {
+        for name in names {
+            if let Some(record) = self.records.get(name) {
+                return Ok(StageOutcome::AlreadyOwned {
+                    name: name.clone(),
+                    state: record.state,
+                });
+            }
+        }
+        let before = self.records.clone();
+        for name in names {
+            self.set(name, DeliveryState::Staged, now_unix_ms);
+        }
+        self.persist_if_changed(before)?;
+        Ok(StageOutcome::Staged)
+    }
+
+    /// Returns staged messages to pending after a guarded send that wrote nothing (a conflict,
+    /// SPEC §3: zero bytes written), so a later lease can announce them. Other states are left
+    /// alone.
+    pub fn release_unsent(&mut self, names: &[MessageName]) -> Result<()> {
+        let before = self.records.clone();
+        for name in names {
+            if self.state_of(name) == DeliveryState::Staged {
+                self.records.remove(name);
+            }
+        }
+        self.persist_if_changed(before)
+    }
+
+    /// Applies an adapter receipt. SPEC §7.4: only `accepted` marks a staged notice delivered.
+    /// A message hook-owned after its notice was staged counts as staged here.
+    pub fn record_receipt(
+        &mut self,
+        name: &MessageName,
+        receipt: ReceiptState,
+        now_unix_ms: u64,
+    ) -> Result<ReceiptOutcome> {
+        let state = self.state_of(name);
+        if receipt != ReceiptState::Accepted || state == DeliveryState::Delivered {
+            return Ok(ReceiptOutcome::Unchanged(state));
+        }
+        if state == DeliveryState::Pending {
+            return Ok(ReceiptOutcome::NotStaged);
+        }
+        let before = self.records.clone();
+        self.set(name, DeliveryState::Delivered, now_unix_ms);
+        self.persist_or_restore(before)?;
+        Ok(ReceiptOutcome::Delivered)
+    }
+
+    /// Applies a turn-boundary event: the named messages that are in `unread` become hook-owned
+    /// (a delivered one stays delivered); the others are returned as not unread.
+    pub fn record_turn_boundary(
+        &mut self,
+        names: &[MessageName],
+        unread: &[MessageName],
+        now_unix_ms: u64,
+    ) -> Result<TurnBoundaryOutcome> {
+        let unread: BTreeSet<&MessageName> = unread.iter().collect();
+        let before = self.records.clone();
+        let mut outcome = TurnBoundaryOutcome::default();
+        for name in names {
+            if !unread.contains(name) {
+                outcome.not_unread.push(name.clone());
+                continue;
+            }
+            match self.state_of(name) {
+                DeliveryState::Pending | DeliveryState::Staged => {
+                    self.set(name, DeliveryState::HookOwned, now_unix_ms);
+                    outcome.hook_owned.push(name.clone());
+                }
+                DeliveryState::HookOwned => outcome.hook_owned.push(name.clone()),
+                DeliveryState::Delivered => {}
+            }
+        }
+        self.persist_if_changed(before)?;
+        Ok(outcome)
+    }
+
+    /// Drops the records of messages that are no longer unread (archived, or gone), and returns
+    /// them. SPEC §7.4: archiving clears ownership; it is the only way a staged notice is
+    /// released without delivery.
+    pub fn reconcile(&mut self, unread: &[MessageName]) -> Result<Vec<MessageName>> {
+        let unread: BTreeSet<&MessageName> = unread.iter().collect();
+        let released: Vec<MessageName> = self
+            .records
+            .keys()
+            .filter(|name| !unread.contains(name))
+            .cloned()
+            .collect();
+        if released.is_empty() {
+            return Ok(released);
+        }
+        let before = self.records.clone();
+        for name in &released {
+            self.records.remove(name);
+        }
+        self.persist_or_restore(before)?;
+        Ok(released)
+    }
+
+    fn set(&mut self, name: &MessageName, state: DeliveryState, now_unix_ms: u64) {
+        self.records.insert(
+            name.clone(),
+            Record {
+                state,
+                since_unix_ms: now_unix_ms,
+            },
+        );
+    }
+
+    fn persist_if_changed(&mut self, before: BTreeMap<MessageName, Record>) -> Result<()> {
+        if self.records == before {
+            return Ok(());
+        }
+        self.persist_or_restore(before)
+    }
+
+    /// Writes the records; on failure puts `before` back, so memory never claims more than disk.
+    fn persist_or_restore(&mut self, before: BTreeMap<MessageName, Record>) -> Result<()> {
+        let result = self.persist();
+        if result.is_err() {
+            self.records = before;
+        }
+        result
+    }
+
+    fn persist(&self) -> Result<()> {
+        let file = StateFile {
+            version: STATE_VERSION,
+            session: self.session.clone(),
+            messages: self.records.clone(),
+        };
+        let mut bytes =
+            serde_json::to_vec_pretty(&file).map_err(|err| Error::CorruptOwnershipState {
+                path: self.path(),
+                reason: err.to_string(),
+            })?;
+        bytes.push(b'\n');
+        durable::atomic_replace(&self.dir, OWNERSHIP_FILE, &bytes)
+    }
+}

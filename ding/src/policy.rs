@@ -1,0 +1,180 @@
+//! Delivery policies and the notice transaction (SPEC §7.3, §7.4).
+//!
+//! An agent without a `ding {}` block gets [`DeliveryPolicy::Aggressive`]: each notice is pasted,
+//! followed by a 500 ms pause and Enter, as one bounded transaction. The only other policy is
+//! the rich one, selected by the generic token `turn-boundary+fresh-idle` together with an opaque
+//! adapter command. The token never selects a provider and the command is never inspected: it is
+//! run as argv, and the rich policy never falls back to aggressive delivery.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+
+/// The rich policy's token.
+pub const RICH_POLICY_TOKEN: &str = "turn-boundary+fresh-idle";
+
+/// The pause between pasting a notice and pressing Enter (SPEC §7.3), so that the program reads
+/// Enter as a keystroke of its own rather than as the tail of the pasted text.
+pub const NOTICE_ENTER_DELAY_MS: u64 = 500;
+
+/// How DING delivers notices to one agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(tag = "delivery", rename_all = "kebab-case")]
+pub enum DeliveryPolicy {
+    /// No `ding {}` block: paste, pause, Enter, as soon as a message is unread.
+    #[default]
+    Aggressive,
+    /// `delivery "turn-boundary+fresh-idle"`: hook-owned turn-boundary delivery, and PTY
+    /// delivery only under a fresh idle lease from the adapter.
+    #[serde(rename = "turn-boundary+fresh-idle")]
+    Rich {
+        /// The adapter's argv, run without a shell.
+        adapter_command: Vec<String>,
+    },
+}
+
+impl DeliveryPolicy {
+    /// Validates a `ding {}` block's `delivery` token and adapter command.
+    pub fn from_token(token: &str, adapter_command: Vec<String>) -> Result<Self> {
+        if token != RICH_POLICY_TOKEN {
+            return Err(Error::UnknownDeliveryPolicy {
+                token: token.to_owned(),
+            });
+        }
+        let program_named = adapter_command
+            .first()
+            .is_some_and(|program| !program.trim().is_empty());
+        if !program_named {
+            return Err(Error::MissingAdapterCommand {
+                token: token.to_owned(),
+            });
+        }
+        Ok(DeliveryPolicy::Rich { adapter_command })
+    }
+
+    /// `"aggressive"` or the rich token, for status and logs.
+    pub fn token(&self) -> &'static str {
+        match self {
+            DeliveryPolicy::Aggressive => "aggressive",
+            DeliveryPolicy::Rich { .. } => RICH_POLICY_TOKEN,
+        }
+    }
+
+    /// The adapter's argv, if the policy has one.
+    pub fn adapter_command(&self) -> Option<&[String]> {
+        match self {
+            DeliveryPolicy::Aggressive => None,
+            DeliveryPolicy::Rich { adapter_command } => Some(adapter_command),
+        }
+    }
+}
+
+/// One step of an input transaction, mapped by the engine onto the pane's send steps (SPEC §3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Text pasted (bracketed when the program enabled bracketed paste).
+    Paste(String),
+    /// A pause, in milliseconds.
+    DelayMs(u64),
+    /// A named key, such as `Enter`.
+    Key(String),
+}
+
+/// The notice transaction of SPEC §7.3: paste the notice, wait 500 ms, press Enter.
+///
+/// The notice must come from [`crate::notice`], which guarantees it holds no control
+/// characters; the pane also rejects any that could end the paste frame.
+pub fn notice_transaction(notice: &str) -> Vec<Step> {
+    vec![
+        Step::Paste(notice.to_owned()),
+        Step::DelayMs(NOTICE_ENTER_DELAY_MS),
+        Step::Key("Enter".to_owned()),
+    ]
+}
+
+/// The `input` array of a send request:
+/// `[{"paste":"…"},{"delay_ms":500},{"key":"Enter"}]`.
+pub fn to_wire_steps(steps: &[Step]) -> Value {
+    Value::Array(
+        steps
+            .iter()
+            .map(|step| match step {
+                Step::Paste(text) => json!({ "paste": text }),
+                Step::DelayMs(delay) => json!({ "delay_ms": delay }),
+                Step::Key(key) => json!({ "key": key }),
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_policy_is_aggressive() {
+        assert_eq!(DeliveryPolicy::default(), DeliveryPolicy::Aggressive);
+        assert_eq!(DeliveryPolicy::default().token(), "aggressive");
+        assert_eq!(DeliveryPolicy::default().adapter_command(), None);
+    }
+
+    #[test]
+    fn the_rich_token_needs_a_command() {
+        let policy =
+            DeliveryPolicy::from_token(RICH_POLICY_TOKEN, vec!["/opt/adapter".into(), "-v".into()])
+                .unwrap();
+        assert_eq!(policy.token(), RICH_POLICY_TOKEN);
+        assert_eq!(
+            policy.adapter_command(),
+            Some(&["/opt/adapter".to_owned(), "-v".to_owned()][..])
+        );
+        for command in [
+            vec![],
+            vec![String::new()],
+            vec!["  ".to_owned(), "x".to_owned()],
+        ] {
+            let err = DeliveryPolicy::from_token(RICH_POLICY_TOKEN, command).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "DING delivery \"turn-boundary+fresh-idle\" needs a non-empty adapter command: \
+                 add `adapter { command \"PATH\" }` to the ding block"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_tokens_are_named() {
+        for token in ["aggressive", "fresh-idle", "", "TURN-BOUNDARY+FRESH-IDLE"] {
+            let err = DeliveryPolicy::from_token(token, vec!["/opt/adapter".into()]).unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("unknown DING delivery policy {token:?}: ")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn notice_transaction_maps_to_the_wire_shape() {
+        let steps = notice_transaction("[DING] hello");
+        assert_eq!(
+            to_wire_steps(&steps).to_string(),
+            r#"[{"paste":"[DING] hello"},{"delay_ms":500},{"key":"Enter"}]"#
+        );
+    }
+
+    #[test]
+    fn policies_serialize_with_their_token() {
+        let rich = DeliveryPolicy::from_token(RICH_POLICY_TOKEN, vec!["a".into()]).unwrap();
+        assert_eq!(
+            serde_json::to_string(&rich).unwrap(),
+            r#"{"delivery":"turn-boundary+fresh-idle","adapter_command":["a"]}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&DeliveryPolicy::Aggressive).unwrap(),
+            r#"{"delivery":"aggressive"}"#
+        );
+    }
+}

@@ -1,0 +1,720 @@
+//! The lease state machine (SPEC §7.4): one fresh idle-and-empty event, one lease, one send.
+
+use std::collections::BTreeSet;
+
+use belfry_ding::protocol::{ActivityState, ComposerState, EventBody, EventHeader};
+use belfry_ding::{
+    AdapterEvent, EventValidator, HoldReason, LeaseConfig, LeaseInput, LeaseMachine, LeaseState,
+    MessageName, PaneIdentity, SendExpectation, SessionName,
+};
+use proptest::prelude::*;
+
+const CONFIG: LeaseConfig = LeaseConfig {
+    max_lease_ms: 1000,
+    event_timeout_ms: 5000,
+};
+
+fn identity() -> PaneIdentity {
+    PaneIdentity {
+        session: SessionName::parse("worker").unwrap(),
+        incarnation: "inc-1".to_owned(),
+        generation: "sha256:gen-1".to_owned(),
+    }
+}
+
+fn header(identity: &PaneIdentity, sequence: u64) -> EventHeader {
+    EventHeader {
+        session: identity.session.clone(),
+        incarnation: identity.incarnation.clone(),
+        generation: identity.generation.clone(),
+        sequence,
+    }
+}
+
+fn activity(
+    identity: &PaneIdentity,
+    state: ActivityState,
+    composer: ComposerState,
+    valid_for_ms: Option<u64>,
+    revision: Option<u64>,
+) -> AdapterEvent {
+    AdapterEvent {
+        header: header(identity, 1),
+        body: EventBody::Activity {
+            state,
+            composer,
+            valid_for_ms,
+            revision,
+            reason: None,
+        },
+    }
+}
+
+fn idle(identity: &PaneIdentity, revision: u64) -> AdapterEvent {
+    activity(
+        identity,
+        ActivityState::Idle,
+        ComposerState::Empty,
+        Some(250),
+        Some(revision),
+    )
+}
+
+fn feed(machine: &mut LeaseMachine, event: &AdapterEvent, now_ms: u64) {
+    machine.apply(
+        LeaseInput::Event {
+            event,
+            pane_revision: 99,
+        },
+        now_ms,
+    );
+}
+
+fn leased_machine(now_ms: u64) -> LeaseMachine {
+    let mut machine = LeaseMachine::new(CONFIG, identity());
+    feed(&mut machine, &idle(&identity(), 42), now_ms);
+    assert!(matches!(machine.state(now_ms), LeaseState::Leased { .. }));
+    machine
+}
+
+#[test]
+fn fresh_idle_empty_event_makes_one_lease_for_one_send() {
+    let mut machine = leased_machine(1_000);
+    assert_eq!(
+        machine.state(1_100),
+        LeaseState::Leased {
+            revision: 42,
+            expires_at_ms: 1_250
+        }
+    );
+    let expectation = machine.take_lease(1_100).unwrap();
+    assert_eq!(
+        expectation,
+        SendExpectation {
+            incarnation: "inc-1".to_owned(),
+            generation: "sha256:gen-1".to_owned(),
+            revision: 42,
+        }
+    );
+    assert_eq!(
+        serde_json::to_string(&expectation).unwrap(),
+        r#"{"incarnation":"inc-1","generation":"sha256:gen-1","revision":42}"#
+    );
+    assert_eq!(machine.take_lease(1_100), Err(HoldReason::Stale));
+    assert_eq!(machine.state(1_100), LeaseState::Held(HoldReason::Stale));
+}
+
+#[test]
+fn lease_is_anchored_at_receipt_and_capped() {
+    let identity = identity();
+    for (valid_for_ms, expected_lifetime) in [(Some(250), 250), (Some(60_000), 1000), (None, 1000)]
+    {
+        let mut machine = LeaseMachine::new(CONFIG, identity.clone());
+        let event = activity(
+            &identity,
+            ActivityState::Idle,
+            ComposerState::Empty,
+            valid_for_ms,
+            None,
+        );
+        feed(&mut machine, &event, 10_000);
+        assert_eq!(
+            machine.state(10_000 + expected_lifetime - 1),
+            LeaseState::Leased {
+                revision: 99,
+                expires_at_ms: 10_000 + expected_lifetime
+            },
+            "{valid_for_ms:?}"
+        );
+        assert_eq!(
+            machine.state(10_000 + expected_lifetime),
+            LeaseState::Held(HoldReason::Stale)
+        );
+        assert_eq!(
+            machine.take_lease(10_000 + expected_lifetime),
+            Err(HoldReason::Stale)
+        );
+    }
+}
+
+#[test]
+fn zero_validity_or_a_clock_running_backwards_is_no_lease() {
+    let identity = identity();
+    let mut machine = LeaseMachine::new(CONFIG, identity.clone());
+    let event = activity(
+        &identity,
+        ActivityState::Idle,
+        ComposerState::Empty,
+        Some(0),
+        None,
+    );
+    feed(&mut machine, &event, 100);
+    assert_eq!(machine.take_lease(100), Err(HoldReason::Stale));
+
+    let mut machine = leased_machine(5_000);
+    assert_eq!(machine.take_lease(4_999), Err(HoldReason::Stale));
+}
+
+#[test]
+fn revision_at_receipt_is_used_when_the_event_names_none() {
+    let identity = identity();
+    let mut machine = LeaseMachine::new(CONFIG, identity.clone());
+    let event = activity(
+        &identity,
+        ActivityState::Idle,
+        ComposerState::Empty,
+        None,
+        None,
+    );
+    machine.apply(
+        LeaseInput::Event {
+            event: &event,
+            pane_revision: 7,
+        },
+        0,
+    );
+    assert_eq!(machine.take_lease(1).unwrap().revision, 7);
+}
+
+/// Drives a leased machine with one input and returns the resulting hold.
+fn hold_after(input: impl FnOnce(&mut LeaseMachine, u64), at_ms: u64) -> HoldReason {
+    let mut machine = leased_machine(1_000);
+    input(&mut machine, 1_000);
+    let LeaseState::Held(reason) = machine.state(at_ms) else {
+        panic!("a lease survived an invalidating input");
+    };
+    assert_eq!(machine.take_lease(at_ms), Err(reason));
+    reason
+}
+
+#[test]
+fn every_spec_hold_reason_is_reachable_and_sends_nothing() {
+    let me = identity();
+    let mut reached = BTreeSet::new();
+    let mut expect = |reason: HoldReason, actual: HoldReason| {
+        assert_eq!(actual, reason);
+        reached.insert(actual);
+    };
+    let activity_hold = |state, composer| {
+        let event = activity(&me, state, composer, Some(250), Some(1));
+        hold_after(|machine, now| feed(machine, &event, now), 1_000)
+    };
+    use ActivityState as A;
+    use ComposerState as C;
+    expect(HoldReason::Active, activity_hold(A::Active, C::Empty));
+    expect(HoldReason::Child, activity_hold(A::Child, C::Empty));
+    expect(HoldReason::Unknown, activity_hold(A::Unknown, C::Empty));
+    expect(
+        HoldReason::ComposerNonempty,
+        activity_hold(A::Idle, C::Nonempty),
+    );
+    expect(
+        HoldReason::ComposerUnknown,
+        activity_hold(A::Idle, C::Unknown),
+    );
+    expect(HoldReason::Stale, hold_after(|_, _| {}, 1_250));
+
+    let turn_boundary = AdapterEvent {
+        header: header(&me, 2),
+        body: EventBody::TurnBoundary {
+            messages: vec![MessageName::parse("1785070000000-abc123.md").unwrap()],
+            unrecognized: Vec::new(),
+        },
+    };
+    expect(
+        HoldReason::Stale,
+        hold_after(|machine, now| feed(machine, &turn_boundary, now), 1_000),
+    );
+    expect(
+        HoldReason::Unreachable,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::AdapterUnreachable, now),
+            1_000,
+        ),
+    );
+    expect(
+        HoldReason::Unreachable,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::AdapterStarted, now),
+            1_000,
+        ),
+    );
+    for rejected in [
+        HoldReason::Malformed,
+        HoldReason::UnsupportedVersion,
+        HoldReason::UnknownKind,
+        HoldReason::OutOfOrder,
+    ] {
+        expect(
+            rejected,
+            hold_after(
+                |machine, now| machine.apply(LeaseInput::EventRejected(rejected), now),
+                1_000,
+            ),
+        );
+    }
+    expect(
+        HoldReason::Timeout,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::AdapterStarted, now),
+            6_000,
+        ),
+    );
+    expect(
+        HoldReason::AdapterError,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::AdapterExited, now),
+            1_000,
+        ),
+    );
+    expect(
+        HoldReason::AdapterError,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::AdapterError, now),
+            1_000,
+        ),
+    );
+
+    let mut other_incarnation = me.clone();
+    other_incarnation.incarnation = "inc-2".to_owned();
+    let mut other_generation = me.clone();
+    other_generation.generation = "sha256:gen-2".to_owned();
+    let mut other_session = me.clone();
+    other_session.session = SessionName::parse("reviewer").unwrap();
+    for (stranger, reason) in [
+        (&other_incarnation, HoldReason::IncarnationMismatch),
+        (&other_session, HoldReason::IncarnationMismatch),
+        (&other_generation, HoldReason::GenerationMismatch),
+    ] {
+        let event = idle(stranger, 5);
+        expect(
+            reason,
+            hold_after(|machine, now| feed(machine, &event, now), 1_000),
+        );
+    }
+    expect(
+        HoldReason::IncarnationMismatch,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::PaneRestarted(&other_incarnation), now),
+            1_000,
+        ),
+    );
+    expect(
+        HoldReason::GenerationMismatch,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::PaneRestarted(&other_generation), now),
+            1_000,
+        ),
+    );
+    expect(
+        HoldReason::Compaction,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::Compaction, now),
+            1_000,
+        ),
+    );
+    expect(
+        HoldReason::Clear,
+        hold_after(|machine, now| machine.apply(LeaseInput::Clear, now), 1_000),
+    );
+    expect(
+        HoldReason::Crash,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::PaneExited, now),
+            1_000,
+        ),
+    );
+    expect(
+        HoldReason::Crash,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::DaemonRestarted, now),
+            1_000,
+        ),
+    );
+    expect(
+        HoldReason::Conflict,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::SendConflict, now),
+            1_000,
+        ),
+    );
+
+    let all: BTreeSet<HoldReason> = HoldReason::ALL.into_iter().collect();
+    assert_eq!(reached, all, "every reason in SPEC §7.4 has a path");
+}
+
+#[test]
+fn new_and_restarted_daemons_start_held() {
+    let machine = LeaseMachine::new(CONFIG, identity());
+    assert_eq!(machine.state(0), LeaseState::Held(HoldReason::Unreachable));
+    let mut machine = LeaseMachine::after_daemon_restart(CONFIG, identity());
+    assert_eq!(machine.state(0), LeaseState::Held(HoldReason::Crash));
+    // Holds that are not about the adapter's silence do not turn into timeouts.
+    assert_eq!(
+        machine.state(1_000_000),
+        LeaseState::Held(HoldReason::Crash)
+    );
+    feed(&mut machine, &idle(&identity(), 3), 10);
+    assert_eq!(machine.take_lease(10).unwrap().revision, 3);
+}
+
+#[test]
+fn an_exited_pane_takes_no_lease_until_it_restarts() {
+    let me = identity();
+    let mut machine = LeaseMachine::new(CONFIG, me.clone());
+    machine.apply(LeaseInput::PaneExited, 0);
+    feed(&mut machine, &idle(&me, 1), 1);
+    assert_eq!(machine.take_lease(1), Err(HoldReason::Crash));
+
+    let mut restarted = me.clone();
+    restarted.incarnation = "inc-2".to_owned();
+    machine.apply(LeaseInput::PaneRestarted(&restarted), 2);
+    assert_eq!(machine.identity(), &restarted);
+    feed(&mut machine, &idle(&me, 1), 3);
+    assert_eq!(machine.take_lease(3), Err(HoldReason::IncarnationMismatch));
+    feed(&mut machine, &idle(&restarted, 8), 4);
+    assert_eq!(machine.take_lease(4).unwrap().incarnation, "inc-2");
+}
+
+#[test]
+fn silence_turns_adapter_holds_into_timeouts() {
+    let mut machine = leased_machine(0);
+    let event = activity(
+        &identity(),
+        ActivityState::Active,
+        ComposerState::Empty,
+        None,
+        None,
+    );
+    feed(&mut machine, &event, 100);
+    assert_eq!(machine.state(5_099), LeaseState::Held(HoldReason::Active));
+    assert_eq!(machine.state(5_100), LeaseState::Held(HoldReason::Timeout));
+    assert_eq!(machine.last_adapter_input_ms(), Some(100));
+}
+
+#[test]
+fn a_timeout_shorter_than_the_lease_ends_it() {
+    let config = LeaseConfig {
+        max_lease_ms: 1000,
+        event_timeout_ms: 100,
+    };
+    let mut machine = LeaseMachine::new(config, identity());
+    let event = activity(
+        &identity(),
+        ActivityState::Idle,
+        ComposerState::Empty,
+        None,
+        None,
+    );
+    feed(&mut machine, &event, 0);
+    assert!(matches!(machine.state(99), LeaseState::Leased { .. }));
+    assert_eq!(machine.take_lease(100), Err(HoldReason::Timeout));
+}
+
+#[test]
+fn validator_rejections_feed_the_machine() {
+    let mut validator = EventValidator::new();
+    let mut machine = LeaseMachine::new(CONFIG, identity());
+    let line = |sequence: u64| {
+        format!(
+            r#"{{"v":1,"kind":"activity","session":"worker","incarnation":"inc-1","generation":"sha256:gen-1","sequence":{sequence},"state":"idle","composer":"empty","revision":12}}"#
+        )
+    };
+    let mut deliver =
+        |text: &str, machine: &mut LeaseMachine, now: u64| match validator.validate(text) {
+            Ok(event) => machine.apply(
+                LeaseInput::Event {
+                    event: &event,
+                    pane_revision: 0,
+                },
+                now,
+            ),
+            Err(err) => machine.apply(
+                LeaseInput::EventRejected(err.hold_reason().unwrap_or(HoldReason::Malformed)),
+                now,
+            ),
+        };
+    deliver(&line(1), &mut machine, 0);
+    assert!(matches!(
+        machine.state(0),
+        LeaseState::Leased { revision: 12, .. }
+    ));
+    deliver(&line(1), &mut machine, 1);
+    assert_eq!(machine.take_lease(1), Err(HoldReason::OutOfOrder));
+    deliver("{\"v\":1", &mut machine, 2);
+    assert_eq!(machine.take_lease(2), Err(HoldReason::Malformed));
+    deliver(&line(2), &mut machine, 3);
+    assert_eq!(machine.take_lease(3).unwrap().revision, 12);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties, checked against a small reference model.
+
+#[derive(Clone, Debug)]
+enum Who {
+    Me,
+    OtherIncarnation,
+    OtherGeneration,
+    OtherSession,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Activity {
+        state: ActivityState,
+        composer: ComposerState,
+        valid_for_ms: Option<u64>,
+        revision: Option<u64>,
+        who: Who,
+    },
+    TurnBoundary,
+    Rejected(HoldReason),
+    AdapterStarted,
+    AdapterExited,
+    AdapterError,
+    AdapterUnreachable,
+    PaneRestarted {
+        new_generation: bool,
+    },
+    PaneExited,
+    Compaction,
+    Clear,
+    DaemonRestarted,
+    SendConflict,
+    Take,
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let state = prop_oneof![
+        4 => Just(ActivityState::Idle),
+        1 => Just(ActivityState::Active),
+        1 => Just(ActivityState::Child),
+        1 => Just(ActivityState::Unknown),
+    ];
+    let composer = prop_oneof![
+        4 => Just(ComposerState::Empty),
+        1 => Just(ComposerState::Nonempty),
+        1 => Just(ComposerState::Unknown),
+    ];
+    let who = prop_oneof![
+        6 => Just(Who::Me),
+        1 => Just(Who::OtherIncarnation),
+        1 => Just(Who::OtherGeneration),
+        1 => Just(Who::OtherSession),
+    ];
+    let activity = (
+        state,
+        composer,
+        proptest::option::of(0u64..2000),
+        proptest::option::of(0u64..100),
+        who,
+    )
+        .prop_map(
+            |(state, composer, valid_for_ms, revision, who)| Op::Activity {
+                state,
+                composer,
+                valid_for_ms,
+                revision,
+                who,
+            },
+        );
+    prop_oneof![
+        8 => activity,
+        6 => Just(Op::Take),
+        6 => (0u64..1500).prop_map(Op::Advance),
+        1 => Just(Op::TurnBoundary),
+        1 => proptest::sample::select(HoldReason::ALL.to_vec()).prop_map(Op::Rejected),
+        1 => Just(Op::AdapterStarted),
+        1 => Just(Op::AdapterExited),
+        1 => Just(Op::AdapterError),
+        1 => Just(Op::AdapterUnreachable),
+        1 => any::<bool>().prop_map(|new_generation| Op::PaneRestarted { new_generation }),
+        1 => Just(Op::PaneExited),
+        1 => Just(Op::Compaction),
+        1 => Just(Op::Clear),
+        1 => Just(Op::DaemonRestarted),
+        1 => Just(Op::SendConflict),
+    ]
+}
+
+/// What the reference model believes is leased.
+#[derive(Clone, Debug)]
+struct ModelLease {
+    expectation: SendExpectation,
+    anchored_at_ms: u64,
+    expires_at_ms: u64,
+}
+
+struct Model {
+    identity: PaneIdentity,
+    restarts: u32,
+    exited: bool,
+    lease: Option<ModelLease>,
+    last_heard_ms: Option<u64>,
+}
+
+impl Model {
+    fn valid_lease(&self, now_ms: u64) -> Option<&ModelLease> {
+        let timed_out = self
+            .last_heard_ms
+            .is_some_and(|heard| now_ms - heard >= CONFIG.event_timeout_ms);
+        self.lease.as_ref().filter(|lease| {
+            !timed_out && now_ms >= lease.anchored_at_ms && now_ms < lease.expires_at_ms
+        })
+    }
+}
+
+fn stranger(identity: &PaneIdentity, who: &Who) -> PaneIdentity {
+    let mut other = identity.clone();
+    match who {
+        Who::Me => {}
+        Who::OtherIncarnation => other.incarnation.push_str("-other"),
+        Who::OtherGeneration => other.generation.push_str("-other"),
+        Who::OtherSession => other.session = SessionName::parse("someone-else").unwrap(),
+    }
+    other
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The machine grants exactly the leases the model grants, so: no lease without a fresh,
+    /// matching idle-and-empty event; no lease after any invalidating input; one send per lease.
+    #[test]
+    fn machine_matches_the_reference_model(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut machine = LeaseMachine::new(CONFIG, identity());
+        let mut model = Model {
+            identity: identity(),
+            restarts: 0,
+            exited: false,
+            lease: None,
+            last_heard_ms: None,
+        };
+        let mut now_ms = 0u64;
+        let mut sends_from_current_lease = 0u32;
+        for op in ops {
+            let leased_before = model.valid_lease(now_ms).is_some();
+            prop_assert_eq!(
+                matches!(machine.state(now_ms), LeaseState::Leased { .. }),
+                leased_before
+            );
+            match op {
+                Op::Advance(ms) => now_ms += ms,
+                Op::Take => {
+                    let expected = model.valid_lease(now_ms).map(|lease| lease.expectation.clone());
+                    let taken = machine.take_lease(now_ms);
+                    prop_assert_eq!(taken.as_ref().ok(), expected.as_ref());
+                    if taken.is_ok() {
+                        sends_from_current_lease += 1;
+                        prop_assert!(sends_from_current_lease <= 1, "two sends from one lease");
+                        model.lease = None;
+                    }
+                    prop_assert!(machine.take_lease(now_ms).is_err(), "a lease survived its send");
+                }
+                Op::Activity { state, composer, valid_for_ms, revision, who } => {
+                    let speaker = stranger(&model.identity, &who);
+                    let event = activity(&speaker, state, composer, valid_for_ms, revision);
+                    machine.apply(LeaseInput::Event { event: &event, pane_revision: 77 }, now_ms);
+                    model.last_heard_ms = Some(now_ms);
+                    sends_from_current_lease = 0;
+                    let lifetime = valid_for_ms.unwrap_or(CONFIG.max_lease_ms).min(CONFIG.max_lease_ms);
+                    let qualifies = matches!(who, Who::Me)
+                        && !model.exited
+                        && state == ActivityState::Idle
+                        && composer == ComposerState::Empty
+                        && lifetime > 0;
+                    model.lease = qualifies.then(|| ModelLease {
+                        expectation: SendExpectation {
+                            incarnation: speaker.incarnation.clone(),
+                            generation: speaker.generation.clone(),
+                            revision: revision.unwrap_or(77),
+                        },
+                        anchored_at_ms: now_ms,
+                        expires_at_ms: now_ms + lifetime,
+                    });
+                }
+                other => {
+                    model.lease = None;
+                    let turn_boundary;
+                    let restarted;
+                    let input = match other {
+                        Op::TurnBoundary => {
+                            turn_boundary = AdapterEvent {
+                                header: header(&model.identity, 1),
+                                body: EventBody::TurnBoundary { messages: Vec::new(), unrecognized: Vec::new() },
+                            };
+                            model.last_heard_ms = Some(now_ms);
+                            LeaseInput::Event { event: &turn_boundary, pane_revision: 0 }
+                        }
+                        Op::Rejected(reason) => {
+                            model.last_heard_ms = Some(now_ms);
+                            LeaseInput::EventRejected(reason)
+                        }
+                        Op::AdapterStarted => {
+                            model.last_heard_ms = Some(now_ms);
+                            LeaseInput::AdapterStarted
+                        }
+                        Op::AdapterExited => LeaseInput::AdapterExited,
+                        Op::AdapterError => LeaseInput::AdapterError,
+                        Op::AdapterUnreachable => LeaseInput::AdapterUnreachable,
+                        Op::PaneRestarted { new_generation } => {
+                            model.restarts += 1;
+                            model.identity.incarnation = format!("inc-r{}", model.restarts);
+                            if new_generation {
+                                model.identity.generation = format!("sha256:gen-r{}", model.restarts);
+                            }
+                            model.exited = false;
+                            restarted = model.identity.clone();
+                            LeaseInput::PaneRestarted(&restarted)
+                        }
+                        Op::PaneExited => {
+                            model.exited = true;
+                            LeaseInput::PaneExited
+                        }
+                        Op::Compaction => LeaseInput::Compaction,
+                        Op::Clear => LeaseInput::Clear,
+                        Op::DaemonRestarted => LeaseInput::DaemonRestarted,
+                        Op::SendConflict => LeaseInput::SendConflict,
+                        Op::Activity { .. } | Op::Take | Op::Advance(_) => unreachable!(),
+                    };
+                    machine.apply(input, now_ms);
+                    // SPEC §7.4: every input other than a qualifying activity ends the lease.
+                    prop_assert!(matches!(machine.state(now_ms), LeaseState::Held(_)));
+                    prop_assert!(machine.take_lease(now_ms).is_err());
+                }
+            }
+        }
+    }
+
+    /// Whatever happened before, a lease is only ever taken right after a qualifying event and
+    /// only once.
+    #[test]
+    fn takes_never_outnumber_qualifying_events(ops in proptest::collection::vec(op(), 1..80)) {
+        let mut machine = LeaseMachine::new(CONFIG, identity());
+        let mut now_ms = 0u64;
+        let mut qualifying_events = 0u32;
+        let mut takes = 0u32;
+        for op in ops {
+            match op {
+                Op::Advance(ms) => now_ms += ms,
+                Op::Take => {
+                    if machine.take_lease(now_ms).is_ok() {
+                        takes += 1;
+                    }
+                }
+                Op::Activity { state, composer, valid_for_ms, revision, who } => {
+                    let speaker = stranger(machine.identity(), &who);
+                    let event = activity(&speaker, state, composer, valid_for_ms, revision);
+                    if matches!(who, Who::Me) && state == ActivityState::Idle && composer == ComposerState::Empty {
+                        qualifying_events += 1;
+                    }
+                    machine.apply(LeaseInput::Event { event: &event, pane_revision: 1 }, now_ms);
+                }
+                // Every other input is some invalidation; which one does not matter here.
+                _ => machine.apply(LeaseInput::Compaction, now_ms),
+            }
+            prop_assert!(takes <= qualifying_events);
+        }
+    }
+}
