@@ -144,16 +144,80 @@ enum Command {
         /// Where dialect files live (default: $BELFRY_DIALECTS, then the built-in ones).
         #[arg(long, value_name = "DIR")]
         dialects: Option<PathBuf>,
+        /// This event is the harness's turn boundary: add unread inbox notices to the context.
+        #[arg(long)]
+        turn_boundary: bool,
     },
     /// The context spool written by `dispatch --spool`.
     Spool {
         #[command(subcommand)]
         action: SpoolAction,
     },
+    /// The durable per-agent inbox (SESSION defaults to $BELFRY_SESSION).
+    Inbox {
+        #[command(subcommand)]
+        action: InboxAction,
+    },
+    /// Declare this agent busy, available or dnd (a fresh dnd defers DING delivery).
+    Presence {
+        state: String,
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// DING delivery state.
+    Ding {
+        #[command(subcommand)]
+        action: DingAction,
+    },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
     /// Print the man page (roff).
     Man,
+}
+
+#[derive(Subcommand, Debug)]
+enum InboxAction {
+    /// Post a message (body from FILE, or stdin with - or no FILE).
+    Post {
+        session: String,
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long)]
+        subject: Option<String>,
+        file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List unread messages, oldest first.
+    Ls {
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a message and archive it (the oldest unread one if NAME is omitted).
+    Read {
+        name: Option<String>,
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Archive a message without printing it.
+    Archive {
+        name: String,
+        #[arg(long)]
+        session: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DingAction {
+    /// Policy, adapter, lease, every unread message with its state, counters.
+    Status {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -182,6 +246,12 @@ struct NewArgs {
     size_policy: String,
     #[arg(long)]
     json: bool,
+    /// DING delivery policy token (default: aggressive).
+    #[arg(long, value_name = "TOKEN")]
+    ding_delivery: Option<String>,
+    /// The DING adapter command (argv, repeat for each argument).
+    #[arg(long = "ding-adapter", value_name = "ARG")]
+    ding_adapter: Vec<String>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -305,6 +375,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 socket: paths::daemon_socket(),
                 state_dir: paths::state_dir(),
                 exe: exe()?,
+                log_dir: paths::log_dir(),
             };
             belfry_mux::server::run(config)?;
             Ok(EXIT_OK)
@@ -430,7 +501,15 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             native,
             hooks_file,
             dialects,
-        } => Ok(dispatch(event, spool, native, hooks_file, dialects)),
+            turn_boundary,
+        } => Ok(dispatch(
+            event,
+            spool,
+            native,
+            hooks_file,
+            dialects,
+            turn_boundary,
+        )),
         Command::Spool {
             action: SpoolAction::Drain { path },
         } => {
@@ -446,6 +525,22 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                     })?,
             };
             print!("{}", belfry_hooks::spool_drain(&path)?);
+            Ok(EXIT_OK)
+        }
+        Command::Inbox { action } => crate::inbox::run(action_to_inbox(action)),
+        Command::Presence { state, session } => crate::inbox::presence(&state, session),
+        Command::Ding {
+            action: DingAction::Status { session, json },
+        } => {
+            let reply = call(
+                &mut daemon()?,
+                json!({"op": "ding.status", "session": session}),
+            )?;
+            if json {
+                print_json(&reply["status"]);
+            } else {
+                print!("{}", reply["text"].as_str().unwrap_or(""));
+            }
             Ok(EXIT_OK)
         }
         Command::Completions { shell } => {
@@ -467,19 +562,32 @@ fn dispatch(
     native: Option<String>,
     hooks_file: Option<PathBuf>,
     dialects_dir: Option<PathBuf>,
+    turn_boundary: bool,
 ) -> i32 {
+    use belfry_hooks::pane_link;
     use std::io::Read;
     let mut stdin = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut stdin);
+    let pane = pane_link::PaneEnv::from_env();
+    let extra_context = match &pane {
+        Some(pane) if pane_link::is_turn_boundary(&event, turn_boundary) => {
+            pane_link::turn_boundary_notices(pane)
+        }
+        _ => Vec::new(),
+    };
     let options = belfry_hooks::DispatchOptions {
-        event,
+        event: event.clone(),
         hooks_file,
         spool,
         spool_path: None,
         native,
         dialects_dir,
+        extra_context,
     };
     let output = belfry_hooks::run_dispatch(&options, &stdin);
+    if let Some(pane) = &pane {
+        pane_link::forward_event(pane, &event, &stdin);
+    }
     let _ = std::io::stdout().write_all(&output.stdout);
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().write_all(&output.stderr);
@@ -538,6 +646,13 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
         "env": env, "base_env": base_env, "rows": rows, "cols": cols,
         "size_policy": args.size_policy,
     });
+    let mut request = request;
+    if let Some(token) = &args.ding_delivery {
+        request["ding_policy"] = json!(token);
+    }
+    if !args.ding_adapter.is_empty() {
+        request["adapter_command"] = json!(args.ding_adapter);
+    }
     let mut client = daemon()?;
     let reply = call(&mut client, request)?;
     if args.json {
@@ -736,5 +851,35 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
             writeln!(out, "{session:<20} {kind:<10} {rest}")?;
         }
         out.flush()?;
+    }
+}
+
+fn action_to_inbox(action: InboxAction) -> crate::inbox::InboxCommand {
+    use crate::inbox::InboxCommand as C;
+    match action {
+        InboxAction::Post {
+            session,
+            from,
+            subject,
+            file,
+            json,
+        } => C::Post {
+            session,
+            from,
+            subject,
+            file,
+            json,
+        },
+        InboxAction::Ls { session, json } => C::Ls { session, json },
+        InboxAction::Read {
+            name,
+            session,
+            json,
+        } => C::Read {
+            name,
+            session,
+            json,
+        },
+        InboxAction::Archive { name, session } => C::Archive { name, session },
     }
 }

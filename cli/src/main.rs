@@ -5,10 +5,23 @@
 
 mod attach;
 mod commands;
+mod inbox;
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let first = std::env::args().nth(1).unwrap_or_default();
+    if !matches!(
+        first.as_str(),
+        "server" | "pane-host" | "attach" | "run" | "dispatch"
+    ) {
+        // Printing commands die quietly when their reader goes away (`belfry ls | head`), as
+        // other Unix tools do. Long-running processes keep Rust's default (EPIPE as an error).
+        // SAFETY: signal(2) with SIG_DFL at start-up, before any thread exists.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let code = commands::main();
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -42,6 +42,9 @@ pub struct DispatchOptions {
     /// Where `<name>.json` dialects live; `None` falls back to `$BELFRY_DIALECTS`, then to the
     /// dialects built into the crate.
     pub dialects_dir: Option<PathBuf>,
+    /// Context lines added after the handlers' context (turn-boundary inbox notices, SPEC
+    /// §7.5). Not added to a deny.
+    pub extra_context: Vec<String>,
 }
 
 /// What the CLI writes and exits with.
@@ -105,6 +108,14 @@ fn dispatch(
         Ok(input) => decide(opts, input, stdin, env),
         Err(err) => Outcome::fail_open(err),
     };
+    if !opts.extra_context.is_empty() && outcome.decision == crate::Decision::Allow {
+        for line in &opts.extra_context {
+            if !outcome.context.is_empty() {
+                outcome.context.push('\n');
+            }
+            outcome.context.push_str(line);
+        }
+    }
     if opts.spool {
         spool_context(opts, env, &mut outcome);
     }

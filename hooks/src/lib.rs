@@ -53,6 +53,7 @@ pub mod handlers;
 pub mod matcher;
 pub mod native;
 mod outcome;
+pub mod pane_link;
 mod permissions;
 mod process;
 pub mod spool;

@@ -9,8 +9,10 @@
 //! Where to start reading:
 //! - [`server`]: the daemon socket, the op dispatch, the event bus and the pane monitors.
 //! - [`registry`]: the set of live pane hosts, adoption at start and launching new ones.
+//! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7).
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
 
 pub mod client;
+pub mod ding;
 pub mod registry;
 pub mod server;

@@ -17,6 +17,7 @@ use belfry_pty::paths;
 use belfry_pty::spec::{LaunchSpec, SizePolicy};
 use belfry_pty::wire::{self, code, Line};
 
+use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
 
 /// Where the daemon lives and what it starts pane hosts with.
@@ -27,6 +28,8 @@ pub struct DaemonConfig {
     pub state_dir: PathBuf,
     /// The `belfry` executable, run as `belfry pane-host` for new panes.
     pub exe: PathBuf,
+    /// Where adapter sidecars' stderr goes.
+    pub log_dir: PathBuf,
 }
 
 /// Errors starting the daemon.
@@ -49,6 +52,7 @@ struct Daemon {
     registry: Registry,
     bus: broadcast::Sender<Value>,
     shutdown: Notify,
+    ding: DingEngine,
 }
 
 /// Runs the daemon in the foreground until `shutdown`.
@@ -104,6 +108,7 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
         registry: Registry::default(),
         bus,
         shutdown: Notify::new(),
+        ding: DingEngine::default(),
     });
     adopt_existing(&daemon).await;
     tracing::info!("daemon serving on {}", daemon.config.socket.display());
@@ -164,8 +169,32 @@ async fn adopt_existing(daemon: &Arc<Daemon>) {
             "pid":entry.pid,"incarnation":info.get("incarnation"),"revision":info.get("revision")}),
         );
         daemon.registry.insert(entry.clone());
+        start_ding(daemon, &entry, &info, true);
         tokio::spawn(monitor(Arc::clone(daemon), entry));
     }
+}
+
+/// Starts the DING worker of a pane from its pane host's record.
+fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
+    let spec = &info["spec"];
+    let info = PaneInfo {
+        session: entry.session.clone(),
+        socket: entry.socket.clone(),
+        incarnation: info["incarnation"].as_str().unwrap_or_default().to_string(),
+        generation: info["generation"].as_str().unwrap_or_default().to_string(),
+        ding_policy: spec["ding_policy"].as_str().map(str::to_string),
+        adapter_command: spec["adapter_command"].as_array().map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        }),
+        adopted,
+    };
+    daemon.ding.start(
+        info,
+        daemon.config.state_dir.clone(),
+        daemon.config.log_dir.clone(),
+    );
 }
 
 fn publish(daemon: &Daemon, event: Value) {
@@ -179,6 +208,9 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
         Ok((mut lines, _writer)) => {
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                    daemon
+                        .ding
+                        .tell(&entry.session, DingMsg::Pane(event.clone()));
                     publish(&daemon, event);
                 }
             }
@@ -187,6 +219,7 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
     }
     // The subscription ended. If the registry still lists this pane host, it died on its own.
     if daemon.registry.remove_if_pid(&entry.session, entry.pid) {
+        daemon.ding.stop(&entry.session);
         for _ in 0..50 {
             if !registry::pid_alive(entry.pid) {
                 break;
@@ -292,13 +325,18 @@ async fn handle(daemon: &Arc<Daemon>, request: &wire::Request) -> Value {
         "kill" => return kill(daemon, id, body).await,
         "attach" => attach_target(daemon, body),
         "shutdown" => shutdown(daemon, body).await,
+        "ding.status" => return ding_status(daemon, id, body).await,
+        "ding.nudge" => return ding_nudge(daemon, id, body),
+        "ding.turn-boundary" => return ding_turn_boundary(daemon, id, body).await,
+        "hook" => return hook_event(daemon, id, body),
         other => {
             return wire::error_reply(
                 id,
                 code::UNKNOWN_OP,
                 format!(
                     "unknown op {other:?} (known: hello, spawn, list, kill, restart, resize, send, \
-                     snapshot, scrollback, clear, attach, detach, subscribe, wait, info, shutdown)"
+                     snapshot, scrollback, clear, attach, detach, subscribe, wait, info, shutdown, \
+                     ding.status, ding.nudge, ding.turn-boundary, hook)"
                 ),
             )
         }
@@ -390,14 +428,22 @@ pub fn spec_from_request(body: &Map<String, Value>) -> Result<LaunchSpec, String
             return Err(format!("cwd {cwd:?} is not a directory"));
         }
     }
+    let ding_policy = wire::opt_str(body, "ding_policy")?.map(str::to_string);
+    let adapter_command = string_list(body, "adapter_command")?;
+    if let Some(token) = &ding_policy {
+        belfry_ding::DeliveryPolicy::from_token(token, adapter_command.clone().unwrap_or_default())
+            .map_err(|err| err.to_string())?;
+    } else if adapter_command.is_some() {
+        return Err("adapter_command given without a ding_policy".into());
+    }
     Ok(LaunchSpec {
         session: session.to_string(),
         argv,
         cwd,
         env: string_map(body, "env")?,
         base_env: string_map(body, "base_env")?,
-        ding_policy: wire::opt_str(body, "ding_policy")?.map(str::to_string),
-        adapter_command: string_list(body, "adapter_command")?,
+        ding_policy,
+        adapter_command,
         rows: rows as u16,
         cols: cols as u16,
         size_policy,
@@ -434,6 +480,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
     };
     let info = registry::probe(&entry.socket).await.unwrap_or(Value::Null);
     daemon.registry.insert(entry.clone());
+    start_ding(daemon, &entry, &info, false);
     tokio::spawn(monitor(Arc::clone(daemon), entry.clone()));
     publish(
         daemon,
@@ -478,6 +525,7 @@ async fn kill(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Va
 
 async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) {
     daemon.registry.remove(&entry.session);
+    daemon.ding.stop(&entry.session);
     let request = json!({"id": 0, "op": "kill"});
     let _ = registry::pane_request(&entry.socket, &request).await;
     for _ in 0..400 {
@@ -596,4 +644,108 @@ async fn subscribe(
             return;
         }
     }
+}
+
+fn ding_session(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Result<String, Value> {
+    pane_for(daemon, id, body).map(|entry| entry.session)
+}
+
+async fn ding_status(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Value {
+    let session = match ding_session(daemon, id, body) {
+        Ok(session) => session,
+        Err(reply) => return reply,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if !daemon.ding.tell(&session, DingMsg::Status(tx)) {
+        return wire::error_reply(
+            id,
+            code::UNAVAILABLE,
+            format!("no DING worker for {session:?}"),
+        );
+    }
+    match tokio::time::timeout(Duration::from_secs(10), rx).await {
+        Ok(Ok(status)) => wire::ok_reply(id, status),
+        _ => wire::error_reply(
+            id,
+            code::UNAVAILABLE,
+            format!("DING worker for {session:?} did not answer"),
+        ),
+    }
+}
+
+fn ding_nudge(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Value {
+    match ding_session(daemon, id, body) {
+        Ok(session) => {
+            let told = daemon.ding.tell(&session, DingMsg::Nudge);
+            wire::ok_reply(id, json!({"nudged": told}))
+        }
+        Err(reply) => reply,
+    }
+}
+
+/// SPEC §7.5: `belfry dispatch` at a turn boundary claims unread messages for the hook.
+async fn ding_turn_boundary(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Value {
+    let session = match ding_session(daemon, id, body) {
+        Ok(session) => session,
+        Err(reply) => return reply,
+    };
+    let Some(event) = body.get("event").cloned() else {
+        return wire::error_reply(
+            id,
+            code::INVALID,
+            "missing field \"event\" (a protocol v1 turn-boundary event)",
+        );
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if !daemon
+        .ding
+        .tell(&session, DingMsg::TurnBoundary { event, reply: tx })
+    {
+        return wire::error_reply(
+            id,
+            code::UNAVAILABLE,
+            format!("no DING worker for {session:?}"),
+        );
+    }
+    match tokio::time::timeout(Duration::from_secs(10), rx).await {
+        Ok(Ok(Ok(outcome))) => {
+            publish(
+                daemon,
+                json!({"event":"ding","session":session,"what":"turn-boundary","outcome":outcome}),
+            );
+            wire::ok_reply(id, outcome)
+        }
+        Ok(Ok(Err(message))) => wire::error_reply(
+            id,
+            code::INVALID,
+            format!("turn-boundary event refused: {message}"),
+        ),
+        _ => wire::error_reply(
+            id,
+            code::UNAVAILABLE,
+            format!("DING worker for {session:?} did not answer"),
+        ),
+    }
+}
+
+/// A hook event seen by `belfry dispatch` inside a pane: published on the bus and given to the
+/// pane's DING worker (compaction and clear invalidate leases).
+fn hook_event(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Value {
+    let session = match ding_session(daemon, id, body) {
+        Ok(session) => session,
+        Err(reply) => return reply,
+    };
+    let hook = match wire::get_str(body, "hook") {
+        Ok(hook) => hook.to_string(),
+        Err(message) => return wire::error_reply(id, code::INVALID, message),
+    };
+    let mut event = json!({"event": "hook", "session": session, "hook": hook});
+    for field in ["source", "tool_name", "hook_event_name", "incarnation"] {
+        if let Some(value) = body.get(field).and_then(Value::as_str) {
+            event[field] = json!(value);
+        }
+    }
+    daemon.ding.tell(&session, DingMsg::Hook(event.clone()));
+    publish(daemon, event);
+    wire::ok_reply(id, json!({"published": true}))
 }

@@ -1,0 +1,205 @@
+//! `belfry inbox …` and `belfry presence`: the inbox is files on disk (SPEC §7.1), so these
+//! work with or without a daemon; afterwards the daemon (if running) is nudged to look.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use serde_json::json;
+
+use belfry_ding::presence::{Presence, PresenceState};
+use belfry_ding::{FrontMatter, Inbox, MessageName};
+use belfry_mux::client::Client;
+use belfry_pty::paths;
+
+use crate::commands::EXIT_OK;
+
+pub enum InboxCommand {
+    Post {
+        session: String,
+        from: Option<String>,
+        subject: Option<String>,
+        file: Option<PathBuf>,
+        json: bool,
+    },
+    Ls {
+        session: Option<String>,
+        json: bool,
+    },
+    Read {
+        name: Option<String>,
+        session: Option<String>,
+        json: bool,
+    },
+    Archive {
+        name: String,
+        session: Option<String>,
+    },
+}
+
+fn session_or_env(session: Option<String>) -> Result<String> {
+    session
+        .or_else(|| {
+            std::env::var("BELFRY_SESSION")
+                .ok()
+                .filter(|s| !s.is_empty())
+        })
+        .ok_or_else(|| {
+            anyhow!("no session: name one or run inside a belfry pane ($BELFRY_SESSION)")
+        })
+}
+
+fn open(session: &str) -> Result<Inbox> {
+    Ok(Inbox::open(&paths::state_dir(), session)?)
+}
+
+/// Tells a running daemon to look at the inbox now. A daemon that is not running will find the
+/// message when it starts: the inbox is the authority, not the nudge.
+fn nudge(session: &str) {
+    if let Ok(mut client) = Client::connect(&paths::daemon_socket()) {
+        let _ = client.request(json!({"op": "ding.nudge", "session": session}));
+    }
+}
+
+fn parse_name(name: &str) -> Result<MessageName> {
+    Ok(MessageName::parse(name)?)
+}
+
+pub fn run(command: InboxCommand) -> Result<i32> {
+    match command {
+        InboxCommand::Post {
+            session,
+            from,
+            subject,
+            file,
+            json,
+        } => {
+            let inbox = open(&session)?;
+            let mut body = String::new();
+            match file.as_deref() {
+                None => {
+                    std::io::stdin()
+                        .read_to_string(&mut body)
+                        .context("cannot read the message from stdin")?;
+                }
+                Some(path) if path.as_os_str() == "-" => {
+                    std::io::stdin()
+                        .read_to_string(&mut body)
+                        .context("cannot read the message from stdin")?;
+                }
+                Some(path) => {
+                    body = std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read message file {}", path.display()))?;
+                }
+            }
+            let front = FrontMatter {
+                from,
+                subject,
+                ..FrontMatter::default()
+            };
+            let name = inbox.post(&front, &body)?;
+            nudge(&session);
+            if json {
+                println!("{}", json!({"session": session, "name": name.as_str()}));
+            } else {
+                println!("{}", name.as_str());
+            }
+            Ok(EXIT_OK)
+        }
+        InboxCommand::Ls { session, json } => {
+            let session = session_or_env(session)?;
+            let inbox = open(&session)?;
+            let unread = inbox.list_unread()?;
+            if json {
+                let list: Vec<_> = unread
+                    .iter()
+                    .map(|name| {
+                        let front = inbox.read(name).map(|m| m.front_matter).unwrap_or_default();
+                        json!({"name": name.as_str(), "from": front.from, "subject": front.subject})
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                for name in &unread {
+                    let front = inbox.read(name).map(|m| m.front_matter).unwrap_or_default();
+                    println!(
+                        "{}  {}  (from {})",
+                        name.as_str(),
+                        belfry_ding::notice::display_subject(&front),
+                        belfry_ding::notice::display_sender(&front)
+                    );
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        InboxCommand::Read {
+            name,
+            session,
+            json,
+        } => {
+            let session = session_or_env(session)?;
+            let inbox = open(&session)?;
+            let name = match name {
+                Some(name) => parse_name(&name)?,
+                None => inbox
+                    .list_unread()?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| anyhow!("inbox of {session:?} has no unread message"))?,
+            };
+            let message = inbox.read(&name)?;
+            if json {
+                println!(
+                    "{}",
+                    json!({"name": name.as_str(), "from": message.front_matter.from,
+                           "subject": message.front_matter.subject, "body": message.body})
+                );
+            } else {
+                println!(
+                    "From: {}",
+                    belfry_ding::notice::display_sender(&message.front_matter)
+                );
+                println!(
+                    "Subject: {}",
+                    belfry_ding::notice::display_subject(&message.front_matter)
+                );
+                println!("Id: {}\n", name.id());
+                print!("{}", message.body);
+                if !message.body.ends_with('\n') {
+                    println!();
+                }
+            }
+            inbox.archive(&name)?;
+            nudge(&session);
+            Ok(EXIT_OK)
+        }
+        InboxCommand::Archive { name, session } => {
+            let session = session_or_env(session)?;
+            let inbox = open(&session)?;
+            let name = parse_name(&name)?;
+            inbox.archive(&name)?;
+            nudge(&session);
+            println!("archived {}", name.as_str());
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+pub fn presence(state: &str, session: Option<String>) -> Result<i32> {
+    let session = session_or_env(session)?;
+    let state = match state {
+        "busy" => PresenceState::Busy,
+        "available" => PresenceState::Available,
+        "dnd" => PresenceState::Dnd,
+        other => return Err(anyhow!("presence {other:?} is not busy, available or dnd")),
+    };
+    let inbox = open(&session)?;
+    Presence {
+        state,
+        since_unix_ms: belfry_ding::inbox::now_unix_ms(),
+    }
+    .store(&inbox)?;
+    nudge(&session);
+    println!("{session}: {}", state.as_str());
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,136 @@
+//! What `belfry dispatch` does when it runs inside a belfry pane (`$BELFRY_SESSION` set):
+//! forward the hook event to the daemon's bus, and at a turn boundary claim unread inbox
+//! messages for the harness's next context (SPEC §7.5, §8).
+//!
+//! Both are best effort and bounded: a daemon that is down or slow never delays or changes the
+//! dispatcher's answer beyond leaving the notices unclaimed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use belfry_ding::{notice, Inbox, MessageName, OwnershipStore, SessionName};
+
+/// Environment naming the semantic events that are turn boundaries for this pane's harness
+/// (comma separated), set from the adapter's declaration.
+pub const TURN_BOUNDARY_ENV: &str = "BELFRY_TURN_BOUNDARY_EVENTS";
+
+/// How long dispatch waits on the daemon at most.
+const DAEMON_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The pane this dispatcher runs in, from its environment.
+#[derive(Debug, Clone)]
+pub struct PaneEnv {
+    pub session: String,
+    pub socket: PathBuf,
+    pub incarnation: String,
+    pub generation: String,
+    pub inbox: Option<PathBuf>,
+}
+
+impl PaneEnv {
+    /// `None` outside a belfry pane.
+    pub fn from_env() -> Option<PaneEnv> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Some(PaneEnv {
+            session: var("BELFRY_SESSION")?,
+            socket: PathBuf::from(var("BELFRY_SOCKET")?),
+            incarnation: var("BELFRY_INCARNATION").unwrap_or_default(),
+            generation: var("BELFRY_GENERATION").unwrap_or_default(),
+            inbox: var("BELFRY_INBOX").map(PathBuf::from),
+        })
+    }
+}
+
+/// True if `event` is a turn boundary: `--turn-boundary` was given, or the event is listed in
+/// `$BELFRY_TURN_BOUNDARY_EVENTS`.
+pub fn is_turn_boundary(event: &str, flag: bool) -> bool {
+    flag || std::env::var(TURN_BOUNDARY_ENV)
+        .map(|list| list.split(',').any(|e| e.trim() == event))
+        .unwrap_or(false)
+}
+
+fn request(socket: &Path, request: &Value, want_reply: bool) -> Option<Value> {
+    let stream = UnixStream::connect(socket).ok()?;
+    stream.set_read_timeout(Some(DAEMON_TIMEOUT)).ok()?;
+    stream.set_write_timeout(Some(DAEMON_TIMEOUT)).ok()?;
+    let mut writer = stream.try_clone().ok()?;
+    writer.write_all(format!("{request}\n").as_bytes()).ok()?;
+    if !want_reply {
+        return None;
+    }
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).ok()?;
+    serde_json::from_str(&line).ok()
+}
+
+/// Publishes the hook event on the daemon's bus (`hook` events), without waiting.
+pub fn forward_event(pane: &PaneEnv, event: &str, stdin: &[u8]) {
+    let input: Value = serde_json::from_slice(stdin).unwrap_or(Value::Null);
+    let mut req = json!({"id": 0, "op": "hook", "session": pane.session, "hook": event,
+                         "incarnation": pane.incarnation});
+    for field in ["source", "tool_name", "hook_event_name"] {
+        if let Some(value) = input.get(field).and_then(Value::as_str) {
+            req[field] = json!(value);
+        }
+    }
+    let _ = request(&pane.socket, &req, false);
+}
+
+/// At a turn boundary: the notices of unread messages the hook now owns. The daemon decides
+/// which messages the hook may claim (none that DING already staged); if it cannot be reached,
+/// every unread message the ownership file does not list is returned and nothing is marked.
+pub fn turn_boundary_notices(pane: &PaneEnv) -> Vec<String> {
+    let Some(inbox_dir) = &pane.inbox else {
+        return Vec::new();
+    };
+    // <state>/inbox/<session>
+    let Some(state_dir) = inbox_dir.parent().and_then(Path::parent) else {
+        return Vec::new();
+    };
+    let Ok(inbox) = Inbox::open(state_dir, &pane.session) else {
+        return Vec::new();
+    };
+    let unread = inbox.list_unread().unwrap_or_default();
+    if unread.is_empty() {
+        return Vec::new();
+    }
+    let event = json!({"v": 1, "kind": "turn-boundary", "session": pane.session,
+        "incarnation": pane.incarnation, "generation": pane.generation,
+        "sequence": belfry_ding::inbox::now_unix_ms(),
+        "messages": unread.iter().map(MessageName::as_str).collect::<Vec<_>>()});
+    let req = json!({"id": 0, "op": "ding.turn-boundary", "session": pane.session, "event": event});
+    let claimed: Vec<MessageName> = match request(&pane.socket, &req, true) {
+        Some(reply) if reply["ok"] == true => reply["hook_owned"]
+            .as_array()
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|n| n.as_str())
+                    .filter_map(|n| MessageName::parse(n).ok())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        Some(_) => Vec::new(),
+        None => {
+            // No daemon: tell the agent about what nobody owns, and claim nothing.
+            match SessionName::parse(&pane.session)
+                .ok()
+                .and_then(|s| OwnershipStore::open(state_dir, &s).ok())
+            {
+                Some(store) => store.pending(&unread).into_iter().cloned().collect(),
+                None => unread.clone(),
+            }
+        }
+    };
+    claimed
+        .iter()
+        .map(|name| {
+            let front = inbox.read(name).map(|m| m.front_matter).unwrap_or_default();
+            notice::notice_line(name, &front)
+        })
+        .collect()
+}

@@ -1,0 +1,710 @@
+//! The daemon's DING engine (SPEC §7): one worker task per pane that tells the agent about new
+//! inbox mail, under the pane's delivery policy, through the pane's guarded send.
+//!
+//! The worker is the only writer of its session's ownership file, so every decision about a
+//! message (stage, release, hook-own, receipt) is made in one place, in order. Everything it
+//! decides is durable before it acts: a notice is staged on disk before the transaction that
+//! pastes it starts, and a staged notice is never pasted again (SPEC §7.3).
+//!
+//! - Aggressive policy (no `ding {}` block): each unread, unowned message becomes one notice,
+//!   pasted with a 500 ms pause and Enter, unless the agent declared a fresh `dnd`.
+//! - Rich policy (`turn-boundary+fresh-idle`): the worker runs the adapter sidecar, validates
+//!   its protocol v1 events, and sends only with a lease, as a guarded send expecting the exact
+//!   identity and revision the adapter judged. It never falls back to aggressive delivery.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+use belfry_ding::lease::LeaseConfig;
+use belfry_ding::notice::{notice_line, recovery_notice};
+use belfry_ding::ownership::{StageOutcome, StoreOrigin};
+use belfry_ding::policy::{notice_transaction, to_wire_steps};
+use belfry_ding::presence::Presence;
+use belfry_ding::protocol::{EventBody, EventValidator};
+use belfry_ding::status::{
+    AdapterProcessState, Counters, DingStatus, LastEvent, LeaseStatus, MessageState, MessageStatus,
+};
+use belfry_ding::{
+    DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, MessageName, OwnershipStore,
+    PaneIdentity, SessionName,
+};
+
+use crate::registry;
+
+/// How fresh a `dnd` declaration must be to defer delivery.
+const DND_MAX_AGE: Duration = Duration::from_secs(30 * 60);
+/// How often a worker looks at the inbox even without a nudge (other tools may post).
+const POLL: Duration = Duration::from_millis(200);
+
+/// What a worker is told.
+pub enum DingMsg {
+    /// Something may have been posted or archived: look now.
+    Nudge,
+    /// An event from the pane host (exit, lifecycle restart).
+    Pane(Value),
+    /// A hook event forwarded by `belfry dispatch` inside the pane.
+    Hook(Value),
+    /// A turn-boundary claim from `belfry dispatch` (SPEC §7.5).
+    TurnBoundary {
+        event: Value,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    /// `belfry ding status`.
+    Status(oneshot::Sender<Value>),
+}
+
+/// Everything a worker needs to know about its pane.
+#[derive(Clone, Debug)]
+pub struct PaneInfo {
+    pub session: String,
+    pub socket: PathBuf,
+    pub incarnation: String,
+    pub generation: String,
+    pub ding_policy: Option<String>,
+    pub adapter_command: Option<Vec<String>>,
+    /// True when the pane was adopted by a restarted daemon (every lease starts invalid).
+    pub adopted: bool,
+}
+
+/// The set of DING workers, by session.
+#[derive(Default)]
+pub struct DingEngine {
+    workers: Mutex<HashMap<String, mpsc::UnboundedSender<DingMsg>>>,
+}
+
+impl DingEngine {
+    /// Starts the worker of a pane (replacing any previous one).
+    pub fn start(&self, info: PaneInfo, state_dir: PathBuf, log_dir: PathBuf) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.workers.lock().insert(info.session.clone(), tx);
+        tokio::spawn(async move {
+            let session = info.session.clone();
+            if let Err(err) = run_worker(info, state_dir, log_dir, rx).await {
+                tracing::error!(session, "DING worker stopped: {err}");
+            }
+        });
+    }
+
+    /// Stops the worker of a pane (its channel closes; the worker ends and kills its adapter).
+    pub fn stop(&self, session: &str) {
+        self.workers.lock().remove(session);
+    }
+
+    /// Sends a message to a session's worker; false if there is none.
+    pub fn tell(&self, session: &str, msg: DingMsg) -> bool {
+        match self.workers.lock().get(session) {
+            Some(tx) => tx.send(msg).is_ok(),
+            None => false,
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    belfry_ding::inbox::now_unix_ms()
+}
+
+/// The worker's own monotonic clock, in milliseconds, for the lease machine.
+struct Clock(Instant);
+
+impl Clock {
+    fn now(&self) -> u64 {
+        self.0.elapsed().as_millis() as u64
+    }
+}
+
+struct Worker {
+    info: PaneInfo,
+    state_dir: PathBuf,
+    log_dir: PathBuf,
+    inbox: Inbox,
+    ownership: OwnershipStore,
+    policy: Result<DeliveryPolicy, String>,
+    lease: LeaseMachine,
+    validator: EventValidator,
+    clock: Clock,
+    counters: Counters,
+    last_event: Option<LastEvent>,
+    adapter_state: AdapterProcessState,
+    last_hold: Option<HoldReason>,
+    exited: bool,
+    first_pass: bool,
+}
+
+async fn run_worker(
+    info: PaneInfo,
+    state_dir: PathBuf,
+    log_dir: PathBuf,
+    mut rx: mpsc::UnboundedReceiver<DingMsg>,
+) -> Result<(), String> {
+    let session = SessionName::parse(&info.session).map_err(|e| e.to_string())?;
+    let inbox = Inbox::open_session(&state_dir, session.clone()).map_err(|e| e.to_string())?;
+    let ownership = match OwnershipStore::open(&state_dir, &session) {
+        Ok(store) => store,
+        Err(err) => {
+            // A corrupt state file is set aside, never deleted; messages are in the inbox.
+            tracing::error!(session = info.session, "ownership state unreadable: {err}");
+            belfry_ding::ownership::quarantine(&state_dir, &session, unix_ms())
+                .map_err(|e| e.to_string())?;
+            OwnershipStore::open(&state_dir, &session).map_err(|e| e.to_string())?
+        }
+    };
+    let policy = match &info.ding_policy {
+        None => Ok(DeliveryPolicy::Aggressive),
+        Some(token) => {
+            DeliveryPolicy::from_token(token, info.adapter_command.clone().unwrap_or_default())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let identity = PaneIdentity {
+        session,
+        incarnation: info.incarnation.clone(),
+        generation: info.generation.clone(),
+    };
+    let lease = if info.adopted {
+        LeaseMachine::after_daemon_restart(LeaseConfig::default(), identity)
+    } else {
+        LeaseMachine::new(LeaseConfig::default(), identity)
+    };
+    let mut worker = Worker {
+        info,
+        state_dir,
+        log_dir,
+        inbox,
+        ownership,
+        policy,
+        lease,
+        validator: EventValidator::new(),
+        clock: Clock(Instant::now()),
+        counters: Counters::default(),
+        last_event: None,
+        adapter_state: AdapterProcessState::NotConfigured,
+        last_hold: None,
+        exited: false,
+        first_pass: true,
+    };
+    match worker.policy.clone() {
+        Ok(DeliveryPolicy::Rich { adapter_command }) => {
+            worker.run_rich(adapter_command, &mut rx).await
+        }
+        Ok(DeliveryPolicy::Aggressive) => worker.run_aggressive(&mut rx).await,
+        Err(reason) => {
+            // An invalid policy holds everything: the rich policy never degrades to aggressive.
+            tracing::error!(
+                session = worker.info.session,
+                "invalid DING policy: {reason}"
+            );
+            while let Some(msg) = rx.recv().await {
+                worker.handle_common(msg).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Worker {
+    fn unread(&self) -> Vec<MessageName> {
+        self.inbox.list_unread().unwrap_or_else(|err| {
+            tracing::warn!(session = self.info.session, "cannot list inbox: {err}");
+            Vec::new()
+        })
+    }
+
+    /// Unread messages nobody owns yet, FIFO. Ownership of archived messages is released.
+    fn pending(&mut self) -> Vec<MessageName> {
+        let unread = self.unread();
+        if let Err(err) = self.ownership.reconcile(&unread) {
+            tracing::warn!(
+                session = self.info.session,
+                "cannot reconcile ownership: {err}"
+            );
+        }
+        self.ownership
+            .pending(&unread)
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+
+    fn note_hold(&mut self, reason: HoldReason) {
+        if self.last_hold != Some(reason) {
+            self.counters.record_hold(reason);
+            self.last_hold = Some(reason);
+        }
+    }
+
+    /// Builds the notice for the next delivery: the first pass of a worker turns a backlog of
+    /// several messages into one recovery notice (SPEC §7.2).
+    fn next_notice(&mut self, pending: &[MessageName]) -> (Vec<MessageName>, String) {
+        let backlog = self.first_pass
+            && (pending.len() > 1
+                || self.ownership.origin() == StoreOrigin::Missing && pending.len() > 1);
+        self.first_pass = false;
+        if backlog {
+            return (pending.to_vec(), recovery_notice(pending.len(), pending));
+        }
+        let name = pending[0].clone();
+        let front = self
+            .inbox
+            .read(&name)
+            .map(|m| m.front_matter)
+            .unwrap_or_default();
+        let line = notice_line(&name, &front);
+        (vec![name], line)
+    }
+
+    /// Stages the names durably, then runs the notice transaction. Returns the send reply.
+    async fn stage_and_send(
+        &mut self,
+        names: &[MessageName],
+        notice: &str,
+        expect: Option<Value>,
+    ) -> Option<Value> {
+        match self.ownership.stage(names, unix_ms()) {
+            Ok(StageOutcome::Staged) => {}
+            Ok(StageOutcome::AlreadyOwned { .. }) => return None,
+            Err(err) => {
+                tracing::error!(session = self.info.session, "cannot stage notice: {err}");
+                return None;
+            }
+        }
+        let mut request =
+            json!({"id": 0, "op": "send", "input": to_wire_steps(&notice_transaction(notice))});
+        if let Some(expect) = expect {
+            request["expect"] = expect;
+        }
+        match registry::pane_request(&self.info.socket, &request).await {
+            Ok(reply) if reply["result"] == "sent" => {
+                self.counters.record_send();
+                tracing::info!(session = self.info.session, "notice sent: {notice}");
+                Some(reply)
+            }
+            Ok(reply) if reply["result"] == "conflict" => {
+                // A conflict wrote zero bytes: the notice may be sent again later.
+                self.counters.record_conflict();
+                if let Err(err) = self.ownership.release_unsent(names) {
+                    tracing::error!(session = self.info.session, "cannot release notice: {err}");
+                }
+                Some(reply)
+            }
+            Ok(reply) => {
+                // The request was refused before anything was written.
+                tracing::error!(session = self.info.session, "notice refused: {reply}");
+                let _ = self.ownership.release_unsent(names);
+                Some(reply)
+            }
+            Err(err) => {
+                // Unknown whether bytes reached the pane: stay staged, never paste twice.
+                tracing::error!(
+                    session = self.info.session,
+                    "notice transport failed, staying staged: {err}"
+                );
+                None
+            }
+        }
+    }
+
+    async fn run_aggressive(&mut self, rx: &mut mpsc::UnboundedReceiver<DingMsg>) {
+        loop {
+            self.deliver_aggressive().await;
+            let msg = tokio::select! {
+                msg = rx.recv() => match msg { Some(msg) => Some(msg), None => return },
+                _ = tokio::time::sleep(POLL) => None,
+            };
+            if let Some(msg) = msg {
+                self.handle_common(msg).await;
+            }
+        }
+    }
+
+    async fn deliver_aggressive(&mut self) {
+        if self.exited {
+            return;
+        }
+        let pending = self.pending();
+        if pending.is_empty() {
+            return;
+        }
+        if let Ok(Some(presence)) = Presence::load(&self.inbox) {
+            if presence.is_fresh_dnd(unix_ms(), DND_MAX_AGE) {
+                return;
+            }
+        }
+        let (names, notice) = self.next_notice(&pending);
+        if let Some(reply) = self.stage_and_send(&names, &notice, None).await {
+            if reply["exited"] == true {
+                self.exited = true;
+            }
+        }
+    }
+
+    async fn run_rich(&mut self, command: Vec<String>, rx: &mut mpsc::UnboundedReceiver<DingMsg>) {
+        let mut backoff = Duration::from_millis(100);
+        let mut restarts = 0u32;
+        loop {
+            let started = Instant::now();
+            let mut adapter = self.spawn_adapter(&command);
+            let mut lines = adapter
+                .as_mut()
+                .and_then(|child| child.stdout.take())
+                .map(|out| BufReader::new(out).lines());
+            if adapter.is_some() {
+                self.apply(LeaseInput::AdapterStarted);
+            } else {
+                self.apply(LeaseInput::AdapterUnreachable);
+            }
+            // Serve until the adapter ends.
+            loop {
+                self.deliver_rich().await;
+                let line = tokio::select! {
+                    msg = rx.recv() => {
+                        match msg {
+                            Some(msg) => self.handle_common(msg).await,
+                            None => return,
+                        }
+                        continue;
+                    }
+                    line = async {
+                        match &mut lines {
+                            Some(lines) => lines.next_line().await,
+                            None => std::future::pending().await,
+                        }
+                    }, if lines.is_some() => line,
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(started + backoff)), if lines.is_none() => break,
+                };
+                match line {
+                    Ok(Some(line)) => self.adapter_line(&line).await,
+                    Ok(None) | Err(_) => {
+                        self.apply(LeaseInput::AdapterExited);
+                        lines = None;
+                        let status = match adapter.as_mut() {
+                            Some(child) => child.wait().await.ok(),
+                            None => None,
+                        };
+                        use std::os::unix::process::ExitStatusExt;
+                        if started.elapsed() > Duration::from_secs(10) {
+                            backoff = Duration::from_millis(100);
+                        }
+                        restarts += 1;
+                        self.adapter_state = AdapterProcessState::Backoff {
+                            exit_code: status.and_then(|s| s.code()),
+                            signal: status.and_then(|s| s.signal()),
+                            retry_in_ms: backoff.as_millis() as u64,
+                            restarts,
+                        };
+                        break;
+                    }
+                }
+            }
+            // Back off before restarting, still serving messages (everything stays held).
+            let until = Instant::now() + backoff;
+            while Instant::now() < until {
+                tokio::select! {
+                    msg = rx.recv() => match msg { Some(msg) => self.handle_common(msg).await, None => return },
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(until)) => {}
+                }
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    fn spawn_adapter(&mut self, command: &[String]) -> Option<tokio::process::Child> {
+        let (program, args) = command.split_first()?;
+        let program = expand_adapters_dir(program);
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(
+                self.log_dir
+                    .join(format!("adapter-{}.log", self.info.session)),
+            )
+            .map(Stdio::from)
+            .unwrap_or_else(|_| Stdio::null());
+        // argv only, never a shell (SPEC §12).
+        let child = tokio::process::Command::new(&program)
+            .args(args)
+            .env("BELFRY_SOCKET", daemon_socket_for(&self.info))
+            .env("BELFRY_SESSION", &self.info.session)
+            .env("BELFRY_INCARNATION", &self.info.incarnation)
+            .env("BELFRY_GENERATION", &self.info.generation)
+            .env("BELFRY_PANE_SOCKET", &self.info.socket)
+            .env("BELFRY_STATE", &self.state_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn();
+        match child {
+            Ok(child) => {
+                self.adapter_state = AdapterProcessState::Starting {
+                    pid: child.id().unwrap_or(0),
+                };
+                Some(child)
+            }
+            Err(err) => {
+                tracing::error!(
+                    session = self.info.session,
+                    "cannot start adapter {program}: {err}"
+                );
+                self.adapter_state = AdapterProcessState::Failed {
+                    error: format!("{program}: {err}"),
+                };
+                None
+            }
+        }
+    }
+
+    fn apply(&mut self, input: LeaseInput<'_>) {
+        let now = self.clock.now();
+        self.lease.apply(input, now);
+    }
+
+    async fn pane_revision(&self) -> u64 {
+        let request = json!({"id": 0, "op": "info"});
+        match registry::pane_request(&self.info.socket, &request).await {
+            Ok(reply) => reply["revision"].as_u64().unwrap_or(0),
+            Err(_) => 0,
+        }
+    }
+
+    async fn adapter_line(&mut self, line: &str) {
+        if let AdapterProcessState::Starting { pid } = self.adapter_state {
+            self.adapter_state = AdapterProcessState::Running { pid };
+        }
+        let received = unix_ms();
+        match self.validator.validate(line) {
+            Ok(event) => {
+                self.last_event = Some(LastEvent::accepted(&event, received));
+                let pane_revision = match &event.body {
+                    EventBody::Activity { revision: None, .. } => self.pane_revision().await,
+                    _ => 0,
+                };
+                match &event.body {
+                    EventBody::TurnBoundary {
+                        messages,
+                        unrecognized,
+                    } => {
+                        for name in unrecognized {
+                            tracing::warn!(
+                                session = self.info.session,
+                                "turn-boundary names no message: {name:?}"
+                            );
+                        }
+                        let unread = self.unread();
+                        match self
+                            .ownership
+                            .record_turn_boundary(messages, &unread, received)
+                        {
+                            Ok(outcome) => {
+                                for name in outcome.not_unread {
+                                    tracing::warn!(
+                                        session = self.info.session,
+                                        "turn-boundary names {name} which is not unread; ignored"
+                                    );
+                                }
+                            }
+                            Err(err) => tracing::error!(
+                                session = self.info.session,
+                                "cannot record turn boundary: {err}"
+                            ),
+                        }
+                    }
+                    EventBody::Receipt { message, state } => {
+                        if let Err(err) = self.ownership.record_receipt(message, *state, received) {
+                            tracing::error!(
+                                session = self.info.session,
+                                "cannot record receipt: {err}"
+                            );
+                        }
+                    }
+                    EventBody::Activity { .. } => {}
+                }
+                let now = self.clock.now();
+                self.lease.apply(
+                    LeaseInput::Event {
+                        event: &event,
+                        pane_revision,
+                    },
+                    now,
+                );
+            }
+            Err(err) => {
+                let reason = err.hold_reason().unwrap_or(HoldReason::Malformed);
+                tracing::warn!(session = self.info.session, "adapter event rejected: {err}");
+                self.last_event = Some(LastEvent::rejected(reason, received));
+                self.apply(LeaseInput::EventRejected(reason));
+            }
+        }
+    }
+
+    async fn deliver_rich(&mut self) {
+        let pending = self.pending();
+        if pending.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        match self.lease.take_lease(now) {
+            Err(reason) => self.note_hold(reason),
+            Ok(expectation) => {
+                self.last_hold = None;
+                let expect = serde_json::to_value(&expectation).unwrap_or(Value::Null);
+                let (names, notice) = self.next_notice(&pending);
+                if let Some(reply) = self.stage_and_send(&names, &notice, Some(expect)).await {
+                    if reply["result"] == "conflict" {
+                        self.apply(LeaseInput::SendConflict);
+                        self.note_hold(HoldReason::Conflict);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Messages every policy handles the same way.
+    async fn handle_common(&mut self, msg: DingMsg) {
+        match msg {
+            DingMsg::Nudge => {}
+            DingMsg::Pane(event) => match event["event"].as_str() {
+                Some("exit") => {
+                    self.exited = true;
+                    self.apply(LeaseInput::PaneExited);
+                }
+                Some("lifecycle") if event["what"] == "restart" => {
+                    self.exited = false;
+                    if let Some(incarnation) = event["incarnation"].as_str() {
+                        self.info.incarnation = incarnation.to_string();
+                    }
+                    let identity = PaneIdentity {
+                        session: self.lease.identity().session.clone(),
+                        incarnation: self.info.incarnation.clone(),
+                        generation: self.info.generation.clone(),
+                    };
+                    self.apply(LeaseInput::PaneRestarted(&identity));
+                }
+                _ => {}
+            },
+            DingMsg::Hook(event) => {
+                let hook = event["hook"].as_str().unwrap_or("");
+                let source = event["source"].as_str().unwrap_or("");
+                if hook == "pre-compact" || (hook == "session-start" && source == "compact") {
+                    self.apply(LeaseInput::Compaction);
+                } else if hook == "session-start" && source == "clear" {
+                    self.apply(LeaseInput::Clear);
+                }
+            }
+            DingMsg::TurnBoundary { event, reply } => {
+                let _ = reply.send(self.turn_boundary(&event));
+            }
+            DingMsg::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+        }
+    }
+
+    /// A turn-boundary event from `belfry dispatch`, validated exactly like an adapter's
+    /// (except for the adapter's sequence, which it does not share).
+    fn turn_boundary(&mut self, event: &Value) -> Result<Value, String> {
+        let line = event.to_string();
+        let parsed = belfry_ding::protocol::parse_event(&line).map_err(|e| e.to_string())?;
+        let EventBody::TurnBoundary { messages, .. } = &parsed.body else {
+            return Err(format!(
+                "expected a turn-boundary event, got {}",
+                parsed.kind()
+            ));
+        };
+        if parsed.header.session.as_str() != self.info.session {
+            return Err(format!(
+                "event names session {:?}, not {:?}",
+                parsed.header.session.as_str(),
+                self.info.session
+            ));
+        }
+        if parsed.header.incarnation != self.info.incarnation {
+            return Err(HoldReason::IncarnationMismatch.as_str().to_string());
+        }
+        if parsed.header.generation != self.info.generation {
+            return Err(HoldReason::GenerationMismatch.as_str().to_string());
+        }
+        let unread = self.unread();
+        // Only messages nobody owns yet may be claimed by the hook: a staged notice already
+        // went (or is going) through the PTY.
+        let claimable: Vec<MessageName> = {
+            let pending = self.ownership.pending(&unread);
+            messages
+                .iter()
+                .filter(|m| pending.contains(m))
+                .cloned()
+                .collect()
+        };
+        let outcome = self
+            .ownership
+            .record_turn_boundary(&claimable, &unread, unix_ms())
+            .map_err(|e| e.to_string())?;
+        let refused: Vec<&MessageName> =
+            messages.iter().filter(|m| !claimable.contains(m)).collect();
+        Ok(json!({"hook_owned": outcome.hook_owned, "refused": refused}))
+    }
+
+    fn status(&mut self) -> Value {
+        let now = self.clock.now();
+        let lease = match self.policy {
+            Ok(DeliveryPolicy::Aggressive) => LeaseStatus::NotApplicable,
+            _ => LeaseStatus::from_state(self.lease.state(now), now),
+        };
+        let unread = self.unread();
+        let _ = self.ownership.reconcile(&unread);
+        let messages = unread
+            .iter()
+            .map(|name| {
+                let front = self
+                    .inbox
+                    .read(name)
+                    .map(|m| m.front_matter)
+                    .unwrap_or_default();
+                let state = MessageState::derive(self.ownership.state_of(name), lease);
+                MessageStatus::new(name.clone(), &front, state)
+            })
+            .collect();
+        let presence = Presence::load(&self.inbox).ok().flatten();
+        match &self.policy {
+            Ok(policy) => {
+                let status = DingStatus {
+                    session: self.lease.identity().session.clone(),
+                    policy: policy.clone(),
+                    adapter: self.adapter_state.clone(),
+                    presence,
+                    last_event: self.last_event.clone(),
+                    lease,
+                    messages,
+                    counters: self.counters.clone(),
+                };
+                json!({"status": status, "text": status.render_text()})
+            }
+            Err(reason) => {
+                json!({"status": null, "text": format!("invalid DING policy: {reason}; every message is held"), "error": reason})
+            }
+        }
+    }
+}
+
+/// `$BELFRY_ADAPTERS/…` in an adapter command names the adapters directory; nothing else is
+/// expanded and no shell is involved.
+fn expand_adapters_dir(program: &str) -> String {
+    match program.strip_prefix("$BELFRY_ADAPTERS") {
+        Some(rest) => match std::env::var("BELFRY_ADAPTERS") {
+            Ok(dir) => format!("{dir}{rest}"),
+            Err(_) => program.to_string(),
+        },
+        None => program.to_string(),
+    }
+}
+
+fn daemon_socket_for(_info: &PaneInfo) -> PathBuf {
+    belfry_pty::paths::daemon_socket()
+}
