@@ -106,6 +106,20 @@ impl DingEngine {
     }
 }
 
+/// The lease tunables: the defaults of SPEC §7.4, overridable for the daemon with
+/// `BELFRY_DING_MAX_LEASE_MS` and `BELFRY_DING_EVENT_TIMEOUT_MS`.
+fn lease_config() -> LeaseConfig {
+    let knob = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let mut config = LeaseConfig::default();
+    if let Some(ms) = knob("BELFRY_DING_MAX_LEASE_MS") {
+        config.max_lease_ms = ms;
+    }
+    if let Some(ms) = knob("BELFRY_DING_EVENT_TIMEOUT_MS") {
+        config.event_timeout_ms = ms;
+    }
+    config
+}
+
 fn unix_ms() -> u64 {
     belfry_ding::inbox::now_unix_ms()
 }
@@ -167,10 +181,11 @@ async fn run_worker(
         incarnation: info.incarnation.clone(),
         generation: info.generation.clone(),
     };
+    let config = lease_config();
     let lease = if info.adopted {
-        LeaseMachine::after_daemon_restart(LeaseConfig::default(), identity)
+        LeaseMachine::after_daemon_restart(config, identity)
     } else {
-        LeaseMachine::new(LeaseConfig::default(), identity)
+        LeaseMachine::new(config, identity)
     };
     let mut worker = Worker {
         info,
@@ -355,7 +370,11 @@ impl Worker {
                 .and_then(|child| child.stdout.take())
                 .map(|out| BufReader::new(out).lines());
             if adapter.is_some() {
-                self.apply(LeaseInput::AdapterStarted);
+                // After a daemon restart the crash hold stands until the adapter speaks; a
+                // merely started adapter proves nothing about the pane.
+                if !(self.info.adopted && restarts == 0) {
+                    self.apply(LeaseInput::AdapterStarted);
+                }
             } else {
                 self.apply(LeaseInput::AdapterUnreachable);
             }
@@ -428,7 +447,19 @@ impl Worker {
             .map(Stdio::from)
             .unwrap_or_else(|_| Stdio::null());
         // argv only, never a shell (SPEC §12).
-        let child = tokio::process::Command::new(&program)
+        let mut cmd = tokio::process::Command::new(&program);
+        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and allocates nothing. The
+        // adapter then ends with the daemon (the runtime's only thread forked it), so a
+        // killed daemon leaves no orphan adapter reading a pane nobody listens for.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
             .args(args)
             .env("BELFRY_SOCKET", daemon_socket_for(&self.info))
             .env("BELFRY_SESSION", &self.info.session)

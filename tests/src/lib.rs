@@ -50,9 +50,23 @@ pub fn recorder_bin() -> PathBuf {
     bin_dir().join("belfry-test-recorder")
 }
 
+/// The fixture-replaying DING adapter.
+pub fn adapter_bin() -> PathBuf {
+    bin_dir().join("belfry-test-adapter")
+}
+
+/// A file under `tests/fixtures/`.
+pub fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(path)
+}
+
 /// One isolated belfry installation: runtime, state and logs in a temporary directory.
 pub struct Env {
     pub dir: tempfile::TempDir,
+    /// Extra environment for every belfry process of this test (and so for its daemon).
+    pub extra: Vec<(String, String)>,
 }
 
 impl Default for Env {
@@ -63,11 +77,20 @@ impl Default for Env {
 
 impl Env {
     pub fn new() -> Env {
+        Env::with_vars(&[])
+    }
+
+    /// An environment whose belfry processes (the daemon included) also get `vars`.
+    pub fn with_vars(vars: &[(&str, &str)]) -> Env {
         let dir = tempfile::Builder::new()
             .prefix("belfry-test-")
             .tempdir_in("/tmp")
             .expect("tempdir");
-        Env { dir }
+        let extra = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Env { dir, extra }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -89,7 +112,7 @@ impl Env {
     /// The environment every belfry process of this test runs with.
     pub fn vars(&self) -> Vec<(String, String)> {
         let p = |n: &str| self.path(n).display().to_string();
-        vec![
+        let mut vars = vec![
             ("BELFRY_RUNTIME_DIR".into(), p("run")),
             ("BELFRY_STATE".into(), p("state")),
             ("XDG_STATE_HOME".into(), p("xdg-state")),
@@ -103,7 +126,14 @@ impl Env {
                     std::env::var("PATH").unwrap_or_default()
                 ),
             ),
-        ]
+        ];
+        vars.extend(self.extra.iter().cloned());
+        vars
+    }
+
+    /// The state directory (inboxes, DING ownership).
+    pub fn state(&self) -> PathBuf {
+        self.path("state")
     }
 
     /// A `belfry` command with this environment.

@@ -5,7 +5,8 @@
 //! Options: `--bracketed` enables bracketed paste (DECSET 2004); `--echo` echoes what it reads;
 //! `--noisy` prints a line every millisecond; `--cpr` asks for the cursor position at start-up
 //! and prints whether an answer came within two seconds; `--alt` draws on the alternate screen;
-//! `--exit-on-eot` exits when it reads C-d.
+//! `--exit-on-eot` exits when it reads C-d; `--print-on-resize` prints a line when the terminal
+//! size changes.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -55,6 +56,27 @@ fn main() {
     }
     let _ = out.write_all(b"READY\r\n");
     let _ = out.flush();
+    if flag("--print-on-resize") {
+        // Real program output caused by a resize, without touching the input stream.
+        std::thread::spawn(|| {
+            let size = || {
+                rustix::termios::tcgetwinsize(std::io::stdout())
+                    .map(|w| (w.ws_row, w.ws_col))
+                    .ok()
+            };
+            let mut last = size();
+            loop {
+                std::thread::sleep(Duration::from_millis(5));
+                let now = size();
+                if now != last {
+                    last = now;
+                    let mut out = std::io::stdout();
+                    let _ = write!(out, "resized\r\n");
+                    let _ = out.flush();
+                }
+            }
+        });
+    }
     if flag("--noisy") {
         std::thread::spawn(|| {
             let mut out = std::io::stdout();

@@ -1,0 +1,539 @@
+//! SPEC §7: DING end to end. A real pane runs the recorder (which logs every byte it reads); a
+//! real adapter process replays a fixture of protocol v1 events; the real daemon decides.
+//! Fresh idle sends exactly one notice; every other case writes zero bytes and keeps the
+//! message unread, FIFO intact.
+
+use std::time::Duration;
+
+use belfry_tests::{adapter_bin, eventually, fixture, read_or_empty, recorder_bin, Env};
+use serde_json::{json, Value};
+
+const RICH: &str = "turn-boundary+fresh-idle";
+
+/// A pane under the rich policy whose adapter replays `fixtures/ding/<case>.jsonl`.
+fn rich_pane(env: &Env, case: &str, program_flags: &[&str]) -> std::path::PathBuf {
+    let log = env.path("pane.log");
+    let (rec, adapter) = (
+        recorder_bin().display().to_string(),
+        adapter_bin().display().to_string(),
+    );
+    let fixture_path = fixture(&format!("ding/{case}.jsonl")).display().to_string();
+    let log_s = log.display().to_string();
+    let mut args = vec![
+        "new",
+        "agent",
+        "--size",
+        "24x100",
+        "--ding-delivery",
+        RICH,
+        "--ding-adapter",
+        &adapter,
+        "--ding-adapter",
+        &fixture_path,
+        "--",
+        &rec,
+        "--log",
+        &log_s,
+    ];
+    args.extend_from_slice(program_flags);
+    env.ok(&args);
+    env.wait_screen("agent", "READY");
+    log
+}
+
+fn post(env: &Env, subject: &str) -> String {
+    let mut cmd = env.cmd(&[
+        "inbox",
+        "post",
+        "agent",
+        "--from",
+        "lead",
+        "--subject",
+        subject,
+    ]);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("inbox post");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"please look at the failing test\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "inbox post failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn status(env: &Env) -> Value {
+    let out = env.ok(&["ding", "status", "agent", "--json"]);
+    serde_json::from_str(&out).expect("ding status --json")
+}
+
+fn message_states(env: &Env) -> Vec<String> {
+    status(env)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["state"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn unread(env: &Env) -> Vec<String> {
+    let out = env.ok(&["inbox", "ls", "agent", "--json"]);
+    let list: Vec<Value> = serde_json::from_str(&out).unwrap();
+    list.iter()
+        .map(|m| m["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Posts two messages and proves the case holds them: the expected hold reason (when given),
+/// zero bytes in the pane, both still unread in FIFO order.
+fn assert_held(env: &Env, log: &std::path::Path, reason: Option<&str>) {
+    let first = post(env, "first");
+    let second = post(env, "second");
+    if let Some(reason) = reason {
+        let want = format!("held:{reason}");
+        let ok = eventually(Duration::from_secs(5), || {
+            message_states(env).iter().all(|s| *s == want)
+        });
+        assert!(ok, "expected {want}, status: {}", status(env));
+    } else {
+        let ok = eventually(Duration::from_secs(5), || {
+            message_states(env).iter().all(|s| s.starts_with("held:"))
+        });
+        assert!(ok, "expected a hold, status: {}", status(env));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        read_or_empty(log),
+        b"",
+        "a held case wrote bytes into the pane; status: {}",
+        status(env)
+    );
+    assert_eq!(
+        unread(env),
+        vec![first, second],
+        "messages must stay unread, FIFO"
+    );
+    assert_eq!(status(env)["counters"]["sends"], 0);
+}
+
+#[test]
+fn fresh_idle_sends_exactly_one_notice() {
+    let env = Env::new();
+    let log = rich_pane(&env, "fresh-idle", &[]);
+    let name = post(&env, "fix the build");
+    let id = &name[name.len() - 9..name.len() - 3];
+    let expected =
+        format!("[DING] new message: [id:{id}] fix the build (from lead); check your inbox\r");
+    assert!(
+        eventually(Duration::from_secs(5), || read_or_empty(&log)
+            == expected.as_bytes()),
+        "pane got {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        read_or_empty(&log),
+        expected.as_bytes(),
+        "exactly one notice"
+    );
+    let st = status(&env);
+    assert_eq!(st["counters"]["sends"], 1, "{st}");
+    assert_eq!(message_states(&env), vec!["staged"]);
+    assert_eq!(
+        unread(&env),
+        vec![name],
+        "a notice does not read the message"
+    );
+}
+
+macro_rules! held_case {
+    ($test:ident, $case:literal, $reason:expr) => {
+        #[test]
+        fn $test() {
+            let env = Env::with_vars(&[("BELFRY_DING_EVENT_TIMEOUT_MS", "400")]);
+            let log = rich_pane(&env, $case, &[]);
+            assert_held(&env, &log, $reason);
+        }
+    };
+}
+
+held_case!(active_holds, "active", Some("active"));
+held_case!(child_holds, "child", Some("child"));
+held_case!(unknown_activity_holds, "unknown", Some("unknown"));
+held_case!(
+    composer_nonempty_holds,
+    "composer-nonempty",
+    Some("composer-nonempty")
+);
+held_case!(
+    composer_unknown_holds,
+    "composer-unknown",
+    Some("composer-unknown")
+);
+held_case!(malformed_holds, "malformed", Some("malformed"));
+held_case!(timeout_holds, "timeout", Some("timeout"));
+held_case!(adapter_error_holds, "adapter-error", None);
+held_case!(adapter_eof_holds, "eof", None);
+held_case!(
+    incarnation_mismatch_holds,
+    "incarnation-mismatch",
+    Some("incarnation-mismatch")
+);
+held_case!(
+    generation_change_holds,
+    "generation-mismatch",
+    Some("generation-mismatch")
+);
+held_case!(
+    out_of_order_sequence_holds,
+    "out-of-order",
+    Some("out-of-order")
+);
+held_case!(
+    unsupported_version_holds,
+    "unsupported-version",
+    Some("unsupported-version")
+);
+held_case!(unknown_kind_holds, "unknown-kind", Some("unknown-kind"));
+
+#[test]
+fn stale_lease_holds() {
+    let env = Env::new();
+    let log = rich_pane(&env, "stale", &[]);
+    assert!(eventually(Duration::from_secs(5), || !status(&env)
+        ["last_event"]
+        .is_null()));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_held(&env, &log, Some("stale"));
+}
+
+#[test]
+fn unreachable_adapter_holds() {
+    let env = Env::new();
+    let log = env.path("pane.log");
+    let rec = recorder_bin().display().to_string();
+    let log_s = log.display().to_string();
+    env.ok(&[
+        "new",
+        "agent",
+        "--ding-delivery",
+        RICH,
+        "--ding-adapter",
+        "/nonexistent/belfry-adapter",
+        "--",
+        &rec,
+        "--log",
+        &log_s,
+    ]);
+    env.wait_screen("agent", "READY");
+    assert_held(&env, &log, Some("unreachable"));
+    assert_eq!(status(&env)["adapter"]["state"], "failed");
+}
+
+/// A lease is taken, then a lifecycle event from `belfry dispatch` arrives before any mail.
+fn lifecycle_case(case: &str, hook: Value, reason: &str) {
+    let env = Env::with_vars(&[("BELFRY_DING_MAX_LEASE_MS", "60000")]);
+    let log = rich_pane(&env, case, &[]);
+    assert!(
+        eventually(Duration::from_secs(5), || status(&env)["lease"]["state"]
+            == "leased"),
+        "{}",
+        status(&env)
+    );
+    let mut request = json!({"op": "hook", "session": "agent"});
+    for (k, v) in hook.as_object().unwrap() {
+        request[k] = v.clone();
+    }
+    assert_eq!(env.conn().request(request)["ok"], true);
+    assert_held(&env, &log, Some(reason));
+}
+
+#[test]
+fn compaction_invalidates_the_lease() {
+    lifecycle_case("compaction", json!({"hook": "pre-compact"}), "compaction");
+}
+
+#[test]
+fn clear_invalidates_the_lease() {
+    lifecycle_case(
+        "clear",
+        json!({"hook": "session-start", "source": "clear"}),
+        "clear",
+    );
+}
+
+#[test]
+fn daemon_crash_invalidates_the_lease() {
+    let env = Env::with_vars(&[("BELFRY_DING_MAX_LEASE_MS", "60000")]);
+    let log = rich_pane(&env, "crash", &[]);
+    assert!(eventually(Duration::from_secs(5), || status(&env)["lease"]
+        ["state"]
+        == "leased"));
+    let daemon = env.daemon_pid();
+    // SAFETY: kill(2) on the test's own daemon; it touches no memory.
+    unsafe { libc::kill(daemon as i32, libc::SIGKILL) };
+    assert!(eventually(Duration::from_secs(5), || {
+        !belfry_tests::pid_alive(daemon)
+    }));
+    env.ok(&["ls"]);
+    assert_held(&env, &log, Some("crash"));
+}
+
+#[test]
+fn conflict_holds_then_delivers_on_the_next_lease() {
+    let env = Env::new();
+    let log = rich_pane(&env, "conflict", &["--print-on-resize"]);
+    let name = post(&env, "after the conflict");
+    let id = &name[name.len() - 9..name.len() - 3];
+    let expected =
+        format!("[DING] new message: [id:{id}] after the conflict (from lead); check your inbox\r");
+    assert!(
+        eventually(Duration::from_secs(8), || read_or_empty(&log)
+            == expected.as_bytes()),
+        "pane got {:?}; status {}",
+        String::from_utf8_lossy(&read_or_empty(&log)),
+        status(&env)
+    );
+    let st = status(&env);
+    assert_eq!(st["counters"]["conflicts"], 1, "{st}");
+    assert_eq!(st["counters"]["sends"], 1, "{st}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        read_or_empty(&log),
+        expected.as_bytes(),
+        "the conflict wrote nothing, the lease after it wrote once"
+    );
+}
+
+#[test]
+fn turn_boundary_makes_messages_hook_owned_and_archive_releases_them() {
+    let env = Env::new();
+    let log = rich_pane(&env, "turn-boundary", &[]);
+    let first = post(&env, "one");
+    assert!(
+        eventually(Duration::from_secs(5), || message_states(&env)
+            == vec!["hook-owned"]),
+        "{}",
+        status(&env)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        read_or_empty(&log),
+        b"",
+        "hook-owned messages get no PTY input"
+    );
+    env.ok(&["inbox", "archive", &first, "--session", "agent"]);
+    assert!(eventually(Duration::from_secs(5), || status(&env)
+        ["messages"]
+        .as_array()
+        .unwrap()
+        .is_empty()));
+    let owned: Value = serde_json::from_slice(
+        &std::fs::read(env.state().join("ding/agent/ownership.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        owned.to_string().find(&first).is_none(),
+        "archiving must clear ownership: {owned}"
+    );
+}
+
+#[test]
+fn turn_boundary_with_a_path_is_invalid() {
+    let env = Env::new();
+    let log = rich_pane(&env, "turn-boundary-path", &[]);
+    let _ = post(&env, "one");
+    assert!(
+        eventually(Duration::from_secs(5), || status(&env)["last_event"]
+            ["kind"]
+            == "rejected"),
+        "{}",
+        status(&env)
+    );
+    assert_eq!(message_states(&env), vec!["held:malformed"]);
+    assert_eq!(read_or_empty(&log), b"");
+}
+
+#[test]
+fn accepted_receipt_marks_delivered_and_staged_survives_daemon_kill() {
+    let env = Env::new();
+    let log = rich_pane(&env, "receipt", &[]);
+    let name = post(&env, "receipt me");
+    assert!(eventually(Duration::from_secs(5), || message_states(&env)
+        == vec!["staged"]));
+    // Kill the daemon with the notice staged: the new daemon must not paste it again.
+    let daemon = env.daemon_pid();
+    // SAFETY: kill(2) on the test's own daemon.
+    unsafe { libc::kill(daemon as i32, libc::SIGKILL) };
+    assert!(eventually(Duration::from_secs(5), || {
+        !belfry_tests::pid_alive(daemon)
+    }));
+    env.ok(&["ls"]);
+    let pasted = read_or_empty(&log);
+    assert_eq!(
+        String::from_utf8_lossy(&pasted).matches("[DING]").count(),
+        1
+    );
+    // The restarted adapter replays its fixture: its receipt marks the notice delivered.
+    assert!(
+        eventually(Duration::from_secs(8), || message_states(&env)
+            == vec!["delivered"]),
+        "{}",
+        status(&env)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        String::from_utf8_lossy(&read_or_empty(&log))
+            .matches("[DING]")
+            .count(),
+        1,
+        "pasted twice"
+    );
+    env.ok(&["inbox", "archive", &name, "--session", "agent"]);
+    assert!(eventually(Duration::from_secs(5), || status(&env)
+        ["messages"]
+        .as_array()
+        .unwrap()
+        .is_empty()));
+}
+
+#[test]
+fn aggressive_policy_types_paste_delay_enter() {
+    let env = Env::new();
+    let log = env.path("pane.log");
+    let rec = recorder_bin().display().to_string();
+    let log_s = log.display().to_string();
+    env.ok(&["new", "agent", "--", &rec, "--log", &log_s, "--bracketed"]);
+    env.wait_screen("agent", "READY");
+    let name = post(&env, "aggressive");
+    let id = &name[name.len() - 9..name.len() - 3];
+    let paste = format!(
+        "\x1b[200~[DING] new message: [id:{id}] aggressive (from lead); check your inbox\x1b[201~"
+    );
+    // The paste arrives first, the Enter only after the 500 ms pause.
+    assert!(eventually(Duration::from_secs(5), || read_or_empty(&log)
+        == paste.as_bytes()));
+    let pasted_at = std::time::Instant::now();
+    assert!(eventually(Duration::from_secs(5), || read_or_empty(&log)
+        .ends_with(b"\r")));
+    let gap = pasted_at.elapsed();
+    assert!(
+        gap >= Duration::from_millis(350),
+        "Enter came {gap:?} after the paste"
+    );
+    assert_eq!(read_or_empty(&log), format!("{paste}\r").as_bytes());
+}
+
+#[test]
+fn hostile_subject_and_sender_cannot_escape_the_paste_frame() {
+    let env = Env::new();
+    let log = env.path("pane.log");
+    let rec = recorder_bin().display().to_string();
+    let log_s = log.display().to_string();
+    env.ok(&["new", "agent", "--", &rec, "--log", &log_s, "--bracketed"]);
+    env.wait_screen("agent", "READY");
+    let out = env.ok(&[
+        "inbox",
+        "post",
+        "agent",
+        "--from",
+        "evil\x1b[201~\rrm -rf /\n",
+        "--subject",
+        "hi\u{9b}201~\x1b[201~\r\nsecond line",
+        &fixture("ding/fresh-idle.jsonl").display().to_string(),
+    ]);
+    assert!(out.trim().ends_with(".md"));
+    assert!(eventually(Duration::from_secs(5), || read_or_empty(&log)
+        .ends_with(b"\r")));
+    let got = read_or_empty(&log);
+    assert!(got.starts_with(b"\x1b[200~"), "{got:?}");
+    let inner = &got[6..got.len() - 7];
+    assert_eq!(&got[got.len() - 7..], b"\x1b[201~\r");
+    assert!(
+        inner.iter().all(|&b| b >= 0x20 && b != 0x7f),
+        "control bytes inside the frame: {:?}",
+        String::from_utf8_lossy(inner)
+    );
+    let text = String::from_utf8_lossy(inner);
+    assert!(!text.contains('\u{9b}'), "{text}");
+    assert_eq!(
+        String::from_utf8_lossy(&got).matches("\x1b[201~").count(),
+        1,
+        "exactly one frame end"
+    );
+}
+
+#[test]
+fn fresh_dnd_defers_aggressive_delivery() {
+    let env = Env::new();
+    let log = env.path("pane.log");
+    let rec = recorder_bin().display().to_string();
+    let log_s = log.display().to_string();
+    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
+    env.wait_screen("agent", "READY");
+    env.ok(&["presence", "dnd", "--session", "agent"]);
+    let _ = post(&env, "later");
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(read_or_empty(&log), b"", "dnd must defer delivery");
+    env.ok(&["presence", "busy", "--session", "agent"]);
+    assert!(eventually(Duration::from_secs(5), || {
+        String::from_utf8_lossy(&read_or_empty(&log)).contains("[DING]")
+    }));
+}
+
+#[test]
+fn inbox_bad_input_is_refused_and_changes_nothing() {
+    let env = Env::new();
+    env.ok(&[
+        "inbox",
+        "post",
+        "agent",
+        "--subject",
+        "keep",
+        &fixture("ding/silent.jsonl").display().to_string(),
+    ]);
+    let before = env.ok(&["inbox", "ls", "agent", "--json"]);
+    for (args, needle) in [
+        (
+            vec!["inbox", "read", "../x", "--session", "agent"],
+            "is not a message file name",
+        ),
+        (
+            vec!["inbox", "archive", "a/b.md", "--session", "agent"],
+            "is not a message file name",
+        ),
+        (
+            vec![
+                "inbox",
+                "read",
+                "1796012997611-zzzzzz.md",
+                "--session",
+                "agent",
+            ],
+            "1796012997611-zzzzzz.md",
+        ),
+        (vec!["inbox", "ls", "../etc"], "session"),
+        (
+            vec!["presence", "sleepy", "--session", "agent"],
+            "not busy, available or dnd",
+        ),
+    ] {
+        let out = env.run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    assert_eq!(
+        env.ok(&["inbox", "ls", "agent", "--json"]),
+        before,
+        "a refused command changed the inbox"
+    );
+}
