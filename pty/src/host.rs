@@ -262,7 +262,11 @@ async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
             }
             _ => {}
         }
-        let reply = handle(&ctx, &request).await;
+        let gone = || peer_gone(&writer);
+        let reply = handle(&ctx, &request, &gone).await;
+        if reply.is_null() {
+            return;
+        }
         if wire::write_json(&mut writer, &reply).await.is_err() {
             return;
         }
@@ -274,7 +278,30 @@ async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
 }
 
 /// Answers one request (every op except the streaming ones).
-async fn handle(ctx: &HostContext, request: &wire::Request) -> Value {
+/// True once the peer has closed the connection (hang-up or read side shut down).
+fn peer_gone(writer: &OwnedWriteHalf) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let stream: &tokio::net::UnixStream = writer.as_ref();
+    let mut fds = [PollFd::new(stream, PollFlags::RDHUP)];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&zero)) {
+        Ok(n) if n > 0 => fds[0]
+            .revents()
+            .intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR),
+        _ => false,
+    }
+}
+
+/// Answers one request (every op except the streaming ones). `Null` means "no reply: the
+/// requester is gone".
+async fn handle(
+    ctx: &HostContext,
+    request: &wire::Request,
+    gone: &(dyn Fn() -> bool + Sync),
+) -> Value {
     let id = &request.id;
     let body = &request.body;
     if let Ok(Some(session)) = wire::opt_str(body, "session") {
@@ -297,7 +324,10 @@ async fn handle(ctx: &HostContext, request: &wire::Request) -> Value {
         "info" => Ok(ctx.record_json()),
         "snapshot" => snapshot(ctx, body),
         "scrollback" => scrollback(ctx, body),
-        "send" => send(ctx, body).await,
+        "send" => match send(ctx, body, gone).await {
+            Ok(Value::Null) => return Value::Null,
+            other => other,
+        },
         "resize" => resize(ctx, body),
         "clear" => Ok(json!({"revision": ctx.pane.clear()})),
         "restart" => ctx
@@ -398,11 +428,16 @@ pub fn parse_expect(body: &Map<String, Value>) -> Result<Expect, String> {
     })
 }
 
-async fn send(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
+async fn send(
+    ctx: &HostContext,
+    body: &Map<String, Value>,
+    gone: &(dyn Fn() -> bool + Sync),
+) -> Result<Value, String> {
     let expect = parse_expect(body)?;
     let input = body.get("input").ok_or("missing field \"input\"")?;
     let steps = parse_steps(input).map_err(|err| err.to_string())?;
-    match ctx.pane.send(&expect, &steps).await {
+    match ctx.pane.send(&expect, &steps, gone).await {
+        Ok(SendOutcome::Abandoned) => Ok(Value::Null),
         Ok(SendOutcome::Sent { revision }) => Ok(json!({"result": "sent", "revision": revision})),
         Ok(SendOutcome::Conflict { actual, exited }) => {
             let mut out = json!({"result": "conflict", "actual": actual});

@@ -51,8 +51,15 @@ pub struct Identity {
 #[must_use]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendOutcome {
-    Sent { revision: u64 },
-    Conflict { actual: Identity, exited: bool },
+    Sent {
+        revision: u64,
+    },
+    Conflict {
+        actual: Identity,
+        exited: bool,
+    },
+    /// The requester went away while the send waited for the input lock; nothing was written.
+    Abandoned,
 }
 
 /// One attached client as the pane sees it.
@@ -317,8 +324,19 @@ impl Pane {
 
     /// The guarded write of SPEC §3: compare under the input lock, then either zero bytes and
     /// a conflict, or the whole transaction with no other input interleaved.
-    pub async fn send(&self, expect: &Expect, steps: &[Step]) -> std::io::Result<SendOutcome> {
+    pub async fn send(
+        &self,
+        expect: &Expect,
+        steps: &[Step],
+        requester_gone: &(dyn Fn() -> bool + Sync),
+    ) -> std::io::Result<SendOutcome> {
         let _input = self.input.lock().await;
+        // A request queued behind another transaction whose sender has since gone (a killed
+        // daemon, a closed CLI) is dropped before a byte is written; once started, a
+        // transaction always runs to its end, so no half-pasted notice is ever left behind.
+        if requester_gone() {
+            return Ok(SendOutcome::Abandoned);
+        }
         let first_write = {
             let mut st = self.state.lock();
             self.drain_pending(&mut st);

@@ -244,6 +244,20 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Show what the daemon and pane hosts logged, to explain the failure.
+            let dir = self.path("xdg-state").join("belfry").join("log");
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                for entry in entries.flatten() {
+                    let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(25).collect();
+                    eprintln!("--- {} (last lines) ---", entry.path().display());
+                    for line in tail.iter().rev() {
+                        eprintln!("{line}");
+                    }
+                }
+            }
+        }
         self.shutdown();
         // Pane hosts the daemon no longer knew about (for example after a test killed it).
         if let Ok(entries) = std::fs::read_dir(self.runtime().join("panes")) {
