@@ -246,6 +246,9 @@ struct NewArgs {
     size_policy: String,
     #[arg(long)]
     json: bool,
+    /// The adapter (a directory under $BELFRY_ADAPTERS) that describes this harness.
+    #[arg(long, value_name = "NAME")]
+    adapter: Option<String>,
     /// DING delivery policy token (default: aggressive).
     #[arg(long, value_name = "TOKEN")]
     ding_delivery: Option<String>,
@@ -647,6 +650,9 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
         "size_policy": args.size_policy,
     });
     let mut request = request;
+    if let Some(adapter) = &args.adapter {
+        request["adapter"] = json!(adapter);
+    }
     if let Some(token) = &args.ding_delivery {
         request["ding_policy"] = json!(token);
     }

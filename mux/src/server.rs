@@ -174,6 +174,61 @@ async fn adopt_existing(daemon: &Arc<Daemon>) {
     }
 }
 
+/// Fires `event` through dispatch if the pane's adapter declares it as host lifecycle.
+fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, info: &Value, event: &str) {
+    let spec = info["spec"].clone();
+    let Some(adapter) = spec["adapter"].as_str() else {
+        return;
+    };
+    let Some(dir) = crate::lifecycle::adapters_dir(&daemon.config.exe) else {
+        tracing::warn!(
+            session = entry.session,
+            "no adapters directory; host lifecycle skipped"
+        );
+        return;
+    };
+    let declaration = match crate::lifecycle::load(&dir, adapter) {
+        Ok(declaration) => declaration,
+        Err(err) => {
+            tracing::warn!(session = entry.session, "{err}");
+            return;
+        }
+    };
+    if !declaration.host_lifecycle.iter().any(|e| e == event) {
+        return;
+    }
+    let pane_env = vec![
+        (
+            "BELFRY_SOCKET".to_string(),
+            daemon.config.socket.display().to_string(),
+        ),
+        ("BELFRY_SESSION".to_string(), entry.session.clone()),
+        (
+            "BELFRY_INCARNATION".to_string(),
+            info["incarnation"].as_str().unwrap_or_default().to_string(),
+        ),
+        (
+            "BELFRY_GENERATION".to_string(),
+            info["generation"].as_str().unwrap_or_default().to_string(),
+        ),
+        (
+            "BELFRY_INBOX".to_string(),
+            daemon
+                .config
+                .state_dir
+                .join("inbox")
+                .join(&entry.session)
+                .display()
+                .to_string(),
+        ),
+    ];
+    let exe = daemon.config.exe.clone();
+    let event = event.to_string();
+    tokio::spawn(async move {
+        crate::lifecycle::fire(&exe, &event, &spec, &pane_env).await;
+    });
+}
+
 /// Starts the DING worker of a pane from its pane host's record.
 fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
     let spec = &info["spec"];
@@ -208,6 +263,19 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
         Ok((mut lines, _writer)) => {
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                    let kind = event["event"].as_str().unwrap_or_default();
+                    let restarted = kind == "lifecycle" && event["what"] == "restart";
+                    if kind == "exit" || restarted {
+                        let what = if restarted {
+                            "session-start"
+                        } else {
+                            "session-end"
+                        };
+                        let request = json!({"id": 0, "op": "info"});
+                        if let Ok(info) = registry::pane_request(&entry.socket, &request).await {
+                            host_lifecycle(&daemon, &entry, &info, what);
+                        }
+                    }
                     daemon
                         .ding
                         .tell(&entry.session, DingMsg::Pane(event.clone()));
@@ -450,6 +518,15 @@ pub fn spec_from_request(body: &Map<String, Value>) -> Result<LaunchSpec, String
         scrollback: wire::opt_u64(body, "scrollback")?
             .unwrap_or(2000)
             .min(1_000_000) as usize,
+        adapter: match wire::opt_str(body, "adapter")? {
+            Some(name) => {
+                paths::validate_session_name(name).map_err(|_| {
+                    format!("adapter name {name:?} must match [A-Za-z0-9._-]{{1,64}}")
+                })?;
+                Some(name.to_string())
+            }
+            None => None,
+        },
     })
 }
 
@@ -481,6 +558,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
     let info = registry::probe(&entry.socket).await.unwrap_or(Value::Null);
     daemon.registry.insert(entry.clone());
     start_ding(daemon, &entry, &info, false);
+    host_lifecycle(daemon, &entry, &info, "session-start");
     tokio::spawn(monitor(Arc::clone(daemon), entry.clone()));
     publish(
         daemon,

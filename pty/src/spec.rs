@@ -33,6 +33,11 @@ pub struct LaunchSpec {
     /// Pane size policy for attached clients.
     #[serde(default)]
     pub size_policy: SizePolicy,
+    /// The adapter (an opaque name of a directory under the adapters directory) whose
+    /// declaration says which lifecycle events the host fires for this harness. Not part of
+    /// the generation: it changes no byte the program sees.
+    #[serde(default)]
+    pub adapter: Option<String>,
     /// Scrollback lines kept by the screen model.
     #[serde(default = "default_scrollback")]
     pub scrollback: usize,

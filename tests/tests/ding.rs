@@ -238,8 +238,9 @@ fn unreachable_adapter_holds() {
     assert_eq!(status(&env)["adapter"]["state"], "failed");
 }
 
-/// A lease is taken, then a lifecycle event from `belfry dispatch` arrives before any mail.
-fn lifecycle_case(case: &str, hook: Value, reason: &str) {
+/// A lease is taken, then the harness's hook calls `belfry dispatch` inside the pane with a
+/// lifecycle event, before any mail arrives.
+fn lifecycle_case(case: &str, event: &str, stdin: Value, reason: &str) {
     let env = Env::with_vars(&[("BELFRY_DING_MAX_LEASE_MS", "60000")]);
     let log = rich_pane(&env, case, &[]);
     assert!(
@@ -248,26 +249,37 @@ fn lifecycle_case(case: &str, hook: Value, reason: &str) {
         "{}",
         status(&env)
     );
-    let mut request = json!({"op": "hook", "session": "agent"});
-    for (k, v) in hook.as_object().unwrap() {
-        request[k] = v.clone();
-    }
-    assert_eq!(env.conn().request(request)["ok"], true);
+    let snap = env.snapshot("agent");
+    let mut cmd = env.cmd(&["dispatch", "--event", event]);
+    cmd.env("BELFRY_SESSION", "agent")
+        .env("BELFRY_SOCKET", env.socket())
+        .env("BELFRY_INCARNATION", snap["incarnation"].as_str().unwrap())
+        .env("BELFRY_GENERATION", snap["generation"].as_str().unwrap())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.to_string().as_bytes())
+        .unwrap();
+    assert!(child.wait_with_output().unwrap().status.success());
     assert_held(&env, &log, Some(reason));
 }
 
 #[test]
 fn compaction_invalidates_the_lease() {
-    lifecycle_case("compaction", json!({"hook": "pre-compact"}), "compaction");
+    let stdin =
+        json!({"hook_event_name": "pre_compact", "session_id": "s", "cwd": "/", "trigger": "auto"});
+    lifecycle_case("compaction", "pre-compact", stdin, "compaction");
 }
 
 #[test]
 fn clear_invalidates_the_lease() {
-    lifecycle_case(
-        "clear",
-        json!({"hook": "session-start", "source": "clear"}),
-        "clear",
-    );
+    let stdin = json!({"hook_event_name": "session_start", "session_id": "s", "cwd": "/", "source": "clear"});
+    lifecycle_case("clear", "session-start", stdin, "clear");
 }
 
 #[test]

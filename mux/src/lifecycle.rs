@@ -1,0 +1,100 @@
+//! Host lifecycle (SPEC §8): for a harness whose adapter declaration lists lifecycle events it
+//! cannot fire itself (`host_lifecycle`), the daemon fires them through the same dispatcher the
+//! harness's hooks call: session-start when the pane's program starts, session-end when it
+//! exits. The declaration is data found by the adapter's name; nothing here knows a harness.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+/// The part of an adapter declaration the host needs.
+#[derive(Debug, Clone, Deserialize, Default)]
+pub struct Declaration {
+    /// Semantic events the harness fires natively (semantic → native event name).
+    #[serde(default)]
+    pub events: BTreeMap<String, String>,
+    /// Semantic events the host fires for the harness.
+    #[serde(default)]
+    pub host_lifecycle: Vec<String>,
+    /// The semantic event that is the harness's turn boundary (SPEC §7.5).
+    #[serde(default)]
+    pub turn_boundary: Option<String>,
+}
+
+/// Where adapters live: `$BELFRY_ADAPTERS`, else `adapters/` of the source tree the binary
+/// was built in (`target/<profile>/belfry` → `../../adapters`), else `<prefix>/share/belfry/adapters`.
+pub fn adapters_dir(exe: &Path) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("BELFRY_ADAPTERS").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let bin = exe.parent()?;
+    let candidates = [
+        bin.join("../../adapters"),
+        bin.join("../share/belfry/adapters"),
+    ];
+    candidates.into_iter().find(|dir| dir.is_dir())
+}
+
+/// Loads `<adapters>/<name>/declaration.json`.
+pub fn load(adapters: &Path, name: &str) -> Result<Declaration, String> {
+    let path = adapters.join(name).join("declaration.json");
+    let bytes = std::fs::read(&path)
+        .map_err(|err| format!("adapter declaration {}: {err}", path.display()))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|err| format!("adapter declaration {} is invalid: {err}", path.display()))
+}
+
+/// Fires one lifecycle event through `belfry dispatch`, in the pane's environment, and waits
+/// for it (bounded). The dispatcher forwards it to the bus like any hook event.
+pub async fn fire(exe: &Path, event: &str, spec: &Value, pane_env: &[(String, String)]) {
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("dispatch").arg("--event").arg(event);
+    if let Some(base) = spec["base_env"].as_object() {
+        if !base.is_empty() {
+            cmd.env_clear();
+            for (k, v) in base {
+                if let Some(v) = v.as_str() {
+                    cmd.env(k, v);
+                }
+            }
+        }
+    }
+    if let Some(env) = spec["env"].as_object() {
+        for (k, v) in env {
+            if let Some(v) = v.as_str() {
+                cmd.env(k, v);
+            }
+        }
+    }
+    for (k, v) in pane_env {
+        cmd.env(k, v);
+    }
+    if let Some(cwd) = spec["cwd"].as_str() {
+        cmd.current_dir(cwd);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let session = spec["session"].as_str().unwrap_or_default();
+    let input = json!({"hook_event_name": event, "session_id": session,
+        "cwd": spec["cwd"], "transcript_path": null, "source": "belfry-host"});
+    let Ok(mut child) = cmd.spawn() else {
+        tracing::warn!(
+            session,
+            "cannot run dispatch for host lifecycle event {event}"
+        );
+        return;
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.to_string().as_bytes()).await;
+    }
+    match tokio::time::timeout(std::time::Duration::from_secs(30), child.wait()).await {
+        Ok(_) => tracing::info!(session, "host fired {event}"),
+        Err(_) => tracing::warn!(session, "host lifecycle {event} dispatch timed out"),
+    }
+}
