@@ -10,9 +10,11 @@
 //! - [`server`]: the daemon socket, the op dispatch, the event bus and the pane monitors.
 //! - [`registry`]: the set of live pane hosts, adoption at start and launching new ones.
 //! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7).
+//! - [`lifecycle`]: adapter declarations and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
 
 pub mod client;
 pub mod ding;
+pub mod lifecycle;
 pub mod registry;
 pub mod server;
