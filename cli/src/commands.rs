@@ -169,6 +169,18 @@ enum Command {
         #[command(subcommand)]
         action: DingAction,
     },
+    /// Launch what belfry.kdl declares: start missing agents, adopt running ones, report drift.
+    Up {
+        /// The declarations file (default: ./belfry.kdl).
+        file: Option<PathBuf>,
+        /// Relaunch agents whose declaration changed (drifted).
+        #[arg(long)]
+        replace: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the agents belfry.kdl declares.
+    Down { file: Option<PathBuf> },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
     /// Print the man page (roff).
@@ -546,6 +558,12 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             }
             Ok(EXIT_OK)
         }
+        Command::Up {
+            file,
+            replace,
+            json,
+        } => up(file, replace, json),
+        Command::Down { file } => down(file),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
             Ok(EXIT_OK)
@@ -888,4 +906,84 @@ fn action_to_inbox(action: InboxAction) -> crate::inbox::InboxCommand {
         },
         InboxAction::Archive { name, session } => C::Archive { name, session },
     }
+}
+
+fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declarations> {
+    let path = file.unwrap_or_else(|| PathBuf::from("belfry.kdl"));
+    Ok(belfry_mux::declare::load(&path)?)
+}
+
+fn running_panes(client: &mut Client) -> Result<Vec<belfry_mux::declare::RunningPane>> {
+    let reply = call(client, json!({"op": "list"}))?;
+    Ok(reply["panes"]
+        .as_array()
+        .map(|panes| {
+            panes
+                .iter()
+                .map(|p| belfry_mux::declare::RunningPane {
+                    session: p["session"].as_str().unwrap_or_default().to_string(),
+                    generation: p["generation"].as_str().unwrap_or_default().to_string(),
+                    exited: !p["exited"].is_null(),
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// `belfry up`: launch missing agents, adopt running ones with the same generation, report
+/// drift (restarting nothing unless --replace). SPEC §11.
+fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
+    use belfry_mux::declare::{plan, report, Action, DriftPolicy};
+    let decls = declarations(file)?;
+    let mut client = daemon()?;
+    let running = running_panes(&mut client)?;
+    let policy = if replace {
+        DriftPolicy::Replace
+    } else {
+        DriftPolicy::Report
+    };
+    let actions = plan(&decls, &running, policy);
+    let base_env: BTreeMap<String, String> = std::env::vars().collect();
+    let mut failed = 0;
+    for action in &actions {
+        let name = action.name();
+        let launch = match action {
+            Action::Launch { .. } => true,
+            Action::Replace { .. } => {
+                call(&mut client, json!({"op": "kill", "session": name}))?;
+                true
+            }
+            Action::Adopt { .. } | Action::Drift { .. } => false,
+        };
+        if !launch {
+            continue;
+        }
+        let Some(decl) = decls.get(name) else {
+            continue;
+        };
+        let mut spec = serde_json::to_value(decl.launch_spec())?;
+        spec["op"] = json!("spawn");
+        spec["base_env"] = json!(base_env);
+        if let Err(err) = call(&mut client, spec) {
+            eprintln!("belfry up: {name}: {err:#}");
+            failed += 1;
+        }
+    }
+    if json_out {
+        print_json(&json!(actions));
+    } else {
+        print!("{}", report(&actions));
+    }
+    Ok(if failed > 0 { EXIT_ERROR } else { EXIT_OK })
+}
+
+fn down(file: Option<PathBuf>) -> Result<i32> {
+    let decls = declarations(file)?;
+    let mut client = daemon()?;
+    let running = running_panes(&mut client)?;
+    for name in belfry_mux::declare::plan_down(&decls, &running) {
+        call(&mut client, json!({"op": "kill", "session": name}))?;
+        println!("stopped {name}");
+    }
+    Ok(EXIT_OK)
 }

@@ -14,6 +14,7 @@
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
 
 pub mod client;
+pub mod declare;
 pub mod ding;
 pub mod lifecycle;
 pub mod registry;

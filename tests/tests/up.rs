@@ -1,0 +1,82 @@
+//! SPEC §11: `belfry up` launches what belfry.kdl declares, adopts what runs with the same
+//! generation, reports drift without restarting anything unless --replace; `belfry down`.
+
+use belfry_tests::{recorder_bin, Env};
+use serde_json::Value;
+
+fn write(env: &Env, text: &str) -> String {
+    let path = env.path("belfry.kdl");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn panes(env: &Env) -> Vec<Value> {
+    serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap()
+}
+
+#[test]
+fn up_launches_adopts_reports_drift_and_replaces_only_when_asked() {
+    let env = Env::new();
+    let rec = recorder_bin().display().to_string();
+    let file = write(&env, &format!("agent \"a\" {{\n  command \"{rec}\"\n}}\nagent \"b\" {{\n  command \"sleep\" \"600\"\n  size rows=30 cols=100\n}}\n"));
+    let out = env.ok(&["up", &file]);
+    assert_eq!(out.matches("launch").count(), 2, "{out}");
+    let first = panes(&env);
+    assert_eq!(first.len(), 2);
+    assert_eq!(
+        first.iter().find(|p| p["session"] == "b").unwrap()["size"]["rows"],
+        30
+    );
+
+    // Same declarations: everything adopted, nothing restarted.
+    let out = env.ok(&["up", &file]);
+    assert_eq!(out.matches("adopt").count(), 2, "{out}");
+    let second = panes(&env);
+    for (a, b) in first.iter().zip(&second) {
+        assert_eq!(a["child_pid"], b["child_pid"]);
+    }
+
+    // A changed command is drift: reported, not restarted.
+    let file = write(&env, &format!("agent \"a\" {{\n  command \"{rec}\" \"--echo\"\n}}\nagent \"b\" {{\n  command \"sleep\" \"600\"\n  size rows=30 cols=100\n}}\n"));
+    let out = env.ok(&["up", &file]);
+    assert!(out.contains("drift"), "{out}");
+    let third = panes(&env);
+    let pid = |list: &[Value], name: &str| {
+        list.iter().find(|p| p["session"] == name).unwrap()["child_pid"].clone()
+    };
+    assert_eq!(pid(&third, "a"), pid(&first, "a"), "drift must not restart");
+
+    // --replace relaunches the drifted agent only.
+    let out = env.ok(&["up", &file, "--replace"]);
+    assert!(out.contains("replace"), "{out}");
+    let fourth = panes(&env);
+    assert_ne!(pid(&fourth, "a"), pid(&first, "a"));
+    assert_eq!(pid(&fourth, "b"), pid(&first, "b"));
+    let argv = fourth.iter().find(|p| p["session"] == "a").unwrap()["argv"].clone();
+    assert_eq!(argv[1], "--echo");
+
+    env.ok(&["down", &file]);
+    assert!(panes(&env).is_empty());
+}
+
+#[test]
+fn bad_declarations_name_line_and_column_and_change_nothing() {
+    let env = Env::new();
+    env.spawn("keep", "24x80", &["sleep", "600"], None);
+    for (text, needle) in [
+        ("agent \"a\" {\n  comand \"x\"\n}\n", ":2:3"),
+        ("agent \"a\" {\n  command \"x\"\n  ding {\n    delivery \"whenever\"\n  }\n}\n", "whenever"),
+        ("agent \"a\" {\n  command \"x\"\n  ding {\n    delivery \"turn-boundary+fresh-idle\"\n  }\n}\n", "adapter"),
+        ("agent \"a\" {\n  command \"x\"\n", ":"),
+        ("agent \"../x\" {\n  command \"x\"\n}\n", "../x"),
+    ] {
+        let file = write(&env, text);
+        let out = env.run(&["up", &file]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {stderr}");
+        assert!(stderr.contains(needle) && stderr.contains("belfry.kdl"), "{text}: {stderr}");
+    }
+    let list = panes(&env);
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["session"], "keep");
+}
