@@ -3,7 +3,7 @@
 # its screen glyphs. Provider knowledge belongs in adapters/. Exits 1 listing every hit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-core=(pty mux ding hooks cli)
+core=(pty mux ding hooks cli tests/fixtures/ding)
 pattern='claude|codex|opencode|gemini|anthropic|openai|\bpi\b|❯|›|⏵'
 hits=$(grep -rInEi --exclude-dir=target "$pattern" "${core[@]}" 2>/dev/null)
 if [ -n "$hits" ]; then
