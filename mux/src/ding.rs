@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use belfry_ding::lease::LeaseConfig;
 use belfry_ding::notice::{notice_line, recovery_notice};
-use belfry_ding::ownership::{StageOutcome, StoreOrigin};
+use belfry_ding::ownership::StageOutcome;
 use belfry_ding::policy::{notice_transaction, to_wire_steps};
 use belfry_ding::presence::Presence;
 use belfry_ding::protocol::{EventBody, EventValidator};
@@ -257,9 +257,7 @@ impl Worker {
     /// Builds the notice for the next delivery: the first pass of a worker turns a backlog of
     /// several messages into one recovery notice (SPEC §7.2).
     fn next_notice(&mut self, pending: &[MessageName]) -> (Vec<MessageName>, String) {
-        let backlog = self.first_pass
-            && (pending.len() > 1
-                || self.ownership.origin() == StoreOrigin::Missing && pending.len() > 1);
+        let backlog = self.first_pass && pending.len() > 1;
         self.first_pass = false;
         if backlog {
             return (pending.to_vec(), recovery_notice(pending.len(), pending));

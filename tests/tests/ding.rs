@@ -549,3 +549,33 @@ fn inbox_bad_input_is_refused_and_changes_nothing() {
         "a refused command changed the inbox"
     );
 }
+
+#[test]
+fn backlog_at_start_becomes_one_recovery_notice() {
+    let env = Env::new();
+    let names: Vec<String> = (0..3)
+        .map(|i| post(&env, &format!("waiting {i}")))
+        .collect();
+    let log = env.path("pane.log");
+    let rec = recorder_bin().display().to_string();
+    let log_s = log.display().to_string();
+    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
+    assert!(eventually(Duration::from_secs(5), || read_or_empty(&log)
+        .ends_with(b"\r")));
+    std::thread::sleep(Duration::from_millis(700));
+    let got = String::from_utf8_lossy(&read_or_empty(&log)).into_owned();
+    assert_eq!(
+        got.matches("[DING]").count(),
+        1,
+        "one recovery notice, not one per message: {got}"
+    );
+    assert!(
+        got.starts_with("[DING] 3 unread messages waiting:"),
+        "{got}"
+    );
+    for name in &names {
+        let id = &name[name.len() - 9..name.len() - 3];
+        assert!(got.contains(&format!("[id:{id}]")), "{got}");
+    }
+    assert_eq!(message_states(&env), vec!["staged", "staged", "staged"]);
+}
