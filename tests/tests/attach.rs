@@ -179,3 +179,65 @@ fn two_clients_see_the_same_output_and_read_only_cannot_type() {
         "a read-only client typed into the pane: {got}"
     );
 }
+
+fn attach_sized(env: &Env, outer: &str, size: &str, args: &str) {
+    let script = format!("\"$BELFRY_BIN\" attach {args}; echo \"ATTACH-EXIT=$?\"; sleep 600");
+    env.spawn(outer, size, &["sh", "-c", &script], None);
+}
+
+fn inner_size(env: &Env) -> (u64, u64) {
+    let s = env.snapshot("inner")["size"].clone();
+    (s["rows"].as_u64().unwrap(), s["cols"].as_u64().unwrap())
+}
+
+#[test]
+fn size_follows_the_latest_active_client() {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "10x40",
+        &["sh", "-c", "echo inner-up; sleep 600"],
+        Some("inner-up"),
+    );
+    attach_sized(&env, "big", "24x80", "inner");
+    assert!(eventually(Duration::from_secs(5), || inner_size(&env) == (24, 80)));
+    attach_sized(&env, "small", "20x60", "inner");
+    assert!(
+        eventually(Duration::from_secs(5), || inner_size(&env) == (20, 60)),
+        "{:?}",
+        inner_size(&env)
+    );
+    // Typing in the big client makes it the most recently active one.
+    env.ok(&["send", "big", "--text", "x"]);
+    assert!(
+        eventually(Duration::from_secs(5), || inner_size(&env) == (24, 80)),
+        "{:?}",
+        inner_size(&env)
+    );
+}
+
+#[test]
+fn size_policy_smallest_takes_the_smallest_client() {
+    let env = Env::new();
+    env.ok(&[
+        "new",
+        "inner",
+        "--size",
+        "10x40",
+        "--size-policy",
+        "smallest",
+        "--",
+        "sh",
+        "-c",
+        "echo inner-up; sleep 600",
+    ]);
+    env.wait_screen("inner", "inner-up");
+    attach_sized(&env, "small", "20x60", "inner");
+    attach_sized(&env, "big", "24x80", "inner");
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("inner")
+        ["clients"]
+        == 2));
+    env.ok(&["send", "big", "--text", "x"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(inner_size(&env), (20, 60));
+}
