@@ -241,3 +241,61 @@ fn size_policy_smallest_takes_the_smallest_client() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(inner_size(&env), (20, 60));
 }
+
+/// The attach client's pid: the child of the outer pane's shell.
+fn client_pid(env: &Env, outer: &str) -> u32 {
+    let shell = env.snapshot(outer)["child_pid"].as_u64().unwrap();
+    let mut found = 0;
+    assert!(eventually(Duration::from_secs(5), || {
+        let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+            .unwrap_or_default();
+        found = children
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        found != 0
+    }));
+    found
+}
+
+#[test]
+fn terminal_is_restored_on_sigterm_sighup_and_pane_exit() {
+    let env = Env::new();
+    env.ok(&[
+        "new",
+        "inner",
+        "--",
+        "sh",
+        "-c",
+        "printf '\\033[?1049h\\033[?2004hfull screen'; read x; exit 0",
+    ]);
+    env.wait_screen("inner", "full screen");
+    for (outer, signal) in [("t1", libc::SIGTERM), ("t2", libc::SIGHUP)] {
+        attach_client(&env, outer, "inner");
+        env.wait_screen(outer, "full screen");
+        assert_eq!(env.snapshot(outer)["modes"]["alternate_screen"], true);
+        let pid = client_pid(&env, outer);
+        // SAFETY: kill(2) on the attach client this test started.
+        unsafe { libc::kill(pid as i32, signal) };
+        env.wait_screen(outer, "TTY-(RAW|COOKED)");
+        let text = screen_text(&env, outer);
+        assert!(
+            text.contains("TTY-COOKED"),
+            "signal {signal}: terminal left raw:\n{text}"
+        );
+        let snap = env.snapshot(outer);
+        assert_eq!(snap["modes"]["alternate_screen"], false, "signal {signal}");
+        assert_eq!(snap["modes"]["bracketed_paste"], false, "signal {signal}");
+    }
+    // The pane's program exits while attached: the client reports it and restores the terminal.
+    attach_client(&env, "t3", "inner");
+    env.wait_screen("t3", "full screen");
+    env.ok(&["send", "inner", "--key", "Enter"]);
+    env.wait_screen("t3", "TTY-(RAW|COOKED)");
+    let text = screen_text(&env, "t3");
+    assert!(
+        text.contains("[inner exited:") && text.contains("TTY-COOKED"),
+        "{text}"
+    );
+}
