@@ -964,6 +964,16 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
         let mut spec = serde_json::to_value(decl.launch_spec())?;
         spec["op"] = json!("spawn");
         spec["base_env"] = json!(base_env);
+        if let Some(charter) = &decl.charter {
+            match std::fs::read_to_string(charter) {
+                Ok(text) => spec["charter"] = json!(text),
+                Err(err) => {
+                    eprintln!("belfry up: {name}: charter {}: {err}", charter.display());
+                    failed += 1;
+                    continue;
+                }
+            }
+        }
         if let Err(err) = call(&mut client, spec) {
             eprintln!("belfry up: {name}: {err:#}");
             failed += 1;

@@ -157,6 +157,8 @@ impl AgentDecl {
             cols: self.cols,
             size_policy: SizePolicy::default(),
             adapter: self.adapter.clone(),
+            extra_args: Vec::new(),
+            extra_env: BTreeMap::new(),
             scrollback: DEFAULT_SCROLLBACK,
         }
     }

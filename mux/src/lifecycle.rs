@@ -23,6 +23,20 @@ pub struct Declaration {
     /// The semantic event that is the harness's turn boundary (SPEC §7.5).
     #[serde(default)]
     pub turn_boundary: Option<String>,
+    /// How the harness takes a charter (SPEC §11), if it does.
+    #[serde(default)]
+    pub charter: Option<CharterPlacement>,
+}
+
+/// How a charter file reaches the program: a flag followed by the file's path, an
+/// environment variable holding the path, or a file the program reads from its working
+/// directory.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CharterPlacement {
+    Flag(String),
+    Env(String),
+    File(String),
 }
 
 /// Where adapters live: `$BELFRY_ADAPTERS`, else `adapters/` of the source tree the binary

@@ -518,6 +518,8 @@ pub fn spec_from_request(body: &Map<String, Value>) -> Result<LaunchSpec, String
         scrollback: wire::opt_u64(body, "scrollback")?
             .unwrap_or(2000)
             .min(1_000_000) as usize,
+        extra_args: Vec::new(),
+        extra_env: BTreeMap::new(),
         adapter: match wire::opt_str(body, "adapter")? {
             Some(name) => {
                 paths::validate_session_name(name).map_err(|_| {
@@ -531,7 +533,7 @@ pub fn spec_from_request(body: &Map<String, Value>) -> Result<LaunchSpec, String
 }
 
 async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Value {
-    let spec = match spec_from_request(body) {
+    let mut spec = match spec_from_request(body) {
         Ok(spec) => spec,
         Err(message) => return wire::error_reply(id, code::INVALID, message),
     };
@@ -541,6 +543,15 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
             code::EXISTS,
             format!("a pane named {:?} already exists", spec.session),
         );
+    }
+    match wire::opt_str(body, "charter") {
+        Ok(Some(text)) => {
+            if let Err(message) = place_charter(daemon, &mut spec, text) {
+                return wire::error_reply(id, code::INVALID, message);
+            }
+        }
+        Ok(None) => {}
+        Err(message) => return wire::error_reply(id, code::INVALID, message),
     }
     let config = &daemon.config;
     let entry = match registry::launch(
@@ -570,6 +581,46 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
         map.insert("id".into(), id.clone());
     }
     reply
+}
+
+/// SPEC §11: writes `<runtime>/run/<session>/system-prompt.md` and hands it to the program the
+/// way the pane's adapter declaration says. A charter for a harness that declares no way to take
+/// one is an error, never silently dropped.
+fn place_charter(daemon: &Daemon, spec: &mut LaunchSpec, text: &str) -> Result<(), String> {
+    use crate::lifecycle::CharterPlacement;
+    let adapter = spec.adapter.as_deref().ok_or(
+        "a charter needs an adapter that says how the harness takes it (adapter \"NAME\")",
+    )?;
+    let dir = crate::lifecycle::adapters_dir(&daemon.config.exe)
+        .ok_or("no adapters directory (set BELFRY_ADAPTERS)")?;
+    let declaration = crate::lifecycle::load(&dir, adapter)?;
+    let placement = declaration
+        .charter
+        .ok_or_else(|| format!("adapter {adapter:?} declares no charter placement"))?;
+    let run_dir = daemon.config.runtime.join("run").join(&spec.session);
+    paths::ensure_private_dir(&run_dir).map_err(|err| err.to_string())?;
+    let path = run_dir.join("system-prompt.md");
+    std::fs::write(&path, text).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    let path_text = path.display().to_string();
+    match placement {
+        CharterPlacement::Flag(flag) => spec.extra_args.extend([flag, path_text]),
+        CharterPlacement::Env(var) => {
+            spec.extra_env.insert(var, path_text);
+        }
+        CharterPlacement::File(relative) => {
+            let cwd = spec.cwd.clone().ok_or("a file charter needs a cwd")?;
+            let target = Path::new(&cwd).join(&relative);
+            if target.exists() {
+                return Err(format!(
+                    "charter target {} already exists; belfry does not overwrite it",
+                    target.display()
+                ));
+            }
+            std::fs::write(&target, text)
+                .map_err(|err| format!("cannot write {}: {err}", target.display()))?;
+        }
+    }
+    Ok(())
 }
 
 async fn list(daemon: &Daemon) -> Value {

@@ -209,11 +209,16 @@ impl Pane {
                 "empty command: give at least a program name",
             ));
         };
-        let mut cmd = pty_process::Command::new(program).args(&argv[1..]);
+        let mut cmd = pty_process::Command::new(program)
+            .args(&argv[1..])
+            .args(&self.spec.extra_args);
         if !self.spec.base_env.is_empty() {
             cmd = cmd.env_clear().envs(&self.spec.base_env);
         }
-        cmd = cmd.env("TERM", "xterm-256color").envs(&self.spec.env);
+        cmd = cmd
+            .env("TERM", "xterm-256color")
+            .envs(&self.spec.env)
+            .envs(&self.spec.extra_env);
         for (key, value) in &self.child_env {
             cmd = cmd.env(key, value);
         }

@@ -38,6 +38,14 @@ pub struct LaunchSpec {
     /// the generation: it changes no byte the program sees.
     #[serde(default)]
     pub adapter: Option<String>,
+    /// Arguments appended to `argv` when the program starts (how the charter reaches it).
+    /// Not part of the generation: the same declaration with a charter is the same program.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// Environment added when the program starts (how the charter reaches it). Not part of
+    /// the generation.
+    #[serde(default)]
+    pub extra_env: BTreeMap<String, String>,
     /// Scrollback lines kept by the screen model.
     #[serde(default = "default_scrollback")]
     pub scrollback: usize,

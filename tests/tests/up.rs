@@ -80,3 +80,35 @@ fn bad_declarations_name_line_and_column_and_change_nothing() {
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["session"], "keep");
 }
+
+#[test]
+fn charter_reaches_the_program_as_the_adapter_declares() {
+    let adapters = belfry_tests::fixture("adapters").display().to_string();
+    let env = Env::with_vars(&[("BELFRY_ADAPTERS", &adapters)]);
+    std::fs::write(env.path("charter.md"), "You are the release captain.\n").unwrap();
+    let file = write(&env, concat!(
+        "agent \"by-env\" {\n  command \"sh\" \"-c\" \"cat \\\"$FIXTURE_CHARTER\\\"; sleep 600\"\n",
+        "  charter \"charter.md\"\n  adapter \"fixture-harness\"\n}\n",
+        "agent \"by-flag\" {\n  command \"sh\" \"-c\" \"echo flag=$1; cat \\\"$2\\\"; sleep 600\" \"sh\"\n",
+        "  charter \"charter.md\"\n  adapter \"fixture-flag-harness\"\n}\n",
+    ));
+    env.ok(&["up", &file]);
+    env.wait_screen("by-env", "release captain");
+    env.wait_screen("by-flag", "flag=--charter-file");
+    env.wait_screen("by-flag", "release captain");
+    // The charter is outside the generation: the same declarations are adopted, not drifted.
+    let out = env.ok(&["up", &file]);
+    assert_eq!(out.matches("adopt").count(), 2, "{out}");
+    // A charter for a harness that declares no way to take it is refused, not dropped.
+    let file = write(
+        &env,
+        "agent \"nope\" {\n  command \"true\"\n  charter \"charter.md\"\n}\n",
+    );
+    let out = env.run(&["up", &file]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("charter needs an adapter"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
