@@ -47,8 +47,6 @@ enum Command {
         daemon_socket: PathBuf,
         #[arg(long)]
         state: PathBuf,
-        #[arg(long)]
-        spec: String,
     },
     /// Start a new pane running CMD (detached).
     New(NewArgs),
@@ -399,10 +397,14 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             runtime,
             daemon_socket,
             state,
-            spec,
         } => {
+            // The launch spec arrives on stdin, never on the command line (it carries the
+            // client's environment).
+            let mut spec = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut spec)
+                .context("cannot read the launch spec from stdin")?;
             let spec: belfry_pty::spec::LaunchSpec =
-                serde_json::from_str(&spec).context("--spec is not a launch spec")?;
+                serde_json::from_str(&spec).context("stdin is not a launch spec")?;
             init_logging(&format!("pane-{}.log", spec.session));
             belfry_pty::host::run(belfry_pty::host::HostConfig {
                 spec,

@@ -192,9 +192,9 @@ pub async fn launch(
         .arg(daemon_socket)
         .arg("--state")
         .arg(state_dir)
-        .arg("--spec")
-        .arg(&spec_json)
-        .stdin(Stdio::null())
+        // The spec (with the client's environment, which may hold secrets) goes through a pipe:
+        // a command line is readable by every user in /proc/PID/cmdline.
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(false);
@@ -209,6 +209,13 @@ pub async fn launch(
     let mut child = cmd
         .spawn()
         .map_err(|err| format!("cannot start pane host {}: {err}", exe.display()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use tokio::io::AsyncWriteExt as _;
+        stdin
+            .write_all(spec_json.as_bytes())
+            .await
+            .map_err(|err| format!("cannot hand the launch spec to the pane host: {err}"))?;
+    }
     let stdout = child.stdout.take().ok_or("pane host has no stdout")?;
     let mut lines = BufReader::new(stdout).lines();
     let announced = tokio::time::timeout(Duration::from_secs(15), lines.next_line()).await;

@@ -192,7 +192,19 @@ impl HostContext {
         let tmp = self.record.with_extension("json.tmp");
         let bytes = serde_json::to_vec_pretty(&self.record_json())
             .map_err(|err| crate::Error::invalid(err.to_string()))?;
-        std::fs::write(&tmp, bytes).map_err(|source| crate::Error::Path {
+        // 0600: the record holds the launch spec and its environment.
+        let write = || -> std::io::Result<()> {
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            file.write_all(&bytes)
+        };
+        write().map_err(|source| crate::Error::Path {
             what: "cannot write pane record",
             path: tmp.clone(),
             source,

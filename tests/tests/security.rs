@@ -81,3 +81,36 @@ fn rustix_uid() -> u32 {
     // SAFETY: getuid(2) cannot fail and touches no memory.
     unsafe { libc::getuid() }
 }
+
+#[test]
+fn secrets_in_the_environment_never_reach_a_command_line_or_a_readable_file() {
+    let env = Env::new();
+    let mut cmd = env.cmd(&[
+        "new",
+        "w",
+        "--env",
+        "DECLARED_TOKEN=declared-secret-123",
+        "--",
+        "sleep",
+        "600",
+    ]);
+    cmd.env("INHERITED_TOKEN", "inherited-secret-456");
+    assert!(cmd.output().unwrap().status.success());
+    let info = env.snapshot("w");
+    let host_pid = info["pid"].as_u64().unwrap();
+    let cmdline = std::fs::read(format!("/proc/{host_pid}/cmdline")).unwrap();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    assert!(
+        !cmdline.contains("secret"),
+        "pane host command line leaks the environment: {cmdline}"
+    );
+    let record = env.runtime().join("panes/w.json");
+    assert_eq!(std::fs::metadata(&record).unwrap().mode() & 0o777, 0o600);
+    // The program itself still gets both.
+    let child = info["child_pid"].as_u64().unwrap();
+    let environ =
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{child}/environ")).unwrap())
+            .into_owned();
+    assert!(environ.contains("DECLARED_TOKEN=declared-secret-123"));
+    assert!(environ.contains("INHERITED_TOKEN=inherited-secret-456"));
+}
