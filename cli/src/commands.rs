@@ -705,8 +705,7 @@ fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     // restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
     let mut socket = paths::pane_socket(&paths::runtime_dir(), name);
     if !socket.exists() {
-        let reply = call(&mut daemon()?, json!({"op": "attach", "session": name}))
-            .map_err(|err| NotFound(format!("{err}")))?;
+        let reply = call(&mut daemon()?, json!({"op": "attach", "session": name}))?;
         socket = PathBuf::from(reply["socket"].as_str().unwrap_or_default());
     }
     attach::run(&socket, name, read_only, key)
@@ -748,11 +747,11 @@ fn ls(json: bool) -> Result<i32> {
         println!(
             "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} {}",
             pane["session"].as_str().unwrap_or("?"),
-            pane["pid"],
-            pane["child_pid"],
-            pane["revision"],
+            pane["pid"].to_string(),
+            pane["child_pid"].to_string(),
+            pane["revision"].to_string(),
             format!("{}x{}", pane["size"]["rows"], pane["size"]["cols"]),
-            pane["clients"],
+            pane["clients"].to_string(),
             state,
             argv.join(" ")
         );

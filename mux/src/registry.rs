@@ -103,11 +103,24 @@ pub async fn probe(socket: &Path) -> Option<Value> {
 }
 
 /// True if a process with this pid exists.
+/// A zombie (exited, not yet reaped by its parent) is not alive.
 pub fn pid_alive(pid: u32) -> bool {
-    match rustix::process::Pid::from_raw(pid as i32) {
+    let exists = match rustix::process::Pid::from_raw(pid as i32) {
         Some(pid) => rustix::process::test_kill_process(pid).is_ok(),
         None => false,
-    }
+    };
+    exists && !is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    // /proc/PID/stat: "pid (comm) S ..."; comm may hold spaces and parentheses.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// Finds the pane hosts left by an earlier daemon. Live ones are returned for adoption; the

@@ -20,6 +20,12 @@ use belfry_pty::wire::{self, code, Line};
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
 
+/// Environment names shared with `belfry dispatch` (which lives in `belfry-hooks`, a crate the
+/// daemon does not depend on).
+mod belfry_hooks_env {
+    pub const TURN_BOUNDARY: &str = "BELFRY_TURN_BOUNDARY_EVENTS";
+}
+
 /// Where the daemon lives and what it starts pane hosts with.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
@@ -71,8 +77,12 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
 async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     paths::ensure_private_dir(&config.runtime)?;
     paths::ensure_private_dir(&paths::panes_dir(&config.runtime))?;
+    // A socket outside the runtime directory ($BELFRY_SOCKET) gets its directory created if
+    // missing, but an existing directory is never re-moded: it may be /tmp.
     if let Some(parent) = config.socket.parent() {
-        paths::ensure_private_dir(parent)?;
+        if !parent.exists() {
+            paths::ensure_private_dir(parent)?;
+        }
     }
     // One daemon per socket: the lock is held for the daemon's lifetime and released by the
     // kernel however it dies, so a `kill -9` never leaves a stale lock behind.
@@ -259,7 +269,21 @@ fn publish(daemon: &Daemon, event: Value) {
 /// Watches one pane host: forwards its exit and lifecycle events to the bus and reports the
 /// pane host's death (SPEC §12: `kill -9` of a pane host is reported on the bus).
 async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
-    match registry::subscribe(&entry.socket, false).await {
+    // A subscription that cannot be opened is retried while the pane host lives: a transient
+    // failure must not report a live pane as lost.
+    let mut attempts = 0;
+    let subscription = loop {
+        match registry::subscribe(&entry.socket, false).await {
+            Ok(subscription) => break Ok(subscription),
+            Err(err) if attempts < 20 && registry::pid_alive(entry.pid) => {
+                attempts += 1;
+                tracing::debug!(session = entry.session, "monitor retry: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(err) => break Err(err),
+        }
+    };
+    match subscription {
         Ok((mut lines, _writer)) => {
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Ok(event) = serde_json::from_str::<Value>(&line) {
@@ -391,7 +415,15 @@ async fn handle(daemon: &Arc<Daemon>, request: &wire::Request) -> Value {
         "spawn" => return spawn(daemon, id, body).await,
         "list" => Ok(list(daemon).await),
         "kill" => return kill(daemon, id, body).await,
-        "attach" => attach_target(daemon, body),
+        "attach" => {
+            return match pane_for(daemon, id, body) {
+                Ok(entry) => wire::ok_reply(
+                    id,
+                    json!({"session": entry.session, "socket": entry.socket}),
+                ),
+                Err(reply) => reply,
+            }
+        }
         "shutdown" => shutdown(daemon, body).await,
         "ding.status" => return ding_status(daemon, id, body).await,
         "ding.nudge" => return ding_nudge(daemon, id, body),
@@ -553,6 +585,16 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
         Ok(None) => {}
         Err(message) => return wire::error_reply(id, code::INVALID, message),
     }
+    // SPEC §7.5: the adapter declares which event is the harness's turn boundary; dispatch
+    // inside the pane reads it from the environment (outside the generation).
+    if let Some(adapter) = &spec.adapter {
+        let declaration = crate::lifecycle::adapters_dir(&daemon.config.exe)
+            .and_then(|dir| crate::lifecycle::load(&dir, adapter).ok());
+        if let Some(event) = declaration.and_then(|d| d.turn_boundary) {
+            spec.extra_env
+                .insert(belfry_hooks_env::TURN_BOUNDARY.to_string(), event);
+        }
+    }
     let config = &daemon.config;
     let entry = match registry::launch(
         &config.exe,
@@ -564,9 +606,22 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
     .await
     {
         Ok(entry) => entry,
-        Err(message) => return wire::error_reply(id, code::INVALID, message),
+        Err(message) => {
+            // Nothing of a failed launch stays behind, the charter included.
+            let _ = std::fs::remove_dir_all(config.runtime.join("run").join(&spec.session));
+            return wire::error_reply(id, code::INVALID, message);
+        }
     };
-    let info = registry::probe(&entry.socket).await.unwrap_or(Value::Null);
+    let Some(info) = registry::probe(&entry.socket).await else {
+        return wire::error_reply(
+            id,
+            code::UNAVAILABLE,
+            format!(
+                "pane host for {:?} started but does not answer",
+                spec.session
+            ),
+        );
+    };
     daemon.registry.insert(entry.clone());
     start_ding(daemon, &entry, &info, false);
     host_lifecycle(daemon, &entry, &info, "session-start");
@@ -668,15 +723,6 @@ async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) {
         json!({"event":"lifecycle","session":entry.session,"what":"killed",
                            "pid":entry.pid}),
     );
-}
-
-fn attach_target(daemon: &Daemon, body: &Map<String, Value>) -> Result<Value, String> {
-    let session = wire::get_str(body, "session")?;
-    let entry = daemon
-        .registry
-        .get(session)
-        .ok_or_else(|| format!("no pane named {session:?}"))?;
-    Ok(json!({"session": entry.session, "socket": entry.socket}))
 }
 
 async fn shutdown(daemon: &Daemon, body: &Map<String, Value>) -> Result<Value, String> {

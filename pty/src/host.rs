@@ -548,10 +548,14 @@ async fn subscribe(
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     mut writer: OwnedWriteHalf,
 ) {
-    let revisions = wire::opt_bool(&request.body, "revisions")
-        .ok()
-        .flatten()
-        .unwrap_or(true);
+    let revisions = match wire::opt_bool(&request.body, "revisions") {
+        Ok(revisions) => revisions.unwrap_or(true),
+        Err(message) => {
+            let reply = wire::error_reply(&request.id, code::INVALID, message);
+            let _ = wire::write_json(&mut writer, &reply).await;
+            return;
+        }
+    };
     let mut events = ctx.pane.events.subscribe();
     let mut changes = ctx.pane.revision_tx.subscribe();
     let identity = ctx.pane.identity();
@@ -601,12 +605,22 @@ async fn attach(
     mut writer: OwnedWriteHalf,
 ) {
     let body = &request.body;
-    let read_only = wire::opt_bool(body, "read_only")
-        .ok()
-        .flatten()
-        .unwrap_or(false);
-    let rows = wire::opt_u64(body, "rows").ok().flatten();
-    let cols = wire::opt_u64(body, "cols").ok().flatten();
+    // A mistyped read_only must never turn into a writable client: every field is strict.
+    let fields = (|| -> Result<_, String> {
+        Ok((
+            wire::opt_bool(body, "read_only")?.unwrap_or(false),
+            wire::opt_u64(body, "rows")?,
+            wire::opt_u64(body, "cols")?,
+        ))
+    })();
+    let (read_only, rows, cols) = match fields {
+        Ok(fields) => fields,
+        Err(message) => {
+            let reply = wire::error_reply(&request.id, code::INVALID, message);
+            let _ = wire::write_json(&mut writer, &reply).await;
+            return;
+        }
+    };
     let size = match (rows, cols) {
         (Some(r), Some(c)) if (1..=1000).contains(&r) && (1..=1000).contains(&c) => {
             Some((r as u16, c as u16))
@@ -636,6 +650,15 @@ async fn attach(
             .await
             .is_err()
     {
+        pane.detach(client);
+        return;
+    }
+    let exited = pane.state.lock().exited;
+    if let Some(exit) = exited {
+        // The program already ended: show its last screen, then say so.
+        let _ = writer
+            .write_all(&Frame::Control(json!({"exited": exit})).encode())
+            .await;
         pane.detach(client);
         return;
     }

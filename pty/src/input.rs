@@ -169,10 +169,12 @@ pub fn parse_steps(input: &Value) -> Result<Vec<Step>> {
                 check_paste(index, text)?;
                 Step::Paste(text.clone())
             }
-            ("key", Value::String(name)) => Step::Key(
-                Key::parse(name)
-                    .map_err(|err| Error::invalid(format!("input step {index}: {err}")))?,
-            ),
+            ("key", Value::String(name)) => Step::Key(Key::parse(name).map_err(|err| match err {
+                Error::InvalidInput { reason } => {
+                    Error::invalid(format!("input step {index}: {reason}"))
+                }
+                other => other,
+            })?),
             ("delay_ms", v) => {
                 let ms = v.as_u64().ok_or_else(|| {
                     Error::invalid(format!("input step {index}: delay_ms must be an integer"))

@@ -186,7 +186,7 @@ pub fn opt_bool(body: &Map<String, Value>, field: &str) -> Result<Option<bool>, 
 pub enum Frame {
     /// Terminal bytes: pane output to the client, keystrokes to the pane.
     Data(Vec<u8>),
-    /// A JSON control message (resize, detach, exited, detached).
+    /// A JSON control message (resize, detach, exited).
     Control(Value),
 }
 

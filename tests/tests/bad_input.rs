@@ -181,3 +181,20 @@ fn cli_bad_arguments_name_the_problem() {
     let ls = env.ok(&["ls", "--json"]);
     assert_eq!(ls.trim(), "[]");
 }
+
+#[test]
+fn attach_with_a_mistyped_field_is_refused_not_made_writable() {
+    let env = Env::new();
+    env.spawn("w", "24x80", &["sleep", "600"], None);
+    let mut conn = Conn::open(&env.pane_socket("w")).unwrap();
+    let reply = conn.request(json!({"op":"attach","read_only":"yes"}));
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("read_only"),
+        "{reply}"
+    );
+    assert_eq!(env.snapshot("w")["clients"], 0);
+}

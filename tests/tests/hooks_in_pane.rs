@@ -340,3 +340,34 @@ fn host_lifecycle_and_native_events_are_disjoint_for_every_declaration() {
     }
     assert!(checked.len() >= 6, "found only {checked:?}");
 }
+
+#[test]
+fn the_declared_turn_boundary_reaches_the_pane_environment() {
+    let adapters = fixture("adapters").display().to_string();
+    let env = Env::with_vars(&[("BELFRY_ADAPTERS", &adapters)]);
+    env.ok(&[
+        "new",
+        "h",
+        "--adapter",
+        "fixture-harness",
+        "--",
+        "sleep",
+        "600",
+    ]);
+    let child = env.snapshot("h")["child_pid"].as_u64().unwrap();
+    let environ =
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{child}/environ")).unwrap())
+            .into_owned();
+    assert!(
+        environ
+            .split('\0')
+            .any(|kv| kv == "BELFRY_TURN_BOUNDARY_EVENTS=turn-stop"),
+        "{environ}"
+    );
+    // And it stays outside the generation: the same argv without an adapter is the same.
+    env.ok(&["new", "plain", "--", "sleep", "600"]);
+    assert_eq!(
+        env.snapshot("h")["generation"],
+        env.snapshot("plain")["generation"]
+    );
+}
