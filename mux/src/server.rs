@@ -408,10 +408,16 @@ async fn handle(daemon: &Arc<Daemon>, request: &wire::Request) -> Value {
         return forward(daemon, request).await;
     }
     let result = match op {
-        "hello" => wire::negotiate(body).map(|version| {
-            json!({"version": version, "role": "daemon", "build": env!("CARGO_PKG_VERSION"),
-                   "pid": std::process::id()})
-        }),
+        "hello" => {
+            return match wire::negotiate(body) {
+                Ok(version) => wire::ok_reply(
+                    id,
+                    json!({"version": version, "role": "daemon", "build": env!("CARGO_PKG_VERSION"),
+                           "pid": std::process::id()}),
+                ),
+                Err(message) => wire::error_reply(id, code::UNSUPPORTED_VERSION, message),
+            }
+        }
         "spawn" => return spawn(daemon, id, body).await,
         "list" => Ok(list(daemon).await),
         "kill" => return kill(daemon, id, body).await,

@@ -329,10 +329,16 @@ async fn handle(
         }
     }
     let result = match request.op.as_str() {
-        "hello" => wire::negotiate(body).map(|version| {
-            json!({"version": version, "role": "pane-host", "build": env!("CARGO_PKG_VERSION"),
-                   "session": ctx.pane.spec.session})
-        }),
+        "hello" => {
+            return match wire::negotiate(body) {
+                Ok(version) => wire::ok_reply(
+                    id,
+                    json!({"version": version, "role": "pane-host", "build": env!("CARGO_PKG_VERSION"),
+                           "session": ctx.pane.spec.session}),
+                ),
+                Err(message) => wire::error_reply(id, code::UNSUPPORTED_VERSION, message),
+            }
+        }
         "info" => Ok(ctx.record_json()),
         "snapshot" => snapshot(ctx, body),
         "scrollback" => scrollback(ctx, body),

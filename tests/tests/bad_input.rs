@@ -198,3 +198,13 @@ fn attach_with_a_mistyped_field_is_refused_not_made_writable() {
     );
     assert_eq!(env.snapshot("w")["clients"], 0);
 }
+
+#[test]
+fn hello_without_a_common_version_is_unsupported_and_the_connection_stays_usable() {
+    let env = Env::new();
+    let mut conn = env.conn();
+    let reply = conn.request(json!({"op":"hello","versions":[99]}));
+    assert_eq!(reply["error"]["code"], "unsupported-version", "{reply}");
+    let reply = conn.request(json!({"op":"hello","versions":[1]}));
+    assert_eq!(reply["version"], 1, "{reply}");
+}
