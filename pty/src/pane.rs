@@ -82,7 +82,7 @@ pub struct ClientHandle {
 }
 
 /// Chunks queued per client before it is considered lagging and resynchronised by a redraw.
-const CLIENT_QUEUE: usize = 4096;
+const CLIENT_QUEUE: usize = 256;
 
 /// Everything behind the state lock.
 pub struct PaneState {
@@ -267,8 +267,8 @@ impl Pane {
             };
             let result = guard.try_io(|fd| {
                 let mut st = self.state.lock();
-                // Bounded so attach streams and requests get their turn on this thread.
-                for _ in 0..16 {
+                // Bounded (256 KiB per turn) so attach streams and requests get their turn.
+                for _ in 0..4 {
                     let n = rustix::io::read(fd.get_ref(), &mut buf[..])
                         .map_err(std::io::Error::from)?;
                     if n == 0 {
@@ -283,7 +283,11 @@ impl Pane {
                     // EOF on a master only happens when no slave is open; ours stays open.
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                Ok(Ok(_)) | Err(_) => {}
+                // A full batch: the master is still readable, and `readable()` would return at
+                // once without ever giving the thread away, starving peek, send and attached
+                // clients while a program prints non-stop. Yield to them first.
+                Ok(Ok(_)) => tokio::task::yield_now().await,
+                Err(_would_block) => {}
                 Ok(Err(err)) if err.raw_os_error() == Some(libc::EIO) => {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }

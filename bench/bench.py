@@ -1,0 +1,901 @@
+#!/usr/bin/env python3
+"""Drives the belfry benchmarks and prints the results table (called by bench/run.sh).
+
+Timing-sensitive work is done by the `belfry-bench` Rust program (bench/src/); this script
+starts panes and tmux sessions, runs the measurements in one go on one machine, and turns the
+samples into p50/p99 figures and ratios. Every wait is bounded; everything it starts is ended in
+`cleanup()` (run.sh also has a trap as a last resort).
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def pct(samples, p):
+    """Nearest-rank percentile."""
+    if not samples:
+        return float("nan")
+    s = sorted(samples)
+    k = max(0, min(len(s) - 1, math.ceil(p / 100.0 * len(s)) - 1))
+    return s[k]
+
+
+def summary_ns(samples):
+    return {
+        "n": len(samples),
+        "p50_ms": pct(samples, 50) / 1e6,
+        "p90_ms": pct(samples, 90) / 1e6,
+        "p99_ms": pct(samples, 99) / 1e6,
+        "max_ms": (max(samples) / 1e6) if samples else float("nan"),
+        "mean_ms": (statistics.fmean(samples) / 1e6) if samples else float("nan"),
+    }
+
+
+def read_status_kb(pid, field):
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def read_pss_kb(pid):
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds (None if it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.tmp = Path(args.tmp)
+        self.belfry = args.belfry
+        self.bench = args.bench
+        self.rt = self.tmp / "rt"
+        self.daemon_sock = self.rt / "default.sock"
+        self.tmux_prefix = ["tmux", "-L", args.tmux_socket]
+        self.results = {}
+        self.errors = {}
+        self.seq = 0
+        self.daemon_pid = None
+        self.tmux_started = False
+
+    # ---- generic helpers -------------------------------------------------------------
+
+    def run(self, argv, timeout=60, check=True, **kw):
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              check=check, **kw)
+
+    def bench_json(self, argv, timeout=900):
+        out = self.run([self.bench, *argv], timeout=timeout)
+        return json.loads(out.stdout)
+
+    def next_name(self, prefix):
+        self.seq += 1
+        return f"{prefix}{self.seq}"
+
+    # ---- belfry ----------------------------------------------------------------------
+
+    def rpc(self, path, obj, timeout=30):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(str(path))
+            s.sendall((json.dumps(obj) + "\n").encode())
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                buf += chunk
+        return json.loads(buf)
+
+    def daemon(self, obj, timeout=30):
+        obj = dict(obj)
+        obj.setdefault("id", 1)
+        reply = self.rpc(self.daemon_sock, obj, timeout)
+        if not reply.get("ok"):
+            raise RuntimeError(f"daemon refused {obj.get('op')}: {reply}")
+        return reply
+
+    def start_daemon(self):
+        self.run([self.belfry, "ls"], timeout=30)
+        hello = self.daemon({"op": "hello", "versions": [1]})
+        self.daemon_pid = hello["pid"]
+        (self.tmp / "daemon.pid").write_text(str(self.daemon_pid))
+
+    def pane_sock(self, name):
+        return self.rt / "panes" / f"{name}.sock"
+
+    def pane_pid(self, name):
+        return json.loads((self.rt / "panes" / f"{name}.json").read_text())["pid"]
+
+    def new_pane(self, name, argv, size="24x80"):
+        self.run([self.belfry, "new", name, "--size", size, "--", *argv], timeout=30)
+
+    def kill_pane(self, name):
+        try:
+            self.daemon({"op": "kill", "session": name}, timeout=30)
+        except Exception as err:  # noqa: BLE001 - best effort
+            log(f"kill {name}: {err}")
+
+    def wait_pane(self, name, timeout_s, **cond):
+        req = {"op": "wait", "session": name, "timeout_ms": int(timeout_s * 1000), **cond}
+        return self.daemon(req, timeout=timeout_s + 30)
+
+    def wait_clients(self, name, n, limit=10.0):
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            snap = self.daemon({"op": "snapshot", "session": name})
+            if snap.get("clients") == n:
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"pane {name}: {n} client(s) did not attach within {limit} s")
+
+    # ---- tmux ------------------------------------------------------------------------
+
+    def tmux(self, *argv, timeout=60, check=True):
+        return self.run([*self.tmux_prefix, *argv], timeout=timeout, check=check)
+
+    def start_tmux(self):
+        # A server with one idle session, so no measurement pays for the server's start-up
+        # (belfry's daemon is likewise already running). No config file; status line off so
+        # the pane is 24x80 when a client is attached and no clock redraws reach the client.
+        self.run([*self.tmux_prefix, "-f", "/dev/null", "new-session", "-d", "-s", "keep",
+                  "-x", "80", "-y", "24", "sleep 1000000"], timeout=30)
+        self.tmux_started = True
+        self.tmux("set-option", "-g", "status", "off")
+        self.tmux("set-option", "-g", "history-limit", "2000")
+        self.tmux_pid = int(self.tmux("display-message", "-p", "-t", "keep", "#{pid}").stdout)
+
+    def tmux_wait_clients(self, session, n, limit=10.0):
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            out = self.tmux("list-clients", "-t", session, check=False).stdout
+            if len([x for x in out.splitlines() if x.strip()]) == n:
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"tmux session {session}: client did not attach within {limit} s")
+
+    # ---- sections --------------------------------------------------------------------
+
+    def gen_data(self):
+        nbytes = int(self.args.mb * 1_000_000)
+        self.files = {}
+        info = {}
+        for kind in ("plain", "sgr"):
+            path = self.tmp / f"data-{kind}.txt"
+            info[kind] = self.bench_json(["gen", "--kind", kind, "--bytes", str(nbytes),
+                                          "--out", str(path)])
+            self.files[kind] = path
+        self.results["data"] = info
+        # Warm the page cache so no variant pays for the first read.
+        for path in self.files.values():
+            with open(path, "rb") as f:
+                while f.read(1 << 22):
+                    pass
+
+    def finish_client(self, sink):
+        """Waits for an attach client started for a throughput run; what it received."""
+        if sink is None:
+            return {}
+        try:
+            out, _ = sink.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            sink.terminate()
+            out, _ = sink.communicate(timeout=10)
+        try:
+            r = json.loads(out)
+        except ValueError:
+            return {}
+        return {"client_bytes": r.get("bytes"), "redraws": r.get("redraws")}
+
+    def tp_raw(self, path):
+        out = self.bench_json(["raw-pty", "--", "cat", str(path)])
+        return {"seconds": out["seconds"], "cpu": out["cpu_s"], "client_bytes": out["bytes"]}
+
+    def tp_tmux(self, path, attached):
+        s = self.next_name("tp")
+        self.tmux("new-session", "-d", "-s", s, "-x", "80", "-y", "24",
+                  f"tmux wait-for go-{s}; cat {path}; tmux wait-for -S done-{s}")
+        sink = None
+        try:
+            if attached:
+                sink = subprocess.Popen([self.bench, "sink", "--", *self.tmux_prefix,
+                                         "attach-session", "-t", s],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                self.tmux_wait_clients(s, 1)
+            cpu0 = cpu_seconds(self.tmux_pid)
+            t0 = time.perf_counter()
+            self.tmux("wait-for", "-S", f"go-{s}")
+            self.tmux("wait-for", f"done-{s}", timeout=900)
+            seconds = time.perf_counter() - t0
+            cpu1 = cpu_seconds(self.tmux_pid)
+            client = self.finish_client(sink)
+            sink = None
+            return {"seconds": seconds, "cpu": cpu1 - cpu0, **client}
+        finally:
+            if sink:
+                sink.terminate()
+                sink.wait(timeout=10)
+            self.tmux("kill-session", "-t", s, check=False)
+
+    def tp_belfry(self, path, client):
+        """client: None, "attach" (belfry attach on a PTY), "frames" (protocol client)."""
+        name = self.next_name("tp")
+        self.new_pane(name, ["sh", "-c", f"read -r _; cat {path}; echo BENCH-DONE"])
+        sink = None
+        try:
+            pid = self.pane_pid(name)
+            if client == "attach":
+                sink = subprocess.Popen([self.bench, "sink", "--", self.belfry, "attach", name],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            elif client == "frames":
+                sink = subprocess.Popen([self.bench, "attach-client", "--socket",
+                                         str(self.pane_sock(name))],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            if sink:
+                self.wait_clients(name, 1)
+            # Let the echo of the start key and the shell's start settle out of the timing.
+            cpu0 = cpu_seconds(pid)
+            t0 = time.perf_counter()
+            self.daemon({"op": "send", "session": name, "input": [{"key": "Enter"}]})
+            self.wait_pane(name, 900, exit=True)
+            seconds = time.perf_counter() - t0
+            cpu1 = cpu_seconds(pid)
+            snap = self.daemon({"op": "snapshot", "session": name})
+            if not any("BENCH-DONE" in line for line in snap["lines"]):
+                raise RuntimeError(f"pane {name} exited without BENCH-DONE on screen")
+            client = self.finish_client(sink)
+            sink = None
+            return {"seconds": seconds, "cpu": cpu1 - cpu0, **client}
+        finally:
+            if sink:
+                sink.terminate()
+                sink.wait(timeout=10)
+            self.kill_pane(name)
+
+    VARIANTS = [
+        ("raw PTY reader", "raw"),
+        ("tmux, detached", "tmux"),
+        ("tmux, 1 client attached", "tmux+client"),
+        ("belfry, detached", "belfry"),
+        ("belfry, 1 client (`belfry attach`)", "belfry+attach"),
+        ("belfry, 1 client (frames to /dev/null)", "belfry+frames"),
+    ]
+
+    def throughput(self):
+        runs = {}
+        for rep in range(self.args.reps):
+            for kind, path in self.files.items():
+                for _, key in self.VARIANTS:
+                    if key == "raw":
+                        r = self.tp_raw(path)
+                    elif key == "tmux":
+                        r = self.tp_tmux(path, False)
+                    elif key == "tmux+client":
+                        r = self.tp_tmux(path, True)
+                    elif key == "belfry":
+                        r = self.tp_belfry(path, None)
+                    elif key == "belfry+attach":
+                        r = self.tp_belfry(path, "attach")
+                    else:
+                        r = self.tp_belfry(path, "frames")
+                    runs.setdefault(f"{key}/{kind}", []).append(r)
+                    cpu = "—" if r.get("cpu") is None else f"{r['cpu']:.2f}"
+                    log(f"throughput rep {rep + 1}/{self.args.reps} {kind:5} {key:14} "
+                        f"{r['seconds']:.3f} s, server cpu {cpu} s, client got "
+                        f"{r.get('client_bytes')} bytes, {r.get('redraws')} redraws")
+        model = {}
+        for kind, path in self.files.items():
+            r = self.bench_json(["model", "--file", str(path)])
+            model[kind] = r
+            log(f"model alone {kind}: {r['seconds']:.3f} s (cpu {r['cpu_s']:.3f} s)")
+        self.results["model"] = model
+        out = {}
+        for k, rs in runs.items():
+            secs = [r["seconds"] for r in rs]
+            cpus = [r["cpu"] for r in rs if r.get("cpu") is not None]
+            got = [r["client_bytes"] for r in rs if r.get("client_bytes") is not None]
+            out[k] = {"seconds": secs, "median_s": statistics.median(secs),
+                      "server_cpu_s": statistics.median(cpus) if cpus else None,
+                      "client_bytes": [r.get("client_bytes") for r in rs],
+                      "client_bytes_median": statistics.median(got) if got else None,
+                      "redraws": [r.get("redraws") for r in rs]}
+        self.results["throughput"] = out
+
+    def guarded_send(self):
+        name = "quiet"
+        self.new_pane(name, ["sh", "-c", "stty raw -echo; exec cat >/dev/null"])
+        try:
+            self.wait_pane(name, 10, quiet_ms=300)
+            out = self.bench_json(["sends", "--daemon", str(self.daemon_sock),
+                                   "--host", str(self.pane_sock(name)), "--session", name,
+                                   "--count", str(self.args.sends), "--warmup", "200"])
+            self.results["send"] = {"daemon": summary_ns(out["daemon"]),
+                                    "host": summary_ns(out["host"]),
+                                    "conflicts": out["conflicts"]}
+        finally:
+            self.kill_pane(name)
+
+    def cli(self):
+        quiet = ["sh", "-c", "stty raw -echo; exec cat >/dev/null"]
+        text = ["sh", "-c", "seq 2000; exec sleep 1000000"]
+        self.new_pane("clicat", quiet)
+        self.new_pane("cliseq", text)
+        self.tmux("new-session", "-d", "-s", "clicat", "-x", "80", "-y", "24",
+                  "stty raw -echo; exec cat >/dev/null")
+        self.tmux("new-session", "-d", "-s", "cliseq", "-x", "80", "-y", "24",
+                  "seq 2000; exec sleep 1000000")
+        try:
+            self.wait_pane("cliseq", 10, regex="(?m)^2000$")
+            self.wait_pane("clicat", 10, quiet_ms=200)
+            time.sleep(0.3)
+            spec = {"runs": self.args.cli_runs, "warmup": 10, "commands": [
+                {"name": "belfry send", "argv": [self.belfry, "send", "clicat", "--text", "x"]},
+                {"name": "tmux send-keys", "argv": [*self.tmux_prefix, "send-keys", "-t",
+                                                    "clicat", "x"]},
+                {"name": "belfry peek", "argv": [self.belfry, "peek", "cliseq"]},
+                {"name": "tmux capture-pane -p", "argv": [*self.tmux_prefix, "capture-pane",
+                                                          "-p", "-t", "cliseq"]},
+            ]}
+            spec_path = self.tmp / "cli-spec.json"
+            spec_path.write_text(json.dumps(spec))
+            out = self.bench_json(["times", "--spec", str(spec_path)])
+            res = {}
+            for k, v in out.items():
+                res[k] = {**summary_ns(v["samples_ns"]), "failures": v["failures"]}
+            peek = out["belfry peek"]["first_stdout"] or ""
+            cap = out["tmux capture-pane -p"]["first_stdout"] or ""
+            res["check"] = {"peek_has_2000": "2000" in peek, "capture_has_2000": "2000" in cap}
+            self.results["cli"] = res
+        finally:
+            self.kill_pane("clicat")
+            self.kill_pane("cliseq")
+            self.tmux("kill-session", "-t", "clicat", check=False)
+            self.tmux("kill-session", "-t", "cliseq", check=False)
+
+    def busy(self):
+        """peek and send while the pane's program prints as fast as it can."""
+        if not getattr(self, "files", None):
+            self.gen_data()
+        prog = f"while :; do cat {self.files['plain']}; done"
+        res = {}
+        runs = self.args.busy_runs
+
+        def measure(commands):
+            spec = {"runs": runs, "warmup": 5, "commands": commands}
+            spec_path = self.tmp / "busy-spec.json"
+            spec_path.write_text(json.dumps(spec))
+            out = self.bench_json(["times", "--spec", str(spec_path)], timeout=900)
+            for k, v in out.items():
+                res[k] = {**summary_ns(v["samples_ns"]), "failures": v["failures"]}
+
+        self.new_pane("busy", ["sh", "-c", prog])
+        try:
+            time.sleep(0.5)
+            measure([
+                {"name": "belfry peek", "argv": [self.belfry, "peek", "busy"]},
+                {"name": "belfry send", "argv": [self.belfry, "send", "busy", "--text", "x"]},
+            ])
+        finally:
+            self.kill_pane("busy")
+        self.tmux("new-session", "-d", "-s", "busy", "-x", "80", "-y", "24", prog)
+        try:
+            time.sleep(0.5)
+            measure([
+                {"name": "tmux capture-pane -p", "argv": [*self.tmux_prefix, "capture-pane",
+                                                          "-p", "-t", "busy"]},
+                {"name": "tmux send-keys", "argv": [*self.tmux_prefix, "send-keys", "-t",
+                                                    "busy", "x"]},
+            ])
+        finally:
+            self.tmux("kill-session", "-t", "busy", check=False)
+        self.results["busy"] = res
+
+    def echo(self):
+        prog = "stty raw -echo; exec cat"
+        self.new_pane("echo", ["sh", "-c", prog])
+        self.tmux("new-session", "-d", "-s", "echo", "-x", "80", "-y", "24", prog)
+        try:
+            self.wait_pane("echo", 10, quiet_ms=200)
+            time.sleep(0.3)
+            # Alternating blocks, so both clients see the same background load.
+            clients = (("belfry attach", [self.belfry, "attach", "echo"]),
+                       ("tmux attach", [*self.tmux_prefix, "attach-session", "-t", "echo"]),
+                       ("pane host alone: bench attaches with frames", None))
+            blocks = max(1, self.args.echo_blocks)
+            per_block = max(1, self.args.keys // blocks)
+            samples = {label: [] for label, _ in clients}
+            lost = {label: 0 for label, _ in clients}
+            for block in range(blocks):
+                for label, argv in clients:
+                    if argv is None:
+                        out = self.bench_json(["frame-echo", "--socket",
+                                               str(self.pane_sock("echo")), "--keys",
+                                               str(per_block), "--warmup", "50"], timeout=600)
+                    else:
+                        out = self.bench_json(["echo-latency", "--keys", str(per_block),
+                                               "--warmup", "50", "--", *argv], timeout=600)
+                    samples[label] += out["samples_ns"]
+                    lost[label] += out["timeouts"]
+                    log(f"echo block {block + 1}/{blocks} {label}: "
+                        f"p50 {pct(out['samples_ns'], 50) / 1e6:.3f} ms "
+                        f"p99 {pct(out['samples_ns'], 99) / 1e6:.3f} ms")
+            res = {label: {**summary_ns(samples[label]), "timeouts": lost[label]}
+                   for label, _ in clients}
+            self.results["echo"] = res
+        finally:
+            self.kill_pane("echo")
+            self.tmux("kill-session", "-t", "echo", check=False)
+
+    def memory(self):
+        n = self.args.panes
+        prog = "seq 2000; exec sleep 1000000"
+        base_daemon = read_status_kb(self.daemon_pid, "VmRSS")
+        base_tmux = read_status_kb(self.tmux_pid, "VmRSS")
+        names = [f"mem{i}" for i in range(n)]
+        try:
+            self.new_pane("memempty", ["sleep", "1000000"])
+            for name in names:
+                self.new_pane(name, ["sh", "-c", prog])
+            for name in names:
+                self.wait_pane(name, 30, regex="(?m)^2000$")
+            self.tmux("new-session", "-d", "-s", "mem", "-x", "80", "-y", "24", prog)
+            for _ in range(n - 1):
+                self.tmux("new-window", "-t", "mem", prog)
+            deadline = time.monotonic() + 60
+            pending = set(range(n))
+            while pending and time.monotonic() < deadline:
+                windows = self.tmux("list-windows", "-t", "mem", "-F", "#{window_index}").stdout
+                for idx in [int(w) for w in windows.split()]:
+                    if idx in pending:
+                        cap = self.tmux("capture-pane", "-p", "-t", f"mem:{idx}").stdout
+                        if "2000" in cap.split():
+                            pending.discard(idx)
+                if pending:
+                    time.sleep(0.1)
+            if pending:
+                raise RuntimeError(f"{len(pending)} tmux windows did not print 2000 in time")
+            time.sleep(1.0)
+            hosts = [self.pane_pid(name) for name in names]
+            rss = [read_status_kb(pid, "VmRSS") for pid in hosts]
+            pss = [read_pss_kb(pid) for pid in hosts]
+            anon = [read_status_kb(pid, "RssAnon") for pid in hosts]
+            rfile = [read_status_kb(pid, "RssFile") for pid in hosts]
+            hist = self.daemon({"op": "snapshot", "session": names[0]})["history"]
+            empty_pid = self.pane_pid("memempty")
+            daemon_rss = read_status_kb(self.daemon_pid, "VmRSS")
+            tmux_rss = read_status_kb(self.tmux_pid, "VmRSS")
+            tmux_hist = self.tmux("display-message", "-p", "-t", "mem:0",
+                                  "#{history_size}").stdout.strip()
+            self.results["memory"] = {
+                "panes": n,
+                "belfry_history_lines": hist,
+                "tmux_history_lines": tmux_hist,
+                "pane_host_rss_kb": {"mean": statistics.fmean(rss), "min": min(rss),
+                                     "max": max(rss)},
+                "pane_host_pss_kb_mean": statistics.fmean(pss),
+                "pane_host_rss_anon_kb_mean": statistics.fmean(anon),
+                "pane_host_rss_file_kb_mean": statistics.fmean(rfile),
+                "empty_pane_host_rss_kb": read_status_kb(empty_pid, "VmRSS"),
+                "empty_pane_host_rss_anon_kb": read_status_kb(empty_pid, "RssAnon"),
+                "daemon_rss_kb": {"before": base_daemon, "after": daemon_rss},
+                "belfry_total_rss_kb": sum(rss) + daemon_rss,
+                "belfry_total_pss_kb": sum(pss) + (read_pss_kb(self.daemon_pid) or 0),
+                "tmux_server_rss_kb": {"before": base_tmux, "after": tmux_rss},
+                "tmux_per_window_kb": (tmux_rss - base_tmux) / n,
+            }
+        finally:
+            for name in ["memempty", *names]:
+                self.kill_pane(name)
+            self.tmux("kill-session", "-t", "mem", check=False)
+
+    def dispatch(self):
+        hooks0 = self.tmp / "hooks-0.json"
+        hooks3 = self.tmp / "hooks-3.json"
+        hooks0.write_text(json.dumps({"version": 1, "events": {"before-tool": []}}))
+        true = {"argv": ["/bin/true"]}
+        hooks3.write_text(json.dumps({"version": 1, "events": {
+            "before-tool": [{"matcher": "*", "handlers": [true, true, true]}]}}))
+        for f in (hooks0, hooks3):
+            os.chmod(f, 0o600)
+        stdin = self.tmp / "hook-stdin.json"
+        stdin.write_text(json.dumps({
+            "hook_event_name": "before-tool", "session_id": "bench", "cwd": str(self.tmp),
+            "transcript_path": str(self.tmp / "transcript.jsonl"), "tool_name": "shell",
+            "tool_input": {"command": "ls -la"}}))
+        disp = [self.belfry, "dispatch", "--event", "before-tool"]
+        # Inside a pane, dispatch also forwards the event to the daemon (a `hook` op).
+        self.new_pane("hookpane", ["sleep", "1000000"])
+        ident = self.daemon({"op": "snapshot", "session": "hookpane"})
+        in_pane = {"BELFRY_HOOKS_FILE": str(hooks0), "BELFRY_SESSION": "hookpane",
+                   "BELFRY_SOCKET": str(self.daemon_sock),
+                   "BELFRY_INCARNATION": ident["incarnation"],
+                   "BELFRY_GENERATION": ident["generation"]}
+        spec = {"runs": self.args.dispatch_runs, "warmup": 20, "commands": [
+            {"name": "dispatch, no hooks file", "argv": disp, "stdin": str(stdin),
+             "env": {"BELFRY_HOOKS_FILE": ""}},
+            {"name": "dispatch, 0 handlers", "argv": disp, "stdin": str(stdin),
+             "env": {"BELFRY_HOOKS_FILE": str(hooks0)}},
+            {"name": "dispatch, 0 handlers, inside a pane", "argv": disp, "stdin": str(stdin),
+             "env": in_pane},
+            {"name": "dispatch, 3 handlers (/bin/true)", "argv": disp, "stdin": str(stdin),
+             "env": {"BELFRY_HOOKS_FILE": str(hooks3)}},
+            {"name": "python3 -I -c pass", "argv": ["python3", "-I", "-c", "pass"]},
+            {"name": "/bin/true", "argv": ["/bin/true"]},
+        ]}
+        spec_path = self.tmp / "dispatch-spec.json"
+        spec_path.write_text(json.dumps(spec))
+        try:
+            out = self.bench_json(["times", "--spec", str(spec_path)], timeout=900)
+        finally:
+            self.kill_pane("hookpane")
+        res = {}
+        for k, v in out.items():
+            res[k] = {**summary_ns(v["samples_ns"]), "failures": v["failures"],
+                      "stdout": (v["first_stdout"] or "").strip()}
+        self.results["dispatch"] = res
+
+    # ---- cleanup ---------------------------------------------------------------------
+
+    def cleanup(self):
+        try:
+            self.run([self.belfry, "shutdown", "--kill-panes"], timeout=60, check=False)
+        except Exception as err:  # noqa: BLE001
+            log(f"shutdown: {err}")
+        panes = self.rt / "panes"
+        if panes.is_dir():
+            for rec in panes.glob("*.json"):
+                try:
+                    pid = json.loads(rec.read_text())["pid"]
+                    os.kill(pid, signal.SIGKILL)
+                    log(f"killed leftover pane host {pid}")
+                except Exception:  # noqa: BLE001
+                    pass
+        if self.daemon_pid and pid_alive(self.daemon_pid):
+            time.sleep(0.2)
+            if pid_alive(self.daemon_pid):
+                os.kill(self.daemon_pid, signal.SIGKILL)
+        if self.tmux_started:
+            self.tmux("kill-server", check=False)
+
+
+def machine_info():
+    info = {"nproc": os.cpu_count(), "kernel": platform.release()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["mem_total_kb"] = int(line.split()[1])
+    except OSError:
+        pass
+    info["loadavg_start"] = Path("/proc/loadavg").read_text().split()[:3]
+    try:
+        info["tmux"] = subprocess.run(["tmux", "-V"], capture_output=True, text=True,
+                                      timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001
+        info["tmux"] = "not found"
+    return info
+
+
+def fmt_ms(x):
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def verdict(ok):
+    return "met" if ok else "MISSED"
+
+
+def render(results, args):
+    lines = []
+    add = lines.append
+    m = results["machine"]
+    add(f"belfry {results.get('commit', '?')} · {m.get('cpu', '?')} · nproc {m['nproc']} · "
+        f"{m.get('tmux')} · load avg at start {' '.join(m['loadavg_start'])}, "
+        f"at end {' '.join(m.get('loadavg_end', []))}")
+    add("")
+    targets = []
+    tp = results.get("throughput")
+    if tp:
+        mb = args.mb
+        add(f"### 1. Output throughput ({mb:g} MB per file, 24x80, median of {args.reps})")
+        add("")
+        add("| variant | plain: s | plain: × raw | SGR: s | SGR: × raw | server CPU s "
+            "(plain / SGR) | stream delivered to client (plain / SGR) |")
+        add("|---|---:|---:|---:|---:|---:|---:|")
+        raw = {k: tp[f"raw/{k}"]["median_s"] for k in ("plain", "sgr")}
+        raw_bytes = {k: tp[f"raw/{k}"]["client_bytes_median"] for k in ("plain", "sgr")}
+        for label, key in Bench.VARIANTS:
+            cells = []
+            cpu = []
+            got = []
+            for kind in ("plain", "sgr"):
+                r = tp.get(f"{key}/{kind}")
+                if not r:
+                    cells += ["—", "—"]
+                    continue
+                if key != "raw" and r["client_bytes_median"] is not None and raw_bytes[kind]:
+                    got.append(f"{100.0 * r['client_bytes_median'] / raw_bytes[kind]:.0f} %")
+                ratio = r["median_s"] / raw[kind]
+                cells += [f"{r['median_s']:.2f}", f"{ratio:.2f}×"]
+                cpu.append("—" if r["server_cpu_s"] is None else f"{r['server_cpu_s']:.2f}")
+                if key.startswith("belfry"):
+                    measured = f"{ratio:.2f}×"
+                    if r["client_bytes_median"] is not None and raw_bytes[kind]:
+                        share = 100.0 * r["client_bytes_median"] / raw_bytes[kind]
+                        measured += f" (client got {share:.0f} % of the stream)"
+                    targets.append((f"throughput {label}, {kind}", "≤ 1.3× raw",
+                                    measured, ratio <= 1.3))
+            add(f"| {label} | {' | '.join(cells)} | {' / '.join(cpu)} | "
+                f"{' / '.join(got) if got else '—'} |")
+        model = results.get("model")
+        if model:
+            cells = []
+            for kind in ("plain", "sgr"):
+                r = model[kind]
+                cells += [f"{r['seconds']:.2f}", f"{r['seconds'] / raw[kind]:.2f}×"]
+            add(f"| belfry screen model alone, no PTY (in-process) | {' | '.join(cells)} | "
+                f"{model['plain']['cpu_s']:.2f} / {model['sgr']['cpu_s']:.2f} | — |")
+        add("")
+        add("Server CPU: the raw reader's own CPU; the tmux server's CPU during the run; the "
+            "belfry pane host's CPU (start-up included). Client CPU is not counted. Stream "
+            "delivered: bytes the attached client received (median) / bytes the program wrote "
+            "through the PTY; less than 100 % means the server skipped output and redrew "
+            "the screen instead.")
+        add("")
+    s = results.get("send")
+    if s:
+        add(f"### 2. Guarded send round trip (persistent connection, {s['daemon']['n']} sends "
+            f"each, conflicts {s['conflicts']})")
+        add("")
+        add("| path | p50 ms | p90 ms | p99 ms | max ms |")
+        add("|---|---:|---:|---:|---:|")
+        for key, label in (("daemon", "via daemon socket"), ("host", "direct to pane host")):
+            r = s[key]
+            add(f"| {label} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p90_ms'])} | "
+                f"{fmt_ms(r['p99_ms'])} | {fmt_ms(r['max_ms'])} |")
+            targets.append((f"guarded send p99, {label}", "< 1 ms", f"{r['p99_ms']:.3f} ms",
+                            r["p99_ms"] < 1.0))
+        add("")
+    c = results.get("cli")
+    if c:
+        add(f"### 3–4. CLI invocations (wall time per process, {c['belfry send']['n']} runs "
+            f"each, interleaved)")
+        add("")
+        add("| command | p50 ms | p99 ms | ratio p50 (belfry / tmux) |")
+        add("|---|---:|---:|---:|")
+        pairs = (("belfry send", "tmux send-keys"), ("belfry peek", "tmux capture-pane -p"))
+        for b, t in pairs:
+            for k in (b, t):
+                r = c[k]
+                ratio = f"{c[b]['p50_ms'] / c[t]['p50_ms']:.2f}×" if k == b else ""
+                fail = f" ({r['failures']} failed)" if r["failures"] else ""
+                add(f"| `{k}`{fail} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p99_ms'])} | "
+                    f"{ratio} |")
+        add("")
+    bz = results.get("busy")
+    if bz:
+        add(f"### 3b. The same CLI commands while the pane prints continuously "
+            f"(`while :; do cat FILE; done`, {bz['belfry peek']['n']} runs each)")
+        add("")
+        add("| command | p50 ms | p90 ms | p99 ms | max ms |")
+        add("|---|---:|---:|---:|---:|")
+        for k in ("belfry peek", "tmux capture-pane -p", "belfry send", "tmux send-keys"):
+            r = bz.get(k)
+            if r:
+                fail = f" ({r['failures']} failed)" if r["failures"] else ""
+                add(f"| `{k}`{fail} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p90_ms'])} | "
+                    f"{fmt_ms(r['p99_ms'])} | {fmt_ms(r['max_ms'])} |")
+        add("")
+    e = results.get("echo")
+    if e:
+        add("### 5. Key echo through an attached client (pane runs `stty raw -echo; cat`)")
+        add("")
+        add("| client | keys | p50 ms | p90 ms | p99 ms | max ms | lost |")
+        add("|---|---:|---:|---:|---:|---:|---:|")
+        for k, r in e.items():
+            add(f"| {k} | {r['n']} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p90_ms'])} | "
+                f"{fmt_ms(r['p99_ms'])} | {fmt_ms(r['max_ms'])} | {r['timeouts']} |")
+        r = e["belfry attach"]
+        targets.append(("key echo p99, belfry attach", "≤ 0.5 ms", f"{r['p99_ms']:.3f} ms",
+                        r["p99_ms"] <= 0.5))
+        add("")
+    mem = results.get("memory")
+    if mem:
+        n = mem["panes"]
+        ph = mem["pane_host_rss_kb"]
+        add(f"### 6. Memory, {n} idle panes with {mem['belfry_history_lines']} lines of "
+            f"scrollback each (tmux history {mem['tmux_history_lines']})")
+        add("")
+        add("| figure | MiB |")
+        add("|---|---:|")
+        mb = 1024.0
+        add(f"| belfry pane host VmRSS, mean (min–max) | {ph['mean'] / mb:.2f} "
+            f"({ph['min'] / mb:.2f}–{ph['max'] / mb:.2f}) |")
+        add(f"| belfry pane host RssAnon (private heap/stack), mean | "
+            f"{mem['pane_host_rss_anon_kb_mean'] / mb:.2f} |")
+        add(f"| belfry pane host RssFile (mapped binary, shared), mean | "
+            f"{mem['pane_host_rss_file_kb_mean'] / mb:.2f} |")
+        add(f"| belfry pane host Pss, mean | {mem['pane_host_pss_kb_mean'] / mb:.2f} |")
+        add(f"| belfry pane host with no output (VmRSS / RssAnon) | "
+            f"{mem['empty_pane_host_rss_kb'] / mb:.2f} / "
+            f"{mem['empty_pane_host_rss_anon_kb'] / mb:.2f} |")
+        add(f"| belfry daemon VmRSS, before → after | {mem['daemon_rss_kb']['before'] / mb:.2f}"
+            f" → {mem['daemon_rss_kb']['after'] / mb:.2f} |")
+        add(f"| belfry total VmRSS (daemon + {n} pane hosts) | "
+            f"{mem['belfry_total_rss_kb'] / mb:.1f} |")
+        add(f"| belfry total Pss (daemon + {n} pane hosts) | "
+            f"{mem['belfry_total_pss_kb'] / mb:.1f} |")
+        add(f"| belfry per pane (total VmRSS / {n}) | {mem['belfry_total_rss_kb'] / n / mb:.2f} |")
+        add(f"| tmux server VmRSS, before → after | "
+            f"{mem['tmux_server_rss_kb']['before'] / mb:.2f} → "
+            f"{mem['tmux_server_rss_kb']['after'] / mb:.2f} |")
+        add(f"| tmux per window (RSS increase / {n}) | {mem['tmux_per_window_kb'] / mb:.2f} |")
+        targets.append(("RSS per idle pane host (VmRSS mean)", "≤ 3 MB",
+                        f"{ph['mean'] / mb:.2f} MiB ({ph['mean'] * 1024 / 1e6:.2f} MB)",
+                        ph["mean"] * 1024 <= 3e6))
+        add("")
+    d = results.get("dispatch")
+    if d:
+        first = next(iter(d.values()))
+        add(f"### 7. `belfry dispatch --event before-tool` ({first['n']} runs each, "
+            f"interleaved)")
+        add("")
+        add("| command | p50 ms | p99 ms |")
+        add("|---|---:|---:|")
+        for k, r in d.items():
+            fail = f" ({r['failures']} failed)" if r["failures"] else ""
+            add(f"| {k}{fail} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p99_ms'])} |")
+        for k in ("dispatch, no hooks file", "dispatch, 0 handlers",
+                  "dispatch, 0 handlers, inside a pane"):
+            r = d[k]
+            targets.append((f"{k}, median", "< 2 ms", f"{r['p50_ms']:.3f} ms",
+                            r["p50_ms"] < 2.0))
+        add("")
+    if targets:
+        add("### Targets")
+        add("")
+        add("| target | goal | measured | |")
+        add("|---|---|---:|---|")
+        for name, goal, got, ok in targets:
+            add(f"| {name} | {goal} | {got} | {verdict(ok)} |")
+        add("")
+    if results.get("errors"):
+        add("### Errors")
+        for k, v in results["errors"].items():
+            add(f"- {k}: {v}")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--belfry", required=True)
+    p.add_argument("--bench", required=True)
+    p.add_argument("--tmp", required=True)
+    p.add_argument("--tmux-socket", required=True)
+    p.add_argument("--commit", default="?")
+    p.add_argument("--mb", type=float, default=100)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--sends", type=int, default=5000)
+    p.add_argument("--cli-runs", type=int, default=300)
+    p.add_argument("--keys", type=int, default=1000)
+    p.add_argument("--echo-blocks", type=int, default=4)
+    p.add_argument("--panes", type=int, default=100)
+    p.add_argument("--dispatch-runs", type=int, default=1000)
+    p.add_argument("--busy-runs", type=int, default=100)
+    p.add_argument("--only", default="throughput,send,cli,busy,echo,memory,dispatch")
+    p.add_argument("--out", default="")
+    args = p.parse_args()
+
+    b = Bench(args)
+    results = b.results
+    results["machine"] = machine_info()
+    results["commit"] = args.commit
+    results["params"] = vars(args)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    started = time.monotonic()
+
+    def on_term(_signum, _frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    interrupted = False
+    try:
+        b.start_daemon()
+        b.start_tmux()
+        for section in only:
+            t0 = time.monotonic()
+            log(f"section {section}")
+            try:
+                if section == "throughput":
+                    b.gen_data()
+                    b.throughput()
+                elif section == "send":
+                    b.guarded_send()
+                elif section == "cli":
+                    b.cli()
+                elif section == "busy":
+                    b.busy()
+                elif section == "echo":
+                    b.echo()
+                elif section == "memory":
+                    b.memory()
+                elif section == "dispatch":
+                    b.dispatch()
+                else:
+                    raise ValueError(f"unknown section {section!r}")
+            except Exception as err:  # noqa: BLE001 - report and go on with the others
+                b.errors[section] = f"{type(err).__name__}: {err}"
+                log(f"section {section} failed: {err}")
+            log(f"section {section} took {time.monotonic() - t0:.1f} s")
+    except KeyboardInterrupt:
+        interrupted = True
+        b.errors["interrupted"] = "stopped by a signal; results are partial"
+        log("interrupted: cleaning up")
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        b.cleanup()
+    results["machine"]["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
+    results["elapsed_s"] = time.monotonic() - started
+    results["errors"] = b.errors
+    table = render(results, args)
+    print(table)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+        (out / "results.md").write_text(table + "\n")
+        log(f"results written to {out}")
+    if interrupted:
+        return 130
+    return 1 if b.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# belfry benchmarks, side by side with tmux and a raw PTY reader, in one run on one machine
+# (SPEC §13). Run on demand; not part of the test suite. Prints a results table.
+#
+# Knobs (environment):
+#   BENCH_MB=100            size of each throughput file in MB (BENCH_MB=10 for a quick run)
+#   BENCH_REPS=5            throughput repetitions (the median is reported)
+#   BENCH_SENDS=5000        guarded sends per path (daemon socket, pane host socket)
+#   BENCH_CLI_RUNS=300      invocations per CLI command
+#   BENCH_KEYS=1000         keys per attach client in the echo test
+#   BENCH_ECHO_BLOCKS=4     the echo test alternates belfry and tmux in this many blocks
+#   BENCH_PANES=100         idle panes in the memory test
+#   BENCH_DISPATCH_RUNS=1000
+#   BENCH_BUSY_RUNS=100     CLI invocations per command while a pane prints continuously
+#   BENCH_ONLY=throughput,send,cli,busy,echo,memory,dispatch   sections to run
+#   BENCH_OUT=DIR           also write results.json and results.md there
+#   BELFRY_BIN, BENCH_BIN   use these binaries instead of building them
+#   BENCH_COMMIT=TEXT       the belfry version to print (default: git HEAD of this checkout)
+#   CARGO_TARGET_DIR        where cargo builds (default: <repo>/target)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+target=${CARGO_TARGET_DIR:-$root/target}
+
+for tool in tmux python3; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool is required" >&2; exit 2; }
+done
+
+if [[ -z "${BELFRY_BIN:-}" || -z "${BENCH_BIN:-}" ]]; then
+  echo "bench: building belfry and belfry-bench (release)" >&2
+  (cd "$root" && cargo build --release -p belfry-cli -p belfry-bench >&2)
+fi
+belfry=${BELFRY_BIN:-$target/release/belfry}
+benchbin=${BENCH_BIN:-$target/release/belfry-bench}
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n "$(git -C "$root" status --porcelain -- pty mux ding hooks cli 2>/dev/null)" ]]; then
+  commit="$commit (working tree has changes)"
+fi
+commit=${BENCH_COMMIT:-$commit}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/belfry-bench.XXXXXX")
+tmux_socket="bench-$$"
+
+# An installation of its own: runtime dir, state, logs, and a tmux server on its own socket
+# under the temp dir. Nothing of the user's belfry or tmux is touched.
+export BELFRY_RUNTIME_DIR="$tmp/rt" BELFRY_STATE="$tmp/state" XDG_STATE_HOME="$tmp/xdg"
+export TMUX_TMPDIR="$tmp"
+unset BELFRY_SOCKET BELFRY_HOOKS_FILE BELFRY_HOOK_CONTEXT TMUX
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  timeout 60 "$belfry" shutdown --kill-panes >/dev/null 2>&1 || true
+  if compgen -G "$tmp/rt/panes/*.json" >/dev/null; then
+    for rec in "$tmp"/rt/panes/*.json; do
+      pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$rec" \
+        2>/dev/null || true)
+      [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null || true
+    done
+  fi
+  if [[ -f "$tmp/daemon.pid" ]]; then
+    kill -9 "$(cat "$tmp/daemon.pid")" 2>/dev/null || true
+  fi
+  tmux -L "$tmux_socket" kill-server >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+# bench.py runs in the background so a signal reaches this script at once; it is forwarded
+# as SIGTERM, bench.py cleans up what it started, and the EXIT trap above sweeps the rest.
+python3 "$here/bench.py" \
+  --belfry "$belfry" --bench "$benchbin" --tmp "$tmp" --tmux-socket "$tmux_socket" \
+  --commit "$commit" \
+  --mb "${BENCH_MB:-100}" --reps "${BENCH_REPS:-5}" --sends "${BENCH_SENDS:-5000}" \
+  --cli-runs "${BENCH_CLI_RUNS:-300}" --keys "${BENCH_KEYS:-1000}" \
+  --echo-blocks "${BENCH_ECHO_BLOCKS:-4}" \
+  --panes "${BENCH_PANES:-100}" --dispatch-runs "${BENCH_DISPATCH_RUNS:-1000}" \
+  --busy-runs "${BENCH_BUSY_RUNS:-100}" \
+  --only "${BENCH_ONLY:-throughput,send,cli,busy,echo,memory,dispatch}" \
+  --out "${BENCH_OUT:-}" &
+py=$!
+interrupted=""
+trap 'interrupted=1; kill -TERM "$py" 2>/dev/null || true' INT TERM
+set +e
+wait "$py"
+rc=$?
+if [[ -n "$interrupted" ]]; then
+  for _ in $(seq 1 600); do
+    kill -0 "$py" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$py" 2>/dev/null
+  rc=130
+fi
+exit "$rc"

@@ -1,0 +1,691 @@
+//! `belfry-bench`: the small programs `bench/run.sh` drives. Each subcommand does one
+//! timing-sensitive job and prints one JSON object on stdout; `bench/bench.py` turns them into
+//! the results table. Nothing here is part of the test suite, and nothing touches the network.
+//!
+//! ```text
+//! belfry-bench gen --kind plain|sgr --bytes N --out PATH
+//! belfry-bench raw-pty [--rows R --cols C] -- CMD…          raw PTY reader (baseline)
+//! belfry-bench model --file PATH                              belfry's screen model alone
+//! belfry-bench sink [--rows R --cols C] -- CMD…             a terminal that discards output
+//! belfry-bench attach-client --socket PATH [--rows R --cols C]
+//! belfry-bench echo-latency --keys N [--warmup W] -- CMD…   key → echo through a client
+//! belfry-bench frame-echo --socket SOCK --keys N [--warmup W]  the same, protocol client
+//! belfry-bench sends --daemon SOCK --host SOCK --session S --count N [--warmup W]
+//! belfry-bench times --spec FILE                            wall time per invocation
+//! ```
+
+mod gen;
+mod pty;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// Parsed `--flag value` options and the command after `--`.
+struct Args {
+    flags: Vec<(String, String)>,
+    command: Vec<String>,
+}
+
+impl Args {
+    fn parse(args: &[String]) -> Result<Args> {
+        let mut flags = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            if args[i] == "--" {
+                return Ok(Args {
+                    flags,
+                    command: args[i + 1..].to_vec(),
+                });
+            }
+            let Some(name) = args[i].strip_prefix("--") else {
+                return Err(format!("unexpected argument {:?}", args[i]).into());
+            };
+            let value = args
+                .get(i + 1)
+                .ok_or_else(|| format!("--{name} needs a value"))?;
+            flags.push((name.to_string(), value.clone()));
+            i += 2;
+        }
+        Ok(Args {
+            flags,
+            command: Vec::new(),
+        })
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.flags
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn req(&self, name: &str) -> Result<&str> {
+        self.get(name)
+            .ok_or_else(|| format!("missing --{name}").into())
+    }
+
+    fn num<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("--{name} {v:?} is not a number").into()),
+        }
+    }
+
+    fn command(&self) -> Result<&[String]> {
+        if self.command.is_empty() {
+            return Err("give the command after --".into());
+        }
+        Ok(&self.command)
+    }
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let Some((sub, rest)) = argv.split_first() else {
+        eprintln!("usage: belfry-bench SUBCOMMAND … (see bench/README.md)");
+        std::process::exit(2);
+    };
+    let result = Args::parse(rest).and_then(|args| match sub.as_str() {
+        "gen" => cmd_gen(&args),
+        "raw-pty" => cmd_raw_pty(&args),
+        "model" => cmd_model(&args),
+        "sink" => cmd_sink(&args),
+        "attach-client" => cmd_attach_client(&args),
+        "echo-latency" => cmd_echo_latency(&args),
+        "frame-echo" => cmd_frame_echo(&args),
+        "sends" => cmd_sends(&args),
+        "times" => cmd_times(&args),
+        other => Err(format!("unknown subcommand {other:?}").into()),
+    });
+    match result {
+        Ok(out) => println!("{out}"),
+        Err(err) => {
+            eprintln!("belfry-bench {sub}: {err}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn size(args: &Args) -> Result<(u16, u16)> {
+    Ok((args.num("rows", 24)?, args.num("cols", 80)?))
+}
+
+fn term_env() -> Vec<(String, String)> {
+    vec![("TERM".into(), "xterm-256color".into())]
+}
+
+/// `gen`: one deterministic data file.
+fn cmd_gen(args: &Args) -> Result<Value> {
+    let kind = match args.req("kind")? {
+        "plain" => gen::Kind::Plain,
+        "sgr" => gen::Kind::Sgr,
+        other => return Err(format!("--kind {other:?} is not plain or sgr").into()),
+    };
+    let bytes: u64 = args.num("bytes", 0)?;
+    let out = PathBuf::from(args.req("out")?);
+    let written = gen::generate(kind, bytes, &out)?;
+    let data = std::fs::read(&out)?;
+    let escapes = data.iter().filter(|&&c| c == 0x1b).count();
+    let newlines = data.iter().filter(|&&c| c == b'\n').count();
+    Ok(json!({"bytes": written, "escapes": escapes, "lines": newlines}))
+}
+
+/// `raw-pty`: the baseline. Runs CMD on a fresh PTY and reads the master into a 64 KiB buffer
+/// until the output ends (EIO once the child and its slave descriptors are gone).
+fn cmd_raw_pty(args: &Args) -> Result<Value> {
+    let (rows, cols) = size(args)?;
+    let limit = Duration::from_secs(args.num("timeout-s", 600)?);
+    let start = Instant::now();
+    let pair = pty::open(rows, cols)?;
+    let mut child = pty::spawn(args.command()?, &pair.slave, &term_env())?;
+    drop(pair.slave);
+    let fd = pty::raw(&pair.master);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut bytes = 0u64;
+    let mut timed_out = true;
+    let deadline = start + limit;
+    while Instant::now() < deadline {
+        match pty::read_timeout(fd, &mut buf, Duration::from_secs(1))? {
+            pty::Read::Data(n) => bytes += n as u64,
+            pty::Read::End => {
+                timed_out = false;
+                break;
+            }
+            pty::Read::Timeout => {}
+        }
+    }
+    let status = pty::reap(&mut child, Duration::from_secs(5));
+    let seconds = start.elapsed().as_secs_f64();
+    if timed_out {
+        return Err(format!("output did not end within {} s", limit.as_secs()).into());
+    }
+    Ok(
+        json!({"seconds": seconds, "bytes": bytes, "cpu_s": own_cpu_seconds(),
+              "exit": status.and_then(|s| s.code())}),
+    )
+}
+
+/// User + system CPU time of this process so far (children excluded).
+fn own_cpu_seconds() -> f64 {
+    // SAFETY: `usage` is a valid, writable rusage for the call.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// `model`: belfry's screen model (24x80, 2000 lines of history) fed the file in 4 KiB
+/// chunks, as the pane host gets them from the PTY, with `\n` turned into `\r\n` as the PTY's
+/// output processing would. No PTY, no process hops: the cost of keeping the model current.
+fn cmd_model(args: &Args) -> Result<Value> {
+    let data = std::fs::read(args.req("file")?)?;
+    let mut bytes = Vec::with_capacity(data.len() + data.len() / 16);
+    for &b in &data {
+        if b == b'\n' {
+            bytes.push(b'\r');
+        }
+        bytes.push(b);
+    }
+    drop(data);
+    let mut screen = belfry_pty::screen::Screen::new(24, 80, 2000);
+    let cpu0 = own_cpu_seconds();
+    let start = Instant::now();
+    let mut answers = 0usize;
+    for chunk in bytes.chunks(4096) {
+        answers += screen.apply(chunk).len();
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(
+        json!({"seconds": seconds, "cpu_s": own_cpu_seconds() - cpu0, "bytes": bytes.len(),
+              "history": screen.history_len(), "answers": answers}),
+    )
+}
+
+/// `sink`: a terminal whose screen is /dev/null. Runs CMD (an attach client) on a PTY and
+/// discards its output until CMD ends or this process gets SIGTERM.
+fn cmd_sink(args: &Args) -> Result<Value> {
+    pty::install_stop_handler();
+    let (rows, cols) = size(args)?;
+    let limit = Duration::from_secs(args.num("timeout-s", 3600)?);
+    let pair = pty::open(rows, cols)?;
+    let mut child = pty::spawn(args.command()?, &pair.slave, &term_env())?;
+    drop(pair.slave);
+    let fd = pty::raw(&pair.master);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut bytes = 0u64;
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline && !pty::stopped() {
+        match pty::read_timeout(fd, &mut buf, Duration::from_millis(100))? {
+            pty::Read::Data(n) => bytes += n as u64,
+            pty::Read::End => break,
+            pty::Read::Timeout => {}
+        }
+    }
+    // Closing the master hangs the client up (SIGHUP), as closing a terminal window would.
+    drop(pair.master);
+    let status = pty::reap(&mut child, Duration::from_secs(3));
+    Ok(json!({"bytes": bytes, "exit": status.and_then(|s| s.code())}))
+}
+
+fn write_line(stream: &mut UnixStream, value: &Value) -> Result<()> {
+    let mut line = serde_json::to_vec(value)?;
+    line.push(b'\n');
+    stream.write_all(&line)?;
+    Ok(())
+}
+
+fn read_json_line<R: BufRead>(reader: &mut R) -> Result<Value> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err("connection closed".into());
+    }
+    Ok(serde_json::from_str(&line)?)
+}
+
+/// `attach-client`: a minimal attach client speaking the pane host's framed protocol (hello,
+/// attach, then frames of 1 type byte + u32 BE length + payload), discarding the output. It
+/// ends when the pane exits, the stream closes, or on SIGTERM.
+fn cmd_attach_client(args: &Args) -> Result<Value> {
+    pty::install_stop_handler();
+    let (rows, cols) = size(args)?;
+    let mut stream = UnixStream::connect(args.req("socket")?)?;
+    let mut reader = BufReader::with_capacity(256 * 1024, stream.try_clone()?);
+    write_line(
+        &mut stream,
+        &json!({"id": 0, "op": "hello", "versions": [1]}),
+    )?;
+    let hello = read_json_line(&mut reader)?;
+    write_line(
+        &mut stream,
+        &json!({"id": 1, "op": "attach", "rows": rows, "cols": cols}),
+    )?;
+    let reply = read_json_line(&mut reader)?;
+    if hello["ok"] != true || reply["ok"] != true {
+        return Err(format!("attach refused: {hello} {reply}").into());
+    }
+    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let mut bytes = 0u64;
+    let mut frames = 0u64;
+    // Full redraws: the first frame, then one per resynchronisation of a lagging client.
+    let mut redraws = 0u64;
+    let mut payload = vec![0u8; 64 * 1024];
+    let mut ended = "eof";
+    // Bounded by the stop signal and by a generous wall-clock limit.
+    let deadline = Instant::now() + Duration::from_secs(args.num("timeout-s", 3600)?);
+    'frames: while Instant::now() < deadline {
+        let mut header = [0u8; 5];
+        match read_exact_or_stop(&mut reader, &mut header)? {
+            Some(()) => {}
+            None => break,
+        }
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        if payload.len() < len {
+            payload.resize(len, 0);
+        }
+        if read_exact_or_stop(&mut reader, &mut payload[..len])?.is_none() {
+            break;
+        }
+        frames += 1;
+        match header[0] {
+            1 => {
+                bytes += len as u64;
+                if is_redraw(&payload[..len]) {
+                    redraws += 1;
+                }
+            }
+            2 => {
+                let control: Value = serde_json::from_slice(&payload[..len])?;
+                if control.get("exited").is_some() || control.get("detach").is_some() {
+                    ended = "control";
+                    break 'frames;
+                }
+            }
+            other => return Err(format!("unknown frame type {other}").into()),
+        }
+    }
+    if pty::stopped() {
+        ended = "signal";
+    }
+    Ok(json!({"bytes": bytes, "frames": frames, "redraws": redraws, "ended": ended}))
+}
+
+/// True for a pane host's full-screen redraw (pty/src/screen.rs `redraw`): it starts with an
+/// SGR reset and the alternate-screen mode, then resets the scroll region and clears.
+fn is_redraw(payload: &[u8]) -> bool {
+    const CLEAR: &[u8] = b"\x1b[r\x1b[?25l\x1b[H\x1b[2J";
+    payload.starts_with(b"\x1b[0m\x1b[?1049")
+        && payload.len() >= 12 + CLEAR.len()
+        && payload[12..12 + CLEAR.len()] == *CLEAR
+}
+
+/// Reads exactly `buf.len()` bytes, retrying read timeouts until the stop flag is set.
+/// `None` on EOF or stop.
+fn read_exact_or_stop<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<Option<()>> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        if pty::stopped() {
+            return Ok(None);
+        }
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => return Ok(None),
+            Ok(n) => filled += n,
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(Some(()))
+}
+
+/// `echo-latency`: CMD is an attach client (of a pane whose program echoes every byte, e.g.
+/// `stty raw -echo; cat`) running on a PTY we own. For each key: write one byte to our master
+/// (the client's keyboard) and time until that byte comes back out of the master (the
+/// client's screen). Every 40 keys a carriage return (not timed) keeps the cursor on one line,
+/// so the screen never scrolls and each echo is one character.
+fn cmd_echo_latency(args: &Args) -> Result<Value> {
+    let (rows, cols) = size(args)?;
+    let keys: usize = args.num("keys", 1000)?;
+    let warmup: usize = args.num("warmup", 50)?;
+    let gap = Duration::from_micros(args.num("gap-us", 2000)?);
+    let pair = pty::open(rows, cols)?;
+    let mut child = pty::spawn(args.command()?, &pair.slave, &term_env())?;
+    drop(pair.slave);
+    let fd = pty::raw(&pair.master);
+    let mut buf = vec![0u8; 64 * 1024];
+    // The client's first redraw.
+    let startup = pty::read_until_quiet(
+        fd,
+        &mut buf,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+    )?;
+    // Letters that are not the final byte of the escape sequences a redraw typically uses.
+    const ALPHABET: &[u8] = b"aeiovwxyz";
+    let mut samples = Vec::with_capacity(keys);
+    let mut timeouts = 0usize;
+    let mut extra_bytes = 0usize;
+    for i in 0..warmup + keys {
+        if i % 40 == 39 {
+            pty::write_all(fd, b"\r")?;
+            std::thread::sleep(Duration::from_millis(20));
+            extra_bytes += pty::drain(fd, &mut buf)?;
+        }
+        let key = ALPHABET[i % ALPHABET.len()];
+        extra_bytes += pty::drain(fd, &mut buf)?;
+        let start = Instant::now();
+        pty::write_all(fd, &[key])?;
+        let deadline = start + Duration::from_secs(2);
+        let mut seen = false;
+        while !seen {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match pty::read_timeout(fd, &mut buf, left)? {
+                pty::Read::Data(n) => seen = buf[..n].contains(&key),
+                pty::Read::End => return Err("the client ended during the test".into()),
+                pty::Read::Timeout => break,
+            }
+        }
+        let elapsed = start.elapsed();
+        if !seen {
+            timeouts += 1;
+        } else if i >= warmup {
+            samples.push(elapsed.as_nanos() as u64);
+        }
+        std::thread::sleep(gap);
+    }
+    drop(pair.master);
+    pty::reap(&mut child, Duration::from_secs(3));
+    Ok(
+        json!({"samples_ns": samples, "timeouts": timeouts, "startup_bytes": startup,
+              "extra_bytes": extra_bytes}),
+    )
+}
+
+/// `frame-echo`: the key-echo test without an attach client process: this program attaches to
+/// the pane host socket itself, sends each key as a data frame and times until a data frame
+/// containing it comes back. The difference to `echo-latency` through `belfry attach` is the
+/// client's share.
+fn cmd_frame_echo(args: &Args) -> Result<Value> {
+    let (rows, cols) = size(args)?;
+    let keys: usize = args.num("keys", 1000)?;
+    let warmup: usize = args.num("warmup", 50)?;
+    let gap = Duration::from_micros(args.num("gap-us", 2000)?);
+    let mut stream = UnixStream::connect(args.req("socket")?)?;
+    let mut reader = BufReader::with_capacity(64 * 1024, stream.try_clone()?);
+    write_line(
+        &mut stream,
+        &json!({"id": 0, "op": "hello", "versions": [1]}),
+    )?;
+    let hello = read_json_line(&mut reader)?;
+    write_line(
+        &mut stream,
+        &json!({"id": 1, "op": "attach", "rows": rows, "cols": cols}),
+    )?;
+    let reply = read_json_line(&mut reader)?;
+    if hello["ok"] != true || reply["ok"] != true {
+        return Err(format!("attach refused: {hello} {reply}").into());
+    }
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let read_frame = |reader: &mut BufReader<UnixStream>| -> Result<(u8, Vec<u8>)> {
+        let mut header = [0u8; 5];
+        reader.read_exact(&mut header)?;
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let mut payload = vec![0u8; len];
+        reader.read_exact(&mut payload)?;
+        Ok((header[0], payload))
+    };
+    // The first frame is the redraw.
+    read_frame(&mut reader)?;
+    let frame = |bytes: &[u8]| {
+        let mut out = vec![1u8];
+        out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+        out.extend_from_slice(bytes);
+        out
+    };
+    const ALPHABET: &[u8] = b"aeiovwxyz";
+    let mut samples = Vec::with_capacity(keys);
+    let mut timeouts = 0usize;
+    for i in 0..warmup + keys {
+        if i % 40 == 39 {
+            stream.write_all(&frame(b"\r"))?;
+            // The echoed carriage return.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                let (kind, payload) = read_frame(&mut reader)?;
+                if kind == 1 && payload.contains(&b'\r') {
+                    break;
+                }
+            }
+        }
+        let key = ALPHABET[i % ALPHABET.len()];
+        let start = Instant::now();
+        stream.write_all(&frame(&[key]))?;
+        let deadline = start + Duration::from_secs(2);
+        let mut seen = false;
+        while !seen && Instant::now() < deadline {
+            match read_frame(&mut reader) {
+                Ok((1, payload)) => seen = payload.contains(&key),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        let elapsed = start.elapsed();
+        if !seen {
+            timeouts += 1;
+        } else if i >= warmup {
+            samples.push(elapsed.as_nanos() as u64);
+        }
+        std::thread::sleep(gap);
+    }
+    let _ = stream.write_all(&{
+        let body = serde_json::to_vec(&json!({"detach": true}))?;
+        let mut out = vec![2u8];
+        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        out.extend_from_slice(&body);
+        out
+    });
+    Ok(json!({"samples_ns": samples, "timeouts": timeouts}))
+}
+
+/// One request/reply on an open NDJSON connection; the reply's `revision` and `result`.
+fn round_trip(
+    stream: &mut UnixStream,
+    reader: &mut BufReader<UnixStream>,
+    request: &Value,
+) -> Result<Value> {
+    write_line(stream, request)?;
+    read_json_line(reader)
+}
+
+struct Conn {
+    stream: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl Conn {
+    fn open(path: &str) -> Result<Conn> {
+        let stream = UnixStream::connect(path)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let reader = BufReader::new(stream.try_clone()?);
+        let mut conn = Conn { stream, reader };
+        let hello = conn.call(&json!({"id": 0, "op": "hello", "versions": [1]}))?;
+        if hello["ok"] != true {
+            return Err(format!("hello refused by {path}: {hello}").into());
+        }
+        Ok(conn)
+    }
+
+    fn call(&mut self, request: &Value) -> Result<Value> {
+        round_trip(&mut self.stream, &mut self.reader, request)
+    }
+}
+
+/// `sends`: guarded sends (`expect.revision` = the pane's current revision, so each one
+/// succeeds) to a quiet pane, alternating between a connection to the daemon and one to the
+/// pane host, each kept open. Times each request from write to reply.
+fn cmd_sends(args: &Args) -> Result<Value> {
+    let session = args.req("session")?;
+    let count: usize = args.num("count", 2000)?;
+    let warmup: usize = args.num("warmup", 100)?;
+    let mut targets = [
+        ("daemon", Conn::open(args.req("daemon")?)?),
+        ("host", Conn::open(args.req("host")?)?),
+    ];
+    let snapshot = targets[0]
+        .1
+        .call(&json!({"id": 1, "op": "snapshot", "session": session}))?;
+    let mut revision = snapshot["revision"]
+        .as_u64()
+        .ok_or_else(|| format!("snapshot has no revision: {snapshot}"))?;
+    let mut samples: [Vec<u64>; 2] = [Vec::with_capacity(count), Vec::with_capacity(count)];
+    let mut conflicts = 0usize;
+    let mut id = 10u64;
+    for i in 0..2 * (warmup + count) {
+        let which = i % 2;
+        id += 1;
+        let request = json!({"id": id, "op": "send", "session": session,
+                             "expect": {"revision": revision}, "input": [{"text": "x"}]});
+        let start = Instant::now();
+        let reply = targets[which].1.call(&request)?;
+        let elapsed = start.elapsed();
+        if reply["ok"] != true {
+            return Err(format!("send failed: {reply}").into());
+        }
+        match reply["result"].as_str() {
+            Some("sent") => {
+                revision = reply["revision"].as_u64().ok_or("sent without revision")?;
+                if i / 2 >= warmup {
+                    samples[which].push(elapsed.as_nanos() as u64);
+                }
+            }
+            Some("conflict") => {
+                // Something else moved the pane: read the revision fresh and go on.
+                conflicts += 1;
+                revision = reply["actual"]["revision"]
+                    .as_u64()
+                    .ok_or("conflict without revision")?;
+            }
+            _ => return Err(format!("unexpected send reply: {reply}").into()),
+        }
+    }
+    let [daemon, host] = samples;
+    Ok(
+        json!({targets[0].0: daemon, targets[1].0: host, "conflicts": conflicts,
+              "final_revision": revision}),
+    )
+}
+
+/// `times`: wall time of whole command invocations (fork/exec to exit), commands interleaved
+/// round-robin so background load hits them alike. The spec file is
+/// `{"runs": N, "warmup": W, "commands": [{"name", "argv", "stdin"?: PATH, "env"?: {…}}]}`.
+fn cmd_times(args: &Args) -> Result<Value> {
+    let spec: Value = serde_json::from_slice(&std::fs::read(args.req("spec")?)?)?;
+    let runs = spec["runs"].as_u64().unwrap_or(200) as usize;
+    let warmup = spec["warmup"].as_u64().unwrap_or(10) as usize;
+    let commands = spec["commands"]
+        .as_array()
+        .ok_or("spec has no commands array")?;
+    struct Cmd {
+        name: String,
+        argv: Vec<String>,
+        stdin: Option<Vec<u8>>,
+        env: Vec<(String, String)>,
+    }
+    let mut parsed = Vec::new();
+    for c in commands {
+        let argv: Vec<String> = c["argv"]
+            .as_array()
+            .ok_or("command without argv")?
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_string())
+            .collect();
+        if argv.is_empty() {
+            return Err("empty argv".into());
+        }
+        let stdin = match c["stdin"].as_str() {
+            Some(path) => Some(std::fs::read(path)?),
+            None => None,
+        };
+        let env = c["env"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        parsed.push(Cmd {
+            name: c["name"].as_str().unwrap_or(&argv[0]).to_string(),
+            argv,
+            stdin,
+            env,
+        });
+    }
+    let mut samples: Vec<Vec<u64>> = vec![Vec::with_capacity(runs); parsed.len()];
+    let mut failures = vec![0usize; parsed.len()];
+    let mut first_output: Vec<Option<String>> = vec![None; parsed.len()];
+    for round in 0..warmup + runs {
+        for (i, c) in parsed.iter().enumerate() {
+            let mut cmd = Command::new(&c.argv[0]);
+            cmd.args(&c.argv[1..])
+                .stdin(if c.stdin.is_some() {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            for (k, v) in &c.env {
+                cmd.env(k, v);
+            }
+            let start = Instant::now();
+            let mut child = cmd.spawn()?;
+            if let Some(input) = &c.stdin {
+                let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
+                // Hook payloads are small: one write, then EOF.
+                stdin.write_all(input)?;
+            }
+            let output = child.wait_with_output()?;
+            let elapsed = start.elapsed();
+            if !output.status.success() {
+                failures[i] += 1;
+            }
+            if first_output[i].is_none() {
+                let text = String::from_utf8_lossy(&output.stdout);
+                first_output[i] = Some(text.chars().take(300).collect());
+            }
+            if round >= warmup {
+                samples[i].push(elapsed.as_nanos() as u64);
+            }
+        }
+    }
+    let mut out = serde_json::Map::new();
+    for (i, c) in parsed.iter().enumerate() {
+        out.insert(
+            c.name.clone(),
+            json!({"samples_ns": samples[i], "failures": failures[i],
+                   "first_stdout": first_output[i]}),
+        );
+    }
+    Ok(Value::Object(out))
+}
