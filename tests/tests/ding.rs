@@ -579,3 +579,36 @@ fn backlog_at_start_becomes_one_recovery_notice() {
     }
     assert_eq!(message_states(&env), vec!["staged", "staged", "staged"]);
 }
+
+#[test]
+fn archiving_a_staged_notice_releases_its_ownership() {
+    let env = Env::new();
+    let log = env.path("pane.log");
+    let rec = recorder_bin().display().to_string();
+    let log_s = log.display().to_string();
+    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
+    env.wait_screen("agent", "READY");
+    let name = post(&env, "to be archived");
+    assert!(eventually(Duration::from_secs(5), || message_states(&env)
+        == vec!["staged"]));
+    let ownership = env.state().join("ding/agent/ownership.json");
+    assert!(std::fs::read_to_string(&ownership).unwrap().contains(&name));
+    env.ok(&["inbox", "read", &name, "--session", "agent"]);
+    assert!(
+        eventually(Duration::from_secs(5), || !std::fs::read_to_string(
+            &ownership
+        )
+        .unwrap()
+        .contains(&name)),
+        "archived message still owned: {}",
+        std::fs::read_to_string(&ownership).unwrap()
+    );
+    assert!(env.state().join("inbox/agent/archive").join(&name).exists());
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        String::from_utf8_lossy(&read_or_empty(&log))
+            .matches("[DING]")
+            .count(),
+        1
+    );
+}
