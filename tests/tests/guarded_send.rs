@@ -254,3 +254,34 @@ fn contention_noisy_pane_at_most_one_winner_per_round() {
     assert_log_is_exactly(&log, &winners);
     let _ = Value::Null;
 }
+
+/// A send queued behind another transaction is dropped, writing nothing, if its requester is
+/// gone by the time it would start (a killed daemon must not leave a backlog of pastes).
+#[test]
+fn a_queued_send_whose_requester_left_writes_nothing() {
+    let env = Env::new();
+    let log = recorder(&env, "rec", &[]);
+    let socket = env.pane_socket("rec");
+    let holder = std::thread::spawn({
+        let socket = socket.clone();
+        move || {
+            let mut conn = Conn::open(&socket).unwrap();
+            conn.request(
+                json!({"op":"send","input":[{"text":"first"},{"delay_ms":1500},{"text":"-end"}]}),
+            )
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    {
+        let mut leaver = Conn::open(&socket).unwrap();
+        leaver.send_raw(b"{\"id\":1,\"op\":\"send\",\"input\":[{\"text\":\"LEFT-BEHIND\"}]}\n");
+    }
+    let reply = holder.join().unwrap();
+    assert_eq!(reply["result"], "sent");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        read_or_empty(&log),
+        b"first-end",
+        "the abandoned send wrote bytes"
+    );
+}

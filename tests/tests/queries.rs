@@ -25,3 +25,51 @@ fn device_attributes_answered_while_detached() {
         "screen: {lines:?}"
     );
 }
+
+/// SPEC §4: every query gets exactly one answer — from the pane host while detached, from the
+/// attached terminal otherwise, never both.
+#[test]
+fn each_query_gets_exactly_one_answer_attached_or_detached() {
+    use std::time::Duration;
+    let env = Env::new();
+    let log = env.path("inner.log");
+    let log_s = log.display().to_string();
+    let rec = recorder_bin().display().to_string();
+    env.spawn(
+        "inner",
+        "24x80",
+        &[&rec, "--log", &log_s, "--cpr-on-q"],
+        Some("READY"),
+    );
+    let answers = || {
+        String::from_utf8_lossy(&belfry_tests::read_or_empty(&log))
+            .matches('R')
+            .count()
+    };
+
+    // Detached: the pane host answers.
+    env.ok(&["send", "inner", "--text", "q"]);
+    assert!(belfry_tests::eventually(
+        Duration::from_secs(5),
+        || answers() == 1
+    ));
+
+    // Attached (a writable client, itself running in a pane whose host plays its terminal):
+    // the client's terminal answers and the inner pane host stays silent.
+    env.spawn(
+        "outer",
+        "24x80",
+        &["sh", "-c", "\"$BELFRY_BIN\" attach inner; sleep 600"],
+        None,
+    );
+    env.wait_screen("outer", "READY");
+    env.ok(&["send", "outer", "--text", "q"]);
+    assert!(belfry_tests::eventually(
+        Duration::from_secs(5),
+        || answers() == 2
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    let got = String::from_utf8_lossy(&belfry_tests::read_or_empty(&log)).into_owned();
+    assert_eq!(answers(), 2, "a query was answered twice: {got:?}");
+    assert_eq!(got.matches('q').count(), 2, "{got:?}");
+}

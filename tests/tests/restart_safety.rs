@@ -195,3 +195,17 @@ fn pane_host_kill_9_ends_only_that_pane_and_is_reported() {
         after["survivor"]["child_pid"].as_u64().unwrap() as u32
     ));
 }
+
+#[test]
+fn a_second_daemon_on_the_same_socket_refuses_to_start() {
+    let env = Env::new();
+    let first = env.daemon_pid();
+    let out = env.run(&["server"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("another belfry daemon already serves"),
+        "{stderr}"
+    );
+    assert_eq!(env.daemon_pid(), first, "the running daemon was disturbed");
+}

@@ -6,7 +6,7 @@
 //! `--noisy` prints a line every millisecond; `--cpr` asks for the cursor position at start-up
 //! and prints whether an answer came within two seconds; `--alt` draws on the alternate screen;
 //! `--exit-on-eot` exits when it reads C-d; `--print-on-resize` prints a line when the terminal
-//! size changes.
+//! size changes; `--cpr-on-q` asks for the cursor position each time it reads `q`.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -101,6 +101,7 @@ fn main() {
             .expect("recorder: cannot open --log file")
     });
     let echo = flag("--echo");
+    let cpr_on_q = flag("--cpr-on-q");
     let exit_on_eot = flag("--exit-on-eot");
     let mut buf = [0u8; 65536];
     let mut stdin = stdin.lock();
@@ -114,6 +115,11 @@ fn main() {
         }
         if echo {
             let _ = out.write_all(&buf[..n]);
+            let _ = out.flush();
+        }
+        if cpr_on_q && buf[..n].contains(&b'q') {
+            // Ask the terminal where the cursor is; the answer arrives as input (and is logged).
+            let _ = out.write_all(b"\x1b[6n");
             let _ = out.flush();
         }
         if exit_on_eot && buf[..n].contains(&4) {
