@@ -15,7 +15,7 @@ use tokio::sync::{broadcast, Notify};
 
 use belfry_pty::paths;
 use belfry_pty::spec::{LaunchSpec, SizePolicy};
-use belfry_pty::wire::{self, code, Line};
+use belfry_pty::wire::{self, code};
 
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
@@ -333,44 +333,12 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
 }
 
 async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
-    if let Err(reason) = paths::peer_allowed(&stream) {
-        tracing::warn!("{reason}");
-        let (_, mut writer) = stream.into_split();
-        let _ = wire::write_json(
-            &mut writer,
-            &wire::error_reply(&Value::Null, "forbidden", reason),
-        )
-        .await;
+    let Some((mut reader, mut writer)) = wire::accept_peer(stream).await else {
         return;
-    }
-    let (reader, mut writer) = stream.into_split();
-    let mut reader = BufReader::new(reader);
+    };
     loop {
-        let line = match wire::read_line(&mut reader).await {
-            Ok(Line::Text(line)) => line,
-            Ok(Line::Eof) | Err(_) => return,
-            Ok(Line::TooLong) => {
-                let reply = wire::error_reply(
-                    &Value::Null,
-                    code::TOO_LONG,
-                    format!("request line exceeds {} bytes; closing", wire::MAX_LINE),
-                );
-                let _ = wire::write_json(&mut writer, &reply).await;
-                return;
-            }
-        };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let request = match wire::parse_request(&line) {
-            Ok(request) => request,
-            Err(bad) => {
-                let reply = wire::error_reply(&bad.id, bad.code, bad.message);
-                if wire::write_json(&mut writer, &reply).await.is_err() {
-                    return;
-                }
-                continue;
-            }
+        let Some(request) = wire::next_request(&mut reader, &mut writer).await else {
+            return;
         };
         if request.op == "subscribe" {
             subscribe(&daemon, request, reader, writer).await;

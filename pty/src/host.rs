@@ -14,7 +14,7 @@ use crate::input::parse_steps;
 use crate::pane::{Expect, Pane, SendOutcome};
 use crate::paths;
 use crate::spec::LaunchSpec;
-use crate::wire::{self, code, Frame, Line};
+use crate::wire::{self, code, Frame};
 
 /// What a pane host needs to start.
 #[derive(Debug, Clone)]
@@ -224,44 +224,12 @@ impl HostContext {
 }
 
 async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
-    if let Err(reason) = paths::peer_allowed(&stream) {
-        tracing::warn!("{reason}");
-        let (_, mut writer) = stream.into_split();
-        let _ = wire::write_json(
-            &mut writer,
-            &wire::error_reply(&Value::Null, "forbidden", reason),
-        )
-        .await;
+    let Some((mut reader, mut writer)) = wire::accept_peer(stream).await else {
         return;
-    }
-    let (reader, mut writer) = stream.into_split();
-    let mut reader = BufReader::new(reader);
+    };
     loop {
-        let line = match wire::read_line(&mut reader).await {
-            Ok(Line::Text(line)) => line,
-            Ok(Line::Eof) | Err(_) => return,
-            Ok(Line::TooLong) => {
-                let reply = wire::error_reply(
-                    &Value::Null,
-                    code::TOO_LONG,
-                    format!("request line exceeds {} bytes; closing", wire::MAX_LINE),
-                );
-                let _ = wire::write_json(&mut writer, &reply).await;
-                return;
-            }
-        };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let request = match wire::parse_request(&line) {
-            Ok(request) => request,
-            Err(bad) => {
-                let reply = wire::error_reply(&bad.id, bad.code, bad.message);
-                if wire::write_json(&mut writer, &reply).await.is_err() {
-                    return;
-                }
-                continue;
-            }
+        let Some(request) = wire::next_request(&mut reader, &mut writer).await else {
+            return;
         };
         match request.op.as_str() {
             "attach" => {

@@ -29,6 +29,7 @@ pub mod code {
     pub const INTERNAL: &str = "internal";
     pub const UNAVAILABLE: &str = "unavailable";
     pub const TIMEOUT: &str = "timeout";
+    pub const FORBIDDEN: &str = "forbidden";
 }
 
 /// One line read from a peer.
@@ -62,6 +63,64 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(reader: &mut R) -> std::io::Resu
     }
     // EOF without a trailing newline: accept what we got.
     Ok(Line::Text(buf))
+}
+
+/// The two halves of an accepted, peer-checked connection.
+pub type Conn = (
+    tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>,
+    tokio::net::unix::OwnedWriteHalf,
+);
+
+/// Accepts a connection for serving: checks the peer's uid (SPEC §6.1) and splits it. A peer
+/// of another uid gets one `forbidden` error reply and the connection is closed (`None`).
+pub async fn accept_peer(stream: tokio::net::UnixStream) -> Option<Conn> {
+    if let Err(reason) = crate::paths::peer_allowed(&stream) {
+        tracing::warn!("{reason}");
+        let (_, mut writer) = stream.into_split();
+        let _ = write_json(
+            &mut writer,
+            &error_reply(&Value::Null, code::FORBIDDEN, reason),
+        )
+        .await;
+        return None;
+    }
+    let (reader, writer) = stream.into_split();
+    Some((tokio::io::BufReader::new(reader), writer))
+}
+
+/// Reads the next well-formed request of a connection. Blank lines are skipped; a malformed
+/// line gets an error reply and the connection stays usable; a line over [`MAX_LINE`] gets
+/// an error reply and ends the connection, as do EOF and I/O errors (`None`).
+pub async fn next_request<R, W>(reader: &mut R, writer: &mut W) -> Option<Request>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    loop {
+        let line = match read_line(reader).await {
+            Ok(Line::Text(line)) => line,
+            Ok(Line::Eof) | Err(_) => return None,
+            Ok(Line::TooLong) => {
+                let reply = error_reply(
+                    &Value::Null,
+                    code::TOO_LONG,
+                    format!("request line exceeds {MAX_LINE} bytes; closing"),
+                );
+                let _ = write_json(writer, &reply).await;
+                return None;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match parse_request(&line) {
+            Ok(request) => return Some(request),
+            Err(bad) => {
+                let reply = error_reply(&bad.id, bad.code, bad.message);
+                write_json(writer, &reply).await.ok()?;
+            }
+        }
+    }
 }
 
 /// A parsed request: its id (echoed in the reply), op name and the whole object.
