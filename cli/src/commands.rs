@@ -126,26 +126,7 @@ enum Command {
         kill_panes: bool,
     },
     /// The one hook dispatcher every harness's hooks call (reads the hook JSON on stdin).
-    Dispatch {
-        /// The semantic event (before-tool, after-tool, session-start, …).
-        #[arg(long)]
-        event: String,
-        /// Also append the context to $BELFRY_HOOK_CONTEXT.
-        #[arg(long)]
-        spool: bool,
-        /// Answer in a harness's native output contract (an adapter's dialect).
-        #[arg(long, value_name = "DIALECT")]
-        native: Option<String>,
-        /// The compiled hooks file (default: $BELFRY_HOOKS_FILE).
-        #[arg(long, value_name = "PATH")]
-        hooks_file: Option<PathBuf>,
-        /// Where dialect files live (default: $BELFRY_DIALECTS, then the built-in ones).
-        #[arg(long, value_name = "DIR")]
-        dialects: Option<PathBuf>,
-        /// This event is the harness's turn boundary: add unread inbox notices to the context.
-        #[arg(long)]
-        turn_boundary: bool,
-    },
+    Dispatch(DispatchArgs),
     /// The context spool written by `dispatch --spool`.
     Spool {
         #[command(subcommand)]
@@ -183,6 +164,28 @@ enum Command {
     Completions { shell: clap_complete::Shell },
     /// Print the man page (roff).
     Man,
+}
+
+#[derive(clap::Args, Debug)]
+struct DispatchArgs {
+    /// The semantic event (before-tool, after-tool, session-start, …).
+    #[arg(long)]
+    event: String,
+    /// Also append the context to $BELFRY_HOOK_CONTEXT.
+    #[arg(long)]
+    spool: bool,
+    /// Answer in a harness's native output contract (an adapter's dialect).
+    #[arg(long, value_name = "DIALECT")]
+    native: Option<String>,
+    /// The compiled hooks file (default: $BELFRY_HOOKS_FILE).
+    #[arg(long, value_name = "PATH")]
+    hooks_file: Option<PathBuf>,
+    /// Where dialect files live (default: $BELFRY_DIALECTS, then the built-in ones).
+    #[arg(long, value_name = "DIR")]
+    dialects: Option<PathBuf>,
+    /// This event is the harness's turn boundary: add unread inbox notices to the context.
+    #[arg(long)]
+    turn_boundary: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -512,21 +515,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             println!("daemon stopped; killed panes: {}", reply["killed"]);
             Ok(EXIT_OK)
         }
-        Command::Dispatch {
-            event,
-            spool,
-            native,
-            hooks_file,
-            dialects,
-            turn_boundary,
-        } => Ok(dispatch(
-            event,
-            spool,
-            native,
-            hooks_file,
-            dialects,
-            turn_boundary,
-        )),
+        Command::Dispatch(args) => Ok(dispatch(args)),
         Command::Spool {
             action: SpoolAction::Drain { path },
         } => {
@@ -579,37 +568,30 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
 
 /// `belfry dispatch`: fail-open by construction; whatever happens, one answer and exit 0
 /// (or the native dialect's exit code).
-fn dispatch(
-    event: String,
-    spool: bool,
-    native: Option<String>,
-    hooks_file: Option<PathBuf>,
-    dialects_dir: Option<PathBuf>,
-    turn_boundary: bool,
-) -> i32 {
+fn dispatch(args: DispatchArgs) -> i32 {
     use belfry_hooks::pane_link;
     use std::io::Read;
     let mut stdin = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut stdin);
     let pane = pane_link::PaneEnv::from_env();
     let extra_context = match &pane {
-        Some(pane) if pane_link::is_turn_boundary(&event, turn_boundary) => {
+        Some(pane) if pane_link::is_turn_boundary(&args.event, args.turn_boundary) => {
             pane_link::turn_boundary_notices(pane)
         }
         _ => Vec::new(),
     };
     let options = belfry_hooks::DispatchOptions {
-        event: event.clone(),
-        hooks_file,
-        spool,
+        event: args.event.clone(),
+        hooks_file: args.hooks_file,
+        spool: args.spool,
         spool_path: None,
-        native,
-        dialects_dir,
+        native: args.native,
+        dialects_dir: args.dialects,
         extra_context,
     };
     let output = belfry_hooks::run_dispatch(&options, &stdin);
     if let Some(pane) = &pane {
-        pane_link::forward_event(pane, &event, &stdin);
+        pane_link::forward_event(pane, &args.event, &stdin);
     }
     let _ = std::io::stdout().write_all(&output.stdout);
     let _ = std::io::stdout().flush();
