@@ -579,6 +579,54 @@ class Bench:
                       "stdout": (v["first_stdout"] or "").strip()}
         self.results["dispatch"] = res
 
+    def ding(self):
+        """DING latency: post → first notice byte in the pane (aggressive), adapter lease →
+        first notice byte (rich).
+
+        Every message costs the SPEC's 500 ms pause before Enter, and a pane's next message is
+        posted only after that Enter. The three panes take turns in 200 ms slots (a message on
+        each every 600 ms), so N messages per path take about 0.6·N s, plus the poll-only
+        messages at about 0.65 s each."""
+        n, poll_n, warm = self.args.ding_n, self.args.ding_poll_n, 5
+        prog = [self.bench, "stamp-recv", "--log"]
+        logs = {k: self.tmp / f"ding-{k}-recv.log" for k in ("cli", "direct", "rich")}
+        alog = self.tmp / "ding-rich-adapter.log"
+        alog.touch()
+        panes = {"cli": "dingcli", "direct": "dingdirect", "rich": "dingrich"}
+        try:
+            self.new_pane(panes["cli"], [*prog, str(logs["cli"])])
+            self.new_pane(panes["direct"], [*prog, str(logs["direct"])])
+            self.run([self.belfry, "new", panes["rich"], "--size", "24x80",
+                      "--ding-delivery", "turn-boundary+fresh-idle",
+                      "--ding-adapter", self.bench, "--ding-adapter", "bench-adapter",
+                      "--ding-adapter", str(alog), "--", *prog, str(logs["rich"])], timeout=30)
+            for name in panes.values():
+                self.wait_pane(name, 15, regex="stamp-recv READY")
+            slot = self.args.ding_slot_ms
+            per = 3 * slot / 1000 if slot else 3 * 0.52
+            est = (n + warm) * per + (poll_n + warm) * 0.65 if poll_n else (n + warm) * per
+            log(f"ding: {n} messages per path (+{warm} warm-up), {poll_n} poll-only; "
+                f"about {est / 60:.0f} min")
+            argv = ["ding", "--belfry", self.belfry, "--daemon", str(self.daemon_sock),
+                    "--state", str(self.tmp / "state"), "--count", str(n),
+                    "--poll-count", str(poll_n), "--warmup", str(warm),
+                    "--slot-ms", str(slot), "--adapter-log", str(alog)]
+            for k, name in panes.items():
+                argv += [f"--{k}", name, f"--{k}-log", str(logs[k])]
+            out = self.bench_json(argv, timeout=300 + 20 * (3 * (n + warm) + poll_n + warm))
+            out["counters"] = {}
+            for k, name in panes.items():
+                st = self.daemon({"op": "ding.status", "session": name})["status"]
+                out["counters"][k] = st["counters"]
+            for k, v in out["series"].items():
+                if v["to_first_ns"]:
+                    log(f"ding {k}: p50 {pct(v['to_first_ns'], 50) / 1e6:.3f} ms "
+                        f"p99 {pct(v['to_first_ns'], 99) / 1e6:.3f} ms, lost {v['lost']}")
+            self.results["ding"] = out
+        finally:
+            for name in panes.values():
+                self.kill_pane(name)
+
     # ---- cleanup ---------------------------------------------------------------------
 
     def cleanup(self):
@@ -798,6 +846,76 @@ def render(results, args):
             targets.append((f"{k}, median", "< 2 ms", f"{r['p50_ms']:.3f} ms",
                             r["p50_ms"] < 2.0))
         add("")
+    dg = results.get("ding")
+    if dg:
+        sr = dg["series"]
+        slot = dg.get("slot_ms")
+        how = (f"the three panes take turns in {slot} ms slots" if slot
+               else "one message at a time")
+        add(f"### 8. DING latency (pane program `belfry-bench stamp-recv`: raw mode, bracketed "
+            f"paste on, every read timestamped; {how})")
+        add("")
+        add("| path | n | p50 ms | p90 ms | p99 ms | max ms | lost |")
+        add("|---|---:|---:|---:|---:|---:|---:|")
+
+        def row(label, samples, lost=""):
+            r = summary_ns(samples)
+            add(f"| {label} | {r['n']} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p90_ms'])} | "
+                f"{fmt_ms(r['p99_ms'])} | {fmt_ms(r['max_ms'])} | {lost} |")
+
+        empty = {"to_first_ns": [], "post_ns": [], "nudge_ns": [], "after_nudge_ns": [],
+                 "to_event_ns": [], "to_enter_ns": [], "lost": 0}
+        cli, direct = sr.get("cli", empty), sr.get("direct", empty)
+        poll, rich = sr.get("poll", empty), sr.get("rich", empty)
+        for label, s_ in (
+                ("aggressive: `belfry inbox post` process start → first notice byte", cli),
+                ("aggressive: direct post (tmp, fsync, rename, fsync dir) + `ding.nudge` → "
+                 "first notice byte", direct),
+                ("aggressive: direct post, no nudge (found by the worker's 200 ms poll) → "
+                 "first notice byte", poll),
+                ("rich: adapter `activity` event written → first notice byte", rich)):
+            if s_["to_first_ns"] or s_["lost"]:
+                row(label, s_["to_first_ns"], s_["lost"])
+        add("")
+        add("| part | n | p50 ms | p90 ms | p99 ms | max ms |")
+        add("|---|---:|---:|---:|---:|---:|")
+
+        def part(label, samples):
+            if samples:
+                r = summary_ns(samples)
+                add(f"| {label} | {r['n']} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p90_ms'])} | "
+                    f"{fmt_ms(r['p99_ms'])} | {fmt_ms(r['max_ms'])} |")
+
+        part("`belfry inbox post` process, spawn → exit", cli["post_ns"])
+        part("direct post: write tmp, fsync, rename into new/, fsync new/", direct["post_ns"])
+        part("`ding.nudge` round trip (connection kept open)", direct["nudge_ns"])
+        part("nudge reply → first notice byte (daemon worker + pane host)",
+             direct["after_nudge_ns"])
+        part("durable replace of a 300-byte file in the state dir (what staging a notice "
+             "costs)", dg.get("durable_replace_ns", []))
+        part("rich: post → adapter event written (bench adapter: inotify wake-up, `info`)",
+             rich["to_event_ns"])
+        part("aggressive: first notice byte → Enter",
+             cli["to_enter_ns"] + direct["to_enter_ns"] + poll["to_enter_ns"])
+        part("rich: first notice byte → Enter", rich["to_enter_ns"])
+        add("")
+        notes = []
+        for k, c in dg.get("counters", {}).items():
+            holds = ", ".join(f"{h} {m}" for h, m in sorted(c.get("holds", {}).items()))
+            notes.append(f"{k} pane: sends {c.get('sends')}, conflicts {c.get('conflicts')}, "
+                         f"holds {holds or 'none'}")
+        odd = []
+        for k, s_ in sr.items():
+            if s_.get("mismatched"):
+                odd.append(f"{k}: {s_['mismatched']} notices not naming their message")
+            if s_.get("announced_again"):
+                odd.append(f"{k}: {s_['announced_again']} messages announced twice")
+        for k, m in dg.get("extra_bursts", {}).items():
+            if m:
+                odd.append(f"{k}: {m} unexpected reads in the pane")
+        add("Worker counters (`ding.status`): " + "; ".join(notes) + ". "
+            + ("; ".join(odd) if odd else "No stray input, every notice named its message."))
+        add("")
     if targets:
         add("### Targets")
         add("")
@@ -829,7 +947,10 @@ def main():
     p.add_argument("--panes", type=int, default=100)
     p.add_argument("--dispatch-runs", type=int, default=1000)
     p.add_argument("--busy-runs", type=int, default=100)
-    p.add_argument("--only", default="throughput,send,cli,busy,echo,memory,dispatch")
+    p.add_argument("--ding-n", type=int, default=1000)
+    p.add_argument("--ding-poll-n", type=int, default=100)
+    p.add_argument("--ding-slot-ms", type=int, default=200)
+    p.add_argument("--only", default="throughput,send,cli,busy,echo,memory,dispatch,ding")
     p.add_argument("--out", default="")
     args = p.parse_args()
 
@@ -868,6 +989,8 @@ def main():
                     b.memory()
                 elif section == "dispatch":
                     b.dispatch()
+                elif section == "ding":
+                    b.ding()
                 else:
                     raise ValueError(f"unknown section {section!r}")
             except Exception as err:  # noqa: BLE001 - report and go on with the others

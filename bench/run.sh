@@ -12,7 +12,13 @@
 #   BENCH_PANES=100         idle panes in the memory test
 #   BENCH_DISPATCH_RUNS=1000
 #   BENCH_BUSY_RUNS=100     CLI invocations per command while a pane prints continuously
-#   BENCH_ONLY=throughput,send,cli,busy,echo,memory,dispatch   sections to run
+#   BENCH_DING_N=1000       DING messages per path (CLI post, direct post + nudge, rich). Each
+#                           waits for the notice's 500 ms pause before Enter; the three panes
+#                           take turns in 200 ms slots, so 1000 take ~10 min (+1 min poll-only)
+#   BENCH_DING_POLL_N=100   DING messages posted without a nudge (found by the 200 ms poll)
+#   BENCH_DING_SLOT_MS=200  0 = one DING message at a time (~3x slower; a check that the
+#                           slots do not change the numbers)
+#   BENCH_ONLY=throughput,send,cli,busy,echo,memory,dispatch,ding   sections to run
 #   BENCH_OUT=DIR           also write results.json and results.md there
 #   BELFRY_BIN, BENCH_BIN   use these binaries instead of building them
 #   BENCH_COMMIT=TEXT       the belfry version to print (default: git HEAD of this checkout)
@@ -78,7 +84,9 @@ python3 "$here/bench.py" \
   --echo-blocks "${BENCH_ECHO_BLOCKS:-4}" \
   --panes "${BENCH_PANES:-100}" --dispatch-runs "${BENCH_DISPATCH_RUNS:-1000}" \
   --busy-runs "${BENCH_BUSY_RUNS:-100}" \
-  --only "${BENCH_ONLY:-throughput,send,cli,busy,echo,memory,dispatch}" \
+  --ding-n "${BENCH_DING_N:-1000}" --ding-poll-n "${BENCH_DING_POLL_N:-100}" \
+  --ding-slot-ms "${BENCH_DING_SLOT_MS:-200}" \
+  --only "${BENCH_ONLY:-throughput,send,cli,busy,echo,memory,dispatch,ding}" \
   --out "${BENCH_OUT:-}" &
 py=$!
 interrupted=""

@@ -12,8 +12,12 @@
 //! belfry-bench frame-echo --socket SOCK --keys N [--warmup W]  the same, protocol client
 //! belfry-bench sends --daemon SOCK --host SOCK --session S --count N [--warmup W]
 //! belfry-bench times --spec FILE                            wall time per invocation
+//! belfry-bench stamp-recv --log FILE [--bracketed 0|1]       pane program: timestamps input
+//! belfry-bench bench-adapter LOG                             DING adapter: one lease per message
+//! belfry-bench ding --mode aggressive|rich …                 DING latency driver (see ding.rs)
 //! ```
 
+mod ding;
 mod gen;
 mod pty;
 
@@ -95,24 +99,36 @@ fn main() {
         eprintln!("usage: belfry-bench SUBCOMMAND … (see bench/README.md)");
         std::process::exit(2);
     };
-    let result = Args::parse(rest).and_then(|args| match sub.as_str() {
-        "gen" => cmd_gen(&args),
-        "raw-pty" => cmd_raw_pty(&args),
-        "model" => cmd_model(&args),
-        "sink" => cmd_sink(&args),
-        "attach-client" => cmd_attach_client(&args),
-        "echo-latency" => cmd_echo_latency(&args),
-        "frame-echo" => cmd_frame_echo(&args),
-        "sends" => cmd_sends(&args),
-        "times" => cmd_times(&args),
-        other => Err(format!("unknown subcommand {other:?}").into()),
-    });
+    // The adapter's arguments come from `belfry new --ding-adapter ARG`, so they are
+    // positional rather than `--flag value`.
+    let result = if sub == "bench-adapter" {
+        ding::cmd_bench_adapter(rest)
+    } else {
+        Args::parse(rest).and_then(|args| dispatch(sub, &args))
+    };
     match result {
         Ok(out) => println!("{out}"),
         Err(err) => {
             eprintln!("belfry-bench {sub}: {err}");
             std::process::exit(1);
         }
+    }
+}
+
+fn dispatch(sub: &str, args: &Args) -> Result<Value> {
+    match sub {
+        "gen" => cmd_gen(args),
+        "raw-pty" => cmd_raw_pty(args),
+        "model" => cmd_model(args),
+        "sink" => cmd_sink(args),
+        "attach-client" => cmd_attach_client(args),
+        "echo-latency" => cmd_echo_latency(args),
+        "frame-echo" => cmd_frame_echo(args),
+        "sends" => cmd_sends(args),
+        "times" => cmd_times(args),
+        "stamp-recv" => ding::cmd_stamp_recv(args),
+        "ding" => ding::cmd_ding(args),
+        other => Err(format!("unknown subcommand {other:?}").into()),
     }
 }
 
