@@ -67,19 +67,28 @@ impl Client {
     }
 
     /// Connects to the daemon at `path`, starting `belfry server` if nothing answers there.
+    ///
+    /// A daemon that dies as we connect (its socket takes the connection and then closes it
+    /// unanswered) is waited out and replaced like a missing one.
     pub fn connect_or_start(path: &Path, exe: &Path) -> Result<Client, ClientError> {
-        match Client::connect(path) {
-            Ok(client) => return Ok(client),
-            Err(ClientError::Connect { .. }) => {}
-            Err(other) => return Err(other),
-        }
-        start_daemon(path, exe)?;
         let deadline = Instant::now() + Duration::from_secs(10);
+        let mut started = false;
         loop {
             match Client::connect(path) {
                 Ok(client) => return Ok(client),
                 Err(err) if Instant::now() >= deadline => return Err(err),
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                Err(ClientError::Connect { .. }) if !started => {
+                    start_daemon(path, exe)?;
+                    started = true;
+                }
+                Err(
+                    ClientError::Connect { .. }
+                    | ClientError::Closed { .. }
+                    | ClientError::Io { .. },
+                ) => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(other) => return Err(other),
             }
         }
     }

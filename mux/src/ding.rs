@@ -393,7 +393,9 @@ impl Worker {
                             None => std::future::pending().await,
                         }
                     }, if lines.is_some() => line,
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                    // Leases come with adapter events and posts with nudges, each of which
+                    // delivers at once; the tick only catches posts made without a nudge.
+                    _ = tokio::time::sleep(POLL) => continue,
                     _ = tokio::time::sleep_until(tokio::time::Instant::from_std(started + backoff)), if lines.is_none() => break,
                 };
                 match line {
@@ -447,8 +449,8 @@ impl Worker {
         // argv only, never a shell (SPEC §12).
         let mut cmd = tokio::process::Command::new(&program);
         // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and allocates nothing. The
-        // adapter then ends with the daemon (the runtime's only thread forked it), so a
-        // killed daemon leaves no orphan adapter reading a pane nobody listens for.
+        // adapter then ends with the daemon (a runtime worker thread, which lives as long as
+        // the daemon, forked it), so a killed daemon leaves no orphan adapter behind.
         unsafe {
             cmd.pre_exec(|| {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {

@@ -63,7 +63,10 @@ struct Daemon {
 
 /// Runs the daemon in the foreground until `shutdown`.
 pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // Two workers: a DING worker's durable file work (fsync before every send, SPEC §7.3)
+    // blocks the thread it runs on, and must not stall every other request meanwhile.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|source| DaemonError::Io {

@@ -231,9 +231,19 @@ impl Env {
     }
 
     /// The daemon's pid, from a `hello`.
+    ///
+    /// Retried: right after a `kill -9` the dying daemon's socket may still take a connection
+    /// for a moment (its last thread has not exited yet) and then close it unanswered.
     pub fn daemon_pid(&self) -> u32 {
-        let reply = self.conn().request(json!({"op":"hello"}));
-        reply["pid"].as_u64().expect("daemon pid") as u32
+        for _ in 0..100 {
+            let mut conn = self.conn();
+            conn.send_raw(b"{\"id\":1,\"op\":\"hello\"}\n");
+            if let Some(reply) = conn.read() {
+                return reply["pid"].as_u64().expect("daemon pid") as u32;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no daemon answered hello");
     }
 
     /// Stops the daemon and every pane it knows about.
