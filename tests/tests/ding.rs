@@ -41,6 +41,23 @@ fn rich_pane(env: &Env, case: &str, program_flags: &[&str]) -> std::path::PathBu
     log
 }
 
+/// A pane under the default (aggressive) policy running the recorder; returns its byte log.
+/// With `wait_ready` false, the caller watches the log itself (a backlog may arrive at once).
+fn aggressive_pane(env: &Env, flags: &[&str], wait_ready: bool) -> std::path::PathBuf {
+    let log = env.path("pane.log");
+    let (rec, log_s) = (
+        recorder_bin().display().to_string(),
+        log.display().to_string(),
+    );
+    let mut args = vec!["new", "agent", "--", &rec, "--log", &log_s];
+    args.extend_from_slice(flags);
+    env.ok(&args);
+    if wait_ready {
+        env.wait_screen("agent", "READY");
+    }
+    log
+}
+
 fn post(env: &Env, subject: &str) -> String {
     let mut cmd = env.cmd(&[
         "inbox",
@@ -420,11 +437,7 @@ fn accepted_receipt_marks_delivered_and_staged_survives_daemon_kill() {
 #[test]
 fn aggressive_policy_types_paste_delay_enter() {
     let env = Env::new();
-    let log = env.path("pane.log");
-    let rec = recorder_bin().display().to_string();
-    let log_s = log.display().to_string();
-    env.ok(&["new", "agent", "--", &rec, "--log", &log_s, "--bracketed"]);
-    env.wait_screen("agent", "READY");
+    let log = aggressive_pane(&env, &["--bracketed"], true);
     let name = post(&env, "aggressive");
     let id = &name[name.len() - 9..name.len() - 3];
     let paste = format!(
@@ -447,11 +460,7 @@ fn aggressive_policy_types_paste_delay_enter() {
 #[test]
 fn hostile_subject_and_sender_cannot_escape_the_paste_frame() {
     let env = Env::new();
-    let log = env.path("pane.log");
-    let rec = recorder_bin().display().to_string();
-    let log_s = log.display().to_string();
-    env.ok(&["new", "agent", "--", &rec, "--log", &log_s, "--bracketed"]);
-    env.wait_screen("agent", "READY");
+    let log = aggressive_pane(&env, &["--bracketed"], true);
     let out = env.ok(&[
         "inbox",
         "post",
@@ -486,11 +495,7 @@ fn hostile_subject_and_sender_cannot_escape_the_paste_frame() {
 #[test]
 fn fresh_dnd_defers_aggressive_delivery() {
     let env = Env::new();
-    let log = env.path("pane.log");
-    let rec = recorder_bin().display().to_string();
-    let log_s = log.display().to_string();
-    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
-    env.wait_screen("agent", "READY");
+    let log = aggressive_pane(&env, &[], true);
     env.ok(&["presence", "dnd", "--session", "agent"]);
     let _ = post(&env, "later");
     std::thread::sleep(Duration::from_millis(800));
@@ -556,10 +561,7 @@ fn backlog_at_start_becomes_one_recovery_notice() {
     let names: Vec<String> = (0..3)
         .map(|i| post(&env, &format!("waiting {i}")))
         .collect();
-    let log = env.path("pane.log");
-    let rec = recorder_bin().display().to_string();
-    let log_s = log.display().to_string();
-    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
+    let log = aggressive_pane(&env, &[], false);
     assert!(eventually(Duration::from_secs(5), || read_or_empty(&log)
         .ends_with(b"\r")));
     std::thread::sleep(Duration::from_millis(700));
@@ -583,11 +585,7 @@ fn backlog_at_start_becomes_one_recovery_notice() {
 #[test]
 fn archiving_a_staged_notice_releases_its_ownership() {
     let env = Env::new();
-    let log = env.path("pane.log");
-    let rec = recorder_bin().display().to_string();
-    let log_s = log.display().to_string();
-    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
-    env.wait_screen("agent", "READY");
+    let log = aggressive_pane(&env, &[], true);
     let name = post(&env, "to be archived");
     assert!(eventually(Duration::from_secs(5), || message_states(&env)
         == vec!["staged"]));
