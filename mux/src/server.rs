@@ -100,13 +100,19 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
             path: lock_path.clone(),
             source,
         })?;
-    if rustix::fs::flock(
+    // A daemon that was just killed may still hold the lock for a moment while its last
+    // threads exit; wait that out before concluding another daemon is running.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while rustix::fs::flock(
         lock.as_fd(),
         rustix::fs::FlockOperation::NonBlockingLockExclusive,
     )
     .is_err()
     {
-        return Err(DaemonError::AlreadyRunning(config.socket.clone()));
+        if std::time::Instant::now() >= deadline {
+            return Err(DaemonError::AlreadyRunning(config.socket.clone()));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let _ = std::fs::remove_file(&config.socket);
     let listener = UnixListener::bind(&config.socket).map_err(|source| DaemonError::Io {

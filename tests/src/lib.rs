@@ -222,12 +222,22 @@ impl Env {
             .unwrap_or_default()
     }
 
-    /// A connection to the daemon (started on demand by a CLI command if needed).
+    /// A connection to the daemon (started on demand by a CLI command if needed). Retried for
+    /// a while: a daemon killed a moment ago may still be on its way out.
     pub fn conn(&self) -> Conn {
-        if UnixStream::connect(self.socket()).is_err() {
-            self.ok(&["ls"]);
+        let start = Instant::now();
+        loop {
+            if let Ok(conn) = Conn::open(&self.socket()) {
+                return conn;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "no daemon at {}",
+                self.socket().display()
+            );
+            let _ = self.run(&["ls"]);
+            std::thread::sleep(Duration::from_millis(20));
         }
-        Conn::open(&self.socket()).expect("connect to daemon")
     }
 
     /// The daemon's pid, from a `hello`.
