@@ -210,16 +210,11 @@ async fn session_loop(
         key: detach,
         pending_prefix: false,
     };
-    // Terminal writes are synchronous: a blocking-pool hop per chunk would only add latency.
-    let mut stdout = std::io::stdout();
     let mut stdin_open = true;
     loop {
         tokio::select! {
             frame = Frame::read(&mut reader) => match frame? {
-                Some(Frame::Data(bytes)) => {
-                    std::io::Write::write_all(&mut stdout, &bytes)?;
-                    std::io::Write::flush(&mut stdout)?;
-                }
+                Some(Frame::Data(bytes)) => write_terminal(&bytes)?,
                 Some(Frame::Control(control)) => {
                     if let Some(status) = control.get("exited") {
                         return Ok(Ended::Exited(status.clone()));
@@ -259,6 +254,21 @@ async fn session_loop(
             _ = hup.recv() => return Ok(Ended::Signal("SIGHUP")),
         }
     }
+}
+
+/// Writes pane output straight to the terminal: one `write(2)` per chunk where the terminal
+/// takes it, with no line buffering (std's stdout would split every chunk at its last newline)
+/// and no blocking-pool hop.
+fn write_terminal(mut bytes: &[u8]) -> std::io::Result<()> {
+    let stdout = rustix::stdio::stdout();
+    while !bytes.is_empty() {
+        match rustix::io::write(stdout, bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
