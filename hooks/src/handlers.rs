@@ -16,15 +16,13 @@
 //! fail-closed guard into a fail-open one. `docs/hooks.md` is the full reference.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::error::Error;
 use crate::matcher::Matcher;
-use crate::permissions::{check_owner_and_mode, AllowedOwners};
+use crate::permissions::{read_checked, AllowedOwners, CheckedReadError};
 
 /// The only hooks-file format version this crate reads.
 pub const HOOKS_FILE_VERSION: u32 = 1;
@@ -117,21 +115,22 @@ impl HooksFile {
     /// Opens, checks and parses a hooks file. The ownership and mode check runs on the opened
     /// file before a byte is parsed: an insecure file is not run (SPEC §8).
     pub fn load(path: &Path) -> Result<HooksFile, Error> {
-        let read_error = |source| Error::HooksFileRead {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut file = File::open(path).map_err(read_error)?;
-        let metadata = file.metadata().map_err(read_error)?;
-        check_owner_and_mode(path, &metadata, AllowedOwners::UserOrRoot).map_err(|insecure| {
-            Error::HooksFileInsecure {
-                path: path.to_path_buf(),
-                problem: insecure.problem,
-                fix: insecure.fix,
+        let bytes = match read_checked(path, AllowedOwners::UserOrRoot) {
+            Ok(bytes) => bytes,
+            Err(CheckedReadError::Io(source)) => {
+                return Err(Error::HooksFileRead {
+                    path: path.to_path_buf(),
+                    source,
+                })
             }
-        })?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(read_error)?;
+            Err(CheckedReadError::Insecure(insecure)) => {
+                return Err(Error::HooksFileInsecure {
+                    path: path.to_path_buf(),
+                    problem: insecure.problem,
+                    fix: insecure.fix,
+                })
+            }
+        };
         HooksFile::parse(path, &bytes)
     }
 

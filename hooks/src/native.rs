@@ -16,8 +16,6 @@
 //! degraded. `docs/hooks.md` is the full reference.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -25,7 +23,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::outcome::{Decision, Outcome};
-use crate::permissions::{check_owner_and_mode, AllowedOwners};
+use crate::permissions::{read_checked, AllowedOwners, CheckedReadError};
 
 /// The only dialect format version this crate reads.
 pub const DIALECT_VERSION: u32 = 1;
@@ -262,26 +260,19 @@ fn validate_name(name: &str) -> Result<(), Error> {
 
 /// Reads a dialect file after the same ownership check as a hooks file; `None` when absent.
 fn read_dialect_file(path: &Path) -> Result<Option<Vec<u8>>, Error> {
-    let read_error = |source| Error::DialectRead {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = match File::open(path) {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(read_error(err)),
-    };
-    let metadata = file.metadata().map_err(read_error)?;
-    check_owner_and_mode(path, &metadata, AllowedOwners::UserOrRoot).map_err(|insecure| {
-        Error::DialectInsecure {
+    match read_checked(path, AllowedOwners::UserOrRoot) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(CheckedReadError::Io(err)) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(CheckedReadError::Io(source)) => Err(Error::DialectRead {
+            path: path.to_path_buf(),
+            source,
+        }),
+        Err(CheckedReadError::Insecure(insecure)) => Err(Error::DialectInsecure {
             path: path.to_path_buf(),
             problem: insecure.problem,
             fix: insecure.fix,
-        }
-    })?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(read_error)?;
-    Ok(Some(bytes))
+        }),
+    }
 }
 
 fn validate_rendering(at: &str, rendering: &Rendering) -> Result<(), String> {

@@ -1,4 +1,4 @@
-//! The ownership and mode check shared by the hooks file and the spool.
+//! The ownership and mode check shared by the hooks file, dialect files and the spool.
 //!
 //! SPEC §8: a hooks file names programs that run on every tool call, so a file another user can
 //! change is a way to run code as this user. SPEC §12: other users cannot write a spool, because
@@ -23,6 +23,28 @@ pub(crate) enum AllowedOwners {
 pub(crate) struct Insecure {
     pub problem: String,
     pub fix: String,
+}
+
+/// Why [`read_checked`] read nothing.
+#[derive(Debug)]
+pub(crate) enum CheckedReadError {
+    Io(std::io::Error),
+    Insecure(Insecure),
+}
+
+/// Opens `path`, checks the opened file's owner and mode, and only then reads it: the file
+/// checked is the file read.
+pub(crate) fn read_checked(
+    path: &Path,
+    owners: AllowedOwners,
+) -> Result<Vec<u8>, CheckedReadError> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(CheckedReadError::Io)?;
+    let metadata = file.metadata().map_err(CheckedReadError::Io)?;
+    check_owner_and_mode(path, &metadata, owners).map_err(CheckedReadError::Insecure)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(CheckedReadError::Io)?;
+    Ok(bytes)
 }
 
 /// Passes a file owned by an allowed owner and not writable by its group or by others.
