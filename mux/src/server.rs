@@ -19,12 +19,7 @@ use belfry_pty::wire::{self, code};
 
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
-
-/// Environment names shared with `belfry dispatch` (which lives in `belfry-hooks`, a crate the
-/// daemon does not depend on).
-mod belfry_hooks_env {
-    pub const TURN_BOUNDARY: &str = "BELFRY_TURN_BOUNDARY_EVENTS";
-}
+use belfry_hooks::pane_link::TURN_BOUNDARY_ENV;
 
 /// Where the daemon lives and what it starts pane hosts with.
 #[derive(Debug, Clone)]
@@ -193,20 +188,23 @@ async fn adopt_existing(daemon: &Arc<Daemon>) {
     }
 }
 
+/// The declaration of the adapter named `adapter`, from the adapters directory.
+fn load_declaration(
+    daemon: &Daemon,
+    adapter: &str,
+) -> Result<crate::lifecycle::Declaration, String> {
+    let dir = crate::lifecycle::adapters_dir(&daemon.config.exe)
+        .ok_or("no adapters directory (set BELFRY_ADAPTERS)")?;
+    crate::lifecycle::load(&dir, adapter)
+}
+
 /// Fires `event` through dispatch if the pane's adapter declares it as host lifecycle.
 fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, info: &Value, event: &str) {
     let spec = info["spec"].clone();
     let Some(adapter) = spec["adapter"].as_str() else {
         return;
     };
-    let Some(dir) = crate::lifecycle::adapters_dir(&daemon.config.exe) else {
-        tracing::warn!(
-            session = entry.session,
-            "no adapters directory; host lifecycle skipped"
-        );
-        return;
-    };
-    let declaration = match crate::lifecycle::load(&dir, adapter) {
+    let declaration = match load_declaration(daemon, adapter) {
         Ok(declaration) => declaration,
         Err(err) => {
             tracing::warn!(session = entry.session, "{err}");
@@ -559,9 +557,14 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
             format!("a pane named {:?} already exists", spec.session),
         );
     }
+    // The adapter's declaration is read once per spawn, for the charter and the turn boundary.
+    let declaration = spec
+        .adapter
+        .as_deref()
+        .map(|adapter| load_declaration(daemon, adapter));
     match wire::opt_str(body, "charter") {
         Ok(Some(text)) => {
-            if let Err(message) = place_charter(daemon, &mut spec, text) {
+            if let Err(message) = place_charter(daemon, &mut spec, declaration.as_ref(), text) {
                 return wire::error_reply(id, code::INVALID, message);
             }
         }
@@ -570,13 +573,13 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
     }
     // SPEC §7.5: the adapter declares which event is the harness's turn boundary; dispatch
     // inside the pane reads it from the environment (outside the generation).
-    if let Some(adapter) = &spec.adapter {
-        let declaration = crate::lifecycle::adapters_dir(&daemon.config.exe)
-            .and_then(|dir| crate::lifecycle::load(&dir, adapter).ok());
-        if let Some(event) = declaration.and_then(|d| d.turn_boundary) {
-            spec.extra_env
-                .insert(belfry_hooks_env::TURN_BOUNDARY.to_string(), event);
-        }
+    if let Some(Ok(crate::lifecycle::Declaration {
+        turn_boundary: Some(event),
+        ..
+    })) = &declaration
+    {
+        spec.extra_env
+            .insert(TURN_BOUNDARY_ENV.to_string(), event.clone());
     }
     let config = &daemon.config;
     let entry = match registry::launch(
@@ -624,16 +627,21 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
 /// SPEC §11: writes `<runtime>/run/<session>/system-prompt.md` and hands it to the program the
 /// way the pane's adapter declaration says. A charter for a harness that declares no way to take
 /// one is an error, never silently dropped.
-fn place_charter(daemon: &Daemon, spec: &mut LaunchSpec, text: &str) -> Result<(), String> {
+fn place_charter(
+    daemon: &Daemon,
+    spec: &mut LaunchSpec,
+    declaration: Option<&Result<crate::lifecycle::Declaration, String>>,
+    text: &str,
+) -> Result<(), String> {
     use crate::lifecycle::CharterPlacement;
-    let adapter = spec.adapter.as_deref().ok_or(
-        "a charter needs an adapter that says how the harness takes it (adapter \"NAME\")",
-    )?;
-    let dir = crate::lifecycle::adapters_dir(&daemon.config.exe)
-        .ok_or("no adapters directory (set BELFRY_ADAPTERS)")?;
-    let declaration = crate::lifecycle::load(&dir, adapter)?;
+    let declaration = declaration
+        .ok_or("a charter needs an adapter that says how the harness takes it (adapter \"NAME\")")?
+        .as_ref()
+        .map_err(String::clone)?;
+    let adapter = spec.adapter.as_deref().unwrap_or_default();
     let placement = declaration
         .charter
+        .clone()
         .ok_or_else(|| format!("adapter {adapter:?} declares no charter placement"))?;
     let run_dir = daemon.config.runtime.join("run").join(&spec.session);
     paths::ensure_private_dir(&run_dir).map_err(|err| err.to_string())?;
