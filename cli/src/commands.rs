@@ -276,10 +276,17 @@ struct NewArgs {
 #[derive(clap::Args, Debug)]
 struct SendArgs {
     name: String,
+    /// Send only if the pane is still exactly as a `peek --json` saw it: pass that output's
+    /// `expect` token (revision, incarnation and generation in one opaque string).
+    #[arg(long, value_name = "TOKEN", conflicts_with_all = ["expect_revision", "expect_incarnation", "expect_generation"])]
+    expect: Option<String>,
+    /// Send only if the pane is still at revision N.
     #[arg(long, value_name = "N")]
     expect_revision: Option<u64>,
+    /// Send only if the pane's program is still incarnation I (new at every start).
     #[arg(long, value_name = "I")]
     expect_incarnation: Option<String>,
+    /// Send only if the pane's launch spec is still generation G.
     #[arg(long, value_name = "G")]
     expect_generation: Option<String>,
     /// Paste TEXT (bracketed if the program enabled it). Steps run in the order given.
@@ -770,6 +777,12 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
     let mut request = json!({"op": "send", "session": args.name,
         "input": steps.into_iter().map(|(_, s)| s).collect::<Vec<_>>()});
     let mut expect = serde_json::Map::new();
+    if let Some(token) = &args.expect {
+        let parsed = belfry_pty::expect_token::decode(token).map_err(|err| anyhow!(err))?;
+        expect.insert("revision".into(), json!(parsed.revision));
+        expect.insert("incarnation".into(), json!(parsed.incarnation));
+        expect.insert("generation".into(), json!(parsed.generation));
+    }
     if let Some(r) = args.expect_revision {
         expect.insert("revision".into(), json!(r));
     }
@@ -811,9 +824,13 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
     }
     let mut reply = call(&mut daemon()?, request)?;
     if json {
+        let token = snapshot_identity(&reply).map(|id| belfry_pty::expect_token::encode(&id));
         if let Value::Object(map) = &mut reply {
             map.remove("id");
             map.remove("ok");
+            if let Some(token) = token {
+                map.insert("expect".into(), json!(token));
+            }
         }
         print_json(&reply);
         return Ok(EXIT_OK);
@@ -833,6 +850,15 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
         writeln!(out, "{line}")?;
     }
     Ok(EXIT_OK)
+}
+
+/// The identity a snapshot reply was taken at, for the `--expect` token.
+fn snapshot_identity(reply: &Value) -> Option<belfry_pty::pane::Identity> {
+    Some(belfry_pty::pane::Identity {
+        incarnation: reply["incarnation"].as_str()?.to_string(),
+        generation: reply["generation"].as_str()?.to_string(),
+        revision: reply["revision"].as_u64()?,
+    })
 }
 
 fn events(name: Option<String>, json: bool) -> Result<i32> {

@@ -16,6 +16,7 @@
 //! - [`spec`] and [`paths`]: launch specs, generations, incarnations, and where files live.
 
 pub mod error;
+pub mod expect_token;
 pub mod host;
 pub mod input;
 pub mod pane;

@@ -164,13 +164,14 @@ impl Pane {
             .map_err(|err| crate::Error::Io(std::io::Error::other(err.to_string())))?;
         let incarnation = new_incarnation();
         let generation = spec.generation();
-        let (revision_tx, _) = watch::channel(0u64);
+        let first_revision = first_revision();
+        let (revision_tx, _) = watch::channel(first_revision);
         let (events, _) = broadcast::channel(1024);
         let (answers_tx, answers_rx) = mpsc::unbounded_channel();
         let screen = Screen::new(size.0, size.1, spec.scrollback);
         let state = PaneState {
             screen,
-            revision: 0,
+            revision: first_revision,
             incarnation: incarnation.clone(),
             child_pid: 0,
             exited: None,
@@ -695,4 +696,22 @@ fn encode_step(screen: &Screen, step: &Step) -> Vec<u8> {
 
 fn io_err(what: &str, err: pty_process::Error) -> crate::Error {
     crate::Error::Io(std::io::Error::other(format!("{what}: {err}")))
+}
+
+/// The revision a new pane host starts from: the wall clock in microseconds since the Unix
+/// epoch.
+///
+/// Issue #7 item 5 (revision ABA): a pane killed and created again under the same name and
+/// declaration keeps its generation, so if every pane host started at 0 a guarded send with a
+/// revision read from the old pane host could win on the new one. Starting from the clock puts
+/// the new pane host above every revision the old one reached, unless the old one averaged more
+/// than one event per microsecond over its whole life (each event is at least one syscall) or
+/// the clock was set back by more than that life. Microseconds stay below 2^53 until the year
+/// 2255, so JSON readers that hold numbers as doubles read revisions exactly. The `--expect`
+/// token (incarnation included) closes the window completely; see `docs/decisions.md`.
+fn first_revision() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
+        .unwrap_or(0)
 }

@@ -243,13 +243,15 @@ impl Env {
     /// The daemon's pid, from a `hello`.
     ///
     /// Retried: right after a `kill -9` the dying daemon's socket may still take a connection
-    /// for a moment (its last thread has not exited yet) and then close it unanswered.
+    /// for a moment (its last thread has not exited yet) and then close it unanswered, so
+    /// both the write of the `hello` (`BrokenPipe`) and the read of its reply (EOF) may fail.
     pub fn daemon_pid(&self) -> u32 {
         for _ in 0..100 {
             let mut conn = self.conn();
-            conn.send_raw(b"{\"id\":1,\"op\":\"hello\"}\n");
-            if let Some(reply) = conn.read() {
-                return reply["pid"].as_u64().expect("daemon pid") as u32;
+            if conn.try_send_raw(b"{\"id\":1,\"op\":\"hello\"}\n").is_ok() {
+                if let Some(reply) = conn.read() {
+                    return reply["pid"].as_u64().expect("daemon pid") as u32;
+                }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -336,11 +338,18 @@ impl Conn {
         self.writer.write_all(bytes).expect("write request");
     }
 
+    /// Like `send_raw`, for a peer that may be going away: the write error is returned.
+    pub fn try_send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.writer.write_all(bytes)
+    }
+
     /// Reads one JSON line; `None` at EOF.
     pub fn read(&mut self) -> Option<Value> {
         let mut line = String::new();
         match self.reader.read_line(&mut line) {
             Ok(0) | Err(_) => None,
+            // A line cut short by the peer's death (no newline before EOF) is no reply.
+            Ok(_) if !line.ends_with('\n') => None,
             Ok(_) => Some(serde_json::from_str(&line).expect("reply is JSON")),
         }
     }
