@@ -79,10 +79,7 @@ impl Client {
     }
 
     fn open(path: &Path, deadline: Option<Duration>) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let stream = connect_socket(path, deadline.unwrap_or(crate::deadline::DAEMON_QUICK))?;
         // The listener's credentials are recorded at connect time, so this works even while
         // the daemon is stopped and has not accepted the connection yet.
         let peer_pid = rustix::net::sockopt::socket_peercred(&stream)
@@ -278,6 +275,49 @@ impl Client {
     }
 }
 
+/// Connects to `path` within `within`.
+///
+/// A blocking connect(2) to a listener whose backlog is full (a daemon stopped for a long time
+/// while clients kept trying) waits indefinitely; a non-blocking one fails with EAGAIN at once,
+/// so it is retried until the deadline instead.
+fn connect_socket(path: &Path, within: Duration) -> Result<UnixStream, ClientError> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let connect_error = |source: std::io::Error| ClientError::Connect {
+        path: path.to_path_buf(),
+        source,
+    };
+    let address = SocketAddrUnix::new(path).map_err(|err| connect_error(err.into()))?;
+    let deadline = Instant::now().checked_add(within);
+    loop {
+        let socket = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|err| connect_error(err.into()))?;
+        match rustix::net::connect(&socket, &address) {
+            Ok(()) => {
+                let stream = UnixStream::from(socket);
+                stream.set_nonblocking(false).map_err(connect_error)?;
+                return Ok(stream);
+            }
+            Err(rustix::io::Errno::AGAIN) => {
+                if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                    return Err(ClientError::Timeout {
+                        path: path.to_path_buf(),
+                        pid: None,
+                        op: "connect".into(),
+                        after: within,
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(err) => return Err(connect_error(err.into())),
+        }
+    }
+}
+
 /// A socket timeout shows up as `WouldBlock` (EAGAIN) on Linux and `TimedOut` elsewhere.
 fn is_timeout(err: &std::io::Error) -> bool {
     matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
@@ -338,5 +378,32 @@ mod tests {
         assert!(message.contains(&format!("pid {pid}")), "{message}");
         assert!(message.contains(&path.display().to_string()), "{message}");
         assert!(message.contains("\"hello\""), "{message}");
+    }
+
+    #[test]
+    fn a_listener_with_a_full_backlog_times_out_instead_of_blocking_connect() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        // Fill the backlog of a listener that never accepts, as clients of a long-stopped
+        // daemon do; a further blocking connect(2) would wait forever.
+        let mut held = Vec::new();
+        loop {
+            match connect_socket(&path, Duration::ZERO) {
+                Ok(stream) => held.push(stream),
+                Err(ClientError::Timeout { .. }) => break,
+                Err(err) => panic!("unexpected error filling the backlog: {err}"),
+            }
+            assert!(held.len() < 100_000, "the backlog never filled");
+        }
+        let started = Instant::now();
+        let err = match Client::connect_within(&path, Duration::from_millis(300)) {
+            Ok(_) => panic!("connected to a full backlog"),
+            Err(err) => err,
+        };
+        assert!(started.elapsed() < Duration::from_secs(3), "{err}");
+        let message = err.to_string();
+        assert!(message.contains("\"connect\""), "{message}");
+        assert!(message.contains(&path.display().to_string()), "{message}");
     }
 }

@@ -232,11 +232,13 @@ fn a_stopped_pane_host_is_listed_as_unresponsive_and_times_out_clearly() {
             &["peek", "asleep"],
             &["send", "asleep", "--text", "TOO-LATE"],
             &["kill", "asleep"],
+            &["attach", "asleep"],
         ],
     );
     results[0].assert_unanswered(pane_host, Duration::from_secs(9));
     results[1].assert_unanswered(pane_host, Duration::from_secs(19));
     results[2].assert_unanswered(pane_host, Duration::from_secs(9));
+    results[3].assert_unanswered(pane_host, HELLO_LIMIT);
     env.ok(&["peek", "awake"]);
 
     // The daemon gave up on them and dropped its connections, so when the pane host runs again
