@@ -203,22 +203,43 @@ async fn exchange(socket: &Path, request: &Value) -> Result<Value, String> {
     serde_json::from_str(&reply).map_err(|err| format!("pane host reply is not JSON: {err}"))
 }
 
+/// What a probe of a pane host's socket found.
+#[derive(Debug)]
+pub enum Probe {
+    /// It answered `hello` and `info`: the `info` reply.
+    Answered(Value),
+    /// Something listens on the socket but did not answer in time: a pane host that is stopped
+    /// or too busy (only a pane host binds that path).
+    Silent,
+    /// Nothing usable listens there (refused, missing, closed, or a refusing reply).
+    Unreachable,
+}
+
+/// How long each step of a probe may take.
+const PROBE_STEP: Duration = Duration::from_secs(2);
+
 /// Says hello to a pane host and reads its record; `None` if it does not answer properly.
 pub async fn probe(socket: &Path) -> Option<Value> {
-    let hello = json!({"id": 0, "op": "hello", "versions": [PROTOCOL_VERSION]});
-    let reply = tokio::time::timeout(Duration::from_secs(2), pane_request(socket, &hello))
-        .await
-        .ok()?
-        .ok()?;
-    if reply.get("ok") != Some(&Value::Bool(true)) {
-        return None;
+    match probe_status(socket).await {
+        Probe::Answered(info) => Some(info),
+        Probe::Silent | Probe::Unreachable => None,
     }
+}
+
+/// Says hello to a pane host and reads its record, telling a silent pane host from a missing
+/// one.
+pub async fn probe_status(socket: &Path) -> Probe {
+    let hello = json!({"id": 0, "op": "hello", "versions": [PROTOCOL_VERSION]});
     let info = json!({"id": 0, "op": "info"});
-    let reply = tokio::time::timeout(Duration::from_secs(2), pane_request(socket, &info))
-        .await
-        .ok()?
-        .ok()?;
-    (reply.get("ok") == Some(&Value::Bool(true))).then_some(reply)
+    let mut reply = Value::Null;
+    for request in [hello, info] {
+        reply = match tokio::time::timeout(PROBE_STEP, pane_call(socket, &request)).await {
+            Ok(Ok(reply)) if reply.get("ok") == Some(&Value::Bool(true)) => reply,
+            Ok(Ok(_)) | Ok(Err(PaneError::Failed(_))) => return Probe::Unreachable,
+            Ok(Err(PaneError::TimedOut { .. })) | Err(_) => return Probe::Silent,
+        };
+    }
+    Probe::Answered(reply)
 }
 
 /// True if a process with this pid exists.
@@ -287,7 +308,7 @@ pub async fn discover(runtime: &Path) -> Discovered {
             .and_then(Value::as_u64)
             .unwrap_or(0) as u32;
         probes.spawn(async move {
-            let info = probe(&socket).await;
+            let probed = probe_status(&socket).await;
             (
                 path,
                 PaneEntry {
@@ -295,22 +316,23 @@ pub async fn discover(runtime: &Path) -> Discovered {
                     socket,
                     pid,
                 },
-                info,
+                probed,
             )
         });
     }
     while let Some(probed) = probes.join_next().await {
-        let Ok((path, mut entry, info)) = probed else {
+        let Ok((path, mut entry, probed)) = probed else {
             continue;
         };
-        match info {
-            Some(info) => {
+        let alive = entry.pid != 0 && pid_alive(entry.pid);
+        match probed {
+            Probe::Answered(info) => {
                 if let Some(pid) = info.get("pid").and_then(Value::as_u64) {
                     entry.pid = pid as u32;
                 }
                 found.live.push((entry, info));
             }
-            None if entry.pid != 0 && pid_alive(entry.pid) => {
+            Probe::Silent if alive => {
                 tracing::warn!(
                     session = entry.session,
                     pid = entry.pid,
@@ -318,7 +340,16 @@ pub async fn discover(runtime: &Path) -> Discovered {
                 );
                 found.stalled.push(entry);
             }
-            None => {
+            Probe::Unreachable if alive => {
+                // Its process lives but nothing answers on its socket: leave its record alone
+                // rather than guess (the pid may have been reused by another process).
+                tracing::warn!(
+                    session = entry.session,
+                    pid = entry.pid,
+                    "pane host pid alive but its socket is unusable; not adopted"
+                );
+            }
+            Probe::Silent | Probe::Unreachable => {
                 let _ = std::fs::remove_file(&path);
                 let _ = std::fs::remove_file(&entry.socket);
                 found.lost.push(entry.session);

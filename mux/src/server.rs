@@ -204,31 +204,39 @@ const ADOPTION_RETRY: Duration = Duration::from_millis(250);
 /// is probed again until it answers, then adopted like the others; if its process dies first,
 /// its record is removed and it is reported lost. It is never silently orphaned.
 async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
-    loop {
+    let probed = loop {
         tokio::time::sleep(ADOPTION_RETRY).await;
         if !registry::pid_alive(entry.pid) {
-            if daemon
-                .registry
-                .remove_unadopted_if_pid(&entry.session, entry.pid)
-            {
-                registry::remove_files(&daemon.config.runtime, &entry.session);
-                publish(
-                    &daemon,
-                    json!({"event":"lifecycle","session":entry.session,"what":"lost",
-                    "pid":entry.pid,"reason":"pane host died before it answered the daemon"}),
-                );
-            }
-            return;
+            break registry::Probe::Unreachable;
         }
-        if let Some(info) = registry::probe(&entry.socket).await {
-            // Inserted into the registry before it leaves the unadopted set, so its name is
-            // never free in between.
-            adopt(&daemon, entry.clone(), &info);
-            daemon
-                .registry
-                .remove_unadopted_if_pid(&entry.session, entry.pid);
-            return;
+        match registry::probe_status(&entry.socket).await {
+            registry::Probe::Silent => continue,
+            answered_or_gone => break answered_or_gone,
         }
+    };
+    if let registry::Probe::Answered(info) = probed {
+        // Inserted into the registry before it leaves the unadopted set, so its name is never
+        // free in between.
+        adopt(&daemon, entry.clone(), &info);
+        daemon
+            .registry
+            .remove_unadopted_if_pid(&entry.session, entry.pid);
+        return;
+    }
+    // Dead, or no longer listening on its socket (a stopped pane host keeps its listener): it
+    // will never answer. Its files go only with its process, as for a monitored pane.
+    if daemon
+        .registry
+        .remove_unadopted_if_pid(&entry.session, entry.pid)
+    {
+        if !registry::pid_alive(entry.pid) {
+            registry::remove_files(&daemon.config.runtime, &entry.session);
+        }
+        publish(
+            &daemon,
+            json!({"event":"lifecycle","session":entry.session,"what":"lost",
+            "pid":entry.pid,"reason":"pane host went away before it answered the daemon"}),
+        );
     }
 }
 

@@ -342,3 +342,52 @@ fn a_queued_send_whose_cli_was_killed_or_interrupted_is_never_written() {
         "an abandoned send was written through the daemon"
     );
 }
+
+#[test]
+fn a_requester_that_only_half_closes_still_gets_its_reply_and_its_send() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    let (log, _) = recorder(&env, "rec");
+    // A client that writes its request and shuts down its writing side (as `nc -N` does) is
+    // still there to read the reply: it is not a requester that left.
+    let mut stream = std::os::unix::net::UnixStream::connect(env.socket()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream
+        .write_all(b"{\"id\":1,\"op\":\"send\",\"session\":\"rec\",\"input\":[{\"delay_ms\":300},{\"text\":\"half\"}]}\n")
+        .unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut reply = String::new();
+    BufReader::new(&stream).read_line(&mut reply).unwrap();
+    let reply: Value = serde_json::from_str(&reply).expect("a reply line");
+    assert_eq!(reply["result"], "sent", "{reply}");
+    assert!(eventually(Duration::from_secs(5), || read_or_empty(&log) == b"half"));
+}
+
+#[test]
+fn an_unadopted_pane_host_that_dies_is_reported_lost_and_frees_its_name() {
+    let env = Env::new();
+    let (_, pane) = recorder(&env, "gone");
+    let pane_host = pane["pid"].as_u64().unwrap() as u32;
+    let stopped = Stopped::new(pane_host);
+    let old_daemon = env.daemon_pid();
+    signal(old_daemon, libc::SIGKILL);
+    assert!(eventually(Duration::from_secs(5), || !pid_alive(
+        old_daemon
+    )));
+    assert_eq!(panes(&env)["gone"]["state"], "unresponsive");
+
+    signal(pane_host, libc::SIGKILL);
+    drop(stopped);
+    assert!(
+        eventually(Duration::from_secs(10), || !panes(&env)
+            .contains_key("gone")),
+        "a dead unadopted pane host is still listed"
+    );
+    assert!(
+        !env.pane_socket("gone").exists(),
+        "its socket was left behind"
+    );
+    env.ok(&["new", "gone", "--", "sleep", "600"]);
+}
