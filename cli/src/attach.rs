@@ -153,6 +153,9 @@ pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> 
     Ok(code)
 }
 
+/// How long attaching may wait for the pane host's hello and attach replies.
+const ATTACH_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+
 async fn session_loop(
     socket: &Path,
     read_only: bool,
@@ -163,6 +166,7 @@ async fn session_loop(
     let stream = UnixStream::connect(socket)
         .await
         .with_context(|| format!("cannot connect to {}", socket.display()))?;
+    let pane_host_pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let mut request = json!({"id": 1, "op": "attach", "read_only": read_only});
@@ -170,19 +174,36 @@ async fn session_loop(
         request["rows"] = json!(rows);
         request["cols"] = json!(cols);
     }
-    for line in [
-        json!({"id": 0, "op": "hello", "versions": [PROTOCOL_VERSION]}),
-        request,
-    ] {
-        let mut bytes = line.to_string().into_bytes();
-        bytes.push(b'\n');
-        writer.write_all(&bytes).await?;
-        let mut reply = String::new();
-        reader.read_line(&mut reply).await?;
-        let reply: Value = serde_json::from_str(&reply)
-            .map_err(|err| anyhow!("pane host reply is not JSON: {err}"))?;
-        if reply.get("ok") != Some(&Value::Bool(true)) {
-            bail!("pane host refused: {}", reply["error"]["message"]);
+    // The handshake has a deadline: a stopped or hung pane host is an error naming it, not a
+    // terminal that silently hangs. Once attached, a quiet pane may stay quiet for hours.
+    let handshake = async {
+        for line in [
+            json!({"id": 0, "op": "hello", "versions": [PROTOCOL_VERSION]}),
+            request,
+        ] {
+            let mut bytes = line.to_string().into_bytes();
+            bytes.push(b'\n');
+            writer.write_all(&bytes).await?;
+            let mut reply = String::new();
+            reader.read_line(&mut reply).await?;
+            let reply: Value = serde_json::from_str(&reply)
+                .map_err(|err| anyhow!("pane host reply is not JSON: {err}"))?;
+            if reply.get("ok") != Some(&Value::Bool(true)) {
+                bail!("pane host refused: {}", reply["error"]["message"]);
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(ATTACH_HANDSHAKE, handshake).await {
+        Ok(result) => result?,
+        Err(_) => {
+            bail!(
+            "the pane host{} serving {} did not answer the attach handshake within {} s; it may \
+             be stopped or hung",
+            pane_host_pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default(),
+            socket.display(),
+            ATTACH_HANDSHAKE.as_secs()
+        )
         }
     }
 

@@ -716,6 +716,21 @@ fn ls(json: bool) -> Result<i32> {
         "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE"
     );
     for pane in panes {
+        // A pane host that did not answer is listed by name and pid with its state and the
+        // reason in place of the command.
+        if let Some(error) = pane["error"].as_str() {
+            println!(
+                "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} ({error})",
+                pane["session"].as_str().unwrap_or("?"),
+                pane["pid"].to_string(),
+                "-",
+                "-",
+                "-",
+                "-",
+                pane["state"].as_str().unwrap_or("error"),
+            );
+            continue;
+        }
         let state = match &pane["exited"] {
             Value::Null => "running".to_string(),
             exit => format!(
@@ -869,7 +884,7 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
     }
     call(&mut client, request)?;
     loop {
-        let event = client.read_reply()?;
+        let event = client.read_event()?;
         let mut out = std::io::stdout().lock();
         if json {
             writeln!(out, "{event}")?;

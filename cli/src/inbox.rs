@@ -3,13 +3,14 @@
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use serde_json::json;
 
 use belfry_ding::presence::{Presence, PresenceState};
 use belfry_ding::{FrontMatter, Inbox, MessageName};
-use belfry_mux::client::Client;
+use belfry_mux::client::{Client, ClientError};
 use belfry_pty::paths;
 
 use crate::commands::EXIT_OK;
@@ -53,11 +54,19 @@ fn open(session: &str) -> Result<Inbox> {
     Ok(Inbox::open(&paths::state_dir(), session)?)
 }
 
+/// How long a nudge may delay its command: the nudge is only a hint.
+const NUDGE_DEADLINE: Duration = Duration::from_secs(1);
+
 /// Tells a running daemon to look at the inbox now. A daemon that is not running will find the
-/// message when it starts: the inbox is the authority, not the nudge.
+/// message when it starts: the inbox is the authority, not the nudge. A daemon that does not
+/// answer (stopped, hung) costs at most [`NUDGE_DEADLINE`] and a note on stderr; the command
+/// itself has already succeeded on disk.
 fn nudge(session: &str) {
-    if let Ok(mut client) = Client::connect(&paths::daemon_socket()) {
-        let _ = client.request(json!({"op": "ding.nudge", "session": session}));
+    let request = json!({"op": "ding.nudge", "session": session});
+    let answered = Client::connect_within(&paths::daemon_socket(), NUDGE_DEADLINE)
+        .and_then(|mut client| client.request(request));
+    if let Err(err @ ClientError::Timeout { .. }) = answered {
+        eprintln!("belfry: note: {err}; the inbox on disk is up to date and the daemon reads it when it looks again");
     }
 }
 
@@ -98,12 +107,13 @@ pub fn run(command: InboxCommand) -> Result<i32> {
                 ..FrontMatter::default()
             };
             let name = inbox.post(&front, &body)?;
-            nudge(&session);
+            // The message is durable now: say so before the (best-effort) nudge.
             if json {
                 println!("{}", json!({"session": session, "name": name.as_str()}));
             } else {
                 println!("{}", name.as_str());
             }
+            nudge(&session);
             Ok(EXIT_OK)
         }
         InboxCommand::Ls { session, json } => {

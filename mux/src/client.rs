@@ -1,7 +1,10 @@
 //! A small blocking client for the daemon socket, used by the CLI: connect (starting the
 //! daemon on demand), `hello`, then one request and one reply per call.
+//!
+//! Every request has a deadline ([`crate::deadline::daemon_reply`], from its op): a daemon that
+//! is stopped or hung gives [`ClientError::Timeout`], naming its socket and pid, never a hang.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -29,11 +32,35 @@ pub enum ClientError {
     Closed { path: PathBuf },
     #[error("reply from {path} is not JSON: {reason}")]
     BadReply { path: PathBuf, reason: String },
+    #[error(
+        "{} did not answer {op:?} within {} s; it may be stopped or hung{}",
+        describe_peer(path, *pid),
+        after.as_secs(),
+        pid.map(|pid| format!(" (`kill -CONT {pid}` resumes a stopped process)")).unwrap_or_default()
+    )]
+    Timeout {
+        path: PathBuf,
+        pid: Option<u32>,
+        op: String,
+        after: Duration,
+    },
+}
+
+/// "the belfry process (pid N) serving PATH", for messages about an unresponsive peer.
+fn describe_peer(path: &Path, pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("the belfry process (pid {pid}) serving {}", path.display()),
+        None => format!("the belfry process serving {}", path.display()),
+    }
 }
 
 /// One connection to a belfry socket (the daemon's or a pane host's).
 pub struct Client {
     path: PathBuf,
+    /// The pid that listens on `path` (from the socket's peer credentials), named in timeouts.
+    peer_pid: Option<u32>,
+    /// Overrides the per-op deadline of every request (see [`Client::connect_within`]).
+    deadline: Option<Duration>,
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     next_id: u64,
@@ -42,16 +69,30 @@ pub struct Client {
 impl Client {
     /// Connects to `path` without starting anything, then says hello.
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        Client::open(path, None)
+    }
+
+    /// Like [`Client::connect`], but the hello and every request wait at most `deadline`
+    /// (for best-effort requests, such as a nudge, that must not delay their caller).
+    pub fn connect_within(path: &Path, deadline: Duration) -> Result<Client, ClientError> {
+        Client::open(path, Some(deadline))
+    }
+
+    fn open(path: &Path, deadline: Option<Duration>) -> Result<Client, ClientError> {
+        let stream = connect_socket(path, deadline.unwrap_or(crate::deadline::DAEMON_QUICK))?;
+        // The listener's credentials are recorded at connect time, so this works even while
+        // the daemon is stopped and has not accepted the connection yet.
+        let peer_pid = rustix::net::sockopt::socket_peercred(&stream)
+            .ok()
+            .map(|cred| cred.pid.as_raw_nonzero().get() as u32);
         let writer = stream.try_clone().map_err(|source| ClientError::Io {
             path: path.to_path_buf(),
             source,
         })?;
         let mut client = Client {
             path: path.to_path_buf(),
+            peer_pid,
+            deadline,
             reader: BufReader::new(stream),
             writer,
             next_id: 1,
@@ -93,54 +134,193 @@ impl Client {
         }
     }
 
-    /// Sends one request (an `id` is added) and reads its reply.
+    /// The pid serving this connection's socket, if the kernel told us.
+    pub fn peer_pid(&self) -> Option<u32> {
+        self.peer_pid
+    }
+
+    /// Sends one request (an `id` is added) and reads its reply, within the op's deadline
+    /// ([`crate::deadline::daemon_reply`]).
     pub fn request(&mut self, mut request: Value) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         if let Value::Object(map) = &mut request {
             map.entry("id").or_insert(json!(id));
         }
-        self.send_line(&request)?;
-        self.read_reply()
+        let op = request["op"].as_str().unwrap_or_default().to_string();
+        let within = self
+            .deadline
+            .unwrap_or_else(|| crate::deadline::daemon_reply(&request));
+        // A deadline too far away to represent (a `wait` with a huge timeout) is no deadline.
+        let deadline = Instant::now().checked_add(within);
+        self.send_line(&request, deadline, &op, within)?;
+        let line = self.read_line(deadline, &op, within)?;
+        self.parse(&line)
     }
 
-    /// Writes one JSON line.
-    pub fn send_line(&mut self, value: &Value) -> Result<(), ClientError> {
-        let mut line = value.to_string();
-        line.push('\n');
-        self.writer
-            .write_all(line.as_bytes())
-            .map_err(|source| ClientError::Io {
-                path: self.path.clone(),
-                source,
-            })
+    /// Reads the next streamed event of a subscription. Events come whenever something happens,
+    /// so there is no deadline here: the subscription's reply had one.
+    pub fn read_event(&mut self) -> Result<Value, ClientError> {
+        let line = self.read_line(None, "subscribe", Duration::ZERO)?;
+        self.parse(&line)
     }
 
-    /// Reads one JSON line (a reply or a streamed event).
-    pub fn read_reply(&mut self) -> Result<Value, ClientError> {
-        let mut line = String::new();
-        let n = self
-            .reader
-            .read_line(&mut line)
-            .map_err(|source| ClientError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
-        if n == 0 {
-            return Err(ClientError::Closed {
-                path: self.path.clone(),
-            });
-        }
-        serde_json::from_str(&line).map_err(|err| ClientError::BadReply {
+    fn parse(&self, line: &[u8]) -> Result<Value, ClientError> {
+        serde_json::from_slice(line).map_err(|err| ClientError::BadReply {
             path: self.path.clone(),
             reason: err.to_string(),
         })
     }
 
-    /// Gives the raw stream back (for attach, which switches to frames).
+    fn timeout(&self, op: &str, after: Duration) -> ClientError {
+        ClientError::Timeout {
+            path: self.path.clone(),
+            pid: self.peer_pid,
+            op: op.to_string(),
+            after,
+        }
+    }
+
+    fn io_error(&self, source: std::io::Error) -> ClientError {
+        ClientError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Time left until `deadline`, or the timeout error once it has passed.
+    fn left(
+        &self,
+        deadline: Option<Instant>,
+        op: &str,
+        within: Duration,
+    ) -> Result<Option<Duration>, ClientError> {
+        match deadline {
+            None => Ok(None),
+            Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Ok(Some(left)),
+                _ => Err(self.timeout(op, within)),
+            },
+        }
+    }
+
+    /// Writes one JSON line before `deadline`.
+    fn send_line(
+        &mut self,
+        value: &Value,
+        deadline: Option<Instant>,
+        op: &str,
+        within: Duration,
+    ) -> Result<(), ClientError> {
+        let mut line = value.to_string();
+        line.push('\n');
+        let left = self.left(deadline, op, within)?;
+        self.writer
+            .set_write_timeout(left)
+            .map_err(|err| self.io_error(err))?;
+        match self.writer.write_all(line.as_bytes()) {
+            Ok(()) => Ok(()),
+            Err(err) if is_timeout(&err) => Err(self.timeout(op, within)),
+            Err(err) => Err(self.io_error(err)),
+        }
+    }
+
+    /// Reads one line before `deadline`. Each read gets only the time that is left, so a peer
+    /// that trickles bytes cannot stretch the deadline.
+    fn read_line(
+        &mut self,
+        deadline: Option<Instant>,
+        op: &str,
+        within: Duration,
+    ) -> Result<Vec<u8>, ClientError> {
+        let mut line = Vec::new();
+        loop {
+            let left = self.left(deadline, op, within)?;
+            self.reader
+                .get_ref()
+                .set_read_timeout(left)
+                .map_err(|err| self.io_error(err))?;
+            let available = match self.reader.fill_buf() {
+                Ok(available) => available,
+                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+                Err(err) if is_timeout(&err) => return Err(self.timeout(op, within)),
+                Err(err) => return Err(self.io_error(err)),
+            };
+            if available.is_empty() {
+                return Err(ClientError::Closed {
+                    path: self.path.clone(),
+                });
+            }
+            match available.iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    line.extend_from_slice(&available[..end]);
+                    self.reader.consume(end + 1);
+                    return Ok(line);
+                }
+                None => {
+                    let n = available.len();
+                    line.extend_from_slice(available);
+                    self.reader.consume(n);
+                }
+            }
+        }
+    }
+
+    /// Gives the raw stream back (for attach, which switches to frames), with no deadlines
+    /// left on it: an attached pane may be quiet for hours.
     pub fn into_parts(self) -> (BufReader<UnixStream>, UnixStream) {
+        let _ = self.writer.set_read_timeout(None);
+        let _ = self.writer.set_write_timeout(None);
         (self.reader, self.writer)
     }
+}
+
+/// Connects to `path` within `within`.
+///
+/// A blocking connect(2) to a listener whose backlog is full (a daemon stopped for a long time
+/// while clients kept trying) waits indefinitely; a non-blocking one fails with EAGAIN at once,
+/// so it is retried until the deadline instead.
+fn connect_socket(path: &Path, within: Duration) -> Result<UnixStream, ClientError> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let connect_error = |source: std::io::Error| ClientError::Connect {
+        path: path.to_path_buf(),
+        source,
+    };
+    let address = SocketAddrUnix::new(path).map_err(|err| connect_error(err.into()))?;
+    let deadline = Instant::now().checked_add(within);
+    loop {
+        let socket = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|err| connect_error(err.into()))?;
+        match rustix::net::connect(&socket, &address) {
+            Ok(()) => {
+                let stream = UnixStream::from(socket);
+                stream.set_nonblocking(false).map_err(connect_error)?;
+                return Ok(stream);
+            }
+            Err(rustix::io::Errno::AGAIN) => {
+                if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                    return Err(ClientError::Timeout {
+                        path: path.to_path_buf(),
+                        pid: None,
+                        op: "connect".into(),
+                        after: within,
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(err) => return Err(connect_error(err.into())),
+        }
+    }
+}
+
+/// A socket timeout shows up as `WouldBlock` (EAGAIN) on Linux and `TimedOut` elsewhere.
+fn is_timeout(err: &std::io::Error) -> bool {
+    matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
 
 /// Starts `exe server` in its own session, detached from this terminal.
@@ -170,4 +350,60 @@ fn start_daemon(socket: &Path, exe: &Path) -> Result<(), ClientError> {
         let _ = child.wait();
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_that_never_answers_times_out_naming_its_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("silent.sock");
+        // A real listening socket that never accepts: like a stopped daemon, the kernel takes
+        // the connection and the hello, and nothing ever answers.
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let started = Instant::now();
+        let err = match Client::connect_within(&path, Duration::from_millis(300)) {
+            Ok(_) => panic!("a silent listener answered"),
+            Err(err) => err,
+        };
+        assert!(started.elapsed() < Duration::from_secs(3), "{err}");
+        let message = err.to_string();
+        let pid = std::process::id();
+        assert!(
+            matches!(err, ClientError::Timeout { pid: Some(p), .. } if p == pid),
+            "{message}"
+        );
+        assert!(message.contains(&format!("pid {pid}")), "{message}");
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(message.contains("\"hello\""), "{message}");
+    }
+
+    #[test]
+    fn a_listener_with_a_full_backlog_times_out_instead_of_blocking_connect() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        // Fill the backlog of a listener that never accepts, as clients of a long-stopped
+        // daemon do; a further blocking connect(2) would wait forever.
+        let mut held = Vec::new();
+        loop {
+            match connect_socket(&path, Duration::ZERO) {
+                Ok(stream) => held.push(stream),
+                Err(ClientError::Timeout { .. }) => break,
+                Err(err) => panic!("unexpected error filling the backlog: {err}"),
+            }
+            assert!(held.len() < 100_000, "the backlog never filled");
+        }
+        let started = Instant::now();
+        let err = match Client::connect_within(&path, Duration::from_millis(300)) {
+            Ok(_) => panic!("connected to a full backlog"),
+            Err(err) => err,
+        };
+        assert!(started.elapsed() < Duration::from_secs(3), "{err}");
+        let message = err.to_string();
+        assert!(message.contains("\"connect\""), "{message}");
+        assert!(message.contains(&path.display().to_string()), "{message}");
+    }
 }

@@ -12,8 +12,10 @@
 //! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7).
 //! - [`lifecycle`]: adapter declarations and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
+//! - [`deadline`]: how long every request may take, at the daemon and at its clients.
 
 pub mod client;
+pub mod deadline;
 pub mod declare;
 pub mod ding;
 pub mod lifecycle;

@@ -1,7 +1,7 @@
 //! The daemon's registry of pane hosts: adoption at start, launching new ones, and the
 //! per-pane monitor that notices exits and deaths (SPEC §6.0).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -15,6 +15,8 @@ use belfry_pty::paths;
 use belfry_pty::spec::LaunchSpec;
 use belfry_pty::wire::{self, PROTOCOL_VERSION};
 
+use crate::deadline;
+
 /// What the daemon knows about one live pane host.
 #[derive(Debug, Clone)]
 pub struct PaneEntry {
@@ -24,9 +26,19 @@ pub struct PaneEntry {
 }
 
 /// Every pane host the daemon serves, by session name.
+///
+/// The maps are never locked together: a pane moves from `unadopted` to `panes` by being
+/// inserted into `panes` first, so a lookup never misses it in between.
 #[derive(Default)]
 pub struct Registry {
     panes: Mutex<BTreeMap<String, PaneEntry>>,
+    /// Panes a `kill` is ending. They stay listed and served until their pane host has taken
+    /// the kill, and their monitor does not report their exit as a loss.
+    killing: Mutex<BTreeSet<String>>,
+    /// Pane hosts alive at daemon start that did not answer the adoption probe (stopped or
+    /// overloaded). They are retried in the background and listed as `unresponsive`
+    /// meanwhile; their names stay taken.
+    unadopted: Mutex<BTreeMap<String, PaneEntry>>,
 }
 
 impl Registry {
@@ -42,8 +54,12 @@ impl Registry {
         self.panes.lock().remove(session)
     }
 
-    /// Removes `session` only if it is still the pane host with `pid`.
+    /// Removes `session` only if it is still the pane host with `pid` and no kill is ending it
+    /// (the kill removes it itself, and reports it killed rather than lost).
     pub fn remove_if_pid(&self, session: &str, pid: u32) -> bool {
+        if self.killing.lock().contains(session) {
+            return false;
+        }
         let mut panes = self.panes.lock();
         if panes.get(session).is_some_and(|e| e.pid == pid) {
             panes.remove(session);
@@ -55,10 +71,113 @@ impl Registry {
     pub fn all(&self) -> Vec<PaneEntry> {
         self.panes.lock().values().cloned().collect()
     }
+
+    /// Marks `session` as being killed; false if a kill is already ending it.
+    pub fn begin_kill(&self, session: &str) -> bool {
+        self.killing.lock().insert(session.to_string())
+    }
+
+    pub fn end_kill(&self, session: &str) {
+        self.killing.lock().remove(session);
+    }
+
+    pub fn insert_unadopted(&self, entry: PaneEntry) {
+        self.unadopted.lock().insert(entry.session.clone(), entry);
+    }
+
+    pub fn unadopted(&self, session: &str) -> Option<PaneEntry> {
+        self.unadopted.lock().get(session).cloned()
+    }
+
+    /// Forgets an unadopted pane host (adopted or found dead), if it is still the one with `pid`.
+    pub fn remove_unadopted_if_pid(&self, session: &str, pid: u32) -> bool {
+        let mut unadopted = self.unadopted.lock();
+        if unadopted.get(session).is_some_and(|e| e.pid == pid) {
+            unadopted.remove(session);
+            return true;
+        }
+        false
+    }
+
+    pub fn all_unadopted(&self) -> Vec<PaneEntry> {
+        self.unadopted.lock().values().cloned().collect()
+    }
 }
 
-/// Sends one request to a pane host over a fresh connection and returns its reply.
+/// Why a request to a pane host failed.
+#[derive(Debug)]
+pub enum PaneError {
+    /// The pane host could not be reached, broke the connection or answered garbage.
+    Failed(String),
+    /// The pane host took the request but did not answer within its deadline (it may be
+    /// stopped or hung). Dropping the connection tells it the requester left, so a send still
+    /// queued behind another transaction is abandoned, not written later.
+    TimedOut { op: String, after: Duration },
+}
+
+impl PaneError {
+    /// The wire error code for this failure.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PaneError::Failed(_) => wire::code::UNAVAILABLE,
+            PaneError::TimedOut { .. } => wire::code::TIMEOUT,
+        }
+    }
+
+    /// The failure as a message naming the pane and its pane host process.
+    pub fn describe(&self, entry: &PaneEntry) -> String {
+        match self {
+            PaneError::Failed(message) => {
+                format!("{message} (pane {:?}, pid {})", entry.session, entry.pid)
+            }
+            PaneError::TimedOut { op, after } => format!(
+                "pane host of {:?} (pid {}) did not answer {op:?} within {} s; it may be stopped \
+                 or hung (`kill -CONT {}` resumes a stopped process)",
+                entry.session,
+                entry.pid,
+                after.as_secs(),
+                entry.pid
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for PaneError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PaneError::Failed(message) => f.write_str(message),
+            PaneError::TimedOut { op, after } => write!(
+                f,
+                "pane host did not answer {op:?} within {} s",
+                after.as_secs()
+            ),
+        }
+    }
+}
+
+/// Sends one request to a pane host over a fresh connection and returns its reply, within the
+/// op's deadline ([`deadline::pane_reply`]).
 pub async fn pane_request(socket: &Path, request: &Value) -> Result<Value, String> {
+    pane_call(socket, request).await.map_err(|err| match err {
+        PaneError::Failed(message) => message,
+        timed_out => format!("{timed_out} (socket {})", socket.display()),
+    })
+}
+
+/// [`pane_request`] with the failure kept typed, for callers that report it to a client.
+pub async fn pane_call(socket: &Path, request: &Value) -> Result<Value, PaneError> {
+    let within = deadline::pane_reply(request);
+    match tokio::time::timeout(within, exchange(socket, request)).await {
+        Ok(reply) => reply.map_err(PaneError::Failed),
+        Err(_) => Err(PaneError::TimedOut {
+            op: request["op"].as_str().unwrap_or_default().to_string(),
+            after: within,
+        }),
+    }
+}
+
+/// One request and one reply line over a fresh connection, with no deadline of its own.
+async fn exchange(socket: &Path, request: &Value) -> Result<Value, String> {
     let stream = UnixStream::connect(socket)
         .await
         .map_err(|err| format!("pane host at {} is not reachable: {err}", socket.display()))?;
@@ -84,22 +203,43 @@ pub async fn pane_request(socket: &Path, request: &Value) -> Result<Value, Strin
     serde_json::from_str(&reply).map_err(|err| format!("pane host reply is not JSON: {err}"))
 }
 
+/// What a probe of a pane host's socket found.
+#[derive(Debug)]
+pub enum Probe {
+    /// It answered `hello` and `info`: the `info` reply.
+    Answered(Value),
+    /// Something listens on the socket but did not answer in time: a pane host that is stopped
+    /// or too busy (only a pane host binds that path).
+    Silent,
+    /// Nothing usable listens there (refused, missing, closed, or a refusing reply).
+    Unreachable,
+}
+
+/// How long each step of a probe may take.
+const PROBE_STEP: Duration = Duration::from_secs(2);
+
 /// Says hello to a pane host and reads its record; `None` if it does not answer properly.
 pub async fn probe(socket: &Path) -> Option<Value> {
-    let hello = json!({"id": 0, "op": "hello", "versions": [PROTOCOL_VERSION]});
-    let reply = tokio::time::timeout(Duration::from_secs(2), pane_request(socket, &hello))
-        .await
-        .ok()?
-        .ok()?;
-    if reply.get("ok") != Some(&Value::Bool(true)) {
-        return None;
+    match probe_status(socket).await {
+        Probe::Answered(info) => Some(info),
+        Probe::Silent | Probe::Unreachable => None,
     }
+}
+
+/// Says hello to a pane host and reads its record, telling a silent pane host from a missing
+/// one.
+pub async fn probe_status(socket: &Path) -> Probe {
+    let hello = json!({"id": 0, "op": "hello", "versions": [PROTOCOL_VERSION]});
     let info = json!({"id": 0, "op": "info"});
-    let reply = tokio::time::timeout(Duration::from_secs(2), pane_request(socket, &info))
-        .await
-        .ok()?
-        .ok()?;
-    (reply.get("ok") == Some(&Value::Bool(true))).then_some(reply)
+    let mut reply = Value::Null;
+    for request in [hello, info] {
+        reply = match tokio::time::timeout(PROBE_STEP, pane_call(socket, &request)).await {
+            Ok(Ok(reply)) if reply.get("ok") == Some(&Value::Bool(true)) => reply,
+            Ok(Ok(_)) | Ok(Err(PaneError::Failed(_))) => return Probe::Unreachable,
+            Ok(Err(PaneError::TimedOut { .. })) | Err(_) => return Probe::Silent,
+        };
+    }
+    Probe::Answered(reply)
 }
 
 /// True if a process with this pid exists.
@@ -123,15 +263,26 @@ fn is_zombie(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Finds the pane hosts left by an earlier daemon. Live ones are returned for adoption; the
-/// records of dead ones are removed and reported.
-pub async fn discover(runtime: &Path) -> (Vec<(PaneEntry, Value)>, Vec<String>) {
+/// What the daemon found in the pane records at start.
+#[derive(Default)]
+pub struct Discovered {
+    /// Pane hosts that answered the probe, with their `info`: adopted at once.
+    pub live: Vec<(PaneEntry, Value)>,
+    /// Pane hosts whose process is alive but that did not answer: retried in the background.
+    pub stalled: Vec<PaneEntry>,
+    /// Sessions whose pane host is gone; their records were removed.
+    pub lost: Vec<String>,
+}
+
+/// Finds the pane hosts left by an earlier daemon. Every record is probed at once, so a few
+/// stopped pane hosts cost the daemon's start one probe deadline, not one each.
+pub async fn discover(runtime: &Path) -> Discovered {
     let dir = paths::panes_dir(runtime);
-    let mut live = Vec::new();
-    let mut lost = Vec::new();
+    let mut found = Discovered::default();
     let Ok(entries) = std::fs::read_dir(&dir) else {
-        return (live, lost);
+        return found;
     };
+    let mut probes = tokio::task::JoinSet::new();
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
@@ -156,36 +307,62 @@ pub async fn discover(runtime: &Path) -> (Vec<(PaneEntry, Value)>, Vec<String>) 
             .and_then(|r| r.get("pid"))
             .and_then(Value::as_u64)
             .unwrap_or(0) as u32;
-        match probe(&socket).await {
-            Some(info) => {
-                let pid = info
-                    .get("pid")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(pid as u64) as u32;
-                live.push((
-                    PaneEntry {
-                        session,
-                        socket,
-                        pid,
-                    },
-                    info,
-                ));
-            }
-            None if pid != 0 && pid_alive(pid) => {
-                tracing::warn!(
+        probes.spawn(async move {
+            let probed = probe_status(&socket).await;
+            (
+                path,
+                PaneEntry {
                     session,
+                    socket,
                     pid,
-                    "pane host alive but not answering; not adopted"
+                },
+                probed,
+            )
+        });
+    }
+    while let Some(probed) = probes.join_next().await {
+        let Ok((path, mut entry, probed)) = probed else {
+            continue;
+        };
+        let alive = entry.pid != 0 && pid_alive(entry.pid);
+        match probed {
+            Probe::Answered(info) => {
+                if let Some(pid) = info.get("pid").and_then(Value::as_u64) {
+                    entry.pid = pid as u32;
+                }
+                found.live.push((entry, info));
+            }
+            Probe::Silent if alive => {
+                tracing::warn!(
+                    session = entry.session,
+                    pid = entry.pid,
+                    "pane host alive but not answering; retrying adoption in the background"
+                );
+                found.stalled.push(entry);
+            }
+            Probe::Unreachable if alive => {
+                // Its process lives but nothing answers on its socket: leave its record alone
+                // rather than guess (the pid may have been reused by another process).
+                tracing::warn!(
+                    session = entry.session,
+                    pid = entry.pid,
+                    "pane host pid alive but its socket is unusable; not adopted"
                 );
             }
-            None => {
+            Probe::Silent | Probe::Unreachable => {
                 let _ = std::fs::remove_file(&path);
-                let _ = std::fs::remove_file(&socket);
-                lost.push(session);
+                let _ = std::fs::remove_file(&entry.socket);
+                found.lost.push(entry.session);
             }
         }
     }
-    (live, lost)
+    found
+}
+
+/// Forgets a pane host that died before it was adopted: its record and socket are removed.
+pub fn remove_files(runtime: &Path, session: &str) {
+    let _ = std::fs::remove_file(paths::pane_record(runtime, session));
+    let _ = std::fs::remove_file(paths::pane_socket(runtime, session));
 }
 
 /// Launches a pane host for `spec` and waits for it to announce itself.

@@ -163,28 +163,80 @@ fn lock_path(socket: &Path) -> PathBuf {
 }
 
 async fn adopt_existing(daemon: &Arc<Daemon>) {
-    let (live, lost) = registry::discover(&daemon.config.runtime).await;
-    for session in lost {
+    let found = registry::discover(&daemon.config.runtime).await;
+    for session in found.lost {
         publish(
             daemon,
             json!({"event":"lifecycle","session":session,"what":"lost",
                                "reason":"pane host was gone when the daemon started"}),
         );
     }
-    for (entry, info) in live {
-        tracing::info!(
-            session = entry.session,
-            pid = entry.pid,
-            "adopted pane host"
-        );
+    for (entry, info) in found.live {
+        adopt(daemon, entry, &info);
+    }
+    for entry in found.stalled {
+        daemon.registry.insert_unadopted(entry.clone());
+        tokio::spawn(adopt_when_it_answers(Arc::clone(daemon), entry));
+    }
+}
+
+/// Takes over a pane host that answered the probe (SPEC §6.0): registry, DING worker, monitor.
+fn adopt(daemon: &Arc<Daemon>, entry: PaneEntry, info: &Value) {
+    tracing::info!(
+        session = entry.session,
+        pid = entry.pid,
+        "adopted pane host"
+    );
+    publish(
+        daemon,
+        json!({"event":"lifecycle","session":entry.session,"what":"adopted",
+        "pid":entry.pid,"incarnation":info.get("incarnation"),"revision":info.get("revision")}),
+    );
+    daemon.registry.insert(entry.clone());
+    start_ding(daemon, &entry, info, true);
+    tokio::spawn(monitor(Arc::clone(daemon), entry));
+}
+
+/// How often an unadopted pane host is probed again.
+const ADOPTION_RETRY: Duration = Duration::from_millis(250);
+
+/// A pane host that was alive but silent at daemon start (stopped, or too slow for the probe)
+/// is probed again until it answers, then adopted like the others; if its process dies first,
+/// its record is removed and it is reported lost. It is never silently orphaned.
+async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
+    let probed = loop {
+        tokio::time::sleep(ADOPTION_RETRY).await;
+        if !registry::pid_alive(entry.pid) {
+            break registry::Probe::Unreachable;
+        }
+        match registry::probe_status(&entry.socket).await {
+            registry::Probe::Silent => continue,
+            answered_or_gone => break answered_or_gone,
+        }
+    };
+    if let registry::Probe::Answered(info) = probed {
+        // Inserted into the registry before it leaves the unadopted set, so its name is never
+        // free in between.
+        adopt(&daemon, entry.clone(), &info);
+        daemon
+            .registry
+            .remove_unadopted_if_pid(&entry.session, entry.pid);
+        return;
+    }
+    // Dead, or no longer listening on its socket (a stopped pane host keeps its listener): it
+    // will never answer. Its files go only with its process, as for a monitored pane.
+    if daemon
+        .registry
+        .remove_unadopted_if_pid(&entry.session, entry.pid)
+    {
+        if !registry::pid_alive(entry.pid) {
+            registry::remove_files(&daemon.config.runtime, &entry.session);
+        }
         publish(
-            daemon,
-            json!({"event":"lifecycle","session":entry.session,"what":"adopted",
-            "pid":entry.pid,"incarnation":info.get("incarnation"),"revision":info.get("revision")}),
+            &daemon,
+            json!({"event":"lifecycle","session":entry.session,"what":"lost",
+            "pid":entry.pid,"reason":"pane host went away before it answered the daemon"}),
         );
-        daemon.registry.insert(entry.clone());
-        start_ding(daemon, &entry, &info, true);
-        tokio::spawn(monitor(Arc::clone(daemon), entry));
     }
 }
 
@@ -351,7 +403,22 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
             subscribe(&daemon, request, reader, writer).await;
             return;
         }
-        let reply = handle(&daemon, &request).await;
+        let reply = if FORWARDED.contains(&request.op.as_str()) {
+            // A forwarded request is abandoned as soon as its requester hangs up: dropping the
+            // pane connection lets the pane host see the requester gone, so a send still queued
+            // behind another transaction writes nothing (SPEC §3). `biased` checks the requester
+            // first, so a request whose sender is already gone is never forwarded at all.
+            tokio::select! {
+                biased;
+                () = requester_hung_up(&mut reader) => {
+                    tracing::info!(op = request.op, "requester hung up; forwarded request abandoned");
+                    return;
+                }
+                reply = handle(&daemon, &request) => reply,
+            }
+        } else {
+            handle(&daemon, &request).await
+        };
         if wire::write_json(&mut writer, &reply).await.is_err() {
             return;
         }
@@ -359,6 +426,38 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
             daemon.shutdown.notify_one();
             return;
         }
+    }
+}
+
+/// Resolves once the peer of `reader` has closed its connection entirely (not merely shut down
+/// its writing side, as a client that sends one request and then half-closes does: it still
+/// waits for the reply).
+///
+/// The common case costs nothing: with no further request pending, the read side becomes ready
+/// exactly when the peer hangs up. A pipelined next request (left unread for the connection's
+/// loop) or a half-close makes the read side stay ready, so the hang-up is then polled for.
+async fn requester_hung_up(reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>) {
+    use tokio::io::AsyncBufReadExt;
+    let _ = reader.fill_buf().await;
+    loop {
+        if peer_hung_up(reader.get_ref().as_ref()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// True once the peer of `stream` has closed its end (POLLHUP: both directions are shut).
+fn peer_hung_up(stream: &UnixStream) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(stream, PollFlags::empty())];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&zero)) {
+        Ok(n) if n > 0 => fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR),
+        _ => false,
     }
 }
 
@@ -394,7 +493,7 @@ async fn handle(daemon: &Arc<Daemon>, request: &wire::Request) -> Value {
             }
         }
         "spawn" => return spawn(daemon, id, body).await,
-        "list" => Ok(list(daemon).await),
+        "list" => Ok::<Value, String>(list(daemon).await),
         "kill" => return kill(daemon, id, body).await,
         "attach" => {
             return match pane_for(daemon, id, body) {
@@ -405,7 +504,7 @@ async fn handle(daemon: &Arc<Daemon>, request: &wire::Request) -> Value {
                 Err(reply) => reply,
             }
         }
-        "shutdown" => shutdown(daemon, body).await,
+        "shutdown" => return shutdown(daemon, id, body).await,
         "ding.status" => return ding_status(daemon, id, body).await,
         "ding.nudge" => return ding_nudge(daemon, id, body),
         "ding.turn-boundary" => return ding_turn_boundary(daemon, id, body).await,
@@ -434,10 +533,30 @@ fn pane_for(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Result<Pa
         wire::get_str(body, "session").map_err(|m| wire::error_reply(id, code::INVALID, m))?;
     paths::validate_session_name(session)
         .map_err(|err| wire::error_reply(id, code::INVALID, err.to_string()))?;
-    daemon
-        .registry
-        .get(session)
-        .ok_or_else(|| wire::error_reply(id, code::NOT_FOUND, format!("no pane named {session:?}")))
+    if let Some(entry) = daemon.registry.get(session) {
+        return Ok(entry);
+    }
+    match daemon.registry.unadopted(session) {
+        Some(entry) => Err(wire::error_reply(
+            id,
+            code::UNAVAILABLE,
+            unadopted_message(&entry),
+        )),
+        None => Err(wire::error_reply(
+            id,
+            code::NOT_FOUND,
+            format!("no pane named {session:?}"),
+        )),
+    }
+}
+
+/// Why a pane that exists cannot be served yet: its pane host did not answer the daemon.
+fn unadopted_message(entry: &PaneEntry) -> String {
+    format!(
+        "pane host of {:?} (pid {}) is alive but has not answered the daemon since it started; \
+         it may be stopped (`kill -CONT {}` resumes it) and is adopted as soon as it answers",
+        entry.session, entry.pid, entry.pid
+    )
 }
 
 async fn forward(daemon: &Daemon, request: &wire::Request) -> Value {
@@ -447,9 +566,9 @@ async fn forward(daemon: &Daemon, request: &wire::Request) -> Value {
     };
     let mut body = request.body.clone();
     body.insert("id".into(), request.id.clone());
-    match registry::pane_request(&entry.socket, &Value::Object(body)).await {
+    match registry::pane_call(&entry.socket, &Value::Object(body)).await {
         Ok(reply) => reply,
-        Err(message) => wire::error_reply(&request.id, code::UNAVAILABLE, message),
+        Err(err) => wire::error_reply(&request.id, err.code(), err.describe(&entry)),
     }
 }
 
@@ -555,6 +674,17 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
             id,
             code::EXISTS,
             format!("a pane named {:?} already exists", spec.session),
+        );
+    }
+    if let Some(entry) = daemon.registry.unadopted(&spec.session) {
+        return wire::error_reply(
+            id,
+            code::EXISTS,
+            format!(
+                "a pane named {:?} already exists: {}",
+                spec.session,
+                unadopted_message(&entry)
+            ),
         );
     }
     // The adapter's declaration is read once per spawn, for the charter and the turn boundary.
@@ -669,11 +799,28 @@ fn place_charter(
     Ok(())
 }
 
+/// `list`: every pane host is asked at once, each within its own deadline, so one stopped pane
+/// host costs the listing one deadline and is listed as an error entry while the others are
+/// listed normally.
 async fn list(daemon: &Daemon) -> Value {
+    let asks: Vec<_> = daemon
+        .registry
+        .all()
+        .into_iter()
+        .map(|entry| {
+            tokio::spawn(async move {
+                let request = json!({"id": 0, "op": "info"});
+                let reply = registry::pane_call(&entry.socket, &request).await;
+                (entry, reply)
+            })
+        })
+        .collect();
     let mut panes = Vec::new();
-    for entry in daemon.registry.all() {
-        let request = json!({"id": 0, "op": "info"});
-        match registry::pane_request(&entry.socket, &request).await {
+    for ask in asks {
+        let Ok((entry, reply)) = ask.await else {
+            continue;
+        };
+        match reply {
             Ok(mut info) => {
                 if let Value::Object(map) = &mut info {
                     map.remove("id");
@@ -682,10 +829,21 @@ async fn list(daemon: &Daemon) -> Value {
                 }
                 panes.push(info);
             }
-            Err(err) => panes.push(json!({"session": entry.session, "pid": entry.pid,
-                                          "error": err})),
+            Err(err) => {
+                let state = match err {
+                    registry::PaneError::TimedOut { .. } => "unresponsive",
+                    registry::PaneError::Failed(_) => "unreachable",
+                };
+                panes.push(json!({"session": entry.session, "pid": entry.pid,
+                                  "state": state, "error": err.describe(&entry)}));
+            }
         }
     }
+    for entry in daemon.registry.all_unadopted() {
+        panes.push(json!({"session": entry.session, "pid": entry.pid,
+                          "state": "unresponsive", "error": unadopted_message(&entry)}));
+    }
+    panes.sort_by(|a, b| a["session"].as_str().cmp(&b["session"].as_str()));
     json!({"panes": panes})
 }
 
@@ -694,15 +852,45 @@ async fn kill(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Va
         Ok(entry) => entry,
         Err(reply) => return reply,
     };
-    kill_entry(daemon, &entry).await;
-    wire::ok_reply(id, json!({"killed": entry.session}))
+    match kill_entry(daemon, &entry).await {
+        Ok(()) => wire::ok_reply(id, json!({"killed": entry.session})),
+        Err(err) => wire::error_reply(id, err.code(), err.describe(&entry)),
+    }
 }
 
-async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) {
-    daemon.registry.remove(&entry.session);
-    daemon.ding.stop(&entry.session);
+/// Ends one pane: asks its pane host to kill the child and exit, waits (bounded) for it to go.
+///
+/// The pane stays registered (listed, served, its name taken) until its pane host takes the
+/// kill. One that does not (stopped, hung, unreachable) and is still alive keeps its place and
+/// its DING worker, and the failure is returned: the daemon never forgets a pane host it could
+/// not end.
+async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) -> Result<(), registry::PaneError> {
+    if !daemon.registry.begin_kill(&entry.session) {
+        return Err(registry::PaneError::Failed(format!(
+            "pane {:?} is already being killed",
+            entry.session
+        )));
+    }
     let request = json!({"id": 0, "op": "kill"});
-    let _ = registry::pane_request(&entry.socket, &request).await;
+    let answered = registry::pane_call(&entry.socket, &request)
+        .await
+        .and_then(|reply| match reply.get("ok") {
+            Some(Value::Bool(true)) => Ok(reply),
+            _ => Err(registry::PaneError::Failed(format!(
+                "pane host refused the kill: {reply}"
+            ))),
+        });
+    if let Err(err) = answered {
+        if registry::pid_alive(entry.pid) {
+            daemon.registry.end_kill(&entry.session);
+            return Err(err);
+        }
+    }
+    // Out of the registry before the kill mark goes, so its monitor reports the exit as a
+    // kill, not a loss.
+    daemon.registry.remove(&entry.session);
+    daemon.registry.end_kill(&entry.session);
+    daemon.ding.stop(&entry.session);
     for _ in 0..400 {
         if !registry::pid_alive(entry.pid) {
             break;
@@ -714,18 +902,54 @@ async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) {
         json!({"event":"lifecycle","session":entry.session,"what":"killed",
                            "pid":entry.pid}),
     );
+    Ok(())
 }
 
-async fn shutdown(daemon: &Daemon, body: &Map<String, Value>) -> Result<Value, String> {
-    let kill_panes = wire::opt_bool(body, "kill_panes")?.unwrap_or(false);
+/// `shutdown`: stops the daemon; with `kill_panes`, first ends every pane host, all at once so
+/// one stuck pane host costs one deadline. If any pane host could not be ended, the reply is an
+/// error naming it and the daemon keeps running, so the caller can resume or kill it and retry.
+async fn shutdown(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Value {
+    let kill_panes = match wire::opt_bool(body, "kill_panes") {
+        Ok(kill_panes) => kill_panes.unwrap_or(false),
+        Err(message) => return wire::error_reply(id, code::INVALID, message),
+    };
     let mut killed = Vec::new();
+    let mut failed = Vec::new();
     if kill_panes {
-        for entry in daemon.registry.all() {
-            kill_entry(daemon, &entry).await;
-            killed.push(entry.session);
+        let kills: Vec<_> = daemon
+            .registry
+            .all()
+            .into_iter()
+            .map(|entry| {
+                let daemon = Arc::clone(daemon);
+                tokio::spawn(async move {
+                    let result = kill_entry(&daemon, &entry).await;
+                    (entry, result)
+                })
+            })
+            .collect();
+        for kill in kills {
+            match kill.await {
+                Ok((entry, Ok(()))) => killed.push(entry.session),
+                Ok((entry, Err(err))) => failed.push(err.describe(&entry)),
+                Err(err) => failed.push(format!("a kill task failed: {err}")),
+            }
+        }
+        for entry in daemon.registry.all_unadopted() {
+            failed.push(unadopted_message(&entry));
         }
     }
-    Ok(json!({"shutdown": true, "killed": killed}))
+    if !failed.is_empty() {
+        return wire::error_reply(
+            id,
+            code::UNAVAILABLE,
+            format!(
+                "could not end every pane, so the daemon keeps running (killed: {killed:?}): {}",
+                failed.join("; ")
+            ),
+        );
+    }
+    wire::ok_reply(id, json!({"shutdown": true, "killed": killed}))
 }
 
 /// `subscribe`: the bus (lifecycle, exit, hook events), optionally filtered to one session;
@@ -759,7 +983,22 @@ async fn subscribe(
             let _ = wire::write_json(&mut writer, &reply).await;
             return;
         };
-        match registry::subscribe(&entry.socket, true).await {
+        // The pane host's subscribe reply is awaited within the quick deadline: a stopped pane
+        // host makes this an error naming it, not a hang.
+        let subscribed = tokio::time::timeout(
+            crate::deadline::PANE_QUICK,
+            registry::subscribe(&entry.socket, true),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "pane host of {session:?} (pid {}) did not answer \"subscribe\" within {} s; it \
+                 may be stopped or hung",
+                entry.pid,
+                crate::deadline::PANE_QUICK.as_secs()
+            ))
+        });
+        match subscribed {
             Ok((lines, pane_writer)) => pane_lines = Some((lines, pane_writer)),
             Err(message) => {
                 let _ = wire::write_json(
