@@ -163,6 +163,8 @@ async fn session_loop(
     let stream = UnixStream::connect(socket)
         .await
         .with_context(|| format!("cannot connect to {}", socket.display()))?;
+    // SPEC §6.1: keystrokes go only to a pane host of our own uid (or root).
+    belfry_pty::paths::check_server(socket, &stream)?;
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let mut request = json!({"id": 1, "op": "attach", "read_only": read_only});

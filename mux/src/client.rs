@@ -29,6 +29,9 @@ pub enum ClientError {
     Closed { path: PathBuf },
     #[error("reply from {path} is not JSON: {reason}")]
     BadReply { path: PathBuf, reason: String },
+    /// The socket is served by another uid (SPEC §6.1); nothing was written to it.
+    #[error(transparent)]
+    Untrusted(belfry_pty::Error),
 }
 
 /// One connection to a belfry socket (the daemon's or a pane host's).
@@ -40,12 +43,16 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to `path` without starting anything, then says hello.
+    /// Connects to `path` without starting anything, checks that the server runs as our uid
+    /// (or root), then says hello.
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
             path: path.to_path_buf(),
             source,
         })?;
+        // Before the first byte: the hello and every later request may carry the caller's
+        // environment, so a server of another uid must not see any of it.
+        belfry_pty::paths::check_server(path, &stream).map_err(ClientError::Untrusted)?;
         let writer = stream.try_clone().map_err(|source| ClientError::Io {
             path: path.to_path_buf(),
             source,

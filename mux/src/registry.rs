@@ -59,9 +59,7 @@ impl Registry {
 
 /// Sends one request to a pane host over a fresh connection and returns its reply.
 pub async fn pane_request(socket: &Path, request: &Value) -> Result<Value, String> {
-    let stream = UnixStream::connect(socket)
-        .await
-        .map_err(|err| format!("pane host at {} is not reachable: {err}", socket.display()))?;
+    let stream = connect(socket).await?;
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let mut line = serde_json::to_vec(request).map_err(|err| err.to_string())?;
@@ -82,6 +80,17 @@ pub async fn pane_request(socket: &Path, request: &Value) -> Result<Value, Strin
         ));
     }
     serde_json::from_str(&reply).map_err(|err| format!("pane host reply is not JSON: {err}"))
+}
+
+/// Connects to a pane host socket and checks, before anything is written, that the pane host
+/// runs as our uid or root (SPEC §6.1): a socket planted under the pane's name by another user
+/// must never receive a request, let alone a launch spec or input.
+async fn connect(socket: &Path) -> Result<UnixStream, String> {
+    let stream = UnixStream::connect(socket)
+        .await
+        .map_err(|err| format!("pane host at {} is not reachable: {err}", socket.display()))?;
+    paths::check_server(socket, &stream).map_err(|err| err.to_string())?;
+    Ok(stream)
 }
 
 /// Says hello to a pane host and reads its record; `None` if it does not answer properly.
@@ -267,9 +276,7 @@ pub async fn subscribe(
     ),
     String,
 > {
-    let stream = UnixStream::connect(socket)
-        .await
-        .map_err(|err| format!("pane host at {} is not reachable: {err}", socket.display()))?;
+    let stream = connect(socket).await?;
     let (reader, mut writer) = stream.into_split();
     let request = json!({"id": 0, "op": "subscribe", "revisions": revisions});
     wire::write_json(&mut writer, &request)
