@@ -79,23 +79,50 @@ impl Client {
     /// unanswered) is waited out and replaced like a missing one.
     pub fn connect_or_start(path: &Path, exe: &Path) -> Result<Client, ClientError> {
         let deadline = Instant::now() + Duration::from_secs(10);
-        let mut started = false;
+        let mut started: Option<std::process::Child> = None;
         loop {
             match Client::connect(path) {
-                Ok(client) => return Ok(client),
-                Err(err) if Instant::now() >= deadline => return Err(err),
-                Err(ClientError::Connect { .. }) if !started => {
-                    start_daemon(path, exe)?;
-                    started = true;
+                Ok(client) => {
+                    reap_in_background(started);
+                    return Ok(client);
+                }
+                Err(err) if Instant::now() >= deadline => {
+                    reap_in_background(started);
+                    return Err(err);
+                }
+                Err(ClientError::Connect { .. }) if started.is_none() => {
+                    started = Some(start_daemon(path, exe)?);
                 }
                 Err(
-                    ClientError::Connect { .. }
+                    err @ (ClientError::Connect { .. }
                     | ClientError::Closed { .. }
-                    | ClientError::Io { .. },
+                    | ClientError::Io { .. }),
                 ) => {
+                    // A daemon we started that has already exited failed to start (for
+                    // example because another daemon holds its state directory): say so
+                    // now rather than after the whole deadline.
+                    if let Some(child) = &mut started {
+                        if let Ok(Some(status)) = child.try_wait() {
+                            if !status.success() {
+                                return Err(ClientError::Start {
+                                    exe: exe.to_path_buf(),
+                                    reason: format!(
+                                        "`belfry server` for {} exited at start ({status}); \
+                                         the reason is at the end of {} (last error \
+                                         connecting: {err})",
+                                        path.display(),
+                                        belfry_pty::paths::log_dir().join("daemon.log").display()
+                                    ),
+                                });
+                            }
+                        }
+                    }
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                Err(other) => return Err(other),
+                Err(other) => {
+                    reap_in_background(started);
+                    return Err(other);
+                }
             }
         }
     }
@@ -151,7 +178,7 @@ impl Client {
 }
 
 /// Starts `exe server` in its own session, detached from this terminal.
-fn start_daemon(socket: &Path, exe: &Path) -> Result<(), ClientError> {
+fn start_daemon(socket: &Path, exe: &Path) -> Result<std::process::Child, ClientError> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("server")
@@ -167,14 +194,18 @@ fn start_daemon(socket: &Path, exe: &Path) -> Result<(), ClientError> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|err| ClientError::Start {
+    cmd.spawn().map_err(|err| ClientError::Start {
         exe: exe.to_path_buf(),
         reason: err.to_string(),
-    })?;
-    // The daemon runs on; a short-lived reaper thread collects it if it exits at once (for
-    // example because another daemon won the race for the socket).
-    std::thread::spawn(move || {
-        let _ = child.wait();
-    });
-    Ok(())
+    })
+}
+
+/// The daemon runs on; a short-lived reaper thread collects it if it exits at once (for
+/// example because another daemon won the race for the socket).
+fn reap_in_background(child: Option<std::process::Child>) {
+    if let Some(mut child) = child {
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+    }
 }
