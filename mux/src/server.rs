@@ -14,6 +14,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, Notify};
 
+use belfry_pty::listener::Listener;
 use belfry_pty::paths;
 use belfry_pty::spec::{LaunchSpec, SizePolicy};
 use belfry_pty::wire::{self, code};
@@ -21,6 +22,11 @@ use belfry_pty::wire::{self, code};
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
 use belfry_hooks::pane_link::TURN_BOUNDARY_ENV;
+
+/// Most client connections the daemon serves at once (CLI commands, subscriptions, adapter
+/// sidecars, `belfry dispatch`); one more gets a `busy` reply. Its own connections to pane
+/// hosts do not count.
+pub const MAX_CONNECTIONS: usize = 512;
 
 /// Where the daemon lives and what it starts pane hosts with.
 #[derive(Debug, Clone)]
@@ -139,6 +145,7 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
         source,
     })?;
     paths::make_socket_private(&config.socket)?;
+    let mut listener = Listener::new(listener, &config.socket, MAX_CONNECTIONS);
     let (bus, _) = broadcast::channel(4096);
     let daemon = Arc::new(Daemon {
         config,
@@ -152,10 +159,14 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => { tokio::spawn(serve_connection(Arc::clone(&daemon), stream)); }
-                Err(err) => tracing::warn!("accept failed: {err}"),
-            },
+            accepted = listener.accept() => {
+                let daemon = Arc::clone(&daemon);
+                tokio::spawn(async move {
+                    // The permit counts the connection against the cap for as long as it lives.
+                    let _permit = accepted.permit;
+                    serve_connection(daemon, accepted.stream).await;
+                });
+            }
             _ = term.recv() => break,
             _ = daemon.shutdown.notified() => break,
         }
