@@ -325,3 +325,105 @@ fn daemon_does_not_adopt_a_pane_socket_served_by_another_uid() {
         "the planted pane host received bytes: {connections:?}"
     );
 }
+
+#[test]
+fn dispatch_sends_nothing_to_a_daemon_socket_served_by_another_uid() {
+    if !is_root() {
+        eprintln!("SKIP: not root");
+        return;
+    }
+    let elsewhere = tempfile::Builder::new()
+        .prefix("belfry-planted-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let dir = nobody_dir(elsewhere.path(), "evil");
+    let socket = dir.join("daemon.sock");
+    let Some(listener) = planted(&socket, &dir.join("bytes.log")) else {
+        return;
+    };
+    let env = Env::new();
+    let mut child = env
+        .cmd(&["dispatch", "--event", "session-start"])
+        .env("BELFRY_SESSION", "w")
+        .env("BELFRY_SOCKET", &socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"hook_event_name":"SessionStart","session_id":"s1"}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    // Fail-open as always: the hook's answer does not depend on the daemon.
+    assert_eq!(out.status.code(), Some(0));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["decision"], "allow", "{answer}");
+    let connections = listener.bytes_per_connection();
+    assert!(!connections.is_empty(), "dispatch never tried the daemon");
+    assert!(
+        connections.iter().all(|&bytes| bytes == 0),
+        "the planted daemon received the hook event: {connections:?}"
+    );
+}
+
+/// Removes a directory tree when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn default_runtime_dir_planted_at_tmp_belfry_uid_by_another_user_is_refused() {
+    if !is_root() {
+        eprintln!("SKIP: not root");
+        return;
+    }
+    // The victim is a uid with no runtime directory settings at all, so the CLI falls back to
+    // /tmp/belfry-$UID. `nobody` created that directory first and listens in it.
+    const VICTIM: u32 = 65533;
+    let runtime = PathBuf::from(format!("/tmp/belfry-{VICTIM}"));
+    let _ = std::fs::remove_dir_all(&runtime);
+    let _cleanup = RemoveOnDrop(runtime.clone());
+    std::fs::create_dir(&runtime).unwrap();
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&runtime, Some(NOBODY), Some(NOBODY)).unwrap();
+    let Some(listener) = planted(&runtime.join("default.sock"), &runtime.join("bytes.log")) else {
+        return;
+    };
+    let out = Command::new("setpriv")
+        .args([
+            &format!("--reuid={VICTIM}"),
+            &format!("--regid={VICTIM}"),
+            "--clear-groups",
+            "env",
+            "-i",
+            "HOME=/nonexistent",
+            "PATH=/usr/bin:/bin",
+            "PLANTED_TEST_TOKEN=secret-that-must-not-leave",
+        ])
+        .arg(belfry_tests::belfry_bin())
+        .args(["new", "w", "--", "sleep", "600"])
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("directory {} is not safe", runtime.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("owned by uid {NOBODY}, not by uid {VICTIM}")),
+        "{stderr}"
+    );
+    assert!(
+        listener.bytes_per_connection().is_empty(),
+        "the planted listener was contacted"
+    );
+}
