@@ -166,6 +166,8 @@ async fn session_loop(
     let stream = UnixStream::connect(socket)
         .await
         .with_context(|| format!("cannot connect to {}", socket.display()))?;
+    // SPEC §6.1: keystrokes go only to a pane host of our own uid (or root).
+    belfry_pty::paths::check_server(socket, &stream)?;
     let pane_host_pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);

@@ -356,7 +356,11 @@ fn exe() -> Result<PathBuf> {
     std::env::current_exe().context("cannot find the belfry executable")
 }
 
+/// Connects to the daemon, starting it if needed. The runtime directory is checked first
+/// (created 0700, or refused when another uid owns it or it is open to others, SPEC §6.1), and
+/// the client checks the server's uid on the socket itself.
 fn daemon() -> Result<Client> {
+    paths::private_runtime_dir()?;
     Ok(Client::connect_or_start(&paths::daemon_socket(), &exe()?)?)
 }
 
@@ -692,7 +696,7 @@ fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     let key = DetachKey::parse(detach_key)?;
     // Attach talks to the pane host directly, so a human stays attached while the daemon
     // restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
-    let mut socket = paths::pane_socket(&paths::runtime_dir(), name);
+    let mut socket = paths::pane_socket(&paths::private_runtime_dir()?, name);
     if !socket.exists() {
         let reply = call(&mut daemon()?, json!({"op": "attach", "session": name}))?;
         socket = PathBuf::from(reply["socket"].as_str().unwrap_or_default());

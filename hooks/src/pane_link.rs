@@ -53,8 +53,22 @@ pub fn is_turn_boundary(event: &str, flag: bool) -> bool {
         .unwrap_or(false)
 }
 
+/// True if the process serving a connected socket runs as our uid or root. SPEC §6.1: the
+/// event and the claimed messages go only to a daemon of this user, never to a socket another
+/// uid planted at `$BELFRY_SOCKET` (the core's `paths::check_server` makes the same check; this
+/// crate does not depend on it).
+fn server_is_ours(stream: &UnixStream) -> bool {
+    let ours = rustix::process::getuid().as_raw();
+    rustix::net::sockopt::socket_peercred(stream)
+        .map(|cred| cred.uid.as_raw() == ours || cred.uid.is_root())
+        .unwrap_or(false)
+}
+
 fn request(socket: &Path, request: &Value, want_reply: bool) -> Option<Value> {
     let stream = UnixStream::connect(socket).ok()?;
+    if !server_is_ours(&stream) {
+        return None;
+    }
     stream.set_read_timeout(Some(DAEMON_TIMEOUT)).ok()?;
     stream.set_write_timeout(Some(DAEMON_TIMEOUT)).ok()?;
     let mut writer = stream.try_clone().ok()?;

@@ -44,6 +44,9 @@ pub enum ClientError {
         op: String,
         after: Duration,
     },
+    /// The socket is served by another uid (SPEC §6.1); nothing was written to it.
+    #[error(transparent)]
+    Untrusted(belfry_pty::Error),
 }
 
 /// "the belfry process (pid N) serving PATH", for messages about an unresponsive peer.
@@ -67,7 +70,8 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to `path` without starting anything, then says hello.
+    /// Connects to `path` without starting anything, checks that the server runs as our uid
+    /// (or root), then says hello.
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
         Client::open(path, None)
     }
@@ -80,6 +84,9 @@ impl Client {
 
     fn open(path: &Path, deadline: Option<Duration>) -> Result<Client, ClientError> {
         let stream = connect_socket(path, deadline.unwrap_or(crate::deadline::DAEMON_QUICK))?;
+        // Before the first byte: the hello and every later request may carry the caller's
+        // environment, so a server of another uid must not see any of it.
+        belfry_pty::paths::check_server(path, &stream).map_err(ClientError::Untrusted)?;
         // The listener's credentials are recorded at connect time, so this works even while
         // the daemon is stopped and has not accepted the connection yet.
         let peer_pid = rustix::net::sockopt::socket_peercred(&stream)
@@ -113,23 +120,50 @@ impl Client {
     /// unanswered) is waited out and replaced like a missing one.
     pub fn connect_or_start(path: &Path, exe: &Path) -> Result<Client, ClientError> {
         let deadline = Instant::now() + Duration::from_secs(10);
-        let mut started = false;
+        let mut started: Option<std::process::Child> = None;
         loop {
             match Client::connect(path) {
-                Ok(client) => return Ok(client),
-                Err(err) if Instant::now() >= deadline => return Err(err),
-                Err(ClientError::Connect { .. }) if !started => {
-                    start_daemon(path, exe)?;
-                    started = true;
+                Ok(client) => {
+                    reap_in_background(started);
+                    return Ok(client);
+                }
+                Err(err) if Instant::now() >= deadline => {
+                    reap_in_background(started);
+                    return Err(err);
+                }
+                Err(ClientError::Connect { .. }) if started.is_none() => {
+                    started = Some(start_daemon(path, exe)?);
                 }
                 Err(
-                    ClientError::Connect { .. }
+                    err @ (ClientError::Connect { .. }
                     | ClientError::Closed { .. }
-                    | ClientError::Io { .. },
+                    | ClientError::Io { .. }),
                 ) => {
+                    // A daemon we started that has already exited failed to start (for
+                    // example because another daemon holds its state directory): say so
+                    // now rather than after the whole deadline.
+                    if let Some(child) = &mut started {
+                        if let Ok(Some(status)) = child.try_wait() {
+                            if !status.success() {
+                                return Err(ClientError::Start {
+                                    exe: exe.to_path_buf(),
+                                    reason: format!(
+                                        "`belfry server` for {} exited at start ({status}); \
+                                         the reason is at the end of {} (last error \
+                                         connecting: {err})",
+                                        path.display(),
+                                        belfry_pty::paths::log_dir().join("daemon.log").display()
+                                    ),
+                                });
+                            }
+                        }
+                    }
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                Err(other) => return Err(other),
+                Err(other) => {
+                    reap_in_background(started);
+                    return Err(other);
+                }
             }
         }
     }
@@ -324,7 +358,7 @@ fn is_timeout(err: &std::io::Error) -> bool {
 }
 
 /// Starts `exe server` in its own session, detached from this terminal.
-fn start_daemon(socket: &Path, exe: &Path) -> Result<(), ClientError> {
+fn start_daemon(socket: &Path, exe: &Path) -> Result<std::process::Child, ClientError> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("server")
@@ -340,16 +374,20 @@ fn start_daemon(socket: &Path, exe: &Path) -> Result<(), ClientError> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|err| ClientError::Start {
+    cmd.spawn().map_err(|err| ClientError::Start {
         exe: exe.to_path_buf(),
         reason: err.to_string(),
-    })?;
-    // The daemon runs on; a short-lived reaper thread collects it if it exits at once (for
-    // example because another daemon won the race for the socket).
-    std::thread::spawn(move || {
-        let _ = child.wait();
-    });
-    Ok(())
+    })
+}
+
+/// The daemon runs on; a short-lived reaper thread collects it if it exits at once (for
+/// example because another daemon won the race for the socket).
+fn reap_in_background(child: Option<std::process::Child>) {
+    if let Some(mut child) = child {
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+    }
 }
 
 #[cfg(test)]

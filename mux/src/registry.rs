@@ -178,9 +178,7 @@ pub async fn pane_call(socket: &Path, request: &Value) -> Result<Value, PaneErro
 
 /// One request and one reply line over a fresh connection, with no deadline of its own.
 async fn exchange(socket: &Path, request: &Value) -> Result<Value, String> {
-    let stream = UnixStream::connect(socket)
-        .await
-        .map_err(|err| format!("pane host at {} is not reachable: {err}", socket.display()))?;
+    let stream = connect(socket).await?;
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let mut line = serde_json::to_vec(request).map_err(|err| err.to_string())?;
@@ -217,6 +215,17 @@ pub enum Probe {
 
 /// How long each step of a probe may take.
 const PROBE_STEP: Duration = Duration::from_secs(2);
+
+/// Connects to a pane host socket and checks, before anything is written, that the pane host
+/// runs as our uid or root (SPEC §6.1): a socket planted under the pane's name by another user
+/// must never receive a request, let alone a launch spec or input.
+async fn connect(socket: &Path) -> Result<UnixStream, String> {
+    let stream = UnixStream::connect(socket)
+        .await
+        .map_err(|err| format!("pane host at {} is not reachable: {err}", socket.display()))?;
+    paths::check_server(socket, &stream).map_err(|err| err.to_string())?;
+    Ok(stream)
+}
 
 /// Says hello to a pane host and reads its record; `None` if it does not answer properly.
 pub async fn probe(socket: &Path) -> Option<Value> {
@@ -444,9 +453,7 @@ pub async fn subscribe(
     ),
     String,
 > {
-    let stream = UnixStream::connect(socket)
-        .await
-        .map_err(|err| format!("pane host at {} is not reachable: {err}", socket.display()))?;
+    let stream = connect(socket).await?;
     let (reader, mut writer) = stream.into_split();
     let request = json!({"id": 0, "op": "subscribe", "revisions": revisions});
     wire::write_json(&mut writer, &request)

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, Notify};
 
+use belfry_pty::listener::Listener;
 use belfry_pty::paths;
 use belfry_pty::spec::{LaunchSpec, SizePolicy};
 use belfry_pty::wire::{self, code};
@@ -20,6 +22,11 @@ use belfry_pty::wire::{self, code};
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
 use belfry_hooks::pane_link::TURN_BOUNDARY_ENV;
+
+/// Most client connections the daemon serves at once (CLI commands, subscriptions, adapter
+/// sidecars, `belfry dispatch`); one more gets a `busy` reply. Its own connections to pane
+/// hosts do not count.
+pub const MAX_CONNECTIONS: usize = 512;
 
 /// Where the daemon lives and what it starts pane hosts with.
 #[derive(Debug, Clone)]
@@ -38,6 +45,16 @@ pub struct DaemonConfig {
 pub enum DaemonError {
     #[error("another belfry daemon already serves {0}")]
     AlreadyRunning(PathBuf),
+    #[error(
+        "another belfry daemon ({holder}) already uses the {what} {dir} (it holds {lock}); \
+         stop it, or give this daemon its own BELFRY_STATE and BELFRY_RUNTIME_DIR"
+    )]
+    DirInUse {
+        what: &'static str,
+        dir: PathBuf,
+        lock: PathBuf,
+        holder: String,
+    },
     #[error(transparent)]
     Pane(#[from] belfry_pty::Error),
     #[error("{what} {path}: {source}")]
@@ -69,7 +86,11 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
             path: PathBuf::new(),
             source,
         })?;
-    runtime.block_on(serve(config))
+    // A daemon started on demand has no terminal: its log is where a client that saw it exit
+    // at start points the user.
+    runtime
+        .block_on(serve(config))
+        .inspect_err(|err| tracing::error!("daemon stopped: {err}"))
 }
 
 async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
@@ -82,32 +103,40 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
             paths::ensure_private_dir(parent)?;
         }
     }
-    // One daemon per socket: the lock is held for the daemon's lifetime and released by the
-    // kernel however it dies, so a `kill -9` never leaves a stale lock behind.
-    let lock_path = lock_path(&config.socket);
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
+    // One daemon per socket, per runtime directory and per state directory. Each lock is held
+    // for the daemon's lifetime and released by the kernel however it dies, so a `kill -9`
+    // never leaves a stale lock behind. They are all taken before anything is bound, removed
+    // or adopted, so a refused daemon leaves no trace.
+    let socket_lock = take_lock(&lock_path(&config.socket))
+        .await?
+        .map_err(|_| DaemonError::AlreadyRunning(config.socket.clone()))?;
+    // Two daemons over one state directory would each run a DING worker for every pane and
+    // paste every notice twice; over one runtime directory they would both adopt every pane
+    // host and fire its lifecycle events twice. So the lock is per directory, not per socket.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&config.state_dir)
         .map_err(|source| DaemonError::Io {
-            what: "cannot open daemon lock",
-            path: lock_path.clone(),
+            what: "cannot create state directory",
+            path: config.state_dir.clone(),
             source,
         })?;
-    // A daemon that was just killed may still hold the lock for a moment while its last
-    // threads exit; wait that out before concluding another daemon is running.
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while rustix::fs::flock(
-        lock.as_fd(),
-        rustix::fs::FlockOperation::NonBlockingLockExclusive,
-    )
-    .is_err()
-    {
-        if std::time::Instant::now() >= deadline {
-            return Err(DaemonError::AlreadyRunning(config.socket.clone()));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut dir_locks = Vec::new();
+    for (what, dir) in [
+        ("state directory", &config.state_dir),
+        ("runtime directory", &config.runtime),
+    ] {
+        let lock = dir.join(DIR_LOCK);
+        let held = take_lock(&lock)
+            .await?
+            .map_err(|holder| DaemonError::DirInUse {
+                what,
+                dir: dir.clone(),
+                lock: lock.clone(),
+                holder,
+            })?;
+        dir_locks.push(held);
     }
     let _ = std::fs::remove_file(&config.socket);
     let listener = UnixListener::bind(&config.socket).map_err(|source| DaemonError::Io {
@@ -116,6 +145,7 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
         source,
     })?;
     paths::make_socket_private(&config.socket)?;
+    let mut listener = Listener::new(listener, &config.socket, MAX_CONNECTIONS);
     let (bus, _) = broadcast::channel(4096);
     let daemon = Arc::new(Daemon {
         config,
@@ -129,16 +159,21 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => { tokio::spawn(serve_connection(Arc::clone(&daemon), stream)); }
-                Err(err) => tracing::warn!("accept failed: {err}"),
-            },
+            accepted = listener.accept() => {
+                let daemon = Arc::clone(&daemon);
+                tokio::spawn(async move {
+                    // The permit counts the connection against the cap for as long as it lives.
+                    let _permit = accepted.permit;
+                    serve_connection(daemon, accepted.stream).await;
+                });
+            }
             _ = term.recv() => break,
             _ = daemon.shutdown.notified() => break,
         }
     }
     let _ = std::fs::remove_file(&daemon.config.socket);
-    drop(lock);
+    drop(dir_locks);
+    drop(socket_lock);
     tracing::info!("daemon exiting");
     Ok(())
 }
@@ -151,6 +186,58 @@ impl From<std::io::Error> for DaemonError {
             source,
         }
     }
+}
+
+/// The lock file a daemon holds in its state and runtime directories.
+const DIR_LOCK: &str = "daemon.lock";
+
+/// Takes an exclusive `flock` on `path` (created if missing) and writes our pid into it.
+/// `Ok(Err(holder))` when another process keeps it: `holder` names the pid written in the file.
+///
+/// A daemon that was just killed may still hold its locks for a moment while its last threads
+/// exit, so a held lock is retried for 2 s before it counts as taken.
+async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, DaemonError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| DaemonError::Io {
+            what: "cannot open daemon lock",
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while rustix::fs::flock(
+        file.as_fd(),
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    )
+    .is_err()
+    {
+        if std::time::Instant::now() >= deadline {
+            let pid = std::fs::read_to_string(path).unwrap_or_default();
+            let holder = match pid.trim().parse::<u32>() {
+                Ok(pid) => format!("pid {pid}"),
+                Err(_) => "a process whose pid the lock does not record".to_string(),
+            };
+            return Ok(Err(holder));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let write_pid = || -> std::io::Result<()> {
+        file.set_len(0)?;
+        (&file).write_all(format!("{}\n", std::process::id()).as_bytes())
+    };
+    write_pid().map_err(|source| DaemonError::Io {
+        what: "cannot write the daemon pid into",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(Ok(file))
 }
 
 fn lock_path(socket: &Path) -> PathBuf {

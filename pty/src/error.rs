@@ -20,8 +20,13 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("runtime directory {path} is not safe: {reason}")]
-    UnsafeRuntimeDir { path: PathBuf, reason: String },
+    #[error("directory {path} is not safe to use: {reason}")]
+    UnsafeDir { path: PathBuf, reason: String },
+    #[error(
+        "refusing to talk to {path}: the process serving it runs as uid {uid}, not as uid {ours} \
+         or root (another user may have planted it)"
+    )]
+    UntrustedServer { path: PathBuf, uid: u32, ours: u32 },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

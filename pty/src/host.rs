@@ -11,10 +11,16 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::input::parse_steps;
+use crate::listener::Listener;
 use crate::pane::{Expect, Pane, SendOutcome};
 use crate::paths;
 use crate::spec::LaunchSpec;
 use crate::wire::{self, code, Frame};
+
+/// Most connections a pane host serves at once (attach clients, subscriptions, the daemon's
+/// forwarded requests); one more gets a `busy` reply. Well under the usual 1024-descriptor
+/// limit, so a flood of clients cannot starve the PTY and the log of descriptors.
+pub const MAX_CONNECTIONS: usize = 128;
 
 /// What a pane host needs to start.
 #[derive(Debug, Clone)]
@@ -54,8 +60,8 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
     let socket = paths::pane_socket(&config.runtime, &session);
     let record = paths::pane_record(&config.runtime, &session);
 
-    let listener = match bind(&socket).await {
-        Ok(listener) => listener,
+    let mut listener = match bind(&socket).await {
+        Ok(listener) => Listener::new(listener, &socket, MAX_CONNECTIONS),
         Err(err) => {
             announce(&json!({"error": err.to_string()}));
             return Err(err);
@@ -118,12 +124,14 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    tokio::spawn(serve_connection(Arc::clone(&ctx), stream));
-                }
-                Err(err) => tracing::warn!("accept failed: {err}"),
-            },
+            accepted = listener.accept() => {
+                let ctx = Arc::clone(&ctx);
+                tokio::spawn(async move {
+                    // The permit counts the connection against the cap for as long as it lives.
+                    let _permit = accepted.permit;
+                    serve_connection(ctx, accepted.stream).await;
+                });
+            }
             _ = term.recv() => break,
             _ = ctx.shutdown.notified() => break,
         }

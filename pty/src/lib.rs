@@ -13,12 +13,15 @@
 //! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …).
 //! - [`wire`]: the NDJSON protocol and attach frames, shared with the daemon in `belfry-mux`.
 //! - [`input`]: the bounded input transport (text, bytes, paste, keys, delays).
+//! - [`listener`]: the accept loop shared with the daemon (connection cap, back-off when out
+//!   of file descriptors).
 //! - [`spec`] and [`paths`]: launch specs, generations, incarnations, and where files live.
 
 pub mod error;
 pub mod expect_token;
 pub mod host;
 pub mod input;
+pub mod listener;
 pub mod pane;
 pub mod paths;
 pub mod screen;

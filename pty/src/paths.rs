@@ -68,41 +68,102 @@ pub fn pane_record(runtime: &Path, session: &str) -> PathBuf {
     panes_dir(runtime).join(format!("{session}.json"))
 }
 
-/// Creates `dir` (and parents) and makes sure it is ours and 0700.
+/// Creates `dir` (and missing parents) 0700, or checks that an existing one is ours and 0700.
 ///
-/// A directory owned by someone else is refused: another user could otherwise swap our sockets.
+/// SPEC §6.1: directories are 0700. An existing directory owned by another uid, or open to
+/// anyone else, is refused and never re-moded: another user who created it first (for example
+/// `/tmp/belfry-$UID` when no runtime directory is set) could otherwise plant a socket there
+/// and collect every request, environment and secrets included. Only a directory this call has
+/// just created is chmod-ed, so that a restrictive umask cannot leave it unusable.
 pub fn ensure_private_dir(dir: &Path) -> Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|source| Error::Path {
-            what: "cannot create directory",
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    let meta = std::fs::metadata(dir).map_err(|source| Error::Path {
-        what: "cannot stat directory",
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let uid = rustix::process::getuid().as_raw();
-    if meta.uid() != uid {
-        return Err(Error::UnsafeRuntimeDir {
-            path: dir.to_path_buf(),
-            reason: format!("owned by uid {}, not by uid {uid}", meta.uid()),
-        });
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|source| Error::Path {
+                what: "cannot create directory",
+                path: parent.to_path_buf(),
+                source,
+            })?;
     }
-    if meta.mode() & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
-            |source| Error::Path {
-                what: "cannot chmod 0700",
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {
+            return std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+                |source| Error::Path {
+                    what: "cannot chmod 0700",
+                    path: dir.to_path_buf(),
+                    source,
+                },
+            )
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(source) => {
+            return Err(Error::Path {
+                what: "cannot create directory",
                 path: dir.to_path_buf(),
                 source,
-            },
-        )?;
+            })
+        }
+    }
+    check_private_dir(dir)
+}
+
+/// Refuses an existing directory that is not a directory owned by us with mode 0700. A symbolic
+/// link is followed only when we own the link itself: whoever owns it can re-point it.
+fn check_private_dir(dir: &Path) -> Result<()> {
+    let unsafe_dir = |reason: String| Error::UnsafeDir {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let stat = |follow: bool| {
+        let meta = if follow {
+            std::fs::metadata(dir)
+        } else {
+            std::fs::symlink_metadata(dir)
+        };
+        meta.map_err(|source| Error::Path {
+            what: "cannot stat directory",
+            path: dir.to_path_buf(),
+            source,
+        })
+    };
+    let uid = rustix::process::getuid().as_raw();
+    let link = stat(false)?;
+    if link.file_type().is_symlink() && link.uid() != uid {
+        return Err(unsafe_dir(format!(
+            "it is a symbolic link owned by uid {}, not by uid {uid}",
+            link.uid()
+        )));
+    }
+    let meta = stat(true)?;
+    if !meta.is_dir() {
+        return Err(unsafe_dir("it is not a directory".into()));
+    }
+    if meta.uid() != uid {
+        return Err(unsafe_dir(format!(
+            "it is owned by uid {}, not by uid {uid}; remove it or choose another directory \
+             (BELFRY_RUNTIME_DIR)",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode != 0o700 {
+        return Err(unsafe_dir(format!(
+            "its mode is {mode:o}, not 700; belfry does not change the mode of a directory it \
+             did not create (chmod 700 it if it is yours)"
+        )));
     }
     Ok(())
+}
+
+/// The runtime directory, created 0700 if absent and refused if it exists but is not ours or
+/// not 0700 (see [`ensure_private_dir`]). Every client checks it before it connects to a socket
+/// inside it.
+pub fn private_runtime_dir() -> Result<PathBuf> {
+    let dir = runtime_dir();
+    ensure_private_dir(&dir)?;
+    Ok(dir)
 }
 
 /// Sets a freshly bound socket to 0600.
@@ -147,6 +208,32 @@ pub fn peer_allowed(stream: &tokio::net::UnixStream) -> std::result::Result<(), 
         )),
         Err(err) => Err(format!("cannot read peer credentials: {err}")),
     }
+}
+
+/// Checks the process serving a socket we just connected to, before anything is written to it:
+/// it must run as our uid or as root, or it is refused with an error naming the socket and the
+/// uid that owns it.
+///
+/// SPEC §6.1: the peer check runs in both directions. A server checks its clients; every
+/// client (the CLI to the daemon and to pane hosts, the daemon to pane hosts) checks its
+/// server, because a socket path proves nothing about who listens on it. On Linux the
+/// client's `SO_PEERCRED` names the process that called `listen(2)`.
+pub fn check_server(path: &Path, socket: impl std::os::fd::AsFd) -> Result<()> {
+    let cred = rustix::net::sockopt::socket_peercred(socket).map_err(|err| Error::Path {
+        what: "cannot read the credentials of the server at",
+        path: path.to_path_buf(),
+        source: err.into(),
+    })?;
+    let ours = rustix::process::getuid().as_raw();
+    let theirs = cred.uid.as_raw();
+    if theirs == ours || theirs == 0 {
+        return Ok(());
+    }
+    Err(Error::UntrustedServer {
+        path: path.to_path_buf(),
+        uid: theirs,
+        ours,
+    })
 }
 
 #[cfg(test)]

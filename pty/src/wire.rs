@@ -30,6 +30,8 @@ pub mod code {
     pub const UNAVAILABLE: &str = "unavailable";
     pub const TIMEOUT: &str = "timeout";
     pub const FORBIDDEN: &str = "forbidden";
+    /// The socket already serves as many connections as it allows; this one is closed.
+    pub const BUSY: &str = "busy";
 }
 
 /// One line read from a peer.
