@@ -143,10 +143,15 @@ impl PrivateDir {
         PrivateDir::open_root(path, IfMissing::Create)?.ok_or_else(|| missing_after_create(path))
     }
 
-    /// Opens the subdirectory `name`, creating it 0700 with [`IfMissing::Create`]. An existing
-    /// one with a wider mode is tightened to 0700 through its checked handle.
+    /// Opens the subdirectory `name`. With [`IfMissing::Create`] it is created 0700 if missing,
+    /// and an existing one with a wider mode is tightened to 0700 through its checked handle;
+    /// with [`IfMissing::Leave`] (a read that must have no side effects) nothing is changed.
     pub(crate) fn child(&self, name: &str, missing: IfMissing) -> Result<Option<PrivateDir>> {
-        self.open_child(OsStr::new(name), self.entry(name), missing, Tighten::Yes)
+        let tighten = match missing {
+            IfMissing::Create => Tighten::Yes,
+            IfMissing::Leave => Tighten::No,
+        };
+        self.open_child(OsStr::new(name), self.entry(name), missing, tighten)
     }
 
     /// Like [`PrivateDir::child`] with [`IfMissing::Create`].
