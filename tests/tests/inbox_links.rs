@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use belfry_tests::{eventually, read_or_empty, recorder_bin, Env};
+use belfry_tests::{eventually, fixture, read_or_empty, recorder_bin, Env};
 
 /// A name for planted entries: valid grammar, so only its kind can keep it out.
 const PLANTED_LINK: &str = "1785070000000-link00.md";
@@ -157,21 +157,32 @@ fn a_symlinked_new_directory_is_refused_and_its_target_is_not_listed_moved_or_ch
     assert_eq!(snapshot(&outside), before, "the link's target changed");
 }
 
-/// An aggressive pane running the recorder, which logs every byte the pane receives.
+/// A pane declared an agent (by its adapter) under the default aggressive policy, running the
+/// recorder, which logs every byte the pane receives.
 fn aggressive_pane(env: &Env) -> PathBuf {
     let log = env.path("pane.log");
     let (rec, log_s) = (
         recorder_bin().display().to_string(),
         log.display().to_string(),
     );
-    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
+    env.ok(&[
+        "new",
+        "agent",
+        "--adapter",
+        "fixture-harness",
+        "--",
+        &rec,
+        "--log",
+        &log_s,
+    ]);
     env.wait_screen("agent", "READY");
     log
 }
 
 #[test]
 fn a_symlinked_or_hard_linked_message_is_never_pasted_listed_or_moved() {
-    let env = Env::new();
+    let adapters = fixture("adapters").display().to_string();
+    let env = Env::with_vars(&[("BELFRY_ADAPTERS", &adapters)]);
     let log = aggressive_pane(&env);
     let outside = outside(&env);
     let secret = outside.join("secret.md");
@@ -185,8 +196,8 @@ fn a_symlinked_or_hard_linked_message_is_never_pasted_listed_or_moved() {
     // post a real message, whose notice proves the worker was delivering all along.
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(
-        read_or_empty(&log),
-        b"",
+        String::from_utf8_lossy(&read_or_empty(&log)),
+        "",
         "a notice was pasted for a planted entry"
     );
     let posted = post(&env, "agent", "real-message");
