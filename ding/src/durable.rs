@@ -217,6 +217,12 @@ impl PrivateDir {
         Ok(PrivateDir { fd, path })
     }
 
+    /// Whether the directory has been removed since it was opened (a removed directory has no
+    /// links left), so a long-lived holder knows to open its path again.
+    pub(crate) fn is_removed(&self) -> bool {
+        rustix::fs::fstat(&self.fd).is_ok_and(|stat| stat.st_nlink == 0)
+    }
+
     /// The directory's path, for messages and for callers that show it.
     pub(crate) fn path(&self) -> &Path {
         &self.path

@@ -178,6 +178,22 @@ impl Inbox {
         self.dirs.session.path()
     }
 
+    /// Whether the inbox's directory, or one of `tmp/`, `new/` and `archive/`, has been removed
+    /// since the inbox was opened. The inbox works on the directories it opened, so a holder
+    /// that lives long (the daemon's DING worker) opens the inbox again when this is true;
+    /// otherwise it would keep watching a directory nobody can post to any more.
+    pub fn is_removed(&self) -> bool {
+        let InboxDirs {
+            session,
+            tmp,
+            new,
+            archive,
+        } = &*self.dirs;
+        [session, tmp, new, archive]
+            .into_iter()
+            .any(PrivateDir::is_removed)
+    }
+
     /// The checked handle of `<state>/inbox/<session>`, for files kept beside the messages.
     pub(crate) fn session_dir(&self) -> &PrivateDir {
         &self.dirs.session

@@ -148,7 +148,8 @@ struct StateFile {
 /// The ownership records of one session.
 #[derive(Debug)]
 pub struct OwnershipStore {
-    dir: PrivateDir,
+    state_dir: PathBuf,
+    path: PathBuf,
     session: SessionName,
     records: BTreeMap<MessageName, Record>,
     origin: StoreOrigin,
@@ -201,7 +202,8 @@ impl OwnershipStore {
             }
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
                 return Ok(OwnershipStore {
-                    dir,
+                    state_dir: state_dir.to_path_buf(),
+                    path,
                     session: session.clone(),
                     records: BTreeMap::new(),
                     origin: StoreOrigin::Missing,
@@ -227,7 +229,8 @@ impl OwnershipStore {
         let mut records = file.messages;
         records.retain(|_, record| record.state != DeliveryState::Pending);
         Ok(OwnershipStore {
-            dir,
+            state_dir: state_dir.to_path_buf(),
+            path,
             session: session.clone(),
             records,
             origin: StoreOrigin::Loaded,
@@ -236,7 +239,7 @@ impl OwnershipStore {
 
     /// The state file's path.
     pub fn path(&self) -> PathBuf {
-        self.dir.entry(OWNERSHIP_FILE)
+        self.path.clone()
     }
 
     /// Whether the state file existed when the store was opened.
@@ -411,6 +414,9 @@ impl OwnershipStore {
                 reason: err.to_string(),
             })?;
         bytes.push(b'\n');
-        self.dir.atomic_replace(OWNERSHIP_FILE, &bytes)
+        // The directories are opened again for every write: a write re-checks that no link was
+        // planted since the store was opened, and a directory removed meanwhile is recreated
+        // rather than written into after its removal.
+        open_dir(&self.state_dir, &self.session)?.atomic_replace(OWNERSHIP_FILE, &bytes)
     }
 }

@@ -335,3 +335,37 @@ fn a_directory_owned_by_another_user_is_refused() {
     assert!(matches!(err, Error::RefusedPath { .. }), "{text}");
     assert!(text.contains("owned by uid 0"), "{text}");
 }
+
+#[test]
+fn an_inbox_removed_while_open_says_so_and_opens_again() {
+    let fixture = Fixture::new();
+    let inbox = Inbox::open(&fixture.state(), "worker").unwrap();
+    assert!(!inbox.is_removed());
+    fs::remove_dir_all(inbox.dir()).unwrap();
+    assert!(inbox.is_removed());
+    let again = Inbox::open(&fixture.state(), "worker").unwrap();
+    assert!(!again.is_removed());
+    let name = again
+        .post(&belfry_ding::FrontMatter::default(), "after")
+        .unwrap();
+    assert_eq!(again.list_unread().unwrap(), [name]);
+}
+
+#[test]
+fn ownership_records_are_written_again_after_their_directory_was_removed() {
+    let fixture = Fixture::new();
+    let mut store = OwnershipStore::open(&fixture.state(), &session()).unwrap();
+    let first = name();
+    let second = MessageName::parse("1785070000001-abc124.md").unwrap();
+    let _ = store.stage(std::slice::from_ref(&first), 1).unwrap();
+    fs::remove_dir_all(fixture.state().join("ding").join("worker")).unwrap();
+    let _ = store.stage(std::slice::from_ref(&second), 2).unwrap();
+    let reopened = OwnershipStore::open(&fixture.state(), &session()).unwrap();
+    assert_eq!(
+        reopened
+            .owned()
+            .map(|(name, ..)| name.clone())
+            .collect::<Vec<_>>(),
+        [first, second]
+    );
+}

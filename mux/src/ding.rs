@@ -229,6 +229,7 @@ async fn run_worker(
 
 impl Worker {
     fn unread(&mut self) -> Vec<MessageName> {
+        self.reopen_removed_inbox();
         match self.inbox.scan_unread() {
             Ok(scan) => {
                 self.log_refused(scan.refused);
@@ -237,6 +238,26 @@ impl Worker {
             Err(err) => {
                 tracing::warn!(session = self.info.session, "cannot list inbox: {err}");
                 Vec::new()
+            }
+        }
+    }
+
+    /// The inbox works on the directory handles it opened; after someone removed the inbox
+    /// (and perhaps a post created it again), open it again by its path.
+    fn reopen_removed_inbox(&mut self) {
+        if !self.inbox.is_removed() {
+            return;
+        }
+        match Inbox::open_session(&self.state_dir, self.inbox.session().clone()) {
+            Ok(inbox) => {
+                tracing::info!(
+                    session = self.info.session,
+                    "inbox directory was removed; opened it again"
+                );
+                self.inbox = inbox;
+            }
+            Err(err) => {
+                tracing::warn!(session = self.info.session, "cannot reopen inbox: {err}");
             }
         }
     }

@@ -264,3 +264,27 @@ fn a_symlinked_or_hard_linked_message_is_never_pasted_listed_or_moved() {
     }
     assert_eq!(snapshot(&outside), before, "the outside file changed");
 }
+
+/// The daemon's DING worker works on the inbox directories it opened; when the inbox is removed
+/// and a post creates it again, the worker must open the new one, or the message is never
+/// announced.
+#[test]
+fn a_removed_and_recreated_inbox_is_watched_again_by_the_daemon() {
+    let adapters = fixture("adapters").display().to_string();
+    let env = Env::with_vars(&[("BELFRY_ADAPTERS", &adapters)]);
+    let log = aggressive_pane(&env);
+    let inbox = env.state().join("inbox/agent");
+    assert!(eventually(Duration::from_secs(5), || inbox
+        .join("new")
+        .is_dir()));
+    std::thread::sleep(Duration::from_millis(300));
+    fs::remove_dir_all(&inbox).unwrap();
+    assert!(post(&env, "agent", "after-removal").status.success());
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            String::from_utf8_lossy(&read_or_empty(&log)).contains("after-removal")
+        }),
+        "pane got {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+}
