@@ -27,7 +27,7 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -126,16 +126,20 @@ impl PrivateDir {
                 .create(parent)
                 .map_err(|err| Error::io("create directory", parent, err))?;
         }
+        // The parent is not checked (it is not ours to judge), only used to open the last
+        // component relative to it, so that component cannot be swapped for a link in between.
         let parent_fd = match open_dir_at(rustix::fs::CWD, parent) {
             Ok(fd) => fd,
             Err(Errno::NOENT) if missing == IfMissing::Leave => return Ok(None),
             Err(errno) => return Err(Error::io("open directory", parent, errno.into())),
         };
-        let parent = PrivateDir {
-            fd: parent_fd,
-            path: parent.to_path_buf(),
-        };
-        parent.open_child(name, path.to_path_buf(), missing, Tighten::No)
+        open_child_at(
+            parent_fd.as_fd(),
+            name,
+            path.to_path_buf(),
+            missing,
+            Tighten::No,
+        )
     }
 
     /// Like [`PrivateDir::open_root`] with [`IfMissing::Create`].
@@ -151,44 +155,19 @@ impl PrivateDir {
             IfMissing::Create => Tighten::Yes,
             IfMissing::Leave => Tighten::No,
         };
-        self.open_child(OsStr::new(name), self.entry(name), missing, tighten)
+        open_child_at(
+            self.fd.as_fd(),
+            OsStr::new(name),
+            self.entry(name),
+            missing,
+            tighten,
+        )
     }
 
     /// Like [`PrivateDir::child`] with [`IfMissing::Create`].
     pub(crate) fn create_child(&self, name: &str) -> Result<PrivateDir> {
         self.child(name, IfMissing::Create)?
             .ok_or_else(|| missing_after_create(&self.entry(name)))
-    }
-
-    fn open_child(
-        &self,
-        name: &OsStr,
-        path: PathBuf,
-        missing: IfMissing,
-        tighten: Tighten,
-    ) -> Result<Option<PrivateDir>> {
-        if missing == IfMissing::Create {
-            match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(PRIVATE_DIR_MODE)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(errno) => return Err(Error::io("create directory", path, errno.into())),
-            }
-        }
-        match open_dir_at(&self.fd, name) {
-            Ok(fd) => PrivateDir::checked(fd, path, tighten).map(Some),
-            Err(Errno::NOENT) if missing == IfMissing::Leave => Ok(None),
-            Err(Errno::LOOP | Errno::NOTDIR) => {
-                // Say which: a planted link and a stray file need different fixes.
-                let reason = match self.stat_entry(name) {
-                    Ok(Some(stat)) if is_symlink(&stat) => SYMLINK_REASON,
-                    _ => "it is not a directory",
-                };
-                Err(Error::RefusedPath {
-                    path,
-                    reason: reason.to_owned(),
-                })
-            }
-            Err(errno) => Err(Error::io("open directory", path, errno.into())),
-        }
     }
 
     /// Checks an opened directory: a directory (the open already refused a link), owned by us.
@@ -329,30 +308,29 @@ impl PrivateDir {
         }
     }
 
-    /// Renames `name` here to `name` in `to`, failing with `AlreadyExists` instead of replacing
-    /// an existing entry.
+    /// Renames `from` here to `to` in `to_dir` (which may be this directory), failing with
+    /// `AlreadyExists` instead of replacing an existing entry.
     ///
     /// A plain `rename(2)` silently replaces its target, which would let a new message overwrite
     /// an unread one, or an archive overwrite a receipt. `renameat2(RENAME_NOREPLACE)` refuses; on
     /// a filesystem that does not support the flag, `linkat(2)` (which also refuses an existing
     /// target) followed by `unlinkat(2)` gives the same guarantee, at the cost of a moment in
     /// which both names exist (and the file has two links, so a listing then skips it).
-    pub(crate) fn rename_no_replace(&self, name: &str, to: &PrivateDir) -> io::Result<()> {
-        match rustix::fs::renameat_with(&self.fd, name, &to.fd, name, RenameFlags::NOREPLACE) {
+    pub(crate) fn rename_no_replace(
+        &self,
+        from: &str,
+        to_dir: &PrivateDir,
+        to: &str,
+    ) -> io::Result<()> {
+        match rustix::fs::renameat_with(&self.fd, from, &to_dir.fd, to, RenameFlags::NOREPLACE) {
             Ok(()) => Ok(()),
             Err(errno) if errno == Errno::INVAL || errno == Errno::NOSYS => {
-                rustix::fs::linkat(&self.fd, name, &to.fd, name, AtFlags::empty())?;
-                rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())?;
+                rustix::fs::linkat(&self.fd, from, &to_dir.fd, to, AtFlags::empty())?;
+                rustix::fs::unlinkat(&self.fd, from, AtFlags::empty())?;
                 Ok(())
             }
             Err(errno) => Err(errno.into()),
         }
-    }
-
-    /// Renames entry `from` to `to` in this directory without replacing an existing `to`.
-    pub(crate) fn rename_within_no_replace(&self, from: &str, to: &str) -> io::Result<()> {
-        rustix::fs::renameat_with(&self.fd, from, &self.fd, to, RenameFlags::NOREPLACE)
-            .map_err(io::Error::from)
     }
 
     /// The last modification time of entry `name`, without following a link; `None` if it is
@@ -390,6 +368,42 @@ impl PrivateDir {
     }
 }
 
+/// Opens (creating it first with [`IfMissing::Create`]) the directory `name` in `dir`, without
+/// following a link, and checks it; `path` names it in errors.
+fn open_child_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    path: PathBuf,
+    missing: IfMissing,
+    tighten: Tighten,
+) -> Result<Option<PrivateDir>> {
+    if missing == IfMissing::Create {
+        match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(PRIVATE_DIR_MODE)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(errno) => return Err(Error::io("create directory", path, errno.into())),
+        }
+    }
+    match open_dir_at(dir, name) {
+        Ok(fd) => PrivateDir::checked(fd, path, tighten).map(Some),
+        Err(Errno::NOENT) if missing == IfMissing::Leave => Ok(None),
+        Err(Errno::LOOP | Errno::NOTDIR) => {
+            // Say which: a planted link and a stray file need different fixes.
+            let is_link = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Symlink);
+            let reason = if is_link {
+                SYMLINK_REASON
+            } else {
+                "it is not a directory"
+            };
+            Err(Error::RefusedPath {
+                path,
+                reason: reason.to_owned(),
+            })
+        }
+        Err(errno) => Err(Error::io("open directory", path, errno.into())),
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Tighten {
     Yes,
@@ -402,7 +416,7 @@ fn missing_after_create(path: &Path) -> Error {
 }
 
 /// Opens a directory without following a link at its last component.
-fn open_dir_at<Fd: std::os::fd::AsFd, P: rustix::path::Arg>(
+fn open_dir_at<Fd: AsFd, P: rustix::path::Arg>(
     dir: Fd,
     path: P,
 ) -> std::result::Result<OwnedFd, Errno> {
@@ -412,10 +426,6 @@ fn open_dir_at<Fd: std::os::fd::AsFd, P: rustix::path::Arg>(
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
-}
-
-fn is_symlink(stat: &Stat) -> bool {
-    FileType::from_raw_mode(stat.st_mode) == FileType::Symlink
 }
 
 fn entry_kind(stat: &Stat) -> EntryKind {
@@ -478,11 +488,11 @@ mod tests {
         let to = private.create_child("to").unwrap();
         fs::write(dir.path().join("from/x"), b"new").unwrap();
         fs::write(dir.path().join("to/x"), b"old").unwrap();
-        let err = from.rename_no_replace("x", &to).unwrap_err();
+        let err = from.rename_no_replace("x", &to, "x").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(dir.path().join("to/x")).unwrap(), b"old");
         fs::remove_file(dir.path().join("to/x")).unwrap();
-        from.rename_no_replace("x", &to).unwrap();
+        from.rename_no_replace("x", &to, "x").unwrap();
         assert_eq!(fs::read(dir.path().join("to/x")).unwrap(), b"new");
         assert!(!dir.path().join("from/x").exists());
     }

@@ -248,7 +248,7 @@ impl Inbox {
                 return Err(Error::io("write", tmp.entry(name), err));
             }
         }
-        match tmp.rename_no_replace(name, new) {
+        match tmp.rename_no_replace(name, new, name) {
             Ok(()) => {}
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
                 remove_quietly(tmp, name);
@@ -362,7 +362,7 @@ impl Inbox {
                 })
             }
         }
-        match new.rename_no_replace(file, archive) {
+        match new.rename_no_replace(file, archive, file) {
             Ok(()) => {
                 archive.sync()?;
                 new.sync()?;

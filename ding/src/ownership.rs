@@ -165,7 +165,7 @@ pub fn ownership_dir(state_dir: &Path, session: &SessionName) -> PathBuf {
 pub fn quarantine(state_dir: &Path, session: &SessionName, now_unix_ms: u64) -> Result<PathBuf> {
     let dir = open_dir(state_dir, session)?;
     let aside = format!("{OWNERSHIP_FILE}.corrupt-{now_unix_ms}");
-    dir.rename_within_no_replace(OWNERSHIP_FILE, &aside)
+    dir.rename_no_replace(OWNERSHIP_FILE, &dir, &aside)
         .map_err(|err| {
             Error::io(
                 "move aside corrupt state file",
