@@ -50,12 +50,33 @@ fn session_or_env(session: Option<String>) -> Result<String> {
         })
 }
 
+/// Opens (creating it if needed) the inbox of `session`, for commands that write to it.
 fn open(session: &str) -> Result<Inbox> {
     Ok(Inbox::open(&paths::state_dir(), session)?)
 }
 
 /// How long a nudge may delay its command: the nudge is only a hint.
 const NUDGE_DEADLINE: Duration = Duration::from_secs(1);
+
+/// Opens the inbox of `session` for commands that only read or move messages: an unknown
+/// session is an error and nothing is created (SPEC §12: bad input has no side effects).
+fn open_existing(session: &str) -> Result<Inbox> {
+    Ok(Inbox::open_existing(&paths::state_dir(), session)?)
+}
+
+/// Unread messages, telling stderr about every entry of `new/` that has a message name but is
+/// not a message file (a link, a hard-linked file), so that a missing message is explained.
+fn unread(inbox: &Inbox) -> Result<Vec<MessageName>> {
+    let scan = inbox.scan_unread()?;
+    for refused in &scan.refused {
+        eprintln!(
+            "belfry: skipping {}: {}",
+            refused.path.display(),
+            refused.reason
+        );
+    }
+    Ok(scan.unread)
+}
 
 /// Tells a running daemon to look at the inbox now. A daemon that is not running will find the
 /// message when it starts: the inbox is the authority, not the nudge. A daemon that does not
@@ -118,20 +139,35 @@ pub fn run(command: InboxCommand) -> Result<i32> {
         }
         InboxCommand::Ls { session, json } => {
             let session = session_or_env(session)?;
-            let inbox = open(&session)?;
-            let unread = inbox.list_unread()?;
+            // An inbox nothing was ever posted to has no unread message; listing it must not
+            // create it.
+            let (inbox, unread) = match Inbox::open_existing(&paths::state_dir(), &session) {
+                Ok(inbox) => {
+                    let unread = unread(&inbox)?;
+                    (Some(inbox), unread)
+                }
+                Err(belfry_ding::Error::NoInbox { .. }) => (None, Vec::new()),
+                Err(err) => return Err(err.into()),
+            };
+            let front_matter = |name: &MessageName| {
+                inbox
+                    .as_ref()
+                    .and_then(|inbox| inbox.read(name).ok())
+                    .map(|message| message.front_matter)
+                    .unwrap_or_default()
+            };
             if json {
                 let list: Vec<_> = unread
                     .iter()
                     .map(|name| {
-                        let front = inbox.read(name).map(|m| m.front_matter).unwrap_or_default();
+                        let front = front_matter(name);
                         json!({"name": name.as_str(), "from": front.from, "subject": front.subject})
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else {
                 for name in &unread {
-                    let front = inbox.read(name).map(|m| m.front_matter).unwrap_or_default();
+                    let front = front_matter(name);
                     println!(
                         "{}  {}  (from {})",
                         name.as_str(),
@@ -148,11 +184,10 @@ pub fn run(command: InboxCommand) -> Result<i32> {
             json,
         } => {
             let session = session_or_env(session)?;
-            let inbox = open(&session)?;
+            let inbox = open_existing(&session)?;
             let name = match name {
                 Some(name) => parse_name(&name)?,
-                None => inbox
-                    .list_unread()?
+                None => unread(&inbox)?
                     .into_iter()
                     .next()
                     .ok_or_else(|| anyhow!("inbox of {session:?} has no unread message"))?,
@@ -185,7 +220,7 @@ pub fn run(command: InboxCommand) -> Result<i32> {
         }
         InboxCommand::Archive { name, session } => {
             let session = session_or_env(session)?;
-            let inbox = open(&session)?;
+            let inbox = open_existing(&session)?;
             let name = parse_name(&name)?;
             inbox.archive(&name)?;
             nudge(&session);

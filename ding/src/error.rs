@@ -66,6 +66,28 @@ pub enum Error {
         reason: String,
     },
 
+    /// A path in the state directory that belfry will not use: a symbolic link, another
+    /// user's directory, a file where a directory belongs, a hard-linked message file.
+    #[error("refusing {path}: {reason}")]
+    RefusedPath {
+        /// The refused path.
+        path: PathBuf,
+        /// Why, as a clause ("it is a symbolic link, …").
+        reason: String,
+    },
+
+    /// An inbox that does not exist, asked for by a command that only reads or moves messages.
+    #[error(
+        "inbox {session:?} does not exist ({path}): nothing has been posted to it yet; \
+         nothing was created"
+    )]
+    NoInbox {
+        /// The session asked for.
+        session: String,
+        /// The inbox directory that is missing.
+        path: PathBuf,
+    },
+
     /// A filesystem operation failed.
     #[error("failed to {action} {path}: {source}")]
     Io {

@@ -15,17 +15,22 @@
 //! from a backup, re-posted by a synchronising tool) is not listed, and `reconcile` removes it.
 //!
 //! Every name that reaches the filesystem is a validated [`SessionName`] or [`MessageName`], and
-//! files are opened without following symlinks, so nothing outside the inbox is ever opened.
+//! nothing below the state directory is resolved by path: the inbox holds checked handles of its
+//! directories and works relative to them (see `durable`), so a symbolic link planted as a
+//! message, as `new/`, `tmp/` or `archive/`, as the session's directory or as `inbox/` is never
+//! followed. A planted directory link is refused with an error naming it; a planted message link,
+//! or a message file with a second hard link, is not listed, not read and not moved.
 
-use std::ffi::OsString;
-use std::fs;
+use std::ffi::OsStr;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::durable::{self, BoundedRead};
+use crate::durable::{BoundedRead, EntryKind, IfMissing, PrivateDir};
 use crate::error::{Error, Result};
 use crate::message::{self, FrontMatter, Message, MessageStatus};
 use crate::names::{MessageName, SessionName};
@@ -51,7 +56,16 @@ const ARCHIVE: &str = "archive";
 #[derive(Clone, Debug)]
 pub struct Inbox {
     session: SessionName,
-    dir: PathBuf,
+    dirs: Arc<InboxDirs>,
+}
+
+/// The checked handles of one inbox's directories, opened once and shared by clones.
+#[derive(Debug)]
+struct InboxDirs {
+    session: PrivateDir,
+    tmp: PrivateDir,
+    new: PrivateDir,
+    archive: PrivateDir,
 }
 
 /// What [`Inbox::archive`] did.
@@ -74,6 +88,32 @@ pub struct ReconcileReport {
     pub foreign_entries: Vec<String>,
 }
 
+/// An entry of `new/` that has a message name but is not listed, and why: a symbolic link, a
+/// file with more than one hard link, a directory… It is never opened, moved or removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RefusedEntry {
+    /// Its path.
+    pub path: PathBuf,
+    /// Why it is not a message.
+    pub reason: &'static str,
+}
+
+/// What [`Inbox::scan_unread`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnreadScan {
+    /// The unread messages, oldest first.
+    pub unread: Vec<MessageName>,
+    /// Entries with message names that are not messages, for the caller to log.
+    pub refused: Vec<RefusedEntry>,
+}
+
+/// The entries of `new/`, sorted into what can be a message and what cannot.
+struct NewScan {
+    messages: Vec<MessageName>,
+    refused: Vec<RefusedEntry>,
+    foreign: Vec<String>,
+}
+
 /// The inbox directory of `session` under `state_dir`, without touching the filesystem.
 pub fn inbox_dir(state_dir: &Path, session: &SessionName) -> PathBuf {
     state_dir.join("inbox").join(session.as_str())
@@ -88,13 +128,44 @@ impl Inbox {
 
     /// Like [`Inbox::open`], for an already validated session name.
     pub fn open_session(state_dir: &Path, session: SessionName) -> Result<Inbox> {
-        durable::create_private_dir(&state_dir.join("inbox"))?;
-        let dir = inbox_dir(state_dir, &session);
-        durable::create_private_dir(&dir)?;
-        for sub in [TMP, NEW, ARCHIVE] {
-            durable::create_private_dir(&dir.join(sub))?;
-        }
-        Ok(Inbox { session, dir })
+        Inbox::open_with(state_dir, session, IfMissing::Create)
+    }
+
+    /// Opens the inbox of `session` only if it exists, creating nothing: for commands that
+    /// read or move messages, where an unknown session is a mistake, not a request
+    /// (SPEC §12: bad input has no side effects). A missing `tmp/`, `new/` or `archive/` of an
+    /// existing inbox is recreated.
+    pub fn open_existing(state_dir: &Path, session: &str) -> Result<Inbox> {
+        let session = SessionName::parse(session)?;
+        Inbox::open_with(state_dir, session, IfMissing::Leave)
+    }
+
+    /// Opens the inbox's directories one below the other, each relative to the checked one
+    /// above it; [`Error::NoInbox`] when one is missing and `missing` says to leave it so.
+    fn open_with(state_dir: &Path, session: SessionName, missing: IfMissing) -> Result<Inbox> {
+        let no_inbox = || Error::NoInbox {
+            session: session.to_string(),
+            path: inbox_dir(state_dir, &session),
+        };
+        let Some(state) = PrivateDir::open_root(state_dir, missing)? else {
+            return Err(no_inbox());
+        };
+        let Some(root) = state.child("inbox", missing)? else {
+            return Err(no_inbox());
+        };
+        let Some(dir) = root.child(session.as_str(), missing)? else {
+            return Err(no_inbox());
+        };
+        let dirs = InboxDirs {
+            tmp: dir.create_child(TMP)?,
+            new: dir.create_child(NEW)?,
+            archive: dir.create_child(ARCHIVE)?,
+            session: dir,
+        };
+        Ok(Inbox {
+            session,
+            dirs: Arc::new(dirs),
+        })
     }
 
     /// The session this inbox belongs to.
@@ -104,7 +175,28 @@ impl Inbox {
 
     /// `<state>/inbox/<session>`.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dirs.session.path()
+    }
+
+    /// Whether the inbox's directory, or one of `tmp/`, `new/` and `archive/`, has been removed
+    /// since the inbox was opened. The inbox works on the directories it opened, so a holder
+    /// that lives long (the daemon's DING worker) opens the inbox again when this is true;
+    /// otherwise it would keep watching a directory nobody can post to any more.
+    pub fn is_removed(&self) -> bool {
+        let InboxDirs {
+            session,
+            tmp,
+            new,
+            archive,
+        } = &*self.dirs;
+        [session, tmp, new, archive]
+            .into_iter()
+            .any(PrivateDir::is_removed)
+    }
+
+    /// The checked handle of `<state>/inbox/<session>`, for files kept beside the messages.
+    pub(crate) fn session_dir(&self) -> &PrivateDir {
+        &self.dirs.session
     }
 
     /// Posts a message and returns its name once it is durably in `new/`.
@@ -140,69 +232,81 @@ impl Inbox {
 
     /// Writes `text` as `name`; `Ok(false)` if the name is taken anywhere in the inbox.
     fn try_post_as(&self, name: &MessageName, text: &[u8]) -> Result<bool> {
-        let archived = self.path(ARCHIVE, name);
-        let unread = self.path(NEW, name);
+        let InboxDirs {
+            tmp, new, archive, ..
+        } = &*self.dirs;
+        let name = name.as_str();
         // A name that is already a receipt would be suppressed the moment it was posted.
-        if durable::entry_exists(&archived)? || durable::entry_exists(&unread)? {
+        if archive.exists(name)? || new.exists(name)? {
             return Ok(false);
         }
-        let temporary = self.path(TMP, name);
-        match durable::write_new_file(&temporary, text) {
+        match tmp.write_new_file(name, text) {
             Ok(()) => {}
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
             Err(err) => {
-                remove_quietly(&temporary);
-                return Err(Error::io("write", temporary, err));
+                remove_quietly(tmp, name);
+                return Err(Error::io("write", tmp.entry(name), err));
             }
         }
-        match durable::rename_no_replace(&temporary, &unread) {
+        match tmp.rename_no_replace(name, new, name) {
             Ok(()) => {}
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-                remove_quietly(&temporary);
+                remove_quietly(tmp, name);
                 return Ok(false);
             }
             Err(err) => {
-                remove_quietly(&temporary);
-                return Err(Error::io("move into new/", unread, err));
+                remove_quietly(tmp, name);
+                return Err(Error::io("move into new/", new.entry(name), err));
             }
         }
-        durable::sync_dir(&self.dir.join(NEW))?;
+        new.sync()?;
         Ok(true)
     }
 
     /// Unread messages, oldest first. Copies of archived messages, temporary files and entries
-    /// outside the name grammar are not listed.
+    /// that are not message files (outside the name grammar, links, hard-linked files) are not
+    /// listed.
     pub fn list_unread(&self) -> Result<Vec<MessageName>> {
-        let (candidates, _) = self.scan_new()?;
-        let mut names = Vec::with_capacity(candidates.len());
-        for name in candidates {
-            if !self.is_archived(&name)? {
-                names.push(name);
-            }
-        }
-        names.sort();
-        Ok(names)
+        Ok(self.scan_unread()?.unread)
     }
 
-    /// Whether `name` is currently unread (a file in `new/`, and not archived).
+    /// Like [`Inbox::list_unread`], also returning the entries of `new/` that have a message
+    /// name but were refused as messages, so that a caller can log why a file is not listed.
+    pub fn scan_unread(&self) -> Result<UnreadScan> {
+        let scan = self.scan_new()?;
+        let mut unread = Vec::with_capacity(scan.messages.len());
+        for name in scan.messages {
+            if !self.is_archived(&name)? {
+                unread.push(name);
+            }
+        }
+        unread.sort();
+        Ok(UnreadScan {
+            unread,
+            refused: scan.refused,
+        })
+    }
+
+    /// Whether `name` is currently unread (a message file in `new/`, and not archived).
     pub fn is_unread(&self, name: &MessageName) -> Result<bool> {
-        Ok(durable::is_regular_file(&self.path(NEW, name))? && !self.is_archived(name)?)
+        Ok(self.dirs.new.kind(name.as_str())? == Some(EntryKind::File)
+            && !self.is_archived(name)?)
     }
 
     /// Whether `name` has been archived.
     pub fn is_archived(&self, name: &MessageName) -> Result<bool> {
-        durable::entry_exists(&self.path(ARCHIVE, name))
+        self.dirs.archive.exists(name.as_str())
     }
 
     /// Reads a message, unread or archived. The archived copy wins if both exist, because the
-    /// archive is the receipt.
+    /// archive is the receipt. A link or a hard-linked file under the name is refused.
     pub fn read(&self, name: &MessageName) -> Result<Message> {
-        let (path, status) = if self.is_archived(name)? {
-            (self.path(ARCHIVE, name), MessageStatus::Archived)
+        let (dir, status) = if self.is_archived(name)? {
+            (&self.dirs.archive, MessageStatus::Archived)
         } else {
-            (self.path(NEW, name), MessageStatus::Unread)
+            (&self.dirs.new, MessageStatus::Unread)
         };
-        let bytes = match durable::read_bounded(&path, MAX_MESSAGE_BYTES) {
+        let bytes = match dir.read_file(name.as_str(), MAX_MESSAGE_BYTES) {
             Ok(BoundedRead::Bytes(bytes)) => bytes,
             Ok(BoundedRead::TooLarge) => {
                 return Err(Error::MessageTooLarge {
@@ -217,7 +321,7 @@ impl Inbox {
                     name: name.to_string(),
                 })
             }
-            Err(err) => return Err(Error::io("read message", path, err)),
+            Err(err) => return Err(Error::io("read message", dir.entry(name.as_str()), err)),
         };
         let text = String::from_utf8_lossy(&bytes);
         let (front_matter, body) = message::parse(&text);
@@ -229,36 +333,50 @@ impl Inbox {
         })
     }
 
-    /// Archives a message: `new/<name>` → `archive/<name>`, durably. Only a regular file is
-    /// moved; anything else under that name in `new/` is not a message and is left alone.
+    /// Archives a message: `new/<name>` → `archive/<name>`, durably. Only a message file (a
+    /// regular file with one link) is moved; a link or another kind of entry under that name in
+    /// `new/` is refused and left alone.
     pub fn archive(&self, name: &MessageName) -> Result<ArchiveOutcome> {
-        let unread = self.path(NEW, name);
-        let archived = self.path(ARCHIVE, name);
-        if !durable::is_regular_file(&unread)? {
-            return if durable::entry_exists(&archived)? {
-                Ok(ArchiveOutcome::AlreadyArchived)
-            } else {
-                Err(Error::MessageNotFound {
+        let InboxDirs { new, archive, .. } = &*self.dirs;
+        let file = name.as_str();
+        match new.kind(file)? {
+            Some(EntryKind::File) => {}
+            // Already archived: whatever is left in new/ is not ours to touch.
+            _ if archive.exists(file)? => return Ok(ArchiveOutcome::AlreadyArchived),
+            // A planted link or a second link to an outside file is refused out loud: the user
+            // asked for this name and deserves to know why it is not moved.
+            Some(kind @ (EntryKind::Link | EntryKind::HardLinked)) => {
+                return Err(Error::RefusedPath {
+                    path: new.entry(file),
+                    reason: format!(
+                        "{}; it is not a message and was not archived",
+                        kind.refusal_reason().unwrap_or_default()
+                    ),
+                })
+            }
+            // A directory or the like under a message name is simply not a message.
+            Some(EntryKind::NotAFile) | None => {
+                return Err(Error::MessageNotFound {
                     session: self.session.to_string(),
                     name: name.to_string(),
                 })
-            };
+            }
         }
-        match durable::rename_no_replace(&unread, &archived) {
+        match new.rename_no_replace(file, archive, file) {
             Ok(()) => {
-                durable::sync_dir(&self.dir.join(ARCHIVE))?;
-                durable::sync_dir(&self.dir.join(NEW))?;
+                archive.sync()?;
+                new.sync()?;
                 Ok(ArchiveOutcome::Archived)
             }
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
                 // The receipt already exists; the copy in new/ is a duplicate.
                 self.remove_duplicate(name)?;
-                durable::sync_dir(&self.dir.join(NEW))?;
+                new.sync()?;
                 Ok(ArchiveOutcome::AlreadyArchived)
             }
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
                 // Someone else archived it between our check and our rename.
-                if durable::entry_exists(&archived)? {
+                if archive.exists(file)? {
                     Ok(ArchiveOutcome::AlreadyArchived)
                 } else {
                     Err(Error::MessageNotFound {
@@ -267,26 +385,26 @@ impl Inbox {
                     })
                 }
             }
-            Err(err) => Err(Error::io("archive", unread, err)),
+            Err(err) => Err(Error::io("archive", new.entry(file), err)),
         }
     }
 
     /// Removes copies of archived messages from `new/`, and leftovers in `tmp/` whose last
     /// modification is at least `tmp_max_age` before `now`. Run it at start-up and now and then.
     pub fn reconcile(&self, now: SystemTime, tmp_max_age: Duration) -> Result<ReconcileReport> {
-        let (names, foreign_entries) = self.scan_new()?;
+        let scan = self.scan_new()?;
         let mut report = ReconcileReport {
-            foreign_entries,
+            foreign_entries: scan.foreign,
             ..ReconcileReport::default()
         };
-        for name in names {
+        for name in scan.messages {
             if self.is_archived(&name)? {
                 self.remove_duplicate(&name)?;
                 report.removed_duplicates.push(name);
             }
         }
         if !report.removed_duplicates.is_empty() {
-            durable::sync_dir(&self.dir.join(NEW))?;
+            self.dirs.new.sync()?;
         }
         report.removed_duplicates.sort();
         report.removed_temporary = self.remove_stale_temporaries(now, tmp_max_age)?;
@@ -294,76 +412,73 @@ impl Inbox {
     }
 
     fn remove_duplicate(&self, name: &MessageName) -> Result<()> {
-        let duplicate = self.path(NEW, name);
-        match fs::remove_file(&duplicate) {
-            Ok(()) => Ok(()),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(err) => Err(Error::io("remove archived duplicate", duplicate, err)),
-        }
+        let new = &self.dirs.new;
+        new.remove(name.as_str())
+            .map_err(|err| Error::io("remove archived duplicate", new.entry(name.as_str()), err))
     }
 
     fn remove_stale_temporaries(&self, now: SystemTime, max_age: Duration) -> Result<Vec<String>> {
-        let tmp = self.dir.join(TMP);
+        let tmp = &self.dirs.tmp;
         let mut removed = Vec::new();
-        for entry in fs::read_dir(&tmp).map_err(|err| Error::io("list", &tmp, err))? {
-            let entry = entry.map_err(|err| Error::io("list", &tmp, err))?;
-            let path = entry.path();
-            let Ok(metadata) = fs::symlink_metadata(&path) else {
+        for file_name in tmp.list()? {
+            let file_name = OsStr::from_bytes(&file_name);
+            // tmp/ belongs to the inbox alone; only directories (which posts never make) stay.
+            // A link is removed as itself; what it points to is never touched.
+            let Ok(Some(modified)) = tmp.modified_non_dir(file_name) else {
                 continue;
             };
-            // tmp/ belongs to the inbox alone; only directories (which posts never make) stay.
-            if metadata.is_dir() {
-                continue;
-            }
-            let age = metadata
-                .modified()
-                .ok()
-                .and_then(|modified| now.duration_since(modified).ok());
+            let age = now.duration_since(modified).ok();
             if age.is_some_and(|age| age >= max_age) {
-                match fs::remove_file(&path) {
-                    Ok(()) => removed.push(lossy(entry.file_name())),
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                    Err(err) => return Err(Error::io("remove stale temporary file", path, err)),
-                }
+                tmp.remove(file_name).map_err(|err| {
+                    Error::io("remove stale temporary file", tmp.entry(file_name), err)
+                })?;
+                removed.push(file_name.to_string_lossy().into_owned());
             }
         }
         removed.sort();
         Ok(removed)
     }
 
-    /// Regular files in `new/` with message names, and the names of everything else there.
-    fn scan_new(&self) -> Result<(Vec<MessageName>, Vec<String>)> {
-        let new = self.dir.join(NEW);
-        let mut names = Vec::new();
-        let mut foreign = Vec::new();
-        for entry in fs::read_dir(&new).map_err(|err| Error::io("list", &new, err))? {
-            let entry = entry.map_err(|err| Error::io("list", &new, err))?;
-            let file_name = entry.file_name();
-            let parsed = file_name
-                .to_str()
+    /// Sorts the entries of `new/`: message files with message names, entries with message
+    /// names that are not message files (refused, with why), and everything else (foreign).
+    fn scan_new(&self) -> Result<NewScan> {
+        let new = &self.dirs.new;
+        let mut scan = NewScan {
+            messages: Vec::new(),
+            refused: Vec::new(),
+            foreign: Vec::new(),
+        };
+        for file_name in new.list()? {
+            let parsed = std::str::from_utf8(&file_name)
+                .ok()
                 .and_then(|text| MessageName::parse(text).ok());
-            let is_file = entry.file_type().is_ok_and(|kind| kind.is_file());
-            match parsed {
-                Some(name) if is_file => names.push(name),
-                _ => foreign.push(lossy(file_name)),
+            let Some(name) = parsed else {
+                scan.foreign
+                    .push(String::from_utf8_lossy(&file_name).into_owned());
+                continue;
+            };
+            match new.kind(name.as_str())? {
+                Some(EntryKind::File) => scan.messages.push(name),
+                Some(kind) => {
+                    scan.foreign.push(name.to_string());
+                    scan.refused.push(RefusedEntry {
+                        path: new.entry(name.as_str()),
+                        reason: kind.refusal_reason().unwrap_or_default(),
+                    });
+                }
+                // Gone between the listing and the look: nothing to list.
+                None => {}
             }
         }
-        foreign.sort();
-        Ok((names, foreign))
-    }
-
-    fn path(&self, sub: &str, name: &MessageName) -> PathBuf {
-        self.dir.join(sub).join(name.as_str())
+        scan.foreign.sort();
+        scan.refused.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(scan)
     }
 }
 
-fn remove_quietly(path: &Path) {
+fn remove_quietly(dir: &PrivateDir, name: &str) {
     // Best effort: the file is a leftover in tmp/ that reconcile removes anyway.
-    let _ = fs::remove_file(path);
-}
-
-fn lossy(name: OsString) -> String {
-    name.to_string_lossy().into_owned()
+    let _ = dir.remove(name);
 }
 
 /// Milliseconds since the Unix epoch; 0 if the clock is before 1970.
@@ -377,6 +492,7 @@ pub fn now_unix_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::durable::{self, BoundedRead};
+use crate::durable::{BoundedRead, PrivateDir};
 use crate::error::{Error, Result};
 use crate::names::{MessageName, SessionName};
 use crate::protocol::ReceiptState;
@@ -148,7 +148,8 @@ struct StateFile {
 /// The ownership records of one session.
 #[derive(Debug)]
 pub struct OwnershipStore {
-    dir: PathBuf,
+    state_dir: PathBuf,
+    path: PathBuf,
     session: SessionName,
     records: BTreeMap<MessageName, Record>,
     origin: StoreOrigin,
@@ -162,34 +163,47 @@ pub fn ownership_dir(state_dir: &Path, session: &SessionName) -> PathBuf {
 /// Renames a corrupt state file to `ownership.json.corrupt-<unix-ms>` and returns the new path,
 /// so the engine can start over without destroying the evidence.
 pub fn quarantine(state_dir: &Path, session: &SessionName, now_unix_ms: u64) -> Result<PathBuf> {
-    let dir = ownership_dir(state_dir, session);
-    let from = dir.join(OWNERSHIP_FILE);
-    let to = dir.join(format!("{OWNERSHIP_FILE}.corrupt-{now_unix_ms}"));
-    durable::rename_no_replace(&from, &to)
-        .map_err(|err| Error::io("move aside corrupt state file", &from, err))?;
-    durable::sync_dir(&dir)?;
-    Ok(to)
+    let dir = open_dir(state_dir, session)?;
+    let aside = format!("{OWNERSHIP_FILE}.corrupt-{now_unix_ms}");
+    dir.rename_no_replace(OWNERSHIP_FILE, &dir, &aside)
+        .map_err(|err| {
+            Error::io(
+                "move aside corrupt state file",
+                dir.entry(OWNERSHIP_FILE),
+                err,
+            )
+        })?;
+    dir.sync()?;
+    Ok(dir.entry(aside))
+}
+
+/// Opens (creating, 0700) `<state>/ding/<session>`, each directory relative to the checked one
+/// above it, so a link planted as `ding/` or as the session's directory is refused, never
+/// followed (see `durable`).
+fn open_dir(state_dir: &Path, session: &SessionName) -> Result<PrivateDir> {
+    PrivateDir::create_root(state_dir)?
+        .create_child("ding")?
+        .create_child(session.as_str())
 }
 
 impl OwnershipStore {
     /// Opens the store of `session`, reading its state file if there is one.
     pub fn open(state_dir: &Path, session: &SessionName) -> Result<Self> {
-        durable::create_private_dir(&state_dir.join("ding"))?;
-        let dir = ownership_dir(state_dir, session);
-        durable::create_private_dir(&dir)?;
-        let path = dir.join(OWNERSHIP_FILE);
+        let dir = open_dir(state_dir, session)?;
+        let path = dir.entry(OWNERSHIP_FILE);
         let corrupt = |reason: String| Error::CorruptOwnershipState {
             path: path.clone(),
             reason,
         };
-        let bytes = match durable::read_bounded(&path, MAX_STATE_BYTES) {
+        let bytes = match dir.read_file(OWNERSHIP_FILE, MAX_STATE_BYTES) {
             Ok(BoundedRead::Bytes(bytes)) => bytes,
             Ok(BoundedRead::TooLarge) => {
                 return Err(corrupt(format!("larger than {MAX_STATE_BYTES} bytes")))
             }
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
                 return Ok(OwnershipStore {
-                    dir,
+                    state_dir: state_dir.to_path_buf(),
+                    path,
                     session: session.clone(),
                     records: BTreeMap::new(),
                     origin: StoreOrigin::Missing,
@@ -215,7 +229,8 @@ impl OwnershipStore {
         let mut records = file.messages;
         records.retain(|_, record| record.state != DeliveryState::Pending);
         Ok(OwnershipStore {
-            dir,
+            state_dir: state_dir.to_path_buf(),
+            path,
             session: session.clone(),
             records,
             origin: StoreOrigin::Loaded,
@@ -224,7 +239,7 @@ impl OwnershipStore {
 
     /// The state file's path.
     pub fn path(&self) -> PathBuf {
-        self.dir.join(OWNERSHIP_FILE)
+        self.path.clone()
     }
 
     /// Whether the state file existed when the store was opened.
@@ -399,6 +414,9 @@ impl OwnershipStore {
                 reason: err.to_string(),
             })?;
         bytes.push(b'\n');
-        durable::atomic_replace(&self.dir, OWNERSHIP_FILE, &bytes)
+        // The directories are opened again for every write: a write re-checks that no link was
+        // planted since the store was opened, and a directory removed meanwhile is recreated
+        // rather than written into after its removal.
+        open_dir(&self.state_dir, &self.session)?.atomic_replace(OWNERSHIP_FILE, &bytes)
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::durable::{self, BoundedRead};
+use crate::durable::BoundedRead;
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 
@@ -94,7 +94,10 @@ impl Presence {
     /// Reads the session's presence; `None` if none was ever declared.
     pub fn load(inbox: &Inbox) -> Result<Option<Presence>> {
         let path = inbox.dir().join(PRESENCE_FILE);
-        let bytes = match durable::read_bounded(&path, MAX_PRESENCE_BYTES) {
+        let bytes = match inbox
+            .session_dir()
+            .read_file(PRESENCE_FILE, MAX_PRESENCE_BYTES)
+        {
             Ok(BoundedRead::Bytes(bytes)) => bytes,
             Ok(BoundedRead::TooLarge) => {
                 return Err(Error::CorruptPresence {
@@ -120,7 +123,7 @@ impl Presence {
             reason: err.to_string(),
         })?;
         bytes.push(b'\n');
-        durable::atomic_replace(inbox.dir(), PRESENCE_FILE, &bytes)
+        inbox.session_dir().atomic_replace(PRESENCE_FILE, &bytes)
     }
 }
 

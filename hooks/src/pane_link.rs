@@ -105,7 +105,9 @@ pub fn turn_boundary_notices(pane: &PaneEnv) -> Vec<String> {
     let Some(state_dir) = inbox_dir.parent().and_then(Path::parent) else {
         return Vec::new();
     };
-    let Ok(inbox) = Inbox::open(state_dir, &pane.session) else {
+    // A hook only reads the inbox: one that does not exist has nothing to announce, and a
+    // turn boundary must not create it.
+    let Ok(inbox) = Inbox::open_existing(state_dir, &pane.session) else {
         return Vec::new();
     };
     let unread = inbox.list_unread().unwrap_or_default();

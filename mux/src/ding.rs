@@ -12,7 +12,7 @@
 //!   its protocol v1 events, and sends only with a lease, as a guarded send expecting the exact
 //!   identity and revision the adapter judged. It never falls back to aggressive delivery.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
+use belfry_ding::inbox::RefusedEntry;
 use belfry_ding::lease::LeaseConfig;
 use belfry_ding::notice::{notice_line, recovery_notice};
 use belfry_ding::ownership::StageOutcome;
@@ -149,6 +150,8 @@ struct Worker {
     last_hold: Option<HoldReason>,
     exited: bool,
     first_pass: bool,
+    /// Refused entries of `new/` already logged, so each is logged once, not every poll.
+    refused_logged: HashSet<PathBuf>,
 }
 
 async fn run_worker(
@@ -203,6 +206,7 @@ async fn run_worker(
         last_hold: None,
         exited: false,
         first_pass: true,
+        refused_logged: HashSet::new(),
     };
     match worker.policy.clone() {
         Ok(DeliveryPolicy::Rich { adapter_command }) => {
@@ -224,11 +228,55 @@ async fn run_worker(
 }
 
 impl Worker {
-    fn unread(&self) -> Vec<MessageName> {
-        self.inbox.list_unread().unwrap_or_else(|err| {
-            tracing::warn!(session = self.info.session, "cannot list inbox: {err}");
-            Vec::new()
-        })
+    fn unread(&mut self) -> Vec<MessageName> {
+        self.reopen_removed_inbox();
+        match self.inbox.scan_unread() {
+            Ok(scan) => {
+                self.log_refused(scan.refused);
+                scan.unread
+            }
+            Err(err) => {
+                tracing::warn!(session = self.info.session, "cannot list inbox: {err}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// The inbox works on the directory handles it opened; after someone removed the inbox
+    /// (and perhaps a post created it again), open it again by its path.
+    fn reopen_removed_inbox(&mut self) {
+        if !self.inbox.is_removed() {
+            return;
+        }
+        match Inbox::open_session(&self.state_dir, self.inbox.session().clone()) {
+            Ok(inbox) => {
+                tracing::info!(
+                    session = self.info.session,
+                    "inbox directory was removed; opened it again"
+                );
+                self.inbox = inbox;
+            }
+            Err(err) => {
+                tracing::warn!(session = self.info.session, "cannot reopen inbox: {err}");
+            }
+        }
+    }
+
+    /// Logs, once per entry, why a file with a message name in `new/` is not a message (a
+    /// link, a hard-linked file): it is never read, noticed or moved, and the log says so.
+    fn log_refused(&mut self, refused: Vec<RefusedEntry>) {
+        self.refused_logged
+            .retain(|path| refused.iter().any(|entry| entry.path == *path));
+        for entry in refused {
+            if self.refused_logged.insert(entry.path.clone()) {
+                tracing::warn!(
+                    session = self.info.session,
+                    "skipping {}: {}",
+                    entry.path.display(),
+                    entry.reason
+                );
+            }
+        }
     }
 
     /// Unread messages nobody owns yet, FIFO. Ownership of archived messages is released.
