@@ -570,9 +570,11 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
 /// (or the native dialect's exit code).
 fn dispatch(args: DispatchArgs) -> i32 {
     use belfry_hooks::pane_link;
-    use std::io::Read;
-    let mut stdin = Vec::new();
-    let _ = std::io::stdin().read_to_end(&mut stdin);
+    let stdin = belfry_hooks::read_hook_stdin(
+        std::io::stdin(),
+        belfry_hooks::STDIN_CAP_BYTES,
+        belfry_hooks::stdin_deadline(),
+    );
     let pane = pane_link::PaneEnv::from_env();
     let extra_context = match &pane {
         Some(pane) if pane_link::is_turn_boundary(&args.event, args.turn_boundary) => {
@@ -589,9 +591,13 @@ fn dispatch(args: DispatchArgs) -> i32 {
         dialects_dir: args.dialects,
         extra_context,
     };
-    let output = belfry_hooks::run_dispatch(&options, &stdin);
-    if let Some(pane) = &pane {
-        pane_link::forward_event(pane, &args.event, &stdin);
+    let output = match &stdin {
+        Ok(stdin) => belfry_hooks::run_dispatch(&options, stdin),
+        Err(err) => belfry_hooks::run_dispatch_without_input(&options, err),
+    };
+    // A hook whose input never arrived whole is not forwarded: there is no event to report.
+    if let (Some(pane), Ok(stdin)) = (&pane, &stdin) {
+        pane_link::forward_event(pane, &args.event, stdin);
     }
     let _ = std::io::stdout().write_all(&output.stdout);
     let _ = std::io::stdout().flush();
