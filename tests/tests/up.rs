@@ -112,3 +112,21 @@ fn charter_reaches_the_program_as_the_adapter_declares() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn kdl_nested_2000_deep_is_a_clean_error_with_file_line_column_not_an_abort() {
+    let env = Env::new();
+    let blocks = format!("{}{}", "x {".repeat(2000), "}".repeat(2000));
+    for text in [
+        format!("agent \"a\" {{\n  command \"true\"\n}}\n{blocks}\n"),
+        format!("agent \"a\" {{\n  command \"true\"\n}}\n/-{blocks}\n"),
+    ] {
+        let file = write(&env, &text);
+        let out = env.run(&["up", &file]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(&format!("{file}:4:")), "{stderr}");
+        assert!(stderr.contains("nest deeper than"), "{stderr}");
+    }
+    assert!(panes(&env).is_empty(), "nothing may be launched");
+}
