@@ -921,6 +921,10 @@ fn running_panes(client: &mut Client) -> Result<Vec<belfry_mux::declare::Running
 
 /// `belfry up`: launch missing agents, adopt running ones with the same generation, report
 /// drift (restarting nothing unless --replace). SPEC §11.
+///
+/// All or nothing: every agent to be launched is checked first (cwd, program, charter; see
+/// `belfry_mux::preflight`), and if any check fails nothing is launched or killed. If the
+/// daemon still refuses a spawn, the panes launched in this run are stopped again.
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     use belfry_mux::declare::{plan, report, Action, DriftPolicy};
     let decls = declarations(file)?;
@@ -933,39 +937,34 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     };
     let actions = plan(&decls, &running, policy);
     let base_env: BTreeMap<String, String> = std::env::vars().collect();
-    let mut failed = 0;
-    for action in &actions {
-        let name = action.name();
-        let launch = match action {
-            Action::Launch { .. } => true,
-            Action::Replace { .. } => {
-                call(&mut client, json!({"op": "kill", "session": name}))?;
-                true
+    let to_launch: Vec<&str> = actions
+        .iter()
+        .filter(|action| matches!(action, Action::Launch { .. } | Action::Replace { .. }))
+        .map(Action::name)
+        .collect();
+    let prepared = match belfry_mux::preflight::prepare(&decls, &to_launch, &base_env) {
+        Ok(prepared) => prepared,
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("belfry: {error}");
             }
-            Action::Adopt { .. } | Action::Drift { .. } => false,
-        };
-        if !launch {
-            continue;
+            eprintln!("belfry up: nothing was launched");
+            return Ok(EXIT_ERROR);
         }
-        let Some(decl) = decls.get(name) else {
-            continue;
-        };
-        let mut spec = serde_json::to_value(decl.launch_spec())?;
-        spec["op"] = json!("spawn");
-        spec["base_env"] = json!(base_env);
-        if let Some(charter) = &decl.charter {
-            match std::fs::read_to_string(charter) {
-                Ok(text) => spec["charter"] = json!(text),
-                Err(err) => {
-                    eprintln!("belfry up: {name}: charter {}: {err}", charter.display());
-                    failed += 1;
-                    continue;
-                }
-            }
-        }
-        if let Err(err) = call(&mut client, spec) {
+    };
+    let mut launched: Vec<&str> = Vec::new();
+    for ready in &prepared {
+        let name = ready.agent.name.as_str();
+        let replacing = actions
+            .iter()
+            .any(|action| matches!(action, Action::Replace { name: n, .. } if n == name));
+        if let Err(err) = launch_one(&mut client, ready, replacing, &base_env) {
             eprintln!("belfry up: {name}: {err:#}");
-            failed += 1;
+            stop_launched(&mut client, &launched);
+            return Ok(EXIT_ERROR);
+        }
+        if !replacing {
+            launched.push(name);
         }
     }
     if json_out {
@@ -973,7 +972,42 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     } else {
         print!("{}", report(&actions));
     }
-    Ok(if failed > 0 { EXIT_ERROR } else { EXIT_OK })
+    Ok(EXIT_OK)
+}
+
+/// Spawns one checked agent, killing its old pane first when it is being replaced.
+fn launch_one(
+    client: &mut Client,
+    ready: &belfry_mux::preflight::Prepared<'_>,
+    replacing: bool,
+    base_env: &BTreeMap<String, String>,
+) -> Result<()> {
+    let name = &ready.agent.name;
+    if replacing {
+        call(client, json!({"op": "kill", "session": name}))?;
+    }
+    let mut spec = serde_json::to_value(ready.agent.launch_spec())?;
+    spec["op"] = json!("spawn");
+    spec["base_env"] = json!(base_env);
+    if let Some(text) = &ready.charter_text {
+        spec["charter"] = json!(text);
+    }
+    call(client, spec)?;
+    Ok(())
+}
+
+/// Undoes the launches of a `belfry up` run that failed part-way (SPEC §11 all or nothing).
+/// A replaced pane cannot be brought back; it is left to the next `belfry up`.
+fn stop_launched(client: &mut Client, launched: &[&str]) {
+    for name in launched {
+        match call(client, json!({"op": "kill", "session": name})) {
+            Ok(_) => eprintln!("belfry up: stopped {name}, launched by this run"),
+            Err(err) => eprintln!("belfry up: cannot stop {name}, launched by this run: {err:#}"),
+        }
+    }
+    if launched.is_empty() {
+        eprintln!("belfry up: nothing else was launched");
+    }
 }
 
 fn down(file: Option<PathBuf>) -> Result<i32> {

@@ -107,6 +107,23 @@ pub const MAX_FILE_BYTES: usize = 1 << 20;
 pub struct Declarations {
     /// The agents, in the order the file declares them; names are unique.
     pub agents: Vec<AgentDecl>,
+    /// Where each agent's fields are written, by agent name, so that the checks made before a
+    /// launch ([`crate::preflight`]) can name the file, line and column too.
+    #[serde(skip)]
+    pub(crate) places: BTreeMap<String, AgentPlaces>,
+}
+
+/// Where one agent's launch-relevant fields are in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AgentPlaces {
+    /// The `agent` node.
+    pub agent: Location,
+    /// The program: the first argument of `command`.
+    pub program: Location,
+    /// The value of `cwd`, if the agent has one (else the agent runs in the file's directory).
+    pub cwd: Option<Location>,
+    /// The value of `charter`, if any.
+    pub charter: Option<Location>,
 }
 
 impl Declarations {
@@ -824,9 +841,10 @@ impl<'a> Lowering<'a> {
         let document = self.parse_kdl()?;
         let mut agents: Vec<AgentDecl> = Vec::new();
         let mut first_lines: BTreeMap<String, usize> = BTreeMap::new();
+        let mut all_places: BTreeMap<String, AgentPlaces> = BTreeMap::new();
         for node in document.nodes() {
             self.expect_known(node, "the top level", TOP_LEVEL_NODES)?;
-            let (agent, name_entry) = self.agent(node)?;
+            let (agent, name_entry, places) = self.agent(node)?;
             if let Some(&first_line) = first_lines.get(&agent.name) {
                 return Err(self.invalid(
                     name_entry.span().offset(),
@@ -837,9 +855,13 @@ impl<'a> Lowering<'a> {
                 ));
             }
             first_lines.insert(agent.name.clone(), self.line_of(node));
+            all_places.insert(agent.name.clone(), places);
             agents.push(agent);
         }
-        Ok(Declarations { agents })
+        Ok(Declarations {
+            agents,
+            places: all_places,
+        })
     }
 
     /// SPEC §12: input the parser cannot take safely is refused before it is parsed (see
@@ -906,7 +928,10 @@ impl<'a> Lowering<'a> {
         })
     }
 
-    fn agent<'n>(&self, node: &'n KdlNode) -> Result<(AgentDecl, &'n KdlEntry), DeclareError> {
+    fn agent<'n>(
+        &self,
+        node: &'n KdlNode,
+    ) -> Result<(AgentDecl, &'n KdlEntry, AgentPlaces), DeclareError> {
         let (name, name_entry) = self.single_string(node, "agent", AGENT_EXAMPLE)?;
         if belfry_pty::paths::validate_session_name(&name).is_err() {
             return Err(self.invalid(
@@ -928,8 +953,27 @@ impl<'a> Lowering<'a> {
             adapter: None,
             ding: DeliveryPolicy::Aggressive,
         };
+        let mut places = AgentPlaces {
+            agent: self.location(node.span().offset()),
+            program: self.location(node.span().offset()),
+            cwd: None,
+            charter: None,
+        };
         for child in children.nodes() {
             self.expect_known(child, &block_name, AGENT_NODES)?;
+            // The first value of a node is what a launch check complains about.
+            let value_at = self.location(
+                child
+                    .entries()
+                    .first()
+                    .map_or(child.span().offset(), |entry| entry.span().offset()),
+            );
+            match child.name().value() {
+                "command" => places.program = value_at,
+                "cwd" => places.cwd = Some(value_at),
+                "charter" => places.charter = Some(value_at),
+                _ => {}
+            }
             match child.name().value() {
                 "command" => agent.argv = self.command(child)?,
                 "cwd" => agent.cwd = Some(self.path(child, "cwd", CWD_EXAMPLE)?),
@@ -951,7 +995,7 @@ impl<'a> Lowering<'a> {
                 Problem::MissingCommand { agent: agent.name },
             ));
         }
-        Ok((agent, name_entry))
+        Ok((agent, name_entry, places))
     }
 
     /// The agent's `command`: at least one string, the first not blank.

@@ -13,12 +13,14 @@
 //! - [`lifecycle`]: adapter declarations and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
 //! - [`declare`]: `belfry.kdl` declarations and the plan of `belfry up`; [`kdl_depth`] guards
-//!   its parser against nesting that would overflow the stack.
+//!   its parser against nesting that would overflow the stack; [`preflight`] checks every
+//!   agent `belfry up` is about to launch before it launches any.
 
 pub mod client;
 pub mod declare;
 pub mod ding;
 pub mod kdl_depth;
 pub mod lifecycle;
+pub mod preflight;
 pub mod registry;
 pub mod server;

@@ -744,3 +744,46 @@ proptest! {
         prop_assert_eq!(&agent.ding, &expected_policy);
     }
 }
+
+#[test]
+fn preflight_looks_programs_up_on_the_pane_path_and_reports_every_problem() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let tool = bin.join("belfry-test-tool");
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let source = format!(
+        concat!(
+            "agent \"declared-path\" {{\n  command \"belfry-test-tool\"\n",
+            "  env {{ PATH \"{bin}\" }}\n}}\n",
+            "agent \"base-path\" {{\n  command \"belfry-test-tool\"\n}}\n",
+            "agent \"no-cwd\" {{\n  command \"true\"\n  cwd \"gone\"\n}}\n",
+        ),
+        bin = bin.display()
+    );
+    let path = dir.path().join("belfry.kdl");
+    std::fs::write(&path, source).unwrap();
+    let decls = load(&path).unwrap();
+    let base_env = BTreeMap::from([("PATH".to_owned(), "/nonexistent".to_owned())]);
+    let ready = belfry_mux::preflight::prepare(&decls, &["declared-path"], &base_env).unwrap();
+    assert_eq!(ready.len(), 1);
+    let errors = belfry_mux::preflight::prepare(
+        &decls,
+        &["declared-path", "base-path", "no-cwd"],
+        &base_env,
+    )
+    .expect_err("two agents cannot launch");
+    let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages[0].contains(":6:11: agent \"base-path\": program \"belfry-test-tool\" is not found on PATH (/nonexistent)"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains(":10:7: agent \"no-cwd\": cwd ")
+            && messages[1].ends_with("gone does not exist"),
+        "{messages:?}"
+    );
+}
