@@ -550,13 +550,15 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
         Ok(spec) => spec,
         Err(message) => return wire::error_reply(id, code::INVALID, message),
     };
-    if daemon.registry.get(&spec.session).is_some() {
+    // Held until this spawn is answered: a concurrent spawn of the same name is `exists`,
+    // never a second pane host that then fails to bind the socket.
+    let Some(_reservation) = daemon.registry.reserve(&spec.session) else {
         return wire::error_reply(
             id,
             code::EXISTS,
             format!("a pane named {:?} already exists", spec.session),
         );
-    }
+    };
     // The adapter's declaration is read once per spawn, for the charter and the turn boundary.
     let declaration = spec
         .adapter

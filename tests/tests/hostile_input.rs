@@ -105,3 +105,39 @@ fn failed_spawn_leaves_no_pane_log() {
     assert!(!names.contains("pane-doomed.log"), "{names:?}");
     assert!(env.ok(&["ls", "--json"]).trim() == "[]");
 }
+
+#[test]
+fn concurrent_duplicate_spawns_answer_exactly_one_ok_and_the_rest_exists() {
+    let env = Env::new();
+    env.ok(&["ls"]); // Starts the daemon.
+    let socket = env.socket();
+    let cwd = env.path("").display().to_string();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(6));
+    let racers: Vec<_> = (0..6)
+        .map(|_| {
+            let socket = socket.clone();
+            let cwd = cwd.clone();
+            let barrier = std::sync::Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let mut conn = belfry_tests::Conn::open(&socket).expect("connect");
+                barrier.wait();
+                conn.request(serde_json::json!({
+                    "op": "spawn", "session": "twin", "argv": ["sleep", "600"],
+                    "cwd": cwd, "rows": 24, "cols": 80,
+                }))
+            })
+        })
+        .collect();
+    let replies: Vec<serde_json::Value> = racers
+        .into_iter()
+        .map(|racer| racer.join().expect("racer"))
+        .collect();
+    let ok = replies.iter().filter(|r| r["ok"] == true).count();
+    let exists = replies
+        .iter()
+        .filter(|r| r["error"]["code"] == "exists")
+        .count();
+    assert_eq!((ok, exists), (1, 5), "{replies:#?}");
+    let panes = env.ok(&["ls", "--json"]);
+    assert_eq!(panes.matches("\"twin\"").count(), 1, "{panes}");
+}
