@@ -163,6 +163,11 @@ fn lock_path(socket: &Path) -> PathBuf {
 }
 
 async fn adopt_existing(daemon: &Arc<Daemon>) {
+    // Before any adapter is started again: what the adapters of a killed daemon left running
+    // is ended first (see `crate::adapter_group`).
+    crate::adapter_group::sweep_leftover_groups(&belfry_pty::paths::panes_dir(
+        &daemon.config.runtime,
+    ));
     let (live, lost) = registry::discover(&daemon.config.runtime).await;
     for session in lost {
         publish(
