@@ -7,10 +7,12 @@
 
 use std::ffi::OsString;
 use std::io::Read;
+use std::os::fd::AsFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
 
 use serde_json::{Map, Value};
 
@@ -93,23 +95,51 @@ pub fn run_dispatch_without_input(opts: &DispatchOptions, error: &Error) -> Disp
 ///
 /// SPEC §8: a harness that never closes the pipe, or sends without end, must not stall the
 /// tool call behind the hook, so either is an error that the caller turns into fail-open with
-/// [`run_dispatch_without_input`]. The read runs on a thread of its own because a blocking
-/// read has no timeout; when the deadline passes, that thread is left blocked and ends with
-/// the process.
-pub fn read_hook_stdin<R: Read + Send + 'static>(
-    reader: R,
+/// [`run_dispatch_without_input`]. Each read waits in `poll(2)` for the time that is left, so
+/// the deadline holds without a thread, and a writer that trickles bytes cannot extend it.
+pub fn read_hook_stdin<R: Read + AsFd>(
+    mut reader: R,
     cap: usize,
     deadline: Duration,
 ) -> Result<Vec<u8>, Error> {
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = sender.send(read_capped(reader, cap));
-    });
-    match receiver.recv_timeout(deadline) {
-        Ok(result) => result,
-        Err(_) => Err(Error::StdinNotClosed {
-            waited_ms: deadline.as_millis(),
-        }),
+    let until = Instant::now() + deadline;
+    let not_closed = || Error::StdinNotClosed {
+        waited_ms: deadline.as_millis(),
+    };
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let remaining = until.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(not_closed());
+        }
+        let timeout = Timespec {
+            tv_sec: remaining.as_secs().try_into().unwrap_or(i64::MAX),
+            tv_nsec: remaining.subsec_nanos().into(),
+        };
+        let mut fds = [PollFd::new(&reader, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(0) => return Err(not_closed()),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(errno) => {
+                return Err(Error::StdinRead {
+                    source: errno.into(),
+                })
+            }
+        }
+        // Ready: this read returns data, or 0 at the end, without blocking.
+        match reader.read(&mut chunk) {
+            Ok(0) => return Ok(bytes),
+            Ok(read) => {
+                bytes.extend_from_slice(&chunk[..read]);
+                if bytes.len() > cap {
+                    return Err(Error::StdinTooLarge { cap });
+                }
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => return Err(Error::StdinRead { source }),
+        }
     }
 }
 
@@ -121,20 +151,6 @@ pub fn stdin_deadline() -> Duration {
         .and_then(|value| value.trim().parse::<u64>().ok())
         .filter(|ms| *ms > 0)
         .map_or(STDIN_DEADLINE, Duration::from_millis)
-}
-
-fn read_capped<R: Read>(reader: R, cap: usize) -> Result<Vec<u8>, Error> {
-    let mut bytes = Vec::new();
-    // One byte past the cap tells "exactly the cap" from "more than the cap".
-    let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
-    reader
-        .take(limit)
-        .read_to_end(&mut bytes)
-        .map_err(|source| Error::StdinRead { source })?;
-    if bytes.len() > cap {
-        return Err(Error::StdinTooLarge { cap });
-    }
-    Ok(bytes)
 }
 
 /// [`run_dispatch`] with the environment passed in, so tests need not change the process's.

@@ -489,3 +489,25 @@ fn malformed_decision_never_allows_for_an_enforcing_or_deny_naming_handler() {
         assert!(answer.reason.contains("malformed JSON"), "{answer:?}");
     }
 }
+
+#[test]
+fn stdin_that_trickles_without_end_cannot_extend_the_deadline() {
+    // A real pipe whose writer sends a byte every 50 ms and never closes.
+    let mut writer = std::process::Command::new("/bin/sh")
+        .args(["-c", "while :; do printf x; sleep 0.05; done"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the trickling writer");
+    let pipe = writer.stdout.take().expect("writer stdout");
+    let started = Instant::now();
+    let result = belfry_hooks::read_hook_stdin(pipe, 1 << 20, Duration::from_millis(400));
+    let elapsed = started.elapsed();
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let message = result.err().map(|err| err.to_string()).unwrap_or_default();
+    assert!(
+        message.contains("hook stdin was not closed within 400 ms"),
+        "{message}"
+    );
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+}
