@@ -78,7 +78,11 @@ enum Command {
         json: bool,
     },
     /// Resize a pane to ROWSxCOLS.
-    Resize { name: String, size: String },
+    Resize {
+        name: String,
+        #[arg(allow_hyphen_values = true)]
+        size: String,
+    },
     /// Clear a pane's screen model and history.
     Clear { name: String },
     /// Send input, optionally guarded by the revision you saw (compare-and-send).
@@ -105,7 +109,7 @@ enum Command {
         revision: Option<u64>,
         #[arg(long)]
         exit: bool,
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         regex: Option<String>,
         #[arg(long, value_name = "MS")]
         quiet_ms: Option<u64>,
@@ -193,9 +197,10 @@ enum InboxAction {
     /// Post a message (body from FILE, or stdin with - or no FILE).
     Post {
         session: String,
-        #[arg(long)]
+        // Values may start with a dash (a subject such as "-x" is text, not a flag).
+        #[arg(long, allow_hyphen_values = true)]
         from: Option<String>,
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         subject: Option<String>,
         file: Option<PathBuf>,
         #[arg(long)]
@@ -252,7 +257,7 @@ struct NewArgs {
     #[arg(long = "env", value_name = "K=V")]
     env: Vec<String>,
     /// Initial size ROWSxCOLS (default: this terminal's size, else 24x80).
-    #[arg(long, value_name = "ROWSxCOLS")]
+    #[arg(long, value_name = "ROWSxCOLS", allow_hyphen_values = true)]
     size: Option<String>,
     /// Which attached client sets the size: latest or smallest.
     #[arg(long, default_value = "latest")]
@@ -266,7 +271,7 @@ struct NewArgs {
     #[arg(long, value_name = "TOKEN")]
     ding_delivery: Option<String>,
     /// The DING adapter command (argv, repeat for each argument).
-    #[arg(long = "ding-adapter", value_name = "ARG")]
+    #[arg(long = "ding-adapter", value_name = "ARG", allow_hyphen_values = true)]
     ding_adapter: Vec<String>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
@@ -290,10 +295,10 @@ struct SendArgs {
     #[arg(long, value_name = "G")]
     expect_generation: Option<String>,
     /// Paste TEXT (bracketed if the program enabled it). Steps run in the order given.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     paste: Vec<String>,
     /// Type TEXT raw.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     text: Vec<String>,
     /// Press a named key (Enter, Tab, Escape, C-c, Up, F1, …).
     #[arg(long, value_name = "KEY")]
@@ -342,7 +347,10 @@ fn init_logging(file: &str) {
     if paths::ensure_private_dir(&dir).is_err() {
         return;
     }
-    let appender = tracing_appender::rolling::never(&dir, file);
+    let appender = LazyLogFile {
+        path: dir.join(file),
+        file: std::sync::OnceLock::new(),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("BELFRY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
@@ -350,6 +358,52 @@ fn init_logging(file: &str) {
         .with_writer(appender)
         .with_ansi(false)
         .try_init();
+}
+
+/// A log file opened on the first event, not before: a process that never logs (a pane host
+/// whose program could not be started) leaves no empty `pane-<name>.log` behind, so bad input
+/// has no side effect on disk (SPEC §12).
+struct LazyLogFile {
+    path: PathBuf,
+    /// `None` once opening failed: the events are then dropped, as logging must never stop
+    /// the process it describes.
+    file: std::sync::OnceLock<Option<std::fs::File>>,
+}
+
+/// One event's writer: the log file, or nowhere if it could not be opened.
+struct LogWriter<'a>(Option<&'a std::fs::File>);
+
+impl Write for LogWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match &mut self.0 {
+            Some(file) => file.write(bytes),
+            None => Ok(bytes.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.0 {
+            Some(file) => file.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LazyLogFile {
+    type Writer = LogWriter<'a>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = self.file.get_or_init(|| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&self.path)
+                .ok()
+        });
+        LogWriter(file.as_ref())
+    }
 }
 
 fn exe() -> Result<PathBuf> {
@@ -581,9 +635,11 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
 /// (or the native dialect's exit code).
 fn dispatch(args: DispatchArgs) -> i32 {
     use belfry_hooks::pane_link;
-    use std::io::Read;
-    let mut stdin = Vec::new();
-    let _ = std::io::stdin().read_to_end(&mut stdin);
+    let stdin = belfry_hooks::read_hook_stdin(
+        std::io::stdin(),
+        belfry_hooks::STDIN_CAP_BYTES,
+        belfry_hooks::stdin_deadline(),
+    );
     let pane = pane_link::PaneEnv::from_env();
     let extra_context = match &pane {
         Some(pane) if pane_link::is_turn_boundary(&args.event, args.turn_boundary) => {
@@ -600,9 +656,13 @@ fn dispatch(args: DispatchArgs) -> i32 {
         dialects_dir: args.dialects,
         extra_context,
     };
-    let output = belfry_hooks::run_dispatch(&options, &stdin);
-    if let Some(pane) = &pane {
-        pane_link::forward_event(pane, &args.event, &stdin);
+    let output = match &stdin {
+        Ok(stdin) => belfry_hooks::run_dispatch(&options, stdin),
+        Err(err) => belfry_hooks::run_dispatch_without_input(&options, err),
+    };
+    // A hook whose input never arrived whole is not forwarded: there is no event to report.
+    if let (Some(pane), Ok(stdin)) = (&pane, &stdin) {
+        pane_link::forward_event(pane, &args.event, stdin);
     }
     let _ = std::io::stdout().write_all(&output.stdout);
     let _ = std::io::stdout().flush();
@@ -616,20 +676,29 @@ fn simple(request: Value, describe: impl Fn(&Value) -> String) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
+/// The largest row or column count of a pane (the daemon's own limit).
+const MAX_SIZE: u16 = 1000;
+
 fn parse_size(size: &str) -> Result<(u16, u16)> {
     let (rows, cols) = size
         .split_once(['x', 'X'])
         .ok_or_else(|| anyhow!("size {size:?} is not ROWSxCOLS (for example 24x80)"))?;
-    let rows: u16 = rows
-        .parse()
-        .map_err(|_| anyhow!("size {size:?}: rows {rows:?} is not a number"))?;
-    let cols: u16 = cols
-        .parse()
-        .map_err(|_| anyhow!("size {size:?}: cols {cols:?} is not a number"))?;
-    if rows == 0 || cols == 0 || rows > 1000 || cols > 1000 {
-        bail!("size {size:?} is out of range (1..=1000 rows and columns)");
+    Ok((
+        size_part(size, "rows", rows)?,
+        size_part(size, "cols", cols)?,
+    ))
+}
+
+/// One side of a size: digits only, then 1..=1000. A number too large for any integer type is
+/// still a number, and is said to be out of range, not "not a number".
+fn size_part(size: &str, what: &str, text: &str) -> Result<u16> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        bail!("size {size:?}: {what} {text:?} is not a number");
     }
-    Ok((rows, cols))
+    match text.parse::<u16>() {
+        Ok(value) if (1..=MAX_SIZE).contains(&value) => Ok(value),
+        _ => bail!("size {size:?}: {what} {text} is out of range (1..={MAX_SIZE})"),
+    }
 }
 
 fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
@@ -761,10 +830,41 @@ fn ls(json: bool) -> Result<i32> {
             format!("{}x{}", pane["size"]["rows"], pane["size"]["cols"]),
             pane["clients"].to_string(),
             state,
-            argv.join(" ")
+            escape_for_terminal(&argv.join(" "))
         );
     }
     Ok(EXIT_OK)
+}
+
+/// Text from a pane's spec (its argv comes from whoever spawned it, or from a `belfry.kdl`)
+/// made safe to print in a table on the user's terminal: control characters (an `ESC ] 2 ; …
+/// BEL` title sequence, a newline that breaks the table) and the invisible characters that
+/// reorder or hide text are shown as escapes instead of acting. A backslash is doubled, so the
+/// escaped text reads back unambiguously.
+fn escape_for_terminal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || is_invisible_format(c) => {
+                out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Bidirectional controls and other zero-width format characters, which can make a command
+/// look like another one.
+fn is_invisible_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}'
+    )
 }
 
 fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
@@ -960,6 +1060,10 @@ fn running_panes(client: &mut Client) -> Result<Vec<belfry_mux::declare::Running
 
 /// `belfry up`: launch missing agents, adopt running ones with the same generation, report
 /// drift (restarting nothing unless --replace). SPEC §11.
+///
+/// All or nothing: every agent to be launched is checked first (cwd, program, charter; see
+/// `belfry_mux::preflight`), and if any check fails nothing is launched or killed. If the
+/// daemon still refuses a spawn, the panes launched in this run are stopped again.
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     use belfry_mux::declare::{plan, report, Action, DriftPolicy};
     let decls = declarations(file)?;
@@ -972,39 +1076,34 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     };
     let actions = plan(&decls, &running, policy);
     let base_env: BTreeMap<String, String> = std::env::vars().collect();
-    let mut failed = 0;
-    for action in &actions {
-        let name = action.name();
-        let launch = match action {
-            Action::Launch { .. } => true,
-            Action::Replace { .. } => {
-                call(&mut client, json!({"op": "kill", "session": name}))?;
-                true
+    let to_launch: Vec<&str> = actions
+        .iter()
+        .filter(|action| matches!(action, Action::Launch { .. } | Action::Replace { .. }))
+        .map(Action::name)
+        .collect();
+    let prepared = match belfry_mux::preflight::prepare(&decls, &to_launch, &base_env) {
+        Ok(prepared) => prepared,
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("belfry: {error}");
             }
-            Action::Adopt { .. } | Action::Drift { .. } => false,
-        };
-        if !launch {
-            continue;
+            eprintln!("belfry up: nothing was launched");
+            return Ok(EXIT_ERROR);
         }
-        let Some(decl) = decls.get(name) else {
-            continue;
-        };
-        let mut spec = serde_json::to_value(decl.launch_spec())?;
-        spec["op"] = json!("spawn");
-        spec["base_env"] = json!(base_env);
-        if let Some(charter) = &decl.charter {
-            match std::fs::read_to_string(charter) {
-                Ok(text) => spec["charter"] = json!(text),
-                Err(err) => {
-                    eprintln!("belfry up: {name}: charter {}: {err}", charter.display());
-                    failed += 1;
-                    continue;
-                }
-            }
-        }
-        if let Err(err) = call(&mut client, spec) {
+    };
+    let mut launched: Vec<&str> = Vec::new();
+    for ready in &prepared {
+        let name = ready.agent.name.as_str();
+        let replacing = actions
+            .iter()
+            .any(|action| matches!(action, Action::Replace { name: n, .. } if n == name));
+        if let Err(err) = launch_one(&mut client, ready, replacing, &base_env) {
             eprintln!("belfry up: {name}: {err:#}");
-            failed += 1;
+            stop_launched(&mut client, &launched);
+            return Ok(EXIT_ERROR);
+        }
+        if !replacing {
+            launched.push(name);
         }
     }
     if json_out {
@@ -1012,7 +1111,42 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     } else {
         print!("{}", report(&actions));
     }
-    Ok(if failed > 0 { EXIT_ERROR } else { EXIT_OK })
+    Ok(EXIT_OK)
+}
+
+/// Spawns one checked agent, killing its old pane first when it is being replaced.
+fn launch_one(
+    client: &mut Client,
+    ready: &belfry_mux::preflight::Prepared<'_>,
+    replacing: bool,
+    base_env: &BTreeMap<String, String>,
+) -> Result<()> {
+    let name = &ready.agent.name;
+    if replacing {
+        call(client, json!({"op": "kill", "session": name}))?;
+    }
+    let mut spec = serde_json::to_value(ready.agent.launch_spec())?;
+    spec["op"] = json!("spawn");
+    spec["base_env"] = json!(base_env);
+    if let Some(text) = &ready.charter_text {
+        spec["charter"] = json!(text);
+    }
+    call(client, spec)?;
+    Ok(())
+}
+
+/// Undoes the launches of a `belfry up` run that failed part-way (SPEC §11 all or nothing).
+/// A replaced pane cannot be brought back; it is left to the next `belfry up`.
+fn stop_launched(client: &mut Client, launched: &[&str]) {
+    for name in launched {
+        match call(client, json!({"op": "kill", "session": name})) {
+            Ok(_) => eprintln!("belfry up: stopped {name}, launched by this run"),
+            Err(err) => eprintln!("belfry up: cannot stop {name}, launched by this run: {err:#}"),
+        }
+    }
+    if launched.is_empty() {
+        eprintln!("belfry up: nothing else was launched");
+    }
 }
 
 fn down(file: Option<PathBuf>) -> Result<i32> {

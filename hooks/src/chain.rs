@@ -6,8 +6,16 @@
 //!   `{"decision"?: "allow"|"deny", "reason"?: str, "context"?: str}` on stdout;
 //! - exit 2: an explicit refusal. It is always a deny, whatever the handler's failure mode, and
 //!   its stderr is the reason;
-//! - anything else (another exit code, a signal, a timeout, a spawn failure, stdout that opens
-//!   like a JSON object but is not one): a failure, judged by the handler's `failure` mode.
+//! - anything else (another exit code, a signal, a timeout, a spawn failure): a failure, judged
+//!   by the handler's `failure` mode.
+//!
+//! Stdout that looks like a decision but is not a valid one (it opens like a JSON object, or it
+//! names `"decision"`, and does not parse as the answer above) is a failure too, with one
+//! stricter rule, because the handler may have been trying to deny: it denies when the handler
+//! is `enforce`, is `failure: closed`, or its text says `deny` anywhere. Only an `observe` or
+//! `enrich` handler that fails open and never wrote `deny` is skipped with a note. So a broken
+//! answer can never turn a deny into an allow. A UTF-8 byte-order mark before the answer is
+//! removed first: it is an encoding artefact, not part of the text.
 //!
 //! The first deny ends the chain: later handlers do not run. The contexts of the handlers that
 //! ran, the denying one included, are joined in order with `\n`. A handler that fails open adds
@@ -19,7 +27,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::handlers::{FailureMode, Handler};
+use crate::handlers::{FailureMode, Handler, Intent};
 use crate::outcome::{Decision, Outcome};
 use crate::process::{self, ProcessEnd};
 
@@ -39,6 +47,9 @@ enum Answer {
     Deny { reason: String, context: String },
     Failed { problem: String },
 }
+
+/// The UTF-8 byte-order mark some tools write before their output.
+const BYTE_ORDER_MARK: char = '\u{feff}';
 
 /// The JSON a handler may print on exit 0. Unknown fields are ignored: a handler may print
 /// more than belfry reads.
@@ -154,6 +165,7 @@ fn interpret(handler: &Handler, end: ProcessEnd) -> Answer {
 
 fn interpret_stdout(handler: &Handler, stdout: &[u8]) -> Answer {
     let text = String::from_utf8_lossy(stdout);
+    let text = text.trim_start_matches(BYTE_ORDER_MARK);
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return Answer::Allow {
@@ -161,9 +173,9 @@ fn interpret_stdout(handler: &Handler, stdout: &[u8]) -> Answer {
             context: String::new(),
         };
     }
-    // Text that opens like an object was meant as a JSON answer; reading a broken one as
-    // context would hide a deny the handler tried to give.
-    if !trimmed.starts_with('{') {
+    // Text that opens like an object, or names a decision, was meant as a JSON answer; reading
+    // a broken one as context would hide a deny the handler tried to give.
+    if !looks_like_a_decision(trimmed) {
         return Answer::Allow {
             reason: String::new(),
             context: text.trim_end().trim_start_matches(['\n', '\r']).to_string(),
@@ -186,12 +198,38 @@ fn interpret_stdout(handler: &Handler, stdout: &[u8]) -> Answer {
                 Some(Decision::Allow) | None => Answer::Allow { reason, context },
             }
         }
-        Err(err) => Answer::Failed {
-            problem: format!(
-                "printed malformed JSON ({err}); expected {{\"decision\"?,\"reason\"?,\"context\"?}}"
-            ),
-        },
+        Err(err) => malformed_answer(handler, trimmed, &err),
     }
+}
+
+/// True for stdout that was meant as a JSON answer rather than as plain context.
+fn looks_like_a_decision(trimmed: &str) -> bool {
+    trimmed.starts_with('{') || trimmed.contains("\"decision\"")
+}
+
+/// A decision-shaped answer that does not parse. See the module comment: it is a deny unless
+/// the handler can neither enforce nor fail closed and its text never says `deny`. A
+/// fail-closed handler's broken answer is left to the chain as a failure, which denies it.
+fn malformed_answer(handler: &Handler, trimmed: &str, err: &serde_json::Error) -> Answer {
+    let problem = format!(
+        "printed malformed JSON ({err}); expected one JSON object \
+         {{\"decision\"?: \"allow\"|\"deny\", \"reason\"?: string, \"context\"?: string}}"
+    );
+    if handler.failure == FailureMode::Closed {
+        return Answer::Failed { problem };
+    }
+    let may_have_meant_deny = trimmed.to_ascii_lowercase().contains("deny");
+    if handler.intent == Intent::Enforce || may_have_meant_deny {
+        return Answer::Deny {
+            reason: format!(
+                "belfry dispatch: handler `{}` {problem}; a broken answer never allows, so \
+                 the action is denied",
+                handler.display_name()
+            ),
+            context: String::new(),
+        };
+    }
+    Answer::Failed { problem }
 }
 
 fn refusal_reason(handler: &Handler, stderr: &[u8]) -> String {
@@ -303,19 +341,81 @@ mod tests {
         }
     }
 
+    fn enrich_open() -> Handler {
+        Handler {
+            intent: Intent::Enrich,
+            ..handler()
+        }
+    }
+
     #[test]
-    fn broken_or_unknown_json_answer_is_a_failure() {
+    fn broken_or_unknown_json_answer_of_an_enforcing_handler_denies() {
         for stdout in [
             r#"{"decision":"deny""#,
             r#"{"decision":"block"}"#,
+            r#"{"decision":"maybe"}"#,
             r#"{"reason":5}"#,
+            r#"{"decision":"allow"} {"decision":"deny"}"#,
+            "note: {\"decision\":\"allow\"",
         ] {
             let answer = interpret_stdout(&handler(), stdout.as_bytes());
             assert!(
-                matches!(&answer, Answer::Failed { problem } if problem.contains("malformed JSON")),
+                matches!(&answer, Answer::Deny { reason, .. } if reason.contains("malformed JSON")),
                 "{stdout}: {answer:?}"
             );
         }
+    }
+
+    #[test]
+    fn broken_answer_that_says_deny_denies_even_for_a_fail_open_enricher() {
+        for stdout in [r#"{"decision":"deny""#, r#"{"decision":"DENY"}"#] {
+            let answer = interpret_stdout(&enrich_open(), stdout.as_bytes());
+            assert!(
+                matches!(&answer, Answer::Deny { .. }),
+                "{stdout}: {answer:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn broken_answer_of_a_fail_closed_enricher_is_its_failure() {
+        let closed = Handler {
+            failure: FailureMode::Closed,
+            ..enrich_open()
+        };
+        let answer = interpret_stdout(&closed, br#"{"decision":"maybe"}"#);
+        // A failure of a fail-closed handler is a deny in the chain (the integration test
+        // `failure_closed_turns_crash_timeout_spawn_and_bad_json_into_deny` runs it).
+        assert!(matches!(&answer, Answer::Failed { .. }), "{answer:?}");
+    }
+
+    #[test]
+    fn broken_answer_without_deny_of_a_fail_open_enricher_is_a_failure() {
+        let answer = interpret_stdout(&enrich_open(), br#"{"context": 5}"#);
+        assert!(
+            matches!(&answer, Answer::Failed { problem } if problem.contains("malformed JSON")),
+            "{answer:?}"
+        );
+    }
+
+    #[test]
+    fn byte_order_mark_before_a_json_deny_is_removed_and_the_answer_denies() {
+        let stdout = "\u{feff}{\"decision\":\"deny\",\"reason\":\"no\"}\n";
+        assert_eq!(
+            interpret_stdout(&enrich_open(), stdout.as_bytes()),
+            Answer::Deny {
+                reason: "no".to_string(),
+                context: String::new(),
+            }
+        );
+        let context = interpret_stdout(&enrich_open(), "\u{feff}plain words".as_bytes());
+        assert_eq!(
+            context,
+            Answer::Allow {
+                reason: String::new(),
+                context: "plain words".to_string(),
+            }
+        );
     }
 
     #[test]

@@ -6,8 +6,13 @@
 //! deny, or a fail-closed handler failing).
 
 use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::AsFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
 
 use serde_json::{Map, Value};
 
@@ -24,6 +29,16 @@ pub const HOOKS_FILE_ENV: &str = "BELFRY_HOOKS_FILE";
 pub const HOOK_CONTEXT_ENV: &str = "BELFRY_HOOK_CONTEXT";
 /// Names the dialects directory when [`DispatchOptions::dialects_dir`] is `None`.
 pub const DIALECTS_ENV: &str = "BELFRY_DIALECTS";
+
+/// The most hook stdin a dispatch reads. A hook's JSON carries at most a tool's input and
+/// output; anything larger is not a hook and must not exhaust memory in front of a tool call.
+pub const STDIN_CAP_BYTES: usize = 32 << 20;
+
+/// How long a dispatch waits for the harness to write its hook JSON and close stdin.
+pub const STDIN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Overrides [`STDIN_DEADLINE`] in milliseconds (for slow machines and for tests).
+pub const STDIN_DEADLINE_ENV: &str = "BELFRY_DISPATCH_STDIN_TIMEOUT_MS";
 
 /// What `belfry dispatch` was asked to do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -65,13 +80,83 @@ pub struct DispatchOutput {
 /// Runs one dispatch. Never panics and never fails: every internal error is an `allow` with the
 /// error in the reason (SPEC §8 fail-open).
 pub fn run_dispatch(opts: &DispatchOptions, stdin: &[u8]) -> DispatchOutput {
-    run_dispatch_with_env(opts, stdin, &|name| std::env::var_os(name))
+    run_dispatch_with_env(opts, Ok(stdin), &|name| std::env::var_os(name))
+}
+
+/// The dispatch of a hook whose stdin could not be read ([`read_hook_stdin`] failed): no
+/// handler runs and the answer is the fail-open `allow` with `error` as its reason, rendered
+/// in the dialect when one was asked for, like every other answer.
+pub fn run_dispatch_without_input(opts: &DispatchOptions, error: &Error) -> DispatchOutput {
+    run_dispatch_with_env(opts, Err(error), &|name| std::env::var_os(name))
+}
+
+/// Reads a hook's stdin to its end, but never more than `cap` bytes and never for longer than
+/// `deadline`.
+///
+/// SPEC §8: a harness that never closes the pipe, or sends without end, must not stall the
+/// tool call behind the hook, so either is an error that the caller turns into fail-open with
+/// [`run_dispatch_without_input`]. Each read waits in `poll(2)` for the time that is left, so
+/// the deadline holds without a thread, and a writer that trickles bytes cannot extend it.
+pub fn read_hook_stdin<R: Read + AsFd>(
+    mut reader: R,
+    cap: usize,
+    deadline: Duration,
+) -> Result<Vec<u8>, Error> {
+    let until = Instant::now() + deadline;
+    let not_closed = || Error::StdinNotClosed {
+        waited_ms: deadline.as_millis(),
+    };
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let remaining = until.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(not_closed());
+        }
+        let timeout = Timespec {
+            tv_sec: remaining.as_secs().try_into().unwrap_or(i64::MAX),
+            tv_nsec: remaining.subsec_nanos().into(),
+        };
+        let mut fds = [PollFd::new(&reader, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(0) => return Err(not_closed()),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(errno) => {
+                return Err(Error::StdinRead {
+                    source: errno.into(),
+                })
+            }
+        }
+        // Ready: this read returns data, or 0 at the end, without blocking.
+        match reader.read(&mut chunk) {
+            Ok(0) => return Ok(bytes),
+            Ok(read) => {
+                bytes.extend_from_slice(&chunk[..read]);
+                if bytes.len() > cap {
+                    return Err(Error::StdinTooLarge { cap });
+                }
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => return Err(Error::StdinRead { source }),
+        }
+    }
+}
+
+/// The stdin deadline: [`STDIN_DEADLINE_ENV`] when it holds a positive number of
+/// milliseconds, else [`STDIN_DEADLINE`].
+pub fn stdin_deadline() -> Duration {
+    std::env::var(STDIN_DEADLINE_ENV)
+        .ok()
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(STDIN_DEADLINE, Duration::from_millis)
 }
 
 /// [`run_dispatch`] with the environment passed in, so tests need not change the process's.
 pub(crate) fn run_dispatch_with_env(
     opts: &DispatchOptions,
-    stdin: &[u8],
+    stdin: Result<&[u8], &Error>,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> DispatchOutput {
     // A panic is a bug, but a bug in the dispatcher must not block every tool call of the
@@ -85,7 +170,7 @@ pub(crate) fn run_dispatch_with_env(
 
 fn dispatch(
     opts: &DispatchOptions,
-    stdin: &[u8],
+    stdin: Result<&[u8], &Error>,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> DispatchOutput {
     // The dialect is loaded first: if it cannot be, no outcome could be delivered in the form
@@ -103,9 +188,10 @@ fn dispatch(
             }
         }
     };
-    let input = HookInput::parse(stdin);
+    let input = stdin.map(|bytes| (bytes, HookInput::parse(bytes)));
     let mut outcome = match &input {
-        Ok(input) => decide(opts, input, stdin, env),
+        Ok((bytes, Ok(input))) => decide(opts, input, bytes, env),
+        Ok((_, Err(err))) => Outcome::fail_open(err),
         Err(err) => Outcome::fail_open(err),
     };
     if !opts.extra_context.is_empty() && outcome.decision == crate::Decision::Allow {
@@ -122,8 +208,11 @@ fn dispatch(
     match dialect {
         None => neutral(outcome),
         Some(dialect) => {
-            let hook_event_name = input.as_ref().map(|i| i.hook_event_name.as_str());
-            let rendered = dialect.render(&opts.event, hook_event_name.unwrap_or(""), outcome);
+            let hook_event_name = match &input {
+                Ok((_, Ok(input))) => input.hook_event_name.as_str(),
+                _ => "",
+            };
+            let rendered = dialect.render(&opts.event, hook_event_name, outcome);
             DispatchOutput {
                 stdout: rendered.stdout,
                 stderr: rendered.stderr,
@@ -261,7 +350,7 @@ mod tests {
     fn no_hooks_file_anywhere_allows_with_empty_reason() {
         let output = run_dispatch_with_env(
             &options("before-tool"),
-            br#"{"tool_name":"shell"}"#,
+            Ok(br#"{"tool_name":"shell"}"#),
             &no_env,
         );
         assert_eq!(output.outcome, Outcome::allow_silently());
@@ -277,7 +366,7 @@ mod tests {
         let env = |name: &str| {
             (name == HOOKS_FILE_ENV).then(|| OsString::from("/nonexistent/belfry/hooks.json"))
         };
-        let output = run_dispatch_with_env(&options("before-tool"), b"{}", &env);
+        let output = run_dispatch_with_env(&options("before-tool"), Ok(b"{}"), &env);
         assert_eq!(output.outcome.decision, Decision::Allow);
         assert!(
             output

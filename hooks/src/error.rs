@@ -13,6 +13,21 @@ pub enum Error {
     #[error("hook stdin is not one JSON object ({reason}); expected the common hook shape, e.g. {{\"hook_event_name\":…,\"tool_name\":…}}")]
     InvalidStdin { reason: String },
 
+    /// The harness did not close the hook's stdin in time (SPEC §8: nothing waits forever).
+    #[error("hook stdin was not closed within {waited_ms} ms; no handler ran (the harness must write the hook JSON and close stdin)")]
+    StdinNotClosed { waited_ms: u128 },
+
+    /// The hook's stdin is larger than any hook JSON dispatch accepts.
+    #[error("hook stdin is larger than {cap} bytes; no handler ran")]
+    StdinTooLarge { cap: usize },
+
+    /// Reading the hook's stdin failed.
+    #[error("cannot read hook stdin: {source}")]
+    StdinRead {
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The hooks file could not be opened or read.
     #[error("cannot read hooks file {path}: {source}")]
     HooksFileRead {

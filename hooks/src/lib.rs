@@ -28,13 +28,17 @@
 //! `belfry dispatch --event E [--hooks-file P] [--spool] [--native D]`:
 //!
 //! ```no_run
-//! use std::io::{Read, Write};
+//! use std::io::Write;
 //! use belfry_hooks::{run_dispatch, DispatchOptions};
 //!
-//! let mut stdin = Vec::new();
-//! let _ = std::io::stdin().read_to_end(&mut stdin);
+//! use belfry_hooks::{read_hook_stdin, run_dispatch_without_input, stdin_deadline};
+//!
 //! let opts = DispatchOptions { event: "before-tool".into(), ..DispatchOptions::default() };
-//! let output = run_dispatch(&opts, &stdin);
+//! // A deadline and a size cap: a harness that never closes stdin gets a fail-open answer.
+//! let output = match read_hook_stdin(std::io::stdin(), belfry_hooks::STDIN_CAP_BYTES, stdin_deadline()) {
+//!     Ok(stdin) => run_dispatch(&opts, &stdin),
+//!     Err(err) => run_dispatch_without_input(&opts, &err),
+//! };
 //! let _ = std::io::stdout().write_all(&output.stdout);
 //! let _ = std::io::stderr().write_all(&output.stderr);
 //! std::process::exit(output.exit_code);
@@ -60,7 +64,9 @@ pub mod spool;
 
 pub use chain::{EVENT_ENV, REFUSAL_EXIT_CODE};
 pub use dispatch::{
-    run_dispatch, DispatchOptions, DispatchOutput, DIALECTS_ENV, HOOKS_FILE_ENV, HOOK_CONTEXT_ENV,
+    read_hook_stdin, run_dispatch, run_dispatch_without_input, stdin_deadline, DispatchOptions,
+    DispatchOutput, DIALECTS_ENV, HOOKS_FILE_ENV, HOOK_CONTEXT_ENV, STDIN_CAP_BYTES,
+    STDIN_DEADLINE, STDIN_DEADLINE_ENV,
 };
 pub use error::Error;
 pub use outcome::{Decision, Outcome};

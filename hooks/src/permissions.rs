@@ -34,17 +34,53 @@ pub(crate) enum CheckedReadError {
 
 /// Opens `path`, checks the opened file's owner and mode, and only then reads it: the file
 /// checked is the file read.
+///
+/// The open is non-blocking and anything but a regular file is refused before a byte is read:
+/// opening a FIFO with no writer, or reading one whose writer never closes, would otherwise hang
+/// the dispatcher in front of every tool call (SPEC §8 fail-open needs an answer to give).
 pub(crate) fn read_checked(
     path: &Path,
     owners: AllowedOwners,
 ) -> Result<Vec<u8>, CheckedReadError> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(CheckedReadError::Io)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(CheckedReadError::Io)?;
     let metadata = file.metadata().map_err(CheckedReadError::Io)?;
+    if !metadata.file_type().is_file() {
+        return Err(CheckedReadError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "it is not a regular file (it is {}); give the path of a JSON file",
+                describe_file_type(&metadata.file_type())
+            ),
+        )));
+    }
     check_owner_and_mode(path, &metadata, owners).map_err(CheckedReadError::Insecure)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(CheckedReadError::Io)?;
     Ok(bytes)
+}
+
+/// Names a file type that is not a regular file, for the error that refuses it.
+fn describe_file_type(file_type: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// Passes a file owned by an allowed owner and not writable by its group or by others.

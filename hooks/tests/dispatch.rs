@@ -448,3 +448,66 @@ fn empty_event_fails_open() {
         answer.reason
     );
 }
+
+#[test]
+fn handler_printing_a_byte_order_mark_before_a_json_deny_denies() {
+    let fixture = Fixture::new();
+    let argv = fixture.script(
+        "bom.sh",
+        "printf '\\357\\273\\277{\"decision\":\"deny\",\"reason\":\"no force push\"}\\n'\n",
+    );
+    let hooks = fixture.hooks_for("before-tool", vec![handler(argv, 5000, "open")]);
+    let answer = neutral(&dispatch("before-tool", &hooks, TOOL_STDIN));
+    assert_eq!(answer.decision, "deny", "{answer:?}");
+    assert_eq!(answer.reason, "no force push");
+    assert_eq!(answer.context, "");
+}
+
+#[test]
+fn malformed_decision_never_allows_for_an_enforcing_or_deny_naming_handler() {
+    let fixture = Fixture::new();
+    let enrich = |argv: Vec<String>| json!({ "argv": argv, "timeout_ms": 5000, "intent": "enrich", "failure": "open" });
+    let cases = [
+        // An enforcing guard that fails open still cannot allow with a broken answer.
+        handler(
+            fixture.script("maybe.sh", "echo '{\"decision\":\"maybe\"}'\n"),
+            5000,
+            "open",
+        ),
+        // A truncated deny from a fail-open enricher is read as the deny it tried to give.
+        enrich(fixture.script("cut.sh", "printf '{\"decision\":\"deny\"'\n")),
+        // Two answers, the second a deny: not one object, so it is broken, and it names deny.
+        enrich(fixture.script(
+            "two.sh",
+            "echo '{\"decision\":\"allow\"}'; echo '{\"decision\":\"deny\"}'\n",
+        )),
+    ];
+    for case in cases {
+        let hooks = fixture.hooks_for("before-tool", vec![case.clone()]);
+        let answer = neutral(&dispatch("before-tool", &hooks, TOOL_STDIN));
+        assert_eq!(answer.decision, "deny", "{case}: {answer:?}");
+        assert!(answer.reason.contains("malformed JSON"), "{answer:?}");
+    }
+}
+
+#[test]
+fn stdin_that_trickles_without_end_cannot_extend_the_deadline() {
+    // A real pipe whose writer sends a byte every 50 ms and never closes.
+    let mut writer = std::process::Command::new("/bin/sh")
+        .args(["-c", "while :; do printf x; sleep 0.05; done"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the trickling writer");
+    let pipe = writer.stdout.take().expect("writer stdout");
+    let started = Instant::now();
+    let result = belfry_hooks::read_hook_stdin(pipe, 1 << 20, Duration::from_millis(400));
+    let elapsed = started.elapsed();
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let message = result.err().map(|err| err.to_string()).unwrap_or_default();
+    assert!(
+        message.contains("hook stdin was not closed within 400 ms"),
+        "{message}"
+    );
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+}

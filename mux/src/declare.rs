@@ -39,6 +39,11 @@
 //!   so the command would be silently ignored. Aggressive delivery is written by leaving the
 //!   `ding` block out.
 //!
+//! * Limits, checked before the text is parsed (SPEC §12, see [`crate::kdl_depth`]): at most
+//!   [`MAX_FILE_BYTES`] bytes, `{ … }` blocks and `/* … */` comments nested at most
+//!   [`crate::kdl_depth::MAX_NESTING`] deep (slashdashed `/-` parts count: the parser reads
+//!   them), and at most [`crate::kdl_depth::MAX_OPENERS`] `{` and `/*` in all.
+//!
 //! Nothing in a declaration is ever run by a shell, and nothing is expanded here: argv, `env`
 //! values and the adapter command are kept exactly as written, so the generation depends only on
 //! the file. The one expansion happens later, when the daemon's DING engine starts the adapter
@@ -74,6 +79,10 @@ use std::path::{Component, Path, PathBuf};
 
 use belfry_ding::policy::DeliveryPolicy;
 use belfry_pty::spec::{LaunchSpec, SizePolicy};
+
+use crate::kdl_depth::{
+    check_nesting, check_openers, Nesting, MAX_NESTING, MAX_OPENERS, PARSER_STACK_BYTES,
+};
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use serde::Serialize;
 
@@ -89,11 +98,32 @@ pub const MAX_SIZE: u16 = 1000;
 /// Scrollback lines of a declared pane: the pane host's default, as for `belfry new`.
 pub const DEFAULT_SCROLLBACK: usize = 2000;
 
+/// The largest declaration file read, in bytes. A file declaring a hundred agents is a few
+/// tens of kilobytes; a larger one is not a declaration, and is refused before it is parsed.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+
 /// Every agent a declaration file declares, in file order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Declarations {
     /// The agents, in the order the file declares them; names are unique.
     pub agents: Vec<AgentDecl>,
+    /// Where each agent's fields are written, by agent name, so that the checks made before a
+    /// launch ([`crate::preflight`]) can name the file, line and column too.
+    #[serde(skip)]
+    pub(crate) places: BTreeMap<String, AgentPlaces>,
+}
+
+/// Where one agent's launch-relevant fields are in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AgentPlaces {
+    /// The `agent` node.
+    pub agent: Location,
+    /// The program: the first argument of `command`.
+    pub program: Location,
+    /// The value of `cwd`, if the agent has one (else the agent runs in the file's directory).
+    pub cwd: Option<Location>,
+    /// The value of `charter`, if any.
+    pub charter: Option<Location>,
 }
 
 impl Declarations {
@@ -397,6 +427,41 @@ pub enum Problem {
         /// The policy's own message.
         reason: String,
     },
+    /// A file larger than [`MAX_FILE_BYTES`], refused before it is parsed.
+    #[error("the file is larger than {limit} bytes; a declaration file is far smaller")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// Nesting deeper than [`crate::kdl_depth::MAX_NESTING`], refused before it is parsed
+    /// because the parser's recursion would overflow the stack.
+    #[error(
+        "{what} nest deeper than {limit} levels here (a declaration needs at most 3); \
+         remove the extra nesting, slashdashed (`/-`) parts included"
+    )]
+    TooDeep {
+        /// What nests: "`{ … }` blocks" or "`/* … */` comments".
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+    },
+    /// More than [`crate::kdl_depth::MAX_OPENERS`] `{` and `/*` in the file, strings and
+    /// comments included: the bound that keeps any reading of the text from nesting deeper
+    /// than the parser's stack holds.
+    #[error(
+        "the file holds more than {limit} `{{` and `/*` (counted everywhere, strings and \
+         comments included); this is the one past the limit"
+    )]
+    TooManyOpeners {
+        /// The limit.
+        limit: usize,
+    },
+    /// The thread that parses the file could not be started.
+    #[error("cannot start the declaration parser: {reason}")]
+    ParserThread {
+        /// What the system said.
+        reason: String,
+    },
     /// A `ding` block without `delivery`.
     #[error(
         "the ding block has no `delivery`: add `delivery \"turn-boundary+fresh-idle\"` \
@@ -420,10 +485,7 @@ fn did_you_mean(suggestion: &Option<&'static str>) -> String {
 /// does not exist is kept as written: the daemon refuses it when the pane is launched, while
 /// `belfry down` can still stop the running pane. Errors name the file as `path` gives it.
 pub fn load(path: &Path) -> Result<Declarations, DeclareError> {
-    let source = std::fs::read_to_string(path).map_err(|source| DeclareError::Read {
-        file: path.to_path_buf(),
-        source,
-    })?;
+    let source = read_capped(path)?;
     let real_file = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let base_dir = real_file.parent().unwrap_or(Path::new("")).to_path_buf();
     let mut declarations = Lowering::new(&source, path, base_dir).document()?;
@@ -438,6 +500,32 @@ pub fn load(path: &Path) -> Result<Declarations, DeclareError> {
         }
     }
     Ok(declarations)
+}
+
+/// Reads at most one byte more than [`MAX_FILE_BYTES`], so a huge file (or an endless one such
+/// as a device) is never read whole; the lowering then refuses an oversize text with its
+/// location.
+fn read_capped(path: &Path) -> Result<String, DeclareError> {
+    use std::io::Read;
+    let read_error = |source| DeclareError::Read {
+        file: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() > MAX_FILE_BYTES {
+        // Cut mid-character, the tail is not UTF-8; it is refused for its size anyway.
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    String::from_utf8(bytes).map_err(|err| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the file is not UTF-8 ({err})"),
+        ))
+    })
 }
 
 /// Parses declarations from `source`, as if read from `file`. Touches no file.
@@ -720,13 +808,43 @@ impl<'a> Lowering<'a> {
         }
     }
 
+    /// Checks the limits, then parses and lowers on a thread whose stack holds the deepest
+    /// nesting the limits allow (see [`crate::kdl_depth`]); the document is also dropped
+    /// there, since dropping it recurses as deeply as parsing it.
     fn document(&self) -> Result<Declarations, DeclareError> {
+        self.check_limits()?;
+        std::thread::scope(|scope| {
+            let parser = std::thread::Builder::new()
+                .name("belfry-declare".to_owned())
+                .stack_size(PARSER_STACK_BYTES)
+                .spawn_scoped(scope, || self.lower());
+            match parser {
+                Ok(parser) => parser.join().unwrap_or_else(|_| {
+                    Err(self.invalid(
+                        0,
+                        Problem::ParserThread {
+                            reason: "the parser panicked".to_owned(),
+                        },
+                    ))
+                }),
+                Err(err) => Err(self.invalid(
+                    0,
+                    Problem::ParserThread {
+                        reason: err.to_string(),
+                    },
+                )),
+            }
+        })
+    }
+
+    fn lower(&self) -> Result<Declarations, DeclareError> {
         let document = self.parse_kdl()?;
         let mut agents: Vec<AgentDecl> = Vec::new();
         let mut first_lines: BTreeMap<String, usize> = BTreeMap::new();
+        let mut all_places: BTreeMap<String, AgentPlaces> = BTreeMap::new();
         for node in document.nodes() {
             self.expect_known(node, "the top level", TOP_LEVEL_NODES)?;
-            let (agent, name_entry) = self.agent(node)?;
+            let (agent, name_entry, places) = self.agent(node)?;
             if let Some(&first_line) = first_lines.get(&agent.name) {
                 return Err(self.invalid(
                     name_entry.span().offset(),
@@ -737,9 +855,41 @@ impl<'a> Lowering<'a> {
                 ));
             }
             first_lines.insert(agent.name.clone(), self.line_of(node));
+            all_places.insert(agent.name.clone(), places);
             agents.push(agent);
         }
-        Ok(Declarations { agents })
+        Ok(Declarations {
+            agents,
+            places: all_places,
+        })
+    }
+
+    /// SPEC §12: input the parser cannot take safely is refused before it is parsed (see
+    /// [`crate::kdl_depth`]: deep nesting overflows the parser's stack and aborts).
+    fn check_limits(&self) -> Result<(), DeclareError> {
+        if self.source.len() > MAX_FILE_BYTES {
+            return Err(self.invalid(
+                MAX_FILE_BYTES,
+                Problem::TooLarge {
+                    limit: MAX_FILE_BYTES,
+                },
+            ));
+        }
+        check_nesting(self.source, MAX_NESTING).map_err(|deep| {
+            let what = match deep.what {
+                Nesting::Blocks => "`{ … }` blocks",
+                Nesting::Comments => "`/* … */` comments",
+            };
+            self.invalid(
+                deep.offset,
+                Problem::TooDeep {
+                    what,
+                    limit: MAX_NESTING,
+                },
+            )
+        })?;
+        check_openers(self.source, MAX_OPENERS)
+            .map_err(|offset| self.invalid(offset, Problem::TooManyOpeners { limit: MAX_OPENERS }))
     }
 
     fn parse_kdl(&self) -> Result<KdlDocument, DeclareError> {
@@ -778,7 +928,10 @@ impl<'a> Lowering<'a> {
         })
     }
 
-    fn agent<'n>(&self, node: &'n KdlNode) -> Result<(AgentDecl, &'n KdlEntry), DeclareError> {
+    fn agent<'n>(
+        &self,
+        node: &'n KdlNode,
+    ) -> Result<(AgentDecl, &'n KdlEntry, AgentPlaces), DeclareError> {
         let (name, name_entry) = self.single_string(node, "agent", AGENT_EXAMPLE)?;
         if belfry_pty::paths::validate_session_name(&name).is_err() {
             return Err(self.invalid(
@@ -800,8 +953,27 @@ impl<'a> Lowering<'a> {
             adapter: None,
             ding: DeliveryPolicy::Aggressive,
         };
+        let mut places = AgentPlaces {
+            agent: self.location(node.span().offset()),
+            program: self.location(node.span().offset()),
+            cwd: None,
+            charter: None,
+        };
         for child in children.nodes() {
             self.expect_known(child, &block_name, AGENT_NODES)?;
+            // The first value of a node is what a launch check complains about.
+            let value_at = self.location(
+                child
+                    .entries()
+                    .first()
+                    .map_or(child.span().offset(), |entry| entry.span().offset()),
+            );
+            match child.name().value() {
+                "command" => places.program = value_at,
+                "cwd" => places.cwd = Some(value_at),
+                "charter" => places.charter = Some(value_at),
+                _ => {}
+            }
             match child.name().value() {
                 "command" => agent.argv = self.command(child)?,
                 "cwd" => agent.cwd = Some(self.path(child, "cwd", CWD_EXAMPLE)?),
@@ -823,7 +995,7 @@ impl<'a> Lowering<'a> {
                 Problem::MissingCommand { agent: agent.name },
             ));
         }
-        Ok((agent, name_entry))
+        Ok((agent, name_entry, places))
     }
 
     /// The agent's `command`: at least one string, the first not blank.

@@ -13,7 +13,7 @@
 //!   identity and revision the adapter judged. It never falls back to aggressive delivery.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,7 @@ use belfry_ding::{
     PaneIdentity, SessionName,
 };
 
+use crate::adapter_group::{AdapterGroup, GroupOwner};
 use crate::registry;
 
 /// How fresh a `dnd` declaration must be to defer delivery.
@@ -413,7 +414,7 @@ impl Worker {
             let mut adapter = self.spawn_adapter(&command);
             let mut lines = adapter
                 .as_mut()
-                .and_then(|child| child.stdout.take())
+                .and_then(|group| group.child_mut().stdout.take())
                 .map(|out| BufReader::new(out).lines());
             if adapter.is_some() {
                 // After a daemon restart the crash hold stands until the adapter speaks; a
@@ -452,7 +453,7 @@ impl Worker {
                         self.apply(LeaseInput::AdapterExited);
                         lines = None;
                         let status = match adapter.as_mut() {
-                            Some(child) => child.wait().await.ok(),
+                            Some(group) => group.end().await,
                             None => None,
                         };
                         use std::os::unix::process::ExitStatusExt;
@@ -482,7 +483,7 @@ impl Worker {
         }
     }
 
-    fn spawn_adapter(&mut self, command: &[String]) -> Option<tokio::process::Child> {
+    fn spawn_adapter(&mut self, command: &[String]) -> Option<AdapterGroup> {
         let (program, args) = command.split_first()?;
         let program = expand_adapters_dir(program);
         let stderr = std::fs::OpenOptions::new()
@@ -507,8 +508,7 @@ impl Worker {
                 Ok(())
             });
         }
-        let child = cmd
-            .args(args)
+        cmd.args(args)
             .env("BELFRY_SOCKET", daemon_socket_for(&self.info))
             .env("BELFRY_SESSION", &self.info.session)
             .env("BELFRY_INCARNATION", &self.info.incarnation)
@@ -518,14 +518,20 @@ impl Worker {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
-            .kill_on_drop(true)
-            .spawn();
-        match child {
-            Ok(child) => {
+            .kill_on_drop(true);
+        // The adapter leads a process group of its own, which ends with it (see
+        // `crate::adapter_group`); the record sits beside the pane's socket.
+        let owner = GroupOwner {
+            session: self.info.session.clone(),
+            incarnation: self.info.incarnation.clone(),
+        };
+        let panes_dir = self.info.socket.parent().unwrap_or(Path::new("."));
+        match AdapterGroup::spawn(&mut cmd, panes_dir, &owner) {
+            Ok(mut group) => {
                 self.adapter_state = AdapterProcessState::Starting {
-                    pid: child.id().unwrap_or(0),
+                    pid: group.child_mut().id().unwrap_or(0),
                 };
-                Some(child)
+                Some(group)
             }
             Err(err) => {
                 tracing::error!(

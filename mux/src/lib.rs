@@ -9,15 +9,22 @@
 //! Where to start reading:
 //! - [`server`]: the daemon socket, the op dispatch, the event bus and the pane monitors.
 //! - [`registry`]: the set of live pane hosts, adoption at start and launching new ones.
-//! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7).
+//! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7);
+//!   [`adapter_group`] runs its adapter sidecars as process groups that end with them.
 //! - [`lifecycle`]: adapter declarations and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
 //! - [`deadline`]: how long every request may take, at the daemon and at its clients.
+//! - [`declare`]: `belfry.kdl` declarations and the plan of `belfry up`; [`kdl_depth`] guards
+//!   its parser against nesting that would overflow the stack; [`preflight`] checks every
+//!   agent `belfry up` is about to launch before it launches any.
 
+pub mod adapter_group;
 pub mod client;
 pub mod deadline;
 pub mod declare;
 pub mod ding;
+pub mod kdl_depth;
 pub mod lifecycle;
+pub mod preflight;
 pub mod registry;
 pub mod server;

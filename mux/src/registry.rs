@@ -39,9 +39,42 @@ pub struct Registry {
     /// overloaded). They are retried in the background and listed as `unresponsive`
     /// meanwhile; their names stay taken.
     unadopted: Mutex<BTreeMap<String, PaneEntry>>,
+    /// Names whose spawn is under way: taken before the pane host is launched, so that of two
+    /// concurrent spawns of one name exactly one launches and the other is told `exists`.
+    spawning: Mutex<BTreeSet<String>>,
+}
+
+/// A name held for a spawn under way; dropping it releases the name (the pane, if the spawn
+/// succeeded, is in the registry by then).
+#[must_use = "the name is released when the reservation is dropped"]
+pub struct SpawnReservation<'a> {
+    registry: &'a Registry,
+    session: String,
+}
+
+impl Drop for SpawnReservation<'_> {
+    fn drop(&mut self) {
+        self.registry.spawning.lock().remove(&self.session);
+    }
 }
 
 impl Registry {
+    /// Holds `session` for a spawn, unless a pane of that name exists or is being spawned.
+    ///
+    /// The check and the hold happen under the `spawning` lock, which is always taken before
+    /// the `panes` lock, so no two spawns can both pass the check.
+    pub fn reserve(&self, session: &str) -> Option<SpawnReservation<'_>> {
+        let mut spawning = self.spawning.lock();
+        if spawning.contains(session) || self.panes.lock().contains_key(session) {
+            return None;
+        }
+        spawning.insert(session.to_string());
+        Some(SpawnReservation {
+            registry: self,
+            session: session.to_string(),
+        })
+    }
+
     pub fn get(&self, session: &str) -> Option<PaneEntry> {
         self.panes.lock().get(session).cloned()
     }

@@ -250,6 +250,11 @@ fn lock_path(socket: &Path) -> PathBuf {
 }
 
 async fn adopt_existing(daemon: &Arc<Daemon>) {
+    // Before any adapter is started again: what the adapters of a killed daemon left running
+    // is ended first (see `crate::adapter_group`).
+    crate::adapter_group::sweep_leftover_groups(&belfry_pty::paths::panes_dir(
+        &daemon.config.runtime,
+    ));
     let found = registry::discover(&daemon.config.runtime).await;
     for session in found.lost {
         publish(
@@ -756,13 +761,15 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
         Ok(spec) => spec,
         Err(message) => return wire::error_reply(id, code::INVALID, message),
     };
-    if daemon.registry.get(&spec.session).is_some() {
+    // Held until this spawn is answered: a concurrent spawn of the same name is `exists`,
+    // never a second pane host that then fails to bind the socket.
+    let Some(_reservation) = daemon.registry.reserve(&spec.session) else {
         return wire::error_reply(
             id,
             code::EXISTS,
             format!("a pane named {:?} already exists", spec.session),
         );
-    }
+    };
     if let Some(entry) = daemon.registry.unadopted(&spec.session) {
         return wire::error_reply(
             id,

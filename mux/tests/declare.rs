@@ -542,6 +542,85 @@ fn quote(text: &str) -> String {
 }
 
 /// Fragments of declarations, so that random sequences reach deep into the lowering.
+#[test]
+fn nesting_2000_deep_is_refused_with_file_line_column_even_when_slashdashed() {
+    let blocks = format!("{}{}", "x {".repeat(2000), "}".repeat(2000));
+    let comments = format!("{}{}", "/*".repeat(2000), "*/".repeat(2000));
+    for (source, what) in [
+        (blocks.clone(), "blocks"),
+        (
+            format!("agent \"a\" {{\n  command \"x\"\n}}\n/-{blocks}\n"),
+            "blocks",
+        ),
+        (format!("// header\n/- {comments}\n"), "comments"),
+    ] {
+        let err = parse(&source).expect_err("deep nesting parsed");
+        let Some(Problem::TooDeep { limit, .. }) = err.problem() else {
+            panic!("not refused for its depth: {err}");
+        };
+        assert_eq!(*limit, belfry_mux::kdl_depth::MAX_NESTING);
+        let message = err.to_string();
+        assert!(message.starts_with("/proj/belfry.kdl:"), "{message}");
+        assert!(message.contains(what), "{message}");
+        let location = err.location().expect("a location");
+        assert!(location.line >= 1 && location.column > 1, "{message}");
+    }
+}
+
+#[test]
+fn nesting_at_the_limit_reaches_the_parser_and_parses() {
+    let depth = belfry_mux::kdl_depth::MAX_NESTING;
+    let source = format!(
+        "/-x {{{}{}\nagent \"a\" {{ command \"x\" }}\n",
+        "x {".repeat(depth - 1),
+        "}".repeat(depth)
+    );
+    let declarations = parse(&source).unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(declarations.agents.len(), 1);
+}
+
+#[test]
+fn text_that_hides_braces_from_the_depth_scan_still_never_aborts() {
+    // Each hides braces behind a string or comment the parser may reject and then read as
+    // code. 2000 of them stay under the opener bound and reach the parser, which must have
+    // the stack for them; 3000 are refused by that bound. Either way this test must not abort.
+    for braces in ["x {".repeat(2000), "x {".repeat(3000)] {
+        for source in [
+            format!("a \"\\q{braces}\""),
+            format!("a \"\u{202e}{braces}\""),
+            format!("a \"\"\"{braces}\n\"\"\""),
+            format!("a r\"{braces}"),
+            format!("a #\"{braces}"),
+            format!("a \"\"\"\n{braces}"),
+            format!("a \"\\\"{braces}"),
+            format!("/* {braces}"),
+            format!("a // {braces}"),
+            format!("a \"x\"#\"{braces}"),
+        ] {
+            let err = parse(&source).expect_err("hidden braces parsed");
+            assert!(err.location().is_some(), "{err}");
+        }
+    }
+}
+
+#[test]
+fn oversize_file_is_refused_before_parsing_with_its_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("belfry.kdl");
+    let line = "// padding padding padding padding padding padding padding padding\n";
+    let text = line.repeat(belfry_mux::declare::MAX_FILE_BYTES / line.len() + 2);
+    std::fs::write(&path, &text).unwrap();
+    let err = load(&path).expect_err("an oversize file loaded");
+    assert!(
+        matches!(err.problem(), Some(Problem::TooLarge { .. })),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(&format!("{}:", path.display())),
+        "{err}"
+    );
+}
+
 fn kdl_soup() -> impl Strategy<Value = String> {
     let token = prop::sample::select(vec![
         "agent",
@@ -664,4 +743,47 @@ proptest! {
         };
         prop_assert_eq!(&agent.ding, &expected_policy);
     }
+}
+
+#[test]
+fn preflight_looks_programs_up_on_the_pane_path_and_reports_every_problem() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let tool = bin.join("belfry-test-tool");
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let source = format!(
+        concat!(
+            "agent \"declared-path\" {{\n  command \"belfry-test-tool\"\n",
+            "  env {{ PATH \"{bin}\" }}\n}}\n",
+            "agent \"base-path\" {{\n  command \"belfry-test-tool\"\n}}\n",
+            "agent \"no-cwd\" {{\n  command \"true\"\n  cwd \"gone\"\n}}\n",
+        ),
+        bin = bin.display()
+    );
+    let path = dir.path().join("belfry.kdl");
+    std::fs::write(&path, source).unwrap();
+    let decls = load(&path).unwrap();
+    let base_env = BTreeMap::from([("PATH".to_owned(), "/nonexistent".to_owned())]);
+    let ready = belfry_mux::preflight::prepare(&decls, &["declared-path"], &base_env).unwrap();
+    assert_eq!(ready.len(), 1);
+    let errors = belfry_mux::preflight::prepare(
+        &decls,
+        &["declared-path", "base-path", "no-cwd"],
+        &base_env,
+    )
+    .expect_err("two agents cannot launch");
+    let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages[0].contains(":6:11: agent \"base-path\": program \"belfry-test-tool\" is not found on PATH (/nonexistent)"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains(":10:7: agent \"no-cwd\": cwd ")
+            && messages[1].ends_with("gone does not exist"),
+        "{messages:?}"
+    );
 }

@@ -112,3 +112,84 @@ fn charter_reaches_the_program_as_the_adapter_declares() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn kdl_nested_2000_deep_is_a_clean_error_with_file_line_column_not_an_abort() {
+    let env = Env::new();
+    let blocks = format!("{}{}", "x {".repeat(2000), "}".repeat(2000));
+    for text in [
+        format!("agent \"a\" {{\n  command \"true\"\n}}\n{blocks}\n"),
+        format!("agent \"a\" {{\n  command \"true\"\n}}\n/-{blocks}\n"),
+    ] {
+        let file = write(&env, &text);
+        let out = env.run(&["up", &file]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(&format!("{file}:4:")), "{stderr}");
+        assert!(stderr.contains("nest deeper than"), "{stderr}");
+    }
+    assert!(panes(&env).is_empty(), "nothing may be launched");
+}
+
+#[test]
+fn up_with_a_bad_later_agent_launches_nothing_and_names_file_line_column() {
+    let env = Env::new();
+    std::fs::create_dir(env.path("charters")).unwrap();
+    let first = "agent \"first\" {\n  command \"sleep\" \"600\"\n}\n";
+    for (second, at, needle) in [
+        (
+            "agent \"second\" {\n  command \"true\"\n  cwd \"no/such/dir\"\n}\n",
+            ":6:7",
+            "does not exist",
+        ),
+        (
+            "agent \"second\" {\n  command \"no-such-program-belfry\"\n}\n",
+            ":5:11",
+            "is not found on PATH",
+        ),
+        (
+            "agent \"second\" {\n  command \"./missing.sh\"\n}\n",
+            ":5:11",
+            "does not exist",
+        ),
+        (
+            "agent \"second\" {\n  command \"true\"\n  charter \"missing.md\"\n  adapter \"x\"\n}\n",
+            ":6:11",
+            "charter",
+        ),
+        (
+            "agent \"second\" {\n  command \"true\"\n  charter \"charters\"\n  adapter \"x\"\n}\n",
+            ":6:11",
+            "cannot be read",
+        ),
+    ] {
+        let file = write(&env, &format!("{first}{second}"));
+        let out = env.run(&["up", &file]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{second}: {stderr}");
+        assert!(stderr.contains(&format!("{file}{at}")), "{second}: {stderr}");
+        assert!(stderr.contains(needle), "{second}: {stderr}");
+        assert!(stderr.contains("nothing was launched"), "{second}: {stderr}");
+        assert!(panes(&env).is_empty(), "{second}: a pane was launched");
+    }
+}
+
+#[test]
+fn up_stops_the_panes_it_launched_when_the_daemon_refuses_a_later_one() {
+    let env = Env::new();
+    std::fs::write(env.path("charter.md"), "charter\n").unwrap();
+    // The daemon alone knows that no adapter "no-such-adapter" exists.
+    let file = write(
+        &env,
+        concat!(
+            "agent \"first\" {\n  command \"sleep\" \"600\"\n}\n",
+            "agent \"second\" {\n  command \"true\"\n  charter \"charter.md\"\n",
+            "  adapter \"no-such-adapter\"\n}\n",
+        ),
+    );
+    let out = env.run(&["up", &file]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("stopped first"), "{stderr}");
+    assert!(panes(&env).is_empty(), "{stderr}");
+}
