@@ -284,7 +284,13 @@ async fn handle(
 ) -> Value {
     let id = &request.id;
     let body = &request.body;
-    if let Ok(Some(session)) = wire::opt_str(body, "session") {
+    // The session check guards against a request meant for another pane: a `session` that is
+    // null or not a string is refused, never skipped.
+    let session = match wire::strict_str(body, "session", "session") {
+        Ok(session) => session,
+        Err(message) => return wire::error_reply(id, code::INVALID, message),
+    };
+    if let Some(session) = session {
         if session != ctx.pane.spec.session {
             return wire::error_reply(
                 id,
@@ -388,7 +394,9 @@ fn scrollback(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, Str
     )
 }
 
-/// Parses the `expect` object of a send.
+/// Parses the `expect` object of a send (SPEC §3). A field that is present must hold a value:
+/// `"revision":null` is refused rather than read as "absent", which would turn a guarded send
+/// into an unguarded one.
 pub fn parse_expect(body: &Map<String, Value>) -> Result<Expect, String> {
     let Some(expect) = body.get("expect") else {
         return Ok(Expect::default());
@@ -404,14 +412,18 @@ pub fn parse_expect(body: &Map<String, Value>) -> Result<Expect, String> {
         }
     }
     Ok(Expect {
-        incarnation: wire::opt_str(expect, "incarnation")
-            .map_err(|e| format!("expect: {e}"))?
+        incarnation: wire::strict_str(expect, "incarnation", "expect.incarnation")?
             .map(str::to_string),
-        generation: wire::opt_str(expect, "generation")
-            .map_err(|e| format!("expect: {e}"))?
+        generation: wire::strict_str(expect, "generation", "expect.generation")?
             .map(str::to_string),
-        revision: wire::opt_u64(expect, "revision").map_err(|e| format!("expect: {e}"))?,
+        revision: wire::strict_u64(expect, "revision", "expect.revision")?,
     })
+}
+
+/// Checks the fields of a send that guard or bound it, without touching the pane. The daemon
+/// runs it before forwarding, so a malformed guard never leaves the daemon.
+pub fn check_send_request(body: &Map<String, Value>) -> Result<(), String> {
+    parse_expect(body).map(|_| ())
 }
 
 async fn send(
@@ -579,10 +591,11 @@ async fn attach(
     mut writer: OwnedWriteHalf,
 ) {
     let body = &request.body;
-    // A mistyped read_only must never turn into a writable client: every field is strict.
+    // A mistyped or null read_only must never turn into a writable client: every field is
+    // strict.
     let fields = (|| -> Result<_, String> {
         Ok((
-            wire::opt_bool(body, "read_only")?.unwrap_or(false),
+            wire::strict_bool(body, "read_only", "read_only")?.unwrap_or(false),
             wire::opt_u64(body, "rows")?,
             wire::opt_u64(body, "cols")?,
         ))
