@@ -158,6 +158,12 @@ impl Pane {
         pty.resize(pty_process::Size::new(size.0, size.1))
             .map_err(|err| io_err("cannot size the PTY", err))?;
         let master: OwnedFd = pty.into();
+        // Every read and write of the master happens under the state lock and must never block
+        // there (drain_pending reads until EAGAIN, write_locked writes until EAGAIN), so the
+        // descriptor is made non-blocking here rather than trusting the PTY library to do it.
+        let flags = rustix::fs::fcntl_getfl(&master).map_err(|err| crate::Error::Io(err.into()))?;
+        rustix::fs::fcntl_setfl(&master, flags | rustix::fs::OFlags::NONBLOCK)
+            .map_err(|err| crate::Error::Io(err.into()))?;
         // SAFETY: `master` is an `OwnedFd` moved into the `AsyncFd`, so the descriptor stays
         // open and refers to the same PTY for as long as the registration lives.
         let master = unsafe { AsyncFd::register(master) }
@@ -317,16 +323,23 @@ impl Pane {
 
     /// Reads whatever output is pending in the PTY right now, under the state lock
     /// (SPEC §3 step 1). Bounded: a program that never stops writing cannot starve the send.
+    ///
+    /// "Pending" is whatever a non-blocking `read(2)` returns before `EAGAIN`, not what
+    /// `FIONREAD` reports: `FIONREAD` counts only the line discipline's buffer, while bytes the
+    /// program has finished writing can still sit in the tty flip buffer until a kernel worker
+    /// moves them. A read on the master flushes that work first (Linux `n_tty_read` calls
+    /// `tty_buffer_flush_work` before deciding there is no input), so only `EAGAIN` proves that
+    /// nothing written so far is left unread.
     fn drain_pending(&self, st: &mut PaneState) {
         let mut buf = [0u8; 16 * 1024];
         for _ in 0..64 {
-            let pending = rustix::io::ioctl_fionread(self.master.get_ref()).unwrap_or(0);
-            if pending == 0 {
-                return;
-            }
             match rustix::io::read(self.master.get_ref(), &mut buf[..]) {
-                Ok(0) | Err(_) => return,
+                Ok(0) => return,
                 Ok(n) => self.apply_chunk(st, &buf[..n]),
+                Err(rustix::io::Errno::INTR) => continue,
+                // EAGAIN: nothing left. EIO: no slave is open (the child and all its
+                // descendants are gone), so nothing can be pending either.
+                Err(_) => return,
             }
         }
     }
