@@ -10,8 +10,8 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::input::parse_steps;
-use crate::pane::{Expect, Pane, SendOutcome};
+use crate::input::{parse_steps, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
+use crate::pane::{Expect, Pane, SendOutcome, WriteError};
 use crate::paths;
 use crate::spec::LaunchSpec;
 use crate::wire::{self, code, Frame};
@@ -316,9 +316,10 @@ async fn handle(
         "info" => Ok(ctx.record_json()),
         "snapshot" => snapshot(ctx, body),
         "scrollback" => scrollback(ctx, body),
-        "send" => match send(ctx, body, gone).await {
+        "send" => match send(ctx, id, body, gone).await {
             Ok(Value::Null) => return Value::Null,
-            other => other,
+            Ok(fields) => Ok(fields),
+            Err(reply) => return reply,
         },
         "resize" => resize(ctx, body),
         "clear" => Ok(json!({"revision": ctx.pane.clear()})),
@@ -328,7 +329,12 @@ async fn handle(
             .await
             .map(|identity| json!({"identity": identity}))
             .map_err(|err| err.to_string()),
-        "kill" => Ok(json!({"killed": ctx.pane.spec.session})),
+        "kill" => {
+            // Kill never waits for the input lock: a transaction in flight writes no further
+            // byte, and the pane host stops serving once the reply is out.
+            ctx.pane.abort_input("kill");
+            Ok(json!({"killed": ctx.pane.spec.session}))
+        }
         "detach" => Ok(json!({"detached": ctx.pane.detach_all()})),
         "wait" => return wait(ctx, id, body).await,
         other => {
@@ -423,18 +429,39 @@ pub fn parse_expect(body: &Map<String, Value>) -> Result<Expect, String> {
 /// Checks the fields of a send that guard or bound it, without touching the pane. The daemon
 /// runs it before forwarding, so a malformed guard never leaves the daemon.
 pub fn check_send_request(body: &Map<String, Value>) -> Result<(), String> {
-    parse_expect(body).map(|_| ())
+    parse_expect(body)?;
+    parse_send_timeout(body)?;
+    Ok(())
 }
 
+/// The `timeout_ms` of a send: how long its writes may wait, in total, for the program to read
+/// (delay steps not counted). Default [`DEFAULT_TIMEOUT_MS`], at most [`MAX_TIMEOUT_MS`].
+pub fn parse_send_timeout(body: &Map<String, Value>) -> Result<Duration, String> {
+    let ms = wire::strict_u64(body, "timeout_ms", "timeout_ms")?.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if !(1..=MAX_TIMEOUT_MS).contains(&ms) {
+        return Err(format!(
+            "field \"timeout_ms\" is {ms}: a send's timeout must be 1..={MAX_TIMEOUT_MS} ms"
+        ));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// The send op. `Ok(Null)` means "no reply: the requester is gone"; `Err` is a finished error
+/// reply (its code depends on how the transaction failed).
 async fn send(
     ctx: &HostContext,
+    id: &Value,
     body: &Map<String, Value>,
     gone: &(dyn Fn() -> bool + Sync),
-) -> Result<Value, String> {
-    let expect = parse_expect(body)?;
-    let input = body.get("input").ok_or("missing field \"input\"")?;
-    let steps = parse_steps(input).map_err(|err| err.to_string())?;
-    match ctx.pane.send(&expect, &steps, gone).await {
+) -> Result<Value, Value> {
+    let invalid = |message: String| wire::error_reply(id, code::INVALID, message);
+    let expect = parse_expect(body).map_err(invalid)?;
+    let write_timeout = parse_send_timeout(body).map_err(invalid)?;
+    let input = body
+        .get("input")
+        .ok_or_else(|| invalid("missing field \"input\"".into()))?;
+    let steps = parse_steps(input).map_err(|err| invalid(err.to_string()))?;
+    match ctx.pane.send(&expect, &steps, gone, write_timeout).await {
         Ok(SendOutcome::Abandoned) => Ok(Value::Null),
         Ok(SendOutcome::Sent { revision }) => Ok(json!({"result": "sent", "revision": revision})),
         Ok(SendOutcome::Conflict { actual, exited }) => {
@@ -444,8 +471,23 @@ async fn send(
             }
             Ok(out)
         }
-        Err(err) => Err(format!("write to the PTY failed: {err}")),
+        Err(err) => Err(write_error_reply(id, &err)),
     }
+}
+
+/// The error reply of a transaction that ended early. It carries `written`, the bytes that
+/// reached the PTY, so a caller never takes a partial write for "nothing written".
+fn write_error_reply(id: &Value, err: &WriteError) -> Value {
+    let (code, message) = match err {
+        WriteError::InputBusy { .. } | WriteError::TimedOut { .. } => {
+            (code::TIMEOUT, format!("send timed out: {err}"))
+        }
+        WriteError::Aborted { .. } => (code::ABORTED, format!("send {err}")),
+        WriteError::Io { .. } => (code::INVALID, err.to_string()),
+    };
+    let mut reply = wire::error_reply(id, code, message);
+    reply["error"]["written"] = json!(err.written());
+    reply
 }
 
 fn resize(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {

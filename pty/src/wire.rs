@@ -29,6 +29,8 @@ pub mod code {
     pub const INTERNAL: &str = "internal";
     pub const UNAVAILABLE: &str = "unavailable";
     pub const TIMEOUT: &str = "timeout";
+    /// A send whose transaction a restart or kill ended; the error carries `written`.
+    pub const ABORTED: &str = "aborted";
     pub const FORBIDDEN: &str = "forbidden";
 }
 
