@@ -217,3 +217,24 @@ fn send_timeout_out_of_range_or_null_is_invalid() {
         }
     }
 }
+
+#[test]
+fn cli_send_timeout_reports_the_bytes_written() {
+    let env = Env::new();
+    let _ = stalled_recorder(&env, "rec");
+    let mut filler = Conn::open(&env.pane_socket("rec")).unwrap();
+    let _ = paste_until_stuck(&mut filler, 300);
+    let started = Instant::now();
+    let out = env.run(&["send", "rec", "--timeout-ms", "500", "--text", "stuck"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("timed out") && stderr.contains("0 bytes written"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
