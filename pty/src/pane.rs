@@ -7,6 +7,11 @@
 //! 2. `state` (sync, never held across an await): the screen model, the revision and the client
 //!    list. Every output chunk is read from the master *and* applied and counted while holding
 //!    it, so no output is ever "taken but not yet applied" when a guarded send compares.
+//!
+//! Nothing holds `input` without a deadline: every write of a transaction waits for the master
+//! at most until the transaction's deadline, and restart and kill never take `input` at all;
+//! they bump the abort epoch (under `state`), which ends the transaction in flight before its
+//! next byte. (`restart_lock` only keeps two restarts apart; it is never taken with `input`.)
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
