@@ -72,8 +72,8 @@ pub enum SendOutcome {
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     #[error(
-        "the input lock stayed busy for {} ms (another transaction is still writing); nothing \
-         was written",
+        "could not start within {} ms: the input lock stayed busy (another transaction or a \
+         restart is still running); nothing was written",
         waited.as_millis()
     )]
     InputBusy { waited: Duration },
@@ -479,12 +479,12 @@ impl Pane {
         write_timeout: Duration,
     ) -> Result<SendOutcome, WriteError> {
         let (_input, deadline) = self.take_input(write_timeout).await?;
-        // A request queued behind another transaction whose sender has since gone (a killed
-        // daemon, a closed CLI) is dropped before a byte is written.
-        if requester_gone() {
-            return Ok(SendOutcome::Abandoned);
-        }
         let (mut txn, first_write) = loop {
+            // A request queued behind another transaction (or a restart) whose sender has
+            // since gone (a killed daemon, a closed CLI) is dropped before a byte is written.
+            if requester_gone() {
+                return Ok(SendOutcome::Abandoned);
+            }
             match self.compare_and_start(expect, steps, write_timeout)? {
                 Start::Restarting => self.wait_restart(deadline, write_timeout).await?,
                 Start::Conflict(outcome) => return Ok(outcome),

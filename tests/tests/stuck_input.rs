@@ -238,3 +238,39 @@ fn cli_send_timeout_reports_the_bytes_written() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_send_queued_behind_a_stuck_transaction_gives_up_and_never_writes() {
+    let env = Env::new();
+    let (log, stall) = stalled_recorder(&env, "rec");
+    let stuck = stuck_paste_in_flight(&env, "rec");
+    // The queued send waits for the input lock at most its timeout_ms + 5 s.
+    let started = Instant::now();
+    let reply = Conn::open(&env.pane_socket("rec"))
+        .unwrap()
+        .request(json!({"op":"send","timeout_ms":100,"input":[{"text":"QUEUED"}]}));
+    let took = started.elapsed();
+    assert_eq!(reply["error"]["code"], "timeout", "{reply}");
+    assert_eq!(reply["error"]["written"], 0, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was written"),
+        "{reply}"
+    );
+    assert!(
+        took >= Duration::from_millis(5100) && took < Duration::from_secs(9),
+        "the queued send gave up after {took:?}, not about 5.1 s"
+    );
+    // Once the program reads again the stuck paste completes; the given-up send never follows.
+    std::fs::remove_file(&stall).unwrap();
+    let finished = stuck.join().unwrap().expect("the stuck send got a reply");
+    assert_eq!(finished["result"], "sent", "{finished}");
+    std::thread::sleep(Duration::from_millis(300));
+    let read = read_or_empty(&log);
+    assert!(
+        !read.windows(6).any(|w| w == b"QUEUED"),
+        "the send that gave up was written anyway"
+    );
+}
