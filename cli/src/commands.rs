@@ -306,6 +306,10 @@ struct SendArgs {
     /// Pause with the input lock held.
     #[arg(long, value_name = "MS")]
     delay_ms: Vec<u64>,
+    /// Give up when the program has not read the input within MS ms in total (1..=60000,
+    /// default 5000); the error says how many bytes were written.
+    #[arg(long, value_name = "MS")]
+    timeout_ms: Option<u64>,
     #[arg(long)]
     json: bool,
 }
@@ -913,6 +917,9 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
     }
     if !expect.is_empty() {
         request["expect"] = Value::Object(expect);
+    }
+    if let Some(ms) = args.timeout_ms {
+        request["timeout_ms"] = json!(ms);
     }
     let reply = call(&mut daemon()?, request)?;
     let conflict = reply["result"] == "conflict";

@@ -11,7 +11,8 @@
 
 use std::time::Duration;
 
-use belfry_pty::input::MAX_DELAY_TOTAL_MS;
+use belfry_pty::input::{DEFAULT_TIMEOUT_MS, MAX_DELAY_TOTAL_MS, MAX_TIMEOUT_MS};
+use belfry_pty::pane::lock_wait;
 use serde_json::Value;
 
 /// How long a quick op (info, snapshot, resize, …) may take at a pane host.
@@ -58,14 +59,28 @@ fn own_delays(request: &Value) -> Duration {
     Duration::from_millis(total.min(MAX_DELAY_TOTAL_MS))
 }
 
+/// A `send` request's own write timeout (`timeout_ms`, as the pane host applies it).
+fn send_timeout(request: &Value) -> Duration {
+    let ms = request
+        .get("timeout_ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_TIMEOUT_MS);
+    Duration::from_millis(ms.min(MAX_TIMEOUT_MS))
+}
+
 /// How long the daemon waits for a pane host's reply to `request`.
 ///
-/// A `send` may queue behind another transaction holding the input lock (SPEC §3), which lasts
-/// at most the per-request delay limit, then runs its own delays. A `wait` lasts its own
-/// `timeout_ms`. A `restart` stops the old child (SIGKILL after 1.5 s) before starting the new.
+/// A `send` may wait for the input lock (at most `lock_wait` of its write timeout, SPEC §3),
+/// then runs its own delays, and its writes may wait up to its write timeout for the program
+/// to read; the pane host answers `timeout` itself when that runs out, so the daemon waits
+/// longer than all of it. A `wait` lasts its own `timeout_ms`. A `restart` stops the old child
+/// (SIGKILL after 1.5 s) before starting the new.
 pub fn pane_reply(request: &Value) -> Duration {
     match op(request) {
-        "send" => PANE_QUICK + Duration::from_millis(MAX_DELAY_TOTAL_MS) + own_delays(request),
+        "send" => {
+            let timeout = send_timeout(request);
+            PANE_QUICK + lock_wait(timeout) + timeout + own_delays(request)
+        }
         "wait" => PANE_QUICK.saturating_add(wait_timeout(request)),
         "restart" => PANE_QUICK * 2,
         _ => PANE_QUICK,
@@ -127,10 +142,13 @@ mod tests {
     fn a_send_waits_for_one_transaction_ahead_plus_its_own_delays() {
         let quick = pane_reply(&json!({"op": "send", "input": [{"text": "x"}]}));
         let slow = pane_reply(&json!({"op": "send", "input": [{"delay_ms": 1500}, {"text": "x"}]}));
-        assert_eq!(
-            quick,
-            PANE_QUICK + Duration::from_millis(MAX_DELAY_TOTAL_MS)
-        );
+        let default = Duration::from_millis(DEFAULT_TIMEOUT_MS);
+        assert_eq!(quick, PANE_QUICK + lock_wait(default) + default);
         assert_eq!(slow, quick + Duration::from_millis(1500));
+        // The pane host answers a send's own timeout itself: the daemon waits longer.
+        let long =
+            pane_reply(&json!({"op": "send", "timeout_ms": 60_000, "input": [{"text": "x"}]}));
+        let sixty = Duration::from_secs(60);
+        assert!(long > lock_wait(sixty) + sixty, "{long:?}");
     }
 }

@@ -571,6 +571,13 @@ async fn handle(daemon: &Arc<Daemon>, request: &wire::Request) -> Value {
     let body = &request.body;
     let op = request.op.as_str();
     if FORWARDED.contains(&op) {
+        // SPEC §3: a malformed guard (`"expect":{"revision":null}`) is refused here, before the
+        // request leaves the daemon, so it can never reach a pane host as an unguarded send.
+        if op == "send" {
+            if let Err(message) = belfry_pty::host::check_send_request(body) {
+                return wire::error_reply(id, code::INVALID, message);
+            }
+        }
         return forward(daemon, request).await;
     }
     let result = match op {

@@ -10,9 +10,9 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::input::parse_steps;
+use crate::input::{parse_steps, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
 use crate::listener::Listener;
-use crate::pane::{Expect, Pane, SendOutcome};
+use crate::pane::{Expect, Pane, SendOutcome, WriteError};
 use crate::paths;
 use crate::spec::LaunchSpec;
 use crate::wire::{self, code, Frame};
@@ -292,7 +292,13 @@ async fn handle(
 ) -> Value {
     let id = &request.id;
     let body = &request.body;
-    if let Ok(Some(session)) = wire::opt_str(body, "session") {
+    // The session check guards against a request meant for another pane: a `session` that is
+    // null or not a string is refused, never skipped.
+    let session = match wire::strict_str(body, "session", "session") {
+        Ok(session) => session,
+        Err(message) => return wire::error_reply(id, code::INVALID, message),
+    };
+    if let Some(session) = session {
         if session != ctx.pane.spec.session {
             return wire::error_reply(
                 id,
@@ -318,9 +324,10 @@ async fn handle(
         "info" => Ok(ctx.record_json()),
         "snapshot" => snapshot(ctx, body),
         "scrollback" => scrollback(ctx, body),
-        "send" => match send(ctx, body, gone).await {
+        "send" => match send(ctx, id, body, gone).await {
             Ok(Value::Null) => return Value::Null,
-            other => other,
+            Ok(fields) => Ok(fields),
+            Err(reply) => return reply,
         },
         "resize" => resize(ctx, body),
         "clear" => Ok(json!({"revision": ctx.pane.clear()})),
@@ -330,7 +337,12 @@ async fn handle(
             .await
             .map(|identity| json!({"identity": identity}))
             .map_err(|err| err.to_string()),
-        "kill" => Ok(json!({"killed": ctx.pane.spec.session})),
+        "kill" => {
+            // Kill never waits for the input lock: a transaction in flight writes no further
+            // byte, and the pane host stops serving once the reply is out.
+            ctx.pane.abort_input("kill");
+            Ok(json!({"killed": ctx.pane.spec.session}))
+        }
         "detach" => Ok(json!({"detached": ctx.pane.detach_all()})),
         "wait" => return wait(ctx, id, body).await,
         other => {
@@ -396,7 +408,9 @@ fn scrollback(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, Str
     )
 }
 
-/// Parses the `expect` object of a send.
+/// Parses the `expect` object of a send (SPEC §3). A field that is present must hold a value:
+/// `"revision":null` is refused rather than read as "absent", which would turn a guarded send
+/// into an unguarded one.
 pub fn parse_expect(body: &Map<String, Value>) -> Result<Expect, String> {
     let Some(expect) = body.get("expect") else {
         return Ok(Expect::default());
@@ -412,25 +426,50 @@ pub fn parse_expect(body: &Map<String, Value>) -> Result<Expect, String> {
         }
     }
     Ok(Expect {
-        incarnation: wire::opt_str(expect, "incarnation")
-            .map_err(|e| format!("expect: {e}"))?
+        incarnation: wire::strict_str(expect, "incarnation", "expect.incarnation")?
             .map(str::to_string),
-        generation: wire::opt_str(expect, "generation")
-            .map_err(|e| format!("expect: {e}"))?
+        generation: wire::strict_str(expect, "generation", "expect.generation")?
             .map(str::to_string),
-        revision: wire::opt_u64(expect, "revision").map_err(|e| format!("expect: {e}"))?,
+        revision: wire::strict_u64(expect, "revision", "expect.revision")?,
     })
 }
 
+/// Checks the fields of a send that guard or bound it, without touching the pane. The daemon
+/// runs it before forwarding, so a malformed guard never leaves the daemon.
+pub fn check_send_request(body: &Map<String, Value>) -> Result<(), String> {
+    parse_expect(body)?;
+    parse_send_timeout(body)?;
+    Ok(())
+}
+
+/// The `timeout_ms` of a send: how long its writes may wait, in total, for the program to read
+/// (delay steps not counted). Default [`DEFAULT_TIMEOUT_MS`], at most [`MAX_TIMEOUT_MS`].
+pub fn parse_send_timeout(body: &Map<String, Value>) -> Result<Duration, String> {
+    let ms = wire::strict_u64(body, "timeout_ms", "timeout_ms")?.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if !(1..=MAX_TIMEOUT_MS).contains(&ms) {
+        return Err(format!(
+            "field \"timeout_ms\" is {ms}: a send's timeout must be 1..={MAX_TIMEOUT_MS} ms"
+        ));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// The send op. `Ok(Null)` means "no reply: the requester is gone"; `Err` is a finished error
+/// reply (its code depends on how the transaction failed).
 async fn send(
     ctx: &HostContext,
+    id: &Value,
     body: &Map<String, Value>,
     gone: &(dyn Fn() -> bool + Sync),
-) -> Result<Value, String> {
-    let expect = parse_expect(body)?;
-    let input = body.get("input").ok_or("missing field \"input\"")?;
-    let steps = parse_steps(input).map_err(|err| err.to_string())?;
-    match ctx.pane.send(&expect, &steps, gone).await {
+) -> Result<Value, Value> {
+    let invalid = |message: String| wire::error_reply(id, code::INVALID, message);
+    let expect = parse_expect(body).map_err(invalid)?;
+    let write_timeout = parse_send_timeout(body).map_err(invalid)?;
+    let input = body
+        .get("input")
+        .ok_or_else(|| invalid("missing field \"input\"".into()))?;
+    let steps = parse_steps(input).map_err(|err| invalid(err.to_string()))?;
+    match ctx.pane.send(&expect, &steps, gone, write_timeout).await {
         Ok(SendOutcome::Abandoned) => Ok(Value::Null),
         Ok(SendOutcome::Sent { revision }) => Ok(json!({"result": "sent", "revision": revision})),
         Ok(SendOutcome::Conflict { actual, exited }) => {
@@ -440,8 +479,23 @@ async fn send(
             }
             Ok(out)
         }
-        Err(err) => Err(format!("write to the PTY failed: {err}")),
+        Err(err) => Err(write_error_reply(id, &err)),
     }
+}
+
+/// The error reply of a transaction that ended early. It carries `written`, the bytes that
+/// reached the PTY, so a caller never takes a partial write for "nothing written".
+fn write_error_reply(id: &Value, err: &WriteError) -> Value {
+    let (code, message) = match err {
+        WriteError::InputBusy { .. } | WriteError::TimedOut { .. } => {
+            (code::TIMEOUT, format!("send timed out: {err}"))
+        }
+        WriteError::Aborted { .. } => (code::ABORTED, format!("send {err}")),
+        WriteError::Io { .. } => (code::INVALID, err.to_string()),
+    };
+    let mut reply = wire::error_reply(id, code, message);
+    reply["error"]["written"] = json!(err.written());
+    reply
 }
 
 fn resize(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
@@ -587,10 +641,11 @@ async fn attach(
     mut writer: OwnedWriteHalf,
 ) {
     let body = &request.body;
-    // A mistyped read_only must never turn into a writable client: every field is strict.
+    // A mistyped or null read_only must never turn into a writable client: every field is
+    // strict.
     let fields = (|| -> Result<_, String> {
         Ok((
-            wire::opt_bool(body, "read_only")?.unwrap_or(false),
+            wire::strict_bool(body, "read_only", "read_only")?.unwrap_or(false),
             wire::opt_u64(body, "rows")?,
             wire::opt_u64(body, "cols")?,
         ))

@@ -11,6 +11,11 @@ pub const MAX_BYTES: usize = 64 * 1024;
 pub const MAX_DELAY_STEP_MS: u64 = 2000;
 /// Most delay one request may contain in total.
 pub const MAX_DELAY_TOTAL_MS: u64 = 5000;
+/// How long a send's writes may wait for the program to read, in total, when the request does
+/// not say (`timeout_ms`). Also the deadline of attached keystrokes and query answers.
+pub const DEFAULT_TIMEOUT_MS: u64 = 5000;
+/// The largest `timeout_ms` a send may ask for.
+pub const MAX_TIMEOUT_MS: u64 = 60_000;
 
 /// One step of an input transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]

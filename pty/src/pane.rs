@@ -7,6 +7,11 @@
 //! 2. `state` (sync, never held across an await): the screen model, the revision and the client
 //!    list. Every output chunk is read from the master *and* applied and counted while holding
 //!    it, so no output is ever "taken but not yet applied" when a guarded send compares.
+//!
+//! Nothing holds `input` without a deadline: every write of a transaction waits for the master
+//! at most until the transaction's deadline, and restart and kill never take `input` at all;
+//! they bump the abort epoch (under `state`), which ends the transaction in flight before its
+//! next byte. (`restart_lock` only keeps two restarts apart; it is never taken with `input`.)
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +24,7 @@ use serde_json::{json, Value};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{broadcast, mpsc, watch, Notify};
 
-use crate::input::{encode_paste, Step};
+use crate::input::{encode_paste, Step, DEFAULT_TIMEOUT_MS, MAX_DELAY_TOTAL_MS};
 use crate::screen::Screen;
 use crate::spec::{new_incarnation, LaunchSpec, SizePolicy};
 use crate::wire::Frame;
@@ -60,6 +65,111 @@ pub enum SendOutcome {
     },
     /// The requester went away while the send waited for the input lock; nothing was written.
     Abandoned,
+}
+
+/// Why an input transaction ended early. Every variant but `InputBusy` may follow written
+/// bytes; `written` says how many, so a caller never mistakes a partial write for none.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(
+        "could not start within {} ms: the input lock stayed busy (another transaction or a \
+         restart is still running); nothing was written",
+        waited.as_millis()
+    )]
+    InputBusy { waited: Duration },
+    #[error(
+        "the program did not read its input within {} ms: {written} bytes written, stopped in \
+         step {} of {steps}",
+        timeout.as_millis(),
+        step + 1
+    )]
+    TimedOut {
+        written: usize,
+        step: usize,
+        steps: usize,
+        timeout: Duration,
+    },
+    #[error("aborted by {by}: {written} bytes written, stopped in step {} of {steps}", step + 1)]
+    Aborted {
+        written: usize,
+        step: usize,
+        steps: usize,
+        by: &'static str,
+    },
+    #[error("write to the PTY failed after {written} bytes: {source}")]
+    Io {
+        written: usize,
+        source: std::io::Error,
+    },
+}
+
+impl WriteError {
+    /// How many bytes of the transaction reached the PTY before it ended.
+    pub fn written(&self) -> usize {
+        match self {
+            WriteError::InputBusy { .. } => 0,
+            WriteError::TimedOut { written, .. }
+            | WriteError::Aborted { written, .. }
+            | WriteError::Io { written, .. } => *written,
+        }
+    }
+}
+
+/// How long a transaction may wait for the input lock: its own write timeout plus the longest
+/// delay another request may hold the lock for, so a transaction queued behind one that is
+/// legitimately pausing does not give up, while one stuck behind a dead program does.
+pub fn lock_wait(write_timeout: Duration) -> Duration {
+    write_timeout + Duration::from_millis(MAX_DELAY_TOTAL_MS)
+}
+
+/// What the compare of a send decided.
+enum Start {
+    /// A restart is replacing the child: wait for it, then compare again.
+    Restarting,
+    /// Zero bytes written.
+    Conflict(SendOutcome),
+    /// The transaction runs; the first step's bytes and how many of them the PTY took at once.
+    Started(Transaction, Option<(Vec<u8>, usize)>),
+}
+
+/// The bookkeeping of one running transaction.
+struct Transaction {
+    written: usize,
+    step: usize,
+    steps: usize,
+    write_timeout: Duration,
+    /// When the writes must be done by; moved later by each delay step.
+    deadline: tokio::time::Instant,
+    /// The abort epoch when the transaction started.
+    epoch: u64,
+    abort: watch::Receiver<(u64, &'static str)>,
+}
+
+impl Transaction {
+    fn timed_out(&self) -> WriteError {
+        WriteError::TimedOut {
+            written: self.written,
+            step: self.step,
+            steps: self.steps,
+            timeout: self.write_timeout,
+        }
+    }
+
+    fn aborted(&self) -> WriteError {
+        WriteError::Aborted {
+            written: self.written,
+            step: self.step,
+            steps: self.steps,
+            by: self.abort.borrow().1,
+        }
+    }
+
+    fn io(&self, source: std::io::Error) -> WriteError {
+        WriteError::Io {
+            written: self.written,
+            source,
+        }
+    }
 }
 
 /// One attached client as the pane sees it.
@@ -132,6 +242,13 @@ pub struct Pane {
     pub generation: String,
     pub state: Mutex<PaneState>,
     pub input: tokio::sync::Mutex<()>,
+    /// The abort epoch and who bumped it last. Bumped (under the state lock) by restart and
+    /// kill; a transaction that started under an older epoch writes no further byte.
+    abort: watch::Sender<(u64, &'static str)>,
+    /// True while a restart replaces the child (set and cleared under the state lock).
+    restarting: watch::Sender<bool>,
+    /// Serialises restarts with each other (never with input).
+    restart_lock: tokio::sync::Mutex<()>,
     master: AsyncFd<OwnedFd>,
     pts: pty_process::Pts,
     pub revision_tx: watch::Sender<u64>,
@@ -158,6 +275,12 @@ impl Pane {
         pty.resize(pty_process::Size::new(size.0, size.1))
             .map_err(|err| io_err("cannot size the PTY", err))?;
         let master: OwnedFd = pty.into();
+        // Every read and write of the master happens under the state lock and must never block
+        // there (drain_pending reads until EAGAIN, write_locked writes until EAGAIN), so the
+        // descriptor is made non-blocking here rather than trusting the PTY library to do it.
+        let flags = rustix::fs::fcntl_getfl(&master).map_err(|err| crate::Error::Io(err.into()))?;
+        rustix::fs::fcntl_setfl(&master, flags | rustix::fs::OFlags::NONBLOCK)
+            .map_err(|err| crate::Error::Io(err.into()))?;
         // SAFETY: `master` is an `OwnedFd` moved into the `AsyncFd`, so the descriptor stays
         // open and refers to the same PTY for as long as the registration lives.
         let master = unsafe { AsyncFd::register(master) }
@@ -185,6 +308,9 @@ impl Pane {
             generation,
             state: Mutex::new(state),
             input: tokio::sync::Mutex::new(()),
+            abort: watch::channel((0, "nothing")).0,
+            restarting: watch::channel(false).0,
+            restart_lock: tokio::sync::Mutex::new(()),
             master,
             pts,
             revision_tx,
@@ -318,82 +444,207 @@ impl Pane {
 
     /// Reads whatever output is pending in the PTY right now, under the state lock
     /// (SPEC §3 step 1). Bounded: a program that never stops writing cannot starve the send.
+    ///
+    /// "Pending" is whatever a non-blocking `read(2)` returns before `EAGAIN`, not what
+    /// `FIONREAD` reports: `FIONREAD` counts only the line discipline's buffer, while bytes the
+    /// program has finished writing can still sit in the tty flip buffer until a kernel worker
+    /// moves them. A read on the master flushes that work first (Linux `n_tty_read` calls
+    /// `tty_buffer_flush_work` before deciding there is no input), so only `EAGAIN` proves that
+    /// nothing written so far is left unread.
     fn drain_pending(&self, st: &mut PaneState) {
         let mut buf = [0u8; 16 * 1024];
         for _ in 0..64 {
-            let pending = rustix::io::ioctl_fionread(self.master.get_ref()).unwrap_or(0);
-            if pending == 0 {
-                return;
-            }
             match rustix::io::read(self.master.get_ref(), &mut buf[..]) {
-                Ok(0) | Err(_) => return,
+                Ok(0) => return,
                 Ok(n) => self.apply_chunk(st, &buf[..n]),
+                Err(rustix::io::Errno::INTR) => continue,
+                // EAGAIN: nothing left. EIO: no slave is open (the child and all its
+                // descendants are gone), so nothing can be pending either.
+                Err(_) => return,
             }
         }
     }
 
     /// The guarded write of SPEC §3: compare under the input lock, then either zero bytes and
     /// a conflict, or the whole transaction with no other input interleaved.
+    ///
+    /// Bounded: the wait for the input lock (and for a restart in progress) and the writes each
+    /// have a deadline derived from `write_timeout` (see [`lock_wait`]), and a restart or kill
+    /// aborts the transaction at once. On expiry or abort the error says how many bytes were
+    /// written, and the input lock is released.
     pub async fn send(
         &self,
         expect: &Expect,
         steps: &[Step],
         requester_gone: &(dyn Fn() -> bool + Sync),
-    ) -> std::io::Result<SendOutcome> {
-        let _input = self.input.lock().await;
-        // A request queued behind another transaction whose sender has since gone (a killed
-        // daemon, a closed CLI) is dropped before a byte is written; once started, a
-        // transaction always runs to its end, so no half-pasted notice is ever left behind.
-        if requester_gone() {
-            return Ok(SendOutcome::Abandoned);
-        }
-        let first_write = {
-            let mut st = self.state.lock();
-            self.drain_pending(&mut st);
-            let actual = self.identity_of(&st);
-            let exited = st.exited.is_some();
-            let matches = expect
-                .incarnation
-                .as_ref()
-                .is_none_or(|i| *i == actual.incarnation)
-                && expect
-                    .generation
-                    .as_ref()
-                    .is_none_or(|g| *g == actual.generation)
-                && expect.revision.is_none_or(|r| r == actual.revision);
-            if exited || !matches {
-                return Ok(SendOutcome::Conflict { actual, exited });
+        write_timeout: Duration,
+    ) -> Result<SendOutcome, WriteError> {
+        let (_input, deadline) = self.take_input(write_timeout).await?;
+        let (mut txn, first_write) = loop {
+            // A request queued behind another transaction (or a restart) whose sender has
+            // since gone (a killed daemon, a closed CLI) is dropped before a byte is written.
+            if requester_gone() {
+                return Ok(SendOutcome::Abandoned);
             }
-            // The first bytes go out under the same lock as the compare, so nothing the
-            // program prints can land between the two.
-            match steps.first() {
-                Some(step @ (Step::Raw(_) | Step::Paste(_) | Step::Key(_))) => {
-                    let bytes = encode_step(&st.screen, step);
-                    let written = self.write_locked(&mut st, &bytes)?;
-                    Some((bytes, written))
-                }
-                _ => None,
+            match self.compare_and_start(expect, steps, write_timeout)? {
+                Start::Restarting => self.wait_restart(deadline, write_timeout).await?,
+                Start::Conflict(outcome) => return Ok(outcome),
+                Start::Started(txn, first_write) => break (txn, first_write),
             }
         };
         let mut rest = steps;
         if let Some((bytes, written)) = first_write {
-            self.write_all(&bytes[written..]).await?;
+            self.write_bounded(&bytes[written..], &mut txn).await?;
             rest = &steps[1..];
+            txn.step = 1;
         }
         for step in rest {
             match step {
-                Step::DelayMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                Step::DelayMs(ms) => self.delay(Duration::from_millis(*ms), &mut txn).await?,
                 _ => {
                     let bytes = {
                         let st = self.state.lock();
                         encode_step(&st.screen, step)
                     };
-                    self.write_all(&bytes).await?;
+                    self.write_bounded(&bytes, &mut txn).await?;
                 }
             }
+            txn.step += 1;
         }
         let revision = self.state.lock().revision;
         Ok(SendOutcome::Sent { revision })
+    }
+
+    /// SPEC §3 steps 1–3 and the start of step 4, all under the state lock: drain, compare,
+    /// and on a match write the first step's bytes as far as the PTY takes them at once.
+    fn compare_and_start(
+        &self,
+        expect: &Expect,
+        steps: &[Step],
+        write_timeout: Duration,
+    ) -> Result<Start, WriteError> {
+        let mut st = self.state.lock();
+        // A restart publishes `restarting` under this lock, so checking it here (not only
+        // before taking the input lock) is what keeps a transaction from starting on a child
+        // that is being stopped.
+        if *self.restarting.borrow() {
+            return Ok(Start::Restarting);
+        }
+        self.drain_pending(&mut st);
+        let actual = self.identity_of(&st);
+        let exited = st.exited.is_some();
+        let matches = expect
+            .incarnation
+            .as_ref()
+            .is_none_or(|i| *i == actual.incarnation)
+            && expect
+                .generation
+                .as_ref()
+                .is_none_or(|g| *g == actual.generation)
+            && expect.revision.is_none_or(|r| r == actual.revision);
+        if exited || !matches {
+            return Ok(Start::Conflict(SendOutcome::Conflict { actual, exited }));
+        }
+        // The transaction starts here: a restart or kill that comes later bumps the abort
+        // epoch under this same lock, so it is always seen.
+        let mut txn = self.begin(steps.len(), write_timeout);
+        // The first bytes go out under the same lock as the compare, so nothing the program
+        // prints can land between the two.
+        let first_write = match steps.first() {
+            Some(step @ (Step::Raw(_) | Step::Paste(_) | Step::Key(_))) => {
+                let bytes = encode_step(&st.screen, step);
+                let written = self
+                    .write_locked(&mut st, &bytes)
+                    .map_err(|err| txn.io(err))?;
+                txn.written += written;
+                Some((bytes, written))
+            }
+            _ => None,
+        };
+        Ok(Start::Started(txn, first_write))
+    }
+
+    /// Takes the input lock, waiting at most [`lock_wait`]`(write_timeout)`. Returns the guard
+    /// and the deadline, which also bounds waiting out a restart in progress.
+    async fn take_input(
+        &self,
+        write_timeout: Duration,
+    ) -> Result<(tokio::sync::MutexGuard<'_, ()>, tokio::time::Instant), WriteError> {
+        let waited = lock_wait(write_timeout);
+        let deadline = tokio::time::Instant::now() + waited;
+        let guard = tokio::time::timeout_at(deadline, self.input.lock())
+            .await
+            .map_err(|_| WriteError::InputBusy { waited })?;
+        Ok((guard, deadline))
+    }
+
+    /// Waits until no restart is in progress, at most until `deadline`. A transaction never
+    /// starts while the old child is being stopped, so none straddles a restart.
+    async fn wait_restart(
+        &self,
+        deadline: tokio::time::Instant,
+        write_timeout: Duration,
+    ) -> Result<(), WriteError> {
+        let busy = || WriteError::InputBusy {
+            waited: lock_wait(write_timeout),
+        };
+        let mut restarting = self.restarting.subscribe();
+        let done = tokio::time::timeout_at(deadline, restarting.wait_for(|busy| !*busy))
+            .await
+            .map(|waited| waited.is_ok());
+        match done {
+            Ok(true) => Ok(()),
+            _ => Err(busy()),
+        }
+    }
+
+    /// Starts a transaction's bookkeeping. Called under the state lock, after the checks that
+    /// allow it to write.
+    fn begin(&self, steps: usize, write_timeout: Duration) -> Transaction {
+        let mut abort = self.abort.subscribe();
+        let epoch = abort.borrow_and_update().0;
+        Transaction {
+            written: 0,
+            step: 0,
+            steps,
+            write_timeout,
+            deadline: tokio::time::Instant::now() + write_timeout,
+            epoch,
+            abort,
+        }
+    }
+
+    /// True if a restart or kill began after the transaction of `epoch` started. Checked under
+    /// the state lock before every write, because the abort is published under it.
+    fn aborted_since(&self, epoch: u64) -> bool {
+        self.abort.borrow().0 != epoch
+    }
+
+    /// Ends every input transaction now: its next write is refused and its waits return at
+    /// once. Restart and kill call it instead of waiting for the input lock.
+    pub fn abort_input(&self, by: &'static str) {
+        let st = self.state.lock();
+        self.abort_locked(&st, by);
+    }
+
+    /// [`Pane::abort_input`] for a caller that holds the state lock (the guard proves it):
+    /// publishing under that lock is what lets writers check it race-free before each write.
+    fn abort_locked(&self, _st: &PaneState, by: &'static str) {
+        self.abort.send_modify(|(epoch, reason)| {
+            *epoch += 1;
+            *reason = by;
+        });
+    }
+
+    /// A delay step: the input lock stays held; an abort ends it early. The write deadline
+    /// moves by the delay, which is the transaction's own time, not the program's.
+    async fn delay(&self, length: Duration, txn: &mut Transaction) -> Result<(), WriteError> {
+        tokio::select! {
+            () = tokio::time::sleep(length) => {}
+            _ = txn.abort.changed() => return Err(txn.aborted()),
+        }
+        txn.deadline += length;
+        Ok(())
     }
 
     /// Writes as much as the PTY takes without blocking; each successful write moves the
@@ -414,31 +665,60 @@ impl Pane {
         Ok(written)
     }
 
-    /// Writes all bytes, waiting for the PTY to drain when it is full. The caller holds the
-    /// input lock.
-    pub async fn write_all(&self, mut bytes: &[u8]) -> std::io::Result<()> {
+    /// Writes all bytes, waiting for the PTY to drain when it is full, but never past the
+    /// transaction's deadline and never after an abort. The caller holds the input lock.
+    async fn write_bounded(
+        &self,
+        mut bytes: &[u8],
+        txn: &mut Transaction,
+    ) -> Result<(), WriteError> {
         while !bytes.is_empty() {
-            let mut guard = self.master.writable().await?;
+            let deadline = txn.deadline;
+            let mut guard = tokio::select! {
+                ready = self.master.writable() => ready.map_err(|err| txn.io(err))?,
+                () = tokio::time::sleep_until(deadline) => return Err(txn.timed_out()),
+                _ = txn.abort.changed() => return Err(txn.aborted()),
+            };
+            let epoch = txn.epoch;
             let result = guard.try_io(|fd| {
                 let mut st = self.state.lock();
+                if self.aborted_since(epoch) {
+                    return Ok(None);
+                }
                 let n = rustix::io::write(fd.get_ref(), bytes).map_err(std::io::Error::from)?;
                 st.bump(&self.revision_tx);
-                Ok(n)
+                Ok(Some(n))
             });
             match result {
-                Ok(Ok(n)) => bytes = &bytes[n..],
+                Ok(Ok(Some(n))) => {
+                    txn.written += n;
+                    bytes = &bytes[n..];
+                }
+                Ok(Ok(None)) => return Err(txn.aborted()),
                 Ok(Err(err)) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Ok(Err(err)) => return Err(err),
+                Ok(Err(err)) => return Err(txn.io(err)),
                 Err(_would_block) => {}
             }
         }
         Ok(())
     }
 
-    /// Writes unguarded input (attached keyboards, query answers) under the input lock.
-    pub async fn write_input(&self, bytes: &[u8]) -> std::io::Result<()> {
-        let _input = self.input.lock().await;
-        self.write_all(bytes).await
+    /// Writes unguarded input (attached keyboards, query answers) under the input lock, with
+    /// the default deadline: a program that stops reading makes these bytes time out (and the
+    /// caller drop them) instead of holding the lock.
+    pub async fn write_input(&self, bytes: &[u8]) -> Result<(), WriteError> {
+        let write_timeout = Duration::from_millis(DEFAULT_TIMEOUT_MS);
+        let (_input, deadline) = self.take_input(write_timeout).await?;
+        let mut txn = loop {
+            {
+                let _st = self.state.lock();
+                if !*self.restarting.borrow() {
+                    break self.begin(1, write_timeout);
+                }
+            }
+            self.wait_restart(deadline, write_timeout).await?;
+        };
+        self.write_bounded(bytes, &mut txn).await
     }
 
     /// Writes the query answers the model produced while no writable client was attached.
@@ -519,25 +799,48 @@ impl Pane {
     }
 
     /// Restarts the child: a new process, a new incarnation, the revision continuing.
+    ///
+    /// It never waits for the input lock: a transaction in flight (perhaps stuck on a program
+    /// that stopped reading) is aborted, and transactions that start meanwhile wait for the
+    /// restart to finish, so none straddles it. Input the old child never read is discarded
+    /// before the new child starts, so it cannot receive bytes meant for its predecessor.
     pub async fn restart(self: &Arc<Self>) -> crate::Result<Identity> {
-        let _input = self.input.lock().await;
-        self.stop_child().await;
-        let incarnation = new_incarnation();
-        let child = self.spawn_child(&incarnation)?;
+        let _one_at_a_time = self.restart_lock.lock().await;
+        {
+            let st = self.state.lock();
+            self.restarting.send_replace(true);
+            self.abort_locked(&st, "restart");
+        }
+        let started = self.replace_child().await;
         let identity = {
             let mut st = self.state.lock();
+            self.restarting.send_replace(false);
+            let (child, incarnation) = started?;
             st.incarnation = incarnation.clone();
             st.child_pid = child.id().unwrap_or(0);
             st.exited = None;
             st.bump(&self.revision_tx);
-            self.identity_of(&st)
+            let identity = self.identity_of(&st);
+            tokio::spawn(Arc::clone(self).watch_child(child, incarnation));
+            identity
         };
-        tokio::spawn(Arc::clone(self).watch_child(child, incarnation.clone()));
         let _ = self
             .events
             .send(json!({"event":"lifecycle","session":self.spec.session,
-            "what":"restart","incarnation":incarnation,"revision":identity.revision}));
+            "what":"restart","incarnation":identity.incarnation,"revision":identity.revision}));
         Ok(identity)
+    }
+
+    /// Stops the current child, discards its unread input and starts the new one.
+    async fn replace_child(&self) -> crate::Result<(tokio::process::Child, String)> {
+        self.stop_child().await;
+        // TCIFLUSH on the slave drops what was written to the PTY but not yet read by the old
+        // child (an aborted paste, for example): its flip buffer and line discipline buffer.
+        rustix::termios::tcflush(&self.pts, rustix::termios::QueueSelector::IFlush)
+            .map_err(|err| crate::Error::Io(err.into()))?;
+        let incarnation = new_incarnation();
+        let child = self.spawn_child(&incarnation)?;
+        Ok((child, incarnation))
     }
 
     /// Resizes the PTY and the model; the revision moves.

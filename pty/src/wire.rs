@@ -29,6 +29,8 @@ pub mod code {
     pub const INTERNAL: &str = "internal";
     pub const UNAVAILABLE: &str = "unavailable";
     pub const TIMEOUT: &str = "timeout";
+    /// A send whose transaction a restart or kill ended; the error carries `written`.
+    pub const ABORTED: &str = "aborted";
     pub const FORBIDDEN: &str = "forbidden";
     /// The socket already serves as many connections as it allows; this one is closed.
     pub const BUSY: &str = "busy";
@@ -240,6 +242,66 @@ pub fn opt_bool(body: &Map<String, Value>, field: &str) -> Result<Option<bool>, 
     }
 }
 
+/// Present-but-null is refused for fields that guard something (the `expect` fields of a send,
+/// attach's `read_only`, the pane host's `session` check): reading `null` as "absent" would
+/// silently drop the guard, so it is a bad request naming the field. `name` is how the error
+/// shows the field (`expect.revision`); `wanted` says what a valid value is.
+fn not_null<'a>(
+    body: &'a Map<String, Value>,
+    field: &str,
+    name: &str,
+    wanted: &str,
+) -> Result<Option<&'a Value>, String> {
+    match body.get(field) {
+        None => Ok(None),
+        Some(Value::Null) => Err(format!(
+            "field {name:?} is null: give {wanted}, or leave the field out"
+        )),
+        Some(value) => Ok(Some(value)),
+    }
+}
+
+/// An optional string guard: absent is `None`, `null` or another type is an error.
+pub fn strict_str<'a>(
+    body: &'a Map<String, Value>,
+    field: &str,
+    name: &str,
+) -> Result<Option<&'a str>, String> {
+    match not_null(body, field, name, "a string")? {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("field {name:?} must be a string")),
+    }
+}
+
+/// An optional integer guard: absent is `None`, `null` or another type is an error.
+pub fn strict_u64(
+    body: &Map<String, Value>,
+    field: &str,
+    name: &str,
+) -> Result<Option<u64>, String> {
+    match not_null(body, field, name, "a non-negative integer")? {
+        None => Ok(None),
+        Some(value) => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("field {name:?} must be a non-negative integer")),
+    }
+}
+
+/// An optional boolean guard: absent is `None`, `null` or another type is an error.
+pub fn strict_bool(
+    body: &Map<String, Value>,
+    field: &str,
+    name: &str,
+) -> Result<Option<bool>, String> {
+    match not_null(body, field, name, "true or false")? {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(format!("field {name:?} must be true or false")),
+    }
+}
+
 /// Frame types of an attach stream (after the attach reply line).
 ///
 /// A frame is one type byte, a big-endian `u32` length and the payload.
@@ -346,6 +408,23 @@ mod tests {
         assert!(err.message.contains("\"op\""));
         let ok = parse_request(br#"{"id":"a","op":"list"}"#).unwrap();
         assert_eq!(ok.op, "list");
+    }
+
+    #[test]
+    fn null_guard_fields_are_errors_naming_the_field() {
+        let body = json!({"revision": null, "read_only": null, "session": null, "ok": 3});
+        let body = body.as_object().unwrap();
+        let err = strict_u64(body, "revision", "expect.revision").unwrap_err();
+        assert!(err.contains("\"expect.revision\" is null"), "{err}");
+        let err = strict_bool(body, "read_only", "read_only").unwrap_err();
+        assert!(err.contains("\"read_only\" is null"), "{err}");
+        let err = strict_str(body, "session", "session").unwrap_err();
+        assert!(err.contains("\"session\" is null"), "{err}");
+        assert_eq!(strict_u64(body, "absent", "absent"), Ok(None));
+        assert_eq!(strict_u64(body, "ok", "ok"), Ok(Some(3)));
+        assert!(strict_str(body, "ok", "ok")
+            .unwrap_err()
+            .contains("must be a string"));
     }
 
     #[test]

@@ -55,6 +55,17 @@ pub fn adapter_bin() -> PathBuf {
     bin_dir().join("belfry-test-adapter")
 }
 
+/// The tick printer that timestamps each tick after its write returned.
+pub fn ticker_bin() -> PathBuf {
+    bin_dir().join("belfry-test-ticker")
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock `belfry-test-ticker` stamps its ticks with.
+pub fn monotonic_ns() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
 /// A file under `tests/fixtures/`.
 pub fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

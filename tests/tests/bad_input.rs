@@ -208,3 +208,109 @@ fn hello_without_a_common_version_is_unsupported_and_the_connection_stays_usable
     let reply = conn.request(json!({"op":"hello","versions":[1]}));
     assert_eq!(reply["version"], 1, "{reply}");
 }
+
+/// SPEC §3: a field present in `expect` is compared; `null` is not "absent". A null guard is an
+/// `invalid` error naming the field, on the daemon and on the pane host, and nothing is written.
+#[test]
+fn null_expect_fields_are_invalid_and_write_nothing() {
+    let env = Env::new();
+    let log = env.path("rec.log");
+    let rec = recorder_bin().display().to_string();
+    let log_s = log.display().to_string();
+    env.spawn("rec", "24x80", &[&rec, "--log", &log_s], Some("READY"));
+    let before = env.snapshot("rec");
+    let mut daemon = env.conn();
+    let mut host = Conn::open(&env.pane_socket("rec")).unwrap();
+    for field in ["revision", "incarnation", "generation"] {
+        let mut expect = json!({
+            "incarnation": before["incarnation"],
+            "generation": before["generation"],
+            "revision": before["revision"],
+        });
+        expect[field] = serde_json::Value::Null;
+        let request = json!({"op":"send","session":"rec","expect":expect,
+                             "input":[{"text":"NULL-GUARD"},{"key":"Enter"}]});
+        for (via, conn) in [("daemon", &mut daemon), ("pane host", &mut host)] {
+            let reply = conn.request(request.clone());
+            assert_eq!(reply["ok"], false, "{via}, null {field}: {reply}");
+            assert_eq!(reply["error"]["code"], "invalid", "{via}: {reply}");
+            let message = reply["error"]["message"].as_str().unwrap_or("");
+            assert!(
+                message.contains(&format!("\"expect.{field}\" is null")),
+                "{via}: {message:?} does not name expect.{field}"
+            );
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(read_or_empty(&log), b"", "a null guard let bytes through");
+    let after = env.snapshot("rec");
+    assert_eq!(after["revision"], before["revision"], "the revision moved");
+}
+
+/// The daemon refuses a null guard itself, before forwarding: with the pane host stopped
+/// (SIGSTOP), a forwarded request could not be answered, but the refusal comes at once.
+#[test]
+fn daemon_refuses_a_null_expect_without_forwarding_it() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    env.spawn("w", "24x80", &["sleep", "600"], None);
+    let host_pid = env.snapshot("w")["pid"].as_u64().unwrap() as i32;
+    // SAFETY: kill(2) on the pane host this test started; it touches no memory.
+    assert_eq!(unsafe { libc::kill(host_pid, libc::SIGSTOP) }, 0);
+    let stream = std::os::unix::net::UnixStream::connect(env.socket()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let request = json!({"id":1,"op":"send","session":"w","expect":{"revision":null},
+                         "input":[{"text":"x"}]});
+    writer.write_all(format!("{request}\n").as_bytes()).unwrap();
+    let mut line = String::new();
+    let read = BufReader::new(stream).read_line(&mut line);
+    // SAFETY: as above; resume the pane host before asserting so the Env can clean up.
+    unsafe { libc::kill(host_pid, libc::SIGCONT) };
+    assert!(read.is_ok(), "the daemon did not answer at once: {read:?}");
+    let reply: serde_json::Value = serde_json::from_str(&line).expect("reply is JSON");
+    assert_eq!(reply["error"]["code"], "invalid", "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"expect.revision\" is null"),
+        "{reply}"
+    );
+}
+
+/// Guards outside `expect` are strict too: a null `read_only` never makes a writable client,
+/// and a null or non-string `session` is refused by the pane host instead of skipping its check.
+#[test]
+fn null_read_only_and_session_are_refused_by_the_pane_host() {
+    let env = Env::new();
+    env.spawn("w", "24x80", &["sleep", "600"], None);
+    let mut conn = Conn::open(&env.pane_socket("w")).unwrap();
+    let reply = conn.request(json!({"op":"attach","read_only":null}));
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"read_only\" is null"),
+        "{reply}"
+    );
+    assert_eq!(env.snapshot("w")["clients"], 0);
+    let mut conn = Conn::open(&env.pane_socket("w")).unwrap();
+    for session in [serde_json::Value::Null, json!(7)] {
+        let reply = conn.request(json!({"op":"send","session":session,"input":[{"text":"x"}]}));
+        assert_eq!(
+            reply["error"]["code"], "invalid",
+            "session {session}: {reply}"
+        );
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("\"session\""),
+            "{reply}"
+        );
+    }
+}

@@ -6,7 +6,9 @@
 //! `--noisy` prints a line every millisecond; `--cpr` asks for the cursor position at start-up
 //! and prints whether an answer came within two seconds; `--alt` draws on the alternate screen;
 //! `--exit-on-eot` exits when it reads C-d; `--print-on-resize` prints a line when the terminal
-//! size changes; `--cpr-on-q` asks for the cursor position each time it reads `q`.
+//! size changes; `--cpr-on-q` asks for the cursor position each time it reads `q`;
+//! `--stall-while FILE` stops reading its input for as long as FILE exists (a program that
+//! stops reading, so the PTY's input buffer fills and writes to it block).
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -103,9 +105,17 @@ fn main() {
     let echo = flag("--echo");
     let cpr_on_q = flag("--cpr-on-q");
     let exit_on_eot = flag("--exit-on-eot");
+    let stall_while = args
+        .iter()
+        .position(|a| a == "--stall-while")
+        .and_then(|i| args.get(i + 1))
+        .map(std::path::PathBuf::from);
     let mut buf = [0u8; 65536];
     let mut stdin = stdin.lock();
     loop {
+        while stall_while.as_ref().is_some_and(|path| path.exists()) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let n = match stdin.read(&mut buf) {
             Ok(0) | Err(_) => return,
             Ok(n) => n,

@@ -1,0 +1,276 @@
+//! A program that stops reading its input must not wedge the pane: every write of an input
+//! transaction has a deadline, the error says how many bytes were written, the input lock is
+//! released, and restart and kill never wait for it.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use belfry_tests::{eventually, pid_alive, read_or_empty, recorder_bin, Conn, Env};
+use serde_json::{json, Value};
+
+/// The largest paste one request may carry (64 KiB including bracketed-paste framing).
+fn big_paste() -> String {
+    "x".repeat(64 * 1024 - 12)
+}
+
+/// A recorder that does not read its input while the returned stall file exists.
+fn stalled_recorder(env: &Env, session: &str) -> (PathBuf, PathBuf) {
+    let log = env.path(&format!("{session}.log"));
+    let stall = env.path(&format!("{session}.stall"));
+    std::fs::write(&stall, b"").unwrap();
+    let rec = recorder_bin().display().to_string();
+    let (log_s, stall_s) = (log.display().to_string(), stall.display().to_string());
+    env.spawn(
+        session,
+        "24x80",
+        &[&rec, "--log", &log_s, "--stall-while", &stall_s],
+        Some("READY"),
+    );
+    (log, stall)
+}
+
+/// Pastes 64 KiB at a time until a paste does not complete: the PTY's input buffer holds some
+/// KiB, and a kernel with a bigger one could take a whole paste. Returns the reply and how long
+/// it took.
+fn paste_until_stuck(conn: &mut Conn, timeout_ms: u64) -> (Value, Duration) {
+    for _ in 0..4 {
+        let started = Instant::now();
+        let reply = conn
+            .request(json!({"op":"send","timeout_ms":timeout_ms,"input":[{"paste":big_paste()}]}));
+        if reply["result"] != "sent" {
+            return (reply, started.elapsed());
+        }
+    }
+    panic!("four 64 KiB pastes to a program that reads nothing all completed");
+}
+
+/// Starts a paste with a long deadline on its own connection and returns once it is blocked.
+fn stuck_paste_in_flight(env: &Env, session: &str) -> std::thread::JoinHandle<Option<Value>> {
+    let mut filler = Conn::open(&env.pane_socket(session)).unwrap();
+    let _ = paste_until_stuck(&mut filler, 300);
+    let socket = env.pane_socket(session);
+    let handle = std::thread::spawn(move || {
+        let mut conn = Conn::open(&socket).unwrap();
+        conn.send_raw(
+            format!(
+                "{}\n",
+                json!({"id":1,"op":"send","timeout_ms":60_000,"input":[{"paste":big_paste()}]})
+            )
+            .as_bytes(),
+        );
+        conn.read()
+    });
+    // Let it take the input lock and block on the full PTY.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!handle.is_finished(), "the paste did not block");
+    handle
+}
+
+#[test]
+fn stuck_paste_times_out_with_bytes_written_and_frees_the_input_lock() {
+    let env = Env::new();
+    let (log, stall) = stalled_recorder(&env, "rec");
+    let mut conn = Conn::open(&env.pane_socket("rec")).unwrap();
+    let (reply, took) = paste_until_stuck(&mut conn, 1000);
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert_eq!(reply["error"]["code"], "timeout", "{reply}");
+    assert!(
+        took >= Duration::from_millis(1000) && took < Duration::from_secs(4),
+        "the timeout took {took:?}, not about 1 s"
+    );
+    let written = reply["error"]["written"].as_u64().expect("written") as usize;
+    assert!(written < big_paste().len() + 12, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{written} bytes written")) && message.contains("1000 ms"),
+        "the message does not say what was written: {message}"
+    );
+
+    // The lock is free: a send from another connection gets it at once.
+    let mut other = Conn::open(&env.pane_socket("rec")).unwrap();
+    let started = Instant::now();
+    let reply = other.request(json!({"op":"send","input":[]}));
+    assert_eq!(reply["result"], "sent", "{reply}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Once the program reads again, a later send goes through after what was written.
+    std::fs::remove_file(&stall).unwrap();
+    let reply = other.request(json!({"op":"send","input":[{"text":"AFTER"}]}));
+    assert_eq!(reply["result"], "sent", "{reply}");
+    assert!(
+        eventually(Duration::from_secs(10), || read_or_empty(&log)
+            .ends_with(b"AFTER")),
+        "the later send never arrived"
+    );
+}
+
+#[test]
+fn restart_aborts_a_stuck_transaction_at_once_and_the_new_child_gets_none_of_it() {
+    let env = Env::new();
+    let (log, stall) = stalled_recorder(&env, "rec");
+    let before = env.snapshot("rec");
+    let stuck = stuck_paste_in_flight(&env, "rec");
+
+    let started = Instant::now();
+    let reply = env.conn().request(json!({"op":"restart","session":"rec"}));
+    let took = started.elapsed();
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert!(took < Duration::from_secs(5), "restart took {took:?}");
+    assert_ne!(reply["identity"]["incarnation"], before["incarnation"]);
+
+    let aborted = stuck.join().unwrap().expect("the stuck send got a reply");
+    assert_eq!(aborted["error"]["code"], "aborted", "{aborted}");
+    assert!(
+        aborted["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("aborted by restart"),
+        "{aborted}"
+    );
+    assert!(aborted["error"]["written"].is_u64(), "{aborted}");
+
+    // The new child reads again: it gets exactly what is sent to it, none of the old paste.
+    env.wait_screen("rec", "READY");
+    std::fs::remove_file(&stall).unwrap();
+    let reply = env
+        .conn()
+        .request(json!({"op":"send","session":"rec","input":[{"text":"NEW"}]}));
+    assert_eq!(reply["result"], "sent", "{reply}");
+    assert!(
+        eventually(Duration::from_secs(5), || read_or_empty(&log) == b"NEW"),
+        "the new child read {} bytes, not just \"NEW\"",
+        read_or_empty(&log).len()
+    );
+}
+
+#[test]
+fn kill_ends_a_pane_with_a_stuck_transaction_promptly() {
+    let env = Env::new();
+    let _ = stalled_recorder(&env, "rec");
+    let host_pid = env.snapshot("rec")["pid"].as_u64().unwrap() as u32;
+    let stuck = stuck_paste_in_flight(&env, "rec");
+    let started = Instant::now();
+    let reply = env.conn().request(json!({"op":"kill","session":"rec"}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert!(
+        eventually(Duration::from_secs(5), || !pid_alive(host_pid)),
+        "the pane host is still running"
+    );
+    assert!(started.elapsed() < Duration::from_secs(6));
+    // The stuck send ends too: aborted, or its connection closed with the pane host.
+    if let Some(reply) = stuck.join().unwrap() {
+        assert_eq!(reply["error"]["code"], "aborted", "{reply}");
+    }
+}
+
+#[test]
+fn a_stuck_keystroke_write_releases_the_input_lock() {
+    let env = Env::new();
+    let _ = stalled_recorder(&env, "rec");
+    let mut filler = Conn::open(&env.pane_socket("rec")).unwrap();
+    let _ = paste_until_stuck(&mut filler, 300);
+    // An attached keyboard types into the full PTY: the write blocks, holding the input lock.
+    let mut keyboard = Conn::open(&env.pane_socket("rec")).unwrap();
+    let reply = keyboard.request(json!({"op":"attach"}));
+    assert_eq!(reply["attached"], true, "{reply}");
+    let keys = b"typed while the program is not reading";
+    let mut frame = vec![1u8];
+    frame.extend_from_slice(&(keys.len() as u32).to_be_bytes());
+    frame.extend_from_slice(keys);
+    keyboard.send_raw(&frame);
+    std::thread::sleep(Duration::from_millis(200));
+    // A send queued behind it gets the lock once the keystroke write's deadline (5 s) passes.
+    let started = Instant::now();
+    let reply = Conn::open(&env.pane_socket("rec"))
+        .unwrap()
+        .request(json!({"op":"send","input":[]}));
+    assert_eq!(reply["result"], "sent", "{reply}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the send waited {:?} for the input lock",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn send_timeout_out_of_range_or_null_is_invalid() {
+    let env = Env::new();
+    env.spawn("w", "24x80", &["sleep", "600"], None);
+    let mut daemon = env.conn();
+    let mut host = Conn::open(&env.pane_socket("w")).unwrap();
+    for (timeout, needle) in [
+        (json!(0), "1..=60000"),
+        (json!(60_001), "1..=60000"),
+        (Value::Null, "\"timeout_ms\" is null"),
+        (json!("5s"), "non-negative integer"),
+    ] {
+        let request = json!({"op":"send","session":"w","timeout_ms":timeout,"input":[]});
+        for conn in [&mut daemon, &mut host] {
+            let reply = conn.request(request.clone());
+            assert_eq!(reply["error"]["code"], "invalid", "{timeout}: {reply}");
+            let message = reply["error"]["message"].as_str().unwrap();
+            assert!(message.contains(needle), "{timeout}: {message}");
+        }
+    }
+}
+
+#[test]
+fn cli_send_timeout_reports_the_bytes_written() {
+    let env = Env::new();
+    let _ = stalled_recorder(&env, "rec");
+    let mut filler = Conn::open(&env.pane_socket("rec")).unwrap();
+    let _ = paste_until_stuck(&mut filler, 300);
+    let started = Instant::now();
+    let out = env.run(&["send", "rec", "--timeout-ms", "500", "--text", "stuck"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("timed out") && stderr.contains("0 bytes written"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_send_queued_behind_a_stuck_transaction_gives_up_and_never_writes() {
+    let env = Env::new();
+    let (log, stall) = stalled_recorder(&env, "rec");
+    let stuck = stuck_paste_in_flight(&env, "rec");
+    // The queued send waits for the input lock at most its timeout_ms + 5 s.
+    let started = Instant::now();
+    let reply = Conn::open(&env.pane_socket("rec"))
+        .unwrap()
+        .request(json!({"op":"send","timeout_ms":100,"input":[{"text":"QUEUED"}]}));
+    let took = started.elapsed();
+    assert_eq!(reply["error"]["code"], "timeout", "{reply}");
+    assert_eq!(reply["error"]["written"], 0, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was written"),
+        "{reply}"
+    );
+    assert!(
+        took >= Duration::from_millis(5100) && took < Duration::from_secs(9),
+        "the queued send gave up after {took:?}, not about 5.1 s"
+    );
+    // Once the program reads again the stuck paste completes; the given-up send never follows.
+    std::fs::remove_file(&stall).unwrap();
+    let finished = stuck.join().unwrap().expect("the stuck send got a reply");
+    assert_eq!(finished["result"], "sent", "{finished}");
+    std::thread::sleep(Duration::from_millis(300));
+    let read = read_or_empty(&log);
+    assert!(
+        !read.windows(6).any(|w| w == b"QUEUED"),
+        "the send that gave up was written anyway"
+    );
+}
