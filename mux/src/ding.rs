@@ -68,6 +68,8 @@ pub struct PaneInfo {
     pub incarnation: String,
     pub generation: String,
     pub ding_policy: Option<String>,
+    /// The harness adapter's name from the launch spec: naming one declares an agent.
+    pub agent_adapter: Option<String>,
     pub adapter_command: Option<Vec<String>>,
     /// True when the pane was adopted by a restarted daemon (every lease starts invalid).
     pub adopted: bool,
@@ -169,13 +171,14 @@ async fn run_worker(
             OwnershipStore::open(&state_dir, &session).map_err(|e| e.to_string())?
         }
     };
-    let policy = match &info.ding_policy {
-        None => Ok(DeliveryPolicy::Aggressive),
-        Some(token) => {
-            DeliveryPolicy::from_token(token, info.adapter_command.clone().unwrap_or_default())
-                .map_err(|e| e.to_string())
-        }
-    };
+    // SPEC §7.3: only a pane declared an agent gets automatic input; the spec of any other
+    // (a plain `belfry new`) has neither a policy token nor an adapter name.
+    let policy = DeliveryPolicy::for_pane(
+        info.ding_policy.as_deref(),
+        info.adapter_command.clone().unwrap_or_default(),
+        info.agent_adapter.as_deref(),
+    )
+    .map_err(|e| e.to_string());
     let identity = PaneIdentity {
         session,
         incarnation: info.incarnation.clone(),
@@ -209,6 +212,13 @@ async fn run_worker(
             worker.run_rich(adapter_command, &mut rx).await
         }
         Ok(DeliveryPolicy::Aggressive) => worker.run_aggressive(&mut rx).await,
+        Ok(DeliveryPolicy::Undeclared) => {
+            // Not an agent: mail stays durable in the inbox and nothing is typed, ever; the
+            // worker only answers status and keeps ownership records reconciled.
+            while let Some(msg) = rx.recv().await {
+                worker.handle_common(msg).await;
+            }
+        }
         Err(reason) => {
             // An invalid policy holds everything: the rich policy never degrades to aggressive.
             tracing::error!(
@@ -685,7 +695,9 @@ impl Worker {
     fn status(&mut self) -> Value {
         let now = self.clock.now();
         let lease = match self.policy {
-            Ok(DeliveryPolicy::Aggressive) => LeaseStatus::NotApplicable,
+            Ok(DeliveryPolicy::Aggressive | DeliveryPolicy::Undeclared) => {
+                LeaseStatus::NotApplicable
+            }
             _ => LeaseStatus::from_state(self.lease.state(now), now),
         };
         let unread = self.unread();

@@ -28,7 +28,16 @@ fn kill_9_during_posting_and_delivery_loses_nothing_and_never_pastes_twice() {
     let log = env.path("pane.log");
     let rec = recorder_bin().display().to_string();
     let log_s = log.display().to_string();
-    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
+    env.ok(&[
+        "new",
+        "agent",
+        "--ding-delivery",
+        "aggressive",
+        "--",
+        &rec,
+        "--log",
+        &log_s,
+    ]);
     env.wait_screen("agent", "READY");
     let pane_pid = env
         .conn()
