@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 use tokio::sync::{mpsc, oneshot};
 
 use belfry_ding::lease::LeaseConfig;
@@ -36,12 +36,23 @@ use belfry_ding::{
     PaneIdentity, SessionName,
 };
 
+use crate::adapter_lines::{AdapterLine, BoundedLines, MAX_LINE};
 use crate::registry;
 
 /// How fresh a `dnd` declaration must be to defer delivery.
 const DND_MAX_AGE: Duration = Duration::from_secs(30 * 60);
 /// How often a worker looks at the inbox even without a nudge (other tools may post).
 const POLL: Duration = Duration::from_millis(200);
+/// How long a killed or exited adapter gets to be reaped before the worker moves on.
+const ADAPTER_REAP: Duration = Duration::from_secs(2);
+
+/// How an adapter process ended, for the restart bookkeeping.
+enum AdapterEnd {
+    /// It closed its stdout or exited: the lease machine sees `adapter-error`.
+    Exited,
+    /// The worker killed it for a line over [`MAX_LINE`]; the `malformed` hold stands.
+    KilledForOverlongLine,
+}
 
 /// What a worker is told.
 pub enum DingMsg {
@@ -376,7 +387,7 @@ impl Worker {
             let mut lines = adapter
                 .as_mut()
                 .and_then(|child| child.stdout.take())
-                .map(|out| BufReader::new(out).lines());
+                .map(|out| BoundedLines::new(BufReader::new(out)));
             if adapter.is_some() {
                 // After a daemon restart the crash hold stands until the adapter speaks; a
                 // merely started adapter proves nothing about the pane.
@@ -408,29 +419,37 @@ impl Worker {
                     _ = tokio::time::sleep(POLL) => continue,
                     _ = tokio::time::sleep_until(tokio::time::Instant::from_std(started + backoff)), if lines.is_none() => break,
                 };
-                match line {
-                    Ok(Some(line)) => self.adapter_line(&line).await,
-                    Ok(None) | Err(_) => {
-                        self.apply(LeaseInput::AdapterExited);
-                        lines = None;
-                        let status = match adapter.as_mut() {
-                            Some(child) => child.wait().await.ok(),
-                            None => None,
-                        };
-                        use std::os::unix::process::ExitStatusExt;
-                        if started.elapsed() > Duration::from_secs(10) {
-                            backoff = Duration::from_millis(100);
+                let end = match line {
+                    Ok(AdapterLine::Text(bytes)) => {
+                        match String::from_utf8(bytes) {
+                            Ok(line) => self.adapter_line(&line).await,
+                            Err(_) => self.reject_line(HoldReason::Malformed, "it is not UTF-8"),
                         }
-                        restarts += 1;
-                        self.adapter_state = AdapterProcessState::Backoff {
-                            exit_code: status.and_then(|s| s.code()),
-                            signal: status.and_then(|s| s.signal()),
-                            retry_in_ms: backoff.as_millis() as u64,
-                            restarts,
-                        };
-                        break;
+                        continue;
                     }
+                    Ok(AdapterLine::TooLong) => {
+                        // SPEC §7.4: an event that cannot be read is `malformed`. An adapter
+                        // that prints a line this long is broken, and reading on would only
+                        // skip its output, so it is killed and restarted with backoff.
+                        self.reject_line(
+                            HoldReason::Malformed,
+                            &format!("a line exceeds {MAX_LINE} bytes; restarting the adapter"),
+                        );
+                        if let Some(child) = adapter.as_mut() {
+                            let _ = child.start_kill();
+                        }
+                        AdapterEnd::KilledForOverlongLine
+                    }
+                    Ok(AdapterLine::Eof) | Err(_) => AdapterEnd::Exited,
+                };
+                lines = None;
+                if started.elapsed() > Duration::from_secs(10) {
+                    backoff = Duration::from_millis(100);
                 }
+                restarts += 1;
+                self.adapter_ended(adapter.as_mut(), end, backoff, restarts)
+                    .await;
+                break;
             }
             // Back off before restarting, still serving messages (everything stays held).
             let until = Instant::now() + backoff;
@@ -500,6 +519,43 @@ impl Worker {
                 None
             }
         }
+    }
+
+    /// Records that the adapter process ended, reaping it within [`ADAPTER_REAP`].
+    async fn adapter_ended(
+        &mut self,
+        adapter: Option<&mut tokio::process::Child>,
+        end: AdapterEnd,
+        backoff: Duration,
+        restarts: u32,
+    ) {
+        use std::os::unix::process::ExitStatusExt;
+        if let AdapterEnd::Exited = end {
+            self.apply(LeaseInput::AdapterExited);
+        }
+        let status = match adapter {
+            Some(child) => tokio::time::timeout(ADAPTER_REAP, child.wait())
+                .await
+                .ok()
+                .and_then(Result::ok),
+            None => None,
+        };
+        self.adapter_state = AdapterProcessState::Backoff {
+            exit_code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
+            retry_in_ms: backoff.as_millis() as u64,
+            restarts,
+        };
+    }
+
+    /// An adapter line that is not an event at all: held as `reason`, and logged.
+    fn reject_line(&mut self, reason: HoldReason, why: &str) {
+        tracing::warn!(
+            session = self.info.session,
+            "adapter output rejected as {reason}: {why}"
+        );
+        self.last_event = Some(LastEvent::rejected(reason, unix_ms()));
+        self.apply(LeaseInput::EventRejected(reason));
     }
 
     fn apply(&mut self, input: LeaseInput<'_>) {

@@ -9,10 +9,12 @@
 //! Where to start reading:
 //! - [`server`]: the daemon socket, the op dispatch, the event bus and the pane monitors.
 //! - [`registry`]: the set of live pane hosts, adoption at start and launching new ones.
-//! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7).
+//! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7), and
+//!   [`adapter_lines`], the bounded reader of its adapter sidecars' output.
 //! - [`lifecycle`]: adapter declarations and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
 
+pub mod adapter_lines;
 pub mod client;
 pub mod declare;
 pub mod ding;
