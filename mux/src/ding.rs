@@ -31,6 +31,8 @@ use belfry_ding::protocol::{EventBody, EventValidator};
 use belfry_ding::status::{
     AdapterProcessState, Counters, DingStatus, LastEvent, LeaseStatus, MessageState, MessageStatus,
 };
+use belfry_pty::txn::TxnState;
+
 use belfry_ding::{
     DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, MessageName, OwnershipStore,
     PaneIdentity, SessionName,
@@ -45,6 +47,11 @@ const DND_MAX_AGE: Duration = Duration::from_secs(30 * 60);
 const POLL: Duration = Duration::from_millis(200);
 /// How long a killed or exited adapter gets to be reaped before the worker moves on.
 const ADAPTER_REAP: Duration = Duration::from_secs(2);
+/// The deadline of one transaction query to the pane host.
+const TXN_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the worker waits for a transaction that is still being written to end (a notice
+/// transaction takes about 500 ms; another client's may hold the input lock longer).
+const TXN_RUNNING_WAIT: Duration = Duration::from_secs(10);
 
 /// How an adapter process ended, for the restart bookkeeping.
 enum AdapterEnd {
@@ -81,6 +88,9 @@ pub struct PaneInfo {
     pub ding_policy: Option<String>,
     /// The harness adapter's name from the launch spec: naming one declares an agent.
     pub agent_adapter: Option<String>,
+    /// The pane host process (`<pid>-<started_at>`), whose journal knows this pane's
+    /// transactions; another pane host of the same name knows nothing of them.
+    pub pane_host: String,
     pub adapter_command: Option<Vec<String>>,
     /// True when the pane was adopted by a restarted daemon (every lease starts invalid).
     pub adopted: bool,
@@ -164,6 +174,17 @@ struct Worker {
     first_pass: bool,
 }
 
+/// What the worker did with a staged notice whose send outcome it did not know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resolution {
+    /// The pane host proved nothing was written: released, to be announced again.
+    Released,
+    /// It was (or may have been) written: staged for good.
+    Written,
+    /// No proof either way: left staged with its transaction, for a later daemon to ask.
+    Unresolved,
+}
+
 async fn run_worker(
     info: PaneInfo,
     state_dir: PathBuf,
@@ -218,6 +239,9 @@ async fn run_worker(
         exited: false,
         first_pass: true,
     };
+    // SPEC §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
+    // the pane host knows whether it was ever written. Ask before announcing anything.
+    worker.resolve_stranded().await;
     match worker.policy.clone() {
         Ok(DeliveryPolicy::Rich { adapter_command }) => {
             worker.run_rich(adapter_command, &mut rx).await
@@ -293,14 +317,134 @@ impl Worker {
         (vec![name], line)
     }
 
-    /// Stages the names durably, then runs the notice transaction. Returns the send reply.
+    /// A transaction id no other send to this pane host has used: this daemon's pid and
+    /// start time (a later daemon differs in one or the other), a daemon-wide sequence number
+    /// (so a restarted worker never reuses one), and, after a dot, the pane host it is sent
+    /// to, whose journal alone can answer for it.
+    fn next_txn(&self) -> String {
+        static DAEMON_START_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let start = *DAEMON_START_MS.get_or_init(unix_ms);
+        let sequence = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        format!(
+            "ding-{}-{start}-{sequence}.{}",
+            std::process::id(),
+            self.info.pane_host
+        )
+    }
+
+    /// Whether `txn` was sent to the pane host this worker talks to.
+    fn sent_to_this_pane_host(&self, txn: &str) -> bool {
+        txn.rsplit_once('.')
+            .is_some_and(|(_, host)| host == self.info.pane_host)
+    }
+
+    /// Asks the pane host about every staged notice whose send outcome is not recorded.
+    async fn resolve_stranded(&mut self) {
+        for (txn, names) in self.ownership.unresolved_transactions() {
+            let resolution = self.resolve_transaction(&txn, &names).await;
+            tracing::info!(
+                session = self.info.session,
+                "staged notice of transaction {txn} ({} message(s)): {resolution:?}",
+                names.len()
+            );
+        }
+    }
+
+    /// Learns from the pane host what became of transaction `txn`, and records it: released
+    /// only on proof that nothing was written (the query fences a send that has not started,
+    /// so it never starts afterwards); a notice that may have been written is never pasted
+    /// again.
+    async fn resolve_transaction(&mut self, txn: &str, names: &[MessageName]) -> Resolution {
+        if !self.sent_to_this_pane_host(txn) {
+            // The pane host it went to is gone, and with it the only record of whether a byte
+            // reached its program: without proof, the notice stays staged.
+            return Resolution::Unresolved;
+        }
+        let give_up = Instant::now() + TXN_RUNNING_WAIT;
+        loop {
+            let state = self.query_transaction(txn).await;
+            let resolution = match state {
+                Some(TxnState::NeverWritten) => match self.ownership.release_unsent(names) {
+                    Ok(()) => Resolution::Released,
+                    Err(err) => {
+                        tracing::error!(
+                            session = self.info.session,
+                            "cannot release notice: {err}"
+                        );
+                        Resolution::Unresolved
+                    }
+                },
+                Some(TxnState::Written) => match self.ownership.confirm_written(names) {
+                    Ok(()) => Resolution::Written,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot record notice: {err}");
+                        Resolution::Unresolved
+                    }
+                },
+                Some(TxnState::Running) if Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                Some(TxnState::Running | TxnState::Unknown) | None => Resolution::Unresolved,
+            };
+            if resolution != Resolution::Unresolved {
+                self.settle_transaction(txn).await;
+            }
+            return resolution;
+        }
+    }
+
+    async fn query_transaction(&self, txn: &str) -> Option<TxnState> {
+        let request = json!({"id": 0, "op": "txn", "txn": txn});
+        let reply = tokio::time::timeout(
+            TXN_QUERY_TIMEOUT,
+            registry::pane_request(&self.info.socket, &request),
+        )
+        .await;
+        match reply {
+            Ok(Ok(reply)) => {
+                let state = reply["state"].as_str().and_then(TxnState::parse);
+                if state.is_none() {
+                    tracing::warn!(session = self.info.session, "txn {txn}: {reply}");
+                }
+                state
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(session = self.info.session, "txn {txn}: {err}");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(session = self.info.session, "txn {txn}: no answer in time");
+                None
+            }
+        }
+    }
+
+    /// Lets the pane host forget a transaction whose outcome is now durable here; best
+    /// effort (a journal entry left behind only takes room).
+    async fn settle_transaction(&self, txn: &str) {
+        let request = json!({"id": 0, "op": "txn", "txn": txn, "settle": true});
+        let _ = tokio::time::timeout(
+            TXN_QUERY_TIMEOUT,
+            registry::pane_request(&self.info.socket, &request),
+        )
+        .await;
+    }
+
+    /// Stages the names durably, with the id of the transaction that carries the notice, then
+    /// runs the notice transaction. Returns the send reply.
     async fn stage_and_send(
         &mut self,
         names: &[MessageName],
         notice: &str,
         expect: Option<Value>,
     ) -> Option<Value> {
-        match self.ownership.stage(names, unix_ms()) {
+        let txn = self.next_txn();
+        match self
+            .ownership
+            .stage_transaction(names, Some(&txn), unix_ms())
+        {
             Ok(StageOutcome::Staged) => {}
             Ok(StageOutcome::AlreadyOwned { .. }) => return None,
             Err(err) => {
@@ -308,8 +452,8 @@ impl Worker {
                 return None;
             }
         }
-        let mut request =
-            json!({"id": 0, "op": "send", "input": to_wire_steps(&notice_transaction(notice))});
+        let mut request = json!({"id": 0, "op": "send", "txn": txn,
+                                 "input": to_wire_steps(&notice_transaction(notice))});
         if let Some(expect) = expect {
             request["expect"] = expect;
         }
@@ -317,27 +461,44 @@ impl Worker {
             Ok(reply) if reply["result"] == "sent" => {
                 self.counters.record_send();
                 tracing::info!(session = self.info.session, "notice sent: {notice}");
+                // Written: staged for good. Recorded before the pane host may forget it.
+                match self.ownership.confirm_written(names) {
+                    Ok(()) => self.settle_transaction(&txn).await,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot record notice: {err}")
+                    }
+                }
                 Some(reply)
             }
             Ok(reply) if reply["result"] == "conflict" => {
                 // A conflict wrote zero bytes: the notice may be sent again later.
                 self.counters.record_conflict();
-                if let Err(err) = self.ownership.release_unsent(names) {
-                    tracing::error!(session = self.info.session, "cannot release notice: {err}");
+                match self.ownership.release_unsent(names) {
+                    Ok(()) => self.settle_transaction(&txn).await,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot release notice: {err}")
+                    }
                 }
                 Some(reply)
             }
             Ok(reply) => {
-                // The request was refused before anything was written.
+                // An error reply: refused before anything was written, or a write that failed
+                // part-way. Only the pane host's journal can tell which.
                 tracing::error!(session = self.info.session, "notice refused: {reply}");
-                let _ = self.ownership.release_unsent(names);
+                let resolution = self.resolve_transaction(&txn, names).await;
+                tracing::info!(
+                    session = self.info.session,
+                    "refused notice: {resolution:?}"
+                );
                 Some(reply)
             }
             Err(err) => {
-                // Unknown whether bytes reached the pane: stay staged, never paste twice.
+                // Unknown whether bytes reached the pane: ask the pane host; without proof
+                // that nothing was written, stay staged and never paste twice.
+                let resolution = self.resolve_transaction(&txn, names).await;
                 tracing::error!(
                     session = self.info.session,
-                    "notice transport failed, staying staged: {err}"
+                    "notice transport failed ({err}); {resolution:?}"
                 );
                 None
             }

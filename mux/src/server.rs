@@ -256,6 +256,11 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
         generation: info["generation"].as_str().unwrap_or_default().to_string(),
         ding_policy: spec["ding_policy"].as_str().map(str::to_string),
         agent_adapter: spec["adapter"].as_str().map(str::to_string),
+        pane_host: format!(
+            "{}-{}",
+            info["pid"].as_u64().unwrap_or(0),
+            info["started_at"].as_u64().unwrap_or(0)
+        ),
         adapter_command: spec["adapter_command"].as_array().map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().map(str::to_string))

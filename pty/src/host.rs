@@ -14,6 +14,7 @@ use crate::input::parse_steps;
 use crate::pane::{Expect, Pane, SendOutcome};
 use crate::paths;
 use crate::spec::LaunchSpec;
+use crate::txn::{self, StartRefused, TxnEnd, TxnJournal};
 use crate::wire::{self, code, Frame};
 
 /// What a pane host needs to start.
@@ -95,6 +96,7 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
         record: record.clone(),
         started_at,
         shutdown: tokio::sync::Notify::new(),
+        txns: TxnJournal::default(),
     });
     ctx.write_record()?;
     let incarnation = pane.identity().incarnation;
@@ -160,6 +162,8 @@ struct HostContext {
     record: PathBuf,
     started_at: u64,
     shutdown: tokio::sync::Notify,
+    /// What became of each send that carried a `txn` id (see [`crate::txn`]).
+    txns: TxnJournal,
 }
 
 impl HostContext {
@@ -314,6 +318,7 @@ async fn handle(
             Ok(Value::Null) => return Value::Null,
             other => other,
         },
+        "txn" => txn_op(ctx, body),
         "resize" => resize(ctx, body),
         "clear" => Ok(json!({"revision": ctx.pane.clear()})),
         "restart" => ctx
@@ -422,6 +427,9 @@ async fn send(
     let expect = parse_expect(body)?;
     let input = body.get("input").ok_or("missing field \"input\"")?;
     let steps = parse_steps(input).map_err(|err| err.to_string())?;
+    if let Some(txn) = wire::opt_str(body, "txn")? {
+        return send_in_transaction(ctx, txn, &expect, &steps, gone).await;
+    }
     match ctx.pane.send(&expect, &steps, gone).await {
         Ok(SendOutcome::Abandoned) => Ok(Value::Null),
         Ok(SendOutcome::Sent { revision }) => Ok(json!({"result": "sent", "revision": revision})),
@@ -434,6 +442,81 @@ async fn send(
         }
         Err(err) => Err(format!("write to the PTY failed: {err}")),
     }
+}
+
+/// A send that carries a transaction id: the same guarded send, with its fate recorded in the
+/// journal so that a later requester can learn whether it was ever written (see [`crate::txn`]).
+///
+/// The journal's gate runs where the pane checks for a departed requester: under the input
+/// lock, after the wait and before the compare and the first byte. A transaction fenced by a
+/// query while it waited is dropped there, exactly like one whose requester has gone.
+async fn send_in_transaction(
+    ctx: &HostContext,
+    txn: &str,
+    expect: &Expect,
+    steps: &[crate::input::Step],
+    gone: &(dyn Fn() -> bool + Sync),
+) -> Result<Value, String> {
+    txn::validate_txn_id(txn)?;
+    if ctx.txns.is_known(txn) {
+        return Err(format!(
+            "transaction id {txn:?} was already used (or fenced by a txn query); nothing was written"
+        ));
+    }
+    let refused = parking_lot::Mutex::new(None);
+    let gate = || {
+        if gone() {
+            return true;
+        }
+        match ctx.txns.start(txn) {
+            Ok(()) => false,
+            Err(reason) => {
+                *refused.lock() = Some(reason);
+                true
+            }
+        }
+    };
+    let outcome = ctx.pane.send(expect, steps, &gate).await;
+    let end = match &outcome {
+        Ok(SendOutcome::Sent { .. }) => TxnEnd::Sent,
+        Ok(SendOutcome::Conflict { .. } | SendOutcome::Abandoned) => TxnEnd::NotWritten,
+        Err(_) => TxnEnd::Failed,
+    };
+    ctx.txns.end(txn, end);
+    match outcome {
+        Ok(SendOutcome::Abandoned) => match *refused.lock() {
+            None => Ok(Value::Null),
+            Some(StartRefused::Fenced) => Err(format!(
+                "transaction {txn:?} was fenced by a txn query while it waited; nothing was written"
+            )),
+            Some(StartRefused::Reused) => Err(format!(
+                "transaction id {txn:?} was already used; nothing was written"
+            )),
+        },
+        Ok(SendOutcome::Sent { revision }) => {
+            Ok(json!({"result": "sent", "revision": revision, "txn": txn}))
+        }
+        Ok(SendOutcome::Conflict { actual, exited }) => {
+            let mut out = json!({"result": "conflict", "actual": actual, "txn": txn});
+            if exited {
+                out["exited"] = json!(true);
+            }
+            Ok(out)
+        }
+        Err(err) => Err(format!("write to the PTY failed: {err}")),
+    }
+}
+
+/// `txn`: what became of a transaction (`state`: never-written, running, written, unknown),
+/// fencing one that has not started; with `"settle": true`, forget an ended one whose outcome
+/// the requester has recorded.
+fn txn_op(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
+    let txn = wire::opt_str(body, "txn")?.ok_or("missing field \"txn\"")?;
+    txn::validate_txn_id(txn)?;
+    if wire::opt_bool(body, "settle")?.unwrap_or(false) {
+        return Ok(json!({"txn": txn, "settled": ctx.txns.settle(txn)}));
+    }
+    Ok(json!({"txn": txn, "state": ctx.txns.query(txn).as_str()}))
 }
 
 fn resize(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {

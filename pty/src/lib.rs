@@ -14,6 +14,7 @@
 //! - [`wire`]: the NDJSON protocol and attach frames, shared with the daemon in `belfry-mux`.
 //! - [`input`]: the bounded input transport (text, bytes, paste, keys, delays).
 //! - [`spec`] and [`paths`]: launch specs, generations, incarnations, and where files live.
+//! - [`txn`]: the journal that tells a restarted daemon whether a send was ever written.
 
 pub mod error;
 pub mod host;
@@ -22,6 +23,7 @@ pub mod pane;
 pub mod paths;
 pub mod screen;
 pub mod spec;
+pub mod txn;
 pub mod wire;
 
 pub use error::{Error, Result};
