@@ -6,11 +6,18 @@
 //! decides is durable before it acts: a notice is staged on disk before the transaction that
 //! pastes it starts, and a staged notice is never pasted again (SPEC §7.3).
 //!
-//! - Aggressive policy (no `ding {}` block): each unread, unowned message becomes one notice,
-//!   pasted with a 500 ms pause and Enter, unless the agent declared a fresh `dnd`.
+//! - No policy (a pane not declared an agent, SPEC §7.3): nothing is ever typed; mail stays in
+//!   the inbox and `ding status` says why.
+//! - Aggressive policy (an agent with no `ding {}` block): each unread, unowned message becomes
+//!   one notice, pasted with a 500 ms pause and Enter, unless the agent declared a fresh `dnd`.
 //! - Rich policy (`turn-boundary+fresh-idle`): the worker runs the adapter sidecar, validates
 //!   its protocol v1 events, and sends only with a lease, as a guarded send expecting the exact
 //!   identity and revision the adapter judged. It never falls back to aggressive delivery.
+//!
+//! Every notice send carries a transaction id, staged with the notice. A worker that never
+//! learned the outcome of a send (its daemon was killed, the connection broke) asks the pane
+//! host's journal at its next start (`belfry_pty::txn`): a notice certainly never written is
+//! announced again, once; one that may have been written stays staged.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -31,12 +38,12 @@ use belfry_ding::protocol::{EventBody, EventValidator};
 use belfry_ding::status::{
     AdapterProcessState, Counters, DingStatus, LastEvent, LeaseStatus, MessageState, MessageStatus,
 };
-use belfry_pty::txn::TxnState;
-
 use belfry_ding::{
     DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, MessageName, OwnershipStore,
     PaneIdentity, SessionName,
 };
+
+use belfry_pty::txn::TxnState;
 
 use crate::adapter_lines::{AdapterLine, BoundedLines, MAX_LINE};
 use crate::registry;
