@@ -59,6 +59,11 @@ const TXN_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the worker waits for a transaction that is still being written to end (a notice
 /// transaction takes about 500 ms; another client's may hold the input lock longer).
 const TXN_RUNNING_WAIT: Duration = Duration::from_secs(10);
+/// How often a live worker asks again about staged notices whose send it could not resolve.
+const UNRESOLVED_RECHECK: Duration = Duration::from_secs(2);
+/// The default deadline of a notice send (queueing behind other transactions included);
+/// `BELFRY_DING_SEND_TIMEOUT_MS` overrides it.
+const NOTICE_SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How an adapter process ended, for the restart bookkeeping.
 enum AdapterEnd {
@@ -150,6 +155,16 @@ fn lease_config() -> LeaseConfig {
     config
 }
 
+/// The deadline of a notice send: nothing waits forever (a stopped pane host would otherwise
+/// hold the worker). A send past it is resolved through the pane host's journal like any send
+/// whose reply was lost.
+fn notice_send_timeout() -> Duration {
+    std::env::var("BELFRY_DING_SEND_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(NOTICE_SEND_TIMEOUT, Duration::from_millis)
+}
+
 fn unix_ms() -> u64 {
     belfry_ding::inbox::now_unix_ms()
 }
@@ -179,6 +194,8 @@ struct Worker {
     last_hold: Option<HoldReason>,
     exited: bool,
     first_pass: bool,
+    /// When to ask again about unresolved transactions (see [`Worker::recheck_unresolved`]).
+    next_recheck: Instant,
 }
 
 /// What the worker did with a staged notice whose send outcome it did not know.
@@ -245,6 +262,7 @@ async fn run_worker(
         last_hold: None,
         exited: false,
         first_pass: true,
+        next_recheck: Instant::now() + UNRESOLVED_RECHECK,
     };
     // SPEC §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
     // the pane host knows whether it was ever written. Ask before announcing anything.
@@ -349,7 +367,9 @@ impl Worker {
     /// Asks the pane host about every staged notice whose send outcome is not recorded.
     async fn resolve_stranded(&mut self) {
         for (txn, names) in self.ownership.unresolved_transactions() {
-            let resolution = self.resolve_transaction(&txn, &names).await;
+            let resolution = self
+                .resolve_transaction(&txn, &names, TXN_RUNNING_WAIT)
+                .await;
             tracing::info!(
                 session = self.info.session,
                 "staged notice of transaction {txn} ({} message(s)): {resolution:?}",
@@ -358,17 +378,44 @@ impl Worker {
         }
     }
 
+    /// Every [`UNRESOLVED_RECHECK`], asks once more about the staged notices sent to this
+    /// pane host whose outcome is still unknown (a pane host that did not answer in time, a
+    /// transaction that was still running), so a notice that turns out never written is not
+    /// stranded until the next daemon.
+    async fn recheck_unresolved(&mut self) {
+        if Instant::now() < self.next_recheck {
+            return;
+        }
+        self.next_recheck = Instant::now() + UNRESOLVED_RECHECK;
+        for (txn, names) in self.ownership.unresolved_transactions() {
+            if self.sent_to_this_pane_host(&txn) {
+                let resolution = self.resolve_transaction(&txn, &names, Duration::ZERO).await;
+                if resolution != Resolution::Unresolved {
+                    tracing::info!(
+                        session = self.info.session,
+                        "staged notice of transaction {txn}: {resolution:?}"
+                    );
+                }
+            }
+        }
+    }
+
     /// Learns from the pane host what became of transaction `txn`, and records it: released
     /// only on proof that nothing was written (the query fences a send that has not started,
     /// so it never starts afterwards); a notice that may have been written is never pasted
-    /// again.
-    async fn resolve_transaction(&mut self, txn: &str, names: &[MessageName]) -> Resolution {
+    /// again. A transaction still running is asked about again for up to `running_wait`.
+    async fn resolve_transaction(
+        &mut self,
+        txn: &str,
+        names: &[MessageName],
+        running_wait: Duration,
+    ) -> Resolution {
         if !self.sent_to_this_pane_host(txn) {
             // The pane host it went to is gone, and with it the only record of whether a byte
             // reached its program: without proof, the notice stays staged.
             return Resolution::Unresolved;
         }
-        let give_up = Instant::now() + TXN_RUNNING_WAIT;
+        let give_up = Instant::now() + running_wait;
         loop {
             let state = self.query_transaction(txn).await;
             let resolution = match state {
@@ -464,7 +511,13 @@ impl Worker {
         if let Some(expect) = expect {
             request["expect"] = expect;
         }
-        match registry::pane_request(&self.info.socket, &request).await {
+        let reply = tokio::time::timeout(
+            notice_send_timeout(),
+            registry::pane_request(&self.info.socket, &request),
+        )
+        .await
+        .unwrap_or_else(|_| Err("no reply before the notice send deadline".to_string()));
+        match reply {
             Ok(reply) if reply["result"] == "sent" => {
                 self.counters.record_send();
                 tracing::info!(session = self.info.session, "notice sent: {notice}");
@@ -492,7 +545,9 @@ impl Worker {
                 // An error reply: refused before anything was written, or a write that failed
                 // part-way. Only the pane host's journal can tell which.
                 tracing::error!(session = self.info.session, "notice refused: {reply}");
-                let resolution = self.resolve_transaction(&txn, names).await;
+                let resolution = self
+                    .resolve_transaction(&txn, names, TXN_RUNNING_WAIT)
+                    .await;
                 tracing::info!(
                     session = self.info.session,
                     "refused notice: {resolution:?}"
@@ -502,7 +557,9 @@ impl Worker {
             Err(err) => {
                 // Unknown whether bytes reached the pane: ask the pane host; without proof
                 // that nothing was written, stay staged and never paste twice.
-                let resolution = self.resolve_transaction(&txn, names).await;
+                let resolution = self
+                    .resolve_transaction(&txn, names, TXN_RUNNING_WAIT)
+                    .await;
                 tracing::error!(
                     session = self.info.session,
                     "notice transport failed ({err}); {resolution:?}"
@@ -526,6 +583,7 @@ impl Worker {
     }
 
     async fn deliver_aggressive(&mut self) {
+        self.recheck_unresolved().await;
         if self.exited {
             return;
         }
@@ -810,6 +868,7 @@ impl Worker {
     }
 
     async fn deliver_rich(&mut self) {
+        self.recheck_unresolved().await;
         let pending = self.pending();
         if pending.is_empty() {
             return;

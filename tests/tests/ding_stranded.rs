@@ -237,3 +237,69 @@ fn a_notice_staged_for_a_pane_host_that_is_gone_is_never_pasted() {
     assert_eq!(record(&env, &name)["state"], "staged");
     assert_eq!(record(&env, &name)["txn"], "ding-1-1-1.1-1");
 }
+
+#[test]
+fn a_pane_host_that_does_not_answer_holds_no_worker_and_its_notice_is_announced_once_it_wakes() {
+    let env = Env::with_vars(&[("BELFRY_DING_SEND_TIMEOUT_MS", "800")]);
+    let log = aggressive_pane(&env);
+    let record_path = env.runtime().join("panes/agent.json");
+    let pane_record: Value =
+        serde_json::from_str(&std::fs::read_to_string(record_path).unwrap()).unwrap();
+    let host = pane_record["pid"].as_i64().unwrap() as i32;
+    /// Wakes the pane host however the test ends, before the environment is torn down.
+    struct Wake(i32);
+    impl Drop for Wake {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on this test's own pane host; it touches no memory.
+            unsafe { libc::kill(self.0, libc::SIGCONT) };
+        }
+    }
+    let wake = Wake(host);
+    // SAFETY: kill(2) on this test's own pane host; it touches no memory.
+    unsafe { libc::kill(host, libc::SIGSTOP) };
+    let name = post(&env, "while the pane host sleeps");
+    assert!(
+        eventually(Duration::from_secs(3), || record(&env, &name)["txn"]
+            .is_string()),
+        "not staged: {}",
+        record(&env, &name)
+    );
+    // The send has a deadline and the txn query one of its own: the worker answers status
+    // again while the pane host is still stopped.
+    std::thread::sleep(Duration::from_millis(3500));
+    let mut status = env
+        .cmd(&["ding", "status", "agent", "--json"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let answered = eventually(
+        Duration::from_secs(5),
+        || matches!(status.try_wait(), Ok(Some(exit)) if exit.success()),
+    );
+    if !answered {
+        let _ = status.kill();
+        let _ = status.wait();
+    }
+    assert!(
+        answered,
+        "the worker hung on a pane host that does not answer"
+    );
+    assert_eq!(notices_for(&log, &name), 0);
+    drop(wake);
+    // The queued send finds its requester gone and writes nothing; the worker's next check
+    // learns that and announces the message once.
+    assert!(
+        eventually(Duration::from_secs(10), || notices_for(&log, &name) == 1
+            && read_or_empty(&log).ends_with(b"\r")),
+        "not announced after the pane host woke: {:?}; record {}",
+        String::from_utf8_lossy(&read_or_empty(&log)),
+        record(&env, &name)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(notices_for(&log, &name), 1, "announced twice");
+    assert!(
+        record(&env, &name)["txn"].is_null(),
+        "{}",
+        record(&env, &name)
+    );
+}
