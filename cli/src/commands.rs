@@ -267,7 +267,9 @@ struct NewArgs {
     /// The adapter (a directory under $BELFRY_ADAPTERS) that describes this harness.
     #[arg(long, value_name = "NAME")]
     adapter: Option<String>,
-    /// DING delivery policy token (default: aggressive).
+    /// Declares the pane an agent with this DING delivery policy: aggressive or
+    /// turn-boundary+fresh-idle. Without it (and without --adapter) nothing is ever typed
+    /// into the pane: its mail stays in the inbox. --adapter alone means aggressive.
     #[arg(long, value_name = "TOKEN")]
     ding_delivery: Option<String>,
     /// The DING adapter command (argv, repeat for each argument).

@@ -113,11 +113,21 @@ pub enum Error {
 
     /// A `delivery` token that is not a known policy (SPEC §7.4).
     #[error(
-        "unknown DING delivery policy {token:?}: the only policy token is \
-         \"turn-boundary+fresh-idle\" (omit the ding block for the default aggressive delivery)"
+        "unknown DING delivery policy {token:?}: the policy tokens are \"aggressive\" and \
+         \"turn-boundary+fresh-idle\""
     )]
     UnknownDeliveryPolicy {
         /// The rejected token.
+        token: String,
+    },
+
+    /// An adapter command with a policy that runs no adapter (it would be silently ignored).
+    #[error(
+        "DING delivery {token:?} runs no adapter: remove the adapter command, or use \
+         delivery \"turn-boundary+fresh-idle\""
+    )]
+    AdapterWithoutRichPolicy {
+        /// The policy token that runs no adapter.
         token: String,
     },
 

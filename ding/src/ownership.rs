@@ -30,9 +30,18 @@
 //! may [`quarantine`] it (rename it aside, keeping it for inspection) and continue as with a
 //! missing file.
 //!
-//! A message staged just before a crash whose send never happened stays staged: it is never
-//! pasted (the daemon cannot know whether it was), but it stays unread in the inbox, where
-//! `belfry inbox ls` and the next turn-boundary hook still show it.
+//! ## Staged notices whose send outcome was never learned
+//!
+//! A notice is staged with the transaction id of the send that carries it
+//! ([`OwnershipStore::stage_transaction`]). When the engine learns that the send was written,
+//! it clears the id ([`OwnershipStore::confirm_written`]); when it learns that nothing was
+//! written (a conflict), it releases the notice. A daemon that dies in between leaves the id
+//! behind, and the next daemon asks the pane host what became of that transaction: a notice
+//! certainly never written is released ([`OwnershipStore::release_unsent`]) and announced
+//! again, once; one that may have been written stays staged and is never pasted again. A staged
+//! record without an id (a send confirmed written, or a record from an older build) stays
+//! staged: it stays unread in the inbox, where `belfry inbox ls` and the next turn-boundary hook
+//! still show it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -132,10 +141,13 @@ pub struct TurnBoundaryOutcome {
     pub not_unread: Vec<MessageName>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
     state: DeliveryState,
     since_unix_ms: u64,
+    /// The transaction of a staged notice's send, while its outcome is not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    txn: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -275,6 +287,18 @@ impl OwnershipStore {
     /// SPEC §7.3: a notice is never pasted twice, so the engine pastes only on
     /// [`StageOutcome::Staged`], and only after this returned.
     pub fn stage(&mut self, names: &[MessageName], now_unix_ms: u64) -> Result<StageOutcome> {
+        self.stage_transaction(names, None, now_unix_ms)
+    }
+
+    /// [`OwnershipStore::stage`], recording in the same durable write the id of the
+    /// transaction that will carry the notice, so that a later daemon can ask the pane host
+    /// whether it was ever written.
+    pub fn stage_transaction(
+        &mut self,
+        names: &[MessageName],
+        txn: Option<&str>,
+        now_unix_ms: u64,
+    ) -> Result<StageOutcome> {
         for name in names {
             if let Some(record) = self.records.get(name) {
                 return Ok(StageOutcome::AlreadyOwned {
@@ -286,9 +310,41 @@ impl OwnershipStore {
         let before = self.records.clone();
         for name in names {
             self.set(name, DeliveryState::Staged, now_unix_ms);
+            if let Some(record) = self.records.get_mut(name) {
+                record.txn = txn.map(str::to_owned);
+            }
         }
         self.persist_if_changed(before)?;
         Ok(StageOutcome::Staged)
+    }
+
+    /// The transactions of staged notices whose outcome is not known, each with its messages,
+    /// oldest message first.
+    pub fn unresolved_transactions(&self) -> Vec<(String, Vec<MessageName>)> {
+        let mut by_txn: BTreeMap<&str, Vec<MessageName>> = BTreeMap::new();
+        for (name, record) in &self.records {
+            if let (DeliveryState::Staged, Some(txn)) = (record.state, &record.txn) {
+                by_txn.entry(txn).or_default().push(name.clone());
+            }
+        }
+        let mut list: Vec<(String, Vec<MessageName>)> = by_txn
+            .into_iter()
+            .map(|(txn, names)| (txn.to_owned(), names))
+            .collect();
+        list.sort_by(|a, b| a.1.first().cmp(&b.1.first()));
+        list
+    }
+
+    /// Records that the send of these staged notices was written: their transaction id is
+    /// dropped, and they stay staged for good (never pasted again).
+    pub fn confirm_written(&mut self, names: &[MessageName]) -> Result<()> {
+        let before = self.records.clone();
+        for name in names {
+            if let Some(record) = self.records.get_mut(name) {
+                record.txn = None;
+            }
+        }
+        self.persist_if_changed(before)
     }
 
     /// Returns staged messages to pending after a guarded send that wrote nothing (a conflict,
@@ -382,6 +438,7 @@ impl OwnershipStore {
             Record {
                 state,
                 since_unix_ms: now_unix_ms,
+                txn: None,
             },
         );
     }

@@ -1,10 +1,14 @@
 //! Delivery policies and the notice transaction (SPEC §7.3, §7.4).
 //!
-//! An agent without a `ding {}` block gets [`DeliveryPolicy::Aggressive`]: each notice is pasted,
-//! followed by a 500 ms pause and Enter, as one bounded transaction. The only other policy is
-//! the rich one, selected by the generic token `turn-boundary+fresh-idle` together with an opaque
-//! adapter command. The token never selects a provider and the command is never inspected: it is
-//! run as argv, and the rich policy never falls back to aggressive delivery.
+//! Automatic delivery is only for panes declared as agents (SPEC §7.3). A pane that was not
+//! declared an agent (a plain `belfry new NAME -- CMD`) gets [`DeliveryPolicy::Undeclared`]:
+//! nothing is ever typed into it, because a shell would run the notice as a command; its mail
+//! stays durable in the inbox. An agent without a `ding {}` block, or a pane started with
+//! `--adapter` or `--ding-delivery aggressive`, gets [`DeliveryPolicy::Aggressive`]: each notice
+//! is pasted, followed by a 500 ms pause and Enter, as one bounded transaction. The rich policy is
+//! selected by the generic token `turn-boundary+fresh-idle` together with an opaque adapter
+//! command. No token selects a provider and the command is never inspected: it is run as argv,
+//! and the rich policy never falls back to aggressive delivery.
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -14,16 +18,21 @@ use crate::error::{Error, Result};
 /// The rich policy's token.
 pub const RICH_POLICY_TOKEN: &str = "turn-boundary+fresh-idle";
 
+/// The aggressive policy's token, the default of an agent declared without a `ding {}` block.
+pub const AGGRESSIVE_POLICY_TOKEN: &str = "aggressive";
+
 /// The pause between pasting a notice and pressing Enter (SPEC §7.3), so that the program reads
 /// Enter as a keystroke of its own rather than as the tail of the pasted text.
 pub const NOTICE_ENTER_DELAY_MS: u64 = 500;
 
-/// How DING delivers notices to one agent.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+/// How DING delivers notices to one pane.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "delivery", rename_all = "kebab-case")]
 pub enum DeliveryPolicy {
-    /// No `ding {}` block: paste, pause, Enter, as soon as a message is unread.
-    #[default]
+    /// The pane was not declared an agent: no automatic input, ever. Mail stays in the inbox.
+    #[serde(rename = "none")]
+    Undeclared,
+    /// An agent with no `ding {}` block: paste, pause, Enter, as soon as a message is unread.
     Aggressive,
     /// `delivery "turn-boundary+fresh-idle"`: hook-owned turn-boundary delivery, and PTY
     /// delivery only under a fresh idle lease from the adapter.
@@ -35,8 +44,18 @@ pub enum DeliveryPolicy {
 }
 
 impl DeliveryPolicy {
-    /// Validates a `ding {}` block's `delivery` token and adapter command.
+    /// Validates a declared `delivery` token and adapter command: `aggressive` (which runs no
+    /// adapter, so a command with it is refused rather than silently ignored) or the rich token
+    /// (which needs one).
     pub fn from_token(token: &str, adapter_command: Vec<String>) -> Result<Self> {
+        if token == AGGRESSIVE_POLICY_TOKEN {
+            if !adapter_command.is_empty() {
+                return Err(Error::AdapterWithoutRichPolicy {
+                    token: token.to_owned(),
+                });
+            }
+            return Ok(DeliveryPolicy::Aggressive);
+        }
         if token != RICH_POLICY_TOKEN {
             return Err(Error::UnknownDeliveryPolicy {
                 token: token.to_owned(),
@@ -53,10 +72,26 @@ impl DeliveryPolicy {
         Ok(DeliveryPolicy::Rich { adapter_command })
     }
 
-    /// `"aggressive"` or the rich token, for status and logs.
+    /// The policy of a pane from what its launch spec declares (SPEC §7.3): a policy token
+    /// (validated by [`DeliveryPolicy::from_token`]), else an adapter name, which declares the
+    /// pane an agent with the default aggressive delivery, else nothing: not an agent.
+    pub fn for_pane(
+        token: Option<&str>,
+        adapter_command: Vec<String>,
+        agent_adapter: Option<&str>,
+    ) -> Result<Self> {
+        match (token, agent_adapter) {
+            (Some(token), _) => DeliveryPolicy::from_token(token, adapter_command),
+            (None, Some(_)) => DeliveryPolicy::from_token(AGGRESSIVE_POLICY_TOKEN, adapter_command),
+            (None, None) => Ok(DeliveryPolicy::Undeclared),
+        }
+    }
+
+    /// `"none"`, `"aggressive"` or the rich token, for status and logs.
     pub fn token(&self) -> &'static str {
         match self {
-            DeliveryPolicy::Aggressive => "aggressive",
+            DeliveryPolicy::Undeclared => "none",
+            DeliveryPolicy::Aggressive => AGGRESSIVE_POLICY_TOKEN,
             DeliveryPolicy::Rich { .. } => RICH_POLICY_TOKEN,
         }
     }
@@ -64,7 +99,7 @@ impl DeliveryPolicy {
     /// The adapter's argv, if the policy has one.
     pub fn adapter_command(&self) -> Option<&[String]> {
         match self {
-            DeliveryPolicy::Aggressive => None,
+            DeliveryPolicy::Undeclared | DeliveryPolicy::Aggressive => None,
             DeliveryPolicy::Rich { adapter_command } => Some(adapter_command),
         }
     }
@@ -114,10 +149,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_policy_is_aggressive() {
-        assert_eq!(DeliveryPolicy::default(), DeliveryPolicy::Aggressive);
-        assert_eq!(DeliveryPolicy::default().token(), "aggressive");
-        assert_eq!(DeliveryPolicy::default().adapter_command(), None);
+    fn a_pane_not_declared_an_agent_gets_no_delivery() {
+        let policy = DeliveryPolicy::for_pane(None, vec![], None).unwrap();
+        assert_eq!(policy, DeliveryPolicy::Undeclared);
+        assert_eq!(policy.token(), "none");
+        assert_eq!(policy.adapter_command(), None);
+    }
+
+    #[test]
+    fn an_agent_adapter_alone_declares_the_default_aggressive_delivery() {
+        let policy = DeliveryPolicy::for_pane(None, vec![], Some("some-harness")).unwrap();
+        assert_eq!(policy, DeliveryPolicy::Aggressive);
+        assert_eq!(policy.token(), "aggressive");
+    }
+
+    #[test]
+    fn the_aggressive_token_is_accepted_and_refuses_an_adapter_command() {
+        assert_eq!(
+            DeliveryPolicy::from_token("aggressive", vec![]).unwrap(),
+            DeliveryPolicy::Aggressive
+        );
+        let err =
+            DeliveryPolicy::from_token("aggressive", vec!["/opt/adapter".into()]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "DING delivery \"aggressive\" runs no adapter: remove the adapter command, or use \
+             delivery \"turn-boundary+fresh-idle\""
+        );
     }
 
     #[test]
@@ -146,7 +204,13 @@ mod tests {
 
     #[test]
     fn unknown_tokens_are_named() {
-        for token in ["aggressive", "fresh-idle", "", "TURN-BOUNDARY+FRESH-IDLE"] {
+        for token in [
+            "none",
+            "fresh-idle",
+            "",
+            "AGGRESSIVE",
+            "TURN-BOUNDARY+FRESH-IDLE",
+        ] {
             let err = DeliveryPolicy::from_token(token, vec!["/opt/adapter".into()]).unwrap_err();
             assert!(
                 err.to_string()
@@ -175,6 +239,10 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&DeliveryPolicy::Aggressive).unwrap(),
             r#"{"delivery":"aggressive"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&DeliveryPolicy::Undeclared).unwrap(),
+            r#"{"delivery":"none"}"#
         );
     }
 }

@@ -371,7 +371,7 @@ impl DingStatus {
 impl fmt::Display for DingStatus {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(formatter, "ding status for {}", self.session)?;
-        writeln!(formatter, "  policy:     {}", self.policy.token())?;
+        writeln!(formatter, "  policy:     {}", policy_words(&self.policy))?;
         writeln!(formatter, "  adapter:    {}", self.adapter_line())?;
         if let Some(presence) = &self.presence {
             writeln!(
@@ -393,7 +393,11 @@ impl fmt::Display for DingStatus {
             }
             None => writeln!(formatter, "  last event: none")?,
         }
-        writeln!(formatter, "  lease:      {}", lease_words(self.lease))?;
+        writeln!(
+            formatter,
+            "  lease:      {}",
+            lease_words(&self.policy, self.lease)
+        )?;
         writeln!(formatter, "  messages:   {} unread", self.messages.len())?;
         for message in &self.messages {
             writeln!(
@@ -406,9 +410,18 @@ impl fmt::Display for DingStatus {
     }
 }
 
-fn lease_words(lease: LeaseStatus) -> String {
+/// The policy token, and for a pane that gets no delivery, why (SPEC §7.3): its mail is not
+/// lost, it waits in the inbox because nothing may be typed into a pane that is not an agent.
+fn policy_words(policy: &DeliveryPolicy) -> String {
+    match policy {
+        DeliveryPolicy::Undeclared => "none (not declared an agent)".to_owned(),
+        other => other.token().to_owned(),
+    }
+}
+
+fn lease_words(policy: &DeliveryPolicy, lease: LeaseStatus) -> String {
     match lease {
-        LeaseStatus::NotApplicable => "not applicable (aggressive policy)".to_owned(),
+        LeaseStatus::NotApplicable => format!("not applicable ({} policy)", policy.token()),
         LeaseStatus::Leased {
             revision,
             expires_in_ms,

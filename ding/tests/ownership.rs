@@ -306,3 +306,65 @@ fn corrupt_state_is_a_clear_error_and_touches_nothing() {
     assert_eq!(store.origin(), StoreOrigin::Missing);
     assert_eq!(inbox.read(&message).unwrap().body, "body");
 }
+
+#[test]
+fn a_staged_transaction_survives_a_restart_until_its_outcome_is_recorded() {
+    let state = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        name("1785070000000-abc123.md"),
+        name("1785070000100-def456.md"),
+        name("1785070000200-ghi789.md"),
+    );
+    {
+        let mut store = OwnershipStore::open(state.path(), &session()).unwrap();
+        let backlog = [a.clone(), b.clone()];
+        assert_eq!(
+            store.stage_transaction(&backlog, Some("t-1"), 1).unwrap(),
+            StageOutcome::Staged
+        );
+        assert_eq!(
+            store
+                .stage_transaction(std::slice::from_ref(&c), Some("t-2"), 2)
+                .unwrap(),
+            StageOutcome::Staged
+        );
+    }
+    // A daemon killed here leaves both outcomes unknown; the next one finds them.
+    let mut store = OwnershipStore::open(state.path(), &session()).unwrap();
+    assert_eq!(
+        store.unresolved_transactions(),
+        vec![
+            ("t-1".to_owned(), vec![a.clone(), b.clone()]),
+            ("t-2".to_owned(), vec![c.clone()]),
+        ]
+    );
+    // Proof of "never written" releases the whole notice; proof of "written" keeps it staged.
+    store.release_unsent(&[a.clone(), b.clone()]).unwrap();
+    store.confirm_written(std::slice::from_ref(&c)).unwrap();
+    let store = OwnershipStore::open(state.path(), &session()).unwrap();
+    assert!(store.unresolved_transactions().is_empty());
+    assert_eq!(store.state_of(&a), DeliveryState::Pending);
+    assert_eq!(store.state_of(&b), DeliveryState::Pending);
+    assert_eq!(store.state_of(&c), DeliveryState::Staged);
+}
+
+#[test]
+fn a_state_file_without_transactions_still_loads() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("ding/worker");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join(OWNERSHIP_FILE),
+        r#"{"version":1,"session":"worker","messages":{"1785070000000-abc123.md":{"state":"staged","since_unix_ms":1}}}"#,
+    )
+    .unwrap();
+    let store = OwnershipStore::open(state.path(), &session()).unwrap();
+    assert_eq!(
+        store.state_of(&name("1785070000000-abc123.md")),
+        DeliveryState::Staged
+    );
+    assert!(
+        store.unresolved_transactions().is_empty(),
+        "a record without a transaction stays staged: nothing can prove it unwritten"
+    );
+}

@@ -117,6 +117,22 @@ fn aggressive_agent_status_text() {
 }
 
 #[test]
+fn a_pane_not_declared_an_agent_says_why_nothing_is_typed() {
+    let mut status = idle_aggressive_agent();
+    status.policy = DeliveryPolicy::Undeclared;
+    let text = status.render_text();
+    assert!(
+        text.contains("  policy:     none (not declared an agent)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  lease:      not applicable (none policy)\n"),
+        "{text}"
+    );
+    assert!(text.contains("1785070000000-abc123.md  pending"), "{text}");
+}
+
+#[test]
 fn message_states_render_as_the_spec_words() {
     let held = LeaseStatus::Held {
         reason: HoldReason::Stale,

@@ -37,7 +37,7 @@
 //!   a non-empty command, is an error. An adapter command without `delivery`, and a `ding`
 //!   block without `delivery`, are errors too: the default aggressive policy runs no adapter,
 //!   so the command would be silently ignored. Aggressive delivery is written by leaving the
-//!   `ding` block out.
+//!   `ding` block out (or, equally, `delivery "aggressive"` without an adapter).
 //!
 //! * Limits, checked before the text is parsed (SPEC §12, see [`crate::kdl_depth`]): at most
 //!   [`MAX_FILE_BYTES`] bytes, `{ … }` blocks and `/* … */` comments nested at most
@@ -62,9 +62,11 @@
 //! drift. For the same reason, the flag or variable that carries the charter at spawn must stay
 //! out of the argv and env the pane hashes, or every pane with a charter would drift.
 //!
-//! An aggressive agent lowers to `ding_policy: None` and `adapter_command: None`, exactly like a
-//! pane made by `belfry new`, so a declared aggressive agent and `belfry new` with the same argv,
-//! cwd and env have the same generation, and `belfry up` adopts such a pane.
+//! Every declared agent lowers to an explicit policy token, because a pane without one was not
+//! declared an agent and gets no automatic input (SPEC §7.3). An aggressive agent lowers to
+//! `ding_policy: "aggressive"` and `adapter_command: None`, exactly like a pane made by
+//! `belfry new --ding-delivery aggressive`, so the two have the same generation and `belfry up`
+//! adopts such a pane; a plain `belfry new` pane, which gets no delivery, has another.
 //!
 //! # Reconciliation
 //!
@@ -162,16 +164,14 @@ pub struct AgentDecl {
 impl AgentDecl {
     /// The launch spec of this agent's pane (SPEC §2).
     ///
-    /// `ding_policy` is set only for the rich policy; an aggressive agent has no policy token
-    /// and no adapter command, like a pane from `belfry new`. The adapter command is kept
+    /// `ding_policy` is always set: a declared agent is an agent (SPEC §7.3), and an aggressive
+    /// one has the token `aggressive` and no adapter command, like a pane from
+    /// `belfry new --ding-delivery aggressive`. The adapter command is kept
     /// unexpanded so that the generation does not depend on where adapters are installed.
     /// `base_env` is left empty for the caller to fill with its own environment: it is not
     /// part of the generation.
     pub fn launch_spec(&self) -> LaunchSpec {
-        let ding_policy = match &self.ding {
-            DeliveryPolicy::Aggressive => None,
-            rich @ DeliveryPolicy::Rich { .. } => Some(rich.token().to_owned()),
-        };
+        let ding_policy = Some(self.ding.token().to_owned());
         LaunchSpec {
             session: self.name.clone(),
             argv: self.argv.clone(),

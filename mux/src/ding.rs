@@ -6,11 +6,18 @@
 //! decides is durable before it acts: a notice is staged on disk before the transaction that
 //! pastes it starts, and a staged notice is never pasted again (SPEC §7.3).
 //!
-//! - Aggressive policy (no `ding {}` block): each unread, unowned message becomes one notice,
-//!   pasted with a 500 ms pause and Enter, unless the agent declared a fresh `dnd`.
+//! - No policy (a pane not declared an agent, SPEC §7.3): nothing is ever typed; mail stays in
+//!   the inbox and `ding status` says why.
+//! - Aggressive policy (an agent with no `ding {}` block): each unread, unowned message becomes
+//!   one notice, pasted with a 500 ms pause and Enter, unless the agent declared a fresh `dnd`.
 //! - Rich policy (`turn-boundary+fresh-idle`): the worker runs the adapter sidecar, validates
 //!   its protocol v1 events, and sends only with a lease, as a guarded send expecting the exact
 //!   identity and revision the adapter judged. It never falls back to aggressive delivery.
+//!
+//! Every notice send carries a transaction id, staged with the notice. A worker that never
+//! learned the outcome of a send (its daemon was killed, the connection broke) asks the pane
+//! host's journal at its next start (`belfry_pty::txn`): a notice certainly never written is
+//! announced again, once; one that may have been written stays staged.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -19,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 use tokio::sync::{mpsc, oneshot};
 
 use belfry_ding::inbox::RefusedEntry;
@@ -38,12 +45,35 @@ use belfry_ding::{
 };
 
 use crate::adapter_group::{AdapterGroup, GroupOwner};
+use belfry_pty::txn::TxnState;
+
+use crate::adapter_lines::{AdapterLine, BoundedLines, MAX_LINE};
 use crate::registry;
 
 /// How fresh a `dnd` declaration must be to defer delivery.
 const DND_MAX_AGE: Duration = Duration::from_secs(30 * 60);
 /// How often a worker looks at the inbox even without a nudge (other tools may post).
 const POLL: Duration = Duration::from_millis(200);
+/// How long a killed or exited adapter gets to be reaped before the worker moves on.
+const ADAPTER_REAP: Duration = Duration::from_secs(2);
+/// The deadline of one transaction query to the pane host.
+const TXN_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the worker waits for a transaction that is still being written to end (a notice
+/// transaction takes about 500 ms; another client's may hold the input lock longer).
+const TXN_RUNNING_WAIT: Duration = Duration::from_secs(10);
+/// How often a live worker asks again about staged notices whose send it could not resolve.
+const UNRESOLVED_RECHECK: Duration = Duration::from_secs(2);
+/// The default deadline of a notice send (queueing behind other transactions included);
+/// `BELFRY_DING_SEND_TIMEOUT_MS` overrides it.
+const NOTICE_SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How an adapter process ended, for the restart bookkeeping.
+enum AdapterEnd {
+    /// It closed its stdout or exited: the lease machine sees `adapter-error`.
+    Exited,
+    /// The worker killed it for a line over [`MAX_LINE`]; the `malformed` hold stands.
+    KilledForOverlongLine,
+}
 
 /// What a worker is told.
 pub enum DingMsg {
@@ -70,6 +100,11 @@ pub struct PaneInfo {
     pub incarnation: String,
     pub generation: String,
     pub ding_policy: Option<String>,
+    /// The harness adapter's name from the launch spec: naming one declares an agent.
+    pub agent_adapter: Option<String>,
+    /// The pane host process (`<pid>-<started_at>`), whose journal knows this pane's
+    /// transactions; another pane host of the same name knows nothing of them.
+    pub pane_host: String,
     pub adapter_command: Option<Vec<String>>,
     /// True when the pane was adopted by a restarted daemon (every lease starts invalid).
     pub adopted: bool,
@@ -122,6 +157,16 @@ fn lease_config() -> LeaseConfig {
     config
 }
 
+/// The deadline of a notice send: nothing waits forever (a stopped pane host would otherwise
+/// hold the worker). A send past it is resolved through the pane host's journal like any send
+/// whose reply was lost.
+fn notice_send_timeout() -> Duration {
+    std::env::var("BELFRY_DING_SEND_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(NOTICE_SEND_TIMEOUT, Duration::from_millis)
+}
+
 fn unix_ms() -> u64 {
     belfry_ding::inbox::now_unix_ms()
 }
@@ -153,6 +198,19 @@ struct Worker {
     first_pass: bool,
     /// Refused entries of `new/` already logged, so each is logged once, not every poll.
     refused_logged: HashSet<PathBuf>,
+    /// When to ask again about unresolved transactions (see [`Worker::recheck_unresolved`]).
+    next_recheck: Instant,
+}
+
+/// What the worker did with a staged notice whose send outcome it did not know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resolution {
+    /// The pane host proved nothing was written: released, to be announced again.
+    Released,
+    /// It was (or may have been) written: staged for good.
+    Written,
+    /// No proof either way: left staged with its transaction, for a later daemon to ask.
+    Unresolved,
 }
 
 async fn run_worker(
@@ -173,13 +231,14 @@ async fn run_worker(
             OwnershipStore::open(&state_dir, &session).map_err(|e| e.to_string())?
         }
     };
-    let policy = match &info.ding_policy {
-        None => Ok(DeliveryPolicy::Aggressive),
-        Some(token) => {
-            DeliveryPolicy::from_token(token, info.adapter_command.clone().unwrap_or_default())
-                .map_err(|e| e.to_string())
-        }
-    };
+    // SPEC §7.3: only a pane declared an agent gets automatic input; the spec of any other
+    // (a plain `belfry new`) has neither a policy token nor an adapter name.
+    let policy = DeliveryPolicy::for_pane(
+        info.ding_policy.as_deref(),
+        info.adapter_command.clone().unwrap_or_default(),
+        info.agent_adapter.as_deref(),
+    )
+    .map_err(|e| e.to_string());
     let identity = PaneIdentity {
         session,
         incarnation: info.incarnation.clone(),
@@ -208,12 +267,23 @@ async fn run_worker(
         exited: false,
         first_pass: true,
         refused_logged: HashSet::new(),
+        next_recheck: Instant::now() + UNRESOLVED_RECHECK,
     };
+    // SPEC §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
+    // the pane host knows whether it was ever written. Ask before announcing anything.
+    worker.resolve_stranded().await;
     match worker.policy.clone() {
         Ok(DeliveryPolicy::Rich { adapter_command }) => {
             worker.run_rich(adapter_command, &mut rx).await
         }
         Ok(DeliveryPolicy::Aggressive) => worker.run_aggressive(&mut rx).await,
+        Ok(DeliveryPolicy::Undeclared) => {
+            // Not an agent: mail stays durable in the inbox and nothing is typed, ever; the
+            // worker only answers status and keeps ownership records reconciled.
+            while let Some(msg) = rx.recv().await {
+                worker.handle_common(msg).await;
+            }
+        }
         Err(reason) => {
             // An invalid policy holds everything: the rich policy never degrades to aggressive.
             tracing::error!(
@@ -321,14 +391,163 @@ impl Worker {
         (vec![name], line)
     }
 
-    /// Stages the names durably, then runs the notice transaction. Returns the send reply.
+    /// A transaction id no other send to this pane host has used: this daemon's pid and
+    /// start time (a later daemon differs in one or the other), a daemon-wide sequence number
+    /// (so a restarted worker never reuses one), and, after a dot, the pane host it is sent
+    /// to, whose journal alone can answer for it.
+    fn next_txn(&self) -> String {
+        static DAEMON_START_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let start = *DAEMON_START_MS.get_or_init(unix_ms);
+        let sequence = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        format!(
+            "ding-{}-{start}-{sequence}.{}",
+            std::process::id(),
+            self.info.pane_host
+        )
+    }
+
+    /// Whether `txn` was sent to the pane host this worker talks to.
+    fn sent_to_this_pane_host(&self, txn: &str) -> bool {
+        txn.rsplit_once('.')
+            .is_some_and(|(_, host)| host == self.info.pane_host)
+    }
+
+    /// Asks the pane host about every staged notice whose send outcome is not recorded.
+    async fn resolve_stranded(&mut self) {
+        for (txn, names) in self.ownership.unresolved_transactions() {
+            let resolution = self
+                .resolve_transaction(&txn, &names, TXN_RUNNING_WAIT)
+                .await;
+            tracing::info!(
+                session = self.info.session,
+                "staged notice of transaction {txn} ({} message(s)): {resolution:?}",
+                names.len()
+            );
+        }
+    }
+
+    /// Every [`UNRESOLVED_RECHECK`], asks once more about the staged notices sent to this
+    /// pane host whose outcome is still unknown (a pane host that did not answer in time, a
+    /// transaction that was still running), so a notice that turns out never written is not
+    /// stranded until the next daemon.
+    async fn recheck_unresolved(&mut self) {
+        if Instant::now() < self.next_recheck {
+            return;
+        }
+        self.next_recheck = Instant::now() + UNRESOLVED_RECHECK;
+        for (txn, names) in self.ownership.unresolved_transactions() {
+            if self.sent_to_this_pane_host(&txn) {
+                let resolution = self.resolve_transaction(&txn, &names, Duration::ZERO).await;
+                if resolution != Resolution::Unresolved {
+                    tracing::info!(
+                        session = self.info.session,
+                        "staged notice of transaction {txn}: {resolution:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Learns from the pane host what became of transaction `txn`, and records it: released
+    /// only on proof that nothing was written (the query fences a send that has not started,
+    /// so it never starts afterwards); a notice that may have been written is never pasted
+    /// again. A transaction still running is asked about again for up to `running_wait`.
+    async fn resolve_transaction(
+        &mut self,
+        txn: &str,
+        names: &[MessageName],
+        running_wait: Duration,
+    ) -> Resolution {
+        if !self.sent_to_this_pane_host(txn) {
+            // The pane host it went to is gone, and with it the only record of whether a byte
+            // reached its program: without proof, the notice stays staged.
+            return Resolution::Unresolved;
+        }
+        let give_up = Instant::now() + running_wait;
+        loop {
+            let state = self.query_transaction(txn).await;
+            let resolution = match state {
+                Some(TxnState::NeverWritten) => match self.ownership.release_unsent(names) {
+                    Ok(()) => Resolution::Released,
+                    Err(err) => {
+                        tracing::error!(
+                            session = self.info.session,
+                            "cannot release notice: {err}"
+                        );
+                        Resolution::Unresolved
+                    }
+                },
+                Some(TxnState::Written) => match self.ownership.confirm_written(names) {
+                    Ok(()) => Resolution::Written,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot record notice: {err}");
+                        Resolution::Unresolved
+                    }
+                },
+                Some(TxnState::Running) if Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                Some(TxnState::Running | TxnState::Unknown) | None => Resolution::Unresolved,
+            };
+            if resolution != Resolution::Unresolved {
+                self.settle_transaction(txn).await;
+            }
+            return resolution;
+        }
+    }
+
+    async fn query_transaction(&self, txn: &str) -> Option<TxnState> {
+        let request = json!({"id": 0, "op": "txn", "txn": txn});
+        let reply = tokio::time::timeout(
+            TXN_QUERY_TIMEOUT,
+            registry::pane_request(&self.info.socket, &request),
+        )
+        .await;
+        match reply {
+            Ok(Ok(reply)) => {
+                let state = reply["state"].as_str().and_then(TxnState::parse);
+                if state.is_none() {
+                    tracing::warn!(session = self.info.session, "txn {txn}: {reply}");
+                }
+                state
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(session = self.info.session, "txn {txn}: {err}");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(session = self.info.session, "txn {txn}: no answer in time");
+                None
+            }
+        }
+    }
+
+    /// Lets the pane host forget a transaction whose outcome is now durable here; best
+    /// effort (a journal entry left behind only takes room).
+    async fn settle_transaction(&self, txn: &str) {
+        let request = json!({"id": 0, "op": "txn", "txn": txn, "settle": true});
+        let _ = tokio::time::timeout(
+            TXN_QUERY_TIMEOUT,
+            registry::pane_request(&self.info.socket, &request),
+        )
+        .await;
+    }
+
+    /// Stages the names durably, with the id of the transaction that carries the notice, then
+    /// runs the notice transaction. Returns the send reply.
     async fn stage_and_send(
         &mut self,
         names: &[MessageName],
         notice: &str,
         expect: Option<Value>,
     ) -> Option<Value> {
-        match self.ownership.stage(names, unix_ms()) {
+        let txn = self.next_txn();
+        match self
+            .ownership
+            .stage_transaction(names, Some(&txn), unix_ms())
+        {
             Ok(StageOutcome::Staged) => {}
             Ok(StageOutcome::AlreadyOwned { .. }) => return None,
             Err(err) => {
@@ -336,36 +555,63 @@ impl Worker {
                 return None;
             }
         }
-        let mut request =
-            json!({"id": 0, "op": "send", "input": to_wire_steps(&notice_transaction(notice))});
+        let mut request = json!({"id": 0, "op": "send", "txn": txn,
+                                 "input": to_wire_steps(&notice_transaction(notice))});
         if let Some(expect) = expect {
             request["expect"] = expect;
         }
-        match registry::pane_request(&self.info.socket, &request).await {
+        let reply = tokio::time::timeout(
+            notice_send_timeout(),
+            registry::pane_request(&self.info.socket, &request),
+        )
+        .await
+        .unwrap_or_else(|_| Err("no reply before the notice send deadline".to_string()));
+        match reply {
             Ok(reply) if reply["result"] == "sent" => {
                 self.counters.record_send();
                 tracing::info!(session = self.info.session, "notice sent: {notice}");
+                // Written: staged for good. Recorded before the pane host may forget it.
+                match self.ownership.confirm_written(names) {
+                    Ok(()) => self.settle_transaction(&txn).await,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot record notice: {err}")
+                    }
+                }
                 Some(reply)
             }
             Ok(reply) if reply["result"] == "conflict" => {
                 // A conflict wrote zero bytes: the notice may be sent again later.
                 self.counters.record_conflict();
-                if let Err(err) = self.ownership.release_unsent(names) {
-                    tracing::error!(session = self.info.session, "cannot release notice: {err}");
+                match self.ownership.release_unsent(names) {
+                    Ok(()) => self.settle_transaction(&txn).await,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot release notice: {err}")
+                    }
                 }
                 Some(reply)
             }
             Ok(reply) => {
-                // The request was refused before anything was written.
+                // An error reply: refused before anything was written, or a write that failed
+                // part-way. Only the pane host's journal can tell which.
                 tracing::error!(session = self.info.session, "notice refused: {reply}");
-                let _ = self.ownership.release_unsent(names);
+                let resolution = self
+                    .resolve_transaction(&txn, names, TXN_RUNNING_WAIT)
+                    .await;
+                tracing::info!(
+                    session = self.info.session,
+                    "refused notice: {resolution:?}"
+                );
                 Some(reply)
             }
             Err(err) => {
-                // Unknown whether bytes reached the pane: stay staged, never paste twice.
+                // Unknown whether bytes reached the pane: ask the pane host; without proof
+                // that nothing was written, stay staged and never paste twice.
+                let resolution = self
+                    .resolve_transaction(&txn, names, TXN_RUNNING_WAIT)
+                    .await;
                 tracing::error!(
                     session = self.info.session,
-                    "notice transport failed, staying staged: {err}"
+                    "notice transport failed ({err}); {resolution:?}"
                 );
                 None
             }
@@ -386,6 +632,7 @@ impl Worker {
     }
 
     async fn deliver_aggressive(&mut self) {
+        self.recheck_unresolved().await;
         if self.exited {
             return;
         }
@@ -415,7 +662,7 @@ impl Worker {
             let mut lines = adapter
                 .as_mut()
                 .and_then(|group| group.child_mut().stdout.take())
-                .map(|out| BufReader::new(out).lines());
+                .map(|out| BoundedLines::new(BufReader::new(out)));
             if adapter.is_some() {
                 // After a daemon restart the crash hold stands until the adapter speaks; a
                 // merely started adapter proves nothing about the pane.
@@ -447,29 +694,35 @@ impl Worker {
                     _ = tokio::time::sleep(POLL) => continue,
                     _ = tokio::time::sleep_until(tokio::time::Instant::from_std(started + backoff)), if lines.is_none() => break,
                 };
-                match line {
-                    Ok(Some(line)) => self.adapter_line(&line).await,
-                    Ok(None) | Err(_) => {
-                        self.apply(LeaseInput::AdapterExited);
-                        lines = None;
-                        let status = match adapter.as_mut() {
-                            Some(group) => group.end().await,
-                            None => None,
-                        };
-                        use std::os::unix::process::ExitStatusExt;
-                        if started.elapsed() > Duration::from_secs(10) {
-                            backoff = Duration::from_millis(100);
+                let end = match line {
+                    Ok(AdapterLine::Text(bytes)) => {
+                        match String::from_utf8(bytes) {
+                            Ok(line) => self.adapter_line(&line).await,
+                            Err(_) => self.reject_line(HoldReason::Malformed, "it is not UTF-8"),
                         }
-                        restarts += 1;
-                        self.adapter_state = AdapterProcessState::Backoff {
-                            exit_code: status.and_then(|s| s.code()),
-                            signal: status.and_then(|s| s.signal()),
-                            retry_in_ms: backoff.as_millis() as u64,
-                            restarts,
-                        };
-                        break;
+                        continue;
                     }
+                    Ok(AdapterLine::TooLong) => {
+                        // SPEC §7.4: an event that cannot be read is `malformed`. An adapter
+                        // that prints a line this long is broken, and reading on would only
+                        // skip its output, so it is killed and restarted with backoff.
+                        self.reject_line(
+                            HoldReason::Malformed,
+                            &format!("a line exceeds {MAX_LINE} bytes; restarting the adapter"),
+                        );
+                        // The whole group goes in `adapter_ended` (`AdapterGroup::end`).
+                        AdapterEnd::KilledForOverlongLine
+                    }
+                    Ok(AdapterLine::Eof) | Err(_) => AdapterEnd::Exited,
+                };
+                lines = None;
+                if started.elapsed() > Duration::from_secs(10) {
+                    backoff = Duration::from_millis(100);
                 }
+                restarts += 1;
+                self.adapter_ended(adapter.as_mut(), end, backoff, restarts)
+                    .await;
+                break;
             }
             // Back off before restarting, still serving messages (everything stays held).
             let until = Instant::now() + backoff;
@@ -544,6 +797,45 @@ impl Worker {
                 None
             }
         }
+    }
+
+    /// Records that the adapter process ended, reaping it within [`ADAPTER_REAP`].
+    async fn adapter_ended(
+        &mut self,
+        adapter: Option<&mut AdapterGroup>,
+        end: AdapterEnd,
+        backoff: Duration,
+        restarts: u32,
+    ) {
+        use std::os::unix::process::ExitStatusExt;
+        if let AdapterEnd::Exited = end {
+            self.apply(LeaseInput::AdapterExited);
+        }
+        // Ends what is left of the adapter's process group (all of it, for an adapter killed
+        // for an over-long line), then reaps the adapter.
+        let status = match adapter {
+            Some(group) => tokio::time::timeout(ADAPTER_REAP, group.end())
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        self.adapter_state = AdapterProcessState::Backoff {
+            exit_code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
+            retry_in_ms: backoff.as_millis() as u64,
+            restarts,
+        };
+    }
+
+    /// An adapter line that is not an event at all: held as `reason`, and logged.
+    fn reject_line(&mut self, reason: HoldReason, why: &str) {
+        tracing::warn!(
+            session = self.info.session,
+            "adapter output rejected as {reason}: {why}"
+        );
+        self.last_event = Some(LastEvent::rejected(reason, unix_ms()));
+        self.apply(LeaseInput::EventRejected(reason));
     }
 
     fn apply(&mut self, input: LeaseInput<'_>) {
@@ -630,6 +922,7 @@ impl Worker {
     }
 
     async fn deliver_rich(&mut self) {
+        self.recheck_unresolved().await;
         let pending = self.pending();
         if pending.is_empty() {
             return;
@@ -739,7 +1032,9 @@ impl Worker {
     fn status(&mut self) -> Value {
         let now = self.clock.now();
         let lease = match self.policy {
-            Ok(DeliveryPolicy::Aggressive) => LeaseStatus::NotApplicable,
+            Ok(DeliveryPolicy::Aggressive | DeliveryPolicy::Undeclared) => {
+                LeaseStatus::NotApplicable
+            }
             _ => LeaseStatus::from_state(self.lease.state(now), now),
         };
         let unread = self.unread();

@@ -10,7 +10,8 @@
 //! - [`server`]: the daemon socket, the op dispatch, the event bus and the pane monitors.
 //! - [`registry`]: the set of live pane hosts, adoption at start and launching new ones.
 //! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7);
-//!   [`adapter_group`] runs its adapter sidecars as process groups that end with them.
+//!   [`adapter_group`] runs its adapter sidecars as process groups that end with them, and
+//!   [`adapter_lines`] is the bounded reader of their output.
 //! - [`lifecycle`]: adapter declarations and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
 //! - [`deadline`]: how long every request may take, at the daemon and at its clients.
@@ -19,6 +20,7 @@
 //!   agent `belfry up` is about to launch before it launches any.
 
 pub mod adapter_group;
+pub mod adapter_lines;
 pub mod client;
 pub mod deadline;
 pub mod declare;

@@ -399,6 +399,12 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
         incarnation: info["incarnation"].as_str().unwrap_or_default().to_string(),
         generation: info["generation"].as_str().unwrap_or_default().to_string(),
         ding_policy: spec["ding_policy"].as_str().map(str::to_string),
+        agent_adapter: spec["adapter"].as_str().map(str::to_string),
+        pane_host: format!(
+            "{}-{}",
+            info["pid"].as_u64().unwrap_or(0),
+            info["started_at"].as_u64().unwrap_or(0)
+        ),
         adapter_command: spec["adapter_command"].as_array().map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().map(str::to_string))
@@ -727,13 +733,27 @@ pub fn spec_from_request(body: &Map<String, Value>) -> Result<LaunchSpec, String
             return Err(format!("cwd {cwd:?} is not a directory"));
         }
     }
-    let ding_policy = wire::opt_str(body, "ding_policy")?.map(str::to_string);
+    let mut ding_policy = wire::opt_str(body, "ding_policy")?.map(str::to_string);
     let adapter_command = string_list(body, "adapter_command")?;
     if let Some(token) = &ding_policy {
         belfry_ding::DeliveryPolicy::from_token(token, adapter_command.clone().unwrap_or_default())
-            .map_err(|err| err.to_string())?;
+            .map_err(|err| format!("ding_policy {token:?}: {err}"))?;
     } else if adapter_command.is_some() {
         return Err("adapter_command given without a ding_policy".into());
+    }
+    let adapter = match wire::opt_str(body, "adapter")? {
+        Some(name) => {
+            paths::validate_session_name(name)
+                .map_err(|_| format!("adapter name {name:?} must match [A-Za-z0-9._-]{{1,64}}"))?;
+            Some(name.to_string())
+        }
+        None => None,
+    };
+    // SPEC §7.3: naming the harness's adapter declares the pane an agent, whose default is
+    // aggressive delivery. The token is written into the spec so that the policy, which is
+    // part of the generation, is the same as a declared agent's with the same adapter.
+    if ding_policy.is_none() && adapter.is_some() {
+        ding_policy = Some(belfry_ding::policy::AGGRESSIVE_POLICY_TOKEN.to_string());
     }
     Ok(LaunchSpec {
         session: session.to_string(),
@@ -751,15 +771,7 @@ pub fn spec_from_request(body: &Map<String, Value>) -> Result<LaunchSpec, String
             .min(1_000_000) as usize,
         extra_args: Vec::new(),
         extra_env: BTreeMap::new(),
-        adapter: match wire::opt_str(body, "adapter")? {
-            Some(name) => {
-                paths::validate_session_name(name).map_err(|_| {
-                    format!("adapter name {name:?} must match [A-Za-z0-9._-]{{1,64}}")
-                })?;
-                Some(name.to_string())
-            }
-            None => None,
-        },
+        adapter,
     })
 }
 

@@ -322,7 +322,7 @@ fn generation_changes_exactly_with_argv_cwd_env_policy_and_adapter_command() {
 }
 
 #[test]
-fn launch_spec_sets_the_policy_only_for_the_rich_policy() {
+fn launch_spec_sets_the_policy_token_of_every_declared_agent() {
     let rich = parse(BASE).unwrap().agents[0].launch_spec();
     assert_eq!(rich.session, "worker");
     assert_eq!(rich.argv, ["some-harness", "--flag"]);
@@ -339,15 +339,17 @@ fn launch_spec_sets_the_policy_only_for_the_rich_policy() {
     assert_eq!(rich.adapter.as_deref(), Some("provider-name"));
     assert_eq!(rich.generation(), generation_of(BASE));
 
+    // SPEC §7.3: a declared agent is an agent; without a ding block it is aggressive.
     let plain = parse("agent \"w\" { command \"x\" }").unwrap().agents[0].launch_spec();
-    assert_eq!(plain.ding_policy, None);
+    assert_eq!(plain.ding_policy.as_deref(), Some("aggressive"));
     assert_eq!(plain.adapter_command, None);
     assert_eq!((plain.rows, plain.cols), (24, 80));
     assert_eq!(plain.adapter, None);
 }
 
-/// A declared aggressive agent is the same pane as `belfry new` with the same argv, cwd and env
-/// (the CLI sends exactly these fields), and every declared spec survives the spawn request.
+/// A declared aggressive agent is the same pane as `belfry new --ding-delivery aggressive` with
+/// the same argv, cwd and env (the CLI sends exactly these fields), and every declared spec
+/// survives the spawn request. A plain `belfry new`, which is not an agent (SPEC §7.3), is not.
 #[test]
 fn declared_specs_match_spawn_requests_and_belfry_new() {
     let temp = tempfile::tempdir().unwrap();
@@ -373,11 +375,18 @@ fn declared_specs_match_spawn_requests_and_belfry_new() {
         assert_eq!(spec.generation(), agent.generation(), "{}", agent.name);
     }
 
-    let belfry_new = serde_json::json!({
+    let mut belfry_new = serde_json::json!({
         "op": "spawn", "session": "plain", "argv": ["some-harness", "--flag"],
         "cwd": dir, "env": {"MODE": "ci"}, "base_env": {"PATH": "/bin"},
         "rows": 33, "cols": 99, "size_policy": "latest",
     });
+    let not_an_agent =
+        belfry_mux::server::spec_from_request(belfry_new.as_object().unwrap()).unwrap();
+    assert_ne!(
+        not_an_agent.generation(),
+        declarations.get("plain").unwrap().generation()
+    );
+    belfry_new["ding_policy"] = serde_json::json!("aggressive");
     let spec = belfry_mux::server::spec_from_request(belfry_new.as_object().unwrap()).unwrap();
     assert_eq!(
         spec.generation(),

@@ -15,6 +15,7 @@ use crate::listener::Listener;
 use crate::pane::{Expect, Pane, SendOutcome, WriteError};
 use crate::paths;
 use crate::spec::LaunchSpec;
+use crate::txn::{self, StartRefused, TxnEnd, TxnJournal};
 use crate::wire::{self, code, Frame};
 
 /// Most connections a pane host serves at once (attach clients, subscriptions, the daemon's
@@ -101,6 +102,7 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
         record: record.clone(),
         started_at,
         shutdown: tokio::sync::Notify::new(),
+        txns: TxnJournal::default(),
     });
     ctx.write_record()?;
     let incarnation = pane.identity().incarnation;
@@ -168,6 +170,8 @@ struct HostContext {
     record: PathBuf,
     started_at: u64,
     shutdown: tokio::sync::Notify,
+    /// What became of each send that carried a `txn` id (see [`crate::txn`]).
+    txns: TxnJournal,
 }
 
 impl HostContext {
@@ -329,6 +333,7 @@ async fn handle(
             Ok(fields) => Ok(fields),
             Err(reply) => return reply,
         },
+        "txn" => txn_op(ctx, body),
         "resize" => resize(ctx, body),
         "clear" => Ok(json!({"revision": ctx.pane.clear()})),
         "restart" => ctx
@@ -469,6 +474,14 @@ async fn send(
         .get("input")
         .ok_or_else(|| invalid("missing field \"input\"".into()))?;
     let steps = parse_steps(input).map_err(|err| invalid(err.to_string()))?;
+    if let Some(txn) = wire::opt_str(body, "txn").map_err(invalid)? {
+        let send = Send {
+            expect: &expect,
+            steps: &steps,
+            write_timeout,
+        };
+        return send_in_transaction(ctx, id, txn, send, gone).await;
+    }
     match ctx.pane.send(&expect, &steps, gone, write_timeout).await {
         Ok(SendOutcome::Abandoned) => Ok(Value::Null),
         Ok(SendOutcome::Sent { revision }) => Ok(json!({"result": "sent", "revision": revision})),
@@ -496,6 +509,104 @@ fn write_error_reply(id: &Value, err: &WriteError) -> Value {
     let mut reply = wire::error_reply(id, code, message);
     reply["error"]["written"] = json!(err.written());
     reply
+}
+
+/// One guarded send's parsed request: what it expects, what it writes, and its write timeout.
+#[derive(Clone, Copy)]
+struct Send<'a> {
+    expect: &'a Expect,
+    steps: &'a [crate::input::Step],
+    write_timeout: Duration,
+}
+
+/// A send that carries a transaction id: the same guarded send, with its fate recorded in the
+/// journal so that a later requester can learn whether it was ever written (see [`crate::txn`]).
+///
+/// The journal's gate runs where the pane checks for a departed requester: under the input
+/// lock, after the wait and before the compare and the first byte. A transaction fenced by a
+/// query while it waited is dropped there, exactly like one whose requester has gone.
+async fn send_in_transaction(
+    ctx: &HostContext,
+    id: &Value,
+    txn: &str,
+    send: Send<'_>,
+    gone: &(dyn Fn() -> bool + Sync),
+) -> Result<Value, Value> {
+    let invalid = |message: String| wire::error_reply(id, code::INVALID, message);
+    txn::validate_txn_id(txn).map_err(invalid)?;
+    if ctx.txns.is_known(txn) {
+        return Err(invalid(format!(
+            "transaction id {txn:?} was already used (or fenced by a txn query); nothing was written"
+        )));
+    }
+    let refused = parking_lot::Mutex::new(None);
+    // The pane asks again after waiting out a restart; the journal entry is taken only once.
+    let started = std::sync::atomic::AtomicBool::new(false);
+    let gate = || {
+        if gone() {
+            return true;
+        }
+        if started.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        match ctx.txns.start(txn) {
+            Ok(()) => {
+                started.store(true, std::sync::atomic::Ordering::SeqCst);
+                false
+            }
+            Err(reason) => {
+                *refused.lock() = Some(reason);
+                true
+            }
+        }
+    };
+    let outcome = ctx
+        .pane
+        .send(send.expect, send.steps, &gate, send.write_timeout)
+        .await;
+    let end = match &outcome {
+        Ok(SendOutcome::Sent { .. }) => TxnEnd::Sent,
+        Ok(SendOutcome::Conflict { .. } | SendOutcome::Abandoned) => TxnEnd::NotWritten,
+        // A transaction that ended early says how many bytes reached the PTY: none means it
+        // was never written, any means it may be on screen and must never be written again.
+        Err(err) if err.written() == 0 => TxnEnd::NotWritten,
+        Err(_) => TxnEnd::Failed,
+    };
+    ctx.txns.end(txn, end);
+    match outcome {
+        Ok(SendOutcome::Abandoned) => match *refused.lock() {
+            None => Ok(Value::Null),
+            Some(StartRefused::Fenced) => Err(invalid(format!(
+                "transaction {txn:?} was fenced by a txn query while it waited; nothing was written"
+            ))),
+            Some(StartRefused::Reused) => Err(invalid(format!(
+                "transaction id {txn:?} was already used; nothing was written"
+            ))),
+        },
+        Ok(SendOutcome::Sent { revision }) => {
+            Ok(json!({"result": "sent", "revision": revision, "txn": txn}))
+        }
+        Ok(SendOutcome::Conflict { actual, exited }) => {
+            let mut out = json!({"result": "conflict", "actual": actual, "txn": txn});
+            if exited {
+                out["exited"] = json!(true);
+            }
+            Ok(out)
+        }
+        Err(err) => Err(write_error_reply(id, &err)),
+    }
+}
+
+/// `txn`: what became of a transaction (`state`: never-written, running, written, unknown),
+/// fencing one that has not started; with `"settle": true`, forget an ended one whose outcome
+/// the requester has recorded.
+fn txn_op(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
+    let txn = wire::opt_str(body, "txn")?.ok_or("missing field \"txn\"")?;
+    txn::validate_txn_id(txn)?;
+    if wire::opt_bool(body, "settle")?.unwrap_or(false) {
+        return Ok(json!({"txn": txn, "settled": ctx.txns.settle(txn)}));
+    }
+    Ok(json!({"txn": txn, "state": ctx.txns.query(txn).as_str()}))
 }
 
 fn resize(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {

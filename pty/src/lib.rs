@@ -16,6 +16,7 @@
 //! - [`listener`]: the accept loop shared with the daemon (connection cap, back-off when out
 //!   of file descriptors).
 //! - [`spec`] and [`paths`]: launch specs, generations, incarnations, and where files live.
+//! - [`txn`]: the journal that tells a restarted daemon whether a send was ever written.
 
 pub mod error;
 pub mod expect_token;
@@ -26,6 +27,7 @@ pub mod pane;
 pub mod paths;
 pub mod screen;
 pub mod spec;
+pub mod txn;
 pub mod wire;
 
 pub use error::{Error, Result};

@@ -41,15 +41,24 @@ fn rich_pane(env: &Env, case: &str, program_flags: &[&str]) -> std::path::PathBu
     log
 }
 
-/// A pane under the default (aggressive) policy running the recorder; returns its byte log.
-/// With `wait_ready` false, the caller watches the log itself (a backlog may arrive at once).
+/// A pane declared an agent with the aggressive policy running the recorder; returns its byte
+/// log. With `wait_ready` false, the caller watches the log itself (a backlog may arrive at once).
 fn aggressive_pane(env: &Env, flags: &[&str], wait_ready: bool) -> std::path::PathBuf {
     let log = env.path("pane.log");
     let (rec, log_s) = (
         recorder_bin().display().to_string(),
         log.display().to_string(),
     );
-    let mut args = vec!["new", "agent", "--", &rec, "--log", &log_s];
+    let mut args = vec![
+        "new",
+        "agent",
+        "--ding-delivery",
+        "aggressive",
+        "--",
+        &rec,
+        "--log",
+        &log_s,
+    ];
     args.extend_from_slice(flags);
     env.ok(&args);
     if wait_ready {

@@ -28,7 +28,16 @@ fn kill_9_during_posting_and_delivery_loses_nothing_and_never_pastes_twice() {
     let log = env.path("pane.log");
     let rec = recorder_bin().display().to_string();
     let log_s = log.display().to_string();
-    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
+    env.ok(&[
+        "new",
+        "agent",
+        "--ding-delivery",
+        "aggressive",
+        "--",
+        &rec,
+        "--log",
+        &log_s,
+    ]);
     env.wait_screen("agent", "READY");
     let pane_pid = env
         .conn()
@@ -164,6 +173,29 @@ fn kill_9_during_posting_and_delivery_loses_nothing_and_never_pastes_twice() {
         seen.len()
     );
     assert!(notices > 0, "nothing was ever delivered");
+    // No message stranded: a notice staged when its daemon died is resolved by the next
+    // daemon, which asks the pane host: announced again if it was never written, staged for
+    // good if it was. Either way no staged record is left with an unresolved transaction.
+    let ownership = env.state().join("ding/agent/ownership.json");
+    let unresolved = || -> Vec<String> {
+        let text = std::fs::read_to_string(&ownership).unwrap_or_default();
+        let file: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        file["messages"]
+            .as_object()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .filter(|(_, record)| record["txn"].is_string())
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        eventually(Duration::from_secs(15), || unresolved().is_empty()),
+        "staged notices whose send was never resolved: {:?}",
+        unresolved()
+    );
     assert_eq!(
         env.conn()
             .request(json!({"op":"snapshot","session":"agent"}))["child_pid"],

@@ -364,8 +364,18 @@ fn the_declared_turn_boundary_reaches_the_pane_environment() {
             .any(|kv| kv == "BELFRY_TURN_BOUNDARY_EVENTS=turn-stop"),
         "{environ}"
     );
-    // And it stays outside the generation: the same argv without an adapter is the same.
-    env.ok(&["new", "plain", "--", "sleep", "600"]);
+    // And it stays outside the generation: the same argv and the same policy without an
+    // adapter is the same. (An adapter name declares an agent whose default delivery is
+    // aggressive, SPEC §7.3, so the comparison pane declares that policy explicitly.)
+    env.ok(&[
+        "new",
+        "plain",
+        "--ding-delivery",
+        "aggressive",
+        "--",
+        "sleep",
+        "600",
+    ]);
     assert_eq!(
         env.snapshot("h")["generation"],
         env.snapshot("plain")["generation"]

@@ -1,0 +1,305 @@
+//! SPEC §7.3, §12: a daemon killed while a staged notice's send is outstanding must neither
+//! strand the message (staged forever, never announced) nor paste it twice. The pane host's
+//! transaction journal tells the next daemon which it is: a send that was still waiting for the
+//! input lock was never written and is announced again, exactly once; a send whose paste had
+//! started is never pasted again.
+
+use std::time::{Duration, Instant};
+
+use belfry_tests::{eventually, pid_alive, read_or_empty, recorder_bin, Env};
+use serde_json::Value;
+
+fn aggressive_pane(env: &Env) -> std::path::PathBuf {
+    let log = env.path("pane.log");
+    let (rec, log_s) = (
+        recorder_bin().display().to_string(),
+        log.display().to_string(),
+    );
+    env.ok(&[
+        "new",
+        "agent",
+        "--ding-delivery",
+        "aggressive",
+        "--",
+        &rec,
+        "--log",
+        &log_s,
+    ]);
+    env.wait_screen("agent", "READY");
+    log
+}
+
+fn post(env: &Env, subject: &str) -> String {
+    let body = env.path("body.md");
+    std::fs::write(&body, "please look\n").unwrap();
+    let out = env.ok(&[
+        "inbox",
+        "post",
+        "agent",
+        "--from",
+        "lead",
+        "--subject",
+        subject,
+        &body.display().to_string(),
+    ]);
+    out.trim().to_string()
+}
+
+/// The ownership record of `name`, read from the file (the worker may be busy sending and
+/// unable to answer `ding status`).
+fn record(env: &Env, name: &str) -> Value {
+    let path = env.state().join("ding/agent/ownership.json");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let file: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    file["messages"][name].clone()
+}
+
+fn kill_daemon(env: &Env) {
+    let daemon = env.daemon_pid();
+    // SAFETY: kill(2) on the test's own daemon; it touches no memory.
+    unsafe { libc::kill(daemon as i32, libc::SIGKILL) };
+    assert!(eventually(Duration::from_secs(5), || !pid_alive(daemon)));
+}
+
+fn notices_for(log: &std::path::Path, name: &str) -> usize {
+    let id = &name[name.len() - 9..name.len() - 3];
+    String::from_utf8_lossy(&read_or_empty(log))
+        .matches(&format!("[DING] new message: [id:{id}]"))
+        .count()
+}
+
+#[test]
+fn a_notice_stranded_behind_a_long_transaction_by_a_daemon_kill_is_announced_once_by_the_next_daemon(
+) {
+    let env = Env::new();
+    let log = aggressive_pane(&env);
+    // Another client holds the input lock for 4 s (paste, pause, Enter).
+    let mut long = env
+        .cmd(&[
+            "send",
+            "agent",
+            "--paste",
+            "HOLD",
+            "--delay-ms",
+            "2000",
+            "--delay-ms",
+            "2000",
+            "--key",
+            "Enter",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(5), || {
+        String::from_utf8_lossy(&read_or_empty(&log)).contains("HOLD")
+    }));
+    let held_since = Instant::now();
+    let name = post(&env, "behind the lock");
+    // The worker stages the notice and its send waits behind the long transaction.
+    assert!(
+        eventually(Duration::from_secs(3), || record(&env, &name)["state"]
+            == "staged"),
+        "not staged: {}",
+        record(&env, &name)
+    );
+    assert!(
+        record(&env, &name)["txn"].is_string(),
+        "{}",
+        record(&env, &name)
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        held_since.elapsed() < Duration::from_millis(3000),
+        "the long transaction ended too soon for this test; the machine is too slow"
+    );
+    kill_daemon(&env);
+    assert_eq!(notices_for(&log, &name), 0, "nothing was written yet");
+
+    // The next daemon asks the pane host, learns the send never started, and announces the
+    // message once, after the long transaction has ended.
+    env.ok(&["ls"]);
+    assert!(
+        eventually(Duration::from_secs(10), || notices_for(&log, &name) == 1
+            && read_or_empty(&log).ends_with(b"\r")),
+        "the stranded notice was not announced again: {:?}; record {}",
+        String::from_utf8_lossy(&read_or_empty(&log)),
+        record(&env, &name)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(notices_for(&log, &name), 1, "announced twice");
+    let got = String::from_utf8_lossy(&read_or_empty(&log)).into_owned();
+    assert!(got.starts_with("HOLD\r"), "the notice interleaved: {got:?}");
+    assert_eq!(record(&env, &name)["state"], "staged");
+    assert!(
+        record(&env, &name)["txn"].is_null(),
+        "{}",
+        record(&env, &name)
+    );
+    let _ = long.wait();
+}
+
+#[test]
+fn a_notice_whose_paste_started_before_a_daemon_kill_is_never_pasted_again() {
+    let env = Env::new();
+    let log = aggressive_pane(&env);
+    let name = post(&env, "mid transaction");
+    // Kill the daemon while the notice is in its 500 ms pause between paste and Enter.
+    let start = Instant::now();
+    while notices_for(&log, &name) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "no notice");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    kill_daemon(&env);
+    env.ok(&["ls"]);
+    // The transaction runs to its end (Enter), and the next daemon never pastes it again.
+    assert!(eventually(Duration::from_secs(5), || read_or_empty(&log)
+        .ends_with(b"\r")));
+    assert!(
+        eventually(Duration::from_secs(5), || record(&env, &name)["txn"]
+            .is_null()),
+        "the next daemon did not learn the send was written: {}",
+        record(&env, &name)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(notices_for(&log, &name), 1, "pasted twice");
+    assert_eq!(record(&env, &name)["state"], "staged");
+    let status: Value =
+        serde_json::from_str(&env.ok(&["ding", "status", "agent", "--json"])).unwrap();
+    assert_eq!(status["messages"][0]["state"], "staged", "{status}");
+}
+
+#[test]
+fn a_txn_query_fences_a_send_that_has_not_started_and_names_bad_input() {
+    let env = Env::new();
+    let log = aggressive_pane(&env);
+    let mut pane = belfry_tests::Conn::open(&env.pane_socket("agent")).unwrap();
+    let send = |pane: &mut belfry_tests::Conn, txn: &str| {
+        pane.request(serde_json::json!({"op": "send", "txn": txn, "input": [{"text": "x"}]}))
+    };
+    // Asked about before it started, a transaction never starts.
+    let reply = pane.request(serde_json::json!({"op": "txn", "txn": "t-1"}));
+    assert_eq!(reply["state"], "never-written", "{reply}");
+    let reply = send(&mut pane, "t-1");
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was written"),
+        "{reply}"
+    );
+    // A started one is written, and once settled it is forgotten.
+    let reply = send(&mut pane, "t-2");
+    assert_eq!(reply["result"], "sent", "{reply}");
+    let reply = pane.request(serde_json::json!({"op": "txn", "txn": "t-2"}));
+    assert_eq!(reply["state"], "written", "{reply}");
+    let reply = pane.request(serde_json::json!({"op": "txn", "txn": "t-2", "settle": true}));
+    assert_eq!(reply["settled"], true, "{reply}");
+    assert!(eventually(Duration::from_secs(2), || read_or_empty(&log) == b"x"));
+    for (request, needle) in [
+        (serde_json::json!({"op": "txn"}), "missing field \"txn\""),
+        (serde_json::json!({"op": "txn", "txn": "a/b"}), "must match"),
+        (serde_json::json!({"op": "txn", "txn": 7}), "txn"),
+        (
+            serde_json::json!({"op": "send", "txn": "", "input": [{"text": "y"}]}),
+            "must match",
+        ),
+    ] {
+        let reply = pane.request(request.clone());
+        assert_eq!(reply["ok"], false, "{request}: {reply}");
+        assert!(
+            reply["error"]["message"].as_str().unwrap().contains(needle),
+            "{request}: {reply}"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(read_or_empty(&log), b"x", "bad input wrote bytes");
+}
+
+#[test]
+fn a_notice_staged_for_a_pane_host_that_is_gone_is_never_pasted() {
+    // A notice staged for a send to an earlier pane host of this name (dead, with its PTY): no
+    // journal can say whether a byte reached that program, so it stays staged.
+    let env = Env::new();
+    let name = post(&env, "sent to a dead pane host");
+    let dir = env.state().join("ding/agent");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("ownership.json"),
+        serde_json::json!({"version": 1, "session": "agent", "messages": {
+            &name: {"state": "staged", "since_unix_ms": 1, "txn": "ding-1-1-1.1-1"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let log = aggressive_pane(&env);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(notices_for(&log, &name), 0, "pasted without proof");
+    assert_eq!(record(&env, &name)["state"], "staged");
+    assert_eq!(record(&env, &name)["txn"], "ding-1-1-1.1-1");
+}
+
+#[test]
+fn a_pane_host_that_does_not_answer_holds_no_worker_and_its_notice_is_announced_once_it_wakes() {
+    let env = Env::with_vars(&[("BELFRY_DING_SEND_TIMEOUT_MS", "800")]);
+    let log = aggressive_pane(&env);
+    let record_path = env.runtime().join("panes/agent.json");
+    let pane_record: Value =
+        serde_json::from_str(&std::fs::read_to_string(record_path).unwrap()).unwrap();
+    let host = pane_record["pid"].as_i64().unwrap() as i32;
+    /// Wakes the pane host however the test ends, before the environment is torn down.
+    struct Wake(i32);
+    impl Drop for Wake {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on this test's own pane host; it touches no memory.
+            unsafe { libc::kill(self.0, libc::SIGCONT) };
+        }
+    }
+    let wake = Wake(host);
+    // SAFETY: kill(2) on this test's own pane host; it touches no memory.
+    unsafe { libc::kill(host, libc::SIGSTOP) };
+    let name = post(&env, "while the pane host sleeps");
+    assert!(
+        eventually(Duration::from_secs(3), || record(&env, &name)["txn"]
+            .is_string()),
+        "not staged: {}",
+        record(&env, &name)
+    );
+    // The send has a deadline and the txn query one of its own: the worker answers status
+    // again while the pane host is still stopped.
+    std::thread::sleep(Duration::from_millis(3500));
+    let mut status = env
+        .cmd(&["ding", "status", "agent", "--json"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let answered = eventually(
+        Duration::from_secs(5),
+        || matches!(status.try_wait(), Ok(Some(exit)) if exit.success()),
+    );
+    if !answered {
+        let _ = status.kill();
+        let _ = status.wait();
+    }
+    assert!(
+        answered,
+        "the worker hung on a pane host that does not answer"
+    );
+    assert_eq!(notices_for(&log, &name), 0);
+    drop(wake);
+    // The queued send finds its requester gone and writes nothing; the worker's next check
+    // learns that and announces the message once.
+    assert!(
+        eventually(Duration::from_secs(10), || notices_for(&log, &name) == 1
+            && read_or_empty(&log).ends_with(b"\r")),
+        "not announced after the pane host woke: {:?}; record {}",
+        String::from_utf8_lossy(&read_or_empty(&log)),
+        record(&env, &name)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(notices_for(&log, &name), 1, "announced twice");
+    assert!(
+        record(&env, &name)["txn"].is_null(),
+        "{}",
+        record(&env, &name)
+    );
+}
