@@ -142,7 +142,16 @@ fn five_posts_give_exactly_five_notices_when_a_second_daemon_is_started() {
         recorder_bin().display().to_string(),
         log.display().to_string(),
     );
-    env.ok(&["new", "agent", "--", &rec, "--log", &log_s]);
+    env.ok(&[
+        "new",
+        "agent",
+        "--ding-delivery",
+        "aggressive",
+        "--",
+        &rec,
+        "--log",
+        &log_s,
+    ]);
     env.wait_screen("agent", "READY");
     let mut second = SecondDaemon::start(&env);
     // Give a second daemon that (wrongly) started the time to adopt the pane.
