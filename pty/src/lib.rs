@@ -26,6 +26,7 @@ pub mod pane;
 pub mod paths;
 pub mod screen;
 pub mod spec;
+mod tracker;
 pub mod wire;
 
 pub use error::{Error, Result};
