@@ -353,11 +353,7 @@ impl Screen {
         let mode = *self.term.mode();
         let cols = self.cols();
         let mut out: Vec<u8> = Vec::with_capacity(2 * self.rows() * (cols + 16) + 256);
-        // A known starting point: the primary screen, whole-screen scrolling, absolute cursor
-        // addressing, autowrap, ASCII in every character set slot and G0 active.
-        out.extend_from_slice(
-            b"\x1b[0m\x1b[?1049l\x1b[r\x1b[?6l\x1b[?7h\x1b(B\x1b)B\x1b*B\x1b+B\x0f\x1b[?25l\x1b[H\x1b[2J",
-        );
+        out.extend_from_slice(REDRAW_START);
         if mode.contains(TermMode::ALT_SCREEN) {
             // Paint the primary screen first so that when the program leaves the alternate
             // screen the terminal shows the pane's primary screen, not its own stale one, with
@@ -486,6 +482,13 @@ impl Screen {
         (primary_rows, primary_cursor)
     }
 }
+
+/// Every redraw starts with these bytes (a known starting point: attributes reset, the primary
+/// screen, whole-screen scrolling, absolute cursor addressing, autowrap, ASCII in every
+/// character set slot and G0 active, cursor hidden, screen cleared), so a reader of an attach
+/// stream can tell a redraw from program output.
+pub const REDRAW_START: &[u8] =
+    b"\x1b[0m\x1b[?1049l\x1b[r\x1b[?6l\x1b[?7h\x1b(B\x1b)B\x1b*B\x1b+B\x0f\x1b[?25l\x1b[H\x1b[2J";
 
 /// A cell's character as a terminal shows it. The core keeps a tab's `\t` in the first cell it
 /// crossed (for copying); the screen shows a blank there, and so do we.
