@@ -357,11 +357,13 @@ impl Screen {
         if mode.contains(TermMode::ALT_SCREEN) {
             // Paint the primary screen first so that when the program leaves the alternate
             // screen the terminal shows the pane's primary screen, not its own stale one, with
-            // the cursor where the model puts it. `?1049h` saves that cursor and switches.
+            // the cursor where the model puts it. `?1049h` saves that cursor (with its pen and
+            // character sets, which leaving restores, as the model does) and switches; the
+            // alternate screen is then painted from the known start again.
             let (rows, cursor) = self.primary_screen();
             paint(&rows, cols, &mut out);
             place_cursor(&cursor, &rows, cols, 0, &mut out);
-            out.extend_from_slice(b"\x1b[0m\x1b[?1049h\x1b[H\x1b[2J");
+            out.extend_from_slice(b"\x1b[?1049h\x1b[0m\x1b(B\x1b)B\x1b*B\x1b+B\x1b[H\x1b[2J");
         }
         let grid = self.term.grid();
         let rows: Vec<&Row<Cell>> = (0..self.rows()).map(|r| &grid[Line(r as i32)]).collect();
@@ -456,9 +458,11 @@ impl Screen {
     /// Swapping to the primary screen changes nothing but which grid is active; swapping back
     /// clears the alternate grid, moves its cursor and sets the primary's saved cursor to its
     /// cursor. The alternate grid (no history: the core gives it none) and its cursors are
-    /// therefore copied first and put back after, and the primary's saved cursor already
-    /// equals its cursor while the alternate screen is active (entering it set them equal,
-    /// and nothing moves either until it is left). The model is thus unchanged.
+    /// therefore copied first and put back after. The primary's saved cursor equals its
+    /// cursor while the alternate screen is active (entering it set them equal, and output
+    /// cannot move either until it is left), so the model is unchanged; the one exception is a
+    /// resize in the alternate screen, whose reflow moves the primary's cursor but only clamps
+    /// its saved cursor, which the swap back then sets to the moved cursor.
     fn primary_screen(&mut self) -> (Vec<Row<Cell>>, Cursor<Cell>) {
         let lines = self.rows();
         let copy_rows = |term: &Term<Listener>| -> Vec<Row<Cell>> {
@@ -831,6 +835,19 @@ mod tests {
         again.apply(b"\x1b[?1049h\x1b[7m~ alt ~");
         let _ = again.redraw();
         assert_eq!(again.lines()[0], "~ alt ~");
+    }
+
+    #[test]
+    fn the_primary_cursor_pen_and_charsets_do_not_leak_into_the_alternate_screen() {
+        let mut model = Screen::new(4, 20, 0);
+        // The primary cursor has the line-drawing set in G0 and a red pen; the alternate
+        // screen (whose cursor inherits both) goes back to ASCII and the default pen.
+        model.apply(b"$ \x1b(0\x1b[31m\x1b[?1049h\x1b(B\x1b[0mqqq");
+        let mut copy = copy_through_redraw(&mut model);
+        assert_eq!(copy.lines()[0], "  qqq");
+        // Leaving the alternate screen brings back the primary cursor's pen and charsets.
+        feed_both(&mut model, &mut copy, b"\x1b[?1049lq");
+        assert_eq!(copy.lines()[0], "$ \u{2500}");
     }
 
     #[test]
