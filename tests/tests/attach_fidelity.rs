@@ -112,8 +112,15 @@ struct TerminalState {
     mouse: (bool, bool, bool, bool),
     /// Zero-based top and bottom rows, both inclusive.
     scroll_region: (u64, u64),
-    /// `(row, col)`, zero based.
+    /// `(row, col)`, zero based. tmux reports a pending wrap as the column after the last.
     cursor: (u64, u64),
+}
+
+impl TerminalState {
+    /// The cursor as the model reports it: a pending wrap stays in the last column.
+    fn model_cursor(&self) -> (u64, u64) {
+        (self.cursor.0, self.cursor.1.min(79))
+    }
 }
 
 /// The pane's cursor `(row, col)` from its snapshot.
@@ -132,7 +139,8 @@ fn wait_for_file(path: &Path) -> String {
 /// Waits until tmux shows what the pane's model holds.
 fn assert_tmux_shows_the_model(env: &Env, tmux: &Tmux, session: &str, when: &str) {
     let same = eventually(Duration::from_secs(10), || {
-        tmux.lines() == env.lines(session) && tmux.state().cursor == model_cursor(env, session)
+        tmux.lines() == env.lines(session)
+            && tmux.state().model_cursor() == model_cursor(env, session)
     });
     assert!(
         same,
@@ -228,4 +236,41 @@ time.sleep(600)
     assert_tmux_shows_the_model(&env, &tmux, "app", "after leaving the alternate screen");
     assert_eq!(tmux.lines()[..3], ["primary-1", "primary-2 bold", "$"]);
     assert!(!tmux.state().alternate);
+}
+
+#[test]
+fn reattach_keeps_the_pending_wrap_after_a_full_width_line_in_a_real_terminal() {
+    let env = Env::new();
+    let (next, reattach) = (env.path("next"), env.path("reattach"));
+    // A line exactly as wide as the screen leaves the cursor in the last column with the wrap
+    // pending: the next character belongs at the start of the next line.
+    let program = format!(
+        "printf 'top\\r\\n%080d' 0; {}; printf 'X'; sleep 600",
+        wait_for_file(&next)
+    );
+    env.spawn("wrap", "24x80", &["sh", "-c", &program], Some("0{80}"));
+    let attach = format!(
+        "\"$BELFRY_BIN\" attach wrap; {}; \"$BELFRY_BIN\" attach wrap; sleep 600",
+        wait_for_file(&reattach)
+    );
+    let tmux = Tmux::start(&env, "wrap", &attach);
+    assert_tmux_shows_the_model(&env, &tmux, "wrap", "first attach");
+    env.ok(&["detach", "wrap"]);
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("wrap")
+        ["clients"]
+        == 0));
+    std::fs::write(&reattach, "").expect("touch reattach");
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("wrap")
+        ["clients"]
+        == 1));
+    assert_tmux_shows_the_model(&env, &tmux, "wrap", "re-attach");
+    assert_eq!(
+        tmux.state().cursor,
+        (1, 80),
+        "tmux has no pending wrap after re-attach"
+    );
+    std::fs::write(&next, "").expect("touch next");
+    env.wait_screen("wrap", "^top\n0{80}\nX");
+    assert_tmux_shows_the_model(&env, &tmux, "wrap", "after the next character");
+    assert_eq!(tmux.lines()[..3], ["top", &"0".repeat(80), "X"]);
 }
