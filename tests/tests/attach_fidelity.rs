@@ -13,6 +13,8 @@ use belfry_tests::{eventually, Env};
 struct Tmux {
     socket: String,
     vars: Vec<(String, String)>,
+    /// The server's socket file, removed at the end in case the server leaves it behind.
+    socket_path: String,
 }
 
 impl Tmux {
@@ -21,9 +23,10 @@ impl Tmux {
     fn start(env: &Env, name: &str, script: &str) -> Tmux {
         let conf = env.path("tmux.conf");
         std::fs::write(&conf, "set -g status off\n").expect("write tmux.conf");
-        let tmux = Tmux {
+        let mut tmux = Tmux {
             socket: format!("belfry-test-{}-{name}", std::process::id()),
             vars: env.vars(),
+            socket_path: String::new(),
         };
         let conf = conf.display().to_string();
         let out = tmux.run_with_conf(
@@ -43,6 +46,10 @@ impl Tmux {
             ],
         );
         assert!(out.status.success(), "tmux new-session: {out:?}");
+        tmux.socket_path = tmux
+            .run(&["display", "-p", "#{socket_path}"])
+            .trim()
+            .to_string();
         tmux
     }
 
@@ -100,6 +107,9 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run_with_conf("/dev/null", &["kill-server"]);
+        if !self.socket_path.is_empty() {
+            let _ = std::fs::remove_file(&self.socket_path);
+        }
     }
 }
 
