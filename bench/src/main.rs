@@ -338,13 +338,10 @@ fn cmd_attach_client(args: &Args) -> Result<Value> {
     Ok(json!({"bytes": bytes, "frames": frames, "redraws": redraws, "ended": ended}))
 }
 
-/// True for a pane host's full-screen redraw (pty/src/screen.rs `redraw`): it starts with an
-/// SGR reset and the alternate-screen mode, then resets the scroll region and clears.
+/// True for a pane host's full-screen redraw (pty/src/screen.rs `redraw`): it starts with
+/// `REDRAW_START`.
 fn is_redraw(payload: &[u8]) -> bool {
-    const CLEAR: &[u8] = b"\x1b[r\x1b[?25l\x1b[H\x1b[2J";
-    payload.starts_with(b"\x1b[0m\x1b[?1049")
-        && payload.len() >= 12 + CLEAR.len()
-        && payload[12..12 + CLEAR.len()] == *CLEAR
+    payload.starts_with(belfry_pty::screen::REDRAW_START)
 }
 
 /// Reads exactly `buf.len()` bytes, retrying read timeouts until the stop flag is set.

@@ -94,9 +94,12 @@ fn restore_terminal(raw: bool) {
     }
     let mut out = std::io::stdout();
     // Leave the alternate screen, show the cursor, reset attributes and every input mode the
-    // pane may have turned on, so nothing leaks into the shell after detaching.
+    // pane may have turned on, so nothing leaks into the shell after detaching. The redraw
+    // restores the pane's scroll region and character sets, so they are reset too: the scroll
+    // region between a cursor save and restore (setting it homes the cursor), the character
+    // sets after (the restore brings back the saved ones).
     let _ = out.write_all(
-        b"\x1b[?1049l\x1b[?25h\x1b[0m\x1b[?2004l\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[0 q\r\n",
+        b"\x1b[?1049l\x1b[?25h\x1b[0m\x1b7\x1b[r\x1b8\x1b(B\x1b)B\x0f\x1b[?2004l\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1005l\x1b[?1015l\x1b[?1004l\x1b[0 q\r\n",
     );
     let _ = out.flush();
 }

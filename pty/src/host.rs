@@ -107,6 +107,7 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
     ctx.write_record()?;
     let incarnation = pane.identity().incarnation;
     tokio::spawn(Arc::clone(&pane).read_output());
+    tokio::spawn(Arc::clone(&pane).end_stalled_frames());
     tokio::spawn(Arc::clone(&pane).answer_queries(tasks.answers));
     tokio::spawn(Arc::clone(&pane).watch_child(tasks.child, incarnation));
     {

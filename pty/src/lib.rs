@@ -10,6 +10,8 @@
 //! - [`pane`]: the [`pane::Pane`] type, its two locks and the guarded write of SPEC §3
 //!   ([`pane::Pane::send`]). This is the only path to PTY input.
 //! - [`screen`]: the alacritty_terminal model, snapshots, the attach redraw and query answers.
+//!   `tracker` (private) sits between its parser and the terminal core and records the state
+//!   the core keeps to itself (scroll region, active character set) so the redraw can restore it.
 //! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …).
 //! - [`wire`]: the NDJSON protocol and attach frames, shared with the daemon in `belfry-mux`.
 //! - [`input`]: the bounded input transport (text, bytes, paste, keys, delays).
@@ -27,6 +29,7 @@ pub mod pane;
 pub mod paths;
 pub mod screen;
 pub mod spec;
+mod tracker;
 pub mod txn;
 pub mod wire;
 

@@ -256,6 +256,9 @@ pub struct Pane {
     answers: mpsc::UnboundedSender<Vec<u8>>,
     /// Extra environment for the child (BELFRY_* variables), set by the host.
     child_env: Vec<(String, String)>,
+    /// Woken when an output chunk leaves a synchronized update pending in the model, so
+    /// [`Pane::end_stalled_frames`] starts its timer.
+    sync_pending: Notify,
 }
 
 /// Channels the host drives after constructing a pane.
@@ -317,6 +320,7 @@ impl Pane {
             events,
             answers: answers_tx,
             child_env,
+            sync_pending: Notify::new(),
         };
         let child = pane.spawn_child(&incarnation)?;
         pane.state.lock().child_pid = child.id().unwrap_or(0);
@@ -433,11 +437,41 @@ impl Pane {
         if !st.clients.is_empty() {
             st.broadcast(&Frame::Data(bytes.to_vec()));
         }
-        // SPEC §4: while no writable client is attached the pane host answers queries itself;
-        // otherwise the attached terminal sees the query and answers. Never both.
+        if st.screen.sync_deadline().is_some() {
+            self.sync_pending.notify_one();
+        }
+        self.answer_when_detached(st, answers);
+    }
+
+    /// SPEC §4: while no writable client is attached the pane host answers queries itself;
+    /// otherwise the attached terminal sees the query and answers. Never both.
+    fn answer_when_detached(&self, st: &PaneState, answers: Vec<Vec<u8>>) {
         if !answers.is_empty() && st.writable_clients() == 0 {
             for answer in answers {
                 let _ = self.answers.send(answer);
+            }
+        }
+    }
+
+    /// Ends synchronized updates (`?2026h`) the program started and did not end in time.
+    /// The model holds a frame's bytes back until its end; a program that never sends it
+    /// (crashed mid-frame, or simply buggy) would otherwise freeze `peek`, `wait` and the
+    /// redraw. When the emulator's deadline passes, the held bytes are applied, as a terminal
+    /// does, and the revision moves because what the pane shows changed (SPEC §2). Runs until
+    /// the pane host ends.
+    pub async fn end_stalled_frames(self: Arc<Self>) {
+        loop {
+            let deadline = self.state.lock().screen.sync_deadline();
+            match deadline {
+                Some(deadline) => {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await;
+                    let mut st = self.state.lock();
+                    if let Some(answers) = st.screen.flush_expired_sync() {
+                        st.bump(&self.revision_tx);
+                        self.answer_when_detached(&st, answers);
+                    }
+                }
+                None => self.sync_pending.notified().await,
             }
         }
     }
@@ -927,7 +961,7 @@ impl Pane {
     /// Resynchronises a lagging client: empties its queue and returns a fresh redraw, both
     /// under the state lock.
     pub fn resync(&self, handle: &mut ClientHandle) -> Vec<u8> {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
         while handle.rx.try_recv().is_ok() {}
         handle.lagged.store(false, Ordering::Relaxed);
         st.screen.redraw()

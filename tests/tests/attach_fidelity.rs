@@ -1,0 +1,286 @@
+//! SPEC §5: "The redraw restores the primary screen under an alternate one, every mode that is
+//! on (and only those), the scroll region and pending wrap." Checked end to end: `belfry
+//! attach` runs inside a real tmux, a real terminal emulator with its own screens, modes and
+//! scroll region, and after a re-attach what tmux holds is compared with the pane's model.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use belfry_tests::{eventually, Env};
+
+/// A tmux server of its own (unique `-L` socket), killed when the test ends, even by a panic.
+struct Tmux {
+    socket: String,
+    vars: Vec<(String, String)>,
+    /// The server's socket file, removed at the end in case the server leaves it behind.
+    socket_path: String,
+}
+
+impl Tmux {
+    /// Starts a detached 80x24 session (no status line) running `sh -c SCRIPT` with the test
+    /// environment.
+    fn start(env: &Env, name: &str, script: &str) -> Tmux {
+        let conf = env.path("tmux.conf");
+        std::fs::write(&conf, "set -g status off\n").expect("write tmux.conf");
+        let mut tmux = Tmux {
+            socket: format!("belfry-test-{}-{name}", std::process::id()),
+            vars: env.vars(),
+            socket_path: String::new(),
+        };
+        let conf = conf.display().to_string();
+        let out = tmux.run_with_conf(
+            &conf,
+            &[
+                "new-session",
+                "-d",
+                "-x",
+                "80",
+                "-y",
+                "24",
+                "-s",
+                "t",
+                "sh",
+                "-c",
+                script,
+            ],
+        );
+        assert!(out.status.success(), "tmux new-session: {out:?}");
+        tmux.socket_path = tmux
+            .run(&["display", "-p", "#{socket_path}"])
+            .trim()
+            .to_string();
+        tmux
+    }
+
+    fn run_with_conf(&self, conf: &str, args: &[&str]) -> Output {
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-L", &self.socket, "-f", conf]).args(args);
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run tmux")
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = self.run_with_conf("/dev/null", args);
+        assert!(out.status.success(), "tmux {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// What tmux shows, trailing blanks trimmed as in `peek`.
+    fn lines(&self) -> Vec<String> {
+        self.run(&["capture-pane", "-p", "-t", "t"])
+            .lines()
+            .map(|l| l.trim_end().to_string())
+            .chain(std::iter::repeat(String::new()))
+            .take(24)
+            .collect()
+    }
+
+    /// tmux's own view of its pane's terminal state.
+    fn state(&self) -> TerminalState {
+        let out = self.run(&[
+            "display",
+            "-p",
+            "-t",
+            "t",
+            "#{alternate_on} #{mouse_standard_flag} #{mouse_button_flag} #{mouse_all_flag} \
+             #{mouse_sgr_flag} #{scroll_region_upper} #{scroll_region_lower} #{cursor_x} \
+             #{cursor_y} #{mouse_any_flag}",
+        ]);
+        let n: Vec<u64> = out
+            .split_whitespace()
+            .map(|v| v.parse().expect("tmux prints numbers"))
+            .collect();
+        assert_eq!(n.len(), 10, "tmux display: {out:?}");
+        TerminalState {
+            alternate: n[0] == 1,
+            any_mouse: n[9] == 1,
+            mouse: (n[1] == 1, n[2] == 1, n[3] == 1, n[4] == 1),
+            scroll_region: (n[5], n[6]),
+            cursor: (n[8], n[7]),
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run_with_conf("/dev/null", &["kill-server"]);
+        if !self.socket_path.is_empty() {
+            let _ = std::fs::remove_file(&self.socket_path);
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct TerminalState {
+    alternate: bool,
+    /// Any mouse tracking mode on (tmux's `mouse_any_flag`).
+    any_mouse: bool,
+    /// `?1000`, `?1002`, `?1003`, `?1006`.
+    mouse: (bool, bool, bool, bool),
+    /// Zero-based top and bottom rows, both inclusive.
+    scroll_region: (u64, u64),
+    /// `(row, col)`, zero based. tmux reports a pending wrap as the column after the last.
+    cursor: (u64, u64),
+}
+
+impl TerminalState {
+    /// The cursor as the model reports it: a pending wrap stays in the last column.
+    fn model_cursor(&self) -> (u64, u64) {
+        (self.cursor.0, self.cursor.1.min(79))
+    }
+}
+
+/// The pane's cursor `(row, col)` from its snapshot.
+fn model_cursor(env: &Env, session: &str) -> (u64, u64) {
+    let cursor = &env.snapshot(session)["cursor"];
+    (
+        cursor["row"].as_u64().expect("row"),
+        cursor["col"].as_u64().expect("col"),
+    )
+}
+
+fn wait_for_file(path: &Path) -> String {
+    format!("while [ ! -e '{}' ]; do sleep 0.05; done", path.display())
+}
+
+/// Waits until tmux shows what the pane's model holds.
+fn assert_tmux_shows_the_model(env: &Env, tmux: &Tmux, session: &str, when: &str) {
+    let same = eventually(Duration::from_secs(10), || {
+        tmux.lines() == env.lines(session)
+            && tmux.state().model_cursor() == model_cursor(env, session)
+    });
+    assert!(
+        same,
+        "{when}: tmux shows\n{:#?}\ncursor {:?}\nbut the model holds\n{:#?}\ncursor {:?}",
+        tmux.lines(),
+        tmux.state().cursor,
+        env.lines(session),
+        model_cursor(env, session)
+    );
+}
+
+#[test]
+fn reattach_restores_primary_screen_mouse_mode_and_scroll_region_in_a_real_terminal() {
+    let env = Env::new();
+    let (more, quit, reattach) = (env.path("more"), env.path("quit"), env.path("reattach"));
+    // A full-screen program: a primary screen with a prompt, then the alternate screen with a
+    // header, a footer, a scroll region between them and button-event mouse tracking in SGR
+    // encoding. On `more` it scrolls output through the region; on `quit` it leaves the
+    // alternate screen as vim, less or htop do.
+    let program = format!(
+        r#"
+import os, sys, time
+def out(s):
+    sys.stdout.write(s)
+    sys.stdout.flush()
+def wait(path):
+    while not os.path.exists(path):
+        time.sleep(0.05)
+out("primary-1\r\nprimary-2 \x1b[1mbold\x1b[0m\r\n$ ")
+out("\x1b[?1049h\x1b[H\x1b[2J\x1b[1;1HALT-HEADER\x1b[24;1HALT-FOOTER\x1b[2;23r")
+out("\x1b[?1002h\x1b[?1006h\x1b[10;5HREADY")
+wait({more:?})
+out("\x1b[23;1H" + "".join("\r\nline-%d" % i for i in range(40)))
+wait({quit:?})
+out("\x1b[?1049l")
+time.sleep(600)
+"#,
+        more = more.display().to_string(),
+        quit = quit.display().to_string(),
+    );
+    let script_path = env.path("app.py");
+    std::fs::write(&script_path, program).expect("write the program");
+    env.spawn(
+        "app",
+        "24x80",
+        &["python3", &script_path.display().to_string()],
+        Some("READY"),
+    );
+    // Attach, detach, attach again: the second redraw is the one a user gets on re-attach.
+    let attach = format!(
+        "\"$BELFRY_BIN\" attach app; {}; \"$BELFRY_BIN\" attach app; sleep 600",
+        wait_for_file(&reattach)
+    );
+    let tmux = Tmux::start(&env, "fidelity", &attach);
+    assert_tmux_shows_the_model(&env, &tmux, "app", "first attach");
+    env.ok(&["detach", "app"]);
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("app")
+        ["clients"]
+        == 0));
+    std::fs::write(&reattach, "").expect("touch reattach");
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("app")
+        ["clients"]
+        == 1));
+    assert_tmux_shows_the_model(&env, &tmux, "app", "re-attach");
+    let state = tmux.state();
+    assert_eq!(
+        state,
+        TerminalState {
+            alternate: true,
+            any_mouse: true,
+            mouse: (false, true, false, true),
+            scroll_region: (1, 22),
+            cursor: (9, 9),
+        },
+        "tmux's terminal state after re-attach"
+    );
+
+    // Output scrolled through the region leaves the header and footer where they are.
+    std::fs::write(&more, "").expect("touch more");
+    env.wait_screen("app", "line-39");
+    assert_tmux_shows_the_model(&env, &tmux, "app", "after scrolling in the region");
+    let lines = tmux.lines();
+    assert_eq!(
+        (lines[0].as_str(), lines[23].as_str()),
+        ("ALT-HEADER", "ALT-FOOTER")
+    );
+
+    // The program quits: tmux must show the pane's primary screen, not its own stale one.
+    std::fs::write(&quit, "").expect("touch quit");
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("app")
+        ["modes"]["alternate_screen"]
+        == false));
+    assert_tmux_shows_the_model(&env, &tmux, "app", "after leaving the alternate screen");
+    assert_eq!(tmux.lines()[..3], ["primary-1", "primary-2 bold", "$"]);
+    assert!(!tmux.state().alternate);
+}
+
+#[test]
+fn reattach_keeps_the_pending_wrap_after_a_full_width_line_in_a_real_terminal() {
+    let env = Env::new();
+    let (next, reattach) = (env.path("next"), env.path("reattach"));
+    // A line exactly as wide as the screen leaves the cursor in the last column with the wrap
+    // pending: the next character belongs at the start of the next line.
+    let program = format!(
+        "printf 'top\\r\\n%080d' 0; {}; printf 'X'; sleep 600",
+        wait_for_file(&next)
+    );
+    env.spawn("wrap", "24x80", &["sh", "-c", &program], Some("0{80}"));
+    let attach = format!(
+        "\"$BELFRY_BIN\" attach wrap; {}; \"$BELFRY_BIN\" attach wrap; sleep 600",
+        wait_for_file(&reattach)
+    );
+    let tmux = Tmux::start(&env, "wrap", &attach);
+    assert_tmux_shows_the_model(&env, &tmux, "wrap", "first attach");
+    env.ok(&["detach", "wrap"]);
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("wrap")
+        ["clients"]
+        == 0));
+    std::fs::write(&reattach, "").expect("touch reattach");
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("wrap")
+        ["clients"]
+        == 1));
+    assert_tmux_shows_the_model(&env, &tmux, "wrap", "re-attach");
+    assert_eq!(
+        tmux.state().cursor,
+        (1, 80),
+        "tmux has no pending wrap after re-attach"
+    );
+    std::fs::write(&next, "").expect("touch next");
+    env.wait_screen("wrap", "^top\n0{80}\nX");
+    assert_tmux_shows_the_model(&env, &tmux, "wrap", "after the next character");
+    assert_eq!(tmux.lines()[..3], ["top", &"0".repeat(80), "X"]);
+}
