@@ -64,8 +64,28 @@ fn server_is_ours(stream: &UnixStream) -> bool {
         .unwrap_or(false)
 }
 
+/// Connects without ever blocking: a daemon that is stopped while clients keep trying has a
+/// full listen backlog, and a blocking connect(2) to it would wait with no deadline, holding
+/// up the harness's tool call. A non-blocking connect fails at once instead (EAGAIN), which is
+/// treated like no daemon at all.
+fn connect_now(socket: &Path) -> Option<UnixStream> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let address = SocketAddrUnix::new(socket).ok()?;
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )
+    .ok()?;
+    rustix::net::connect(&fd, &address).ok()?;
+    let stream = UnixStream::from(fd);
+    stream.set_nonblocking(false).ok()?;
+    Some(stream)
+}
+
 fn request(socket: &Path, request: &Value, want_reply: bool) -> Option<Value> {
-    let stream = UnixStream::connect(socket).ok()?;
+    let stream = connect_now(socket)?;
     if !server_is_ours(&stream) {
         return None;
     }
@@ -149,4 +169,36 @@ pub fn turn_boundary_notices(pane: &PaneEnv) -> Vec<String> {
             notice::notice_line(name, &front)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_daemon_with_a_full_backlog_never_blocks_dispatch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("full.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        // Fill the backlog of a listener that never accepts, as the clients of a stopped
+        // daemon do; a further blocking connect(2) would wait with no deadline.
+        let mut held = Vec::new();
+        while let Some(stream) = connect_now(&path) {
+            held.push(stream);
+            assert!(held.len() < 100_000, "the backlog never filled");
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let asked = path.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let reply = request(&asked, &json!({"id": 1, "op": "hello"}), true);
+            let _ = tx.send((reply, started.elapsed()));
+        });
+        let (reply, took) = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("dispatch's daemon request blocked on a full backlog");
+        assert!(reply.is_none(), "{reply:?}");
+        assert!(took < Duration::from_secs(1), "took {took:?}");
+    }
 }
