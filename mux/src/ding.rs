@@ -21,6 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -114,14 +115,25 @@ pub struct PaneInfo {
 #[derive(Default)]
 pub struct DingEngine {
     workers: Mutex<HashMap<String, mpsc::UnboundedSender<DingMsg>>>,
+    /// One slot per session, held by its worker for the worker's whole life.
+    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl DingEngine {
     /// Starts the worker of a pane (replacing any previous one).
+    ///
+    /// SPEC §7.3 (never pasted twice): a replaced worker ends only when it next reads its
+    /// closed channel, which can be after a notice it was already sending. Each worker keeps
+    /// its own copy of the session's ownership records, so two at once (a pane killed and
+    /// created again under its name, faster than the old worker noticed) would each stage and
+    /// paste the same message. The new worker therefore waits for the session's slot, which
+    /// the old one holds until it has ended; messages for it queue meanwhile.
     pub fn start(&self, info: PaneInfo, state_dir: PathBuf, log_dir: PathBuf) {
         let (tx, rx) = mpsc::unbounded_channel();
         self.workers.lock().insert(info.session.clone(), tx);
+        let slot = Arc::clone(self.slots.lock().entry(info.session.clone()).or_default());
         tokio::spawn(async move {
+            let _slot = slot.lock_owned().await;
             let session = info.session.clone();
             if let Err(err) = run_worker(info, state_dir, log_dir, rx).await {
                 tracing::error!(session, "DING worker stopped: {err}");
@@ -646,7 +658,10 @@ impl Worker {
             }
         }
         let (names, notice) = self.next_notice(&pending);
-        if let Some(reply) = self.stage_and_send(&names, &notice, None).await {
+        // The notice is for this worker's pane host and program only: if another pane host
+        // now serves the name, or the program restarted unseen, nothing is written.
+        let expect = json!({"incarnation": self.info.incarnation});
+        if let Some(reply) = self.stage_and_send(&names, &notice, Some(expect)).await {
             if reply["exited"] == true {
                 self.exited = true;
             }

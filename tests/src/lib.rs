@@ -278,6 +278,26 @@ impl Env {
 impl Drop for Env {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            // With BELFRY_TEST_KEEP=DIR, keep a copy of the whole environment (logs, state,
+            // records) for a post-mortem; the temporary directory itself is removed.
+            if let Some(keep) = std::env::var_os("BELFRY_TEST_KEEP") {
+                let dest = PathBuf::from(keep).join(
+                    self.dir
+                        .path()
+                        .file_name()
+                        .unwrap_or_else(|| std::ffi::OsStr::new("env")),
+                );
+                let _ = std::fs::create_dir_all(&dest);
+                let _ = Command::new("cp")
+                    .arg("-a")
+                    .arg(format!("{}/.", self.dir.path().display()))
+                    .arg(&dest)
+                    .status();
+                eprintln!(
+                    "--- kept a copy of the test environment in {}",
+                    dest.display()
+                );
+            }
             // Show what the daemon and pane hosts logged, to explain the failure.
             let dir = self.path("xdg-state").join("belfry").join("log");
             if let Ok(entries) = std::fs::read_dir(&dir) {

@@ -441,6 +441,24 @@ fn soak_chaos_loses_nothing_tears_nothing_and_nothing_hangs() {
                 .is_some_and(|m| m.iter().all(|m| m["state"] != "pending"))
         })
     });
+    if !settled {
+        // Say what did not settle before the assertion below fails.
+        for session in AGENTS {
+            let out = env.run(&["ding", "status", session]);
+            eprintln!(
+                "soak: ding status {session} (exit {:?}):\n{}{}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let out = env.run(&["ls"]);
+        eprintln!(
+            "soak: ls:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     std::thread::sleep(Duration::from_millis(1500));
     sample_rss(env, &shared);
 
