@@ -251,15 +251,16 @@ async fn exchange_on(stream: UnixStream, socket: &Path, request: &Value) -> Resu
     let mut reader = BufReader::new(reader);
     let mut line = serde_json::to_vec(request).map_err(|err| err.to_string())?;
     line.push(b'\n');
-    writer
-        .write_all(&line)
-        .await
-        .map_err(|err| format!("pane host at {} failed: {err}", socket.display()))?;
+    let written = writer.write_all(&line).await;
     let mut reply = String::new();
-    let n = reader
-        .read_line(&mut reply)
-        .await
-        .map_err(|err| format!("pane host at {} failed: {err}", socket.display()))?;
+    let read = reader.read_line(&mut reply).await;
+    // A pane host at its connection cap sends its `busy` refusal as soon as it accepts, then
+    // closes without reading, so the write may fail (`EPIPE`) with the refusal already
+    // waiting to be read: a complete reply line wins over the write error.
+    if let (Err(err), false) = (&written, reply.ends_with('\n')) {
+        return Err(format!("pane host at {} failed: {err}", socket.display()));
+    }
+    let n = read.map_err(|err| format!("pane host at {} failed: {err}", socket.display()))?;
     if n == 0 {
         return Err(format!(
             "pane host at {} closed without a reply",

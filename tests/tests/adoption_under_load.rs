@@ -268,3 +268,31 @@ fn a_new_pane_never_takes_over_the_socket_of_a_stopped_pane_host_with_a_full_bac
     env.ok(&["send", "held", "--text", "mine"]);
     assert!(eventually(Duration::from_secs(5), || read_or_empty(&log) == b"mine"));
 }
+
+#[test]
+fn a_kill_of_a_pane_host_at_its_connection_cap_is_retried_until_a_connection_frees() {
+    let env = Env::new();
+    let (_, pane) = recorder(&env, "full");
+    let pane_host = pane["pid"].as_u64().unwrap() as u32;
+    let held = fill_to_the_cap(&env.pane_socket("full"));
+
+    let kill = env
+        .cmd(&["kill", "full"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start belfry kill");
+    // The kill meets the cap first, then a free connection well within its deadline.
+    std::thread::sleep(Duration::from_millis(1000));
+    drop(held);
+    let killed = kill.wait_with_output().expect("belfry kill output");
+    assert_eq!(
+        killed.status.code(),
+        Some(0),
+        "kill of a pane host at its cap failed: {}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
+    assert!(eventually(Duration::from_secs(5), || !pid_alive(pane_host)));
+    assert!(listed(&env, "full").is_none());
+}
