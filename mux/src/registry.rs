@@ -52,6 +52,17 @@ pub struct SpawnReservation<'a> {
     session: String,
 }
 
+/// Why a name could not be reserved for a spawn.
+#[derive(Debug)]
+pub enum Taken {
+    /// Another spawn of the name is under way.
+    Spawning,
+    /// A pane host of that name is in the registry.
+    Pane,
+    /// A pane host of that name is alive but not adopted yet (listed `unresponsive`).
+    Unadopted(PaneEntry),
+}
+
 impl Drop for SpawnReservation<'_> {
     fn drop(&mut self) {
         self.registry.spawning.lock().remove(&self.session);
@@ -59,17 +70,26 @@ impl Drop for SpawnReservation<'_> {
 }
 
 impl Registry {
-    /// Holds `session` for a spawn, unless a pane of that name exists or is being spawned.
+    /// Holds `session` for a spawn, unless a pane of that name exists (adopted or not) or is
+    /// being spawned.
     ///
-    /// The check and the hold happen under the `spawning` lock, which is always taken before
-    /// the `panes` lock, so no two spawns can both pass the check.
-    pub fn reserve(&self, session: &str) -> Option<SpawnReservation<'_>> {
+    /// The checks and the hold happen under the `spawning` lock, which is always taken before
+    /// the `unadopted` and `panes` locks, so no two spawns can both pass them. `unadopted` is
+    /// checked before `panes`: an adoption inserts into `panes` before it leaves `unadopted`,
+    /// so in this order the pane is seen in one map or the other, never missed in between.
+    pub fn reserve(&self, session: &str) -> Result<SpawnReservation<'_>, Taken> {
         let mut spawning = self.spawning.lock();
-        if spawning.contains(session) || self.panes.lock().contains_key(session) {
-            return None;
+        if spawning.contains(session) {
+            return Err(Taken::Spawning);
+        }
+        if let Some(entry) = self.unadopted.lock().get(session) {
+            return Err(Taken::Unadopted(entry.clone()));
+        }
+        if self.panes.lock().contains_key(session) {
+            return Err(Taken::Pane);
         }
         spawning.insert(session.to_string());
-        Some(SpawnReservation {
+        Ok(SpawnReservation {
             registry: self,
             session: session.to_string(),
         })
@@ -142,6 +162,9 @@ impl Registry {
 pub enum PaneError {
     /// The pane host could not be reached, broke the connection or answered garbage.
     Failed(String),
+    /// The pane host's listen backlog is full (connect `EAGAIN`): it is alive but stopped or
+    /// overloaded, so it counts as unresponsive, never as gone.
+    Busy(String),
     /// The pane host took the request but did not answer within its deadline (it may be
     /// stopped or hung). Dropping the connection tells it the requester left, so a send still
     /// queued behind another transaction is abandoned, not written later.
@@ -152,7 +175,7 @@ impl PaneError {
     /// The wire error code for this failure.
     pub fn code(&self) -> &'static str {
         match self {
-            PaneError::Failed(_) => wire::code::UNAVAILABLE,
+            PaneError::Failed(_) | PaneError::Busy(_) => wire::code::UNAVAILABLE,
             PaneError::TimedOut { .. } => wire::code::TIMEOUT,
         }
     }
@@ -163,6 +186,11 @@ impl PaneError {
             PaneError::Failed(message) => {
                 format!("{message} (pane {:?}, pid {})", entry.session, entry.pid)
             }
+            PaneError::Busy(message) => format!(
+                "{message} (pane {:?}, pid {}); it may be stopped or overloaded (`kill -CONT {}` \
+                 resumes a stopped process)",
+                entry.session, entry.pid, entry.pid
+            ),
             PaneError::TimedOut { op, after } => format!(
                 "pane host of {:?} (pid {}) did not answer {op:?} within {} s; it may be stopped \
                  or hung (`kill -CONT {}` resumes a stopped process)",
@@ -178,7 +206,7 @@ impl PaneError {
 impl std::fmt::Display for PaneError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PaneError::Failed(message) => f.write_str(message),
+            PaneError::Failed(message) | PaneError::Busy(message) => f.write_str(message),
             PaneError::TimedOut { op, after } => write!(
                 f,
                 "pane host did not answer {op:?} within {} s",
@@ -192,7 +220,7 @@ impl std::fmt::Display for PaneError {
 /// op's deadline ([`deadline::pane_reply`]).
 pub async fn pane_request(socket: &Path, request: &Value) -> Result<Value, String> {
     pane_call(socket, request).await.map_err(|err| match err {
-        PaneError::Failed(message) => message,
+        PaneError::Failed(message) | PaneError::Busy(message) => message,
         timed_out => format!("{timed_out} (socket {})", socket.display()),
     })
 }
@@ -201,7 +229,7 @@ pub async fn pane_request(socket: &Path, request: &Value) -> Result<Value, Strin
 pub async fn pane_call(socket: &Path, request: &Value) -> Result<Value, PaneError> {
     let within = deadline::pane_reply(request);
     match tokio::time::timeout(within, exchange(socket, request)).await {
-        Ok(reply) => reply.map_err(PaneError::Failed),
+        Ok(reply) => reply,
         Err(_) => Err(PaneError::TimedOut {
             op: request["op"].as_str().unwrap_or_default().to_string(),
             after: within,
@@ -210,21 +238,29 @@ pub async fn pane_call(socket: &Path, request: &Value) -> Result<Value, PaneErro
 }
 
 /// One request and one reply line over a fresh connection, with no deadline of its own.
-async fn exchange(socket: &Path, request: &Value) -> Result<Value, String> {
+async fn exchange(socket: &Path, request: &Value) -> Result<Value, PaneError> {
     let stream = connect(socket).await?;
+    exchange_on(stream, socket, request)
+        .await
+        .map_err(PaneError::Failed)
+}
+
+/// The write and the reply read of [`exchange`], on a connection already checked.
+async fn exchange_on(stream: UnixStream, socket: &Path, request: &Value) -> Result<Value, String> {
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let mut line = serde_json::to_vec(request).map_err(|err| err.to_string())?;
     line.push(b'\n');
-    writer
-        .write_all(&line)
-        .await
-        .map_err(|err| format!("pane host at {} failed: {err}", socket.display()))?;
+    let written = writer.write_all(&line).await;
     let mut reply = String::new();
-    let n = reader
-        .read_line(&mut reply)
-        .await
-        .map_err(|err| format!("pane host at {} failed: {err}", socket.display()))?;
+    let read = reader.read_line(&mut reply).await;
+    // A pane host at its connection cap sends its `busy` refusal as soon as it accepts, then
+    // closes without reading, so the write may fail (`EPIPE`) with the refusal already
+    // waiting to be read: a complete reply line wins over the write error.
+    if let (Err(err), false) = (&written, reply.ends_with('\n')) {
+        return Err(format!("pane host at {} failed: {err}", socket.display()));
+    }
+    let n = read.map_err(|err| format!("pane host at {} failed: {err}", socket.display()))?;
     if n == 0 {
         return Err(format!(
             "pane host at {} closed without a reply",
@@ -239,8 +275,9 @@ async fn exchange(socket: &Path, request: &Value) -> Result<Value, String> {
 pub enum Probe {
     /// It answered `hello` and `info`: the `info` reply.
     Answered(Value),
-    /// Something listens on the socket but did not answer in time: a pane host that is stopped
-    /// or too busy (only a pane host binds that path).
+    /// Something listens on the socket but did not answer in time, answered `busy` (its
+    /// connection cap) or has a full listen backlog: a pane host that is stopped or too busy
+    /// (only a pane host binds that path).
     Silent,
     /// Nothing usable listens there (refused, missing, closed, or a refusing reply).
     Unreachable,
@@ -252,11 +289,20 @@ const PROBE_STEP: Duration = Duration::from_secs(2);
 /// Connects to a pane host socket and checks, before anything is written, that the pane host
 /// runs as our uid or root (SPEC §6.1): a socket planted under the pane's name by another user
 /// must never receive a request, let alone a launch spec or input.
-async fn connect(socket: &Path) -> Result<UnixStream, String> {
-    let stream = UnixStream::connect(socket)
-        .await
-        .map_err(|err| format!("pane host at {} is not reachable: {err}", socket.display()))?;
-    paths::check_server(socket, &stream).map_err(|err| err.to_string())?;
+///
+/// The connect is non-blocking: a pane host whose listen backlog is full (stopped, or
+/// overloaded) fails it at once with `EAGAIN`, which is [`PaneError::Busy`]: that pane host is
+/// alive and still owns its socket.
+async fn connect(socket: &Path) -> Result<UnixStream, PaneError> {
+    let stream = UnixStream::connect(socket).await.map_err(|err| {
+        let message = format!("pane host at {} is not reachable: {err}", socket.display());
+        if err.kind() == std::io::ErrorKind::WouldBlock {
+            PaneError::Busy(message)
+        } else {
+            PaneError::Failed(message)
+        }
+    })?;
+    paths::check_server(socket, &stream).map_err(|err| PaneError::Failed(err.to_string()))?;
     Ok(stream)
 }
 
@@ -277,11 +323,21 @@ pub async fn probe_status(socket: &Path) -> Probe {
     for request in [hello, info] {
         reply = match tokio::time::timeout(PROBE_STEP, pane_call(socket, &request)).await {
             Ok(Ok(reply)) if reply.get("ok") == Some(&Value::Bool(true)) => reply,
+            // At its connection cap a live pane host refuses with `busy`: it is alive and
+            // owns its socket, so it is retried like a silent one, never dropped.
+            Ok(Ok(reply)) if error_code(&reply) == Some(wire::code::BUSY) => return Probe::Silent,
             Ok(Ok(_)) | Ok(Err(PaneError::Failed(_))) => return Probe::Unreachable,
-            Ok(Err(PaneError::TimedOut { .. })) | Err(_) => return Probe::Silent,
+            Ok(Err(PaneError::Busy(_) | PaneError::TimedOut { .. })) | Err(_) => {
+                return Probe::Silent
+            }
         };
     }
     Probe::Answered(reply)
+}
+
+/// The `error.code` of a refusing reply, if it has one.
+pub fn error_code(reply: &Value) -> Option<&str> {
+    reply.get("error")?.get("code")?.as_str()
 }
 
 /// True if a process with this pid exists.
@@ -383,13 +439,16 @@ pub async fn discover(runtime: &Path) -> Discovered {
                 found.stalled.push(entry);
             }
             Probe::Unreachable if alive => {
-                // Its process lives but nothing answers on its socket: leave its record alone
-                // rather than guess (the pid may have been reused by another process).
+                // Its process lives but its socket is unusable for now. It is kept unadopted
+                // (listed `unresponsive`, its name taken) and retried until it answers or its
+                // process dies, so a live pane host is never orphaned; if the pid was reused by
+                // another process, it is dropped when that process ends.
                 tracing::warn!(
                     session = entry.session,
                     pid = entry.pid,
-                    "pane host pid alive but its socket is unusable; not adopted"
+                    "pane host pid alive but its socket is unusable; retrying adoption"
                 );
+                found.stalled.push(entry);
             }
             Probe::Silent | Probe::Unreachable => {
                 let _ = std::fs::remove_file(&path);
@@ -486,7 +545,7 @@ pub async fn subscribe(
     ),
     String,
 > {
-    let stream = connect(socket).await?;
+    let stream = connect(socket).await.map_err(|err| err.to_string())?;
     let (reader, mut writer) = stream.into_split();
     let request = json!({"id": 0, "op": "subscribe", "revisions": revisions});
     wire::write_json(&mut writer, &request)
@@ -494,8 +553,76 @@ pub async fn subscribe(
         .map_err(|err| err.to_string())?;
     let mut lines = BufReader::new(reader).lines();
     match lines.next_line().await {
-        Ok(Some(_reply)) => Ok((lines, writer)),
+        // Only an `ok` reply is a subscription: a refusal (`busy` at the connection cap) is
+        // followed by the pane host closing the connection, which must not read as its death.
+        Ok(Some(reply)) => match serde_json::from_str::<Value>(&reply) {
+            Ok(reply) if reply.get("ok") == Some(&Value::Bool(true)) => Ok((lines, writer)),
+            Ok(reply) => Err(format!(
+                "pane host at {} refused the subscription: {reply}",
+                socket.display()
+            )),
+            Err(err) => Err(format!("pane host subscribe reply is not JSON: {err}")),
+        },
         Ok(None) => Err("pane host closed the subscription".into()),
         Err(err) => Err(err.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// A listener that answers its first connection's first line with `reply`, then closes
+    /// the connection, as a pane host at its connection cap does.
+    async fn answer_once(reply: Value) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("w.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+        tokio::spawn(async move {
+            if let Ok((mut stream, _)) = listener.accept().await {
+                let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+                line.push(b'\n');
+                let _ = stream.write_all(&line).await;
+                let mut rest = [0u8; 256];
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(200), stream.read(&mut rest)).await;
+            }
+        });
+        (dir, socket)
+    }
+
+    #[tokio::test]
+    async fn subscribe_answered_busy_is_an_error_not_a_subscription() {
+        let busy = json!({"ok": false, "id": null,
+                          "error": {"code": "busy", "message": "128 connections, its limit"}});
+        let (_dir, socket) = answer_once(busy).await;
+        let subscribed = tokio::time::timeout(Duration::from_secs(5), subscribe(&socket, false))
+            .await
+            .expect("subscribe answers within 5 s");
+        let Err(err) = subscribed else {
+            panic!("a busy refusal was taken for a subscription");
+        };
+        assert!(
+            err.contains("refused the subscription") && err.contains("busy"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn subscribe_answered_ok_is_a_subscription() {
+        let (_dir, socket) = answer_once(json!({"ok": true, "id": 0})).await;
+        let subscribed = tokio::time::timeout(Duration::from_secs(5), subscribe(&socket, false))
+            .await
+            .expect("subscribe answers within 5 s");
+        assert!(subscribed.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_probe_answered_busy_is_silent_not_unreachable() {
+        let busy = json!({"ok": false, "id": null,
+                          "error": {"code": "busy", "message": "128 connections, its limit"}});
+        let (_dir, socket) = answer_once(busy).await;
+        assert!(matches!(probe_status(&socket).await, Probe::Silent));
     }
 }

@@ -19,6 +19,7 @@ use belfry_pty::paths;
 use belfry_pty::spec::{LaunchSpec, SizePolicy};
 use belfry_pty::wire::{self, code};
 
+use crate::deadline;
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
 use belfry_hooks::pane_link::TURN_BOUNDARY_ENV;
@@ -292,9 +293,10 @@ fn adopt(daemon: &Arc<Daemon>, entry: PaneEntry, info: &Value) {
 /// How often an unadopted pane host is probed again.
 const ADOPTION_RETRY: Duration = Duration::from_millis(250);
 
-/// A pane host that was alive but silent at daemon start (stopped, or too slow for the probe)
-/// is probed again until it answers, then adopted like the others; if its process dies first,
-/// its record is removed and it is reported lost. It is never silently orphaned.
+/// A pane host that was alive but did not answer at daemon start or at its spawn (stopped,
+/// too slow for the probe, at its connection cap, or its socket unusable for now) is probed
+/// again until it answers, then adopted like the others; only when its process dies is its
+/// record removed and it reported lost. It is never silently orphaned while it lives.
 async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
     let probed = loop {
         tokio::time::sleep(ADOPTION_RETRY).await;
@@ -302,8 +304,8 @@ async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
             break registry::Probe::Unreachable;
         }
         match registry::probe_status(&entry.socket).await {
-            registry::Probe::Silent => continue,
-            answered_or_gone => break answered_or_gone,
+            answered @ registry::Probe::Answered(_) => break answered,
+            registry::Probe::Silent | registry::Probe::Unreachable => continue,
         }
     };
     if let registry::Probe::Answered(info) = probed {
@@ -315,8 +317,8 @@ async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
             .remove_unadopted_if_pid(&entry.session, entry.pid);
         return;
     }
-    // Dead, or no longer listening on its socket (a stopped pane host keeps its listener): it
-    // will never answer. Its files go only with its process, as for a monitored pane.
+    // Its process is dead: it will never answer. Its files go only with its process, as for a
+    // monitored pane.
     if daemon
         .registry
         .remove_unadopted_if_pid(&entry.session, entry.pid)
@@ -423,19 +425,46 @@ fn publish(daemon: &Daemon, event: Value) {
     let _ = daemon.bus.send(event);
 }
 
+/// The first pause between a monitor's subscribe attempts; it doubles up to
+/// [`MONITOR_RETRY_MAX`].
+const MONITOR_RETRY_FIRST: Duration = Duration::from_millis(50);
+const MONITOR_RETRY_MAX: Duration = Duration::from_secs(2);
+/// How long one subscribe attempt of a monitor may wait for the pane host's reply.
+const MONITOR_SUBSCRIBE_STEP: Duration = Duration::from_secs(5);
+
 /// Watches one pane host: forwards its exit and lifecycle events to the bus and reports the
 /// pane host's death (SPEC §12: `kill -9` of a pane host is reported on the bus).
 async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
-    // A subscription that cannot be opened is retried while the pane host lives: a transient
-    // failure must not report a live pane as lost.
-    let mut attempts = 0;
+    // A subscription that cannot be opened (refused `busy` at the connection cap, a full
+    // backlog, a stopped pane host) is retried, with back-off, for as long as the pane host
+    // lives and is still this registry's pane: a live pane is never reported lost.
+    let mut pause = MONITOR_RETRY_FIRST;
     let subscription = loop {
-        match registry::subscribe(&entry.socket, false).await {
+        let attempt = tokio::time::timeout(
+            MONITOR_SUBSCRIBE_STEP,
+            registry::subscribe(&entry.socket, false),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "no subscribe reply within {} s",
+                MONITOR_SUBSCRIBE_STEP.as_secs()
+            ))
+        });
+        match attempt {
             Ok(subscription) => break Ok(subscription),
-            Err(err) if attempts < 20 && registry::pid_alive(entry.pid) => {
-                attempts += 1;
+            Err(err) if registry::pid_alive(entry.pid) => {
+                if daemon
+                    .registry
+                    .get(&entry.session)
+                    .is_none_or(|e| e.pid != entry.pid)
+                {
+                    // Killed or replaced meanwhile: whoever removed it reports it.
+                    return;
+                }
                 tracing::debug!(session = entry.session, "monitor retry: {err}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MONITOR_RETRY_MAX);
             }
             Err(err) => break Err(err),
         }
@@ -782,21 +811,39 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
     };
     // Held until this spawn is answered: a concurrent spawn of the same name is `exists`,
     // never a second pane host that then fails to bind the socket.
-    let Some(_reservation) = daemon.registry.reserve(&spec.session) else {
-        return wire::error_reply(
-            id,
-            code::EXISTS,
-            format!("a pane named {:?} already exists", spec.session),
-        );
+    let _reservation = match daemon.registry.reserve(&spec.session) {
+        Ok(reservation) => reservation,
+        Err(registry::Taken::Unadopted(entry)) => {
+            return wire::error_reply(
+                id,
+                code::EXISTS,
+                format!(
+                    "a pane named {:?} already exists: {}",
+                    spec.session,
+                    unadopted_message(&entry)
+                ),
+            )
+        }
+        Err(registry::Taken::Spawning | registry::Taken::Pane) => {
+            return wire::error_reply(
+                id,
+                code::EXISTS,
+                format!("a pane named {:?} already exists", spec.session),
+            )
+        }
     };
-    if let Some(entry) = daemon.registry.unadopted(&spec.session) {
+    // A pane host the daemon does not know of (its record lost) may still serve the name's
+    // socket. Nothing of this spawn may touch its files (the charter is written below), and
+    // its socket is never taken over.
+    let socket = paths::pane_socket(&daemon.config.runtime, &spec.session);
+    if paths::socket_may_be_served(&socket).await {
         return wire::error_reply(
             id,
             code::EXISTS,
             format!(
-                "a pane named {:?} already exists: {}",
+                "a pane named {:?} already exists: a pane host is already serving {}",
                 spec.session,
-                unadopted_message(&entry)
+                socket.display()
             ),
         );
     }
@@ -836,20 +883,47 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
     {
         Ok(entry) => entry,
         Err(message) => {
-            // Nothing of a failed launch stays behind, the charter included.
-            let _ = std::fs::remove_dir_all(config.runtime.join("run").join(&spec.session));
+            // Nothing of a failed launch stays behind, the charter included, unless a pane
+            // host of that name has come to serve the socket meanwhile: the run directory is
+            // then its own.
+            if !paths::socket_may_be_served(&socket).await {
+                let _ = std::fs::remove_dir_all(config.runtime.join("run").join(&spec.session));
+            }
             return wire::error_reply(id, code::INVALID, message);
         }
     };
-    let Some(info) = registry::probe(&entry.socket).await else {
-        return wire::error_reply(
-            id,
-            code::UNAVAILABLE,
-            format!(
-                "pane host for {:?} started but does not answer",
-                spec.session
-            ),
-        );
+    let info = match registry::probe_status(&entry.socket).await {
+        registry::Probe::Answered(info) => info,
+        _ if registry::pid_alive(entry.pid) => {
+            // Started but too slow to answer (a loaded machine): its program runs, so it is
+            // kept unadopted (listed `unresponsive`, its name taken) and adopted once it
+            // answers, never left running where nothing can see or reach it.
+            daemon.registry.insert_unadopted(entry.clone());
+            tokio::spawn(adopt_when_it_answers(Arc::clone(daemon), entry.clone()));
+            return wire::error_reply(
+                id,
+                code::UNAVAILABLE,
+                format!(
+                    "pane host for {:?} (pid {}) started but does not answer yet; it is listed \
+                     as unresponsive and adopted once it answers",
+                    spec.session, entry.pid
+                ),
+            );
+        }
+        _ => {
+            // It died right after it announced itself; it removes its own files on a clean
+            // exit, and what a crash left behind goes here.
+            registry::remove_files(&config.runtime, &spec.session);
+            let _ = std::fs::remove_dir_all(config.runtime.join("run").join(&spec.session));
+            return wire::error_reply(
+                id,
+                code::UNAVAILABLE,
+                format!(
+                    "pane host for {:?} (pid {}) exited right after it started",
+                    spec.session, entry.pid
+                ),
+            );
+        }
     };
     daemon.registry.insert(entry.clone());
     start_ding(daemon, &entry, &info, false);
@@ -944,7 +1018,9 @@ async fn list(daemon: &Daemon) -> Value {
             }
             Err(err) => {
                 let state = match err {
-                    registry::PaneError::TimedOut { .. } => "unresponsive",
+                    registry::PaneError::TimedOut { .. } | registry::PaneError::Busy(_) => {
+                        "unresponsive"
+                    }
                     registry::PaneError::Failed(_) => "unreachable",
                 };
                 panes.push(json!({"session": entry.session, "pid": entry.pid,
@@ -971,6 +1047,9 @@ async fn kill(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Va
     }
 }
 
+/// How often a kill refused `busy` is asked again.
+const KILL_BUSY_RETRY: Duration = Duration::from_millis(100);
+
 /// Ends one pane: asks its pane host to kill the child and exit, waits (bounded) for it to go.
 ///
 /// The pane stays registered (listed, served, its name taken) until its pane host takes the
@@ -985,14 +1064,32 @@ async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) -> Result<(), registry::
         )));
     }
     let request = json!({"id": 0, "op": "kill"});
-    let answered = registry::pane_call(&entry.socket, &request)
-        .await
-        .and_then(|reply| match reply.get("ok") {
-            Some(Value::Bool(true)) => Ok(reply),
-            _ => Err(registry::PaneError::Failed(format!(
-                "pane host refused the kill: {reply}"
-            ))),
-        });
+    // A pane host at its connection cap (`busy`, or a full backlog) is alive and will take
+    // the kill once a connection frees: it is asked again until the kill's own reply deadline
+    // (which leaves the rest of `deadline::KILL` for its exit), never refused at the first try.
+    let asked = tokio::time::timeout(deadline::PANE_QUICK, async {
+        loop {
+            match registry::pane_call(&entry.socket, &request).await {
+                Ok(reply) if registry::error_code(&reply) == Some(code::BUSY) => {}
+                Err(registry::PaneError::Busy(_)) => {}
+                other => return other,
+            }
+            tokio::time::sleep(KILL_BUSY_RETRY).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Err(registry::PaneError::TimedOut {
+            op: "kill".into(),
+            after: deadline::PANE_QUICK,
+        })
+    });
+    let answered = asked.and_then(|reply| match reply.get("ok") {
+        Some(Value::Bool(true)) => Ok(reply),
+        _ => Err(registry::PaneError::Failed(format!(
+            "pane host refused the kill: {reply}"
+        ))),
+    });
     if let Err(err) = answered {
         if registry::pid_alive(entry.pid) {
             daemon.registry.end_kill(&entry.session);

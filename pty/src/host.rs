@@ -146,9 +146,13 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
 }
 
 /// Binds the pane socket. A live socket of the same name is an error; a stale one is replaced.
+///
+/// Stale means the connect was refused (or the path vanished): a pane host that is stopped,
+/// or at its connection cap with a full backlog, still owns its socket, and unlinking it would
+/// leave that pane host and its program unreachable by any path.
 async fn bind(socket: &Path) -> crate::Result<UnixListener> {
     if socket.exists() {
-        if UnixStream::connect(socket).await.is_ok() {
+        if paths::socket_may_be_served(socket).await {
             return Err(crate::Error::invalid(format!(
                 "a pane host is already serving {}",
                 socket.display()

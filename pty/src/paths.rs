@@ -167,6 +167,23 @@ pub fn private_runtime_dir() -> Result<PathBuf> {
 }
 
 /// Sets a freshly bound socket to 0600.
+/// Whether something may still be serving the Unix socket at `path`.
+///
+/// Only a connect refused (`ECONNREFUSED`: no listener) or a missing path (`ENOENT`) proves
+/// the socket stale. A full listen backlog (`EAGAIN`, a stopped or overloaded pane host keeps
+/// its listener) or any other failure may hide a live server, so it counts as served: its
+/// socket must never be unlinked and taken over. The connect is non-blocking, so a full
+/// backlog answers at once instead of blocking.
+pub async fn socket_may_be_served(path: &Path) -> bool {
+    match tokio::net::UnixStream::connect(path).await {
+        Ok(_) => true,
+        Err(err) => !matches!(
+            err.kind(),
+            std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+        ),
+    }
+}
+
 pub fn make_socket_private(path: &Path) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|source| {
         Error::Path {
