@@ -135,7 +135,12 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
                     serve_connection(ctx, accepted.stream).await;
                 });
             }
-            _ = term.recv() => break,
+            _ = term.recv() => {
+                // SIGTERM ends input the way `kill` does: the transaction in flight writes no
+                // further byte and none starts while the child is being stopped.
+                ctx.pane.stop_input("SIGTERM");
+                break;
+            }
             _ = ctx.shutdown.notified() => break,
         }
     }
@@ -345,8 +350,9 @@ async fn handle(
             .map_err(|err| err.to_string()),
         "kill" => {
             // Kill never waits for the input lock: a transaction in flight writes no further
-            // byte, and the pane host stops serving once the reply is out.
-            ctx.pane.abort_input("kill");
+            // byte, every later one is refused with nothing written, and the pane host stops
+            // serving once the reply is out.
+            ctx.pane.stop_input("kill");
             Ok(json!({"killed": ctx.pane.spec.session}))
         }
         "detach" => Ok(json!({"detached": ctx.pane.detach_all()})),
