@@ -610,6 +610,20 @@ impl Worker {
                 }
                 Some(reply)
             }
+            Ok(reply) if reply["error"]["written"] == 0 => {
+                // The pane host itself says no byte of the transaction reached the PTY (a send
+                // refused because it is stopping, or that never got the input lock): the
+                // notice may be sent again. This is the journal's own answer, given in the
+                // reply because a stopping pane host answers no later `txn` query.
+                tracing::warn!(session = self.info.session, "notice not written: {reply}");
+                match self.ownership.release_unsent(names) {
+                    Ok(()) => self.settle_transaction(&txn).await,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot release notice: {err}")
+                    }
+                }
+                Some(reply)
+            }
             Ok(reply) => {
                 // An error reply: refused before anything was written, or a write that failed
                 // part-way. Only the pane host's journal can tell which.
