@@ -105,12 +105,18 @@ pub struct UnreadScan {
     pub unread: Vec<MessageName>,
     /// Entries with message names that are not messages, for the caller to log.
     pub refused: Vec<RefusedEntry>,
+    /// The names of the refused entries that are not archived, sorted: still present, only
+    /// not listed right now (a hard link from a backup, say). Ownership of these must be kept
+    /// (SPEC §7.3): releasing it would announce the message again once it is listed again.
+    pub held: Vec<MessageName>,
 }
 
 /// The entries of `new/`, sorted into what can be a message and what cannot.
 struct NewScan {
     messages: Vec<MessageName>,
     refused: Vec<RefusedEntry>,
+    /// The message names of `refused`.
+    refused_names: Vec<MessageName>,
     foreign: Vec<String>,
 }
 
@@ -281,9 +287,17 @@ impl Inbox {
             }
         }
         unread.sort();
+        let mut held = Vec::with_capacity(scan.refused_names.len());
+        for name in scan.refused_names {
+            if !self.is_archived(&name)? {
+                held.push(name);
+            }
+        }
+        held.sort();
         Ok(UnreadScan {
             unread,
             refused: scan.refused,
+            held,
         })
     }
 
@@ -446,6 +460,7 @@ impl Inbox {
         let mut scan = NewScan {
             messages: Vec::new(),
             refused: Vec::new(),
+            refused_names: Vec::new(),
             foreign: Vec::new(),
         };
         for file_name in new.list()? {
@@ -465,6 +480,7 @@ impl Inbox {
                         path: new.entry(name.as_str()),
                         reason: kind.refusal_reason().unwrap_or_default(),
                     });
+                    scan.refused_names.push(name);
                 }
                 // Gone between the listing and the look: nothing to list.
                 None => {}

@@ -311,18 +311,44 @@ async fn run_worker(
 }
 
 impl Worker {
-    fn unread(&mut self) -> Vec<MessageName> {
+    /// The unread messages, and the names of message files that are present but refused for
+    /// now (see [`belfry_ding::inbox::UnreadScan::held`]); `None` when the inbox cannot be listed.
+    fn scan(&mut self) -> Option<(Vec<MessageName>, Vec<MessageName>)> {
         self.reopen_removed_inbox();
         match self.inbox.scan_unread() {
             Ok(scan) => {
                 self.log_refused(scan.refused);
-                scan.unread
+                Some((scan.unread, scan.held))
             }
             Err(err) => {
                 tracing::warn!(session = self.info.session, "cannot list inbox: {err}");
-                Vec::new()
+                None
             }
         }
+    }
+
+    /// The unread messages; none when the inbox cannot be listed (nothing is announced then).
+    fn unread(&mut self) -> Vec<MessageName> {
+        self.scan().map(|(unread, _)| unread).unwrap_or_default()
+    }
+
+    /// Lists the inbox and releases the ownership of messages that are really gone (archived
+    /// or deleted), returning the unread ones. A failed scan releases nothing: "cannot list"
+    /// is not "archived", and dropping staged or delivered records then would announce every
+    /// message again (SPEC §7.3). Refused but present files keep their records too.
+    fn unread_reconciled(&mut self) -> Vec<MessageName> {
+        let Some((unread, held)) = self.scan() else {
+            return Vec::new();
+        };
+        let mut present = unread.clone();
+        present.extend(held);
+        if let Err(err) = self.ownership.reconcile(&present) {
+            tracing::warn!(
+                session = self.info.session,
+                "cannot reconcile ownership: {err}"
+            );
+        }
+        unread
     }
 
     /// The inbox works on the directory handles it opened; after someone removed the inbox
@@ -364,13 +390,7 @@ impl Worker {
 
     /// Unread messages nobody owns yet, FIFO. Ownership of archived messages is released.
     fn pending(&mut self) -> Vec<MessageName> {
-        let unread = self.unread();
-        if let Err(err) = self.ownership.reconcile(&unread) {
-            tracing::warn!(
-                session = self.info.session,
-                "cannot reconcile ownership: {err}"
-            );
-        }
+        let unread = self.unread_reconciled();
         self.ownership
             .pending(&unread)
             .into_iter()
@@ -594,6 +614,20 @@ impl Worker {
             Ok(reply) if reply["result"] == "conflict" => {
                 // A conflict wrote zero bytes: the notice may be sent again later.
                 self.counters.record_conflict();
+                match self.ownership.release_unsent(names) {
+                    Ok(()) => self.settle_transaction(&txn).await,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot release notice: {err}")
+                    }
+                }
+                Some(reply)
+            }
+            Ok(reply) if reply["error"]["written"] == 0 => {
+                // The pane host itself says no byte of the transaction reached the PTY (a send
+                // refused because it is stopping, or that never got the input lock): the
+                // notice may be sent again. This is the journal's own answer, given in the
+                // reply because a stopping pane host answers no later `txn` query.
+                tracing::warn!(session = self.info.session, "notice not written: {reply}");
                 match self.ownership.release_unsent(names) {
                     Ok(()) => self.settle_transaction(&txn).await,
                     Err(err) => {
@@ -1052,8 +1086,7 @@ impl Worker {
             }
             _ => LeaseStatus::from_state(self.lease.state(now), now),
         };
-        let unread = self.unread();
-        let _ = self.ownership.reconcile(&unread);
+        let unread = self.unread_reconciled();
         let messages = unread
             .iter()
             .map(|name| {

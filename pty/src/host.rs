@@ -23,6 +23,11 @@ use crate::wire::{self, code, Frame};
 /// limit, so a flood of clients cannot starve the PTY and the log of descriptors.
 pub const MAX_CONNECTIONS: usize = 128;
 
+/// The longest `wait` a request may ask for, in `timeout_ms` and in `quiet_ms` (24 hours).
+/// Larger values are refused as `invalid` rather than waited on: a deadline past what an
+/// `Instant` can hold would otherwise panic, and nothing waits forever.
+pub const MAX_WAIT_MS: u64 = 24 * 60 * 60 * 1000;
+
 /// What a pane host needs to start.
 #[derive(Debug, Clone)]
 pub struct HostConfig {
@@ -135,7 +140,12 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
                     serve_connection(ctx, accepted.stream).await;
                 });
             }
-            _ = term.recv() => break,
+            _ = term.recv() => {
+                // SIGTERM ends input the way `kill` does: the transaction in flight writes no
+                // further byte and none starts while the child is being stopped.
+                ctx.pane.stop_input("SIGTERM");
+                break;
+            }
             _ = ctx.shutdown.notified() => break,
         }
     }
@@ -349,8 +359,9 @@ async fn handle(
             .map_err(|err| err.to_string()),
         "kill" => {
             // Kill never waits for the input lock: a transaction in flight writes no further
-            // byte, and the pane host stops serving once the reply is out.
-            ctx.pane.abort_input("kill");
+            // byte, every later one is refused with nothing written, and the pane host stops
+            // serving once the reply is out.
+            ctx.pane.stop_input("kill");
             Ok(json!({"killed": ctx.pane.spec.session}))
         }
         "detach" => Ok(json!({"detached": ctx.pane.detach_all()})),
@@ -638,8 +649,8 @@ async fn wait(ctx: &HostContext, id: &Value, body: &Map<String, Value>) -> Value
             ),
             None => None,
         };
-        let quiet = wire::opt_u64(body, "quiet_ms")?.map(Duration::from_millis);
-        let timeout = Duration::from_millis(wire::opt_u64(body, "timeout_ms")?.unwrap_or(30_000));
+        let quiet = wait_ms(body, "quiet_ms")?.map(Duration::from_millis);
+        let timeout = Duration::from_millis(wait_ms(body, "timeout_ms")?.unwrap_or(30_000));
         if revision.is_none() && !exit && regex.is_none() && quiet.is_none() {
             return Err("wait needs at least one of revision, exit, regex, quiet_ms".into());
         }
@@ -649,7 +660,18 @@ async fn wait(ctx: &HostContext, id: &Value, body: &Map<String, Value>) -> Value
         Ok(parsed) => parsed,
         Err(message) => return wire::error_reply(id, code::INVALID, message),
     };
-    let deadline = Instant::now() + timeout;
+    // Both durations are at most MAX_WAIT_MS, so this and `last_change + q` below cannot
+    // overflow; the checked add keeps even a clock near its end from panicking.
+    let Some(deadline) = Instant::now().checked_add(timeout) else {
+        return wire::error_reply(
+            id,
+            code::INVALID,
+            format!(
+                "field \"timeout_ms\" {} is too far in the future",
+                timeout.as_millis()
+            ),
+        );
+    };
     let mut changes = ctx.pane.revision_tx.subscribe();
     loop {
         let (met, quiet_until, identity) = {
@@ -659,7 +681,7 @@ async fn wait(ctx: &HostContext, id: &Value, body: &Map<String, Value>) -> Value
             if let Some(regex) = &regex {
                 met &= regex.is_match(&st.screen.lines().join("\n"));
             }
-            let quiet_until = quiet.map(|q| st.last_change + q);
+            let quiet_until = quiet.and_then(|q| st.last_change.checked_add(q));
             if let Some(until) = quiet_until {
                 met &= Instant::now() >= until;
             }
@@ -689,6 +711,16 @@ async fn wait(ctx: &HostContext, id: &Value, body: &Map<String, Value>) -> Value
             _ = changes.changed() => {}
             _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake_at)) => {}
         }
+    }
+}
+
+/// A `wait` duration field in ms: absent, or 0..=[`MAX_WAIT_MS`].
+fn wait_ms(body: &Map<String, Value>, field: &str) -> Result<Option<u64>, String> {
+    match wire::opt_u64(body, field)? {
+        Some(ms) if ms > MAX_WAIT_MS => Err(format!(
+            "field \"{field}\" is {ms} ms, above the maximum of {MAX_WAIT_MS} ms (24 hours)"
+        )),
+        ms => Ok(ms),
     }
 }
 

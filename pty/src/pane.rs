@@ -122,6 +122,17 @@ pub fn lock_wait(write_timeout: Duration) -> Duration {
     write_timeout + Duration::from_millis(MAX_DELAY_TOTAL_MS)
 }
 
+/// The refusal of a transaction that would start after the pane host began stopping its child:
+/// nothing was written.
+fn stopped(by: &'static str, steps: usize) -> WriteError {
+    WriteError::Aborted {
+        written: 0,
+        step: 0,
+        steps,
+        by,
+    }
+}
+
 /// What the compare of a send decided.
 enum Start {
     /// A restart is replacing the child: wait for it, then compare again.
@@ -205,6 +216,10 @@ pub struct PaneState {
     pub size: (u16, u16),
     clients: Vec<ClientSlot>,
     next_client_id: u64,
+    /// Set (never cleared) by `kill` or SIGTERM, naming which: the pane host is ending its
+    /// child, so no transaction may start any more. Aborting only the one in flight would let
+    /// the next queued one write into the dying child and report it written.
+    stopping: Option<&'static str>,
 }
 
 impl PaneState {
@@ -305,6 +320,7 @@ impl Pane {
             size,
             clients: Vec::new(),
             next_client_id: 1,
+            stopping: None,
         };
         let pane = Pane {
             spec,
@@ -558,6 +574,11 @@ impl Pane {
         write_timeout: Duration,
     ) -> Result<Start, WriteError> {
         let mut st = self.state.lock();
+        // A kill publishes `stopping` under this lock, so a transaction queued behind the one
+        // it aborted is refused here, before the compare and its first byte.
+        if let Some(by) = st.stopping {
+            return Err(stopped(by, steps.len()));
+        }
         // A restart publishes `restarting` under this lock, so checking it here (not only
         // before taking the input lock) is what keeps a transaction from starting on a child
         // that is being stopped.
@@ -587,10 +608,7 @@ impl Pane {
         let first_write = match steps.first() {
             Some(step @ (Step::Raw(_) | Step::Paste(_) | Step::Key(_))) => {
                 let bytes = encode_step(&st.screen, step);
-                let written = self
-                    .write_locked(&mut st, &bytes)
-                    .map_err(|err| txn.io(err))?;
-                txn.written += written;
+                let written = self.write_locked(&mut st, &bytes, &mut txn)?;
                 Some((bytes, written))
             }
             _ => None,
@@ -654,15 +672,19 @@ impl Pane {
         self.abort.borrow().0 != epoch
     }
 
-    /// Ends every input transaction now: its next write is refused and its waits return at
-    /// once. Restart and kill call it instead of waiting for the input lock.
-    pub fn abort_input(&self, by: &'static str) {
-        let st = self.state.lock();
+    /// Ends input for good, because the pane host is stopping its child (`kill`, SIGTERM): the
+    /// transaction in flight writes no further byte, and every later one (queued sends,
+    /// attached keystrokes, query answers) is refused with `written: 0` before its compare.
+    pub fn stop_input(&self, by: &'static str) {
+        let mut st = self.state.lock();
+        st.stopping = Some(by);
         self.abort_locked(&st, by);
     }
 
-    /// [`Pane::abort_input`] for a caller that holds the state lock (the guard proves it):
-    /// publishing under that lock is what lets writers check it race-free before each write.
+    /// Ends every input transaction now: its next write is refused and its waits return at
+    /// once. Restart and kill call it instead of waiting for the input lock. The caller holds
+    /// the state lock (the guard proves it): publishing under that lock is what lets writers
+    /// check it race-free before each write.
     fn abort_locked(&self, _st: &PaneState, by: &'static str) {
         self.abort.send_modify(|(epoch, reason)| {
             *epoch += 1;
@@ -682,18 +704,26 @@ impl Pane {
     }
 
     /// Writes as much as the PTY takes without blocking; each successful write moves the
-    /// revision.
-    fn write_locked(&self, st: &mut PaneState, bytes: &[u8]) -> std::io::Result<usize> {
+    /// revision. Every byte the PTY takes is counted in `txn.written` at once, so an error
+    /// after a partial write reports the bytes that did reach the PTY, never zero (a caller
+    /// treats zero as "never written" and may send it again).
+    fn write_locked(
+        &self,
+        st: &mut PaneState,
+        bytes: &[u8],
+        txn: &mut Transaction,
+    ) -> Result<usize, WriteError> {
         let mut written = 0;
         while written < bytes.len() {
             match rustix::io::write(self.master.get_ref(), &bytes[written..]) {
                 Ok(n) => {
                     written += n;
+                    txn.written += n;
                     st.bump(&self.revision_tx);
                 }
                 Err(rustix::io::Errno::AGAIN) => break,
                 Err(rustix::io::Errno::INTR) => continue,
-                Err(err) => return Err(err.into()),
+                Err(err) => return Err(txn.io(err.into())),
             }
         }
         Ok(written)
@@ -745,7 +775,10 @@ impl Pane {
         let (_input, deadline) = self.take_input(write_timeout).await?;
         let mut txn = loop {
             {
-                let _st = self.state.lock();
+                let st = self.state.lock();
+                if let Some(by) = st.stopping {
+                    return Err(stopped(by, 1));
+                }
                 if !*self.restarting.borrow() {
                     break self.begin(1, write_timeout);
                 }

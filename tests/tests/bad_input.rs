@@ -314,3 +314,43 @@ fn null_read_only_and_session_are_refused_by_the_pane_host() {
         );
     }
 }
+
+/// A `wait` for longer than the stated maximum (24 hours), down to `u64::MAX` ms, is refused as
+/// `invalid` naming the field, by the pane host directly and through the daemon; the pane host
+/// does not panic (its connection answers and stays usable) and a bounded wait still works.
+#[test]
+fn wait_with_a_huge_timeout_or_quiet_is_invalid_and_never_panics() {
+    let env = Env::new();
+    env.spawn("w", "24x80", &["sleep", "600"], None);
+    let mut direct = Conn::open(&env.pane_socket("w")).unwrap();
+    let mut daemon = env.conn();
+    for (field, ms) in [
+        ("timeout_ms", u64::MAX),
+        ("timeout_ms", 86_400_001),
+        ("quiet_ms", u64::MAX),
+    ] {
+        let mut request = json!({"op":"wait","session":"w","regex":"never"});
+        request[field] = json!(ms);
+        if field == "quiet_ms" {
+            request["timeout_ms"] = json!(100);
+        }
+        for (via, conn) in [("pane host", &mut direct), ("daemon", &mut daemon)] {
+            let reply = conn.request(request.clone());
+            assert_eq!(
+                reply["error"]["code"], "invalid",
+                "{via} {field}={ms}: {reply}"
+            );
+            let message = reply["error"]["message"].as_str().unwrap_or("");
+            assert!(
+                message.contains(&format!("\"{field}\"")) && message.contains("86400000"),
+                "{via} {field}={ms}: {reply}"
+            );
+        }
+    }
+    // The maximum itself is accepted; the same connection still answers a bounded wait.
+    let reply =
+        direct.request(json!({"op":"wait","exit":false,"revision":0,"timeout_ms":86_400_000}));
+    assert_eq!(reply["result"], "matched", "{reply}");
+    let reply = direct.request(json!({"op":"wait","regex":"never","timeout_ms":50}));
+    assert_eq!(reply["error"]["code"], "timeout", "{reply}");
+}

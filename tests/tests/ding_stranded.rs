@@ -303,3 +303,73 @@ fn a_pane_host_that_does_not_answer_holds_no_worker_and_its_notice_is_announced_
         record(&env, &name)
     );
 }
+
+/// SPEC §7.3: a notice queued behind a long transaction when the pane is killed is refused by
+/// the stopping pane host with nothing written, so it is released rather than recorded as
+/// written; a pane re-created under the same name is told about the message, once.
+#[test]
+fn a_notice_queued_when_its_pane_is_killed_is_not_recorded_written_and_reaches_the_next_pane() {
+    let env = Env::new();
+    let log = aggressive_pane(&env);
+    let mut long = env
+        .cmd(&[
+            "send",
+            "agent",
+            "--paste",
+            "HOLD",
+            "--delay-ms",
+            "2000",
+            "--delay-ms",
+            "2000",
+            "--key",
+            "Enter",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(5), || {
+        String::from_utf8_lossy(&read_or_empty(&log)).contains("HOLD")
+    }));
+    let name = post(&env, "queued at kill");
+    assert!(
+        eventually(Duration::from_secs(3), || record(&env, &name)["state"]
+            == "staged"),
+        "not staged: {}",
+        record(&env, &name)
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    env.ok(&["kill", "agent"]);
+    let _ = long.wait();
+    assert_eq!(
+        notices_for(&log, &name),
+        0,
+        "the queued notice reached the killed pane"
+    );
+
+    // The same name again: the message was never written, so the new pane is told about it.
+    let log2 = env.path("pane2.log");
+    let (rec, log2_s) = (
+        recorder_bin().display().to_string(),
+        log2.display().to_string(),
+    );
+    env.ok(&[
+        "new",
+        "agent",
+        "--ding-delivery",
+        "aggressive",
+        "--",
+        &rec,
+        "--log",
+        &log2_s,
+    ]);
+    assert!(
+        eventually(Duration::from_secs(10), || notices_for(&log2, &name) == 1),
+        "the re-created pane was never told: {:?}; record {}",
+        String::from_utf8_lossy(&read_or_empty(&log2)),
+        record(&env, &name)
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(notices_for(&log2, &name), 1, "announced twice");
+    assert_eq!(notices_for(&log, &name), 0);
+}

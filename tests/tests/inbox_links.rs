@@ -288,3 +288,57 @@ fn a_removed_and_recreated_inbox_is_watched_again_by_the_daemon() {
         String::from_utf8_lossy(&read_or_empty(&log))
     );
 }
+
+/// SPEC §7.3: a message whose notice was pasted keeps its ownership record while a second hard
+/// link to it (a `cp -al` backup, say) makes the inbox refuse it, so once the extra link is
+/// removed it is listed again as already announced and never gets a second notice.
+#[test]
+fn a_staged_message_keeps_its_record_while_hard_linked_and_is_never_announced_twice() {
+    let adapters = fixture("adapters").display().to_string();
+    let env = Env::with_vars(&[("BELFRY_ADAPTERS", &adapters)]);
+    let log = aggressive_pane(&env);
+    let posted = post(&env, "agent", "linked-once");
+    assert!(posted.status.success());
+    let name = String::from_utf8(posted.stdout).unwrap().trim().to_owned();
+    let notices = || {
+        String::from_utf8_lossy(&read_or_empty(&log))
+            .matches("linked-once")
+            .count()
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || notices() == 1),
+        "the first notice never came"
+    );
+    let ownership = env.state().join("ding/agent/ownership.json");
+    let recorded = || String::from_utf8_lossy(&read_or_empty(&ownership)).contains(&name);
+    assert!(eventually(Duration::from_secs(5), recorded), "no record");
+
+    // A backup's hard link: the worker refuses the file for several polls (200 ms each).
+    let backup = env.path("backup.md");
+    fs::hard_link(env.state().join("inbox/agent/new").join(&name), &backup).unwrap();
+    let daemon_log = env.path("xdg-state/belfry/log/daemon.log");
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            String::from_utf8_lossy(&read_or_empty(&daemon_log))
+                .lines()
+                .any(|line| line.contains("skipping") && line.contains(&name))
+        }),
+        "the worker never refused the hard-linked message"
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        recorded(),
+        "the record was dropped while the message was refused"
+    );
+
+    // The backup goes away: the message is listed again, still owned, and not announced again.
+    fs::remove_file(&backup).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        notices(),
+        1,
+        "a second notice was pasted: {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    assert!(recorded(), "the record is gone");
+}

@@ -167,6 +167,100 @@ fn kill_ends_a_pane_with_a_stuck_transaction_promptly() {
     }
 }
 
+/// Queues a guarded send with a transaction id behind the stuck paste, on its own connection,
+/// and returns once it is waiting for the input lock.
+fn guarded_send_queued(env: &Env, session: &str) -> std::thread::JoinHandle<Option<Value>> {
+    let incarnation = env.snapshot(session)["incarnation"].clone();
+    let socket = env.pane_socket(session);
+    let handle = std::thread::spawn(move || {
+        let mut conn = Conn::open(&socket).unwrap();
+        conn.send_raw(
+            format!(
+                "{}\n",
+                json!({"id":2,"op":"send","timeout_ms":20_000,"txn":"queued-1",
+                       "expect":{"incarnation":incarnation},"input":[{"text":"QUEUED"}]})
+            )
+            .as_bytes(),
+        );
+        conn.read()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!handle.is_finished(), "the queued send did not wait");
+    handle
+}
+
+/// The queued send was refused before its compare: `aborted`, nothing written, naming who.
+fn assert_refused_unwritten(reply: &Value, by: &str) {
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert_eq!(reply["error"]["code"], "aborted", "{reply}");
+    assert_eq!(reply["error"]["written"], 0, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains(&format!("aborted by {by}")),
+        "{reply}"
+    );
+}
+
+#[test]
+fn kill_refuses_a_send_queued_behind_a_stuck_paste_with_nothing_written() {
+    let env = Env::new();
+    let (log, stall) = stalled_recorder(&env, "rec");
+    let host_pid = env.snapshot("rec")["pid"].as_u64().unwrap() as u32;
+    let stuck = stuck_paste_in_flight(&env, "rec");
+    let queued = guarded_send_queued(&env, "rec");
+    let reply = env.conn().request(json!({"op":"kill","session":"rec"}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    // The child may read again while it is being stopped: it must still get none of the
+    // queued send.
+    std::fs::remove_file(&stall).unwrap();
+    let refused = queued.join().unwrap().expect("the queued send got a reply");
+    assert_refused_unwritten(&refused, "kill");
+    assert!(
+        eventually(Duration::from_secs(6), || !pid_alive(host_pid)),
+        "the pane host is still running"
+    );
+    if let Some(reply) = stuck.join().unwrap() {
+        assert_eq!(reply["error"]["code"], "aborted", "{reply}");
+    }
+    assert!(
+        !read_or_empty(&log).windows(6).any(|w| w == b"QUEUED"),
+        "the queued send reached the dying child"
+    );
+}
+
+#[test]
+fn sigterm_aborts_a_stuck_paste_and_refuses_the_send_queued_behind_it() {
+    let env = Env::new();
+    let (log, stall) = stalled_recorder(&env, "rec");
+    let host_pid = env.snapshot("rec")["pid"].as_u64().unwrap() as u32;
+    let stuck = stuck_paste_in_flight(&env, "rec");
+    let queued = guarded_send_queued(&env, "rec");
+    // SAFETY: kill(2) only sends a signal; the pid is the pane host this test started.
+    assert_eq!(unsafe { libc::kill(host_pid as i32, libc::SIGTERM) }, 0);
+    std::fs::remove_file(&stall).unwrap();
+    let aborted = stuck.join().unwrap().expect("the stuck paste got a reply");
+    assert_eq!(aborted["error"]["code"], "aborted", "{aborted}");
+    assert!(
+        aborted["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("aborted by SIGTERM"),
+        "{aborted}"
+    );
+    let refused = queued.join().unwrap().expect("the queued send got a reply");
+    assert_refused_unwritten(&refused, "SIGTERM");
+    assert!(
+        eventually(Duration::from_secs(6), || !pid_alive(host_pid)),
+        "the pane host is still running"
+    );
+    assert!(
+        !read_or_empty(&log).windows(6).any(|w| w == b"QUEUED"),
+        "the queued send reached the dying child"
+    );
+}
+
 #[test]
 fn a_stuck_keystroke_write_releases_the_input_lock() {
     let env = Env::new();
