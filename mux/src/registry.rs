@@ -162,6 +162,9 @@ impl Registry {
 pub enum PaneError {
     /// The pane host could not be reached, broke the connection or answered garbage.
     Failed(String),
+    /// The socket is served by another uid (SPEC §6.1): nothing was sent, and it is never a
+    /// pane host of ours, however alive the recorded pid.
+    Foreign(String),
     /// The pane host's listen backlog is full (connect `EAGAIN`): it is alive but stopped or
     /// overloaded, so it counts as unresponsive, never as gone.
     Busy(String),
@@ -176,6 +179,7 @@ impl PaneError {
     pub fn code(&self) -> &'static str {
         match self {
             PaneError::Failed(_) | PaneError::Busy(_) => wire::code::UNAVAILABLE,
+            PaneError::Foreign(_) => wire::code::FORBIDDEN,
             PaneError::TimedOut { .. } => wire::code::TIMEOUT,
         }
     }
@@ -183,7 +187,7 @@ impl PaneError {
     /// The failure as a message naming the pane and its pane host process.
     pub fn describe(&self, entry: &PaneEntry) -> String {
         match self {
-            PaneError::Failed(message) => {
+            PaneError::Failed(message) | PaneError::Foreign(message) => {
                 format!("{message} (pane {:?}, pid {})", entry.session, entry.pid)
             }
             PaneError::Busy(message) => format!(
@@ -206,7 +210,9 @@ impl PaneError {
 impl std::fmt::Display for PaneError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PaneError::Failed(message) | PaneError::Busy(message) => f.write_str(message),
+            PaneError::Failed(message) | PaneError::Busy(message) | PaneError::Foreign(message) => {
+                f.write_str(message)
+            }
             PaneError::TimedOut { op, after } => write!(
                 f,
                 "pane host did not answer {op:?} within {} s",
@@ -220,7 +226,9 @@ impl std::fmt::Display for PaneError {
 /// op's deadline ([`deadline::pane_reply`]).
 pub async fn pane_request(socket: &Path, request: &Value) -> Result<Value, String> {
     pane_call(socket, request).await.map_err(|err| match err {
-        PaneError::Failed(message) | PaneError::Busy(message) => message,
+        PaneError::Failed(message) | PaneError::Busy(message) | PaneError::Foreign(message) => {
+            message
+        }
         timed_out => format!("{timed_out} (socket {})", socket.display()),
     })
 }
@@ -281,6 +289,8 @@ pub enum Probe {
     Silent,
     /// Nothing usable listens there (refused, missing, closed, or a refusing reply).
     Unreachable,
+    /// Another uid serves the socket: never adopted, listed or retried (SPEC §6.1).
+    Foreign,
 }
 
 /// How long each step of a probe may take.
@@ -302,7 +312,7 @@ async fn connect(socket: &Path) -> Result<UnixStream, PaneError> {
             PaneError::Failed(message)
         }
     })?;
-    paths::check_server(socket, &stream).map_err(|err| PaneError::Failed(err.to_string()))?;
+    paths::check_server(socket, &stream).map_err(|err| PaneError::Foreign(err.to_string()))?;
     Ok(stream)
 }
 
@@ -310,7 +320,7 @@ async fn connect(socket: &Path) -> Result<UnixStream, PaneError> {
 pub async fn probe(socket: &Path) -> Option<Value> {
     match probe_status(socket).await {
         Probe::Answered(info) => Some(info),
-        Probe::Silent | Probe::Unreachable => None,
+        Probe::Silent | Probe::Unreachable | Probe::Foreign => None,
     }
 }
 
@@ -327,6 +337,7 @@ pub async fn probe_status(socket: &Path) -> Probe {
             // owns its socket, so it is retried like a silent one, never dropped.
             Ok(Ok(reply)) if error_code(&reply) == Some(wire::code::BUSY) => return Probe::Silent,
             Ok(Ok(_)) | Ok(Err(PaneError::Failed(_))) => return Probe::Unreachable,
+            Ok(Err(PaneError::Foreign(_))) => return Probe::Foreign,
             Ok(Err(PaneError::Busy(_) | PaneError::TimedOut { .. })) | Err(_) => {
                 return Probe::Silent
             }
@@ -449,6 +460,14 @@ pub async fn discover(runtime: &Path) -> Discovered {
                     "pane host pid alive but its socket is unusable; retrying adoption"
                 );
                 found.stalled.push(entry);
+            }
+            Probe::Foreign => {
+                // Its record and socket are left as they are: they are not ours to remove.
+                tracing::warn!(
+                    session = entry.session,
+                    socket = %entry.socket.display(),
+                    "not adopted: the socket is served by another uid"
+                );
             }
             Probe::Silent | Probe::Unreachable => {
                 let _ = std::fs::remove_file(&path);

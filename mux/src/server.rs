@@ -305,6 +305,7 @@ async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
         }
         match registry::probe_status(&entry.socket).await {
             answered @ registry::Probe::Answered(_) => break answered,
+            foreign @ registry::Probe::Foreign => break foreign,
             registry::Probe::Silent | registry::Probe::Unreachable => continue,
         }
     };
@@ -329,7 +330,11 @@ async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
         publish(
             &daemon,
             json!({"event":"lifecycle","session":entry.session,"what":"lost",
-            "pid":entry.pid,"reason":"pane host went away before it answered the daemon"}),
+            "pid":entry.pid,"reason": if matches!(probed, registry::Probe::Foreign) {
+                "its socket is served by another uid"
+            } else {
+                "pane host went away before it answered the daemon"
+            }}),
         );
     }
 }
@@ -1022,6 +1027,7 @@ async fn list(daemon: &Daemon) -> Value {
                         "unresponsive"
                     }
                     registry::PaneError::Failed(_) => "unreachable",
+                    registry::PaneError::Foreign(_) => "foreign",
                 };
                 panes.push(json!({"session": entry.session, "pid": entry.pid,
                                   "state": state, "error": err.describe(&entry)}));

@@ -274,11 +274,15 @@ async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
         if reply.is_null() {
             return;
         }
-        if wire::write_json(&mut writer, &reply).await.is_err() {
-            return;
-        }
+        let written = wire::write_json(&mut writer, &reply).await.is_ok();
+        // A kill that was carried out ends the pane host even if its reply could not be
+        // delivered: its input is stopped for good, so serving on would leave a pane that
+        // refuses every send.
         if request.op == "kill" && reply.get("ok") == Some(&Value::Bool(true)) {
             ctx.shutdown.notify_one();
+            return;
+        }
+        if !written {
             return;
         }
     }
@@ -358,6 +362,12 @@ async fn handle(
             .map(|identity| json!({"identity": identity}))
             .map_err(|err| err.to_string()),
         "kill" => {
+            // A kill whose requester has already gone (a daemon that gave up on a stopped pane
+            // host, a killed CLI) is not carried out: nobody would learn of it, and the
+            // stopping state below cannot be undone.
+            if gone() {
+                return Value::Null;
+            }
             // Kill never waits for the input lock: a transaction in flight writes no further
             // byte, every later one is refused with nothing written, and the pane host stops
             // serving once the reply is out.
