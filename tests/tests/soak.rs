@@ -13,7 +13,7 @@
 //! It is `#[ignore]`d (it takes minutes); `.ci/run` runs it with `--ignored`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -96,10 +96,34 @@ fn cli(
     if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
         let _ = pipe.write_all(bytes);
     }
+    // Both pipes are read while the command runs: a reply larger than a pipe buffer (a
+    // `ding status --json` of a thousand messages) would otherwise block the command on its
+    // write, and it would look hung.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    );
     let start = Instant::now();
-    loop {
+    let status = loop {
         match child.try_wait() {
-            Ok(Some(_)) => return child.wait_with_output().ok(),
+            Ok(Some(status)) => break status,
             Ok(None) if start.elapsed() > CLI_DEADLINE => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -109,7 +133,12 @@ fn cli(
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(_) => return None,
         }
-    }
+    };
+    Some(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }
 
 /// One request on a fresh daemon connection, with a deadline. `Err` when the daemon was not
