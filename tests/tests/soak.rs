@@ -640,16 +640,23 @@ fn soak_chaos_loses_nothing_tears_nothing_and_nothing_hangs() {
             }
         }
     }
-    // A staged notice that never reached the program is one whose write a killed pane host
-    // may have started, or one a recovery notice counted without naming it; anything beyond
-    // that was stranded (staged, never written, never announced again).
+    // A staged notice that never reached the program, and is not counted by a recovery
+    // notice, is one whose fate only a pane host that has since died could tell: the worker
+    // that sent it ended (its daemon was killed, or its pane host) with that transaction
+    // unresolved, and the pane host died before any daemon could ask. A worker has at most one
+    // notice transaction outstanding, so each worker lifetime leaves at most one: at most one
+    // per pane-host kill and one per agent per daemon kill. Anything beyond that was stranded
+    // (staged, never written, never announced again), the bug this check exists for.
+    let daemon_kills = rec.chaos.get("kill -9 daemon").copied().unwrap_or(0);
+    let bound = counted_unnamed + pane_kills + AGENTS.len() * daemon_kills;
     eprintln!(
-        "soak: {staged_unnamed} staged messages not named in any notice, \
-         {counted_unnamed} counted unnamed by recovery notices, {pane_kills} pane host kills"
+        "soak: {staged_unnamed} staged messages not named in any notice (at most {bound}: \
+         {counted_unnamed} counted unnamed by recovery notices, {pane_kills} pane host kills, \
+         {daemon_kills} daemon kills)"
     );
     assert!(
-        staged_unnamed <= counted_unnamed + pane_kills,
-        "{staged_unnamed} staged notices were never written (stranded)"
+        staged_unnamed <= bound,
+        "{staged_unnamed} staged notices were never written (stranded); at most {bound} can be explained"
     );
 
     // Nothing spins once the load stops.
