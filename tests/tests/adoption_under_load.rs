@@ -10,42 +10,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use belfry_tests::{eventually, pid_alive, read_or_empty, recorder_bin, Env};
+use belfry_tests::{eventually, pid_alive, read_or_empty, recorder_bin, signal, Env, Stopped};
 use serde_json::Value;
-
-fn signal(pid: u32, signal: i32) {
-    // SAFETY: kill(2) on a pid this test started (a daemon or pane host of its own Env); it
-    // touches no memory.
-    let rc = unsafe { libc::kill(pid as i32, signal) };
-    assert_eq!(rc, 0, "kill -{signal} {pid}");
-}
-
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.trim_start().chars().next()
-}
-
-/// A process held stopped for as long as this lives; SIGCONT on drop.
-struct Stopped(u32);
-
-impl Stopped {
-    fn new(pid: u32) -> Stopped {
-        signal(pid, libc::SIGSTOP);
-        assert!(
-            eventually(Duration::from_secs(5), || process_state(pid) == Some('T')),
-            "pid {pid} did not stop"
-        );
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid this guard stopped; it touches no memory.
-        unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
-    }
-}
 
 fn kill_daemon(env: &Env) {
     let daemon = env.daemon_pid();
