@@ -1,0 +1,517 @@
+//! Replies: the envelope every answer shares and the typed bodies of the ops' answers.
+//!
+//! A reply is `{"id":…,"ok":true,…fields}` or `{"id":…,"ok":false,"error":{"code":…,
+//! "message":…}}` (SPEC §6.1). Servers build one with [`ok`] or [`error`]; clients read one with
+//! [`Reply::read`] into the body type of the op they asked.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::code::ErrorCode;
+use crate::de::{self, FieldError};
+use crate::identity::{ExitStatus, Identity};
+use crate::limits::Size;
+
+/// The `error` of a failed reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// Why, as a code.
+    pub code: ErrorCode,
+    /// Why, for a person.
+    pub message: String,
+    /// Bytes of a send that reached the PTY before it ended early (SPEC §3): a caller never
+    /// takes a partial write for "nothing written".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<u64>,
+}
+
+impl std::fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+/// A reply read by a client: the op's body, or the error the server gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply<T> {
+    /// `ok: true`, with the op's fields.
+    Ok(T),
+    /// `ok: false`.
+    Err(ErrorBody),
+}
+
+impl<T: DeserializeOwned> Reply<T> {
+    /// Reads a reply; the error names what in it is not what the protocol says.
+    pub fn read(reply: &Value) -> Result<Reply<T>, FieldError> {
+        match reply.get("ok") {
+            Some(Value::Bool(true)) => de::from_value(reply).map(Reply::Ok),
+            Some(Value::Bool(false)) => match reply.get("error") {
+                Some(body) => de::from_value(body)
+                    .map(Reply::Err)
+                    .map_err(|err| err.under_key("error")),
+                None => Err(FieldError::refused("missing field \"error\"")),
+            },
+            _ => Err(FieldError::refused(
+                "a reply must carry \"ok\": true or false",
+            )),
+        }
+    }
+
+    /// The body, or the error as `Err`.
+    pub fn into_result(self) -> Result<T, ErrorBody> {
+        match self {
+            Reply::Ok(body) => Ok(body),
+            Reply::Err(err) => Err(err),
+        }
+    }
+}
+
+/// A successful reply: `body`'s fields with `id` and `ok: true`.
+pub fn ok(id: &Value, body: &impl Serialize) -> Value {
+    let mut out = Map::new();
+    out.insert("id".into(), id.clone());
+    out.insert("ok".into(), Value::Bool(true));
+    if let Ok(Value::Object(fields)) = serde_json::to_value(body) {
+        out.extend(fields);
+    }
+    Value::Object(out)
+}
+
+/// An error reply.
+pub fn error(id: &Value, code: ErrorCode, message: impl Into<String>) -> Value {
+    error_with(
+        id,
+        ErrorBody {
+            code,
+            message: message.into(),
+            written: None,
+        },
+    )
+}
+
+/// An error reply with a full body.
+pub fn error_with(id: &Value, body: ErrorBody) -> Value {
+    let mut out = Map::new();
+    out.insert("id".into(), id.clone());
+    out.insert("ok".into(), Value::Bool(false));
+    out.insert(
+        "error".into(),
+        serde_json::to_value(body).unwrap_or(Value::Null),
+    );
+    Value::Object(out)
+}
+
+/// The error code of a reply, if it is an error.
+pub fn error_code(reply: &Value) -> Option<ErrorCode> {
+    match Reply::<Value>::read(reply) {
+        Ok(Reply::Err(err)) => Some(err.code),
+        _ => None,
+    }
+}
+
+/// `hello`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The version both sides speak.
+    pub version: u64,
+    /// `daemon` or `pane-host`.
+    pub role: String,
+    /// The server's build.
+    pub build: String,
+    /// The daemon's pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The pane host's session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+/// A pane as `info`, `spawn` and `list` describe it. In a listing, a pane host that did not
+/// answer has only `session`, `pid`, `state` and `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PaneRecord {
+    /// The pane's name.
+    pub session: String,
+    /// The pane host's pid.
+    pub pid: u32,
+    /// Why the pane host could not be asked: `unresponsive`, `unreachable`, `foreign`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// What went wrong asking it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The program's pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_pid: Option<u32>,
+    /// The process incarnation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
+    /// The launch generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<String>,
+    /// The program and its arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// The program's working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// When the pane host started (unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<u64>,
+    /// The pane host's socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
+    /// The protocol version the pane host speaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u64>,
+    /// The pane host's build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// The launch spec (left out of listings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Value>,
+    /// The I/O revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+    /// How the program ended, if it has.
+    #[serde(default)]
+    pub exited: Option<ExitStatus>,
+    /// The pane's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Size>,
+    /// Attached clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<usize>,
+    /// The window title the program set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+impl PaneRecord {
+    /// The pane's identity, if the record carries one.
+    pub fn identity(&self) -> Option<Identity> {
+        Some(Identity {
+            incarnation: self.incarnation.clone()?,
+            generation: self.generation.clone()?,
+            revision: self.revision?,
+        })
+    }
+}
+
+/// `list`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Listing {
+    /// Every pane, by name.
+    pub panes: Vec<PaneRecord>,
+}
+
+/// The daemon's `attach` answer: where the pane host serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachTarget {
+    /// The pane.
+    pub session: String,
+    /// The pane host's socket.
+    pub socket: String,
+}
+
+/// The pane host's `attach` answer; frames follow it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attached {
+    /// Always true.
+    pub attached: bool,
+    /// This client's id.
+    pub client: u64,
+    /// Whether it only watches.
+    pub read_only: bool,
+    /// The pane's identity when it attached.
+    pub identity: Identity,
+}
+
+/// `kill`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Killed {
+    /// The pane ended.
+    pub killed: String,
+}
+
+/// `shutdown`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shutdown {
+    /// Always true.
+    pub shutdown: bool,
+    /// The panes ended first.
+    pub killed: Vec<String>,
+}
+
+/// `send`'s answer: written, or not written because the pane was not what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "lowercase")]
+pub enum Sent {
+    /// Every byte was written.
+    Sent {
+        /// The revision after the write.
+        revision: u64,
+        /// The transaction, if the send carried one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        txn: Option<String>,
+    },
+    /// Zero bytes were written.
+    Conflict {
+        /// What the pane is.
+        actual: Identity,
+        /// The program has exited.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        exited: bool,
+        /// The transaction, if the send carried one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        txn: Option<String>,
+    },
+}
+
+/// A cursor position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    /// Row, from 0.
+    pub row: usize,
+    /// Column, from 0.
+    pub col: usize,
+    /// Shown or hidden.
+    pub visible: bool,
+}
+
+/// Terminal modes a snapshot reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Modes {
+    /// The program is on the alternate screen.
+    pub alternate_screen: bool,
+    /// The program asked for bracketed paste.
+    pub bracketed_paste: bool,
+    /// The program asked for application cursor keys.
+    pub application_cursor: bool,
+    /// The program asked for mouse reports.
+    pub mouse: bool,
+    /// The program asked for focus events.
+    pub focus_events: bool,
+}
+
+/// The PTY's foreground process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Foreground {
+    /// The group.
+    pub pgid: i32,
+    /// True if it is the program's own group.
+    pub is_leader: bool,
+}
+
+/// `snapshot`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Screen {
+    /// The pane.
+    pub session: String,
+    /// The process incarnation.
+    pub incarnation: String,
+    /// The launch generation.
+    pub generation: String,
+    /// The I/O revision.
+    pub revision: u64,
+    /// The expect token of this identity (SPEC §3), when the server gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+    /// The size.
+    pub size: Size,
+    /// The cursor.
+    pub cursor: Cursor,
+    /// The modes.
+    pub modes: Modes,
+    /// The window title.
+    pub title: String,
+    /// The visible lines.
+    pub lines: Vec<String>,
+    /// The PTY's foreground group.
+    pub foreground: Option<Foreground>,
+    /// How the program ended, if it has.
+    pub exited: Option<ExitStatus>,
+    /// The program's pid.
+    pub child_pid: u32,
+    /// The pane host's pid.
+    pub pid: u32,
+    /// Attached clients.
+    pub clients: usize,
+    /// Lines of history.
+    pub history: usize,
+    /// Each visible line with its SGR sequences, when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ansi: Option<Vec<String>>,
+    /// Every cell, when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cells: Option<Value>,
+    /// The last lines of history, when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrollback: Option<Vec<String>>,
+}
+
+impl Screen {
+    /// The pane's identity at the snapshot.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            incarnation: self.incarnation.clone(),
+            generation: self.generation.clone(),
+            revision: self.revision,
+        }
+    }
+}
+
+/// `scrollback`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct History {
+    /// The revision.
+    pub revision: u64,
+    /// Lines in the range asked.
+    pub total: usize,
+    /// Lines of history.
+    pub history: usize,
+    /// The first line given.
+    pub start: usize,
+    /// The lines.
+    pub lines: Vec<String>,
+}
+
+/// `resize`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resized {
+    /// The revision after it.
+    pub revision: u64,
+    /// The new size.
+    pub size: Size,
+}
+
+/// `clear`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cleared {
+    /// The revision after it.
+    pub revision: u64,
+}
+
+/// `restart`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restarted {
+    /// The new identity.
+    pub identity: Identity,
+}
+
+/// `detach`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Detached {
+    /// Clients detached.
+    pub detached: usize,
+}
+
+/// The state a `wait` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitState {
+    /// The revision.
+    pub revision: u64,
+    /// The incarnation.
+    pub incarnation: String,
+    /// How the program ended, if it has.
+    pub exited: Option<ExitStatus>,
+}
+
+/// `wait`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waited {
+    /// Always `matched`.
+    pub result: String,
+    /// The state when every condition held.
+    pub state: WaitState,
+}
+
+/// `txn`'s answer: its state, or whether it was settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnState {
+    /// The transaction.
+    pub txn: String,
+    /// `never-written`, `running`, `written` or `unknown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Whether a settle forgot it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<bool>,
+}
+
+/// `subscribe`'s first answer; events follow it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscribed {
+    /// Always true.
+    pub subscribed: bool,
+    /// The pane (daemon).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The pane's identity (pane host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Identity>,
+}
+
+/// `hook`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Published {
+    /// Always true.
+    pub published: bool,
+}
+
+/// `ding.nudge`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nudged {
+    /// Whether a worker was told.
+    pub nudged: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn replies_read_as_bodies_or_errors() {
+        let reply = ok(&json!(3), &Killed { killed: "w".into() });
+        assert_eq!(reply, json!({"id": 3, "ok": true, "killed": "w"}));
+        assert_eq!(
+            Reply::<Killed>::read(&reply).unwrap(),
+            Reply::Ok(Killed { killed: "w".into() })
+        );
+        let reply = error(&json!(3), ErrorCode::NotFound, "no pane named \"w\"");
+        let Reply::Err(err) = Reply::<Killed>::read(&reply).unwrap() else {
+            panic!("not an error: {reply}");
+        };
+        assert_eq!(err.code, ErrorCode::NotFound);
+        assert_eq!(error_code(&reply), Some(ErrorCode::NotFound));
+        let err = Reply::<Killed>::read(&json!({"ok": true})).unwrap_err();
+        assert_eq!(err.to_string(), "missing field \"killed\"");
+    }
+
+    #[test]
+    fn a_send_reply_is_sent_or_conflict() {
+        let sent: Sent = serde_json::from_value(json!({"result": "sent", "revision": 4})).unwrap();
+        assert_eq!(
+            sent,
+            Sent::Sent {
+                revision: 4,
+                txn: None
+            }
+        );
+        let conflict = Sent::Conflict {
+            actual: Identity {
+                incarnation: "i".into(),
+                generation: "g".into(),
+                revision: 9,
+            },
+            exited: false,
+            txn: Some("t".into()),
+        };
+        let value = serde_json::to_value(&conflict).unwrap();
+        assert_eq!(value["result"], "conflict");
+        assert!(value.get("exited").is_none());
+        assert_eq!(serde_json::from_value::<Sent>(value).unwrap(), conflict);
+    }
+}

@@ -1,0 +1,756 @@
+//! Requests: one enum of every op ([`Op`]), tagged on the wire by its `op` field, and the
+//! [`Request`] envelope that carries the `id` a reply echoes (SPEC §6.1).
+//!
+//! A line is parsed once, at the socket it arrives on, by [`Request::parse`]; what cannot be
+//! parsed becomes a [`BadRequest`] whose message names the field and the problem. The daemon
+//! forwards pane ops to the pane host by serializing the typed request again
+//! ([`Request::to_line`]), and the pane host parses it once more at its own socket.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::code::ErrorCode;
+use crate::de::{self, FieldError};
+use crate::identity::Expect;
+use crate::name::SessionName;
+
+/// A parsed request: the id its reply echoes and the op with its fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Any JSON value the requester chose; `null` when it gave none.
+    pub id: Value,
+    /// What is asked.
+    pub op: Op,
+}
+
+/// Why a line is not a request; carries the id when one could be read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadRequest {
+    /// The request's id, or `null`.
+    pub id: Value,
+    /// [`ErrorCode::Malformed`], [`ErrorCode::UnknownOp`] or [`ErrorCode::Invalid`].
+    pub code: ErrorCode,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+impl Request {
+    /// A request with `id`.
+    pub fn new(id: impl Into<Value>, op: impl Into<Op>) -> Request {
+        Request {
+            id: id.into(),
+            op: op.into(),
+        }
+    }
+
+    /// Parses one request line (without its newline).
+    pub fn parse(line: &[u8]) -> Result<Request, BadRequest> {
+        let value: Value = serde_json::from_slice(line).map_err(|err| BadRequest {
+            id: Value::Null,
+            code: ErrorCode::Malformed,
+            message: format!("malformed JSON: {err}"),
+        })?;
+        Request::from_value(&value)
+    }
+
+    /// Parses a request from a JSON value.
+    pub fn from_value(value: &Value) -> Result<Request, BadRequest> {
+        let Value::Object(body) = value else {
+            return Err(BadRequest {
+                id: Value::Null,
+                code: ErrorCode::Malformed,
+                message: "a request must be a JSON object".into(),
+            });
+        };
+        let id = body.get("id").cloned().unwrap_or(Value::Null);
+        let invalid = |message: String| BadRequest {
+            id: id.clone(),
+            code: ErrorCode::Invalid,
+            message,
+        };
+        let name = match body.get("op") {
+            Some(Value::String(name)) => name,
+            Some(_) => return Err(invalid("field \"op\" must be a string".into())),
+            None => return Err(invalid("missing field \"op\"".into())),
+        };
+        match Op::decode(name, value) {
+            Some(Ok(op)) => Ok(Request { id, op }),
+            Some(Err(err)) => Err(invalid(err.to_string())),
+            None => Err(BadRequest {
+                id: id.clone(),
+                code: ErrorCode::UnknownOp,
+                message: format!("unknown op {name:?} (known: {})", Op::NAMES.join(", ")),
+            }),
+        }
+    }
+
+    /// The request as a JSON object: the op's fields, `op` and `id`.
+    pub fn to_value(&self) -> Value {
+        let mut value =
+            serde_json::to_value(&self.op).unwrap_or_else(|_| Value::Object(Map::new()));
+        if let Value::Object(map) = &mut value {
+            map.insert("id".into(), self.id.clone());
+        }
+        value
+    }
+
+    /// The request as one line, newline included.
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut line = serde_json::to_vec(&self.to_value()).unwrap_or_default();
+        line.push(b'\n');
+        line
+    }
+}
+
+impl Serialize for Request {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(serializer)
+    }
+}
+
+/// Declares [`Op`] from one list of `"wire-name" => Variant(FieldsType)`, so the names that
+/// parse, serialize and appear in error messages can never disagree.
+macro_rules! ops {
+    ($($(#[$doc:meta])* $name:literal => $variant:ident($ty:ty),)*) => {
+        /// Every op of the protocol. The daemon serves some, forwards the pane ops to the pane
+        /// host, and the pane host serves those; each side answers an op it does not serve with
+        /// `unknown-op`.
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[cfg_attr(test, derive(arbitrary::Arbitrary))]
+        #[serde(tag = "op")]
+        pub enum Op {
+            $($(#[$doc])* #[serde(rename = $name)] $variant($ty),)*
+        }
+
+        impl Op {
+            /// The wire names of every op.
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// This op's wire name.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Op::$variant(_) => $name,)*
+                }
+            }
+
+            /// The op named `name` with its fields read from `body`; `None` for an unknown name.
+            fn decode(name: &str, body: &Value) -> Option<Result<Op, FieldError>> {
+                match name {
+                    $($name => Some(de::from_value::<$ty>(body).map(Op::$variant)),)*
+                    _ => None,
+                }
+            }
+        }
+
+        $(impl From<$ty> for Op {
+            fn from(fields: $ty) -> Op {
+                Op::$variant(fields)
+            }
+        })*
+    };
+}
+
+ops! {
+    /// Version negotiation.
+    "hello" => Hello(Hello),
+    /// Start a pane (daemon).
+    "spawn" => Spawn(Spawn),
+    /// Every pane and its state (daemon).
+    "list" => List(List),
+    /// End a pane: its program and its pane host.
+    "kill" => Kill(Kill),
+    /// Where to attach (daemon); switch the connection to frames (pane host).
+    "attach" => Attach(Attach),
+    /// Stop the daemon, optionally ending every pane first (daemon).
+    "shutdown" => Shutdown(Shutdown),
+    /// A pane's DING state (daemon).
+    "ding.status" => DingStatus(DingStatus),
+    /// Wake a pane's DING worker (daemon).
+    "ding.nudge" => DingNudge(DingNudge),
+    /// `belfry dispatch` at a turn boundary claims unread messages (daemon, SPEC §7.5).
+    "ding.turn-boundary" => DingTurnBoundary(DingTurnBoundary),
+    /// A hook event seen by `belfry dispatch` inside a pane (daemon).
+    "hook" => Hook(Hook),
+    /// A guarded write (SPEC §3).
+    "send" => Send(Send),
+    /// The screen and the pane's identity.
+    "snapshot" => Snapshot(Snapshot),
+    /// Lines of history.
+    "scrollback" => Scrollback(Scrollback),
+    /// Change the pane's size.
+    "resize" => Resize(Resize),
+    /// Clear the screen model and history.
+    "clear" => Clear(Clear),
+    /// End the program and start it again (a new incarnation).
+    "restart" => Restart(Restart),
+    /// Detach every attached client.
+    "detach" => Detach(Detach),
+    /// Until conditions hold or a timeout passes.
+    "wait" => Wait(Wait),
+    /// The pane host's record.
+    "info" => Info(Info),
+    /// A stream of events.
+    "subscribe" => Subscribe(Subscribe),
+    /// What became of a transaction.
+    "txn" => Txn(Txn),
+}
+
+impl Op {
+    /// The pane this op is about, if it names one.
+    pub fn session(&self) -> Option<&SessionName> {
+        match self {
+            Op::Hello(_) | Op::List(_) | Op::Shutdown(_) => None,
+            Op::Spawn(op) => Some(&op.session),
+            Op::Kill(op) => op.session.as_ref(),
+            Op::Attach(op) => op.session.as_ref(),
+            Op::DingStatus(op) => op.session.as_ref(),
+            Op::DingNudge(op) => op.session.as_ref(),
+            Op::DingTurnBoundary(op) => op.session.as_ref(),
+            Op::Hook(op) => op.session.as_ref(),
+            Op::Send(op) => op.session.as_ref(),
+            Op::Snapshot(op) => op.session.as_ref(),
+            Op::Scrollback(op) => op.session.as_ref(),
+            Op::Resize(op) => op.session.as_ref(),
+            Op::Clear(op) => op.session.as_ref(),
+            Op::Restart(op) => op.session.as_ref(),
+            Op::Detach(op) => op.session.as_ref(),
+            Op::Wait(op) => op.session.as_ref(),
+            Op::Info(op) => op.session.as_ref(),
+            Op::Subscribe(op) => op.session.as_ref(),
+            Op::Txn(op) => op.session.as_ref(),
+        }
+    }
+
+    /// True for the ops a pane host serves and the daemon forwards to it unchanged.
+    pub fn is_pane_op(&self) -> bool {
+        matches!(
+            self,
+            Op::Send(_)
+                | Op::Snapshot(_)
+                | Op::Scrollback(_)
+                | Op::Resize(_)
+                | Op::Clear(_)
+                | Op::Restart(_)
+                | Op::Detach(_)
+                | Op::Wait(_)
+                | Op::Info(_)
+                | Op::Txn(_)
+        )
+    }
+}
+
+/// Declares an op whose only field is the pane it is about. `session` is strict: a request
+/// that names its pane as `null` is refused, never taken as "any pane".
+macro_rules! session_only {
+    ($($(#[$doc:meta])* $name:ident,)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[cfg_attr(test, derive(arbitrary::Arbitrary))]
+        pub struct $name {
+            /// The pane (required by the daemon; checked by the pane host when given).
+            #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "de::present")]
+            pub session: Option<SessionName>,
+        }
+
+        impl $name {
+            /// The op about `session`.
+            pub fn of(session: SessionName) -> $name {
+                $name { session: Some(session) }
+            }
+        }
+    )*};
+}
+
+session_only! {
+    /// `kill`.
+    Kill,
+    /// `ding.status`.
+    DingStatus,
+    /// `ding.nudge`.
+    DingNudge,
+    /// `clear`.
+    Clear,
+    /// `restart`.
+    Restart,
+    /// `detach`.
+    Detach,
+    /// `info`.
+    Info,
+}
+
+/// `hello`: the versions the requester speaks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Hello {
+    /// Every version the requester speaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Vec<u64>>,
+    /// The one version an older requester speaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+}
+
+impl Hello {
+    /// The versions this build speaks.
+    pub fn ours() -> Hello {
+        Hello {
+            versions: Some(
+                (crate::limits::MIN_PROTOCOL_VERSION..=crate::limits::PROTOCOL_VERSION).collect(),
+            ),
+            version: None,
+        }
+    }
+
+    /// The highest version both sides speak.
+    pub fn negotiate(&self) -> Result<u64, String> {
+        use crate::limits::{MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+        let offered = match (&self.versions, self.version) {
+            (Some(versions), _) => versions.clone(),
+            (None, Some(version)) => vec![version],
+            (None, None) => vec![PROTOCOL_VERSION],
+        };
+        offered
+            .into_iter()
+            .filter(|v| (MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(v))
+            .max()
+            .ok_or_else(|| {
+                format!(
+                    "no common protocol version: this side speaks \
+                     {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}"
+                )
+            })
+    }
+}
+
+/// Which attached client decides the pane size (SPEC §5).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+#[serde(rename_all = "lowercase")]
+pub enum SizePolicy {
+    /// The most recently active writable client (tmux's `latest`).
+    #[default]
+    Latest,
+    /// The smallest of the writable clients.
+    Smallest,
+}
+
+/// `spawn`: what the new pane runs (SPEC §2). The daemon checks what a type cannot (a program
+/// to run, a cwd that exists, a policy it knows) and builds the pane's launch spec from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Spawn {
+    /// The new pane's name.
+    pub session: SessionName,
+    /// The program and its arguments.
+    pub argv: Vec<String>,
+    /// The program's working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Declared environment: part of the generation.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "de::null_is_default"
+    )]
+    pub env: BTreeMap<String, String>,
+    /// The requester's environment: not part of the generation.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "de::null_is_default"
+    )]
+    pub base_env: BTreeMap<String, String>,
+    /// Initial rows (default 24).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+    /// Initial columns (default 80).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u64>,
+    /// Which attached client decides the size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_policy: Option<SizePolicy>,
+    /// Scrollback lines kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrollback: Option<u64>,
+    /// The DING delivery policy token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ding_policy: Option<String>,
+    /// The DING adapter command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_command: Option<Vec<String>>,
+    /// The adapter (a directory under the adapters directory) that describes the harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<SessionName>,
+    /// A charter (system prompt) placed the way the adapter declares (SPEC §11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charter: Option<String>,
+}
+
+impl Spawn {
+    /// A spawn of `argv` as `session`, every other field at its default.
+    pub fn new(session: SessionName, argv: Vec<String>) -> Spawn {
+        Spawn {
+            session,
+            argv,
+            cwd: None,
+            env: BTreeMap::new(),
+            base_env: BTreeMap::new(),
+            rows: None,
+            cols: None,
+            size_policy: None,
+            scrollback: None,
+            ding_policy: None,
+            adapter_command: None,
+            adapter: None,
+            charter: None,
+        }
+    }
+}
+
+/// `list`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct List {}
+
+/// `attach`. `read_only` is strict: a mistyped or null `read_only` never becomes a writable
+/// client.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Attach {
+    /// The pane.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub session: Option<SessionName>,
+    /// A client that only watches.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub read_only: Option<bool>,
+    /// The client's rows (with `cols`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+    /// The client's columns (with `rows`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u64>,
+}
+
+/// `shutdown`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Shutdown {
+    /// End every pane first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_panes: Option<bool>,
+}
+
+/// `ding.turn-boundary`: a protocol v1 turn-boundary event, checked by the pane's DING worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct DingTurnBoundary {
+    /// The pane.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub session: Option<SessionName>,
+    /// The event, validated by the DING adapter protocol (SPEC §7.4).
+    #[cfg_attr(test, arbitrary(with = arbitrary_json))]
+    pub event: Value,
+}
+
+/// `hook`: what `belfry dispatch` saw, published on the bus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Hook {
+    /// The pane.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub session: Option<SessionName>,
+    /// The canonical hook event name.
+    pub hook: String,
+    /// Where the event came from (a session start's source), as the harness said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The tool of a tool event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// The harness's own name for the event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_event_name: Option<String>,
+    /// The incarnation the event was seen in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
+}
+
+/// One step of a send's input. Each is an object of one key: `{"text":…}`, `{"bytes":…}`
+/// (base64), `{"paste":…}`, `{"key":…}` or `{"delay_ms":…}`. The pane host checks key names
+/// and limits (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+#[serde(rename_all = "snake_case")]
+pub enum InputStep {
+    /// Text written as it is.
+    Text(String),
+    /// Raw bytes, base64-encoded.
+    Bytes(String),
+    /// Text pasted (bracketed when the program asked for it).
+    Paste(String),
+    /// A named key (`Enter`, `C-c`, …).
+    Key(String),
+    /// A pause between steps.
+    DelayMs(u64),
+}
+
+/// `send`: a guarded write (SPEC §3). `expect` and `timeout_ms` are strict: a `null` guard is
+/// refused, never read as "no guard".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Send {
+    /// The pane.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub session: Option<SessionName>,
+    /// What the pane must still be; absent fields are not compared.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub expect: Option<Expect>,
+    /// What to write.
+    pub input: Vec<InputStep>,
+    /// A transaction id whose fate the pane host records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn: Option<String>,
+    /// How long the writes may wait in total for the program to read.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `snapshot`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Snapshot {
+    /// The pane.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub session: Option<SessionName>,
+    /// Every cell with its attributes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cells: Option<bool>,
+    /// Each line with its SGR sequences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ansi: Option<bool>,
+    /// The last N lines of history too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrollback: Option<u64>,
+}
+
+/// `scrollback`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Scrollback {
+    /// The pane.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub session: Option<SessionName>,
+    /// The first history line (0 is the oldest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<u64>,
+    /// How many lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+}
+
+/// `resize`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Resize {
+    /// The pane.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub session: Option<SessionName>,
+    /// New rows.
+    pub rows: u64,
+    /// New columns.
+    pub cols: u64,
+}
+
+/// `wait`: until every given condition holds, or the timeout passes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Wait {
+    /// The pane.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub session: Option<SessionName>,
+    /// The revision is at least this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+    /// The program has exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<bool>,
+    /// The screen matches this regex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// Nothing changed for this many ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiet_ms: Option<u64>,
+    /// Give up after this many ms (default 30 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `subscribe`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Subscribe {
+    /// Only this pane's events (and its revisions); every pane's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionName>,
+    /// Revision events too (pane host; default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revisions: Option<bool>,
+}
+
+/// `txn`: what became of a transaction; with `settle`, forget an ended one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Txn {
+    /// The pane.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub session: Option<SessionName>,
+    /// The transaction id.
+    pub txn: String,
+    /// Forget an ended transaction whose outcome the requester has recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<bool>,
+}
+
+/// Small JSON values for the property test (no floats: they need not round-trip exactly).
+#[cfg(test)]
+fn arbitrary_json(u: &mut arbitrary::Unstructured<'_>) -> arbitrary::Result<Value> {
+    Ok(match u.int_in_range(0..=5)? {
+        0 => Value::Null,
+        1 => Value::Bool(u.arbitrary()?),
+        2 => Value::from(u.arbitrary::<u32>()?),
+        3 => Value::String(u.arbitrary()?),
+        4 => Value::Array(vec![Value::String(u.arbitrary()?)]),
+        _ => {
+            let mut map = Map::new();
+            map.insert(u.arbitrary()?, Value::from(u.arbitrary::<i32>()?));
+            Value::Object(map)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn bad(line: Value) -> BadRequest {
+        Request::from_value(&line).unwrap_err()
+    }
+
+    #[test]
+    fn bad_requests_are_named() {
+        assert_eq!(Request::parse(b"{").unwrap_err().code, ErrorCode::Malformed);
+        assert!(bad(json!([1])).message.contains("JSON object"));
+        let err = bad(json!({"id": 7}));
+        assert_eq!(
+            (err.id, err.message.as_str()),
+            (json!(7), "missing field \"op\"")
+        );
+        let err = bad(json!({"id": 1, "op": "frobnicate"}));
+        assert_eq!(err.code, ErrorCode::UnknownOp);
+        assert!(
+            err.message.contains("unknown op \"frobnicate\""),
+            "{}",
+            err.message
+        );
+        let err = bad(json!({"op": "send", "session": "rec"}));
+        assert_eq!(err.message, "missing field \"input\"");
+        let err = bad(json!({"op": "snapshot", "session": "../etc"}));
+        assert!(
+            err.message.contains("invalid session name"),
+            "{}",
+            err.message
+        );
+        let err = bad(json!({"op": "send", "session": "r", "expect": {"revison": 3}, "input": []}));
+        assert!(
+            err.message.contains("\"expect.revison\""),
+            "{}",
+            err.message
+        );
+        let err = bad(json!({"op": "send", "expect": {"revision": null}, "input": []}));
+        assert!(
+            err.message.contains("\"expect.revision\" is null"),
+            "{}",
+            err.message
+        );
+        let err = bad(json!({"op": "attach", "read_only": null}));
+        assert!(
+            err.message.contains("\"read_only\" is null"),
+            "{}",
+            err.message
+        );
+        let err = bad(json!({"op": "send", "input": [{"text": "a"}, {"key": 5}]}));
+        assert_eq!(err.message, "field \"input[1].key\" must be a string");
+    }
+
+    #[test]
+    fn a_send_reads_as_typed_steps() {
+        let request = Request::from_value(&json!({"id": "a", "op": "send", "session": "w",
+            "expect": {"revision": 3},
+            "input": [{"text": "hi"}, {"key": "Enter"}, {"delay_ms": 5}]}))
+        .unwrap();
+        let Op::Send(send) = &request.op else {
+            panic!("not a send: {request:?}");
+        };
+        assert_eq!(send.expect.as_ref().and_then(|e| e.revision), Some(3));
+        assert_eq!(
+            send.input,
+            vec![
+                InputStep::Text("hi".into()),
+                InputStep::Key("Enter".into()),
+                InputStep::DelayMs(5)
+            ]
+        );
+        assert_eq!(request.to_value()["op"], "send");
+    }
+}
