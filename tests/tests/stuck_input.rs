@@ -44,10 +44,33 @@ fn paste_until_stuck(conn: &mut Conn, timeout_ms: u64) -> (Value, Duration) {
     panic!("four 64 KiB pastes to a program that reads nothing all completed");
 }
 
+/// Fills the PTY until it takes nothing more. A paste that does not complete is not proof: on a
+/// loaded machine the kernel can be slow to move input from its flip buffers to the line
+/// discipline, so a paste can time out while room is still to come, and a later small write then
+/// goes through. Full is two pastes in a row that write zero bytes within their deadline.
+fn fill_until_full(conn: &mut Conn) {
+    let _ = paste_until_stuck(conn, 300);
+    let mut empty = 0;
+    for _ in 0..40 {
+        let reply =
+            conn.request(json!({"op":"send","timeout_ms":300,"input":[{"paste":big_paste()}]}));
+        assert_eq!(reply["error"]["code"], "timeout", "{reply}");
+        if reply["error"]["written"] == 0 {
+            empty += 1;
+            if empty == 2 {
+                return;
+            }
+        } else {
+            empty = 0;
+        }
+    }
+    panic!("the PTY kept taking input from a program that reads nothing");
+}
+
 /// Starts a paste with a long deadline on its own connection and returns once it is blocked.
 fn stuck_paste_in_flight(env: &Env, session: &str) -> std::thread::JoinHandle<Option<Value>> {
     let mut filler = Conn::open(&env.pane_socket(session)).unwrap();
-    let _ = paste_until_stuck(&mut filler, 300);
+    fill_until_full(&mut filler);
     let socket = env.pane_socket(session);
     let handle = std::thread::spawn(move || {
         let mut conn = Conn::open(&socket).unwrap();
@@ -266,7 +289,7 @@ fn a_stuck_keystroke_write_releases_the_input_lock() {
     let env = Env::new();
     let _ = stalled_recorder(&env, "rec");
     let mut filler = Conn::open(&env.pane_socket("rec")).unwrap();
-    let _ = paste_until_stuck(&mut filler, 300);
+    fill_until_full(&mut filler);
     // An attached keyboard types into the full PTY: the write blocks, holding the input lock.
     let mut keyboard = Conn::open(&env.pane_socket("rec")).unwrap();
     let reply = keyboard.request(json!({"op":"attach"}));
@@ -317,7 +340,7 @@ fn cli_send_timeout_reports_the_bytes_written() {
     let env = Env::new();
     let _ = stalled_recorder(&env, "rec");
     let mut filler = Conn::open(&env.pane_socket("rec")).unwrap();
-    let _ = paste_until_stuck(&mut filler, 300);
+    fill_until_full(&mut filler);
     let started = Instant::now();
     let out = env.run(&["send", "rec", "--timeout-ms", "500", "--text", "stuck"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
