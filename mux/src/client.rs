@@ -182,9 +182,13 @@ impl Client {
             map.entry("id").or_insert(json!(id));
         }
         let op = request["op"].as_str().unwrap_or_default().to_string();
-        let within = self
-            .deadline
-            .unwrap_or_else(|| crate::deadline::daemon_reply(&request));
+        // A request that does not parse is refused by the daemon at once.
+        let within = self.deadline.unwrap_or_else(|| {
+            belfry_proto::Request::from_value(&request).map_or(
+                crate::deadline::DAEMON_QUICK + crate::deadline::CLIENT_MARGIN,
+                |parsed| crate::deadline::daemon_reply(&parsed.op),
+            )
+        });
         // A deadline too far away to represent (a `wait` with a huge timeout) is no deadline.
         let deadline = Instant::now().checked_add(within);
         self.send_line(&request, deadline, &op, within)?;

@@ -11,9 +11,12 @@
 
 use std::time::Duration;
 
-use belfry_pty::input::{DEFAULT_TIMEOUT_MS, MAX_DELAY_TOTAL_MS, MAX_TIMEOUT_MS};
+use belfry_proto::limits::{
+    DEFAULT_SEND_TIMEOUT_MS as DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_DELAY_TOTAL_MS,
+    MAX_SEND_TIMEOUT_MS as MAX_TIMEOUT_MS,
+};
+use belfry_proto::request::{self, InputStep, Op};
 use belfry_pty::pane::lock_wait;
-use serde_json::Value;
 
 /// How long a quick op (info, snapshot, resize, …) may take at a pane host.
 pub const PANE_QUICK: Duration = Duration::from_secs(5);
@@ -35,78 +38,60 @@ pub const KILL: Duration = Duration::from_secs(10);
 /// probes of 2 s each.
 pub const SPAWN: Duration = Duration::from_secs(25);
 
-/// The op of a request object, or `""`.
-fn op(request: &Value) -> &str {
-    request
-        .get("op")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
 /// The sum of a send's own `delay_ms` steps, capped at the per-request limit (a request over the
 /// limit is refused at once, so the cap never shortens a valid send).
-fn own_delays(request: &Value) -> Duration {
-    let total: u64 = request
-        .get("input")
-        .and_then(Value::as_array)
-        .map(|steps| {
-            steps
-                .iter()
-                .filter_map(|step| step.get("delay_ms").and_then(Value::as_u64))
-                .fold(0u64, u64::saturating_add)
+fn own_delays(send: &request::Send) -> Duration {
+    let total = send
+        .input
+        .iter()
+        .filter_map(|step| match step {
+            InputStep::DelayMs(ms) => Some(*ms),
+            _ => None,
         })
-        .unwrap_or(0);
+        .fold(0u64, u64::saturating_add);
     Duration::from_millis(total.min(MAX_DELAY_TOTAL_MS))
 }
 
 /// A `send` request's own write timeout (`timeout_ms`, as the pane host applies it).
-fn send_timeout(request: &Value) -> Duration {
-    let ms = request
-        .get("timeout_ms")
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_TIMEOUT_MS);
+fn send_timeout(send: &request::Send) -> Duration {
+    let ms = send.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
     Duration::from_millis(ms.min(MAX_TIMEOUT_MS))
 }
 
-/// How long the daemon waits for a pane host's reply to `request`.
+/// How long the daemon waits for a pane host's reply to `op`.
 ///
 /// A `send` may wait for the input lock (at most `lock_wait` of its write timeout, SPEC §3),
 /// then runs its own delays, and its writes may wait up to its write timeout for the program
 /// to read; the pane host answers `timeout` itself when that runs out, so the daemon waits
 /// longer than all of it. A `wait` lasts its own `timeout_ms`. A `restart` stops the old child
 /// (SIGKILL after 1.5 s) before starting the new.
-pub fn pane_reply(request: &Value) -> Duration {
-    match op(request) {
-        "send" => {
-            let timeout = send_timeout(request);
-            PANE_QUICK + lock_wait(timeout) + timeout + own_delays(request)
+pub fn pane_reply(op: &Op) -> Duration {
+    match op {
+        Op::Send(send) => {
+            let timeout = send_timeout(send);
+            PANE_QUICK + lock_wait(timeout) + timeout + own_delays(send)
         }
-        "wait" => PANE_QUICK.saturating_add(wait_timeout(request)),
-        "restart" => PANE_QUICK * 2,
+        Op::Wait(wait) => PANE_QUICK.saturating_add(Duration::from_millis(
+            wait.timeout_ms.unwrap_or(DEFAULT_WAIT_MS),
+        )),
+        Op::Restart(_) => PANE_QUICK * 2,
         _ => PANE_QUICK,
     }
 }
 
-/// A `wait` request's own timeout (default 30 s, as the pane host applies it).
-fn wait_timeout(request: &Value) -> Duration {
-    Duration::from_millis(
-        request
-            .get("timeout_ms")
-            .and_then(Value::as_u64)
-            .unwrap_or(30_000),
-    )
-}
-
-/// How long a client waits for the daemon's reply to `request`.
-pub fn daemon_reply(request: &Value) -> Duration {
-    let own = match op(request) {
-        "spawn" => SPAWN,
-        "kill" | "shutdown" => KILL,
-        "ding.status" | "ding.turn-boundary" => DING_WORKER,
-        "hello" | "list" | "attach" | "subscribe" | "ding.nudge" | "hook" => {
-            return DAEMON_QUICK;
-        }
-        _ => pane_reply(request),
+/// How long a client waits for the daemon's reply to `op`.
+pub fn daemon_reply(op: &Op) -> Duration {
+    let own = match op {
+        Op::Spawn(_) => SPAWN,
+        Op::Kill(_) | Op::Shutdown(_) => KILL,
+        Op::DingStatus(_) | Op::DingTurnBoundary(_) => DING_WORKER,
+        Op::Hello(_)
+        | Op::List(_)
+        | Op::Attach(_)
+        | Op::Subscribe(_)
+        | Op::DingNudge(_)
+        | Op::Hook(_) => return DAEMON_QUICK,
+        _ => pane_reply(op),
     };
     own.saturating_add(CLIENT_MARGIN)
 }
@@ -114,7 +99,13 @@ pub fn daemon_reply(request: &Value) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    fn op(request: Value) -> Op {
+        belfry_proto::Request::from_value(&request)
+            .unwrap_or_else(|bad| panic!("{request}: {}", bad.message))
+            .op
+    }
 
     #[test]
     fn the_client_always_waits_longer_than_the_daemon_may_spend() {
@@ -126,28 +117,31 @@ mod tests {
             json!({"op": "snapshot"}),
             json!({"op": "restart"}),
         ];
-        for request in requests {
+        for request in requests.map(op) {
             assert!(
                 daemon_reply(&request) > pane_reply(&request),
-                "{request}: client {:?} vs daemon {:?}",
+                "{request:?}: client {:?} vs daemon {:?}",
                 daemon_reply(&request),
                 pane_reply(&request)
             );
         }
-        assert!(daemon_reply(&json!({"op": "spawn"})) > SPAWN);
-        assert!(daemon_reply(&json!({"op": "kill"})) > KILL);
+        assert!(daemon_reply(&op(json!({"op": "spawn", "session": "s", "argv": ["x"]}))) > SPAWN);
+        assert!(daemon_reply(&op(json!({"op": "kill"}))) > KILL);
     }
 
     #[test]
     fn a_send_waits_for_one_transaction_ahead_plus_its_own_delays() {
-        let quick = pane_reply(&json!({"op": "send", "input": [{"text": "x"}]}));
-        let slow = pane_reply(&json!({"op": "send", "input": [{"delay_ms": 1500}, {"text": "x"}]}));
+        let quick = pane_reply(&op(json!({"op": "send", "input": [{"text": "x"}]})));
+        let slow = pane_reply(&op(
+            json!({"op": "send", "input": [{"delay_ms": 1500}, {"text": "x"}]}),
+        ));
         let default = Duration::from_millis(DEFAULT_TIMEOUT_MS);
         assert_eq!(quick, PANE_QUICK + lock_wait(default) + default);
         assert_eq!(slow, quick + Duration::from_millis(1500));
         // The pane host answers a send's own timeout itself: the daemon waits longer.
-        let long =
-            pane_reply(&json!({"op": "send", "timeout_ms": 60_000, "input": [{"text": "x"}]}));
+        let long = pane_reply(&op(
+            json!({"op": "send", "timeout_ms": 60_000, "input": [{"text": "x"}]}),
+        ));
         let sixty = Duration::from_secs(60);
         assert!(long > lock_wait(sixty) + sixty, "{long:?}");
     }

@@ -34,7 +34,7 @@ use belfry_ding::inbox::RefusedEntry;
 use belfry_ding::lease::LeaseConfig;
 use belfry_ding::notice::{notice_line, recovery_notice};
 use belfry_ding::ownership::StageOutcome;
-use belfry_ding::policy::{notice_transaction, to_wire_steps};
+use belfry_ding::policy::{notice_transaction, Step};
 use belfry_ding::presence::Presence;
 use belfry_ding::protocol::{EventBody, EventValidator};
 use belfry_ding::status::{
@@ -44,6 +44,8 @@ use belfry_ding::{
     DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, MessageName, OwnershipStore,
     PaneIdentity, SessionName,
 };
+use belfry_proto::request::{self as req, InputStep};
+use belfry_proto::{Expect, Request};
 
 use crate::adapter_group::{AdapterGroup, GroupOwner};
 use belfry_pty::txn::TxnState;
@@ -531,7 +533,14 @@ impl Worker {
     }
 
     async fn query_transaction(&self, txn: &str) -> Option<TxnState> {
-        let request = json!({"id": 0, "op": "txn", "txn": txn});
+        let request = Request::new(
+            0,
+            req::Txn {
+                session: None,
+                txn: txn.to_string(),
+                settle: None,
+            },
+        );
         let reply = tokio::time::timeout(
             TXN_QUERY_TIMEOUT,
             registry::pane_request(&self.info.socket, &request),
@@ -559,7 +568,14 @@ impl Worker {
     /// Lets the pane host forget a transaction whose outcome is now durable here; best
     /// effort (a journal entry left behind only takes room).
     async fn settle_transaction(&self, txn: &str) {
-        let request = json!({"id": 0, "op": "txn", "txn": txn, "settle": true});
+        let request = Request::new(
+            0,
+            req::Txn {
+                session: None,
+                txn: txn.to_string(),
+                settle: Some(true),
+            },
+        );
         let _ = tokio::time::timeout(
             TXN_QUERY_TIMEOUT,
             registry::pane_request(&self.info.socket, &request),
@@ -573,7 +589,7 @@ impl Worker {
         &mut self,
         names: &[MessageName],
         notice: &str,
-        expect: Option<Value>,
+        expect: Option<Expect>,
     ) -> Option<Value> {
         let txn = self.next_txn();
         match self
@@ -587,11 +603,16 @@ impl Worker {
                 return None;
             }
         }
-        let mut request = json!({"id": 0, "op": "send", "txn": txn,
-                                 "input": to_wire_steps(&notice_transaction(notice))});
-        if let Some(expect) = expect {
-            request["expect"] = expect;
-        }
+        let request = Request::new(
+            0,
+            req::Send {
+                session: None,
+                expect,
+                input: wire_steps(&notice_transaction(notice)),
+                txn: Some(txn.clone()),
+                timeout_ms: None,
+            },
+        );
         let reply = tokio::time::timeout(
             notice_send_timeout(),
             registry::pane_request(&self.info.socket, &request),
@@ -694,7 +715,10 @@ impl Worker {
         let (names, notice) = self.next_notice(&pending);
         // The notice is for this worker's pane host and program only: if another pane host
         // now serves the name, or the program restarted unseen, nothing is written.
-        let expect = json!({"incarnation": self.info.incarnation});
+        let expect = Expect {
+            incarnation: Some(self.info.incarnation.clone()),
+            ..Expect::default()
+        };
         if let Some(reply) = self.stage_and_send(&names, &notice, Some(expect)).await {
             if reply["exited"] == true {
                 self.exited = true;
@@ -893,9 +917,11 @@ impl Worker {
     }
 
     async fn pane_revision(&self) -> u64 {
-        let request = json!({"id": 0, "op": "info"});
-        match registry::pane_request(&self.info.socket, &request).await {
-            Ok(reply) => reply["revision"].as_u64().unwrap_or(0),
+        let request = Request::new(0, req::Info::default());
+        match registry::pane_ask::<belfry_proto::reply::PaneRecord>(&self.info.socket, &request)
+            .await
+        {
+            Ok(record) => record.revision.unwrap_or(0),
             Err(_) => 0,
         }
     }
@@ -981,7 +1007,11 @@ impl Worker {
             Err(reason) => self.note_hold(reason),
             Ok(expectation) => {
                 self.last_hold = None;
-                let expect = serde_json::to_value(&expectation).unwrap_or(Value::Null);
+                let expect = Expect {
+                    incarnation: Some(expectation.incarnation.clone()),
+                    generation: Some(expectation.generation.clone()),
+                    revision: Some(expectation.revision),
+                };
                 let (names, notice) = self.next_notice(&pending);
                 if let Some(reply) = self.stage_and_send(&names, &notice, Some(expect)).await {
                     if reply["result"] == "conflict" {
@@ -1119,6 +1149,18 @@ impl Worker {
             }
         }
     }
+}
+
+/// A DING transaction's steps as the protocol's input steps.
+fn wire_steps(steps: &[Step]) -> Vec<InputStep> {
+    steps
+        .iter()
+        .map(|step| match step {
+            Step::Paste(text) => InputStep::Paste(text.clone()),
+            Step::DelayMs(ms) => InputStep::DelayMs(*ms),
+            Step::Key(key) => InputStep::Key(key.clone()),
+        })
+        .collect()
 }
 
 /// `$BELFRY_ADAPTERS/…` in an adapter command names the adapters directory; nothing else is

@@ -7,13 +7,15 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
+use belfry_proto::reply::Reply;
+use belfry_proto::request::{self, Request};
+use belfry_proto::ErrorCode;
 use belfry_pty::paths;
 use belfry_pty::spec::LaunchSpec;
-use belfry_pty::wire::{self, PROTOCOL_VERSION};
 
 use crate::deadline;
 
@@ -176,11 +178,11 @@ pub enum PaneError {
 
 impl PaneError {
     /// The wire error code for this failure.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            PaneError::Failed(_) | PaneError::Busy(_) => wire::code::UNAVAILABLE,
-            PaneError::Foreign(_) => wire::code::FORBIDDEN,
-            PaneError::TimedOut { .. } => wire::code::TIMEOUT,
+            PaneError::Failed(_) | PaneError::Busy(_) => ErrorCode::Unavailable,
+            PaneError::Foreign(_) => ErrorCode::Forbidden,
+            PaneError::TimedOut { .. } => ErrorCode::Timeout,
         }
     }
 
@@ -224,7 +226,7 @@ impl std::fmt::Display for PaneError {
 
 /// Sends one request to a pane host over a fresh connection and returns its reply, within the
 /// op's deadline ([`deadline::pane_reply`]).
-pub async fn pane_request(socket: &Path, request: &Value) -> Result<Value, String> {
+pub async fn pane_request(socket: &Path, request: &Request) -> Result<Value, String> {
     pane_call(socket, request).await.map_err(|err| match err {
         PaneError::Failed(message) | PaneError::Busy(message) | PaneError::Foreign(message) => {
             message
@@ -234,19 +236,41 @@ pub async fn pane_request(socket: &Path, request: &Value) -> Result<Value, Strin
 }
 
 /// [`pane_request`] with the failure kept typed, for callers that report it to a client.
-pub async fn pane_call(socket: &Path, request: &Value) -> Result<Value, PaneError> {
-    let within = deadline::pane_reply(request);
+pub async fn pane_call(socket: &Path, request: &Request) -> Result<Value, PaneError> {
+    let within = deadline::pane_reply(&request.op);
     match tokio::time::timeout(within, exchange(socket, request)).await {
         Ok(reply) => reply,
         Err(_) => Err(PaneError::TimedOut {
-            op: request["op"].as_str().unwrap_or_default().to_string(),
+            op: request.op.name().to_string(),
             after: within,
         }),
     }
 }
 
+/// [`pane_request`] with the reply read as `T`: a refusal or a reply that is not a `T` is an
+/// error saying so.
+pub async fn pane_ask<T: serde::de::DeserializeOwned>(
+    socket: &Path,
+    request: &Request,
+) -> Result<T, String> {
+    let reply = pane_request(socket, request).await?;
+    match Reply::<T>::read(&reply) {
+        Ok(Reply::Ok(body)) => Ok(body),
+        Ok(Reply::Err(err)) => Err(format!(
+            "pane host at {} refused {:?}: {err}",
+            socket.display(),
+            request.op.name()
+        )),
+        Err(err) => Err(format!(
+            "pane host at {} answered {:?} with a bad reply: {err}",
+            socket.display(),
+            request.op.name()
+        )),
+    }
+}
+
 /// One request and one reply line over a fresh connection, with no deadline of its own.
-async fn exchange(socket: &Path, request: &Value) -> Result<Value, PaneError> {
+async fn exchange(socket: &Path, request: &Request) -> Result<Value, PaneError> {
     let stream = connect(socket).await?;
     exchange_on(stream, socket, request)
         .await
@@ -254,11 +278,14 @@ async fn exchange(socket: &Path, request: &Value) -> Result<Value, PaneError> {
 }
 
 /// The write and the reply read of [`exchange`], on a connection already checked.
-async fn exchange_on(stream: UnixStream, socket: &Path, request: &Value) -> Result<Value, String> {
+async fn exchange_on(
+    stream: UnixStream,
+    socket: &Path,
+    request: &Request,
+) -> Result<Value, String> {
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
-    let mut line = serde_json::to_vec(request).map_err(|err| err.to_string())?;
-    line.push(b'\n');
+    let line = request.to_line();
     let written = writer.write_all(&line).await;
     let mut reply = String::new();
     let read = reader.read_line(&mut reply).await;
@@ -327,15 +354,15 @@ pub async fn probe(socket: &Path) -> Option<Value> {
 /// Says hello to a pane host and reads its record, telling a silent pane host from a missing
 /// one.
 pub async fn probe_status(socket: &Path) -> Probe {
-    let hello = json!({"id": 0, "op": "hello", "versions": [PROTOCOL_VERSION]});
-    let info = json!({"id": 0, "op": "info"});
+    let hello = Request::new(0, request::Hello::ours());
+    let info = Request::new(0, request::Info::default());
     let mut reply = Value::Null;
     for request in [hello, info] {
         reply = match tokio::time::timeout(PROBE_STEP, pane_call(socket, &request)).await {
             Ok(Ok(reply)) if reply.get("ok") == Some(&Value::Bool(true)) => reply,
             // At its connection cap a live pane host refuses with `busy`: it is alive and
             // owns its socket, so it is retried like a silent one, never dropped.
-            Ok(Ok(reply)) if error_code(&reply) == Some(wire::code::BUSY) => return Probe::Silent,
+            Ok(Ok(reply)) if error_code(&reply) == Some(ErrorCode::Busy) => return Probe::Silent,
             Ok(Ok(_)) | Ok(Err(PaneError::Failed(_))) => return Probe::Unreachable,
             Ok(Err(PaneError::Foreign(_))) => return Probe::Foreign,
             Ok(Err(PaneError::Busy(_) | PaneError::TimedOut { .. })) | Err(_) => {
@@ -347,9 +374,7 @@ pub async fn probe_status(socket: &Path) -> Probe {
 }
 
 /// The `error.code` of a refusing reply, if it has one.
-pub fn error_code(reply: &Value) -> Option<&str> {
-    reply.get("error")?.get("code")?.as_str()
-}
+pub use belfry_proto::reply::error_code;
 
 /// True if a process with this pid exists.
 /// A zombie (exited, not yet reaped by its parent) is not alive.
@@ -566,8 +591,15 @@ pub async fn subscribe(
 > {
     let stream = connect(socket).await.map_err(|err| err.to_string())?;
     let (reader, mut writer) = stream.into_split();
-    let request = json!({"id": 0, "op": "subscribe", "revisions": revisions});
-    wire::write_json(&mut writer, &request)
+    let request = Request::new(
+        0,
+        request::Subscribe {
+            session: None,
+            revisions: Some(revisions),
+        },
+    );
+    writer
+        .write_all(&request.to_line())
         .await
         .map_err(|err| err.to_string())?;
     let mut lines = BufReader::new(reader).lines();
@@ -590,6 +622,7 @@ pub async fn subscribe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use tokio::io::AsyncReadExt;
 
     /// A listener that answers its first connection's first line with `reply`, then closes

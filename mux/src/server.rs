@@ -8,16 +8,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::io::BufReader;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, Notify};
 
+use belfry_proto::event::{Event, HookSeen};
+use belfry_proto::limits::{DEFAULT_SCROLLBACK, DEFAULT_SIZE, MAX_SCROLLBACK};
+use belfry_proto::reply::{self, Listing, PaneRecord, Reply};
+use belfry_proto::request::{self, Op, Spawn};
+use belfry_proto::{ErrorCode, Request, SessionName, Size};
 use belfry_pty::listener::Listener;
 use belfry_pty::paths;
-use belfry_pty::spec::{LaunchSpec, SizePolicy};
-use belfry_pty::wire::{self, code};
+use belfry_pty::spec::LaunchSpec;
+use belfry_pty::wire;
 
 use crate::deadline;
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
@@ -486,7 +491,7 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
                         } else {
                             "session-end"
                         };
-                        let request = json!({"id": 0, "op": "info"});
+                        let request = Request::new(0, request::Info::default());
                         if let Ok(info) = registry::pane_request(&entry.socket, &request).await {
                             host_lifecycle(&daemon, &entry, &info, what);
                         }
@@ -531,11 +536,11 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
         let Some(request) = wire::next_request(&mut reader, &mut writer).await else {
             return;
         };
-        if request.op == "subscribe" {
-            subscribe(&daemon, request, reader, writer).await;
+        if let Op::Subscribe(op) = &request.op {
+            subscribe(&daemon, &request.id, op, reader, writer).await;
             return;
         }
-        let reply = if FORWARDED.contains(&request.op.as_str()) {
+        let reply = if request.op.is_pane_op() {
             // A forwarded request is abandoned as soon as its requester hangs up: dropping the
             // pane connection lets the pane host see the requester gone, so a send still queued
             // behind another transaction writes nothing (SPEC §3). `biased` checks the requester
@@ -543,7 +548,7 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
             tokio::select! {
                 biased;
                 () = requester_hung_up(&mut reader) => {
-                    tracing::info!(op = request.op, "requester hung up; forwarded request abandoned");
+                    tracing::info!(op = request.op.name(), "requester hung up; forwarded request abandoned");
                     return;
                 }
                 reply = handle(&daemon, &request) => reply,
@@ -554,7 +559,7 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
         if wire::write_json(&mut writer, &reply).await.is_err() {
             return;
         }
-        if request.op == "shutdown" && reply.get("ok") == Some(&Value::Bool(true)) {
+        if matches!(request.op, Op::Shutdown(_)) && reply.get("ok") == Some(&Value::Bool(true)) {
             daemon.shutdown.notify_one();
             return;
         }
@@ -593,97 +598,81 @@ fn peer_hung_up(stream: &UnixStream) -> bool {
     }
 }
 
-/// Ops the daemon forwards unchanged to the pane host.
-const FORWARDED: &[&str] = &[
-    "send",
-    "snapshot",
-    "scrollback",
-    "resize",
-    "clear",
-    "restart",
-    "detach",
-    "wait",
-    "info",
-];
-
-async fn handle(daemon: &Arc<Daemon>, request: &wire::Request) -> Value {
+/// Answers one request. Pane ops (`Op::is_pane_op`) are forwarded to the pane's host.
+async fn handle(daemon: &Arc<Daemon>, request: &Request) -> Value {
     let id = &request.id;
-    let body = &request.body;
-    let op = request.op.as_str();
-    if FORWARDED.contains(&op) {
-        // SPEC §3: a malformed guard (`"expect":{"revision":null}`) is refused here, before the
-        // request leaves the daemon, so it can never reach a pane host as an unguarded send.
-        if op == "send" {
-            if let Err(message) = belfry_pty::host::check_send_request(body) {
-                return wire::error_reply(id, code::INVALID, message);
+    match &request.op {
+        Op::Send(send) => {
+            // SPEC §3: a malformed bound (`timeout_ms` out of range) is refused here, before
+            // the request leaves the daemon; a null guard never parsed at all.
+            if let Err(message) = belfry_pty::host::send_timeout(send) {
+                return reply::error(id, ErrorCode::Invalid, message);
             }
+            forward(daemon, request).await
         }
-        return forward(daemon, request).await;
-    }
-    let result = match op {
-        "hello" => {
-            return match wire::negotiate(body) {
-                Ok(version) => wire::ok_reply(
-                    id,
-                    json!({"version": version, "role": "daemon", "build": env!("CARGO_PKG_VERSION"),
-                           "pid": std::process::id()}),
-                ),
-                Err(message) => wire::error_reply(id, code::UNSUPPORTED_VERSION, message),
-            }
-        }
-        "spawn" => return spawn(daemon, id, body).await,
-        "list" => Ok::<Value, String>(list(daemon).await),
-        "kill" => return kill(daemon, id, body).await,
-        "attach" => {
-            return match pane_for(daemon, id, body) {
-                Ok(entry) => wire::ok_reply(
-                    id,
-                    json!({"session": entry.session, "socket": entry.socket}),
-                ),
-                Err(reply) => reply,
-            }
-        }
-        "shutdown" => return shutdown(daemon, id, body).await,
-        "ding.status" => return ding_status(daemon, id, body).await,
-        "ding.nudge" => return ding_nudge(daemon, id, body),
-        "ding.turn-boundary" => return ding_turn_boundary(daemon, id, body).await,
-        "hook" => return hook_event(daemon, id, body),
-        other => {
-            return wire::error_reply(
+        op if op.is_pane_op() => forward(daemon, request).await,
+        Op::Hello(hello) => match hello.negotiate() {
+            Ok(version) => reply::ok(
                 id,
-                code::UNKNOWN_OP,
-                format!(
-                    "unknown op {other:?} (known: hello, spawn, list, kill, restart, resize, send, \
-                     snapshot, scrollback, clear, attach, detach, subscribe, wait, info, shutdown, \
-                     ding.status, ding.nudge, ding.turn-boundary, hook)"
-                ),
-            )
-        }
-    };
-    match result {
-        Ok(fields) => wire::ok_reply(id, fields),
-        Err(message) => wire::error_reply(id, code::INVALID, message),
+                &belfry_proto::reply::Hello {
+                    version,
+                    role: "daemon".into(),
+                    build: env!("CARGO_PKG_VERSION").into(),
+                    pid: Some(std::process::id()),
+                    session: None,
+                },
+            ),
+            Err(message) => reply::error(id, ErrorCode::UnsupportedVersion, message),
+        },
+        Op::Spawn(op) => spawn(daemon, id, op).await,
+        Op::List(_) => reply::ok(id, &list(daemon).await),
+        Op::Kill(op) => kill(daemon, id, op.session.as_ref()).await,
+        Op::Attach(op) => match pane_for(daemon, id, op.session.as_ref()) {
+            Ok(entry) => reply::ok(
+                id,
+                &belfry_proto::reply::AttachTarget {
+                    session: entry.session,
+                    socket: entry.socket.display().to_string(),
+                },
+            ),
+            Err(reply) => reply,
+        },
+        Op::Shutdown(op) => shutdown(daemon, id, op.kill_panes.unwrap_or(false)).await,
+        Op::DingStatus(op) => ding_status(daemon, id, op.session.as_ref()).await,
+        Op::DingNudge(op) => ding_nudge(daemon, id, op.session.as_ref()),
+        Op::DingTurnBoundary(op) => ding_turn_boundary(daemon, id, op).await,
+        Op::Hook(op) => hook_event(daemon, id, op),
+        // Served by the connection loop before it gets here.
+        Op::Subscribe(_) => reply::error(id, ErrorCode::Internal, "subscribe is a stream"),
+        other => reply::error(
+            id,
+            ErrorCode::UnknownOp,
+            format!("unknown op {:?} for the daemon", other.name()),
+        ),
     }
 }
 
-/// Resolves the `session` field of a request to a live pane, or an error reply.
-fn pane_for(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Result<PaneEntry, Value> {
+/// Resolves the `session` of a request to a live pane, or an error reply.
+fn pane_for(
+    daemon: &Daemon,
+    id: &Value,
+    session: Option<&SessionName>,
+) -> Result<PaneEntry, Value> {
     let session =
-        wire::get_str(body, "session").map_err(|m| wire::error_reply(id, code::INVALID, m))?;
-    paths::validate_session_name(session)
-        .map_err(|err| wire::error_reply(id, code::INVALID, err.to_string()))?;
+        session.ok_or_else(|| reply::error(id, ErrorCode::Invalid, "missing field \"session\""))?;
+    let session = session.as_str();
     if let Some(entry) = daemon.registry.get(session) {
         return Ok(entry);
     }
     match daemon.registry.unadopted(session) {
-        Some(entry) => Err(wire::error_reply(
+        Some(entry) => Err(reply::error(
             id,
-            code::UNAVAILABLE,
+            ErrorCode::Unavailable,
             unadopted_message(&entry),
         )),
-        None => Err(wire::error_reply(
+        None => Err(reply::error(
             id,
-            code::NOT_FOUND,
+            ErrorCode::NotFound,
             format!("no pane named {session:?}"),
         )),
     }
@@ -698,91 +687,42 @@ fn unadopted_message(entry: &PaneEntry) -> String {
     )
 }
 
-async fn forward(daemon: &Daemon, request: &wire::Request) -> Value {
-    let entry = match pane_for(daemon, &request.id, &request.body) {
+async fn forward(daemon: &Daemon, request: &Request) -> Value {
+    let entry = match pane_for(daemon, &request.id, request.op.session()) {
         Ok(entry) => entry,
         Err(reply) => return reply,
     };
-    let mut body = request.body.clone();
-    body.insert("id".into(), request.id.clone());
-    match registry::pane_call(&entry.socket, &Value::Object(body)).await {
+    match registry::pane_call(&entry.socket, request).await {
         Ok(reply) => reply,
-        Err(err) => wire::error_reply(&request.id, err.code(), err.describe(&entry)),
-    }
-}
-
-fn string_map(body: &Map<String, Value>, field: &str) -> Result<BTreeMap<String, String>, String> {
-    match body.get(field) {
-        None | Some(Value::Null) => Ok(BTreeMap::new()),
-        Some(Value::Object(map)) => map
-            .iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => Ok((k.clone(), s.clone())),
-                _ => Err(format!("field \"{field}.{k}\" must be a string")),
-            })
-            .collect(),
-        Some(_) => Err(format!("field {field:?} must be an object of strings")),
-    }
-}
-
-fn string_list(body: &Map<String, Value>, field: &str) -> Result<Option<Vec<String>>, String> {
-    match body.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("field {field:?} must be an array of strings"))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some),
-        Some(_) => Err(format!("field {field:?} must be an array of strings")),
+        Err(err) => reply::error(&request.id, err.code(), err.describe(&entry)),
     }
 }
 
 /// Builds and validates a launch spec from a spawn request.
-pub fn spec_from_request(body: &Map<String, Value>) -> Result<LaunchSpec, String> {
-    let session = wire::get_str(body, "session")?;
-    paths::validate_session_name(session).map_err(|err| err.to_string())?;
-    let argv = string_list(body, "argv")?.ok_or("missing field \"argv\"")?;
+pub fn spec_from_request(op: &Spawn) -> Result<LaunchSpec, String> {
+    let argv = op.argv.clone();
     if argv.is_empty() || argv[0].is_empty() {
         return Err("field \"argv\" must name a program".into());
     }
-    let rows = wire::opt_u64(body, "rows")?.unwrap_or(24);
-    let cols = wire::opt_u64(body, "cols")?.unwrap_or(80);
-    if !(1..=1000).contains(&rows) || !(1..=1000).contains(&cols) {
-        return Err(format!(
-            "size {rows}x{cols} is out of range (1..=1000 rows and columns)"
-        ));
-    }
-    let size_policy = match wire::opt_str(body, "size_policy")? {
-        None | Some("latest") => SizePolicy::Latest,
-        Some("smallest") => SizePolicy::Smallest,
-        Some(other) => return Err(format!("size_policy {other:?} is not latest or smallest")),
-    };
-    let cwd = wire::opt_str(body, "cwd")?.map(str::to_string);
-    if let Some(cwd) = &cwd {
+    let size = Size::new(
+        op.rows.unwrap_or(u64::from(DEFAULT_SIZE.rows())),
+        op.cols.unwrap_or(u64::from(DEFAULT_SIZE.cols())),
+    )
+    .map_err(|err| err.to_string())?;
+    if let Some(cwd) = &op.cwd {
         if !Path::new(cwd).is_dir() {
             return Err(format!("cwd {cwd:?} is not a directory"));
         }
     }
-    let mut ding_policy = wire::opt_str(body, "ding_policy")?.map(str::to_string);
-    let adapter_command = string_list(body, "adapter_command")?;
+    let mut ding_policy = op.ding_policy.clone();
+    let adapter_command = op.adapter_command.clone();
     if let Some(token) = &ding_policy {
         belfry_ding::DeliveryPolicy::from_token(token, adapter_command.clone().unwrap_or_default())
             .map_err(|err| format!("ding_policy {token:?}: {err}"))?;
     } else if adapter_command.is_some() {
         return Err("adapter_command given without a ding_policy".into());
     }
-    let adapter = match wire::opt_str(body, "adapter")? {
-        Some(name) => {
-            paths::validate_session_name(name)
-                .map_err(|_| format!("adapter name {name:?} must match [A-Za-z0-9._-]{{1,64}}"))?;
-            Some(name.to_string())
-        }
-        None => None,
-    };
+    let adapter = op.adapter.as_ref().map(|name| name.as_str().to_string());
     // SPEC §7.3: naming the harness's adapter declares the pane an agent, whose default is
     // aggressive delivery. The token is written into the spec so that the policy, which is
     // part of the generation, is the same as a declared agent's with the same adapter.
@@ -790,38 +730,39 @@ pub fn spec_from_request(body: &Map<String, Value>) -> Result<LaunchSpec, String
         ding_policy = Some(belfry_ding::policy::AGGRESSIVE_POLICY_TOKEN.to_string());
     }
     Ok(LaunchSpec {
-        session: session.to_string(),
+        session: op.session.as_str().to_string(),
         argv,
-        cwd,
-        env: string_map(body, "env")?,
-        base_env: string_map(body, "base_env")?,
+        cwd: op.cwd.clone(),
+        env: op.env.clone(),
+        base_env: op.base_env.clone(),
         ding_policy,
         adapter_command,
-        rows: rows as u16,
-        cols: cols as u16,
-        size_policy,
-        scrollback: wire::opt_u64(body, "scrollback")?
-            .unwrap_or(2000)
-            .min(1_000_000) as usize,
+        rows: size.rows(),
+        cols: size.cols(),
+        size_policy: op.size_policy.unwrap_or_default(),
+        scrollback: op
+            .scrollback
+            .unwrap_or(DEFAULT_SCROLLBACK)
+            .min(MAX_SCROLLBACK) as usize,
         extra_args: Vec::new(),
         extra_env: BTreeMap::new(),
         adapter,
     })
 }
 
-async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Value {
-    let mut spec = match spec_from_request(body) {
+async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
+    let mut spec = match spec_from_request(op) {
         Ok(spec) => spec,
-        Err(message) => return wire::error_reply(id, code::INVALID, message),
+        Err(message) => return reply::error(id, ErrorCode::Invalid, message),
     };
     // Held until this spawn is answered: a concurrent spawn of the same name is `exists`,
     // never a second pane host that then fails to bind the socket.
     let _reservation = match daemon.registry.reserve(&spec.session) {
         Ok(reservation) => reservation,
         Err(registry::Taken::Unadopted(entry)) => {
-            return wire::error_reply(
+            return reply::error(
                 id,
-                code::EXISTS,
+                ErrorCode::Exists,
                 format!(
                     "a pane named {:?} already exists: {}",
                     spec.session,
@@ -830,9 +771,9 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
             )
         }
         Err(registry::Taken::Spawning | registry::Taken::Pane) => {
-            return wire::error_reply(
+            return reply::error(
                 id,
-                code::EXISTS,
+                ErrorCode::Exists,
                 format!("a pane named {:?} already exists", spec.session),
             )
         }
@@ -842,9 +783,9 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
     // its socket is never taken over.
     let socket = paths::pane_socket(&daemon.config.runtime, &spec.session);
     if paths::socket_may_be_served(&socket).await {
-        return wire::error_reply(
+        return reply::error(
             id,
-            code::EXISTS,
+            ErrorCode::Exists,
             format!(
                 "a pane named {:?} already exists: a pane host is already serving {}",
                 spec.session,
@@ -857,14 +798,10 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
         .adapter
         .as_deref()
         .map(|adapter| load_declaration(daemon, adapter));
-    match wire::opt_str(body, "charter") {
-        Ok(Some(text)) => {
-            if let Err(message) = place_charter(daemon, &mut spec, declaration.as_ref(), text) {
-                return wire::error_reply(id, code::INVALID, message);
-            }
+    if let Some(text) = &op.charter {
+        if let Err(message) = place_charter(daemon, &mut spec, declaration.as_ref(), text) {
+            return reply::error(id, ErrorCode::Invalid, message);
         }
-        Ok(None) => {}
-        Err(message) => return wire::error_reply(id, code::INVALID, message),
     }
     // SPEC §7.5: the adapter declares which event is the harness's turn boundary; dispatch
     // inside the pane reads it from the environment (outside the generation).
@@ -894,7 +831,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
             if !paths::socket_may_be_served(&socket).await {
                 let _ = std::fs::remove_dir_all(config.runtime.join("run").join(&spec.session));
             }
-            return wire::error_reply(id, code::INVALID, message);
+            return reply::error(id, ErrorCode::Invalid, message);
         }
     };
     let info = match registry::probe_status(&entry.socket).await {
@@ -905,9 +842,9 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
             // answers, never left running where nothing can see or reach it.
             daemon.registry.insert_unadopted(entry.clone());
             tokio::spawn(adopt_when_it_answers(Arc::clone(daemon), entry.clone()));
-            return wire::error_reply(
+            return reply::error(
                 id,
-                code::UNAVAILABLE,
+                ErrorCode::Unavailable,
                 format!(
                     "pane host for {:?} (pid {}) started but does not answer yet; it is listed \
                      as unresponsive and adopted once it answers",
@@ -920,9 +857,9 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
             // exit, and what a crash left behind goes here.
             registry::remove_files(&config.runtime, &spec.session);
             let _ = std::fs::remove_dir_all(config.runtime.join("run").join(&spec.session));
-            return wire::error_reply(
+            return reply::error(
                 id,
-                code::UNAVAILABLE,
+                ErrorCode::Unavailable,
                 format!(
                     "pane host for {:?} (pid {}) exited right after it started",
                     spec.session, entry.pid
@@ -994,14 +931,14 @@ fn place_charter(
 /// `list`: every pane host is asked at once, each within its own deadline, so one stopped pane
 /// host costs the listing one deadline and is listed as an error entry while the others are
 /// listed normally.
-async fn list(daemon: &Daemon) -> Value {
+async fn list(daemon: &Daemon) -> Listing {
     let asks: Vec<_> = daemon
         .registry
         .all()
         .into_iter()
         .map(|entry| {
             tokio::spawn(async move {
-                let request = json!({"id": 0, "op": "info"});
+                let request = Request::new(0, request::Info::default());
                 let reply = registry::pane_call(&entry.socket, &request).await;
                 (entry, reply)
             })
@@ -1013,14 +950,18 @@ async fn list(daemon: &Daemon) -> Value {
             continue;
         };
         match reply {
-            Ok(mut info) => {
-                if let Value::Object(map) = &mut info {
-                    map.remove("id");
-                    map.remove("ok");
-                    map.remove("spec");
+            Ok(info) => match Reply::<PaneRecord>::read(&info) {
+                Ok(Reply::Ok(mut record)) => {
+                    record.spec = None;
+                    panes.push(record);
                 }
-                panes.push(info);
-            }
+                Ok(Reply::Err(err)) => panes.push(unlisted(&entry, "unreachable", err.to_string())),
+                Err(err) => panes.push(unlisted(
+                    &entry,
+                    "unreachable",
+                    format!("pane host answered info with a bad reply: {err}"),
+                )),
+            },
             Err(err) => {
                 let state = match err {
                     registry::PaneError::TimedOut { .. } | registry::PaneError::Busy(_) => {
@@ -1029,27 +970,55 @@ async fn list(daemon: &Daemon) -> Value {
                     registry::PaneError::Failed(_) => "unreachable",
                     registry::PaneError::Foreign(_) => "foreign",
                 };
-                panes.push(json!({"session": entry.session, "pid": entry.pid,
-                                  "state": state, "error": err.describe(&entry)}));
+                panes.push(unlisted(&entry, state, err.describe(&entry)));
             }
         }
     }
     for entry in daemon.registry.all_unadopted() {
-        panes.push(json!({"session": entry.session, "pid": entry.pid,
-                          "state": "unresponsive", "error": unadopted_message(&entry)}));
+        panes.push(unlisted(&entry, "unresponsive", unadopted_message(&entry)));
     }
-    panes.sort_by(|a, b| a["session"].as_str().cmp(&b["session"].as_str()));
-    json!({"panes": panes})
+    panes.sort_by(|a, b| a.session.cmp(&b.session));
+    Listing { panes }
 }
 
-async fn kill(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Value {
-    let entry = match pane_for(daemon, id, body) {
+/// A listing entry for a pane host that could not be asked.
+fn unlisted(entry: &PaneEntry, state: &str, error: String) -> PaneRecord {
+    PaneRecord {
+        session: entry.session.clone(),
+        pid: entry.pid,
+        state: Some(state.to_string()),
+        error: Some(error),
+        child_pid: None,
+        incarnation: None,
+        generation: None,
+        argv: None,
+        cwd: None,
+        started_at: None,
+        socket: None,
+        protocol: None,
+        build: None,
+        spec: None,
+        revision: None,
+        exited: None,
+        size: None,
+        clients: None,
+        title: None,
+    }
+}
+
+async fn kill(daemon: &Arc<Daemon>, id: &Value, session: Option<&SessionName>) -> Value {
+    let entry = match pane_for(daemon, id, session) {
         Ok(entry) => entry,
         Err(reply) => return reply,
     };
     match kill_entry(daemon, &entry).await {
-        Ok(()) => wire::ok_reply(id, json!({"killed": entry.session})),
-        Err(err) => wire::error_reply(id, err.code(), err.describe(&entry)),
+        Ok(()) => reply::ok(
+            id,
+            &belfry_proto::reply::Killed {
+                killed: entry.session,
+            },
+        ),
+        Err(err) => reply::error(id, err.code(), err.describe(&entry)),
     }
 }
 
@@ -1069,14 +1038,14 @@ async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) -> Result<(), registry::
             entry.session
         )));
     }
-    let request = json!({"id": 0, "op": "kill"});
+    let request = Request::new(0, request::Kill::default());
     // A pane host at its connection cap (`busy`, or a full backlog) is alive and will take
     // the kill once a connection frees: it is asked again until the kill's own reply deadline
     // (which leaves the rest of `deadline::KILL` for its exit), never refused at the first try.
     let asked = tokio::time::timeout(deadline::PANE_QUICK, async {
         loop {
             match registry::pane_call(&entry.socket, &request).await {
-                Ok(reply) if registry::error_code(&reply) == Some(code::BUSY) => {}
+                Ok(reply) if registry::error_code(&reply) == Some(ErrorCode::Busy) => {}
                 Err(registry::PaneError::Busy(_)) => {}
                 other => return other,
             }
@@ -1124,11 +1093,7 @@ async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) -> Result<(), registry::
 /// `shutdown`: stops the daemon; with `kill_panes`, first ends every pane host, all at once so
 /// one stuck pane host costs one deadline. If any pane host could not be ended, the reply is an
 /// error naming it and the daemon keeps running, so the caller can resume or kill it and retry.
-async fn shutdown(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> Value {
-    let kill_panes = match wire::opt_bool(body, "kill_panes") {
-        Ok(kill_panes) => kill_panes.unwrap_or(false),
-        Err(message) => return wire::error_reply(id, code::INVALID, message),
-    };
+async fn shutdown(daemon: &Arc<Daemon>, id: &Value, kill_panes: bool) -> Value {
     let mut killed = Vec::new();
     let mut failed = Vec::new();
     if kill_panes {
@@ -1156,44 +1121,41 @@ async fn shutdown(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -
         }
     }
     if !failed.is_empty() {
-        return wire::error_reply(
+        return reply::error(
             id,
-            code::UNAVAILABLE,
+            ErrorCode::Unavailable,
             format!(
                 "could not end every pane, so the daemon keeps running (killed: {killed:?}): {}",
                 failed.join("; ")
             ),
         );
     }
-    wire::ok_reply(id, json!({"shutdown": true, "killed": killed}))
+    reply::ok(
+        id,
+        &belfry_proto::reply::Shutdown {
+            shutdown: true,
+            killed,
+        },
+    )
 }
 
 /// `subscribe`: the bus (lifecycle, exit, hook events), optionally filtered to one session;
 /// with a session, also that pane's revision events.
 async fn subscribe(
     daemon: &Arc<Daemon>,
-    request: wire::Request,
+    id: &Value,
+    op: &request::Subscribe,
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     mut writer: OwnedWriteHalf,
 ) {
-    let session = match wire::opt_str(&request.body, "session") {
-        Ok(session) => session.map(str::to_string),
-        Err(message) => {
-            let _ = wire::write_json(
-                &mut writer,
-                &wire::error_reply(&request.id, code::INVALID, message),
-            )
-            .await;
-            return;
-        }
-    };
+    let session = op.session.as_ref().map(|s| s.as_str().to_string());
     let mut bus = daemon.bus.subscribe();
     let mut pane_lines = None;
     if let Some(session) = &session {
         let Some(entry) = daemon.registry.get(session) else {
-            let reply = wire::error_reply(
-                &request.id,
-                code::NOT_FOUND,
+            let reply = reply::error(
+                id,
+                ErrorCode::NotFound,
                 format!("no pane named {session:?}"),
             );
             let _ = wire::write_json(&mut writer, &reply).await;
@@ -1219,14 +1181,21 @@ async fn subscribe(
             Err(message) => {
                 let _ = wire::write_json(
                     &mut writer,
-                    &wire::error_reply(&request.id, code::UNAVAILABLE, message),
+                    &reply::error(id, ErrorCode::Unavailable, message),
                 )
                 .await;
                 return;
             }
         }
     }
-    let reply = wire::ok_reply(&request.id, json!({"subscribed": true, "session": session}));
+    let reply = reply::ok(
+        id,
+        &belfry_proto::reply::Subscribed {
+            subscribed: true,
+            session: session.clone(),
+            identity: None,
+        },
+    );
     if wire::write_json(&mut writer, &reply).await.is_err() {
         return;
     }
@@ -1267,64 +1236,62 @@ async fn subscribe(
     }
 }
 
-fn ding_session(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Result<String, Value> {
-    pane_for(daemon, id, body).map(|entry| entry.session)
+fn ding_session(
+    daemon: &Daemon,
+    id: &Value,
+    session: Option<&SessionName>,
+) -> Result<String, Value> {
+    pane_for(daemon, id, session).map(|entry| entry.session)
 }
 
-async fn ding_status(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Value {
-    let session = match ding_session(daemon, id, body) {
+async fn ding_status(daemon: &Daemon, id: &Value, session: Option<&SessionName>) -> Value {
+    let session = match ding_session(daemon, id, session) {
         Ok(session) => session,
         Err(reply) => return reply,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     if !daemon.ding.tell(&session, DingMsg::Status(tx)) {
-        return wire::error_reply(
+        return reply::error(
             id,
-            code::UNAVAILABLE,
+            ErrorCode::Unavailable,
             format!("no DING worker for {session:?}"),
         );
     }
     match tokio::time::timeout(Duration::from_secs(10), rx).await {
-        Ok(Ok(status)) => wire::ok_reply(id, status),
-        _ => wire::error_reply(
+        Ok(Ok(status)) => reply::ok(id, &status),
+        _ => reply::error(
             id,
-            code::UNAVAILABLE,
+            ErrorCode::Unavailable,
             format!("DING worker for {session:?} did not answer"),
         ),
     }
 }
 
-fn ding_nudge(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Value {
-    match ding_session(daemon, id, body) {
+fn ding_nudge(daemon: &Daemon, id: &Value, session: Option<&SessionName>) -> Value {
+    match ding_session(daemon, id, session) {
         Ok(session) => {
-            let told = daemon.ding.tell(&session, DingMsg::Nudge);
-            wire::ok_reply(id, json!({"nudged": told}))
+            let nudged = daemon.ding.tell(&session, DingMsg::Nudge);
+            reply::ok(id, &belfry_proto::reply::Nudged { nudged })
         }
         Err(reply) => reply,
     }
 }
 
 /// SPEC §7.5: `belfry dispatch` at a turn boundary claims unread messages for the hook.
-async fn ding_turn_boundary(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Value {
-    let session = match ding_session(daemon, id, body) {
+async fn ding_turn_boundary(daemon: &Daemon, id: &Value, op: &request::DingTurnBoundary) -> Value {
+    let session = match ding_session(daemon, id, op.session.as_ref()) {
         Ok(session) => session,
         Err(reply) => return reply,
     };
-    let Some(event) = body.get("event").cloned() else {
-        return wire::error_reply(
-            id,
-            code::INVALID,
-            "missing field \"event\" (a protocol v1 turn-boundary event)",
-        );
-    };
+    let event = op.event.clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     if !daemon
         .ding
         .tell(&session, DingMsg::TurnBoundary { event, reply: tx })
     {
-        return wire::error_reply(
+        return reply::error(
             id,
-            code::UNAVAILABLE,
+            ErrorCode::Unavailable,
             format!("no DING worker for {session:?}"),
         );
     }
@@ -1334,16 +1301,16 @@ async fn ding_turn_boundary(daemon: &Daemon, id: &Value, body: &Map<String, Valu
                 daemon,
                 json!({"event":"ding","session":session,"what":"turn-boundary","outcome":outcome}),
             );
-            wire::ok_reply(id, outcome)
+            reply::ok(id, &outcome)
         }
-        Ok(Ok(Err(message))) => wire::error_reply(
+        Ok(Ok(Err(message))) => reply::error(
             id,
-            code::INVALID,
+            ErrorCode::Invalid,
             format!("turn-boundary event refused: {message}"),
         ),
-        _ => wire::error_reply(
+        _ => reply::error(
             id,
-            code::UNAVAILABLE,
+            ErrorCode::Unavailable,
             format!("DING worker for {session:?} did not answer"),
         ),
     }
@@ -1351,22 +1318,21 @@ async fn ding_turn_boundary(daemon: &Daemon, id: &Value, body: &Map<String, Valu
 
 /// A hook event seen by `belfry dispatch` inside a pane: published on the bus and given to the
 /// pane's DING worker (compaction and clear invalidate leases).
-fn hook_event(daemon: &Daemon, id: &Value, body: &Map<String, Value>) -> Value {
-    let session = match ding_session(daemon, id, body) {
+fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) -> Value {
+    let session = match ding_session(daemon, id, op.session.as_ref()) {
         Ok(session) => session,
         Err(reply) => return reply,
     };
-    let hook = match wire::get_str(body, "hook") {
-        Ok(hook) => hook.to_string(),
-        Err(message) => return wire::error_reply(id, code::INVALID, message),
-    };
-    let mut event = json!({"event": "hook", "session": session, "hook": hook});
-    for field in ["source", "tool_name", "hook_event_name", "incarnation"] {
-        if let Some(value) = body.get(field).and_then(Value::as_str) {
-            event[field] = json!(value);
-        }
-    }
+    let event = Event::Hook(HookSeen {
+        session: session.clone(),
+        hook: op.hook.clone(),
+        source: op.source.clone(),
+        tool_name: op.tool_name.clone(),
+        hook_event_name: op.hook_event_name.clone(),
+        incarnation: op.incarnation.clone(),
+    })
+    .to_value();
     daemon.ding.tell(&session, DingMsg::Hook(event.clone()));
     publish(daemon, event);
-    wire::ok_reply(id, json!({"published": true}))
+    reply::ok(id, &belfry_proto::reply::Published { published: true })
 }

@@ -370,7 +370,7 @@ fn declared_specs_match_spawn_requests_and_belfry_new() {
 
     for agent in &declarations.agents {
         let request = serde_json::to_value(agent.launch_spec()).unwrap();
-        let spec = belfry_mux::server::spec_from_request(request.as_object().unwrap()).unwrap();
+        let spec = belfry_mux::server::spec_from_request(&spawn_of(&request)).unwrap();
         assert_eq!(spec, agent.launch_spec(), "{}", agent.name);
         assert_eq!(spec.generation(), agent.generation(), "{}", agent.name);
     }
@@ -380,14 +380,13 @@ fn declared_specs_match_spawn_requests_and_belfry_new() {
         "cwd": dir, "env": {"MODE": "ci"}, "base_env": {"PATH": "/bin"},
         "rows": 33, "cols": 99, "size_policy": "latest",
     });
-    let not_an_agent =
-        belfry_mux::server::spec_from_request(belfry_new.as_object().unwrap()).unwrap();
+    let not_an_agent = belfry_mux::server::spec_from_request(&spawn_of(&belfry_new)).unwrap();
     assert_ne!(
         not_an_agent.generation(),
         declarations.get("plain").unwrap().generation()
     );
     belfry_new["ding_policy"] = serde_json::json!("aggressive");
-    let spec = belfry_mux::server::spec_from_request(belfry_new.as_object().unwrap()).unwrap();
+    let spec = belfry_mux::server::spec_from_request(&spawn_of(&belfry_new)).unwrap();
     assert_eq!(
         spec.generation(),
         declarations.get("plain").unwrap().generation()
@@ -795,4 +794,9 @@ fn preflight_looks_programs_up_on_the_pane_path_and_reports_every_problem() {
             && messages[1].ends_with("gone does not exist"),
         "{messages:?}"
     );
+}
+
+/// A spawn request as the daemon parses it off the wire.
+fn spawn_of(request: &serde_json::Value) -> belfry_proto::request::Spawn {
+    belfry_proto::de::from_value(request).unwrap_or_else(|err| panic!("{request}: {err}"))
 }

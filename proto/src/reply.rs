@@ -26,6 +26,22 @@ pub struct ErrorBody {
     pub written: Option<u64>,
 }
 
+impl ErrorBody {
+    /// An error of `code` saying `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            code,
+            message: message.into(),
+            written: None,
+        }
+    }
+
+    /// An `invalid` error: the request itself is wrong.
+    pub fn invalid(message: impl Into<String>) -> ErrorBody {
+        ErrorBody::new(ErrorCode::Invalid, message)
+    }
+}
+
 impl std::fmt::Display for ErrorBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} ({})", self.message, self.code)
@@ -64,6 +80,14 @@ impl<T: DeserializeOwned> Reply<T> {
             Reply::Ok(body) => Ok(body),
             Reply::Err(err) => Err(err),
         }
+    }
+}
+
+/// The reply to a request: `body`'s fields, or the error.
+pub fn answer<T: Serialize>(id: &Value, outcome: Result<T, ErrorBody>) -> Value {
+    match outcome {
+        Ok(body) => ok(id, &body),
+        Err(err) => error_with(id, err),
     }
 }
 
@@ -315,9 +339,6 @@ pub struct Screen {
     pub generation: String,
     /// The I/O revision.
     pub revision: u64,
-    /// The expect token of this identity (SPEC §3), when the server gives one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expect: Option<String>,
     /// The size.
     pub size: Size,
     /// The cursor.

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 /// What can go wrong in a pane host or while talking to one.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("invalid session name {name:?}: must match [A-Za-z0-9._-]{{1,64}} and not be \".\" or \"..\"")]
-    InvalidSessionName { name: String },
+    #[error(transparent)]
+    InvalidSessionName(#[from] belfry_proto::name::InvalidName),
     #[error("invalid input: {reason}")]
     InvalidInput { reason: String },
     #[error("cannot spawn {argv:?}: {source}")]

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Map, Value};
+use belfry_proto::reply::{self, ErrorBody};
+use belfry_proto::request::{self as req, Op};
+use belfry_proto::ErrorCode;
+use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
@@ -16,17 +19,13 @@ use crate::pane::{Expect, Pane, SendOutcome, WriteError};
 use crate::paths;
 use crate::spec::LaunchSpec;
 use crate::txn::{self, StartRefused, TxnEnd, TxnJournal};
-use crate::wire::{self, code, Frame};
+use crate::wire::{self, Frame};
+pub use belfry_proto::limits::MAX_WAIT_MS;
 
 /// Most connections a pane host serves at once (attach clients, subscriptions, the daemon's
 /// forwarded requests); one more gets a `busy` reply. Well under the usual 1024-descriptor
 /// limit, so a flood of clients cannot starve the PTY and the log of descriptors.
 pub const MAX_CONNECTIONS: usize = 128;
-
-/// The longest `wait` a request may ask for, in `timeout_ms` and in `quiet_ms` (24 hours).
-/// Larger values are refused as `invalid` rather than waited on: a deadline past what an
-/// `Instant` can hold would otherwise panic, and nothing waits forever.
-pub const MAX_WAIT_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// What a pane host needs to start.
 #[derive(Debug, Clone)]
@@ -74,21 +73,17 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
         }
     };
     let inbox = config.state_dir.join("inbox").join(&session);
-    let child_env = vec![
-        (
-            "BELFRY_SOCKET".to_string(),
-            config.daemon_socket.display().to_string(),
-        ),
-        ("BELFRY_SESSION".to_string(), session.clone()),
-        ("BELFRY_INBOX".to_string(), inbox.display().to_string()),
-        (
-            "BELFRY_HOOK_CONTEXT".to_string(),
-            panes_dir
-                .join(format!("{session}.context"))
-                .display()
-                .to_string(),
-        ),
-    ];
+    let child_env = belfry_proto::PaneEnv {
+        session: session.clone(),
+        socket: config.daemon_socket.clone(),
+        inbox: Some(inbox),
+        hook_context: Some(panes_dir.join(format!("{session}.context"))),
+        ..belfry_proto::PaneEnv::default()
+    }
+    .vars()
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect();
     let (pane, tasks) = match Pane::start(config.spec.clone(), child_env) {
         Ok(started) => started,
         Err(err) => {
@@ -190,6 +185,21 @@ struct HostContext {
 }
 
 impl HostContext {
+    /// A request that names a pane must name this one.
+    fn check_session(&self, op: &Op) -> Result<(), ErrorBody> {
+        match op.session() {
+            Some(session) if *session != *self.pane.spec.session => Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!(
+                    "this pane host serves {:?}, not {:?}",
+                    self.pane.spec.session,
+                    session.as_str()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn record_json(&self) -> Value {
         let st = self.pane.state.lock();
         let mut record = json!({
@@ -258,27 +268,39 @@ async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
         let Some(request) = wire::next_request(&mut reader, &mut writer).await else {
             return;
         };
-        match request.op.as_str() {
-            "attach" => {
-                attach(&ctx, request, reader, writer).await;
+        // The session check guards against a request meant for another pane, streams too.
+        if let Err(err) = ctx.check_session(&request.op) {
+            if wire::write_json(&mut writer, &reply::error_with(&request.id, err))
+                .await
+                .is_err()
+            {
                 return;
             }
-            "subscribe" => {
-                subscribe(&ctx, request, reader, writer).await;
+            continue;
+        }
+        match request.op {
+            Op::Attach(op) => {
+                attach(&ctx, &request.id, &op, reader, writer).await;
+                return;
+            }
+            Op::Subscribe(op) => {
+                subscribe(&ctx, &request.id, &op, reader, writer).await;
                 return;
             }
             _ => {}
         }
         let gone = || peer_gone(&writer);
-        let reply = handle(&ctx, &request, &gone).await;
-        if reply.is_null() {
+        let Some(outcome) = handle(&ctx, &request.op, &gone).await else {
             return;
-        }
-        let written = wire::write_json(&mut writer, &reply).await.is_ok();
+        };
+        let killed = matches!(request.op, Op::Kill(_)) && outcome.is_ok();
+        let written = wire::write_json(&mut writer, &reply::answer(&request.id, outcome))
+            .await
+            .is_ok();
         // A kill that was carried out ends the pane host even if its reply could not be
         // delivered: its input is stopped for good, so serving on would leave a pane that
         // refuses every send.
-        if request.op == "kill" && reply.get("ok") == Some(&Value::Bool(true)) {
+        if killed {
             ctx.shutdown.notify_one();
             return;
         }
@@ -288,7 +310,6 @@ async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
     }
 }
 
-/// Answers one request (every op except the streaming ones).
 /// True once the peer has closed the connection (hang-up or read side shut down).
 fn peer_gone(writer: &OwnedWriteHalf) -> bool {
     use rustix::event::{poll, PollFd, PollFlags};
@@ -306,177 +327,122 @@ fn peer_gone(writer: &OwnedWriteHalf) -> bool {
     }
 }
 
-/// Answers one request (every op except the streaming ones). `Null` means "no reply: the
+/// What a handler answers: the reply's body, or the error it carries.
+type Answer = Result<Value, ErrorBody>;
+
+/// A typed reply body as the value a reply carries.
+fn body(fields: impl serde::Serialize) -> Answer {
+    serde_json::to_value(fields)
+        .map_err(|err| ErrorBody::new(ErrorCode::Internal, format!("cannot encode reply: {err}")))
+}
+
+/// Answers one request (every op except the streaming ones). `None` means "no reply: the
 /// requester is gone".
-async fn handle(
-    ctx: &HostContext,
-    request: &wire::Request,
-    gone: &(dyn Fn() -> bool + Sync),
-) -> Value {
-    let id = &request.id;
-    let body = &request.body;
-    // The session check guards against a request meant for another pane: a `session` that is
-    // null or not a string is refused, never skipped.
-    let session = match wire::strict_str(body, "session", "session") {
-        Ok(session) => session,
-        Err(message) => return wire::error_reply(id, code::INVALID, message),
-    };
-    if let Some(session) = session {
-        if session != ctx.pane.spec.session {
-            return wire::error_reply(
-                id,
-                code::NOT_FOUND,
-                format!(
-                    "this pane host serves {:?}, not {session:?}",
-                    ctx.pane.spec.session
-                ),
-            );
-        }
-    }
-    let result = match request.op.as_str() {
-        "hello" => {
-            return match wire::negotiate(body) {
-                Ok(version) => wire::ok_reply(
-                    id,
-                    json!({"version": version, "role": "pane-host", "build": env!("CARGO_PKG_VERSION"),
-                           "session": ctx.pane.spec.session}),
-                ),
-                Err(message) => wire::error_reply(id, code::UNSUPPORTED_VERSION, message),
-            }
-        }
-        "info" => Ok(ctx.record_json()),
-        "snapshot" => snapshot(ctx, body),
-        "scrollback" => scrollback(ctx, body),
-        "send" => match send(ctx, id, body, gone).await {
-            Ok(Value::Null) => return Value::Null,
-            Ok(fields) => Ok(fields),
-            Err(reply) => return reply,
+async fn handle(ctx: &HostContext, op: &Op, gone: &(dyn Fn() -> bool + Sync)) -> Option<Answer> {
+    let answer = match op {
+        Op::Hello(hello) => match hello.negotiate() {
+            Ok(version) => body(reply::Hello {
+                version,
+                role: "pane-host".into(),
+                build: env!("CARGO_PKG_VERSION").into(),
+                pid: None,
+                session: Some(ctx.pane.spec.session.clone()),
+            }),
+            Err(message) => Err(ErrorBody::new(ErrorCode::UnsupportedVersion, message)),
         },
-        "txn" => txn_op(ctx, body),
-        "resize" => resize(ctx, body),
-        "clear" => Ok(json!({"revision": ctx.pane.clear()})),
-        "restart" => ctx
-            .pane
-            .restart()
-            .await
-            .map(|identity| json!({"identity": identity}))
-            .map_err(|err| err.to_string()),
-        "kill" => {
+        Op::Info(_) => Ok(ctx.record_json()),
+        Op::Snapshot(op) => snapshot(ctx, op).and_then(body),
+        Op::Scrollback(op) => body(scrollback(ctx, op)),
+        Op::Send(op) => send(ctx, op, gone).await?.and_then(body),
+        Op::Txn(op) => txn_op(ctx, op).and_then(body),
+        Op::Resize(op) => resize(ctx, op).and_then(body),
+        Op::Clear(_) => body(reply::Cleared {
+            revision: ctx.pane.clear(),
+        }),
+        Op::Restart(_) => match ctx.pane.restart().await {
+            Ok(identity) => body(reply::Restarted { identity }),
+            Err(err) => Err(ErrorBody::invalid(err.to_string())),
+        },
+        Op::Kill(_) => {
             // A kill whose requester has already gone (a daemon that gave up on a stopped pane
             // host, a killed CLI) is not carried out: nobody would learn of it, and the
             // stopping state below cannot be undone.
             if gone() {
-                return Value::Null;
+                return None;
             }
             // Kill never waits for the input lock: a transaction in flight writes no further
             // byte, every later one is refused with nothing written, and the pane host stops
             // serving once the reply is out.
             ctx.pane.stop_input("kill");
-            Ok(json!({"killed": ctx.pane.spec.session}))
+            body(reply::Killed {
+                killed: ctx.pane.spec.session.clone(),
+            })
         }
-        "detach" => Ok(json!({"detached": ctx.pane.detach_all()})),
-        "wait" => return wait(ctx, id, body).await,
-        other => {
-            return wire::error_reply(
-                id,
-                code::UNKNOWN_OP,
-                format!("unknown op {other:?} for a pane host"),
-            )
-        }
+        Op::Detach(_) => body(reply::Detached {
+            detached: ctx.pane.detach_all(),
+        }),
+        Op::Wait(op) => wait(ctx, op).await.and_then(body),
+        other => Err(ErrorBody::new(
+            ErrorCode::UnknownOp,
+            format!("unknown op {:?} for a pane host", other.name()),
+        )),
     };
-    match result {
-        Ok(fields) => wire::ok_reply(id, fields),
-        Err(message) => wire::error_reply(id, code::INVALID, message),
-    }
+    Some(answer)
 }
 
-fn snapshot(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
-    let want_cells = wire::opt_bool(body, "cells")?.unwrap_or(false);
-    let want_ansi = wire::opt_bool(body, "ansi")?.unwrap_or(false);
-    let scrollback = wire::opt_u64(body, "scrollback")?;
+fn snapshot(ctx: &HostContext, op: &req::Snapshot) -> Result<reply::Screen, ErrorBody> {
     let st = ctx.pane.state.lock();
     let (row, col, visible) = st.screen.cursor();
-    let mut out = json!({
-        "session": ctx.pane.spec.session,
-        "incarnation": st.incarnation,
-        "generation": ctx.pane.generation,
-        "revision": st.revision,
-        "size": {"rows": st.size.0, "cols": st.size.1},
-        "cursor": {"row": row, "col": col, "visible": visible},
-        "modes": st.screen.modes(),
-        "title": st.screen.title(),
-        "lines": st.screen.lines(),
-        "foreground": ctx.pane.foreground(st.child_pid),
-        "exited": st.exited,
-        "child_pid": st.child_pid,
-        "pid": std::process::id(),
-        "clients": st.clients_len(),
-        "history": st.screen.history_len(),
-    });
-    if want_ansi {
-        out["ansi"] = json!(st.screen.ansi_lines());
-    }
-    if want_cells {
-        out["cells"] = st.screen.cells();
-    }
-    if let Some(n) = scrollback {
+    let size = belfry_proto::Size::new(u64::from(st.size.0), u64::from(st.size.1))
+        .map_err(|err| ErrorBody::new(ErrorCode::Internal, err.to_string()))?;
+    let scrollback = op.scrollback.map(|n| {
         let history = st.screen.history_len();
-        let n = (n as usize).min(history);
-        let (_, lines) = st.screen.scrollback(history - n, n);
-        out["scrollback"] = json!(lines);
-    }
-    Ok(out)
-}
-
-fn scrollback(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
-    let start = wire::opt_u64(body, "start")?.unwrap_or(0) as usize;
-    let count = wire::opt_u64(body, "count")?.unwrap_or(u64::from(u32::MAX)) as usize;
-    let st = ctx.pane.state.lock();
-    let (total, lines) = st.screen.scrollback(start, count.min(100_000));
-    Ok(
-        json!({"revision": st.revision, "total": total, "history": st.screen.history_len(),
-              "start": start, "lines": lines}),
-    )
-}
-
-/// Parses the `expect` object of a send (SPEC §3). A field that is present must hold a value:
-/// `"revision":null` is refused rather than read as "absent", which would turn a guarded send
-/// into an unguarded one.
-pub fn parse_expect(body: &Map<String, Value>) -> Result<Expect, String> {
-    let Some(expect) = body.get("expect") else {
-        return Ok(Expect::default());
-    };
-    let Value::Object(expect) = expect else {
-        return Err("field \"expect\" must be an object".into());
-    };
-    for key in expect.keys() {
-        if !matches!(key.as_str(), "incarnation" | "generation" | "revision") {
-            return Err(format!(
-                "unknown field \"expect.{key}\" (expected incarnation, generation, revision)"
-            ));
-        }
-    }
-    Ok(Expect {
-        incarnation: wire::strict_str(expect, "incarnation", "expect.incarnation")?
-            .map(str::to_string),
-        generation: wire::strict_str(expect, "generation", "expect.generation")?
-            .map(str::to_string),
-        revision: wire::strict_u64(expect, "revision", "expect.revision")?,
+        let n = usize::try_from(n).unwrap_or(usize::MAX).min(history);
+        st.screen.scrollback(history - n, n).1
+    });
+    Ok(reply::Screen {
+        session: ctx.pane.spec.session.clone(),
+        incarnation: st.incarnation.clone(),
+        generation: ctx.pane.generation.clone(),
+        revision: st.revision,
+        size,
+        cursor: reply::Cursor { row, col, visible },
+        modes: st.screen.modes(),
+        title: st.screen.title().to_string(),
+        lines: st.screen.lines(),
+        foreground: ctx.pane.foreground(st.child_pid),
+        exited: st.exited,
+        child_pid: st.child_pid,
+        pid: std::process::id(),
+        clients: st.clients_len(),
+        history: st.screen.history_len(),
+        ansi: op.ansi.unwrap_or(false).then(|| st.screen.ansi_lines()),
+        cells: op.cells.unwrap_or(false).then(|| st.screen.cells()),
+        scrollback,
     })
 }
 
-/// Checks the fields of a send that guard or bound it, without touching the pane. The daemon
-/// runs it before forwarding, so a malformed guard never leaves the daemon.
-pub fn check_send_request(body: &Map<String, Value>) -> Result<(), String> {
-    parse_expect(body)?;
-    parse_send_timeout(body)?;
-    Ok(())
+fn scrollback(ctx: &HostContext, op: &req::Scrollback) -> reply::History {
+    let start = usize::try_from(op.start.unwrap_or(0)).unwrap_or(usize::MAX);
+    let count = op.count.map_or(u32::MAX as usize, |n| {
+        usize::try_from(n).unwrap_or(usize::MAX)
+    });
+    let st = ctx.pane.state.lock();
+    let (total, lines) = st.screen.scrollback(start, count.min(100_000));
+    reply::History {
+        revision: st.revision,
+        total,
+        history: st.screen.history_len(),
+        start,
+        lines,
+    }
 }
 
 /// The `timeout_ms` of a send: how long its writes may wait, in total, for the program to read
 /// (delay steps not counted). Default [`DEFAULT_TIMEOUT_MS`], at most [`MAX_TIMEOUT_MS`].
-pub fn parse_send_timeout(body: &Map<String, Value>) -> Result<Duration, String> {
-    let ms = wire::strict_u64(body, "timeout_ms", "timeout_ms")?.unwrap_or(DEFAULT_TIMEOUT_MS);
+/// The daemon checks it too before forwarding, so a malformed bound never leaves the daemon.
+pub fn send_timeout(op: &req::Send) -> Result<Duration, String> {
+    let ms = op.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
     if !(1..=MAX_TIMEOUT_MS).contains(&ms) {
         return Err(format!(
             "field \"timeout_ms\" is {ms}: a send's timeout must be 1..={MAX_TIMEOUT_MS} ms"
@@ -485,56 +451,60 @@ pub fn parse_send_timeout(body: &Map<String, Value>) -> Result<Duration, String>
     Ok(Duration::from_millis(ms))
 }
 
-/// The send op. `Ok(Null)` means "no reply: the requester is gone"; `Err` is a finished error
-/// reply (its code depends on how the transaction failed).
+/// The send op. `None` means "no reply: the requester is gone"; an error's code depends on how
+/// the transaction failed.
 async fn send(
     ctx: &HostContext,
-    id: &Value,
-    body: &Map<String, Value>,
+    op: &req::Send,
     gone: &(dyn Fn() -> bool + Sync),
-) -> Result<Value, Value> {
-    let invalid = |message: String| wire::error_reply(id, code::INVALID, message);
-    let expect = parse_expect(body).map_err(invalid)?;
-    let write_timeout = parse_send_timeout(body).map_err(invalid)?;
-    let input = body
-        .get("input")
-        .ok_or_else(|| invalid("missing field \"input\"".into()))?;
-    let steps = parse_steps(input).map_err(|err| invalid(err.to_string()))?;
-    if let Some(txn) = wire::opt_str(body, "txn").map_err(invalid)? {
-        let send = Send {
-            expect: &expect,
-            steps: &steps,
-            write_timeout,
-        };
-        return send_in_transaction(ctx, id, txn, send, gone).await;
+) -> Option<Result<reply::Sent, ErrorBody>> {
+    let parsed = send_timeout(op).and_then(|timeout| {
+        let steps = parse_steps(&op.input).map_err(|err| err.to_string())?;
+        Ok((timeout, steps))
+    });
+    let (write_timeout, steps) = match parsed {
+        Ok(parsed) => parsed,
+        Err(message) => return Some(Err(ErrorBody::invalid(message))),
+    };
+    let expect = op.expect.clone().unwrap_or_default();
+    let send = Send {
+        expect: &expect,
+        steps: &steps,
+        write_timeout,
+    };
+    if let Some(txn) = &op.txn {
+        return send_in_transaction(ctx, txn, send, gone).await;
     }
     match ctx.pane.send(&expect, &steps, gone, write_timeout).await {
-        Ok(SendOutcome::Abandoned) => Ok(Value::Null),
-        Ok(SendOutcome::Sent { revision }) => Ok(json!({"result": "sent", "revision": revision})),
-        Ok(SendOutcome::Conflict { actual, exited }) => {
-            let mut out = json!({"result": "conflict", "actual": actual});
-            if exited {
-                out["exited"] = json!(true);
-            }
-            Ok(out)
-        }
-        Err(err) => Err(write_error_reply(id, &err)),
+        Ok(SendOutcome::Abandoned) => None,
+        Ok(SendOutcome::Sent { revision }) => Some(Ok(reply::Sent::Sent {
+            revision,
+            txn: None,
+        })),
+        Ok(SendOutcome::Conflict { actual, exited }) => Some(Ok(reply::Sent::Conflict {
+            actual,
+            exited,
+            txn: None,
+        })),
+        Err(err) => Some(Err(write_error(&err))),
     }
 }
 
-/// The error reply of a transaction that ended early. It carries `written`, the bytes that
-/// reached the PTY, so a caller never takes a partial write for "nothing written".
-fn write_error_reply(id: &Value, err: &WriteError) -> Value {
+/// The error of a transaction that ended early. It carries `written`, the bytes that reached
+/// the PTY, so a caller never takes a partial write for "nothing written".
+fn write_error(err: &WriteError) -> ErrorBody {
     let (code, message) = match err {
         WriteError::InputBusy { .. } | WriteError::TimedOut { .. } => {
-            (code::TIMEOUT, format!("send timed out: {err}"))
+            (ErrorCode::Timeout, format!("send timed out: {err}"))
         }
-        WriteError::Aborted { .. } => (code::ABORTED, format!("send {err}")),
-        WriteError::Io { .. } => (code::INVALID, err.to_string()),
+        WriteError::Aborted { .. } => (ErrorCode::Aborted, format!("send {err}")),
+        WriteError::Io { .. } => (ErrorCode::Invalid, err.to_string()),
     };
-    let mut reply = wire::error_reply(id, code, message);
-    reply["error"]["written"] = json!(err.written());
-    reply
+    ErrorBody {
+        code,
+        message,
+        written: Some(err.written() as u64),
+    }
 }
 
 /// One guarded send's parsed request: what it expects, what it writes, and its write timeout.
@@ -553,17 +523,17 @@ struct Send<'a> {
 /// query while it waited is dropped there, exactly like one whose requester has gone.
 async fn send_in_transaction(
     ctx: &HostContext,
-    id: &Value,
     txn: &str,
     send: Send<'_>,
     gone: &(dyn Fn() -> bool + Sync),
-) -> Result<Value, Value> {
-    let invalid = |message: String| wire::error_reply(id, code::INVALID, message);
-    txn::validate_txn_id(txn).map_err(invalid)?;
+) -> Option<Result<reply::Sent, ErrorBody>> {
+    if let Err(message) = txn::validate_txn_id(txn) {
+        return Some(Err(ErrorBody::invalid(message)));
+    }
     if ctx.txns.is_known(txn) {
-        return Err(invalid(format!(
+        return Some(Err(ErrorBody::invalid(format!(
             "transaction id {txn:?} was already used (or fenced by a txn query); nothing was written"
-        )));
+        ))));
     }
     let refused = parking_lot::Mutex::new(None);
     // The pane asks again after waiting out a restart; the journal entry is taken only once.
@@ -599,88 +569,88 @@ async fn send_in_transaction(
         Err(_) => TxnEnd::Failed,
     };
     ctx.txns.end(txn, end);
-    match outcome {
-        Ok(SendOutcome::Abandoned) => match *refused.lock() {
-            None => Ok(Value::Null),
-            Some(StartRefused::Fenced) => Err(invalid(format!(
-                "transaction {txn:?} was fenced by a txn query while it waited; nothing was written"
+    let refused = *refused.lock();
+    let named = txn;
+    let txn = Some(txn.to_string());
+    Some(match outcome {
+        Ok(SendOutcome::Abandoned) => match refused {
+            None => return None,
+            Some(StartRefused::Fenced) => Err(ErrorBody::invalid(format!(
+                "transaction {named:?} was fenced by a txn query while it waited; nothing was \
+                 written"
             ))),
-            Some(StartRefused::Reused) => Err(invalid(format!(
-                "transaction id {txn:?} was already used; nothing was written"
+            Some(StartRefused::Reused) => Err(ErrorBody::invalid(format!(
+                "transaction id {named:?} was already used; nothing was written"
             ))),
         },
-        Ok(SendOutcome::Sent { revision }) => {
-            Ok(json!({"result": "sent", "revision": revision, "txn": txn}))
-        }
-        Ok(SendOutcome::Conflict { actual, exited }) => {
-            let mut out = json!({"result": "conflict", "actual": actual, "txn": txn});
-            if exited {
-                out["exited"] = json!(true);
-            }
-            Ok(out)
-        }
-        Err(err) => Err(write_error_reply(id, &err)),
-    }
+        Ok(SendOutcome::Sent { revision }) => Ok(reply::Sent::Sent { revision, txn }),
+        Ok(SendOutcome::Conflict { actual, exited }) => Ok(reply::Sent::Conflict {
+            actual,
+            exited,
+            txn,
+        }),
+        Err(err) => Err(write_error(&err)),
+    })
 }
 
 /// `txn`: what became of a transaction (`state`: never-written, running, written, unknown),
 /// fencing one that has not started; with `"settle": true`, forget an ended one whose outcome
 /// the requester has recorded.
-fn txn_op(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
-    let txn = wire::opt_str(body, "txn")?.ok_or("missing field \"txn\"")?;
-    txn::validate_txn_id(txn)?;
-    if wire::opt_bool(body, "settle")?.unwrap_or(false) {
-        return Ok(json!({"txn": txn, "settled": ctx.txns.settle(txn)}));
+fn txn_op(ctx: &HostContext, op: &req::Txn) -> Result<reply::TxnState, ErrorBody> {
+    txn::validate_txn_id(&op.txn).map_err(ErrorBody::invalid)?;
+    if op.settle.unwrap_or(false) {
+        return Ok(reply::TxnState {
+            txn: op.txn.clone(),
+            state: None,
+            settled: Some(ctx.txns.settle(&op.txn)),
+        });
     }
-    Ok(json!({"txn": txn, "state": ctx.txns.query(txn).as_str()}))
+    Ok(reply::TxnState {
+        txn: op.txn.clone(),
+        state: Some(ctx.txns.query(&op.txn).as_str().to_string()),
+        settled: None,
+    })
 }
 
-fn resize(ctx: &HostContext, body: &Map<String, Value>) -> Result<Value, String> {
-    let rows = wire::opt_u64(body, "rows")?.ok_or("missing field \"rows\"")?;
-    let cols = wire::opt_u64(body, "cols")?.ok_or("missing field \"cols\"")?;
-    let (rows, cols) = (
-        u16::try_from(rows).map_err(|_| format!("rows {rows} is out of range"))?,
-        u16::try_from(cols).map_err(|_| format!("cols {cols} is out of range"))?,
-    );
-    let revision = ctx.pane.resize(rows, cols).map_err(|err| err.to_string())?;
-    Ok(json!({"revision": revision, "size": {"rows": rows, "cols": cols}}))
+fn resize(ctx: &HostContext, op: &req::Resize) -> Result<reply::Resized, ErrorBody> {
+    let size = belfry_proto::Size::new(op.rows, op.cols)
+        .map_err(|err| ErrorBody::invalid(err.to_string()))?;
+    let revision = ctx
+        .pane
+        .resize(size.rows(), size.cols())
+        .map_err(|err| ErrorBody::invalid(err.to_string()))?;
+    Ok(reply::Resized { revision, size })
 }
 
 /// `wait`: until every given condition holds (revision reached, exited, screen regex, quiet for
 /// N ms), or the timeout (default 30 s) passes.
-async fn wait(ctx: &HostContext, id: &Value, body: &Map<String, Value>) -> Value {
+async fn wait(ctx: &HostContext, op: &req::Wait) -> Result<reply::Waited, ErrorBody> {
     let parsed = (|| -> Result<_, String> {
-        let revision = wire::opt_u64(body, "revision")?;
-        let exit = wire::opt_bool(body, "exit")?.unwrap_or(false);
-        let regex = match wire::opt_str(body, "regex")? {
+        let regex = match &op.regex {
             Some(pattern) => Some(
                 regex::Regex::new(pattern)
                     .map_err(|err| format!("field \"regex\" is not a valid regex: {err}"))?,
             ),
             None => None,
         };
-        let quiet = wait_ms(body, "quiet_ms")?.map(Duration::from_millis);
-        let timeout = Duration::from_millis(wait_ms(body, "timeout_ms")?.unwrap_or(30_000));
-        if revision.is_none() && !exit && regex.is_none() && quiet.is_none() {
+        let quiet = wait_ms(op.quiet_ms, "quiet_ms")?.map(Duration::from_millis);
+        let timeout = Duration::from_millis(
+            wait_ms(op.timeout_ms, "timeout_ms")?.unwrap_or(belfry_proto::limits::DEFAULT_WAIT_MS),
+        );
+        let exit = op.exit.unwrap_or(false);
+        if op.revision.is_none() && !exit && regex.is_none() && quiet.is_none() {
             return Err("wait needs at least one of revision, exit, regex, quiet_ms".into());
         }
-        Ok((revision, exit, regex, quiet, timeout))
+        Ok((op.revision, exit, regex, quiet, timeout))
     })();
-    let (revision, exit, regex, quiet, timeout) = match parsed {
-        Ok(parsed) => parsed,
-        Err(message) => return wire::error_reply(id, code::INVALID, message),
-    };
+    let (revision, exit, regex, quiet, timeout) = parsed.map_err(ErrorBody::invalid)?;
     // Both durations are at most MAX_WAIT_MS, so this and `last_change + q` below cannot
     // overflow; the checked add keeps even a clock near its end from panicking.
     let Some(deadline) = Instant::now().checked_add(timeout) else {
-        return wire::error_reply(
-            id,
-            code::INVALID,
-            format!(
-                "field \"timeout_ms\" {} is too far in the future",
-                timeout.as_millis()
-            ),
-        );
+        return Err(ErrorBody::invalid(format!(
+            "field \"timeout_ms\" {} is too far in the future",
+            timeout.as_millis()
+        )));
     };
     let mut changes = ctx.pane.revision_tx.subscribe();
     loop {
@@ -695,26 +665,29 @@ async fn wait(ctx: &HostContext, id: &Value, body: &Map<String, Value>) -> Value
             if let Some(until) = quiet_until {
                 met &= Instant::now() >= until;
             }
-            (
-                met,
-                quiet_until,
-                json!({"revision": st.revision, "incarnation": st.incarnation,
-                                      "exited": st.exited}),
-            )
+            let state = reply::WaitState {
+                revision: st.revision,
+                incarnation: st.incarnation.clone(),
+                exited: st.exited,
+            };
+            (met, quiet_until, state)
         };
         if met {
-            return wire::ok_reply(id, json!({"result": "matched", "state": identity}));
+            return Ok(reply::Waited {
+                result: "matched".into(),
+                state: identity,
+            });
         }
         let now = Instant::now();
         if now >= deadline {
-            return wire::error_reply(
-                id,
-                code::TIMEOUT,
+            let state = serde_json::to_string(&identity).unwrap_or_default();
+            return Err(ErrorBody::new(
+                ErrorCode::Timeout,
                 format!(
-                    "wait timed out after {} ms; state {identity}",
+                    "wait timed out after {} ms; state {state}",
                     timeout.as_millis()
                 ),
-            );
+            ));
         }
         let wake_at = quiet_until.map_or(deadline, |q| q.max(now).min(deadline));
         tokio::select! {
@@ -725,8 +698,8 @@ async fn wait(ctx: &HostContext, id: &Value, body: &Map<String, Value>) -> Value
 }
 
 /// A `wait` duration field in ms: absent, or 0..=[`MAX_WAIT_MS`].
-fn wait_ms(body: &Map<String, Value>, field: &str) -> Result<Option<u64>, String> {
-    match wire::opt_u64(body, field)? {
+fn wait_ms(ms: Option<u64>, field: &str) -> Result<Option<u64>, String> {
+    match ms {
         Some(ms) if ms > MAX_WAIT_MS => Err(format!(
             "field \"{field}\" is {ms} ms, above the maximum of {MAX_WAIT_MS} ms (24 hours)"
         )),
@@ -738,24 +711,21 @@ fn wait_ms(body: &Map<String, Value>, field: &str) -> Result<Option<u64>, String
 /// until the client closes the connection.
 async fn subscribe(
     ctx: &HostContext,
-    request: wire::Request,
+    id: &Value,
+    op: &req::Subscribe,
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     mut writer: OwnedWriteHalf,
 ) {
-    let revisions = match wire::opt_bool(&request.body, "revisions") {
-        Ok(revisions) => revisions.unwrap_or(true),
-        Err(message) => {
-            let reply = wire::error_reply(&request.id, code::INVALID, message);
-            let _ = wire::write_json(&mut writer, &reply).await;
-            return;
-        }
-    };
+    let revisions = op.revisions.unwrap_or(true);
     let mut events = ctx.pane.events.subscribe();
     let mut changes = ctx.pane.revision_tx.subscribe();
-    let identity = ctx.pane.identity();
-    let reply = wire::ok_reply(
-        &request.id,
-        json!({"subscribed": true, "identity": identity}),
+    let reply = reply::ok(
+        id,
+        &reply::Subscribed {
+            subscribed: true,
+            session: None,
+            identity: Some(ctx.pane.identity()),
+        },
     );
     if wire::write_json(&mut writer, &reply).await.is_err() {
         return;
@@ -794,38 +764,28 @@ async fn subscribe(
 /// `attach`: switch the connection to frames; the first data frame is a full redraw.
 async fn attach(
     ctx: &HostContext,
-    request: wire::Request,
+    id: &Value,
+    op: &req::Attach,
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     mut writer: OwnedWriteHalf,
 ) {
-    let body = &request.body;
-    // A mistyped or null read_only must never turn into a writable client: every field is
-    // strict.
-    let fields = (|| -> Result<_, String> {
-        Ok((
-            wire::strict_bool(body, "read_only", "read_only")?.unwrap_or(false),
-            wire::opt_u64(body, "rows")?,
-            wire::opt_u64(body, "cols")?,
-        ))
-    })();
-    let (read_only, rows, cols) = match fields {
-        Ok(fields) => fields,
-        Err(message) => {
-            let reply = wire::error_reply(&request.id, code::INVALID, message);
-            let _ = wire::write_json(&mut writer, &reply).await;
-            return;
-        }
-    };
-    let size = match (rows, cols) {
-        (Some(r), Some(c)) if (1..=1000).contains(&r) && (1..=1000).contains(&c) => {
-            Some((r as u16, c as u16))
-        }
+    // A mistyped or null read_only never turns into a writable client: the field is strict.
+    let read_only = op.read_only.unwrap_or(false);
+    let size = match (op.rows, op.cols) {
+        (Some(rows), Some(cols)) => match belfry_proto::Size::new(rows, cols) {
+            Ok(size) => Some(size.pair()),
+            Err(err) => {
+                let reply = reply::error(id, ErrorCode::Invalid, format!("attach {err}"));
+                let _ = wire::write_json(&mut writer, &reply).await;
+                return;
+            }
+        },
         (None, None) => None,
         _ => {
-            let reply = wire::error_reply(
-                &request.id,
-                code::INVALID,
-                "attach rows and cols must both be 1..=1000",
+            let reply = reply::error(
+                id,
+                ErrorCode::Invalid,
+                "attach rows and cols must be given together",
             );
             let _ = wire::write_json(&mut writer, &reply).await;
             return;
@@ -834,10 +794,14 @@ async fn attach(
     let pane = &ctx.pane;
     let (redraw, mut handle) = pane.attach(read_only, size);
     let client = handle.id;
-    let reply = wire::ok_reply(
-        &request.id,
-        json!({"attached": true, "client": client, "read_only": read_only,
-               "identity": pane.identity()}),
+    let reply = reply::ok(
+        id,
+        &reply::Attached {
+            attached: true,
+            client,
+            read_only,
+            identity: pane.identity(),
+        },
     );
     if wire::write_json(&mut writer, &reply).await.is_err()
         || writer
@@ -895,10 +859,10 @@ async fn attach(
                         return;
                     }
                     if let Some(size) = control.get("resize") {
-                        let rows = size.get("rows").and_then(Value::as_u64).unwrap_or(0);
-                        let cols = size.get("cols").and_then(Value::as_u64).unwrap_or(0);
-                        if (1..=1000).contains(&rows) && (1..=1000).contains(&cols) {
-                            pane.client_activity(client, Some((rows as u16, cols as u16)));
+                        // A resize out of range is ignored: the client's terminal is what it
+                        // is, and the pane keeps its size.
+                        if let Ok(size) = belfry_proto::de::from_value::<belfry_proto::Size>(size) {
+                            pane.client_activity(client, Some(size.pair()));
                         }
                     }
                 }

@@ -1,21 +1,16 @@
 //! The bounded input transport of a send (SPEC §3): text, bytes, paste, named keys and delays.
 
 use base64::Engine as _;
-use serde_json::Value;
+use belfry_proto::request::InputStep;
 
 use crate::error::{Error, Result};
 
-/// Most bytes one request may write.
-pub const MAX_BYTES: usize = 64 * 1024;
-/// Longest single delay step.
-pub const MAX_DELAY_STEP_MS: u64 = 2000;
-/// Most delay one request may contain in total.
-pub const MAX_DELAY_TOTAL_MS: u64 = 5000;
-/// How long a send's writes may wait for the program to read, in total, when the request does
-/// not say (`timeout_ms`). Also the deadline of attached keystrokes and query answers.
-pub const DEFAULT_TIMEOUT_MS: u64 = 5000;
-/// The largest `timeout_ms` a send may ask for.
-pub const MAX_TIMEOUT_MS: u64 = 60_000;
+/// The limits of one send, defined by the protocol. `DEFAULT_TIMEOUT_MS` is also the deadline
+/// of attached keystrokes and query answers.
+pub use belfry_proto::limits::{
+    DEFAULT_SEND_TIMEOUT_MS as DEFAULT_TIMEOUT_MS, MAX_DELAY_STEP_MS, MAX_DELAY_TOTAL_MS,
+    MAX_SEND_BYTES as MAX_BYTES, MAX_SEND_TIMEOUT_MS as MAX_TIMEOUT_MS,
+};
 
 /// One step of an input transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,31 +133,14 @@ impl Key {
 
 /// Parses and bounds-checks the `input` array of a send request. Nothing is written unless the
 /// whole array is valid.
-pub fn parse_steps(input: &Value) -> Result<Vec<Step>> {
-    let Value::Array(items) = input else {
-        return Err(Error::invalid("field \"input\" must be an array of steps"));
-    };
-    let mut steps = Vec::with_capacity(items.len());
+pub fn parse_steps(input: &[InputStep]) -> Result<Vec<Step>> {
+    let mut steps = Vec::with_capacity(input.len());
     let mut total_bytes = 0usize;
     let mut total_delay = 0u64;
-    for (index, item) in items.iter().enumerate() {
-        let Value::Object(obj) = item else {
-            return Err(Error::invalid(format!(
-                "input step {index} must be an object"
-            )));
-        };
-        if obj.len() != 1 {
-            return Err(Error::invalid(format!(
-                "input step {index} must have exactly one of text, bytes, paste, key, delay_ms"
-            )));
-        }
-        let (kind, value) = obj
-            .iter()
-            .next()
-            .ok_or_else(|| Error::invalid("empty step"))?;
-        let step = match (kind.as_str(), value) {
-            ("text", Value::String(text)) => Step::Raw(text.as_bytes().to_vec()),
-            ("bytes", Value::String(b64)) => {
+    for (index, item) in input.iter().enumerate() {
+        let step = match item {
+            InputStep::Text(text) => Step::Raw(text.as_bytes().to_vec()),
+            InputStep::Bytes(b64) => {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(b64)
                     .map_err(|err| {
@@ -170,20 +148,18 @@ pub fn parse_steps(input: &Value) -> Result<Vec<Step>> {
                     })?;
                 Step::Raw(bytes)
             }
-            ("paste", Value::String(text)) => {
+            InputStep::Paste(text) => {
                 check_paste(index, text)?;
                 Step::Paste(text.clone())
             }
-            ("key", Value::String(name)) => Step::Key(Key::parse(name).map_err(|err| match err {
+            InputStep::Key(name) => Step::Key(Key::parse(name).map_err(|err| match err {
                 Error::InvalidInput { reason } => {
                     Error::invalid(format!("input step {index}: {reason}"))
                 }
                 other => other,
             })?),
-            ("delay_ms", v) => {
-                let ms = v.as_u64().ok_or_else(|| {
-                    Error::invalid(format!("input step {index}: delay_ms must be an integer"))
-                })?;
+            InputStep::DelayMs(ms) => {
+                let ms = *ms;
                 if ms > MAX_DELAY_STEP_MS {
                     return Err(Error::invalid(format!(
                         "input step {index}: delay_ms {ms} exceeds {MAX_DELAY_STEP_MS}"
@@ -191,16 +167,6 @@ pub fn parse_steps(input: &Value) -> Result<Vec<Step>> {
                 }
                 total_delay += ms;
                 Step::DelayMs(ms)
-            }
-            ("text" | "bytes" | "paste" | "key", _) => {
-                return Err(Error::invalid(format!(
-                    "input step {index}: {kind} must be a string"
-                )))
-            }
-            (other, _) => {
-                return Err(Error::invalid(format!(
-                    "input step {index}: unknown step kind {other:?} (expected text, bytes, paste, key or delay_ms)"
-                )))
             }
         };
         total_bytes += match &step {
@@ -258,7 +224,14 @@ pub fn encode_paste(text: &str, bracketed: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    /// Steps as they arrive: typed by the protocol first, then checked here.
+    fn steps(input: Value) -> Result<Vec<Step>> {
+        let typed: Vec<InputStep> =
+            belfry_proto::de::from_value(&input).map_err(|err| Error::invalid(err.to_string()))?;
+        parse_steps(&typed)
+    }
 
     #[test]
     fn keys() {
@@ -276,29 +249,22 @@ mod tests {
     #[test]
     fn limits() {
         let big = "x".repeat(MAX_BYTES + 1);
-        let err = parse_steps(&json!([{"text": big}]))
-            .unwrap_err()
-            .to_string();
+        let err = steps(json!([{"text": big}])).unwrap_err().to_string();
         assert!(err.contains("65536-byte limit"), "{err}");
-        let err = parse_steps(&json!([{"delay_ms": 2001}]))
-            .unwrap_err()
-            .to_string();
+        let err = steps(json!([{"delay_ms": 2001}])).unwrap_err().to_string();
         assert!(err.contains("2000"), "{err}");
-        let err = parse_steps(&json!([{"delay_ms": 2000},{"delay_ms": 2000},{"delay_ms": 1001}]))
+        let err = steps(json!([{"delay_ms": 2000},{"delay_ms": 2000},{"delay_ms": 1001}]))
             .unwrap_err()
             .to_string();
         assert!(err.contains("5000"), "{err}");
-        let err = parse_steps(&json!([{"paste": "a\u{1b}[201~b"}]))
+        let err = steps(json!([{"paste": "a\u{1b}[201~b"}]))
             .unwrap_err()
             .to_string();
         assert!(err.contains("ESC"), "{err}");
-        let err = parse_steps(&json!([{"shout": "x"}]))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("unknown step kind"), "{err}");
+        let err = steps(json!([{"shout": "x"}])).unwrap_err().to_string();
+        assert!(err.contains("\"shout\" is not one of text"), "{err}");
         let ok =
-            parse_steps(&json!([{"paste":"hi"},{"delay_ms":5},{"key":"Enter"},{"bytes":"AAE="}]))
-                .unwrap();
+            steps(json!([{"paste":"hi"},{"delay_ms":5},{"key":"Enter"},{"bytes":"AAE="}])).unwrap();
         assert_eq!(ok.len(), 4);
         assert_eq!(ok[3], Step::Raw(vec![0, 1]));
     }

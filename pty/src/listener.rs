@@ -17,7 +17,8 @@ use serde_json::Value;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::wire::{self, code};
+use crate::wire;
+use belfry_proto::{reply, ErrorCode};
 
 /// The first pause after a failed accept.
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
@@ -112,7 +113,7 @@ impl Listener {
         });
         tokio::spawn(async move {
             let (_, mut writer) = stream.into_split();
-            let reply = wire::error_reply(&Value::Null, code::BUSY, message);
+            let reply = reply::error(&Value::Null, ErrorCode::Busy, message);
             let _ =
                 tokio::time::timeout(REFUSAL_DEADLINE, wire::write_json(&mut writer, &reply)).await;
         });

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{broadcast, mpsc, watch, Notify};
@@ -29,28 +28,9 @@ use crate::screen::Screen;
 use crate::spec::{new_incarnation, LaunchSpec, SizePolicy};
 use crate::wire::Frame;
 
-/// How a child ended.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-pub struct ExitStatus {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-}
-
-/// The identity fields a guarded send may expect (SPEC §3). Absent fields are not compared.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Expect {
-    pub incarnation: Option<String>,
-    pub generation: Option<String>,
-    pub revision: Option<u64>,
-}
-
-/// The pane's identity at one instant.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Identity {
-    pub incarnation: String,
-    pub generation: String,
-    pub revision: u64,
-}
+/// How a child ended, what a guarded send expects (SPEC §3; absent fields are not compared)
+/// and the pane's identity at one instant: the protocol's types.
+pub use belfry_proto::{ExitStatus, Expect, Identity};
 
 /// The outcome of a send. A conflict wrote zero bytes.
 #[must_use]
@@ -370,8 +350,8 @@ impl Pane {
             cmd = cmd.env(key, value);
         }
         cmd = cmd
-            .env("BELFRY_INCARNATION", incarnation)
-            .env("BELFRY_GENERATION", &self.generation);
+            .env(belfry_proto::env::INCARNATION, incarnation)
+            .env(belfry_proto::env::GENERATION, &self.generation);
         if let Some(cwd) = &self.spec.cwd {
             cmd = cmd.current_dir(cwd);
         }
@@ -918,11 +898,8 @@ impl Pane {
     }
 
     fn resize_locked(&self, st: &mut PaneState, rows: u16, cols: u16) -> crate::Result<()> {
-        if rows == 0 || cols == 0 || rows > 1000 || cols > 1000 {
-            return Err(crate::Error::invalid(format!(
-                "size {rows}x{cols} is out of range (1..=1000 rows and columns)"
-            )));
-        }
+        belfry_proto::Size::new(u64::from(rows), u64::from(cols))
+            .map_err(|err| crate::Error::invalid(err.to_string()))?;
         let winsize = rustix::termios::Winsize {
             ws_row: rows,
             ws_col: cols,
@@ -947,14 +924,13 @@ impl Pane {
     }
 
     /// The foreground process group of the PTY and whether it is the child itself.
-    pub fn foreground(&self, child_pid: u32) -> Value {
-        match rustix::termios::tcgetpgrp(self.master.get_ref().as_fd()) {
-            Ok(pgid) => {
-                let pgid = pgid.as_raw_nonzero().get();
-                json!({"pgid": pgid, "is_leader": pgid as u32 == child_pid})
-            }
-            Err(_) => Value::Null,
-        }
+    pub fn foreground(&self, child_pid: u32) -> Option<belfry_proto::reply::Foreground> {
+        let pgid = rustix::termios::tcgetpgrp(self.master.get_ref().as_fd()).ok()?;
+        let pgid = pgid.as_raw_nonzero().get();
+        Some(belfry_proto::reply::Foreground {
+            pgid,
+            is_leader: pgid as u32 == child_pid,
+        })
     }
 
     /// Registers an attached client and returns its first frame (a full redraw) with the

@@ -194,22 +194,10 @@ pub fn make_socket_private(path: &Path) -> Result<()> {
     })
 }
 
-/// Validates a session name: `[A-Za-z0-9._-]{1,64}`, and not `.` or `..` (SPEC §2).
+/// Validates a session name with the protocol's one validator (SPEC §2).
 pub fn validate_session_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name != "."
-        && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidSessionName {
-            name: name.to_string(),
-        })
-    }
+    belfry_proto::SessionName::parse(name)?;
+    Ok(())
 }
 
 /// True if the connecting peer may be served: the same uid as this process, or root.

@@ -16,7 +16,6 @@ use alacritty_terminal::vte::ansi::{
 };
 use alacritty_terminal::Term;
 use parking_lot::Mutex;
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::tracker::{Tracked, Tracker};
@@ -114,15 +113,8 @@ impl Dimensions for TermSize {
     }
 }
 
-/// Terminal modes a snapshot reports.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-pub struct Modes {
-    pub alternate_screen: bool,
-    pub bracketed_paste: bool,
-    pub application_cursor: bool,
-    pub mouse: bool,
-    pub focus_events: bool,
-}
+/// Terminal modes a snapshot reports: the protocol's type.
+pub use belfry_proto::reply::Modes;
 
 /// The screen model of one pane.
 pub struct Screen {

@@ -61,16 +61,8 @@ fn default_scrollback() -> usize {
     2000
 }
 
-/// Which attached client decides the pane size (SPEC §5).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum SizePolicy {
-    /// The most recently active writable client (tmux's `latest`).
-    #[default]
-    Latest,
-    /// The smallest of the writable clients.
-    Smallest,
-}
+/// Which attached client decides the pane size (SPEC §5): the protocol's type.
+pub use belfry_proto::request::SizePolicy;
 
 impl LaunchSpec {
     /// `sha256:<hex>` of the canonical launch spec: argv, cwd, declared env, DING policy and
