@@ -12,10 +12,14 @@
 //! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7);
 //!   [`adapter_group`] runs its adapter sidecars as process groups that end with them, and
 //!   [`adapter_lines`] is the bounded reader of their output.
-//! - [`lifecycle`]: adapter declarations and the lifecycle events the host fires for a harness.
+//! - [`lifecycle`]: adapter declarations (`adapters/<name>/declaration.json`, read as
+//!   [`lifecycle::AdapterDeclaration`]) and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
 //! - [`deadline`]: how long every request may take, at the daemon and at its clients.
-//! - [`declare`]: `belfry.kdl` declarations and the plan of `belfry up`; [`kdl_depth`] guards
+//! - [`declare`]: `belfry.kdl` declarations, a folder: `declare/mod.rs` holds the typed
+//!   declarations and the public face, `declare/lower.rs` lowers KDL to them,
+//!   `declare/plan.rs` computes what `belfry up` and `belfry down` would do against the
+//!   running panes, and `declare/error.rs` says why a file was rejected. [`kdl_depth`] guards
 //!   its parser against nesting that would overflow the stack; [`preflight`] checks every
 //!   agent `belfry up` is about to launch before it launches any.
 

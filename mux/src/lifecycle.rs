@@ -11,9 +11,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
-/// The part of an adapter declaration the host needs.
+/// The part of an adapter's `declaration.json` the daemon needs. Named apart from the
+/// `belfry.kdl` declarations of [`crate::declare`], which say what runs in a pane; this one says
+/// what a harness is.
 #[derive(Debug, Clone, Deserialize, Default)]
-pub struct Declaration {
+pub struct AdapterDeclaration {
     /// Semantic events the harness fires natively (semantic → native event name).
     #[serde(default)]
     pub events: BTreeMap<String, String>,
@@ -54,7 +56,7 @@ pub fn adapters_dir(exe: &Path) -> Option<PathBuf> {
 }
 
 /// Loads `<adapters>/<name>/declaration.json`.
-pub fn load(adapters: &Path, name: &str) -> Result<Declaration, String> {
+pub fn load(adapters: &Path, name: &str) -> Result<AdapterDeclaration, String> {
     let path = adapters.join(name).join("declaration.json");
     let bytes = std::fs::read(&path)
         .map_err(|err| format!("adapter declaration {}: {err}", path.display()))?;

@@ -343,7 +343,7 @@ async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
 fn load_declaration(
     daemon: &Daemon,
     adapter: &str,
-) -> Result<crate::lifecycle::Declaration, String> {
+) -> Result<crate::lifecycle::AdapterDeclaration, String> {
     let dir = crate::lifecycle::adapters_dir(&daemon.config.exe)
         .ok_or("no adapters directory (set BELFRY_ADAPTERS)")?;
     crate::lifecycle::load(&dir, adapter)
@@ -868,7 +868,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
     }
     // SPEC §7.5: the adapter declares which event is the harness's turn boundary; dispatch
     // inside the pane reads it from the environment (outside the generation).
-    if let Some(Ok(crate::lifecycle::Declaration {
+    if let Some(Ok(crate::lifecycle::AdapterDeclaration {
         turn_boundary: Some(event),
         ..
     })) = &declaration
@@ -952,7 +952,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, body: &Map<String, Value>) -> V
 fn place_charter(
     daemon: &Daemon,
     spec: &mut LaunchSpec,
-    declaration: Option<&Result<crate::lifecycle::Declaration, String>>,
+    declaration: Option<&Result<crate::lifecycle::AdapterDeclaration, String>>,
     text: &str,
 ) -> Result<(), String> {
     use crate::lifecycle::CharterPlacement;
