@@ -29,8 +29,11 @@ pub mod client;
 pub mod deadline;
 pub mod declare;
 pub mod ding;
+mod error;
 pub mod kdl_depth;
 pub mod lifecycle;
 pub mod preflight;
 pub mod registry;
 pub mod server;
+
+pub use error::Error;

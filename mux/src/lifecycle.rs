@@ -11,6 +11,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
+use crate::Error;
+
 /// The part of an adapter's `declaration.json` the daemon needs. Named apart from the
 /// `belfry.kdl` declarations of [`crate::declare`], which say what runs in a pane; this one says
 /// what a harness is.
@@ -56,12 +58,16 @@ pub fn adapters_dir(exe: &Path) -> Option<PathBuf> {
 }
 
 /// Loads `<adapters>/<name>/declaration.json`.
-pub fn load(adapters: &Path, name: &str) -> Result<AdapterDeclaration, String> {
+pub fn load(adapters: &Path, name: &str) -> Result<AdapterDeclaration, Error> {
     let path = adapters.join(name).join("declaration.json");
-    let bytes = std::fs::read(&path)
-        .map_err(|err| format!("adapter declaration {}: {err}", path.display()))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|err| format!("adapter declaration {} is invalid: {err}", path.display()))
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(source) => return Err(Error::ReadAdapterDeclaration { path, source }),
+    };
+    serde_json::from_slice(&bytes).map_err(|err| Error::InvalidAdapterDeclaration {
+        path,
+        reason: err.to_string(),
+    })
 }
 
 /// Fires one lifecycle event through `belfry dispatch`, in the pane's environment, and waits

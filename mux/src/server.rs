@@ -22,6 +22,7 @@ use belfry_pty::wire::{self, code};
 use crate::deadline;
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
+use crate::Error;
 use belfry_hooks::pane_link::TURN_BOUNDARY_ENV;
 
 /// Most client connections the daemon serves at once (CLI commands, subscriptions, adapter
@@ -41,31 +42,6 @@ pub struct DaemonConfig {
     pub log_dir: PathBuf,
 }
 
-/// Errors starting the daemon.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error("another belfry daemon already serves {0}")]
-    AlreadyRunning(PathBuf),
-    #[error(
-        "another belfry daemon ({holder}) already uses the {what} {dir} (it holds {lock}); \
-         stop it, or give this daemon its own BELFRY_STATE and BELFRY_RUNTIME_DIR"
-    )]
-    DirInUse {
-        what: &'static str,
-        dir: PathBuf,
-        lock: PathBuf,
-        holder: String,
-    },
-    #[error(transparent)]
-    Pane(#[from] belfry_pty::Error),
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
 struct Daemon {
     config: DaemonConfig,
     registry: Registry,
@@ -75,14 +51,14 @@ struct Daemon {
 }
 
 /// Runs the daemon in the foreground until `shutdown`.
-pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
+pub fn run(config: DaemonConfig) -> Result<(), Error> {
     // Two workers: a DING worker's durable file work (fsync before every send, SPEC §7.3)
     // blocks the thread it runs on, and must not stall every other request meanwhile.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|source| DaemonError::Io {
+        .map_err(|source| Error::Io {
             what: "cannot start the async runtime",
             path: PathBuf::new(),
             source,
@@ -94,7 +70,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         .inspect_err(|err| tracing::error!("daemon stopped: {err}"))
 }
 
-async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
+async fn serve(config: DaemonConfig) -> Result<(), Error> {
     paths::ensure_private_dir(&config.runtime)?;
     paths::ensure_private_dir(&paths::panes_dir(&config.runtime))?;
     // A socket outside the runtime directory ($BELFRY_SOCKET) gets its directory created if
@@ -110,7 +86,7 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     // or adopted, so a refused daemon leaves no trace.
     let socket_lock = take_lock(&lock_path(&config.socket))
         .await?
-        .map_err(|_| DaemonError::AlreadyRunning(config.socket.clone()))?;
+        .map_err(|_| Error::AlreadyRunning(config.socket.clone()))?;
     // Two daemons over one state directory would each run a DING worker for every pane and
     // paste every notice twice; over one runtime directory they would both adopt every pane
     // host and fire its lifecycle events twice. So the lock is per directory, not per socket.
@@ -118,7 +94,7 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
         .recursive(true)
         .mode(0o700)
         .create(&config.state_dir)
-        .map_err(|source| DaemonError::Io {
+        .map_err(|source| Error::Io {
             what: "cannot create state directory",
             path: config.state_dir.clone(),
             source,
@@ -129,18 +105,16 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
         ("runtime directory", &config.runtime),
     ] {
         let lock = dir.join(DIR_LOCK);
-        let held = take_lock(&lock)
-            .await?
-            .map_err(|holder| DaemonError::DirInUse {
-                what,
-                dir: dir.clone(),
-                lock: lock.clone(),
-                holder,
-            })?;
+        let held = take_lock(&lock).await?.map_err(|holder| Error::DirInUse {
+            what,
+            dir: dir.clone(),
+            lock: lock.clone(),
+            holder,
+        })?;
         dir_locks.push(held);
     }
     let _ = std::fs::remove_file(&config.socket);
-    let listener = UnixListener::bind(&config.socket).map_err(|source| DaemonError::Io {
+    let listener = UnixListener::bind(&config.socket).map_err(|source| Error::Io {
         what: "cannot bind daemon socket",
         path: config.socket.clone(),
         source,
@@ -157,7 +131,12 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     });
     adopt_existing(&daemon).await;
     tracing::info!("daemon serving on {}", daemon.config.socket.display());
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|source| Error::Io {
+            what: "daemon I/O",
+            path: PathBuf::new(),
+            source,
+        })?;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -179,16 +158,6 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     Ok(())
 }
 
-impl From<std::io::Error> for DaemonError {
-    fn from(source: std::io::Error) -> Self {
-        DaemonError::Io {
-            what: "daemon I/O",
-            path: PathBuf::new(),
-            source,
-        }
-    }
-}
-
 /// The lock file a daemon holds in its state and runtime directories.
 const DIR_LOCK: &str = "daemon.lock";
 
@@ -197,7 +166,7 @@ const DIR_LOCK: &str = "daemon.lock";
 ///
 /// A daemon that was just killed may still hold its locks for a moment while its last threads
 /// exit, so a held lock is retried for 2 s before it counts as taken.
-async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, DaemonError> {
+async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, Error> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
@@ -207,7 +176,7 @@ async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, DaemonE
         .write(true)
         .mode(0o600)
         .open(path)
-        .map_err(|source| DaemonError::Io {
+        .map_err(|source| Error::Io {
             what: "cannot open daemon lock",
             path: path.to_path_buf(),
             source,
@@ -233,7 +202,7 @@ async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, DaemonE
         file.set_len(0)?;
         (&file).write_all(format!("{}\n", std::process::id()).as_bytes())
     };
-    write_pid().map_err(|source| DaemonError::Io {
+    write_pid().map_err(|source| Error::Io {
         what: "cannot write the daemon pid into",
         path: path.to_path_buf(),
         source,
@@ -346,7 +315,7 @@ fn load_declaration(
 ) -> Result<crate::lifecycle::AdapterDeclaration, String> {
     let dir = crate::lifecycle::adapters_dir(&daemon.config.exe)
         .ok_or("no adapters directory (set BELFRY_ADAPTERS)")?;
-    crate::lifecycle::load(&dir, adapter)
+    crate::lifecycle::load(&dir, adapter).map_err(|err| err.to_string())
 }
 
 /// Fires `event` through dispatch if the pane's adapter declares it as host lifecycle.

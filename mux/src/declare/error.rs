@@ -1,57 +1,7 @@
-//! Why a declaration file was rejected: the read, syntax and validation errors of
-//! [`super::load`] and [`super::parse_declarations`], each naming the file, line and column.
-
-use std::path::PathBuf;
-
-use super::Location;
-
-/// Why a declaration file was rejected.
-#[derive(Debug, thiserror::Error)]
-pub enum DeclareError {
-    /// The file could not be read (or is not UTF-8).
-    #[error("cannot read declarations {}: {source}", file.display())]
-    Read {
-        /// The file, as named.
-        file: PathBuf,
-        /// What the read said.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The text is not KDL v2.
-    #[error("{at}: not valid KDL v2: {message}")]
-    Syntax {
-        /// Where the first syntax error is.
-        at: Location,
-        /// The parser's message, with its help if it had one.
-        message: String,
-    },
-    /// The text is KDL but not a valid declaration.
-    #[error("{at}: {problem}")]
-    Invalid {
-        /// The node or value at fault.
-        at: Location,
-        /// What is wrong with it (boxed: it is the largest part of the error).
-        problem: Box<Problem>,
-    },
-}
-
-impl DeclareError {
-    /// Where in the file the error is, if it is about the file's text.
-    pub fn location(&self) -> Option<&Location> {
-        match self {
-            DeclareError::Read { .. } => None,
-            DeclareError::Syntax { at, .. } | DeclareError::Invalid { at, .. } => Some(at),
-        }
-    }
-
-    /// The validation problem, if the file is KDL but not a valid declaration.
-    pub fn problem(&self) -> Option<&Problem> {
-        match self {
-            DeclareError::Invalid { problem, .. } => Some(problem),
-            _ => None,
-        }
-    }
-}
+//! What is wrong with a declaration file that is valid KDL: the [`Problem`] carried by
+//! [`crate::Error::InvalidDeclaration`], which also names the file, line and column. (The
+//! file's read and syntax errors are [`crate::Error::ReadDeclarations`] and
+//! [`crate::Error::KdlSyntax`].)
 
 /// What is wrong with a declaration that is valid KDL.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

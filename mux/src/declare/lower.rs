@@ -8,8 +8,8 @@ use belfry_ding::policy::DeliveryPolicy;
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 
 use super::{
-    AgentDecl, AgentPlaces, Declarations, DeclareError, Location, Problem, DEFAULT_COLS,
-    DEFAULT_ROWS, MAX_FILE_BYTES, MAX_SIZE,
+    AgentDecl, AgentPlaces, Declarations, Error, Location, Problem, DEFAULT_COLS, DEFAULT_ROWS,
+    MAX_FILE_BYTES, MAX_SIZE,
 };
 use crate::kdl_depth::{
     check_nesting, check_openers, Nesting, MAX_NESTING, MAX_OPENERS, PARSER_STACK_BYTES,
@@ -68,7 +68,7 @@ impl<'a> Lowering<'a> {
     /// Checks the limits, then parses and lowers on a thread whose stack holds the deepest
     /// nesting the limits allow (see [`crate::kdl_depth`]); the document is also dropped
     /// there, since dropping it recurses as deeply as parsing it.
-    pub(super) fn document(&self) -> Result<Declarations, DeclareError> {
+    pub(super) fn document(&self) -> Result<Declarations, Error> {
         self.check_limits()?;
         std::thread::scope(|scope| {
             let parser = std::thread::Builder::new()
@@ -94,7 +94,7 @@ impl<'a> Lowering<'a> {
         })
     }
 
-    fn lower(&self) -> Result<Declarations, DeclareError> {
+    fn lower(&self) -> Result<Declarations, Error> {
         let document = self.parse_kdl()?;
         let mut agents: Vec<AgentDecl> = Vec::new();
         let mut first_lines: BTreeMap<String, usize> = BTreeMap::new();
@@ -123,7 +123,7 @@ impl<'a> Lowering<'a> {
 
     /// SPEC §12: input the parser cannot take safely is refused before it is parsed (see
     /// [`crate::kdl_depth`]: deep nesting overflows the parser's stack and aborts).
-    fn check_limits(&self) -> Result<(), DeclareError> {
+    fn check_limits(&self) -> Result<(), Error> {
         if self.source.len() > MAX_FILE_BYTES {
             return Err(self.invalid(
                 MAX_FILE_BYTES,
@@ -149,7 +149,7 @@ impl<'a> Lowering<'a> {
             .map_err(|offset| self.invalid(offset, Problem::TooManyOpeners { limit: MAX_OPENERS }))
     }
 
-    fn parse_kdl(&self) -> Result<KdlDocument, DeclareError> {
+    fn parse_kdl(&self) -> Result<KdlDocument, Error> {
         KdlDocument::parse_v2(self.source).map_err(|error| {
             let first = error
                 .diagnostics
@@ -178,7 +178,7 @@ impl<'a> Lowering<'a> {
                 }
                 None => (0, "the parser gave no reason".to_owned()),
             };
-            DeclareError::Syntax {
+            Error::KdlSyntax {
                 at: self.location(offset),
                 message,
             }
@@ -188,7 +188,7 @@ impl<'a> Lowering<'a> {
     fn agent<'n>(
         &self,
         node: &'n KdlNode,
-    ) -> Result<(AgentDecl, &'n KdlEntry, AgentPlaces), DeclareError> {
+    ) -> Result<(AgentDecl, &'n KdlEntry, AgentPlaces), Error> {
         let (name, name_entry) = self.single_string(node, "agent", AGENT_EXAMPLE)?;
         if belfry_pty::paths::validate_session_name(&name).is_err() {
             return Err(self.invalid(
@@ -256,7 +256,7 @@ impl<'a> Lowering<'a> {
     }
 
     /// The agent's `command`: at least one string, the first not blank.
-    fn command(&self, node: &KdlNode) -> Result<Vec<String>, DeclareError> {
+    fn command(&self, node: &KdlNode) -> Result<Vec<String>, Error> {
         let argv = self.strings(node, "command", COMMAND_EXAMPLE)?;
         match argv.first() {
             None => Err(self.invalid(
@@ -279,7 +279,7 @@ impl<'a> Lowering<'a> {
         }
     }
 
-    fn env(&self, node: &KdlNode) -> Result<BTreeMap<String, String>, DeclareError> {
+    fn env(&self, node: &KdlNode) -> Result<BTreeMap<String, String>, Error> {
         self.no_values(node, "env", ENV_EXAMPLE)?;
         let children = self.block(node, "env", ENV_EXAMPLE)?;
         self.expect_unique(children, "the env block")?;
@@ -302,7 +302,7 @@ impl<'a> Lowering<'a> {
         Ok(env)
     }
 
-    fn size(&self, node: &KdlNode) -> Result<(u16, u16), DeclareError> {
+    fn size(&self, node: &KdlNode) -> Result<(u16, u16), Error> {
         self.no_block(node, "size", SIZE_EXAMPLE)?;
         let (mut rows, mut cols) = (None, None);
         for entry in node.entries() {
@@ -357,7 +357,7 @@ impl<'a> Lowering<'a> {
         Ok((rows.unwrap_or(DEFAULT_ROWS), cols.unwrap_or(DEFAULT_COLS)))
     }
 
-    fn size_value(&self, entry: &KdlEntry, key: &str) -> Result<u16, DeclareError> {
+    fn size_value(&self, entry: &KdlEntry, key: &str) -> Result<u16, Error> {
         let Some(value) = entry.value().as_integer() else {
             return Err(self.invalid(
                 entry.span().offset(),
@@ -380,7 +380,7 @@ impl<'a> Lowering<'a> {
         }
     }
 
-    fn ding(&self, node: &KdlNode) -> Result<DeliveryPolicy, DeclareError> {
+    fn ding(&self, node: &KdlNode) -> Result<DeliveryPolicy, Error> {
         self.no_values(node, "ding", DING_EXAMPLE)?;
         let children = self.block(node, "ding", DING_EXAMPLE)?;
         self.expect_unique(children, "the ding block")?;
@@ -404,10 +404,7 @@ impl<'a> Lowering<'a> {
 
     /// `adapter { command … }` inside `ding`. An empty command is left for
     /// [`DeliveryPolicy::from_token`] to refuse, so the message is the policy's own.
-    fn ding_adapter<'n>(
-        &self,
-        node: &'n KdlNode,
-    ) -> Result<(Vec<String>, &'n KdlNode), DeclareError> {
+    fn ding_adapter<'n>(&self, node: &'n KdlNode) -> Result<(Vec<String>, &'n KdlNode), Error> {
         self.no_values(node, "adapter", DING_ADAPTER_EXAMPLE)?;
         let children = self.block(node, "adapter", DING_ADAPTER_EXAMPLE)?;
         self.expect_unique(children, "the ding adapter block")?;
@@ -425,7 +422,7 @@ impl<'a> Lowering<'a> {
 
     /// SPEC §7.4: the token and command are validated by the policy itself; a block that
     /// would have no effect is refused rather than ignored.
-    fn delivery_policy(&self, block: DingBlock<'_>) -> Result<DeliveryPolicy, DeclareError> {
+    fn delivery_policy(&self, block: DingBlock<'_>) -> Result<DeliveryPolicy, Error> {
         let Some((token, token_entry)) = block.delivery else {
             return Err(self.invalid(block.node.span().offset(), Problem::MissingDelivery));
         };
@@ -448,12 +445,7 @@ impl<'a> Lowering<'a> {
     }
 
     /// A `cwd` or `charter` path, resolved against the file's directory.
-    fn path(
-        &self,
-        node: &KdlNode,
-        name: &str,
-        example: &'static str,
-    ) -> Result<PathBuf, DeclareError> {
+    fn path(&self, node: &KdlNode, name: &str, example: &'static str) -> Result<PathBuf, Error> {
         let (raw, entry) = self.single_string(node, name, example)?;
         self.no_block(node, name, example)?;
         if raw.starts_with('~') {
@@ -492,7 +484,7 @@ impl<'a> Lowering<'a> {
         node: &'n KdlNode,
         name: &str,
         example: &'static str,
-    ) -> Result<Vec<(String, &'n KdlEntry)>, DeclareError> {
+    ) -> Result<Vec<(String, &'n KdlEntry)>, Error> {
         self.no_block(node, name, example)?;
         let mut strings = Vec::with_capacity(node.entries().len());
         for (index, entry) in node.entries().iter().enumerate() {
@@ -528,7 +520,7 @@ impl<'a> Lowering<'a> {
         node: &'n KdlNode,
         name: &str,
         example: &'static str,
-    ) -> Result<(String, &'n KdlEntry), DeclareError> {
+    ) -> Result<(String, &'n KdlEntry), Error> {
         let entries = node.entries();
         if let Some(entry) = entries.iter().find(|entry| entry.name().is_some()) {
             return Err(self.invalid(
@@ -578,7 +570,7 @@ impl<'a> Lowering<'a> {
         node: &'n KdlNode,
         name: &str,
         example: &'static str,
-    ) -> Result<(String, &'n KdlEntry), DeclareError> {
+    ) -> Result<(String, &'n KdlEntry), Error> {
         let (value, entry) = self.value_string(node, name, example)?;
         if value.trim().is_empty() {
             return Err(self.invalid(
@@ -593,19 +585,14 @@ impl<'a> Lowering<'a> {
     }
 
     /// `value`, owned, unless it holds a NUL character.
-    fn no_nul(&self, value: &str, entry: &KdlEntry, what: String) -> Result<String, DeclareError> {
+    fn no_nul(&self, value: &str, entry: &KdlEntry, what: String) -> Result<String, Error> {
         if value.contains('\0') {
             return Err(self.invalid(entry.span().offset(), Problem::NulCharacter { what }));
         }
         Ok(value.to_owned())
     }
 
-    fn no_values(
-        &self,
-        node: &KdlNode,
-        name: &str,
-        example: &'static str,
-    ) -> Result<(), DeclareError> {
+    fn no_values(&self, node: &KdlNode, name: &str, example: &'static str) -> Result<(), Error> {
         let Some(entry) = node.entries().first() else {
             return Ok(());
         };
@@ -625,12 +612,7 @@ impl<'a> Lowering<'a> {
         Err(self.invalid(entry.span().offset(), problem))
     }
 
-    fn no_block(
-        &self,
-        node: &KdlNode,
-        name: &str,
-        example: &'static str,
-    ) -> Result<(), DeclareError> {
+    fn no_block(&self, node: &KdlNode, name: &str, example: &'static str) -> Result<(), Error> {
         if node.children().is_some() {
             return Err(self.invalid(
                 node.span().offset(),
@@ -648,7 +630,7 @@ impl<'a> Lowering<'a> {
         node: &'n KdlNode,
         name: &str,
         example: &'static str,
-    ) -> Result<&'n KdlDocument, DeclareError> {
+    ) -> Result<&'n KdlDocument, Error> {
         node.children().ok_or_else(|| {
             self.invalid(
                 node.span().offset(),
@@ -665,7 +647,7 @@ impl<'a> Lowering<'a> {
         node: &KdlNode,
         block: &str,
         known: &'static [&'static str],
-    ) -> Result<(), DeclareError> {
+    ) -> Result<(), Error> {
         let name = node.name().value();
         if known.contains(&name) {
             return Ok(());
@@ -682,7 +664,7 @@ impl<'a> Lowering<'a> {
     }
 
     /// No node name appears twice among `children`.
-    fn expect_unique(&self, children: &KdlDocument, block: &str) -> Result<(), DeclareError> {
+    fn expect_unique(&self, children: &KdlDocument, block: &str) -> Result<(), Error> {
         let mut first_lines: BTreeMap<&str, usize> = BTreeMap::new();
         for child in children.nodes() {
             let name = child.name().value();
@@ -703,8 +685,8 @@ impl<'a> Lowering<'a> {
 
     // Locations.
 
-    fn invalid(&self, offset: usize, problem: Problem) -> DeclareError {
-        DeclareError::Invalid {
+    fn invalid(&self, offset: usize, problem: Problem) -> Error {
+        Error::InvalidDeclaration {
             at: self.location(offset),
             problem: Box::new(problem),
         }

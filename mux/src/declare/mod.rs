@@ -74,13 +74,16 @@
 //! `belfry up` should do, one [`Action`] per declared agent, without doing any of it. A changed
 //! declaration is reported as [`Action::Drift`] and never restarted unless `--replace` was
 //! given; an exited declared pane is relaunched. [`plan_down`] lists what `belfry down` stops.
+//! [`up`] and [`down`] do it: the CLI only parses its arguments, calls them and prints.
 //!
 //! # Layout
 //!
 //! This module holds the typed declarations and the public face; `lower` turns a KDL document
-//! into them, `plan` compares them with the running panes, and `error` says why a file was
-//! rejected.
+//! into them, `plan` compares them with the running panes, `apply` carries a plan out through
+//! a daemon client ([`up`], [`down`]), and `error` says what is wrong with a file that is
+//! valid KDL.
 
+mod apply;
 mod error;
 mod lower;
 mod plan;
@@ -93,7 +96,10 @@ use belfry_ding::policy::DeliveryPolicy;
 use belfry_pty::spec::{LaunchSpec, SizePolicy};
 use serde::Serialize;
 
-pub use error::{DeclareError, Problem};
+pub use apply::{down, running_panes, up, Applied};
+pub use error::Problem;
+
+use crate::Error;
 pub use plan::{plan, plan_down, report, Action, DriftPolicy, ReplaceReason, RunningPane};
 
 use lower::Lowering;
@@ -233,7 +239,7 @@ impl fmt::Display for Location {
 /// pane and a `belfry new` pane in the same directory have the same generation. A `cwd` that
 /// does not exist is kept as written: the daemon refuses it when the pane is launched, while
 /// `belfry down` can still stop the running pane. Errors name the file as `path` gives it.
-pub fn load(path: &Path) -> Result<Declarations, DeclareError> {
+pub fn load(path: &Path) -> Result<Declarations, Error> {
     let source = read_capped(path)?;
     let real_file = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let base_dir = real_file.parent().unwrap_or(Path::new("")).to_path_buf();
@@ -254,9 +260,9 @@ pub fn load(path: &Path) -> Result<Declarations, DeclareError> {
 /// Reads at most one byte more than [`MAX_FILE_BYTES`], so a huge file (or an endless one such
 /// as a device) is never read whole; the lowering then refuses an oversize text with its
 /// location.
-fn read_capped(path: &Path) -> Result<String, DeclareError> {
+fn read_capped(path: &Path) -> Result<String, Error> {
     use std::io::Read;
-    let read_error = |source| DeclareError::Read {
+    let read_error = |source| Error::ReadDeclarations {
         file: path.to_path_buf(),
         source,
     };
@@ -283,7 +289,7 @@ fn read_capped(path: &Path) -> Result<String, DeclareError> {
 /// for absolute paths. With a bare name such as `belfry.kdl`, relative paths stay relative and
 /// an agent without `cwd` has none (the daemon's own directory would be used), which is why
 /// [`load`] always resolves the file first.
-pub fn parse_declarations(source: &str, file: &Path) -> Result<Declarations, DeclareError> {
+pub fn parse_declarations(source: &str, file: &Path) -> Result<Declarations, Error> {
     let base_dir = file.parent().unwrap_or(Path::new("")).to_path_buf();
     Lowering::new(source, file, base_dir).document()
 }
