@@ -30,6 +30,30 @@ pub struct AdapterDeclaration {
     /// How the harness takes a charter (SPEC §11), if it does.
     #[serde(default)]
     pub charter: Option<CharterPlacement>,
+    /// The hook events, besides the semantic `pre-compact`, by which the harness says it has
+    /// compacted its context (SPEC §7.4: compaction invalidates the lease). A harness may
+    /// report a compaction only as a `source` of another event, in words of its own; those
+    /// words are data here so that the DING engine names none of them.
+    #[serde(default)]
+    pub compaction_events: Vec<HookSource>,
+}
+
+/// A semantic hook event together with the value of its `source` field, as `belfry dispatch`
+/// forwards them to the daemon (`{"op":"hook","hook":…,"source":…}`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HookSource {
+    /// The semantic event (`session-start`, …).
+    pub event: String,
+    /// The harness's own word in the event's `source` field.
+    pub source: String,
+}
+
+impl HookSource {
+    /// Whether a forwarded hook event is this one.
+    pub fn matches(&self, hook: &str, source: &str) -> bool {
+        self.event == hook && self.source == source
+    }
 }
 
 /// How a charter file reaches the program: a flag followed by the file's path, an

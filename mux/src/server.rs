@@ -369,6 +369,17 @@ fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, info: &Value, event: &str)
 /// Starts the DING worker of a pane from its pane host's record.
 fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
     let spec = &info["spec"];
+    let compaction_events = match spec["adapter"]
+        .as_str()
+        .map(|a| load_declaration(daemon, a))
+    {
+        Some(Ok(declaration)) => declaration.compaction_events,
+        Some(Err(err)) => {
+            tracing::warn!(session = entry.session, "{err}");
+            Vec::new()
+        }
+        None => Vec::new(),
+    };
     let info = PaneInfo {
         session: entry.session.clone(),
         socket: entry.socket.clone(),
@@ -387,6 +398,7 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
                 .collect()
         }),
         adopted,
+        compaction_events,
     };
     daemon.ding.start(
         info,
