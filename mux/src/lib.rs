@@ -15,13 +15,16 @@
 //! - [`lifecycle`]: adapter declarations (`adapters/<name>/declaration.json`, read as
 //!   [`lifecycle::AdapterDeclaration`]) and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
+//! - [`Error`] (`error.rs`): the one error type of every public function outside the
+//!   daemon's request handlers; each message names what failed and on what.
 //! - [`deadline`]: how long every request may take, at the daemon and at its clients.
 //! - [`declare`]: `belfry.kdl` declarations, a folder: `declare/mod.rs` holds the typed
 //!   declarations and the public face, `declare/lower.rs` lowers KDL to them,
 //!   `declare/plan.rs` computes what `belfry up` and `belfry down` would do against the
-//!   running panes, and `declare/error.rs` says why a file was rejected. [`kdl_depth`] guards
-//!   its parser against nesting that would overflow the stack; [`preflight`] checks every
-//!   agent `belfry up` is about to launch before it launches any.
+//!   running panes, `declare/apply.rs` carries it out through the client ([`declare::up`],
+//!   [`declare::down`]), and `declare/error.rs` says what is wrong with a rejected file.
+//!   [`kdl_depth`] guards its parser against nesting that would overflow the stack;
+//!   [`preflight`] checks every agent `belfry up` is about to launch before it launches any.
 
 pub mod adapter_group;
 pub mod adapter_lines;

@@ -160,13 +160,13 @@ pub enum Problem {
         /// The path, lossily shown.
         path: String,
     },
-    /// The `ding` block's policy was refused by [`DeliveryPolicy::from_token`].
+    /// The `ding` block's policy was refused by [`belfry_ding::policy::DeliveryPolicy::from_token`].
     #[error("{reason}")]
     Delivery {
         /// The policy's own message.
         reason: String,
     },
-    /// A file larger than [`MAX_FILE_BYTES`], refused before it is parsed.
+    /// A file larger than [`super::MAX_FILE_BYTES`], refused before it is parsed.
     #[error("the file is larger than {limit} bytes; a declaration file is far smaller")]
     TooLarge {
         /// The limit, in bytes.
