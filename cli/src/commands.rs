@@ -8,19 +8,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::{json, Value};
 
-use belfry_mux::client::{Client, ClientError};
+use belfry_mux::client::Client;
+use belfry_mux::Error as MuxError;
 use belfry_pty::paths;
 
 use crate::attach::{self, DetachKey};
-
-/// Exit code: success.
-pub const EXIT_OK: i32 = 0;
-/// Exit code: the named pane (or thing) does not exist.
-pub const EXIT_NOT_FOUND: i32 = 1;
-/// Exit code: any other error.
-pub const EXIT_ERROR: i32 = 2;
-/// Exit code: a guarded send found the pane changed and wrote nothing.
-pub const EXIT_CONFLICT: i32 = 3;
+use crate::exit::{EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -139,7 +132,7 @@ enum Command {
     /// The durable per-agent inbox (SESSION defaults to $BELFRY_SESSION).
     Inbox {
         #[command(subcommand)]
-        action: InboxAction,
+        action: crate::inbox::InboxCommand,
     },
     /// Declare this agent busy, available or dnd (a fresh dnd defers DING delivery).
     Presence {
@@ -190,42 +183,6 @@ struct DispatchArgs {
     /// This event is the harness's turn boundary: add unread inbox notices to the context.
     #[arg(long)]
     turn_boundary: bool,
-}
-
-#[derive(Subcommand, Debug)]
-enum InboxAction {
-    /// Post a message (body from FILE, or stdin with - or no FILE).
-    Post {
-        session: String,
-        // Values may start with a dash (a subject such as "-x" is text, not a flag).
-        #[arg(long, allow_hyphen_values = true)]
-        from: Option<String>,
-        #[arg(long, allow_hyphen_values = true)]
-        subject: Option<String>,
-        file: Option<PathBuf>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// List unread messages, oldest first.
-    Ls {
-        session: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print a message and archive it (the oldest unread one if NAME is omitted).
-    Read {
-        name: Option<String>,
-        #[arg(long)]
-        session: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Archive a message without printing it.
-    Archive {
-        name: String,
-        #[arg(long)]
-        session: Option<String>,
-    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -573,7 +530,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             let socket = paths::daemon_socket();
             let mut client = match Client::connect(&socket) {
                 Ok(client) => client,
-                Err(ClientError::Connect { .. }) => {
+                Err(MuxError::Connect { .. }) => {
                     println!("no daemon running at {}", socket.display());
                     return Ok(EXIT_OK);
                 }
@@ -604,7 +561,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             print!("{}", belfry_hooks::spool_drain(&path)?);
             Ok(EXIT_OK)
         }
-        Command::Inbox { action } => crate::inbox::run(action_to_inbox(action)),
+        Command::Inbox { action } => crate::inbox::run(action),
         Command::Presence { state, session } => crate::inbox::presence(&state, session),
         Command::Ding {
             action: DingAction::Status { session, json },
@@ -640,36 +597,16 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
 /// `belfry dispatch`: fail-open by construction; whatever happens, one answer and exit 0
 /// (or the native dialect's exit code).
 fn dispatch(args: DispatchArgs) -> i32 {
-    use belfry_hooks::pane_link;
-    let stdin = belfry_hooks::read_hook_stdin(
-        std::io::stdin(),
-        belfry_hooks::STDIN_CAP_BYTES,
-        belfry_hooks::stdin_deadline(),
-    );
-    let pane = pane_link::PaneEnv::from_env();
-    let extra_context = match &pane {
-        Some(pane) if pane_link::is_turn_boundary(&args.event, args.turn_boundary) => {
-            pane_link::turn_boundary_notices(pane)
-        }
-        _ => Vec::new(),
-    };
     let options = belfry_hooks::DispatchOptions {
-        event: args.event.clone(),
+        event: args.event,
         hooks_file: args.hooks_file,
         spool: args.spool,
         spool_path: None,
         native: args.native,
         dialects_dir: args.dialects,
-        extra_context,
+        extra_context: Vec::new(),
     };
-    let output = match &stdin {
-        Ok(stdin) => belfry_hooks::run_dispatch(&options, stdin),
-        Err(err) => belfry_hooks::run_dispatch_without_input(&options, err),
-    };
-    // A hook whose input never arrived whole is not forwarded: there is no event to report.
-    if let (Some(pane), Ok(stdin)) = (&pane, &stdin) {
-        pane_link::forward_event(pane, &args.event, stdin);
-    }
+    let output = belfry_hooks::run_hook(options, args.turn_boundary);
     let _ = std::io::stdout().write_all(&output.stdout);
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().write_all(&output.stderr);
@@ -1015,156 +952,86 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
     }
 }
 
-fn action_to_inbox(action: InboxAction) -> crate::inbox::InboxCommand {
-    use crate::inbox::InboxCommand as C;
-    match action {
-        InboxAction::Post {
-            session,
-            from,
-            subject,
-            file,
-            json,
-        } => C::Post {
-            session,
-            from,
-            subject,
-            file,
-            json,
-        },
-        InboxAction::Ls { session, json } => C::Ls { session, json },
-        InboxAction::Read {
-            name,
-            session,
-            json,
-        } => C::Read {
-            name,
-            session,
-            json,
-        },
-        InboxAction::Archive { name, session } => C::Archive { name, session },
-    }
-}
-
 fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declarations> {
     let path = file.unwrap_or_else(|| PathBuf::from("belfry.kdl"));
     Ok(belfry_mux::declare::load(&path)?)
 }
 
-fn running_panes(client: &mut Client) -> Result<Vec<belfry_mux::declare::RunningPane>> {
-    let reply = call(client, json!({"op": "list"}))?;
-    Ok(reply["panes"]
-        .as_array()
-        .map(|panes| {
-            panes
-                .iter()
-                .map(|p| belfry_mux::declare::RunningPane {
-                    session: p["session"].as_str().unwrap_or_default().to_string(),
-                    generation: p["generation"].as_str().unwrap_or_default().to_string(),
-                    exited: !p["exited"].is_null(),
-                })
-                .collect()
-        })
-        .unwrap_or_default())
-}
-
-/// `belfry up`: launch missing agents, adopt running ones with the same generation, report
-/// drift (restarting nothing unless --replace). SPEC §11.
-///
-/// All or nothing: every agent to be launched is checked first (cwd, program, charter; see
-/// `belfry_mux::preflight`), and if any check fails nothing is launched or killed. If the
-/// daemon still refuses a spawn, the panes launched in this run are stopped again.
+/// `belfry up` (SPEC §11): planning and applying live in `belfry_mux::declare::up`; this
+/// prints what it did, or why nothing (or only part) was done.
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
-    use belfry_mux::declare::{plan, report, Action, DriftPolicy};
+    use belfry_mux::declare::{report, DriftPolicy};
     let decls = declarations(file)?;
     let mut client = daemon()?;
-    let running = running_panes(&mut client)?;
-    let policy = if replace {
+    let drift = if replace {
         DriftPolicy::Replace
     } else {
         DriftPolicy::Report
     };
-    let actions = plan(&decls, &running, policy);
     let base_env: BTreeMap<String, String> = std::env::vars().collect();
-    let to_launch: Vec<&str> = actions
-        .iter()
-        .filter(|action| matches!(action, Action::Launch { .. } | Action::Replace { .. }))
-        .map(Action::name)
-        .collect();
-    let prepared = match belfry_mux::preflight::prepare(&decls, &to_launch, &base_env) {
-        Ok(prepared) => prepared,
-        Err(errors) => {
+    match belfry_mux::declare::up(&mut client, &decls, drift, &base_env) {
+        Ok(applied) => {
+            if json_out {
+                print_json(&json!(applied.actions));
+            } else {
+                print!("{}", report(&applied.actions));
+            }
+            Ok(EXIT_OK)
+        }
+        Err(MuxError::Preflight(errors)) => {
             for error in &errors {
                 eprintln!("belfry: {error}");
             }
             eprintln!("belfry up: nothing was launched");
-            return Ok(EXIT_ERROR);
+            Ok(EXIT_ERROR)
         }
-    };
-    let mut launched: Vec<&str> = Vec::new();
-    for ready in &prepared {
-        let name = ready.agent.name.as_str();
-        let replacing = actions
-            .iter()
-            .any(|action| matches!(action, Action::Replace { name: n, .. } if n == name));
-        if let Err(err) = launch_one(&mut client, ready, replacing, &base_env) {
-            eprintln!("belfry up: {name}: {err:#}");
-            stop_launched(&mut client, &launched);
-            return Ok(EXIT_ERROR);
+        Err(MuxError::Launch {
+            agent,
+            source,
+            stopped,
+        }) => {
+            eprintln!("belfry up: {agent}: {}", chain(&source));
+            for (name, outcome) in &stopped {
+                match outcome {
+                    Ok(()) => eprintln!("belfry up: stopped {name}, launched by this run"),
+                    Err(err) => eprintln!(
+                        "belfry up: cannot stop {name}, launched by this run: {}",
+                        chain(err)
+                    ),
+                }
+            }
+            if stopped.is_empty() {
+                eprintln!("belfry up: nothing else was launched");
+            }
+            Ok(EXIT_ERROR)
         }
-        if !replacing {
-            launched.push(name);
-        }
-    }
-    if json_out {
-        print_json(&json!(actions));
-    } else {
-        print!("{}", report(&actions));
-    }
-    Ok(EXIT_OK)
-}
-
-/// Spawns one checked agent, killing its old pane first when it is being replaced.
-fn launch_one(
-    client: &mut Client,
-    ready: &belfry_mux::preflight::Prepared<'_>,
-    replacing: bool,
-    base_env: &BTreeMap<String, String>,
-) -> Result<()> {
-    let name = &ready.agent.name;
-    if replacing {
-        call(client, json!({"op": "kill", "session": name}))?;
-    }
-    let mut spec = serde_json::to_value(ready.agent.launch_spec())?;
-    spec["op"] = json!("spawn");
-    spec["base_env"] = json!(base_env);
-    if let Some(text) = &ready.charter_text {
-        spec["charter"] = json!(text);
-    }
-    call(client, spec)?;
-    Ok(())
-}
-
-/// Undoes the launches of a `belfry up` run that failed part-way (SPEC §11 all or nothing).
-/// A replaced pane cannot be brought back; it is left to the next `belfry up`.
-fn stop_launched(client: &mut Client, launched: &[&str]) {
-    for name in launched {
-        match call(client, json!({"op": "kill", "session": name})) {
-            Ok(_) => eprintln!("belfry up: stopped {name}, launched by this run"),
-            Err(err) => eprintln!("belfry up: cannot stop {name}, launched by this run: {err:#}"),
-        }
-    }
-    if launched.is_empty() {
-        eprintln!("belfry up: nothing else was launched");
+        Err(err) => Err(mux_error(err)),
     }
 }
 
 fn down(file: Option<PathBuf>) -> Result<i32> {
     let decls = declarations(file)?;
     let mut client = daemon()?;
-    let running = running_panes(&mut client)?;
-    for name in belfry_mux::declare::plan_down(&decls, &running) {
-        call(&mut client, json!({"op": "kill", "session": name}))?;
-        println!("stopped {name}");
-    }
+    belfry_mux::declare::down(&mut client, &decls, |name| println!("stopped {name}"))
+        .map_err(mux_error)?;
     Ok(EXIT_OK)
+}
+
+/// A daemon's `not-found` reply exits 1, like every other command's; anything else is an error.
+fn mux_error(err: MuxError) -> anyhow::Error {
+    match err {
+        MuxError::Refused { code, message } if code == "not-found" => NotFound(message).into(),
+        other => other.into(),
+    }
+}
+
+/// An error and its causes, as `{:#}` shows an `anyhow::Error`: `message: cause: cause`.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(next) = cause {
+        text.push_str(&format!(": {next}"));
+        cause = next.source();
+    }
+    text
 }

@@ -10,30 +10,45 @@ use serde_json::json;
 
 use belfry_ding::presence::{Presence, PresenceState};
 use belfry_ding::{FrontMatter, Inbox, MessageName};
-use belfry_mux::client::{Client, ClientError};
+use belfry_mux::client::Client;
+use belfry_mux::Error as MuxError;
 use belfry_pty::paths;
 
-use crate::commands::EXIT_OK;
+use crate::exit::EXIT_OK;
 
+/// `belfry inbox …`: parsed by clap and run by [`run`].
+#[derive(clap::Subcommand, Debug)]
 pub enum InboxCommand {
+    /// Post a message (body from FILE, or stdin with - or no FILE).
     Post {
         session: String,
+        // Values may start with a dash (a subject such as "-x" is text, not a flag).
+        #[arg(long, allow_hyphen_values = true)]
         from: Option<String>,
+        #[arg(long, allow_hyphen_values = true)]
         subject: Option<String>,
         file: Option<PathBuf>,
+        #[arg(long)]
         json: bool,
     },
+    /// List unread messages, oldest first.
     Ls {
         session: Option<String>,
+        #[arg(long)]
         json: bool,
     },
+    /// Print a message and archive it (the oldest unread one if NAME is omitted).
     Read {
         name: Option<String>,
+        #[arg(long)]
         session: Option<String>,
+        #[arg(long)]
         json: bool,
     },
+    /// Archive a message without printing it.
     Archive {
         name: String,
+        #[arg(long)]
         session: Option<String>,
     },
 }
@@ -86,7 +101,7 @@ fn nudge(session: &str) {
     let request = json!({"op": "ding.nudge", "session": session});
     let answered = Client::connect_within(&paths::daemon_socket(), NUDGE_DEADLINE)
         .and_then(|mut client| client.request(request));
-    if let Err(err @ ClientError::Timeout { .. }) = answered {
+    if let Err(err @ MuxError::Timeout { .. }) = answered {
         eprintln!("belfry: note: {err}; the inbox on disk is up to date and the daemon reads it when it looks again");
     }
 }
@@ -232,12 +247,7 @@ pub fn run(command: InboxCommand) -> Result<i32> {
 
 pub fn presence(state: &str, session: Option<String>) -> Result<i32> {
     let session = session_or_env(session)?;
-    let state = match state {
-        "busy" => PresenceState::Busy,
-        "available" => PresenceState::Available,
-        "dnd" => PresenceState::Dnd,
-        other => return Err(anyhow!("presence {other:?} is not busy, available or dnd")),
-    };
+    let state: PresenceState = state.parse()?;
     let inbox = open(&session)?;
     Presence {
         state,

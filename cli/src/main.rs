@@ -1,10 +1,14 @@
 //! The `belfry` binary: argument parsing and output formatting. Everything it does lives in
-//! the library crates (`belfry-pty`, `belfry-mux`, `belfry-ding`, `belfry-hooks`).
+//! the library crates (`belfry-pty`, `belfry-mux`, `belfry-ding`, `belfry-hooks`): `belfry up`
+//! and `down` call `belfry_mux::declare`, `belfry dispatch` calls `belfry_hooks::run_hook`.
 //!
-//! Exit codes: 0 ok, 1 not found, 2 error, 3 guarded-send conflict.
+//! `commands` parses the arguments and runs each command; `attach` is the interactive attach
+//! loop; `inbox` is `belfry inbox …` and `belfry presence`; [`exit`] holds the exit codes:
+//! 0 ok, 1 not found, 2 error, 3 guarded-send conflict.
 
 mod attach;
 mod commands;
+mod exit;
 mod inbox;
 
 use std::process::ExitCode;

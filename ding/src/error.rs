@@ -163,7 +163,7 @@ pub enum Error {
     },
 
     /// A presence word other than `busy`, `available` or `dnd`.
-    #[error("presence {value:?} is not one of busy, available, dnd")]
+    #[error("presence {value:?} is not busy, available or dnd")]
     InvalidPresence {
         /// The rejected word.
         value: String,

@@ -189,7 +189,7 @@ mod tests {
         assert_eq!("dnd".parse::<PresenceState>().unwrap(), PresenceState::Dnd);
         assert_eq!(
             "away".parse::<PresenceState>().unwrap_err().to_string(),
-            "presence \"away\" is not one of busy, available, dnd"
+            "presence \"away\" is not busy, available or dnd"
         );
     }
 }

@@ -25,7 +25,11 @@
 //!
 //! # API for the CLI
 //!
-//! `belfry dispatch --event E [--hooks-file P] [--spool] [--native D]`:
+//! `belfry dispatch --event E [--hooks-file P] [--spool] [--native D] [--turn-boundary]` is
+//! one call to [`run_hook`], which owns the order of the steps (read stdin, claim inbox
+//! notices at a turn boundary, run the handlers, forward the event to the pane's daemon); the
+//! CLI writes its output and exits with its code. The steps themselves, for a caller that is
+//! not in a pane:
 //!
 //! ```no_run
 //! use std::io::Write;
@@ -70,4 +74,5 @@ pub use dispatch::{
 };
 pub use error::Error;
 pub use outcome::{Decision, Outcome};
+pub use pane_link::run_hook;
 pub use spool::{spool_append, spool_drain, GUIDANCE_HEADER};

@@ -14,6 +14,11 @@ use serde_json::{json, Value};
 
 use belfry_ding::{notice, Inbox, MessageName, OwnershipStore, SessionName};
 
+use crate::dispatch::{
+    read_hook_stdin, run_dispatch, run_dispatch_without_input, stdin_deadline, DispatchOptions,
+    DispatchOutput, STDIN_CAP_BYTES,
+};
+
 /// Environment naming the semantic events that are turn boundaries for this pane's harness
 /// (comma separated), set from the adapter's declaration.
 pub const TURN_BOUNDARY_ENV: &str = "BELFRY_TURN_BOUNDARY_EVENTS";
@@ -43,6 +48,33 @@ impl PaneEnv {
             inbox: var("BELFRY_INBOX").map(PathBuf::from),
         })
     }
+}
+
+/// One `belfry dispatch` run, in its one order (SPEC §7.5, §8): read the hook's stdin (capped
+/// and with a deadline), claim the inbox notices when the event is this pane's turn boundary,
+/// run the handlers with those notices as extra context, then forward the event to the
+/// daemon's bus. The CLI writes the output and exits with its code.
+///
+/// The notices are claimed before the handlers run so that they join this answer's context;
+/// the event is forwarded after, so that the bus sees it only once it has been answered. A hook
+/// whose input never arrived whole is not forwarded: there is no event to report. Outside a
+/// pane (no `$BELFRY_SESSION`) only the handlers run. `turn_boundary` is `--turn-boundary`.
+pub fn run_hook(mut options: DispatchOptions, turn_boundary: bool) -> DispatchOutput {
+    let stdin = read_hook_stdin(std::io::stdin(), STDIN_CAP_BYTES, stdin_deadline());
+    let pane = PaneEnv::from_env();
+    if let Some(pane) = &pane {
+        if is_turn_boundary(&options.event, turn_boundary) {
+            options.extra_context = turn_boundary_notices(pane);
+        }
+    }
+    let output = match &stdin {
+        Ok(stdin) => run_dispatch(&options, stdin),
+        Err(err) => run_dispatch_without_input(&options, err),
+    };
+    if let (Some(pane), Ok(stdin)) = (&pane, &stdin) {
+        forward_event(pane, &options.event, stdin);
+    }
+    output
 }
 
 /// True if `event` is a turn boundary: `--turn-boundary` was given, or the event is listed in

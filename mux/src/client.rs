@@ -2,7 +2,7 @@
 //! daemon on demand), `hello`, then one request and one reply per call.
 //!
 //! Every request has a deadline ([`crate::deadline::daemon_reply`], from its op): a daemon that
-//! is stopped or hung gives [`ClientError::Timeout`], naming its socket and pid, never a hang.
+//! is stopped or hung gives [`Error::Timeout`], naming its socket and pid, never a hang.
 
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
@@ -13,49 +13,7 @@ use serde_json::{json, Value};
 
 use belfry_pty::wire::PROTOCOL_VERSION;
 
-/// Errors talking to the daemon.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("cannot reach the belfry daemon at {path}: {source}")]
-    Connect {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot start the belfry daemon ({exe}): {reason}")]
-    Start { exe: PathBuf, reason: String },
-    #[error("connection to {path} failed: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path} closed the connection without a reply")]
-    Closed { path: PathBuf },
-    #[error("reply from {path} is not JSON: {reason}")]
-    BadReply { path: PathBuf, reason: String },
-    #[error(
-        "{} did not answer {op:?} within {} s; it may be stopped or hung{}",
-        describe_peer(path, *pid),
-        after.as_secs(),
-        pid.map(|pid| format!(" (`kill -CONT {pid}` resumes a stopped process)")).unwrap_or_default()
-    )]
-    Timeout {
-        path: PathBuf,
-        pid: Option<u32>,
-        op: String,
-        after: Duration,
-    },
-    /// The socket is served by another uid (SPEC §6.1); nothing was written to it.
-    #[error(transparent)]
-    Untrusted(belfry_pty::Error),
-}
-
-/// "the belfry process (pid N) serving PATH", for messages about an unresponsive peer.
-fn describe_peer(path: &Path, pid: Option<u32>) -> String {
-    match pid {
-        Some(pid) => format!("the belfry process (pid {pid}) serving {}", path.display()),
-        None => format!("the belfry process serving {}", path.display()),
-    }
-}
+use crate::Error;
 
 /// One connection to a belfry socket (the daemon's or a pane host's).
 pub struct Client {
@@ -72,27 +30,27 @@ pub struct Client {
 impl Client {
     /// Connects to `path` without starting anything, checks that the server runs as our uid
     /// (or root), then says hello.
-    pub fn connect(path: &Path) -> Result<Client, ClientError> {
+    pub fn connect(path: &Path) -> Result<Client, Error> {
         Client::open(path, None)
     }
 
     /// Like [`Client::connect`], but the hello and every request wait at most `deadline`
     /// (for best-effort requests, such as a nudge, that must not delay their caller).
-    pub fn connect_within(path: &Path, deadline: Duration) -> Result<Client, ClientError> {
+    pub fn connect_within(path: &Path, deadline: Duration) -> Result<Client, Error> {
         Client::open(path, Some(deadline))
     }
 
-    fn open(path: &Path, deadline: Option<Duration>) -> Result<Client, ClientError> {
+    fn open(path: &Path, deadline: Option<Duration>) -> Result<Client, Error> {
         let stream = connect_socket(path, deadline.unwrap_or(crate::deadline::DAEMON_QUICK))?;
         // Before the first byte: the hello and every later request may carry the caller's
         // environment, so a server of another uid must not see any of it.
-        belfry_pty::paths::check_server(path, &stream).map_err(ClientError::Untrusted)?;
+        belfry_pty::paths::check_server(path, &stream).map_err(Error::Untrusted)?;
         // The listener's credentials are recorded at connect time, so this works even while
         // the daemon is stopped and has not accepted the connection yet.
         let peer_pid = rustix::net::sockopt::socket_peercred(&stream)
             .ok()
             .map(|cred| cred.pid.as_raw_nonzero().get() as u32);
-        let writer = stream.try_clone().map_err(|source| ClientError::Io {
+        let writer = stream.try_clone().map_err(|source| Error::Connection {
             path: path.to_path_buf(),
             source,
         })?;
@@ -106,7 +64,7 @@ impl Client {
         };
         let hello = client.request(json!({"op": "hello", "versions": [PROTOCOL_VERSION]}))?;
         if hello.get("ok") != Some(&Value::Bool(true)) {
-            return Err(ClientError::BadReply {
+            return Err(Error::BadReply {
                 path: path.to_path_buf(),
                 reason: format!("hello refused: {hello}"),
             });
@@ -118,7 +76,7 @@ impl Client {
     ///
     /// A daemon that dies as we connect (its socket takes the connection and then closes it
     /// unanswered) is waited out and replaced like a missing one.
-    pub fn connect_or_start(path: &Path, exe: &Path) -> Result<Client, ClientError> {
+    pub fn connect_or_start(path: &Path, exe: &Path) -> Result<Client, Error> {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut started: Option<std::process::Child> = None;
         loop {
@@ -131,13 +89,11 @@ impl Client {
                     reap_in_background(started);
                     return Err(err);
                 }
-                Err(ClientError::Connect { .. }) if started.is_none() => {
+                Err(Error::Connect { .. }) if started.is_none() => {
                     started = Some(start_daemon(path, exe)?);
                 }
                 Err(
-                    err @ (ClientError::Connect { .. }
-                    | ClientError::Closed { .. }
-                    | ClientError::Io { .. }),
+                    err @ (Error::Connect { .. } | Error::Closed { .. } | Error::Connection { .. }),
                 ) => {
                     // A daemon we started that has already exited failed to start (for
                     // example because another daemon holds its state directory): say so
@@ -145,7 +101,7 @@ impl Client {
                     if let Some(child) = &mut started {
                         if let Ok(Some(status)) = child.try_wait() {
                             if !status.success() {
-                                return Err(ClientError::Start {
+                                return Err(Error::Start {
                                     exe: exe.to_path_buf(),
                                     reason: format!(
                                         "`belfry server` for {} exited at start ({status}); \
@@ -175,7 +131,7 @@ impl Client {
 
     /// Sends one request (an `id` is added) and reads its reply, within the op's deadline
     /// ([`crate::deadline::daemon_reply`]).
-    pub fn request(&mut self, mut request: Value) -> Result<Value, ClientError> {
+    pub fn request(&mut self, mut request: Value) -> Result<Value, Error> {
         let id = self.next_id;
         self.next_id += 1;
         if let Value::Object(map) = &mut request {
@@ -198,20 +154,20 @@ impl Client {
 
     /// Reads the next streamed event of a subscription. Events come whenever something happens,
     /// so there is no deadline here: the subscription's reply had one.
-    pub fn read_event(&mut self) -> Result<Value, ClientError> {
+    pub fn read_event(&mut self) -> Result<Value, Error> {
         let line = self.read_line(None, "subscribe", Duration::ZERO)?;
         self.parse(&line)
     }
 
-    fn parse(&self, line: &[u8]) -> Result<Value, ClientError> {
-        serde_json::from_slice(line).map_err(|err| ClientError::BadReply {
+    fn parse(&self, line: &[u8]) -> Result<Value, Error> {
+        serde_json::from_slice(line).map_err(|err| Error::BadReply {
             path: self.path.clone(),
             reason: err.to_string(),
         })
     }
 
-    fn timeout(&self, op: &str, after: Duration) -> ClientError {
-        ClientError::Timeout {
+    fn timeout(&self, op: &str, after: Duration) -> Error {
+        Error::Timeout {
             path: self.path.clone(),
             pid: self.peer_pid,
             op: op.to_string(),
@@ -219,8 +175,8 @@ impl Client {
         }
     }
 
-    fn io_error(&self, source: std::io::Error) -> ClientError {
-        ClientError::Io {
+    fn io_error(&self, source: std::io::Error) -> Error {
+        Error::Connection {
             path: self.path.clone(),
             source,
         }
@@ -232,7 +188,7 @@ impl Client {
         deadline: Option<Instant>,
         op: &str,
         within: Duration,
-    ) -> Result<Option<Duration>, ClientError> {
+    ) -> Result<Option<Duration>, Error> {
         match deadline {
             None => Ok(None),
             Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
@@ -249,7 +205,7 @@ impl Client {
         deadline: Option<Instant>,
         op: &str,
         within: Duration,
-    ) -> Result<(), ClientError> {
+    ) -> Result<(), Error> {
         let mut line = value.to_string();
         line.push('\n');
         let left = self.left(deadline, op, within)?;
@@ -270,7 +226,7 @@ impl Client {
         deadline: Option<Instant>,
         op: &str,
         within: Duration,
-    ) -> Result<Vec<u8>, ClientError> {
+    ) -> Result<Vec<u8>, Error> {
         let mut line = Vec::new();
         loop {
             let left = self.left(deadline, op, within)?;
@@ -285,7 +241,7 @@ impl Client {
                 Err(err) => return Err(self.io_error(err)),
             };
             if available.is_empty() {
-                return Err(ClientError::Closed {
+                return Err(Error::Closed {
                     path: self.path.clone(),
                 });
             }
@@ -318,9 +274,9 @@ impl Client {
 /// A blocking connect(2) to a listener whose backlog is full (a daemon stopped for a long time
 /// while clients kept trying) waits indefinitely; a non-blocking one fails with EAGAIN at once,
 /// so it is retried until the deadline instead.
-fn connect_socket(path: &Path, within: Duration) -> Result<UnixStream, ClientError> {
+fn connect_socket(path: &Path, within: Duration) -> Result<UnixStream, Error> {
     use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
-    let connect_error = |source: std::io::Error| ClientError::Connect {
+    let connect_error = |source: std::io::Error| Error::Connect {
         path: path.to_path_buf(),
         source,
     };
@@ -342,7 +298,7 @@ fn connect_socket(path: &Path, within: Duration) -> Result<UnixStream, ClientErr
             }
             Err(rustix::io::Errno::AGAIN) => {
                 if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                    return Err(ClientError::Timeout {
+                    return Err(Error::Timeout {
                         path: path.to_path_buf(),
                         pid: None,
                         op: "connect".into(),
@@ -362,7 +318,7 @@ fn is_timeout(err: &std::io::Error) -> bool {
 }
 
 /// Starts `exe server` in its own session, detached from this terminal.
-fn start_daemon(socket: &Path, exe: &Path) -> Result<std::process::Child, ClientError> {
+fn start_daemon(socket: &Path, exe: &Path) -> Result<std::process::Child, Error> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("server")
@@ -378,7 +334,7 @@ fn start_daemon(socket: &Path, exe: &Path) -> Result<std::process::Child, Client
             Ok(())
         });
     }
-    cmd.spawn().map_err(|err| ClientError::Start {
+    cmd.spawn().map_err(|err| Error::Start {
         exe: exe.to_path_buf(),
         reason: err.to_string(),
     })
@@ -414,7 +370,7 @@ mod tests {
         let message = err.to_string();
         let pid = std::process::id();
         assert!(
-            matches!(err, ClientError::Timeout { pid: Some(p), .. } if p == pid),
+            matches!(err, Error::Timeout { pid: Some(p), .. } if p == pid),
             "{message}"
         );
         assert!(message.contains(&format!("pid {pid}")), "{message}");
@@ -433,7 +389,7 @@ mod tests {
         loop {
             match connect_socket(&path, Duration::ZERO) {
                 Ok(stream) => held.push(stream),
-                Err(ClientError::Timeout { .. }) => break,
+                Err(Error::Timeout { .. }) => break,
                 Err(err) => panic!("unexpected error filling the backlog: {err}"),
             }
             assert!(held.len() < 100_000, "the backlog never filled");

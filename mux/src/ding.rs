@@ -51,6 +51,7 @@ use crate::adapter_group::{AdapterGroup, GroupOwner};
 use belfry_pty::txn::TxnState;
 
 use crate::adapter_lines::{AdapterLine, BoundedLines, MAX_LINE};
+use crate::lifecycle::HookSource;
 use crate::registry;
 
 /// How fresh a `dnd` declaration must be to defer delivery.
@@ -111,6 +112,9 @@ pub struct PaneInfo {
     pub adapter_command: Option<Vec<String>>,
     /// True when the pane was adopted by a restarted daemon (every lease starts invalid).
     pub adopted: bool,
+    /// The hook events that mean the harness compacted its context besides `pre-compact`,
+    /// from the declaration of the pane's adapter (empty without one).
+    pub compaction_events: Vec<HookSource>,
 }
 
 /// The set of DING workers, by session.
@@ -1049,7 +1053,16 @@ impl Worker {
             DingMsg::Hook(event) => {
                 let hook = event["hook"].as_str().unwrap_or("");
                 let source = event["source"].as_str().unwrap_or("");
-                if hook == "pre-compact" || (hook == "session-start" && source == "compact") {
+                // SPEC §7.4: a compaction invalidates the lease. `pre-compact` is the semantic
+                // event; a harness that also (or only) reports it as another event's `source`
+                // says so in its adapter declaration.
+                let compacted = hook == "pre-compact"
+                    || self
+                        .info
+                        .compaction_events
+                        .iter()
+                        .any(|event| event.matches(hook, source));
+                if compacted {
                     self.apply(LeaseInput::Compaction);
                 } else if hook == "session-start" && source == "clear" {
                     self.apply(LeaseInput::Clear);

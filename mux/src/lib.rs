@@ -12,12 +12,19 @@
 //! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7);
 //!   [`adapter_group`] runs its adapter sidecars as process groups that end with them, and
 //!   [`adapter_lines`] is the bounded reader of their output.
-//! - [`lifecycle`]: adapter declarations and the lifecycle events the host fires for a harness.
+//! - [`lifecycle`]: adapter declarations (`adapters/<name>/declaration.json`, read as
+//!   [`lifecycle::AdapterDeclaration`]) and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
+//! - [`Error`] (`error.rs`): the one error type of every public function outside the
+//!   daemon's request handlers; each message names what failed and on what.
 //! - [`deadline`]: how long every request may take, at the daemon and at its clients.
-//! - [`declare`]: `belfry.kdl` declarations and the plan of `belfry up`; [`kdl_depth`] guards
-//!   its parser against nesting that would overflow the stack; [`preflight`] checks every
-//!   agent `belfry up` is about to launch before it launches any.
+//! - [`declare`]: `belfry.kdl` declarations, a folder: `declare/mod.rs` holds the typed
+//!   declarations and the public face, `declare/lower.rs` lowers KDL to them,
+//!   `declare/plan.rs` computes what `belfry up` and `belfry down` would do against the
+//!   running panes, `declare/apply.rs` carries it out through the client ([`declare::up`],
+//!   [`declare::down`]), and `declare/error.rs` says what is wrong with a rejected file.
+//!   [`kdl_depth`] guards its parser against nesting that would overflow the stack;
+//!   [`preflight`] checks every agent `belfry up` is about to launch before it launches any.
 
 pub mod adapter_group;
 pub mod adapter_lines;
@@ -25,8 +32,11 @@ pub mod client;
 pub mod deadline;
 pub mod declare;
 pub mod ding;
+mod error;
 pub mod kdl_depth;
 pub mod lifecycle;
 pub mod preflight;
 pub mod registry;
 pub mod server;
+
+pub use error::Error;

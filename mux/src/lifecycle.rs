@@ -11,9 +11,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
-/// The part of an adapter declaration the host needs.
+use crate::Error;
+
+/// The part of an adapter's `declaration.json` the daemon needs. Named apart from the
+/// `belfry.kdl` declarations of [`crate::declare`], which say what runs in a pane; this one says
+/// what a harness is.
 #[derive(Debug, Clone, Deserialize, Default)]
-pub struct Declaration {
+pub struct AdapterDeclaration {
     /// Semantic events the harness fires natively (semantic → native event name).
     #[serde(default)]
     pub events: BTreeMap<String, String>,
@@ -26,6 +30,30 @@ pub struct Declaration {
     /// How the harness takes a charter (SPEC §11), if it does.
     #[serde(default)]
     pub charter: Option<CharterPlacement>,
+    /// The hook events, besides the semantic `pre-compact`, by which the harness says it has
+    /// compacted its context (SPEC §7.4: compaction invalidates the lease). A harness may
+    /// report a compaction only as a `source` of another event, in words of its own; those
+    /// words are data here so that the DING engine names none of them.
+    #[serde(default)]
+    pub compaction_events: Vec<HookSource>,
+}
+
+/// A semantic hook event together with the value of its `source` field, as `belfry dispatch`
+/// forwards them to the daemon (`{"op":"hook","hook":…,"source":…}`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HookSource {
+    /// The semantic event (`session-start`, …).
+    pub event: String,
+    /// The harness's own word in the event's `source` field.
+    pub source: String,
+}
+
+impl HookSource {
+    /// Whether a forwarded hook event is this one.
+    pub fn matches(&self, hook: &str, source: &str) -> bool {
+        self.event == hook && self.source == source
+    }
 }
 
 /// How a charter file reaches the program: a flag followed by the file's path, an
@@ -54,12 +82,16 @@ pub fn adapters_dir(exe: &Path) -> Option<PathBuf> {
 }
 
 /// Loads `<adapters>/<name>/declaration.json`.
-pub fn load(adapters: &Path, name: &str) -> Result<Declaration, String> {
+pub fn load(adapters: &Path, name: &str) -> Result<AdapterDeclaration, Error> {
     let path = adapters.join(name).join("declaration.json");
-    let bytes = std::fs::read(&path)
-        .map_err(|err| format!("adapter declaration {}: {err}", path.display()))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|err| format!("adapter declaration {} is invalid: {err}", path.display()))
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(source) => return Err(Error::ReadAdapterDeclaration { path, source }),
+    };
+    serde_json::from_slice(&bytes).map_err(|err| Error::InvalidAdapterDeclaration {
+        path,
+        reason: err.to_string(),
+    })
 }
 
 /// Fires one lifecycle event through `belfry dispatch`, in the pane's environment, and waits

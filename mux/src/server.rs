@@ -27,6 +27,7 @@ use belfry_pty::wire;
 use crate::deadline;
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
+use crate::Error;
 use belfry_hooks::pane_link::TURN_BOUNDARY_ENV;
 
 /// Most client connections the daemon serves at once (CLI commands, subscriptions, adapter
@@ -46,31 +47,6 @@ pub struct DaemonConfig {
     pub log_dir: PathBuf,
 }
 
-/// Errors starting the daemon.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error("another belfry daemon already serves {0}")]
-    AlreadyRunning(PathBuf),
-    #[error(
-        "another belfry daemon ({holder}) already uses the {what} {dir} (it holds {lock}); \
-         stop it, or give this daemon its own BELFRY_STATE and BELFRY_RUNTIME_DIR"
-    )]
-    DirInUse {
-        what: &'static str,
-        dir: PathBuf,
-        lock: PathBuf,
-        holder: String,
-    },
-    #[error(transparent)]
-    Pane(#[from] belfry_pty::Error),
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
 struct Daemon {
     config: DaemonConfig,
     registry: Registry,
@@ -80,14 +56,14 @@ struct Daemon {
 }
 
 /// Runs the daemon in the foreground until `shutdown`.
-pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
+pub fn run(config: DaemonConfig) -> Result<(), Error> {
     // Two workers: a DING worker's durable file work (fsync before every send, SPEC §7.3)
     // blocks the thread it runs on, and must not stall every other request meanwhile.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|source| DaemonError::Io {
+        .map_err(|source| Error::Io {
             what: "cannot start the async runtime",
             path: PathBuf::new(),
             source,
@@ -99,7 +75,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         .inspect_err(|err| tracing::error!("daemon stopped: {err}"))
 }
 
-async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
+async fn serve(config: DaemonConfig) -> Result<(), Error> {
     paths::ensure_private_dir(&config.runtime)?;
     paths::ensure_private_dir(&paths::panes_dir(&config.runtime))?;
     // A socket outside the runtime directory ($BELFRY_SOCKET) gets its directory created if
@@ -115,7 +91,7 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     // or adopted, so a refused daemon leaves no trace.
     let socket_lock = take_lock(&lock_path(&config.socket))
         .await?
-        .map_err(|_| DaemonError::AlreadyRunning(config.socket.clone()))?;
+        .map_err(|_| Error::AlreadyRunning(config.socket.clone()))?;
     // Two daemons over one state directory would each run a DING worker for every pane and
     // paste every notice twice; over one runtime directory they would both adopt every pane
     // host and fire its lifecycle events twice. So the lock is per directory, not per socket.
@@ -123,7 +99,7 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
         .recursive(true)
         .mode(0o700)
         .create(&config.state_dir)
-        .map_err(|source| DaemonError::Io {
+        .map_err(|source| Error::Io {
             what: "cannot create state directory",
             path: config.state_dir.clone(),
             source,
@@ -134,18 +110,16 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
         ("runtime directory", &config.runtime),
     ] {
         let lock = dir.join(DIR_LOCK);
-        let held = take_lock(&lock)
-            .await?
-            .map_err(|holder| DaemonError::DirInUse {
-                what,
-                dir: dir.clone(),
-                lock: lock.clone(),
-                holder,
-            })?;
+        let held = take_lock(&lock).await?.map_err(|holder| Error::DirInUse {
+            what,
+            dir: dir.clone(),
+            lock: lock.clone(),
+            holder,
+        })?;
         dir_locks.push(held);
     }
     let _ = std::fs::remove_file(&config.socket);
-    let listener = UnixListener::bind(&config.socket).map_err(|source| DaemonError::Io {
+    let listener = UnixListener::bind(&config.socket).map_err(|source| Error::Io {
         what: "cannot bind daemon socket",
         path: config.socket.clone(),
         source,
@@ -162,7 +136,12 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     });
     adopt_existing(&daemon).await;
     tracing::info!("daemon serving on {}", daemon.config.socket.display());
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|source| Error::Io {
+            what: "daemon I/O",
+            path: PathBuf::new(),
+            source,
+        })?;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -184,16 +163,6 @@ async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     Ok(())
 }
 
-impl From<std::io::Error> for DaemonError {
-    fn from(source: std::io::Error) -> Self {
-        DaemonError::Io {
-            what: "daemon I/O",
-            path: PathBuf::new(),
-            source,
-        }
-    }
-}
-
 /// The lock file a daemon holds in its state and runtime directories.
 const DIR_LOCK: &str = "daemon.lock";
 
@@ -202,7 +171,7 @@ const DIR_LOCK: &str = "daemon.lock";
 ///
 /// A daemon that was just killed may still hold its locks for a moment while its last threads
 /// exit, so a held lock is retried for 2 s before it counts as taken.
-async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, DaemonError> {
+async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, Error> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
@@ -212,7 +181,7 @@ async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, DaemonE
         .write(true)
         .mode(0o600)
         .open(path)
-        .map_err(|source| DaemonError::Io {
+        .map_err(|source| Error::Io {
             what: "cannot open daemon lock",
             path: path.to_path_buf(),
             source,
@@ -238,7 +207,7 @@ async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, DaemonE
         file.set_len(0)?;
         (&file).write_all(format!("{}\n", std::process::id()).as_bytes())
     };
-    write_pid().map_err(|source| DaemonError::Io {
+    write_pid().map_err(|source| Error::Io {
         what: "cannot write the daemon pid into",
         path: path.to_path_buf(),
         source,
@@ -348,10 +317,10 @@ async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
 fn load_declaration(
     daemon: &Daemon,
     adapter: &str,
-) -> Result<crate::lifecycle::Declaration, String> {
+) -> Result<crate::lifecycle::AdapterDeclaration, String> {
     let dir = crate::lifecycle::adapters_dir(&daemon.config.exe)
         .ok_or("no adapters directory (set BELFRY_ADAPTERS)")?;
-    crate::lifecycle::load(&dir, adapter)
+    crate::lifecycle::load(&dir, adapter).map_err(|err| err.to_string())
 }
 
 /// Fires `event` through dispatch if the pane's adapter declares it as host lifecycle.
@@ -405,6 +374,17 @@ fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, info: &Value, event: &str)
 /// Starts the DING worker of a pane from its pane host's record.
 fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
     let spec = &info["spec"];
+    let compaction_events = match spec["adapter"]
+        .as_str()
+        .map(|a| load_declaration(daemon, a))
+    {
+        Some(Ok(declaration)) => declaration.compaction_events,
+        Some(Err(err)) => {
+            tracing::warn!(session = entry.session, "{err}");
+            Vec::new()
+        }
+        None => Vec::new(),
+    };
     let info = PaneInfo {
         session: entry.session.clone(),
         socket: entry.socket.clone(),
@@ -423,6 +403,7 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
                 .collect()
         }),
         adopted,
+        compaction_events,
     };
     daemon.ding.start(
         info,
@@ -805,7 +786,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
     }
     // SPEC §7.5: the adapter declares which event is the harness's turn boundary; dispatch
     // inside the pane reads it from the environment (outside the generation).
-    if let Some(Ok(crate::lifecycle::Declaration {
+    if let Some(Ok(crate::lifecycle::AdapterDeclaration {
         turn_boundary: Some(event),
         ..
     })) = &declaration
@@ -889,7 +870,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
 fn place_charter(
     daemon: &Daemon,
     spec: &mut LaunchSpec,
-    declaration: Option<&Result<crate::lifecycle::Declaration, String>>,
+    declaration: Option<&Result<crate::lifecycle::AdapterDeclaration, String>>,
     text: &str,
 ) -> Result<(), String> {
     use crate::lifecycle::CharterPlacement;

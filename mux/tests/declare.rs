@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use belfry_ding::policy::DeliveryPolicy;
 use belfry_mux::declare::{
     load, parse_declarations, plan, plan_down, report, Action, AgentDecl, Declarations,
-    DeclareError, DriftPolicy, Problem, ReplaceReason, RunningPane,
+    DriftPolicy, Problem, ReplaceReason, RunningPane,
 };
+use belfry_mux::Error;
 use proptest::prelude::*;
 
 const FULL: &str = include_str!("fixtures/declare/full.kdl");
@@ -17,7 +18,7 @@ fn file() -> &'static Path {
     Path::new("/proj/belfry.kdl")
 }
 
-fn parse(source: &str) -> Result<Declarations, DeclareError> {
+fn parse(source: &str) -> Result<Declarations, Error> {
     parse_declarations(source, file())
 }
 
@@ -123,7 +124,7 @@ fn load_resolves_paths_against_the_real_file_and_canonicalizes_cwd() {
 #[test]
 fn load_names_a_missing_file() {
     let err = load(Path::new("/nonexistent/belfry.kdl")).unwrap_err();
-    assert!(matches!(err, DeclareError::Read { .. }));
+    assert!(matches!(err, Error::ReadDeclarations { .. }));
     assert!(
         err.to_string()
             .starts_with("cannot read declarations /nonexistent/belfry.kdl: "),
@@ -206,7 +207,7 @@ fn validation_errors_carry_a_structured_problem() {
         })
     );
     let syntax = parse("agent {").unwrap_err();
-    assert!(matches!(syntax, DeclareError::Syntax { .. }), "{syntax:?}");
+    assert!(matches!(syntax, Error::KdlSyntax { .. }), "{syntax:?}");
     assert_eq!(syntax.problem(), None);
 }
 

@@ -12,6 +12,16 @@ const RICH: &str = "turn-boundary+fresh-idle";
 
 /// A pane under the rich policy whose adapter replays `fixtures/ding/<case>.jsonl`.
 fn rich_pane(env: &Env, case: &str, program_flags: &[&str]) -> std::path::PathBuf {
+    rich_pane_with(env, case, &[], program_flags)
+}
+
+/// [`rich_pane`] with `new_flags` given to `belfry new` (such as `--adapter NAME`).
+fn rich_pane_with(
+    env: &Env,
+    case: &str,
+    new_flags: &[&str],
+    program_flags: &[&str],
+) -> std::path::PathBuf {
     let log = env.path("pane.log");
     let (rec, adapter) = (
         recorder_bin().display().to_string(),
@@ -30,11 +40,9 @@ fn rich_pane(env: &Env, case: &str, program_flags: &[&str]) -> std::path::PathBu
         &adapter,
         "--ding-adapter",
         &fixture_path,
-        "--",
-        &rec,
-        "--log",
-        &log_s,
     ];
+    args.extend_from_slice(new_flags);
+    args.extend_from_slice(&["--", &rec, "--log", &log_s]);
     args.extend_from_slice(program_flags);
     env.ok(&args);
     env.wait_screen("agent", "READY");
@@ -268,12 +276,24 @@ fn unreachable_adapter_holds() {
 /// lifecycle event, before any mail arrives.
 fn lifecycle_case(case: &str, event: &str, stdin: Value, reason: &str) {
     let env = Env::with_vars(&[("BELFRY_DING_MAX_LEASE_MS", "60000")]);
-    let log = rich_pane(&env, case, &[]);
+    lifecycle_case_in(&env, &[], case, event, stdin, reason);
+}
+
+/// [`lifecycle_case`] in `env`, with `new_flags` given to `belfry new`.
+fn lifecycle_case_in(
+    env: &Env,
+    new_flags: &[&str],
+    case: &str,
+    event: &str,
+    stdin: Value,
+    reason: &str,
+) {
+    let log = rich_pane_with(env, case, new_flags, &[]);
     assert!(
-        eventually(Duration::from_secs(5), || status(&env)["lease"]["state"]
+        eventually(Duration::from_secs(5), || status(env)["lease"]["state"]
             == "leased"),
         "{}",
-        status(&env)
+        status(env)
     );
     let snap = env.snapshot("agent");
     let mut cmd = env.cmd(&["dispatch", "--event", event]);
@@ -292,7 +312,7 @@ fn lifecycle_case(case: &str, event: &str, stdin: Value, reason: &str) {
         .write_all(stdin.to_string().as_bytes())
         .unwrap();
     assert!(child.wait_with_output().unwrap().status.success());
-    assert_held(&env, &log, Some(reason));
+    assert_held(env, &log, Some(reason));
 }
 
 #[test]
@@ -300,6 +320,27 @@ fn compaction_invalidates_the_lease() {
     let stdin =
         json!({"hook_event_name": "pre_compact", "session_id": "s", "cwd": "/", "trigger": "auto"});
     lifecycle_case("compaction", "pre-compact", stdin, "compaction");
+}
+
+/// A harness that reports a compaction only as a `source` of another event, in a word of its
+/// own: the word is in its adapter declaration (`compaction_events`), not in the DING engine.
+#[test]
+fn a_compaction_source_from_the_adapter_declaration_invalidates_the_lease() {
+    let adapters = fixture("adapters").display().to_string();
+    let env = Env::with_vars(&[
+        ("BELFRY_DING_MAX_LEASE_MS", "60000"),
+        ("BELFRY_ADAPTERS", &adapters),
+    ]);
+    let stdin = json!({"hook_event_name": "session_start", "session_id": "s", "cwd": "/",
+                       "source": "context-squeezed"});
+    lifecycle_case_in(
+        &env,
+        &["--adapter", "fixture-compacting-harness"],
+        "compaction",
+        "session-start",
+        stdin,
+        "compaction",
+    );
 }
 
 #[test]

@@ -1,0 +1,12 @@
+//! The exit codes of `belfry`, documented in its man page and README (ripgrep's 0, 1, 2, and
+//! ours: 3 for a guarded send that found the pane changed). Every command returns one of these;
+//! `commands::main` maps errors to them.
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the named pane (or thing) does not exist.
+pub const EXIT_NOT_FOUND: i32 = 1;
+/// Exit code: any other error.
+pub const EXIT_ERROR: i32 = 2;
+/// Exit code: a guarded send found the pane changed and wrote nothing.
+pub const EXIT_CONFLICT: i32 = 3;

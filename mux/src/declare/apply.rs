@@ -1,0 +1,154 @@
+//! Applying `belfry up` and `belfry down` (SPEC §11) through a daemon client: read the running
+//! panes, plan, check every agent to be launched, then launch, replace or stop.
+//!
+//! All or nothing, for what can be known before anything runs: every agent to be launched is
+//! checked first ([`crate::preflight`]), and if any check fails nothing is launched or killed
+//! ([`Error::Preflight`]). What only the daemon can refuse (a pane that appeared meanwhile, an
+//! adapter declaration that takes no charter) fails the run part-way; the panes launched in
+//! that run are then stopped again, and [`Error::Launch`] says which and how each kill went. A
+//! replaced pane cannot be brought back: it is left to the next `belfry up`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::{plan, plan_down, Action, Declarations, DriftPolicy, RunningPane};
+use crate::client::Client;
+use crate::preflight::{self, Prepared};
+use crate::Error;
+
+/// What `belfry up` did: one action per declared agent, in file order, all of them carried out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Applied {
+    /// The plan that was carried out.
+    pub actions: Vec<Action>,
+}
+
+/// `belfry up`: launches missing agents, adopts running ones with the declared generation and
+/// reports drift, relaunching drifted panes only under [`DriftPolicy::Replace`] (SPEC §11).
+///
+/// `base_env` is the environment every launched pane starts from (the caller's); it is not part
+/// of the generation.
+pub fn up(
+    client: &mut Client,
+    decls: &Declarations,
+    drift: DriftPolicy,
+    base_env: &BTreeMap<String, String>,
+) -> Result<Applied, Error> {
+    let running = running_panes(client)?;
+    let actions = plan(decls, &running, drift);
+    let to_launch: Vec<&str> = actions
+        .iter()
+        .filter(|action| matches!(action, Action::Launch { .. } | Action::Replace { .. }))
+        .map(Action::name)
+        .collect();
+    let prepared = preflight::prepare(decls, &to_launch, base_env).map_err(Error::Preflight)?;
+    let mut launched: Vec<&str> = Vec::new();
+    for ready in &prepared {
+        let name = ready.agent.name.as_str();
+        let replacing = actions
+            .iter()
+            .any(|action| matches!(action, Action::Replace { name: n, .. } if n == name));
+        if let Err(err) = launch_one(client, ready, replacing, base_env) {
+            return Err(Error::Launch {
+                agent: name.to_owned(),
+                source: Box::new(err),
+                stopped: stop_launched(client, &launched),
+            });
+        }
+        if !replacing {
+            launched.push(name);
+        }
+    }
+    Ok(Applied { actions })
+}
+
+/// `belfry down`: stops the declared agents that have a pane, exited or not, in file order,
+/// calling `stopped` after each; undeclared panes are left alone.
+pub fn down(
+    client: &mut Client,
+    decls: &Declarations,
+    mut stopped: impl FnMut(&str),
+) -> Result<(), Error> {
+    let running = running_panes(client)?;
+    for name in plan_down(decls, &running) {
+        kill(client, &name)?;
+        stopped(&name);
+    }
+    Ok(())
+}
+
+/// The panes the daemon lists, as far as reconciliation needs to know them.
+pub fn running_panes(client: &mut Client) -> Result<Vec<RunningPane>, Error> {
+    let reply = call(client, json!({"op": "list"}))?;
+    Ok(reply["panes"]
+        .as_array()
+        .map(|panes| {
+            panes
+                .iter()
+                .map(|pane| RunningPane {
+                    session: pane["session"].as_str().unwrap_or_default().to_string(),
+                    generation: pane["generation"].as_str().unwrap_or_default().to_string(),
+                    exited: !pane["exited"].is_null(),
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Spawns one checked agent, killing its old pane first when it is being replaced.
+fn launch_one(
+    client: &mut Client,
+    ready: &Prepared<'_>,
+    replacing: bool,
+    base_env: &BTreeMap<String, String>,
+) -> Result<(), Error> {
+    let name = &ready.agent.name;
+    if replacing {
+        kill(client, name)?;
+    }
+    let mut spec =
+        serde_json::to_value(ready.agent.launch_spec()).map_err(|err| Error::EncodeRequest {
+            op: "spawn",
+            reason: err.to_string(),
+        })?;
+    spec["op"] = json!("spawn");
+    spec["base_env"] = json!(base_env);
+    if let Some(text) = &ready.charter_text {
+        spec["charter"] = json!(text);
+    }
+    call(client, spec)?;
+    Ok(())
+}
+
+/// Undoes the launches of a run that failed part-way (SPEC §11 all or nothing), returning how
+/// each kill went.
+fn stop_launched(client: &mut Client, launched: &[&str]) -> Vec<(String, Result<(), Box<Error>>)> {
+    launched
+        .iter()
+        .map(|name| ((*name).to_owned(), kill(client, name).map_err(Box::new)))
+        .collect()
+}
+
+fn kill(client: &mut Client, session: &str) -> Result<(), Error> {
+    call(client, json!({"op": "kill", "session": session})).map(drop)
+}
+
+/// Sends a request and turns an error reply into [`Error::Refused`].
+fn call(client: &mut Client, request: Value) -> Result<Value, Error> {
+    let reply = client.request(request)?;
+    if reply.get("ok") == Some(&Value::Bool(true)) {
+        return Ok(reply);
+    }
+    Err(Error::Refused {
+        code: reply["error"]["code"]
+            .as_str()
+            .unwrap_or("error")
+            .to_string(),
+        message: reply["error"]["message"]
+            .as_str()
+            .unwrap_or("unknown error")
+            .to_string(),
+    })
+}

@@ -1,0 +1,239 @@
+//! `mux::Error`: the one error type of this crate's public functions.
+//!
+//! Every public function of `belfry-mux` outside the daemon's request handlers returns this
+//! type: the client talking to the daemon ([`crate::client`]), the daemon starting
+//! ([`crate::server::run`]), reading `belfry.kdl` ([`crate::declare::load`]) and applying its
+//! plan ([`crate::declare::up`], [`crate::declare::down`]), and reading an adapter's `declaration.json`
+//! ([`crate::lifecycle::load`]). Each variant carries what its message needs, and each message
+//! names the thing at fault and, where there is one, the fix; the CLI prints them as they are
+//! and maps them to its exit codes.
+//!
+//! Two kinds of problem stay their own types because they are lists of findings rather than one
+//! failure: [`crate::declare::Problem`] (what is wrong with a valid KDL file, carried by
+//! [`Error::InvalidDeclaration`]) and [`crate::preflight::LaunchError`] (every agent that cannot
+//! be launched, carried by [`Error::Preflight`]). The daemon's calls to its pane hosts keep
+//! [`crate::registry::PaneError`], which maps each failure to a wire error code for the reply.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::declare::{Location, Problem};
+use crate::preflight::LaunchError;
+
+/// What went wrong in `belfry-mux`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // Talking to the daemon (or a pane host) over its socket.
+    /// The socket could not be connected to.
+    #[error("cannot reach the belfry daemon at {path}: {source}")]
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// What `connect(2)` said.
+        source: std::io::Error,
+    },
+    /// The daemon could not be started on demand.
+    #[error("cannot start the belfry daemon ({exe}): {reason}")]
+    Start {
+        /// The executable run as `belfry server`.
+        exe: PathBuf,
+        /// Why it did not come up.
+        reason: String,
+    },
+    /// Reading or writing an open connection failed.
+    #[error("connection to {path} failed: {source}")]
+    Connection {
+        /// The socket.
+        path: PathBuf,
+        /// What the read or write said.
+        source: std::io::Error,
+    },
+    /// The peer closed the connection before it replied.
+    #[error("{path} closed the connection without a reply")]
+    Closed {
+        /// The socket.
+        path: PathBuf,
+    },
+    /// The peer's reply is not a JSON line.
+    #[error("reply from {path} is not JSON: {reason}")]
+    BadReply {
+        /// The socket.
+        path: PathBuf,
+        /// Why it did not parse.
+        reason: String,
+    },
+    /// The peer did not answer within the request's deadline ([`crate::deadline`]).
+    #[error(
+        "{} did not answer {op:?} within {} s; it may be stopped or hung{}",
+        describe_peer(path, *pid),
+        after.as_secs(),
+        pid.map(|pid| format!(" (`kill -CONT {pid}` resumes a stopped process)")).unwrap_or_default()
+    )]
+    Timeout {
+        /// The socket.
+        path: PathBuf,
+        /// The pid serving it, if the socket's peer credentials named one.
+        pid: Option<u32>,
+        /// The request's op.
+        op: String,
+        /// The deadline that passed.
+        after: Duration,
+    },
+    /// The socket is served by another uid (SPEC §6.1); nothing was written to it.
+    #[error(transparent)]
+    Untrusted(belfry_pty::Error),
+    /// The daemon answered with an error reply; `message` is its own words.
+    #[error("{message}")]
+    Refused {
+        /// The reply's error code (`not-found`, `invalid`, …).
+        code: String,
+        /// The reply's message.
+        message: String,
+    },
+
+    // Starting the daemon.
+    /// Another daemon already listens on the socket.
+    #[error("another belfry daemon already serves {0}")]
+    AlreadyRunning(PathBuf),
+    /// Another daemon holds the lock of a directory this one would share.
+    #[error(
+        "another belfry daemon ({holder}) already uses the {what} {dir} (it holds {lock}); \
+         stop it, or give this daemon its own BELFRY_STATE and BELFRY_RUNTIME_DIR"
+    )]
+    DirInUse {
+        /// Which directory (`state directory`, `runtime directory`).
+        what: &'static str,
+        /// The directory.
+        dir: PathBuf,
+        /// Its lock file.
+        lock: PathBuf,
+        /// Who holds the lock, as its record says.
+        holder: String,
+    },
+    /// A runtime path or directory check of `belfry-pty` failed.
+    #[error(transparent)]
+    Pty(#[from] belfry_pty::Error),
+    /// A file or directory the daemon needs could not be made or used.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What the path is and what was done to it.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+
+    // Reading `belfry.kdl` (SPEC §11).
+    /// The declaration file could not be read (or is not UTF-8).
+    #[error("cannot read declarations {}: {source}", file.display())]
+    ReadDeclarations {
+        /// The file, as named.
+        file: PathBuf,
+        /// What the read said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The declaration file is not KDL v2.
+    #[error("{at}: not valid KDL v2: {message}")]
+    KdlSyntax {
+        /// Where the first syntax error is.
+        at: Location,
+        /// The parser's message, with its help if it had one.
+        message: String,
+    },
+    /// The declaration file is KDL but not a valid declaration.
+    #[error("{at}: {problem}")]
+    InvalidDeclaration {
+        /// The node or value at fault.
+        at: Location,
+        /// What is wrong with it (boxed: it is the largest part of the error).
+        problem: Box<Problem>,
+    },
+
+    // Applying `belfry up` (SPEC §11).
+    /// Some agents to be launched failed their checks; nothing was launched.
+    #[error("{}", preflight_lines(.0))]
+    Preflight(Vec<LaunchError>),
+    /// The daemon refused to launch (or replace) an agent after the checks passed.
+    #[error("{agent}: {source}")]
+    Launch {
+        /// The agent.
+        agent: String,
+        /// What the daemon said.
+        source: Box<Error>,
+        /// The panes this run had launched and tried to stop again (SPEC §11 all or
+        /// nothing), each with the outcome of its kill.
+        stopped: Vec<(String, Result<(), Box<Error>>)>,
+    },
+
+    /// A request could not be encoded as JSON (a launch spec that does not serialize).
+    #[error("cannot encode the {op} request: {reason}")]
+    EncodeRequest {
+        /// The request's op.
+        op: &'static str,
+        /// What the encoder said.
+        reason: String,
+    },
+
+    // Reading an adapter's `declaration.json`.
+    /// The adapter declaration could not be read.
+    #[error("adapter declaration {}: {source}", path.display())]
+    ReadAdapterDeclaration {
+        /// The file.
+        path: PathBuf,
+        /// What the read said.
+        source: std::io::Error,
+    },
+    /// The adapter declaration is not the JSON the daemon reads.
+    #[error("adapter declaration {} is invalid: {reason}", path.display())]
+    InvalidAdapterDeclaration {
+        /// The file.
+        path: PathBuf,
+        /// What the JSON parser said.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Where in the declaration file the error is, if it is about the file's text.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            Error::KdlSyntax { at, .. } | Error::InvalidDeclaration { at, .. } => Some(at),
+            _ => None,
+        }
+    }
+
+    /// The validation problem, if the declaration file is KDL but not a valid declaration.
+    pub fn problem(&self) -> Option<&Problem> {
+        match self {
+            Error::InvalidDeclaration { problem, .. } => Some(problem),
+            _ => None,
+        }
+    }
+
+    /// The daemon's error code, if this is an error reply.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::Refused { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// "the belfry process (pid N) serving PATH", for messages about an unresponsive peer.
+fn describe_peer(path: &Path, pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("the belfry process (pid {pid}) serving {}", path.display()),
+        None => format!("the belfry process serving {}", path.display()),
+    }
+}
+
+/// One line per failed check.
+fn preflight_lines(errors: &[LaunchError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
