@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
 use crate::Error;
+use belfry_proto::PaneEnv;
+use belfry_pty::spec::LaunchSpec;
 
 /// The part of an adapter's `declaration.json` the daemon needs. Named apart from the
 /// `belfry.kdl` declarations of [`crate::declare`], which say what runs in a pane; this one says
@@ -96,39 +98,25 @@ pub fn load(adapters: &Path, name: &str) -> Result<AdapterDeclaration, Error> {
 
 /// Fires one lifecycle event through `belfry dispatch`, in the pane's environment, and waits
 /// for it (bounded). The dispatcher forwards it to the bus like any hook event.
-pub async fn fire(exe: &Path, event: &str, spec: &Value, pane_env: &[(String, String)]) {
+pub async fn fire(exe: &Path, event: &str, spec: &LaunchSpec, pane_env: &PaneEnv) {
     let mut cmd = tokio::process::Command::new(exe);
     cmd.arg("dispatch").arg("--event").arg(event);
-    if let Some(base) = spec["base_env"].as_object() {
-        if !base.is_empty() {
-            cmd.env_clear();
-            for (k, v) in base {
-                if let Some(v) = v.as_str() {
-                    cmd.env(k, v);
-                }
-            }
-        }
+    if !spec.base_env.is_empty() {
+        cmd.env_clear();
+        cmd.envs(&spec.base_env);
     }
-    if let Some(env) = spec["env"].as_object() {
-        for (k, v) in env {
-            if let Some(v) = v.as_str() {
-                cmd.env(k, v);
-            }
-        }
-    }
-    for (k, v) in pane_env {
-        cmd.env(k, v);
-    }
-    if let Some(cwd) = spec["cwd"].as_str() {
+    cmd.envs(&spec.env);
+    cmd.envs(pane_env.vars());
+    if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    let session = spec["session"].as_str().unwrap_or_default();
+    let session = spec.session.as_str();
     let input = json!({"hook_event_name": event, "session_id": session,
-        "cwd": spec["cwd"], "transcript_path": null, "source": "belfry-host"});
+        "cwd": spec.cwd, "transcript_path": null, "source": "belfry-host"});
     let Ok(mut child) = cmd.spawn() else {
         tracing::warn!(
             session,

@@ -8,17 +8,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::BufReader;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, Notify};
 
-use belfry_proto::event::{Event, HookSeen};
+use belfry_proto::event::{Event, HookSeen, Lifecycle};
 use belfry_proto::limits::{DEFAULT_SCROLLBACK, DEFAULT_SIZE, MAX_SCROLLBACK};
 use belfry_proto::reply::{self, Listing, PaneRecord, Reply};
 use belfry_proto::request::{self, Op, Spawn};
-use belfry_proto::{ErrorCode, Request, SessionName, Size};
+use belfry_proto::{ErrorCode, PaneEnv, Request, SessionName, Size};
 use belfry_pty::listener::Listener;
 use belfry_pty::paths;
 use belfry_pty::spec::LaunchSpec;
@@ -234,8 +234,10 @@ async fn adopt_existing(daemon: &Arc<Daemon>) {
     for session in found.lost {
         publish(
             daemon,
-            json!({"event":"lifecycle","session":session,"what":"lost",
-                               "reason":"pane host was gone when the daemon started"}),
+            Event::Lifecycle(Lifecycle {
+                reason: Some("pane host was gone when the daemon started".into()),
+                ..Lifecycle::new(&session, "lost")
+            }),
         );
     }
     for (entry, info) in found.live {
@@ -254,10 +256,15 @@ fn adopt(daemon: &Arc<Daemon>, entry: PaneEntry, info: &Value) {
         pid = entry.pid,
         "adopted pane host"
     );
+    let host = HostRecord::read(&entry, info);
     publish(
         daemon,
-        json!({"event":"lifecycle","session":entry.session,"what":"adopted",
-        "pid":entry.pid,"incarnation":info.get("incarnation"),"revision":info.get("revision")}),
+        Event::Lifecycle(Lifecycle {
+            pid: Some(entry.pid),
+            incarnation: host.record.incarnation.clone(),
+            revision: host.record.revision,
+            ..Lifecycle::new(&entry.session, "adopted")
+        }),
     );
     daemon.registry.insert(entry.clone());
     start_ding(daemon, &entry, info, true);
@@ -303,12 +310,18 @@ async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
         }
         publish(
             &daemon,
-            json!({"event":"lifecycle","session":entry.session,"what":"lost",
-            "pid":entry.pid,"reason": if matches!(probed, registry::Probe::Foreign) {
-                "its socket is served by another uid"
-            } else {
-                "pane host went away before it answered the daemon"
-            }}),
+            Event::Lifecycle(Lifecycle {
+                pid: Some(entry.pid),
+                reason: Some(
+                    if matches!(probed, registry::Probe::Foreign) {
+                        "its socket is served by another uid"
+                    } else {
+                        "pane host went away before it answered the daemon"
+                    }
+                    .into(),
+                ),
+                ..Lifecycle::new(&entry.session, "lost")
+            }),
         );
     }
 }
@@ -323,10 +336,42 @@ fn load_declaration(
     crate::lifecycle::load(&dir, adapter).map_err(|err| err.to_string())
 }
 
+/// What the daemon reads of a pane host's `info` record: the record and its launch spec.
+struct HostRecord {
+    record: PaneRecord,
+    spec: Option<LaunchSpec>,
+}
+
+impl HostRecord {
+    /// Reads an `info` reply; a reply that is not a record gives an empty one (logged), so a
+    /// pane host of an older build is still adopted and served.
+    fn read(entry: &PaneEntry, info: &Value) -> HostRecord {
+        let record = match Reply::<PaneRecord>::read(info) {
+            Ok(Reply::Ok(record)) => record,
+            other => {
+                tracing::warn!(
+                    session = entry.session,
+                    "info reply is not a record: {other:?}"
+                );
+                unlisted(entry, "unreachable", "no record".into())
+            }
+        };
+        let spec = record
+            .spec
+            .as_ref()
+            .and_then(|spec| belfry_proto::de::from_value::<LaunchSpec>(spec).ok());
+        HostRecord { record, spec }
+    }
+
+    fn adapter(&self) -> Option<&str> {
+        self.spec.as_ref().and_then(|spec| spec.adapter.as_deref())
+    }
+}
+
 /// Fires `event` through dispatch if the pane's adapter declares it as host lifecycle.
 fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, info: &Value, event: &str) {
-    let spec = info["spec"].clone();
-    let Some(adapter) = spec["adapter"].as_str() else {
+    let host = HostRecord::read(entry, info);
+    let (Some(adapter), Some(spec)) = (host.adapter(), host.spec.clone()) else {
         return;
     };
     let declaration = match load_declaration(daemon, adapter) {
@@ -339,31 +384,14 @@ fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, info: &Value, event: &str)
     if !declaration.host_lifecycle.iter().any(|e| e == event) {
         return;
     }
-    let pane_env = vec![
-        (
-            "BELFRY_SOCKET".to_string(),
-            daemon.config.socket.display().to_string(),
-        ),
-        ("BELFRY_SESSION".to_string(), entry.session.clone()),
-        (
-            "BELFRY_INCARNATION".to_string(),
-            info["incarnation"].as_str().unwrap_or_default().to_string(),
-        ),
-        (
-            "BELFRY_GENERATION".to_string(),
-            info["generation"].as_str().unwrap_or_default().to_string(),
-        ),
-        (
-            "BELFRY_INBOX".to_string(),
-            daemon
-                .config
-                .state_dir
-                .join("inbox")
-                .join(&entry.session)
-                .display()
-                .to_string(),
-        ),
-    ];
+    let pane_env = PaneEnv {
+        session: entry.session.clone(),
+        socket: daemon.config.socket.clone(),
+        incarnation: host.record.incarnation.clone(),
+        generation: host.record.generation.clone(),
+        inbox: Some(daemon.config.state_dir.join("inbox").join(&entry.session)),
+        ..PaneEnv::default()
+    };
     let exe = daemon.config.exe.clone();
     let event = event.to_string();
     tokio::spawn(async move {
@@ -373,11 +401,8 @@ fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, info: &Value, event: &str)
 
 /// Starts the DING worker of a pane from its pane host's record.
 fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
-    let spec = &info["spec"];
-    let compaction_events = match spec["adapter"]
-        .as_str()
-        .map(|a| load_declaration(daemon, a))
-    {
+    let host = HostRecord::read(entry, info);
+    let compaction_events = match host.adapter().map(|a| load_declaration(daemon, a)) {
         Some(Ok(declaration)) => declaration.compaction_events,
         Some(Err(err)) => {
             tracing::warn!(session = entry.session, "{err}");
@@ -385,23 +410,20 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
         }
         None => Vec::new(),
     };
+    let spec = host.spec.as_ref();
     let info = PaneInfo {
         session: entry.session.clone(),
         socket: entry.socket.clone(),
-        incarnation: info["incarnation"].as_str().unwrap_or_default().to_string(),
-        generation: info["generation"].as_str().unwrap_or_default().to_string(),
-        ding_policy: spec["ding_policy"].as_str().map(str::to_string),
-        agent_adapter: spec["adapter"].as_str().map(str::to_string),
+        incarnation: host.record.incarnation.clone().unwrap_or_default(),
+        generation: host.record.generation.clone().unwrap_or_default(),
+        ding_policy: spec.and_then(|spec| spec.ding_policy.clone()),
+        agent_adapter: host.adapter().map(str::to_string),
         pane_host: format!(
             "{}-{}",
-            info["pid"].as_u64().unwrap_or(0),
-            info["started_at"].as_u64().unwrap_or(0)
+            host.record.pid,
+            host.record.started_at.unwrap_or(0)
         ),
-        adapter_command: spec["adapter_command"].as_array().map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        }),
+        adapter_command: spec.and_then(|spec| spec.adapter_command.clone()),
         adopted,
         compaction_events,
     };
@@ -412,8 +434,23 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
     );
 }
 
-fn publish(daemon: &Daemon, event: Value) {
-    let _ = daemon.bus.send(event);
+fn publish(daemon: &Daemon, event: impl Into<BusEvent>) {
+    let _ = daemon.bus.send(event.into().0);
+}
+
+/// An event as the bus carries it (JSON, as subscribers receive it).
+struct BusEvent(Value);
+
+impl From<Event> for BusEvent {
+    fn from(event: Event) -> BusEvent {
+        BusEvent(event.to_value())
+    }
+}
+
+impl From<Value> for BusEvent {
+    fn from(event: Value) -> BusEvent {
+        BusEvent(event)
+    }
 }
 
 /// The first pause between a monitor's subscribe attempts; it doubles up to
@@ -503,8 +540,11 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
         tracing::warn!(session = entry.session, pid = entry.pid, "pane host lost");
         publish(
             &daemon,
-            json!({"event":"lifecycle","session":entry.session,"what":"lost",
-                                "pid":entry.pid,"reason":"pane host exited or was killed"}),
+            Event::Lifecycle(Lifecycle {
+                pid: Some(entry.pid),
+                reason: Some("pane host exited or was killed".into()),
+                ..Lifecycle::new(&entry.session, "lost")
+            }),
         );
     }
 }
@@ -852,10 +892,15 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
     start_ding(daemon, &entry, &info, false);
     host_lifecycle(daemon, &entry, &info, "session-start");
     tokio::spawn(monitor(Arc::clone(daemon), entry.clone()));
+    let host = HostRecord::read(&entry, &info);
     publish(
         daemon,
-        json!({"event":"lifecycle","session":entry.session,"what":"spawned",
-        "pid":entry.pid,"incarnation":info.get("incarnation"),"generation":info.get("generation")}),
+        Event::Lifecycle(Lifecycle {
+            pid: Some(entry.pid),
+            incarnation: host.record.incarnation.clone(),
+            generation: host.record.generation.clone(),
+            ..Lifecycle::new(&entry.session, "spawned")
+        }),
     );
     let mut reply = info;
     if let Value::Object(map) = &mut reply {
@@ -1065,8 +1110,10 @@ async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) -> Result<(), registry::
     }
     publish(
         daemon,
-        json!({"event":"lifecycle","session":entry.session,"what":"killed",
-                           "pid":entry.pid}),
+        Event::Lifecycle(Lifecycle {
+            pid: Some(entry.pid),
+            ..Lifecycle::new(&entry.session, "killed")
+        }),
     );
     Ok(())
 }
@@ -1191,7 +1238,7 @@ async fn subscribe(
                     if !matches || (is_revision && session.is_some()) { continue; }
                     event
                 }
-                Err(broadcast::error::RecvError::Lagged(n)) => json!({"event":"lagged","missed":n}),
+                Err(broadcast::error::RecvError::Lagged(n)) => Event::Lagged { session: None, missed: n }.to_value(),
                 Err(_) => return,
             },
             line = async {
@@ -1280,7 +1327,11 @@ async fn ding_turn_boundary(daemon: &Daemon, id: &Value, op: &request::DingTurnB
         Ok(Ok(Ok(outcome))) => {
             publish(
                 daemon,
-                json!({"event":"ding","session":session,"what":"turn-boundary","outcome":outcome}),
+                Event::Ding {
+                    session: session.clone(),
+                    what: "turn-boundary".into(),
+                    outcome: outcome.clone(),
+                },
             );
             reply::ok(id, &outcome)
         }
