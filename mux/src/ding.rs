@@ -45,7 +45,7 @@ use belfry_ding::{
     PaneIdentity, SessionName,
 };
 use belfry_proto::request::{self as req, InputStep};
-use belfry_proto::{Expect, Request};
+use belfry_proto::{Event, Expect, Request};
 
 use crate::adapter_group::{AdapterGroup, GroupOwner};
 use belfry_pty::txn::TxnState;
@@ -84,7 +84,7 @@ pub enum DingMsg {
     /// Something may have been posted or archived: look now.
     Nudge,
     /// An event from the pane host (exit, lifecycle restart).
-    Pane(Value),
+    Pane(Event),
     /// A hook event forwarded by `belfry dispatch` inside the pane.
     Hook(Value),
     /// A turn-boundary claim from `belfry dispatch` (SPEC §7.5).
@@ -1031,15 +1031,15 @@ impl Worker {
     async fn handle_common(&mut self, msg: DingMsg) {
         match msg {
             DingMsg::Nudge => {}
-            DingMsg::Pane(event) => match event["event"].as_str() {
-                Some("exit") => {
+            DingMsg::Pane(event) => match event {
+                Event::Exit { .. } => {
                     self.exited = true;
                     self.apply(LeaseInput::PaneExited);
                 }
-                Some("lifecycle") if event["what"] == "restart" => {
+                Event::Lifecycle(lifecycle) if lifecycle.what == "restart" => {
                     self.exited = false;
-                    if let Some(incarnation) = event["incarnation"].as_str() {
-                        self.info.incarnation = incarnation.to_string();
+                    if let Some(incarnation) = lifecycle.incarnation {
+                        self.info.incarnation = incarnation;
                     }
                     let identity = PaneIdentity {
                         session: self.lease.identity().session.clone(),

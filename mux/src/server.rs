@@ -500,25 +500,38 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
     match subscription {
         Ok((mut lines, _writer)) => {
             while let Ok(Some(line)) = lines.next_line().await {
-                if let Ok(event) = serde_json::from_str::<Value>(&line) {
-                    let kind = event["event"].as_str().unwrap_or_default();
-                    let restarted = kind == "lifecycle" && event["what"] == "restart";
-                    if kind == "exit" || restarted {
-                        let what = if restarted {
-                            "session-start"
-                        } else {
-                            "session-end"
-                        };
-                        let request = Request::new(0, request::Info::default());
-                        if let Ok(info) = registry::pane_request(&entry.socket, &request).await {
-                            host_lifecycle(&daemon, &entry, &info, what);
-                        }
+                let event = serde_json::from_str::<Value>(&line)
+                    .map_err(|err| err.to_string())
+                    .and_then(|value| {
+                        belfry_proto::de::from_value::<Event>(&value).map_err(|err| err.to_string())
+                    });
+                let event = match event {
+                    Ok(event) => event,
+                    Err(err) => {
+                        tracing::warn!(
+                            session = entry.session,
+                            "pane host event not understood: {err}"
+                        );
+                        continue;
                     }
-                    daemon
-                        .ding
-                        .tell(&entry.session, DingMsg::Pane(event.clone()));
-                    publish(&daemon, event);
+                };
+                let restarted =
+                    matches!(&event, Event::Lifecycle(lifecycle) if lifecycle.what == "restart");
+                if matches!(event, Event::Exit { .. }) || restarted {
+                    let what = if restarted {
+                        "session-start"
+                    } else {
+                        "session-end"
+                    };
+                    let request = Request::new(0, request::Info::default());
+                    if let Ok(info) = registry::pane_request(&entry.socket, &request).await {
+                        host_lifecycle(&daemon, &entry, &info, what);
+                    }
                 }
+                daemon
+                    .ding
+                    .tell(&entry.session, DingMsg::Pane(event.clone()));
+                publish(&daemon, event);
             }
         }
         Err(err) => tracing::warn!(session = entry.session, "cannot monitor pane host: {err}"),

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use belfry_proto::event::Event;
 use belfry_proto::reply::{self, ErrorBody};
 use belfry_proto::request::{self as req, Op};
 use belfry_proto::ErrorCode;
@@ -115,7 +116,7 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
         let mut events = pane.events.subscribe();
         tokio::spawn(async move {
             while let Ok(event) = events.recv().await {
-                if event.get("what").and_then(Value::as_str) == Some("restart") {
+                if matches!(&event, Event::Lifecycle(lifecycle) if lifecycle.what == "restart") {
                     let _ = ctx.write_record();
                 }
             }
@@ -737,12 +738,12 @@ async fn subscribe(
             changed = changes.changed(), if revisions => {
                 if changed.is_err() { return; }
                 let revision = *changes.borrow_and_update();
-                json!({"event": "revision", "session": session, "revision": revision})
+                Event::Revision { session: session.clone(), revision }
             }
             event = events.recv() => match event {
                 Ok(event) => event,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    json!({"event": "lagged", "session": session, "missed": n})
+                    Event::Lagged { session: Some(session.clone()), missed: n }
                 }
                 Err(_) => return,
             },
@@ -751,7 +752,10 @@ async fn subscribe(
                 match read { Ok(0) | Err(_) => return, Ok(_) => { sink.clear(); continue; } }
             }
         };
-        if wire::write_json(&mut writer, &event).await.is_err() {
+        if wire::write_json(&mut writer, &event.to_value())
+            .await
+            .is_err()
+        {
             return;
         }
         if revisions {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{broadcast, mpsc, watch, Notify};
 
@@ -28,6 +28,7 @@ use crate::screen::Screen;
 use crate::spec::{new_incarnation, LaunchSpec, SizePolicy};
 use crate::wire::Frame;
 
+use belfry_proto::event::{Event, Lifecycle};
 /// How a child ended, what a guarded send expects (SPEC §3; absent fields are not compared)
 /// and the pane's identity at one instant: the protocol's types.
 pub use belfry_proto::{ExitStatus, Expect, Identity};
@@ -247,7 +248,7 @@ pub struct Pane {
     master: AsyncFd<OwnedFd>,
     pts: pty_process::Pts,
     pub revision_tx: watch::Sender<u64>,
-    pub events: broadcast::Sender<Value>,
+    pub events: broadcast::Sender<Event>,
     answers: mpsc::UnboundedSender<Vec<u8>>,
     /// Extra environment for the child (BELFRY_* variables), set by the host.
     child_env: Vec<(String, String)>,
@@ -809,10 +810,9 @@ impl Pane {
             st.exited = Some(exit);
             st.bump(&self.revision_tx);
             st.broadcast(&Frame::Control(json!({"exited": exit})));
-            json!({"event":"exit","session":self.spec.session,"incarnation":incarnation,
-                   "revision":st.revision,"code":exit.code,"signal":exit.signal})
+            Event::exit(&self.spec.session, &incarnation, st.revision, exit)
         };
-        tracing::info!("child exited: {event}");
+        tracing::info!("child exited: {event:?}");
         let _ = self.events.send(event);
     }
 
@@ -871,10 +871,11 @@ impl Pane {
             tokio::spawn(Arc::clone(self).watch_child(child, incarnation));
             identity
         };
-        let _ = self
-            .events
-            .send(json!({"event":"lifecycle","session":self.spec.session,
-            "what":"restart","incarnation":identity.incarnation,"revision":identity.revision}));
+        let _ = self.events.send(Event::Lifecycle(Lifecycle {
+            incarnation: Some(identity.incarnation.clone()),
+            revision: Some(identity.revision),
+            ..Lifecycle::new(&self.spec.session, "restart")
+        }));
         Ok(identity)
     }
 
