@@ -21,6 +21,7 @@ use belfry_proto::request::{self, Op, Spawn};
 use belfry_proto::{ErrorCode, PaneEnv, Request, SessionName, Size};
 use belfry_pty::listener::Listener;
 use belfry_pty::paths;
+use belfry_pty::retry::{poll_until, Backoff};
 use belfry_pty::spec::LaunchSpec;
 use belfry_pty::wire;
 
@@ -186,22 +187,24 @@ async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, Error> 
             path: path.to_path_buf(),
             source,
         })?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while rustix::fs::flock(
-        file.as_fd(),
-        rustix::fs::FlockOperation::NonBlockingLockExclusive,
-    )
-    .is_err()
+    let locked = || {
+        rustix::fs::flock(
+            file.as_fd(),
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        )
+        .ok()
+    };
+    let tick = Backoff::constant(Duration::from_millis(10));
+    if poll_until(Duration::from_secs(2), tick, locked)
+        .await
+        .is_none()
     {
-        if std::time::Instant::now() >= deadline {
-            let pid = std::fs::read_to_string(path).unwrap_or_default();
-            let holder = match pid.trim().parse::<u32>() {
-                Ok(pid) => format!("pid {pid}"),
-                Err(_) => "a process whose pid the lock does not record".to_string(),
-            };
-            return Ok(Err(holder));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        let pid = std::fs::read_to_string(path).unwrap_or_default();
+        let holder = match pid.trim().parse::<u32>() {
+            Ok(pid) => format!("pid {pid}"),
+            Err(_) => "a process whose pid the lock does not record".to_string(),
+        };
+        return Ok(Err(holder));
     }
     let write_pid = || -> std::io::Result<()> {
         file.set_len(0)?;
@@ -271,6 +274,12 @@ fn adopt(daemon: &Arc<Daemon>, entry: PaneEntry, info: &Value) {
     tokio::spawn(monitor(Arc::clone(daemon), entry));
 }
 
+/// Waits (bounded) for process `pid` to be gone; `None` if it still lives at the deadline.
+async fn pid_gone(pid: u32, within: Duration) -> Option<()> {
+    let tick = Backoff::constant(Duration::from_millis(10));
+    poll_until(within, tick, || (!registry::pid_alive(pid)).then_some(())).await
+}
+
 /// How often an unadopted pane host is probed again.
 const ADOPTION_RETRY: Duration = Duration::from_millis(250);
 
@@ -279,8 +288,9 @@ const ADOPTION_RETRY: Duration = Duration::from_millis(250);
 /// again until it answers, then adopted like the others; only when its process dies is its
 /// record removed and it reported lost. It is never silently orphaned while it lives.
 async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
+    let mut retry = Backoff::constant(ADOPTION_RETRY);
     let probed = loop {
-        tokio::time::sleep(ADOPTION_RETRY).await;
+        retry.sleep().await;
         if !registry::pid_alive(entry.pid) {
             break registry::Probe::Unreachable;
         }
@@ -466,7 +476,7 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
     // A subscription that cannot be opened (refused `busy` at the connection cap, a full
     // backlog, a stopped pane host) is retried, with back-off, for as long as the pane host
     // lives and is still this registry's pane: a live pane is never reported lost.
-    let mut pause = MONITOR_RETRY_FIRST;
+    let mut retry = Backoff::doubling(MONITOR_RETRY_FIRST, MONITOR_RETRY_MAX);
     let subscription = loop {
         let attempt = tokio::time::timeout(
             MONITOR_SUBSCRIBE_STEP,
@@ -491,8 +501,7 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
                     return;
                 }
                 tracing::debug!(session = entry.session, "monitor retry: {err}");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(MONITOR_RETRY_MAX);
+                retry.sleep().await;
             }
             Err(err) => break Err(err),
         }
@@ -539,12 +548,7 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
     // The subscription ended. If the registry still lists this pane host, it died on its own.
     if daemon.registry.remove_if_pid(&entry.session, entry.pid) {
         daemon.ding.stop(&entry.session);
-        for _ in 0..50 {
-            if !registry::pid_alive(entry.pid) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let _ = pid_gone(entry.pid, Duration::from_millis(500)).await;
         if !registry::pid_alive(entry.pid) {
             let _ = std::fs::remove_file(&entry.socket);
             let _ =
@@ -1082,13 +1086,14 @@ async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) -> Result<(), registry::
     // the kill once a connection frees: it is asked again until the kill's own reply deadline
     // (which leaves the rest of `deadline::KILL` for its exit), never refused at the first try.
     let asked = tokio::time::timeout(deadline::PANE_QUICK, async {
+        let mut retry = Backoff::constant(KILL_BUSY_RETRY);
         loop {
             match registry::pane_call(&entry.socket, &request).await {
                 Ok(reply) if registry::error_code(&reply) == Some(ErrorCode::Busy) => {}
                 Err(registry::PaneError::Busy(_)) => {}
                 other => return other,
             }
-            tokio::time::sleep(KILL_BUSY_RETRY).await;
+            retry.sleep().await;
         }
     })
     .await
@@ -1115,12 +1120,7 @@ async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) -> Result<(), registry::
     daemon.registry.remove(&entry.session);
     daemon.registry.end_kill(&entry.session);
     daemon.ding.stop(&entry.session);
-    for _ in 0..400 {
-        if !registry::pid_alive(entry.pid) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let _ = pid_gone(entry.pid, Duration::from_secs(4)).await;
     publish(
         daemon,
         Event::Lifecycle(Lifecycle {

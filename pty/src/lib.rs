@@ -18,6 +18,7 @@
 //! - [`listener`]: the accept loop shared with the daemon (connection cap, back-off when out
 //!   of file descriptors).
 //! - [`spec`] and [`paths`]: launch specs, generations, incarnations, and where files live.
+//! - [`retry`]: the one pause schedule and bounded poll every retry loop uses.
 //! - [`txn`]: the journal that tells a restarted daemon whether a send was ever written.
 
 pub mod error;
@@ -27,6 +28,7 @@ pub mod input;
 pub mod listener;
 pub mod pane;
 pub mod paths;
+pub mod retry;
 pub mod screen;
 pub mod spec;
 mod tracker;

@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::retry::Backoff;
 use crate::wire;
 use belfry_proto::{reply, ErrorCode};
 
@@ -36,7 +37,7 @@ pub struct Listener {
     path: PathBuf,
     limit: usize,
     permits: Arc<Semaphore>,
-    backoff: Duration,
+    backoff: Backoff,
     accept_errors: RateLimited,
     refusals: RateLimited,
 }
@@ -56,7 +57,7 @@ impl Listener {
             path: path.to_path_buf(),
             limit,
             permits: Arc::new(Semaphore::new(limit)),
-            backoff: FIRST_BACKOFF,
+            backoff: Backoff::doubling(FIRST_BACKOFF, MAX_BACKOFF),
             accept_errors: RateLimited::default(),
             refusals: RateLimited::default(),
         }
@@ -69,7 +70,7 @@ impl Listener {
         loop {
             match self.inner.accept().await {
                 Ok((stream, _)) => {
-                    self.backoff = FIRST_BACKOFF;
+                    self.backoff.reset();
                     match Arc::clone(&self.permits).try_acquire_owned() {
                         Ok(permit) => return Accepted { stream, permit },
                         Err(_) => self.refuse(stream),
@@ -80,7 +81,7 @@ impl Listener {
                         err.raw_os_error(),
                         Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
                     );
-                    let pause = self.backoff;
+                    let pause = self.backoff.pause();
                     self.accept_errors.log(|suppressed| {
                         let hint = if exhausted {
                             "out of file descriptors or memory; "
@@ -95,7 +96,6 @@ impl Listener {
                         );
                     });
                     tokio::time::sleep(pause).await;
-                    self.backoff = (pause * 2).min(MAX_BACKOFF);
                 }
             }
         }

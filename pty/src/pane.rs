@@ -24,6 +24,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::{broadcast, mpsc, watch, Notify};
 
 use crate::input::{encode_paste, Step, DEFAULT_TIMEOUT_MS, MAX_DELAY_TOTAL_MS};
+use crate::retry::{poll_until, Backoff};
 use crate::screen::Screen;
 use crate::spec::{new_incarnation, LaunchSpec, SizePolicy};
 use crate::wire::Frame;
@@ -830,19 +831,17 @@ impl Pane {
         };
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::HUP);
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::HUP);
-        let deadline = Instant::now() + Duration::from_millis(1500);
-        while Instant::now() < deadline {
-            if self.state.lock().exited.is_some() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let exited = || self.state.lock().exited.map(|_| ());
+        let tick = Backoff::constant(Duration::from_millis(10));
+        if poll_until(Duration::from_millis(1500), tick.clone(), exited)
+            .await
+            .is_some()
+        {
+            return;
         }
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        let deadline = Instant::now() + Duration::from_millis(2000);
-        while Instant::now() < deadline && self.state.lock().exited.is_none() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let _ = poll_until(Duration::from_millis(2000), tick, exited).await;
     }
 
     /// Restarts the child: a new process, a new incarnation, the revision continuing.
