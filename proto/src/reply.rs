@@ -467,6 +467,28 @@ pub struct Nudged {
     pub nudged: bool,
 }
 
+/// `ding.turn-boundary`'s answer: which of the messages the event named the hook now owns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claimed {
+    /// The messages that were unread and unowned, now owned by the hook.
+    pub hook_owned: Vec<String>,
+    /// The rest: already staged or owned, or no longer unread.
+    pub refused: Vec<String>,
+}
+
+/// `ding.status`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DingState {
+    /// The status model of `belfry ding status --json`, or `null` when the pane's policy is
+    /// invalid. Its shape is DING's (`ding::status`), which this crate does not depend on.
+    pub status: Value,
+    /// The same status as text, for a person.
+    pub text: String,
+    /// Why the policy is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
