@@ -400,12 +400,22 @@ impl Client {
         &mut self,
         op: impl Into<belfry_proto::Op>,
     ) -> Result<belfry_proto::Reply<T>, ClientError> {
-        let request = belfry_proto::Request::new(self.next_id, op);
-        let reply = self.request(request.to_value())?;
-        belfry_proto::Reply::read(&reply).map_err(|err| ClientError::BadReply {
+        self.call_numbered(op).map(|(_, reply)| reply)
+    }
+
+    /// Like [`Client::call`], also giving the id the request carried (and its reply echoed),
+    /// for a caller that shows the whole reply.
+    pub fn call_numbered<T: serde::de::DeserializeOwned>(
+        &mut self,
+        op: impl Into<belfry_proto::Op>,
+    ) -> Result<(u64, belfry_proto::Reply<T>), ClientError> {
+        let id = self.next_id;
+        let reply = self.request(belfry_proto::Request::new(id, op).to_value())?;
+        let reply = belfry_proto::Reply::read(&reply).map_err(|err| ClientError::BadReply {
             path: self.path.clone(),
             reason: err.to_string(),
-        })
+        })?;
+        Ok((id, reply))
     }
 }
 
