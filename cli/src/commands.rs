@@ -1,4 +1,9 @@
 //! Subcommands and how their results are printed.
+//!
+//! Every request is a typed op of `belfry_proto` and every reply is read into the body type of
+//! that op ([`Client::call`]), so a field the daemon renamed or dropped is an error naming it,
+//! never a silent `null`. `--json` output prints those bodies through a JSON value: the same
+//! fields in the same (sorted) order as the daemon's own reply.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -433,7 +438,8 @@ fn daemon() -> Result<Client> {
     Ok(Client::connect_or_start(&paths::daemon_socket(), &exe()?)?)
 }
 
-/// Sends a request and turns an error reply into an error (not-found → exit 1).
+/// Sends an untyped request and turns an error reply into an error (not-found → exit 1). Only
+/// `belfry up`/`down` still build their requests by hand; they move into `mux::declare`.
 fn call(client: &mut Client, request: Value) -> Result<Value> {
     let reply = client.request(request)?;
     Reply::<Value>::read(&reply)?.into_result().map_err(refusal)
