@@ -6,10 +6,14 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
+use belfry_proto::reply::{Attached, Hello};
+use belfry_proto::request as op;
+use belfry_proto::{Reply, Request};
 use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
 
 /// The key (or prefix and key) that detaches instead of reaching the pane.
@@ -174,30 +178,22 @@ async fn session_loop(
     let pane_host_pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
-    let mut request = json!({"id": 1, "op": "attach", "read_only": read_only});
-    if let Some((rows, cols)) = size {
-        request["rows"] = json!(rows);
-        request["cols"] = json!(cols);
-    }
+    let hello = op::Hello {
+        versions: Some(vec![PROTOCOL_VERSION]),
+        version: None,
+    };
+    let attach = op::Attach {
+        session: None,
+        read_only: Some(read_only),
+        rows: size.map(|(rows, _)| rows.into()),
+        cols: size.map(|(_, cols)| cols.into()),
+    };
     // The handshake has a deadline: a stopped or hung pane host is an error naming it, not a
     // terminal that silently hangs. Once attached, a quiet pane may stay quiet for hours.
     let handshake = async {
-        for line in [
-            json!({"id": 0, "op": "hello", "versions": [PROTOCOL_VERSION]}),
-            request,
-        ] {
-            let mut bytes = line.to_string().into_bytes();
-            bytes.push(b'\n');
-            writer.write_all(&bytes).await?;
-            let mut reply = String::new();
-            reader.read_line(&mut reply).await?;
-            let reply: Value = serde_json::from_str(&reply)
-                .map_err(|err| anyhow!("pane host reply is not JSON: {err}"))?;
-            if reply.get("ok") != Some(&Value::Bool(true)) {
-                bail!("pane host refused: {}", reply["error"]["message"]);
-            }
-        }
-        Ok(())
+        let _: Hello = exchange(&mut reader, &mut writer, &Request::new(0, hello)).await?;
+        let _: Attached = exchange(&mut reader, &mut writer, &Request::new(1, attach)).await?;
+        anyhow::Ok(())
     };
     match tokio::time::timeout(ATTACH_HANDSHAKE, handshake).await {
         Ok(result) => result?,
@@ -279,6 +275,28 @@ async fn session_loop(
             _ = term.recv() => return Ok(Ended::Signal("SIGTERM")),
             _ = hup.recv() => return Ok(Ended::Signal("SIGHUP")),
         }
+    }
+}
+
+/// One request of the attach handshake and its reply, read as `T`.
+async fn exchange<T: DeserializeOwned>(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    writer: &mut (impl AsyncWrite + Unpin),
+    request: &Request,
+) -> Result<T> {
+    writer.write_all(&request.to_line()).await?;
+    let mut line = String::new();
+    reader.read_line(&mut line).await?;
+    let reply: Value =
+        serde_json::from_str(&line).map_err(|err| anyhow!("pane host reply is not JSON: {err}"))?;
+    match Reply::<T>::read(&reply) {
+        Ok(Reply::Ok(body)) => Ok(body),
+        // The message is shown as JSON text, quoted, as it always has been.
+        Ok(Reply::Err(err)) => bail!("pane host refused: {}", Value::from(err.message)),
+        Err(err) => bail!(
+            "pane host reply to {:?} is not what the protocol says: {err}",
+            request.op.name()
+        ),
     }
 }
 

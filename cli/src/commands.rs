@@ -1,4 +1,9 @@
 //! Subcommands and how their results are printed.
+//!
+//! Every request is a typed op of `belfry_proto` and every reply is read into the body type of
+//! that op ([`Client::call`]), so a field the daemon renamed or dropped is an error naming it,
+//! never a silent `null`. `--json` output prints those bodies through a JSON value: the same
+//! fields in the same (sorted) order as the daemon's own reply.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -6,10 +11,19 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use belfry_mux::client::Client;
 use belfry_mux::Error as MuxError;
+use belfry_proto::limits::{MAX_DIMENSION, MIN_DIMENSION};
+use belfry_proto::reply::{
+    self as body, AttachTarget, Cleared, Detached, DingState, Killed, Listing, PaneRecord, Resized,
+    Restarted, Screen, Sent, Subscribed, Waited,
+};
+use belfry_proto::request as op;
+use belfry_proto::{ErrorBody, ErrorCode, Event, Expect, Op, SessionName, Size};
 use belfry_pty::paths;
 
 use crate::attach::{self, DetachKey};
@@ -381,33 +395,52 @@ fn daemon() -> Result<Client> {
     Ok(Client::connect_or_start(&paths::daemon_socket(), &exe()?)?)
 }
 
-/// Sends a request and turns an error reply into an error (not-found → exit 1).
-fn call(client: &mut Client, request: Value) -> Result<Value> {
-    let reply = client.request(request)?;
-    if reply.get("ok") == Some(&Value::Bool(true)) {
-        return Ok(reply);
-    }
-    let code = reply["error"]["code"]
-        .as_str()
-        .unwrap_or("error")
-        .to_string();
-    let message = reply["error"]["message"]
-        .as_str()
-        .unwrap_or("unknown error")
-        .to_string();
-    if code == "not-found" {
-        return Err(NotFound(message).into());
-    }
-    Err(anyhow!("{message}"))
+/// Sends a typed op and reads its reply body; an error reply becomes an error (not-found →
+/// exit 1).
+fn ask<T: DeserializeOwned>(client: &mut Client, op: impl Into<Op>) -> Result<T> {
+    client.call(op)?.into_result().map_err(refusal)
 }
 
-fn print_json(value: &Value) {
+/// Like [`ask`], for a command that prints the whole reply: the body with the reply's `id`
+/// and `ok`, as the daemon sent them.
+fn ask_whole<T: Serialize + DeserializeOwned>(
+    client: &mut Client,
+    op: impl Into<Op>,
+) -> Result<(Value, T)> {
+    let (id, reply) = client.call_numbered(op)?;
+    let body = reply.into_result().map_err(refusal)?;
+    Ok((body::ok(&Value::from(id), &body), body))
+}
+
+/// The error a refused request is: not-found maps to exit 1, anything else to exit 2.
+fn refusal(err: ErrorBody) -> anyhow::Error {
+    if err.code == ErrorCode::NotFound {
+        NotFound(err.message).into()
+    } else {
+        anyhow!("{}", err.message)
+    }
+}
+
+/// A session name given on the command line, checked before anything is asked.
+fn session(name: &str) -> Result<SessionName> {
+    Ok(SessionName::parse(name)?)
+}
+
+/// Prints `value` as pretty JSON. It goes through a JSON value first, so the keys are in the
+/// same (sorted) order whatever type holds them.
+fn print_json(value: &impl Serialize) {
+    let value = serde_json::to_value(value).unwrap_or(Value::Null);
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
         "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
+        serde_json::to_string_pretty(&value).unwrap_or_default()
     );
+}
+
+/// A reply field as the tables have always shown it: its JSON text, `null` when absent.
+fn shown<T: Serialize>(field: &Option<T>) -> String {
+    serde_json::to_value(field).map_or_else(|_| "null".into(), |value| value.to_string())
 }
 
 fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
@@ -453,34 +486,37 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             read_only,
             detach_key,
         } => attach_cmd(&name, read_only, &detach_key),
-        Command::Detach { name } => simple(json!({"op": "detach", "session": name}), |r| {
-            format!("detached {} client(s)", r["detached"])
+        Command::Detach { name } => simple(op::Detach::of(session(&name)?), |r: Detached| {
+            format!("detached {} client(s)", r.detached)
         }),
-        Command::Kill { name } => simple(json!({"op": "kill", "session": name}), |r| {
-            format!("killed {}", r["killed"].as_str().unwrap_or(""))
+        Command::Kill { name } => simple(op::Kill::of(session(&name)?), |r: Killed| {
+            format!("killed {}", r.killed)
         }),
         Command::Restart { name, json } => {
-            let reply = call(&mut daemon()?, json!({"op": "restart", "session": name}))?;
+            let restarted: Restarted = ask(&mut daemon()?, op::Restart::of(session(&name)?))?;
             if json {
-                print_json(&reply["identity"]);
+                print_json(&restarted.identity);
             } else {
                 println!(
                     "restarted {name}: incarnation {} revision {}",
-                    reply["identity"]["incarnation"].as_str().unwrap_or(""),
-                    reply["identity"]["revision"]
+                    restarted.identity.incarnation, restarted.identity.revision
                 );
             }
             Ok(EXIT_OK)
         }
         Command::Resize { name, size } => {
-            let (rows, cols) = parse_size(&size)?;
-            simple(
-                json!({"op": "resize", "session": name, "rows": rows, "cols": cols}),
-                |r| format!("resized to {rows}x{cols} (revision {})", r["revision"]),
-            )
+            let size = parse_size(&size)?;
+            let resize = op::Resize {
+                session: Some(session(&name)?),
+                rows: size.rows().into(),
+                cols: size.cols().into(),
+            };
+            simple(resize, |r: Resized| {
+                format!("resized to {size} (revision {})", r.revision)
+            })
         }
-        Command::Clear { name } => simple(json!({"op": "clear", "session": name}), |r| {
-            format!("cleared (revision {})", r["revision"])
+        Command::Clear { name } => simple(op::Clear::of(session(&name)?), |r: Cleared| {
+            format!("cleared (revision {})", r.revision)
         }),
         Command::Send(args) => {
             let sub = matches
@@ -504,24 +540,19 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             timeout_ms,
             json,
         } => {
-            let mut request = json!({"op": "wait", "session": name, "timeout_ms": timeout_ms});
-            if let Some(r) = revision {
-                request["revision"] = json!(r);
-            }
-            if exit {
-                request["exit"] = json!(true);
-            }
-            if let Some(re) = regex {
-                request["regex"] = json!(re);
-            }
-            if let Some(q) = quiet_ms {
-                request["quiet_ms"] = json!(q);
-            }
-            let reply = call(&mut daemon()?, request)?;
+            let wait = op::Wait {
+                session: Some(session(&name)?),
+                revision,
+                exit: exit.then_some(true),
+                regex,
+                quiet_ms,
+                timeout_ms: Some(timeout_ms),
+            };
+            let waited: Waited = ask(&mut daemon()?, wait)?;
             if json {
-                print_json(&reply["state"]);
+                print_json(&waited.state);
             } else {
-                println!("revision {}", reply["state"]["revision"]);
+                println!("revision {}", waited.state.revision);
             }
             Ok(EXIT_OK)
         }
@@ -536,11 +567,11 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 }
                 Err(err) => return Err(err.into()),
             };
-            let reply = call(
-                &mut client,
-                json!({"op": "shutdown", "kill_panes": kill_panes}),
-            )?;
-            println!("daemon stopped; killed panes: {}", reply["killed"]);
+            let shutdown = op::Shutdown {
+                kill_panes: Some(kill_panes),
+            };
+            let stopped: body::Shutdown = ask(&mut client, shutdown)?;
+            println!("daemon stopped; killed panes: {}", json!(stopped.killed));
             Ok(EXIT_OK)
         }
         Command::Dispatch(args) => Ok(dispatch(args)),
@@ -566,14 +597,12 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         Command::Ding {
             action: DingAction::Status { session, json },
         } => {
-            let reply = call(
-                &mut daemon()?,
-                json!({"op": "ding.status", "session": session}),
-            )?;
+            let state: DingState =
+                ask(&mut daemon()?, op::DingStatus::of(self::session(&session)?))?;
             if json {
-                print_json(&reply["status"]);
+                print_json(&state.status);
             } else {
-                print!("{}", reply["text"].as_str().unwrap_or(""));
+                print!("{}", state.text);
             }
             Ok(EXIT_OK)
         }
@@ -613,39 +642,43 @@ fn dispatch(args: DispatchArgs) -> i32 {
     output.exit_code
 }
 
-fn simple(request: Value, describe: impl Fn(&Value) -> String) -> Result<i32> {
-    let reply = call(&mut daemon()?, request)?;
-    println!("{}", describe(&reply));
+/// Asks `op` and prints one line describing its answer.
+fn simple<T: DeserializeOwned>(op: impl Into<Op>, describe: impl Fn(T) -> String) -> Result<i32> {
+    let answer: T = ask(&mut daemon()?, op)?;
+    println!("{}", describe(answer));
     Ok(EXIT_OK)
 }
 
-/// The largest row or column count of a pane (the daemon's own limit).
-const MAX_SIZE: u16 = 1000;
-
-fn parse_size(size: &str) -> Result<(u16, u16)> {
+/// A `ROWSxCOLS` argument, each side within the protocol's pane size range.
+fn parse_size(size: &str) -> Result<Size> {
     let (rows, cols) = size
         .split_once(['x', 'X'])
         .ok_or_else(|| anyhow!("size {size:?} is not ROWSxCOLS (for example 24x80)"))?;
-    Ok((
+    let (rows, cols) = (
         size_part(size, "rows", rows)?,
         size_part(size, "cols", cols)?,
-    ))
+    );
+    Ok(Size::new(rows, cols)?)
 }
 
 /// One side of a size: digits only, then 1..=1000. A number too large for any integer type is
-/// still a number, and is said to be out of range, not "not a number".
-fn size_part(size: &str, what: &str, text: &str) -> Result<u16> {
+/// still a number, and is said to be out of range, not "not a number". The message names the
+/// side, which [`Size::new`]'s does not.
+fn size_part(size: &str, what: &str, text: &str) -> Result<u64> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         bail!("size {size:?}: {what} {text:?} is not a number");
     }
-    match text.parse::<u16>() {
-        Ok(value) if (1..=MAX_SIZE).contains(&value) => Ok(value),
-        _ => bail!("size {size:?}: {what} {text} is out of range (1..={MAX_SIZE})"),
+    let range = u64::from(MIN_DIMENSION)..=u64::from(MAX_DIMENSION);
+    match text.parse::<u64>() {
+        Ok(value) if range.contains(&value) => Ok(value),
+        _ => bail!(
+            "size {size:?}: {what} {text} is out of range ({MIN_DIMENSION}..={MAX_DIMENSION})"
+        ),
     }
 }
 
 fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
-    paths::validate_session_name(&args.name)?;
+    let name = session(&args.name)?;
     let mut env = BTreeMap::new();
     for kv in &args.env {
         let (k, v) = kv
@@ -656,8 +689,9 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
         }
         env.insert(k.to_string(), v.to_string());
     }
+    // The terminal's own size is passed on as it is: the daemon judges it like any other.
     let (rows, cols) = match &args.size {
-        Some(size) => parse_size(size)?,
+        Some(size) => parse_size(size)?.pair(),
         None => crossterm::terminal::size()
             .map(|(c, r)| (r, c))
             .unwrap_or((24, 80)),
@@ -668,33 +702,45 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
     };
     let cwd = std::fs::canonicalize(&cwd)
         .with_context(|| format!("--cwd {}: no such directory", cwd.display()))?;
-    let base_env: BTreeMap<String, String> = std::env::vars().collect();
-    let request = json!({
-        "op": "spawn", "session": args.name, "argv": args.command, "cwd": cwd,
-        "env": env, "base_env": base_env, "rows": rows, "cols": cols,
-        "size_policy": args.size_policy,
-    });
-    let mut request = request;
-    if let Some(adapter) = &args.adapter {
-        request["adapter"] = json!(adapter);
-    }
-    if let Some(token) = &args.ding_delivery {
-        request["ding_policy"] = json!(token);
-    }
-    if !args.ding_adapter.is_empty() {
-        request["adapter_command"] = json!(args.ding_adapter);
-    }
+    let cwd = cwd
+        .to_str()
+        .ok_or_else(|| anyhow!("--cwd {}: the path is not UTF-8", cwd.display()))?
+        .to_string();
+    let size_policy = match args.size_policy.as_str() {
+        "latest" => op::SizePolicy::Latest,
+        "smallest" => op::SizePolicy::Smallest,
+        other => bail!("size_policy {other:?} is not latest or smallest"),
+    };
+    let adapter =
+        match &args.adapter {
+            Some(adapter) => Some(SessionName::parse(adapter).map_err(|_| {
+                anyhow!("adapter name {adapter:?} must match [A-Za-z0-9._-]{{1,64}}")
+            })?),
+            None => None,
+        };
+    let spawn = op::Spawn {
+        cwd: Some(cwd),
+        env,
+        base_env: std::env::vars().collect(),
+        rows: Some(rows.into()),
+        cols: Some(cols.into()),
+        size_policy: Some(size_policy),
+        ding_policy: args.ding_delivery.clone(),
+        adapter_command: (!args.ding_adapter.is_empty()).then(|| args.ding_adapter.clone()),
+        adapter,
+        ..op::Spawn::new(name, args.command.clone())
+    };
     let mut client = daemon()?;
-    let reply = call(&mut client, request)?;
+    let (whole, pane): (Value, PaneRecord) = ask_whole(&mut client, spawn)?;
     if args.json {
-        print_json(&reply);
+        print_json(&whole);
     } else if !attach_after {
         println!(
             "{}: pid {} incarnation {} revision {}",
             args.name,
-            reply["child_pid"],
-            reply["incarnation"].as_str().unwrap_or(""),
-            reply["revision"]
+            shown(&pane.child_pid),
+            pane.incarnation.as_deref().unwrap_or(""),
+            shown(&pane.revision)
         );
     }
     if attach_after {
@@ -704,23 +750,27 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
 }
 
 fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
-    paths::validate_session_name(name)?;
+    let session = session(name)?;
     let key = DetachKey::parse(detach_key)?;
     // Attach talks to the pane host directly, so a human stays attached while the daemon
     // restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
     let mut socket = paths::pane_socket(&paths::private_runtime_dir()?, name);
     if !socket.exists() {
-        let reply = call(&mut daemon()?, json!({"op": "attach", "session": name}))?;
-        socket = PathBuf::from(reply["socket"].as_str().unwrap_or_default());
+        let attach = op::Attach {
+            session: Some(session),
+            ..op::Attach::default()
+        };
+        let target: AttachTarget = ask(&mut daemon()?, attach)?;
+        socket = PathBuf::from(target.socket);
     }
     attach::run(&socket, name, read_only, key)
 }
 
 fn ls(json: bool) -> Result<i32> {
-    let reply = call(&mut daemon()?, json!({"op": "list"}))?;
-    let panes = reply["panes"].as_array().cloned().unwrap_or_default();
+    let listing: Listing = ask(&mut daemon()?, op::List {})?;
+    let panes = listing.panes;
     if json {
-        print_json(&json!(panes));
+        print_json(&panes);
         return Ok(EXIT_OK);
     }
     if panes.is_empty() {
@@ -731,52 +781,50 @@ fn ls(json: bool) -> Result<i32> {
         "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} COMMAND",
         "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE"
     );
-    for pane in panes {
-        // A pane host that did not answer is listed by name and pid with its state and the
-        // reason in place of the command.
-        if let Some(error) = pane["error"].as_str() {
-            println!(
-                "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} ({error})",
-                pane["session"].as_str().unwrap_or("?"),
-                pane["pid"].to_string(),
-                "-",
-                "-",
-                "-",
-                "-",
-                pane["state"].as_str().unwrap_or("error"),
-            );
-            continue;
-        }
-        let state = match &pane["exited"] {
-            Value::Null => "running".to_string(),
-            exit => format!(
-                "exited:{}",
-                exit["code"]
-                    .as_i64()
-                    .map_or_else(|| format!("sig{}", exit["signal"]), |c| c.to_string())
-            ),
-        };
-        let argv: Vec<String> = pane["argv"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        println!(
-            "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} {}",
-            pane["session"].as_str().unwrap_or("?"),
-            pane["pid"].to_string(),
-            pane["child_pid"].to_string(),
-            pane["revision"].to_string(),
-            format!("{}x{}", pane["size"]["rows"], pane["size"]["cols"]),
-            pane["clients"].to_string(),
-            state,
-            escape_for_terminal(&argv.join(" "))
-        );
+    for pane in &panes {
+        println!("{}", ls_row(pane));
     }
     Ok(EXIT_OK)
+}
+
+/// One row of `belfry ls`. A pane host that did not answer is listed by name and pid with its
+/// state and the reason in place of the command.
+fn ls_row(pane: &PaneRecord) -> String {
+    if let Some(error) = &pane.error {
+        return format!(
+            "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} ({error})",
+            pane.session,
+            pane.pid.to_string(),
+            "-",
+            "-",
+            "-",
+            "-",
+            pane.state.as_deref().unwrap_or("error"),
+        );
+    }
+    let state = match pane.exited.flatten() {
+        None => "running".to_string(),
+        Some(exit) => format!(
+            "exited:{}",
+            exit.code
+                .map_or_else(|| format!("sig{}", shown(&exit.signal)), |c| c.to_string())
+        ),
+    };
+    let size = pane
+        .size
+        .map_or_else(|| "nullxnull".into(), |size| size.to_string());
+    let argv = pane.argv.as_deref().unwrap_or_default().join(" ");
+    format!(
+        "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} {}",
+        pane.session,
+        pane.pid.to_string(),
+        shown(&pane.child_pid),
+        shown(&pane.revision),
+        size,
+        shown(&pane.clients),
+        state,
+        escape_for_terminal(&argv)
+    )
 }
 
 /// Text from a pane's spec (its argv comes from whoever spawned it, or from a `belfry.kdl`)
@@ -811,9 +859,10 @@ fn is_invisible_format(c: char) -> bool {
 }
 
 fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
+    use belfry_proto::request::InputStep;
     // Steps run in the order they appear on the command line, whatever their kind.
-    let mut steps: Vec<(usize, Value)> = Vec::new();
-    let mut collect = |id: &str, make: &dyn Fn(&str) -> Result<Value>| -> Result<()> {
+    let mut steps: Vec<(usize, InputStep)> = Vec::new();
+    let mut collect = |id: &str, make: &dyn Fn(&str) -> Result<InputStep>| -> Result<()> {
         if let (Some(indices), Some(values)) = (sub.indices_of(id), sub.get_raw(id)) {
             for (index, value) in indices.zip(values) {
                 let value = value
@@ -824,132 +873,147 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
         }
         Ok(())
     };
-    collect("paste", &|v| Ok(json!({"paste": v})))?;
-    collect("text", &|v| Ok(json!({"text": v})))?;
-    collect("key", &|v| Ok(json!({"key": v})))?;
+    collect("paste", &|v| Ok(InputStep::Paste(v.into())))?;
+    collect("text", &|v| Ok(InputStep::Text(v.into())))?;
+    collect("key", &|v| Ok(InputStep::Key(v.into())))?;
     collect("delay_ms", &|v| {
-        Ok(
-            json!({"delay_ms": v.parse::<u64>().map_err(|_| anyhow!("--delay-ms {v:?} is not a number"))?}),
-        )
+        let ms = v
+            .parse::<u64>()
+            .map_err(|_| anyhow!("--delay-ms {v:?} is not a number"))?;
+        Ok(InputStep::DelayMs(ms))
     })?;
     steps.sort_by_key(|(index, _)| *index);
     if steps.is_empty() {
         bail!("nothing to send: give --paste, --text, --key or --delay-ms");
     }
-    let mut request = json!({"op": "send", "session": args.name,
-        "input": steps.into_iter().map(|(_, s)| s).collect::<Vec<_>>()});
-    let mut expect = serde_json::Map::new();
-    if let Some(token) = &args.expect {
-        let parsed = belfry_pty::expect_token::decode(token).map_err(|err| anyhow!(err))?;
-        expect.insert("revision".into(), json!(parsed.revision));
-        expect.insert("incarnation".into(), json!(parsed.incarnation));
-        expect.insert("generation".into(), json!(parsed.generation));
-    }
-    if let Some(r) = args.expect_revision {
-        expect.insert("revision".into(), json!(r));
-    }
-    if let Some(i) = &args.expect_incarnation {
-        expect.insert("incarnation".into(), json!(i));
-    }
-    if let Some(g) = &args.expect_generation {
-        expect.insert("generation".into(), json!(g));
-    }
-    if !expect.is_empty() {
-        request["expect"] = Value::Object(expect);
-    }
-    if let Some(ms) = args.timeout_ms {
-        request["timeout_ms"] = json!(ms);
-    }
-    let reply = call(&mut daemon()?, request)?;
-    let conflict = reply["result"] == "conflict";
+    let send = op::Send {
+        session: Some(session(&args.name)?),
+        expect: send_expectation(args)?,
+        input: steps.into_iter().map(|(_, step)| step).collect(),
+        txn: None,
+        timeout_ms: args.timeout_ms,
+    };
+    let (whole, sent): (Value, Sent) = ask_whole(&mut daemon()?, send)?;
+    let conflict = matches!(sent, Sent::Conflict { .. });
     if args.json {
-        print_json(&reply);
-    } else if conflict {
-        let actual = &reply["actual"];
-        eprintln!(
-            "conflict: pane is at revision {} (incarnation {}){}; nothing was written",
-            actual["revision"],
-            actual["incarnation"].as_str().unwrap_or(""),
-            if reply["exited"] == true {
-                ", exited"
-            } else {
-                ""
-            }
-        );
+        print_json(&whole);
     } else {
-        println!("sent (revision {})", reply["revision"]);
+        match &sent {
+            Sent::Conflict { actual, exited, .. } => eprintln!(
+                "conflict: pane is at revision {} (incarnation {}){}; nothing was written",
+                actual.revision,
+                actual.incarnation,
+                if *exited { ", exited" } else { "" }
+            ),
+            Sent::Sent { revision, .. } => println!("sent (revision {revision})"),
+        }
     }
     Ok(if conflict { EXIT_CONFLICT } else { EXIT_OK })
 }
 
-fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool) -> Result<i32> {
-    let mut request = json!({"op": "snapshot", "session": name, "ansi": ansi, "cells": cells});
-    if let Some(n) = scrollback {
-        request["scrollback"] = json!(n);
+/// What the send expects of the pane (SPEC §3): the `--expect` token's identity, then any
+/// `--expect-*` field over it; `None` for an unguarded send.
+fn send_expectation(args: &SendArgs) -> Result<Option<Expect>> {
+    let mut expect = Expect::default();
+    if let Some(token) = &args.expect {
+        let parsed = belfry_pty::expect_token::decode(token).map_err(|err| anyhow!(err))?;
+        expect = Expect {
+            incarnation: parsed.incarnation,
+            generation: parsed.generation,
+            revision: parsed.revision,
+        };
     }
-    let mut reply = call(&mut daemon()?, request)?;
+    if let Some(revision) = args.expect_revision {
+        expect.revision = Some(revision);
+    }
+    if let Some(incarnation) = &args.expect_incarnation {
+        expect.incarnation = Some(incarnation.clone());
+    }
+    if let Some(generation) = &args.expect_generation {
+        expect.generation = Some(generation.clone());
+    }
+    Ok((!expect.is_empty()).then_some(expect))
+}
+
+fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool) -> Result<i32> {
+    let snapshot = op::Snapshot {
+        session: Some(session(name)?),
+        cells: Some(cells),
+        ansi: Some(ansi),
+        scrollback,
+    };
+    let screen: Screen = ask(&mut daemon()?, snapshot)?;
     if json {
-        let token = snapshot_identity(&reply).map(|id| belfry_pty::expect_token::encode(&id));
-        if let Value::Object(map) = &mut reply {
-            map.remove("id");
-            map.remove("ok");
-            if let Some(token) = token {
-                map.insert("expect".into(), json!(token));
-            }
-        }
-        print_json(&reply);
+        // The snapshot as the pane host gave it, plus the token `belfry send --expect` takes
+        // back: this snapshot's identity, whole.
+        let mut shown = serde_json::to_value(&screen)?;
+        shown["expect"] = Value::String(belfry_pty::expect_token::encode(&screen.identity()));
+        print_json(&shown);
         return Ok(EXIT_OK);
     }
     let mut out = std::io::stdout().lock();
-    if let Some(history) = reply["scrollback"].as_array() {
-        for line in history {
-            writeln!(out, "{}", line.as_str().unwrap_or(""))?;
-        }
+    for line in screen.scrollback.iter().flatten() {
+        writeln!(out, "{line}")?;
     }
-    let key = if ansi { "ansi" } else { "lines" };
-    let lines: Vec<&str> = reply[key]
-        .as_array()
-        .map(|a| a.iter().map(|v| v.as_str().unwrap_or("")).collect())
-        .unwrap_or_default();
+    let lines = if ansi {
+        screen.ansi.unwrap_or_default()
+    } else {
+        screen.lines
+    };
     for line in lines {
         writeln!(out, "{line}")?;
     }
     Ok(EXIT_OK)
 }
 
-/// The identity a snapshot reply was taken at, for the `--expect` token.
-fn snapshot_identity(reply: &Value) -> Option<belfry_pty::pane::Identity> {
-    Some(belfry_pty::pane::Identity {
-        incarnation: reply["incarnation"].as_str()?.to_string(),
-        generation: reply["generation"].as_str()?.to_string(),
-        revision: reply["revision"].as_u64()?,
-    })
-}
-
 fn events(name: Option<String>, json: bool) -> Result<i32> {
     let mut client = daemon()?;
-    let mut request = json!({"op": "subscribe"});
-    if let Some(name) = &name {
-        request["session"] = json!(name);
-    }
-    call(&mut client, request)?;
+    // A subscription to one pane has always answered a name outside the grammar as it answers
+    // any name no pane has: not found (exit 1). No pane can have such a name.
+    let session = match name.as_deref() {
+        Some(name) => Some(
+            SessionName::parse(name).map_err(|_| NotFound(format!("no pane named {name:?}")))?,
+        ),
+        None => None,
+    };
+    let subscribe = op::Subscribe {
+        session,
+        revisions: None,
+    };
+    let _: Subscribed = ask(&mut client, subscribe)?;
     loop {
         let event = client.read_event()?;
         let mut out = std::io::stdout().lock();
         if json {
+            // As the daemon sent it, whatever this build knows of it.
             writeln!(out, "{event}")?;
         } else {
-            let kind = event["event"].as_str().unwrap_or("?");
-            let session = event["session"].as_str().unwrap_or("-");
-            let mut rest = event.clone();
-            if let Value::Object(map) = &mut rest {
-                map.remove("event");
-                map.remove("session");
-            }
-            writeln!(out, "{session:<20} {kind:<10} {rest}")?;
+            writeln!(out, "{}", event_line(&event))?;
         }
         out.flush()?;
     }
+}
+
+/// One line of `belfry events`: the pane, the kind, and the event's other fields as JSON. An
+/// event this build does not know (from a newer daemon) is shown as it came.
+fn event_line(raw: &Value) -> String {
+    let (kind, session, mut rest) = match belfry_proto::de::from_value::<Event>(raw) {
+        Ok(event) => (
+            Some(event.kind()),
+            event.session().map(str::to_string),
+            event.to_value(),
+        ),
+        Err(_) => (None, None, raw.clone()),
+    };
+    if let Value::Object(map) = &mut rest {
+        map.remove("event");
+        map.remove("session");
+    }
+    format!(
+        "{:<20} {:<10} {rest}",
+        session.as_deref().unwrap_or("-"),
+        kind.unwrap_or("?")
+    )
 }
 
 fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declarations> {

@@ -12,6 +12,9 @@ use belfry_ding::presence::{Presence, PresenceState};
 use belfry_ding::{FrontMatter, Inbox, MessageName};
 use belfry_mux::client::Client;
 use belfry_mux::Error as MuxError;
+use belfry_proto::reply::Nudged;
+use belfry_proto::request::DingNudge;
+use belfry_proto::SessionName;
 use belfry_pty::paths;
 
 use crate::exit::EXIT_OK;
@@ -56,7 +59,7 @@ pub enum InboxCommand {
 fn session_or_env(session: Option<String>) -> Result<String> {
     session
         .or_else(|| {
-            std::env::var("BELFRY_SESSION")
+            std::env::var(belfry_proto::env::SESSION)
                 .ok()
                 .filter(|s| !s.is_empty())
         })
@@ -98,9 +101,12 @@ fn unread(inbox: &Inbox) -> Result<Vec<MessageName>> {
 /// answer (stopped, hung) costs at most [`NUDGE_DEADLINE`] and a note on stderr; the command
 /// itself has already succeeded on disk.
 fn nudge(session: &str) {
-    let request = json!({"op": "ding.nudge", "session": session});
+    // The inbox was opened under this name, so it is one; a daemon has no worker for any other.
+    let Ok(session) = SessionName::parse(session) else {
+        return;
+    };
     let answered = Client::connect_within(&paths::daemon_socket(), NUDGE_DEADLINE)
-        .and_then(|mut client| client.request(request));
+        .and_then(|mut client| client.call::<Nudged>(DingNudge::of(session)));
     if let Err(err @ MuxError::Timeout { .. }) = answered {
         eprintln!("belfry: note: {err}; the inbox on disk is up to date and the daemon reads it when it looks again");
     }

@@ -188,5 +188,13 @@ impl Error {
     }
 }
 
+/// A session name the protocol's validator refused, as DING names it: DING's messages have
+/// always said "session name … is invalid", and its callers match on the variant.
+impl From<belfry_proto::name::InvalidName> for Error {
+    fn from(err: belfry_proto::name::InvalidName) -> Self {
+        Error::InvalidSessionName { name: err.name }
+    }
+}
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

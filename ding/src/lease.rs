@@ -10,13 +10,15 @@
 //! The machine does no I/O and reads no clock: the engine passes `now_ms` from one monotonic
 //! millisecond clock (any origin) to every call. It is fed [`LeaseInput`]s as things happen and
 //! asked [`LeaseMachine::take_lease`] when it has an unread, unowned message to announce. The
-//! returned [`SendExpectation`] is exactly the `expect` object of the guarded send (SPEC §3), so
-//! a pane that changed in any way since the adapter judged it turns the send into a conflict.
+//! returned [`Expect`] is exactly the `expect` object of the guarded send (SPEC §3): the
+//! protocol's own type, naming every field of the [`Identity`] the adapter judged, so a pane
+//! that changed in any way since then turns the send into a conflict.
 //!
 //! Silence is a hold too: when the last thing heard from the adapter is older than
 //! `event_timeout_ms`, the machine reports [`HoldReason::Timeout`] instead of the stale reason.
 //! Adapters are expected to repeat their activity at least that often.
 
+use belfry_proto::{Expect, Identity};
 use serde::Serialize;
 
 use crate::hold::HoldReason;
@@ -47,7 +49,9 @@ impl Default for LeaseConfig {
     }
 }
 
-/// Who the pane is right now (SPEC §2).
+/// Who the pane is right now (SPEC §2): the fields an adapter event must name. Unlike the
+/// protocol's [`Identity`] it has no revision, which moves with every byte of I/O and is judged
+/// per event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PaneIdentity {
     /// The pane's session name.
@@ -56,20 +60,6 @@ pub struct PaneIdentity {
     pub incarnation: String,
     /// The current launch generation.
     pub generation: String,
-}
-
-/// What a consumed lease authorizes: one guarded send expecting exactly this pane state.
-///
-/// It serializes as the `expect` object of the send op (SPEC §3).
-#[must_use = "a lease was consumed; use its expectation for the guarded send"]
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SendExpectation {
-    /// The incarnation the adapter judged.
-    pub incarnation: String,
-    /// The generation the adapter judged.
-    pub generation: String,
-    /// The revision the adapter judged (or the revision at receipt, if it named none).
-    pub revision: u64,
 }
 
 /// What the machine says at a given moment.
@@ -123,7 +113,8 @@ pub enum LeaseInput<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Current {
     Leased {
-        expectation: SendExpectation,
+        /// The identity the adapter judged (its revision, or the pane's at receipt).
+        judged: Identity,
         anchored_at_ms: u64,
         expires_at_ms: u64,
     },
@@ -253,7 +244,7 @@ impl LeaseMachine {
             return Current::AdapterHold(HoldReason::Stale);
         }
         Current::Leased {
-            expectation: SendExpectation {
+            judged: Identity {
                 incarnation: event.header.incarnation.clone(),
                 generation: event.header.generation.clone(),
                 revision: revision.unwrap_or(pane_revision),
@@ -281,7 +272,7 @@ impl LeaseMachine {
     pub fn state(&self, now_ms: u64) -> LeaseState {
         match &self.current {
             Current::Leased {
-                expectation,
+                judged,
                 anchored_at_ms,
                 expires_at_ms,
             } => {
@@ -292,7 +283,7 @@ impl LeaseMachine {
                     LeaseState::Held(HoldReason::Stale)
                 } else {
                     LeaseState::Leased {
-                        revision: expectation.revision,
+                        revision: judged.revision,
                         expires_at_ms: *expires_at_ms,
                     }
                 }
@@ -304,16 +295,18 @@ impl LeaseMachine {
         }
     }
 
-    /// Consumes the lease. SPEC §7.4: one lease authorizes at most one guarded send, so a second
-    /// call without a new qualifying event is a hold (`stale`).
-    pub fn take_lease(&mut self, now_ms: u64) -> Result<SendExpectation, HoldReason> {
+    /// Consumes the lease, returning what the one send it authorizes must expect: exactly the
+    /// identity the adapter judged. SPEC §7.4: one lease authorizes at most one guarded send, so
+    /// a second call without a new qualifying event is a hold (`stale`).
+    #[must_use = "a lease was consumed; use its expectation for the guarded send"]
+    pub fn take_lease(&mut self, now_ms: u64) -> Result<Expect, HoldReason> {
         match self.state(now_ms) {
             LeaseState::Held(reason) => Err(reason),
             LeaseState::Leased { .. } => {
                 let consumed =
                     std::mem::replace(&mut self.current, Current::AdapterHold(HoldReason::Stale));
                 match consumed {
-                    Current::Leased { expectation, .. } => Ok(expectation),
+                    Current::Leased { judged, .. } => Ok(Expect::exactly(&judged)),
                     // state() reported a lease, so the current state was one.
                     _ => Err(HoldReason::Stale),
                 }

@@ -34,7 +34,7 @@
 //! 2. When there is a pending message ([`ownership::OwnershipStore::pending`] of
 //!    [`inbox::Inbox::list_unread`]): [`lease::LeaseMachine::take_lease`]; on a lease,
 //!    [`ownership::OwnershipStore::stage`] the message, then send
-//!    [`policy::notice_transaction`] with the lease's [`lease::SendExpectation`] as `expect`.
+//!    [`policy::notice_transaction`] with the lease's [`belfry_proto::Expect`] as `expect`.
 //!    A conflict goes back as [`lease::LeaseInput::SendConflict`] and
 //!    [`ownership::OwnershipStore::release_unsent`].
 //! 3. After archives: [`ownership::OwnershipStore::reconcile`] with the unread list.
@@ -64,7 +64,7 @@ mod durable;
 pub use error::{Error, Result};
 pub use hold::HoldReason;
 pub use inbox::Inbox;
-pub use lease::{LeaseConfig, LeaseInput, LeaseMachine, LeaseState, PaneIdentity, SendExpectation};
+pub use lease::{LeaseConfig, LeaseInput, LeaseMachine, LeaseState, PaneIdentity};
 pub use message::{FrontMatter, Message, MessageStatus};
 pub use names::{MessageName, SessionName};
 pub use ownership::{DeliveryState, OwnershipStore};

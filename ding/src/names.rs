@@ -2,16 +2,17 @@
 //!
 //! Both are newtypes whose only constructors validate, so a path built from one can never climb
 //! out of its directory (SPEC §7.1: nothing with `/`, `..`, or outside the grammar is ever opened).
+//! The session name is the protocol's own ([`belfry_proto::SessionName`], re-exported here): one
+//! grammar for the socket, the runtime directory and the inbox. The message name is DING's.
 
 use std::cmp::Ordering;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+pub use belfry_proto::name::{SessionName, MAX_SESSION_NAME_LEN};
 
-/// The longest session name (SPEC §2).
-pub const MAX_SESSION_NAME_LEN: usize = 64;
+use crate::error::{Error, Result};
 
 /// Length of the random part of a message name.
 pub const MESSAGE_ID_LEN: usize = 6;
@@ -21,56 +22,6 @@ pub const MESSAGE_ID_LEN: usize = 6;
 const MAX_TIMESTAMP_DIGITS: usize = 19;
 
 const MESSAGE_SUFFIX: &str = ".md";
-
-/// A pane's session name: `[A-Za-z0-9._-]{1,64}`, and not `.` or `..` (SPEC §2).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct SessionName(String);
-
-impl SessionName {
-    /// Validates `name`.
-    pub fn parse(name: &str) -> Result<Self> {
-        let well_formed = !name.is_empty()
-            && name.len() <= MAX_SESSION_NAME_LEN
-            && name
-                .bytes()
-                .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
-            && name != "."
-            && name != "..";
-        if well_formed {
-            Ok(SessionName(name.to_owned()))
-        } else {
-            Err(Error::InvalidSessionName {
-                name: name.to_owned(),
-            })
-        }
-    }
-
-    /// The name as text; safe to use as one path component.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for SessionName {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(&self.0)
-    }
-}
-
-impl TryFrom<String> for SessionName {
-    type Error = Error;
-
-    fn try_from(name: String) -> Result<Self> {
-        SessionName::parse(&name)
-    }
-}
-
-impl From<SessionName> for String {
-    fn from(name: SessionName) -> String {
-        name.0
-    }
-}
 
 /// A message file name: `<unix-ms>-<rand6>.md` (SPEC §7.1).
 ///
@@ -212,8 +163,12 @@ mod tests {
             assert_eq!(SessionName::parse(good).unwrap().as_str(), good);
         }
         for bad in ["", ".", "..", "a/b", "a b", "é", &"x".repeat(65), "a\0b"] {
-            let err = SessionName::parse(bad).unwrap_err();
-            assert!(matches!(err, Error::InvalidSessionName { .. }), "{bad:?}");
+            // DING's API reports the protocol's rejection as its own named error.
+            let err = Error::from(SessionName::parse(bad).unwrap_err());
+            assert!(
+                matches!(err, Error::InvalidSessionName { ref name } if name == bad),
+                "{bad:?}"
+            );
         }
     }
 

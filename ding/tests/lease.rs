@@ -5,8 +5,9 @@ use std::collections::BTreeSet;
 use belfry_ding::protocol::{ActivityState, ComposerState, EventBody, EventHeader};
 use belfry_ding::{
     AdapterEvent, EventValidator, HoldReason, LeaseConfig, LeaseInput, LeaseMachine, LeaseState,
-    MessageName, PaneIdentity, SendExpectation, SessionName,
+    MessageName, PaneIdentity, SessionName,
 };
+use belfry_proto::{Expect, Identity};
 use proptest::prelude::*;
 
 const CONFIG: LeaseConfig = LeaseConfig {
@@ -90,11 +91,11 @@ fn fresh_idle_empty_event_makes_one_lease_for_one_send() {
     let expectation = machine.take_lease(1_100).unwrap();
     assert_eq!(
         expectation,
-        SendExpectation {
+        Expect::exactly(&Identity {
             incarnation: "inc-1".to_owned(),
             generation: "sha256:gen-1".to_owned(),
             revision: 42,
-        }
+        })
     );
     assert_eq!(
         serde_json::to_string(&expectation).unwrap(),
@@ -173,7 +174,7 @@ fn revision_at_receipt_is_used_when_the_event_names_none() {
         },
         0,
     );
-    assert_eq!(machine.take_lease(1).unwrap().revision, 7);
+    assert_eq!(machine.take_lease(1).unwrap().revision, Some(7));
 }
 
 /// Drives a leased machine with one input and returns the resulting hold.
@@ -355,7 +356,7 @@ fn new_and_restarted_daemons_start_held() {
         LeaseState::Held(HoldReason::Crash)
     );
     feed(&mut machine, &idle(&identity(), 3), 10);
-    assert_eq!(machine.take_lease(10).unwrap().revision, 3);
+    assert_eq!(machine.take_lease(10).unwrap().revision, Some(3));
 }
 
 #[test]
@@ -373,7 +374,10 @@ fn an_exited_pane_takes_no_lease_until_it_restarts() {
     feed(&mut machine, &idle(&me, 1), 3);
     assert_eq!(machine.take_lease(3), Err(HoldReason::IncarnationMismatch));
     feed(&mut machine, &idle(&restarted, 8), 4);
-    assert_eq!(machine.take_lease(4).unwrap().incarnation, "inc-2");
+    assert_eq!(
+        machine.take_lease(4).unwrap().incarnation.as_deref(),
+        Some("inc-2")
+    );
 }
 
 #[test]
@@ -444,7 +448,7 @@ fn validator_rejections_feed_the_machine() {
     deliver("{\"v\":1", &mut machine, 2);
     assert_eq!(machine.take_lease(2), Err(HoldReason::Malformed));
     deliver(&line(2), &mut machine, 3);
-    assert_eq!(machine.take_lease(3).unwrap().revision, 12);
+    assert_eq!(machine.take_lease(3).unwrap().revision, Some(12));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -541,7 +545,7 @@ fn op() -> impl Strategy<Value = Op> {
 /// What the reference model believes is leased.
 #[derive(Clone, Debug)]
 struct ModelLease {
-    expectation: SendExpectation,
+    expectation: Expect,
     anchored_at_ms: u64,
     expires_at_ms: u64,
 }
@@ -625,11 +629,11 @@ proptest! {
                         && composer == ComposerState::Empty
                         && lifetime > 0;
                     model.lease = qualifies.then(|| ModelLease {
-                        expectation: SendExpectation {
+                        expectation: Expect::exactly(&Identity {
                             incarnation: speaker.incarnation.clone(),
                             generation: speaker.generation.clone(),
                             revision: revision.unwrap_or(77),
-                        },
+                        }),
                         anchored_at_ms: now_ms,
                         expires_at_ms: now_ms + lifetime,
                     });

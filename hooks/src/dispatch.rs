@@ -25,8 +25,9 @@ use crate::spool::spool_append;
 
 /// Names the hooks file when [`DispatchOptions::hooks_file`] is `None`.
 pub const HOOKS_FILE_ENV: &str = "BELFRY_HOOKS_FILE";
-/// Names the spool when [`DispatchOptions::spool_path`] is `None`.
-pub const HOOK_CONTEXT_ENV: &str = "BELFRY_HOOK_CONTEXT";
+/// Names the spool when [`DispatchOptions::spool_path`] is `None`: the pane's hook-context
+/// spool of the `BELFRY_*` contract ([`belfry_proto::PaneEnv::hook_context`]).
+pub const HOOK_CONTEXT_ENV: &str = belfry_proto::env::HOOK_CONTEXT;
 /// Names the dialects directory when [`DispatchOptions::dialects_dir`] is `None`.
 pub const DIALECTS_ENV: &str = "BELFRY_DIALECTS";
 

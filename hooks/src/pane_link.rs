@@ -7,48 +7,27 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use belfry_ding::{notice, Inbox, MessageName, OwnershipStore, SessionName};
+use belfry_proto::reply::Claimed;
+use belfry_proto::request::{DingTurnBoundary, Hook};
+use belfry_proto::{Reply, Request};
 
 use crate::dispatch::{
     read_hook_stdin, run_dispatch, run_dispatch_without_input, stdin_deadline, DispatchOptions,
     DispatchOutput, STDIN_CAP_BYTES,
 };
 
-/// Environment naming the semantic events that are turn boundaries for this pane's harness
-/// (comma separated), set from the adapter's declaration.
-pub const TURN_BOUNDARY_ENV: &str = "BELFRY_TURN_BOUNDARY_EVENTS";
+/// The pane this dispatcher runs in: the protocol's `BELFRY_*` contract, read from the
+/// environment with [`PaneEnv::from_env`].
+pub use belfry_proto::PaneEnv;
 
 /// How long dispatch waits on the daemon at most.
 const DAEMON_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// The pane this dispatcher runs in, from its environment.
-#[derive(Debug, Clone)]
-pub struct PaneEnv {
-    pub session: String,
-    pub socket: PathBuf,
-    pub incarnation: String,
-    pub generation: String,
-    pub inbox: Option<PathBuf>,
-}
-
-impl PaneEnv {
-    /// `None` outside a belfry pane.
-    pub fn from_env() -> Option<PaneEnv> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        Some(PaneEnv {
-            session: var("BELFRY_SESSION")?,
-            socket: PathBuf::from(var("BELFRY_SOCKET")?),
-            incarnation: var("BELFRY_INCARNATION").unwrap_or_default(),
-            generation: var("BELFRY_GENERATION").unwrap_or_default(),
-            inbox: var("BELFRY_INBOX").map(PathBuf::from),
-        })
-    }
-}
 
 /// One `belfry dispatch` run, in its one order (SPEC §7.5, §8): read the hook's stdin (capped
 /// and with a deadline), claim the inbox notices when the event is this pane's turn boundary,
@@ -78,11 +57,9 @@ pub fn run_hook(mut options: DispatchOptions, turn_boundary: bool) -> DispatchOu
 }
 
 /// True if `event` is a turn boundary: `--turn-boundary` was given, or the event is listed in
-/// `$BELFRY_TURN_BOUNDARY_EVENTS`.
+/// `$BELFRY_TURN_BOUNDARY_EVENTS` of the pane this process runs in.
 pub fn is_turn_boundary(event: &str, flag: bool) -> bool {
-    flag || std::env::var(TURN_BOUNDARY_ENV)
-        .map(|list| list.split(',').any(|e| e.trim() == event))
-        .unwrap_or(false)
+    flag || PaneEnv::from_env().is_some_and(|pane| pane.is_turn_boundary(event))
 }
 
 /// True if the process serving a connected socket runs as our uid or root. SPEC §6.1: the
@@ -116,7 +93,8 @@ fn connect_now(socket: &Path) -> Option<UnixStream> {
     Some(stream)
 }
 
-fn request(socket: &Path, request: &Value, want_reply: bool) -> Option<Value> {
+/// Sends one request to the daemon at `socket` and, if `want_reply`, reads the reply line.
+fn request(socket: &Path, request: &Request, want_reply: bool) -> Option<Value> {
     let stream = connect_now(socket)?;
     if !server_is_ours(&stream) {
         return None;
@@ -124,7 +102,7 @@ fn request(socket: &Path, request: &Value, want_reply: bool) -> Option<Value> {
     stream.set_read_timeout(Some(DAEMON_TIMEOUT)).ok()?;
     stream.set_write_timeout(Some(DAEMON_TIMEOUT)).ok()?;
     let mut writer = stream.try_clone().ok()?;
-    writer.write_all(format!("{request}\n").as_bytes()).ok()?;
+    writer.write_all(&request.to_line()).ok()?;
     if !want_reply {
         return None;
     }
@@ -133,17 +111,26 @@ fn request(socket: &Path, request: &Value, want_reply: bool) -> Option<Value> {
     serde_json::from_str(&line).ok()
 }
 
-/// Publishes the hook event on the daemon's bus (`hook` events), without waiting.
+/// Publishes the hook event on the daemon's bus (`hook` events), without waiting. A pane
+/// whose `$BELFRY_SESSION` is not a session name has no bus to publish on: the daemon would
+/// refuse the request, so it is not sent.
 pub fn forward_event(pane: &PaneEnv, event: &str, stdin: &[u8]) {
+    let Ok(session) = SessionName::parse(&pane.session) else {
+        return;
+    };
+    // The harness's own JSON: only its string fields are carried over, as it gave them.
     let input: Value = serde_json::from_slice(stdin).unwrap_or(Value::Null);
-    let mut req = json!({"id": 0, "op": "hook", "session": pane.session, "hook": event,
-                         "incarnation": pane.incarnation});
-    for field in ["source", "tool_name", "hook_event_name"] {
-        if let Some(value) = input.get(field).and_then(Value::as_str) {
-            req[field] = json!(value);
-        }
-    }
-    let _ = request(&pane.socket, &req, false);
+    let field = |name: &str| input.get(name).and_then(Value::as_str).map(str::to_string);
+    let hook = Hook {
+        session: Some(session),
+        hook: event.to_string(),
+        source: field("source"),
+        tool_name: field("tool_name"),
+        hook_event_name: field("hook_event_name"),
+        // Sent even when unknown (empty), as the bus has always carried it.
+        incarnation: Some(pane.incarnation.clone().unwrap_or_default()),
+    };
+    let _ = request(&pane.socket, &Request::new(0, hook), false);
 }
 
 /// At a turn boundary: the notices of unread messages the hook now owns. The daemon decides
@@ -166,31 +153,35 @@ pub fn turn_boundary_notices(pane: &PaneEnv) -> Vec<String> {
     if unread.is_empty() {
         return Vec::new();
     }
+    let session = inbox.session().clone();
+    // A protocol v1 turn-boundary event (SPEC §7.4), checked by the pane's DING worker.
     let event = json!({"v": 1, "kind": "turn-boundary", "session": pane.session,
-        "incarnation": pane.incarnation, "generation": pane.generation,
+        "incarnation": pane.incarnation.as_deref().unwrap_or_default(),
+        "generation": pane.generation.as_deref().unwrap_or_default(),
         "sequence": belfry_ding::inbox::now_unix_ms(),
         "messages": unread.iter().map(MessageName::as_str).collect::<Vec<_>>()});
-    let req = json!({"id": 0, "op": "ding.turn-boundary", "session": pane.session, "event": event});
-    let claimed: Vec<MessageName> = match request(&pane.socket, &req, true) {
-        Some(reply) if reply["ok"] == true => reply["hook_owned"]
-            .as_array()
-            .map(|names| {
-                names
-                    .iter()
-                    .filter_map(|n| n.as_str())
-                    .filter_map(|n| MessageName::parse(n).ok())
-                    .collect()
-            })
-            .unwrap_or_default(),
-        Some(_) => Vec::new(),
+    let claim = Request::new(
+        0,
+        DingTurnBoundary {
+            session: Some(session.clone()),
+            event,
+        },
+    );
+    let claimed: Vec<MessageName> = match request(&pane.socket, &claim, true) {
+        Some(reply) => match Reply::<Claimed>::read(&reply) {
+            Ok(Reply::Ok(claimed)) => claimed
+                .hook_owned
+                .iter()
+                .filter_map(|name| MessageName::parse(name).ok())
+                .collect(),
+            // Refused, or not a reply: nothing is claimed.
+            _ => Vec::new(),
+        },
         None => {
             // No daemon: tell the agent about what nobody owns, and claim nothing.
-            match SessionName::parse(&pane.session)
-                .ok()
-                .and_then(|s| OwnershipStore::open(state_dir, &s).ok())
-            {
-                Some(store) => store.pending(&unread).into_iter().cloned().collect(),
-                None => unread.clone(),
+            match OwnershipStore::open(state_dir, &session) {
+                Ok(store) => store.pending(&unread).into_iter().cloned().collect(),
+                Err(_) => unread.clone(),
             }
         }
     };
@@ -224,7 +215,8 @@ mod tests {
         let asked = path.clone();
         std::thread::spawn(move || {
             let started = Instant::now();
-            let reply = request(&asked, &json!({"id": 1, "op": "hello"}), true);
+            let hello = Request::new(1, belfry_proto::request::Hello::default());
+            let reply = request(&asked, &hello, true);
             let _ = tx.send((reply, started.elapsed()));
         });
         let (reply, took) = rx

@@ -350,6 +350,35 @@ fn reap_in_background(child: Option<std::process::Child>) {
     }
 }
 
+/// Typed calls: the request is one of the protocol's ops and the reply is read into the body
+/// that op answers with, so no caller picks fields out of a JSON value.
+impl Client {
+    /// Sends `op` and reads its reply as `T`, within the op's deadline (as [`Client::request`]).
+    /// An error reply is `Ok(Reply::Err(..))`: the server answered. A reply that is not what
+    /// the protocol says `T` is gives [`Error::BadReply`], naming the field.
+    pub fn call<T: serde::de::DeserializeOwned>(
+        &mut self,
+        op: impl Into<belfry_proto::Op>,
+    ) -> Result<belfry_proto::Reply<T>, Error> {
+        self.call_numbered(op).map(|(_, reply)| reply)
+    }
+
+    /// Like [`Client::call`], also giving the id the request carried (and its reply echoed),
+    /// for a caller that shows the whole reply.
+    pub fn call_numbered<T: serde::de::DeserializeOwned>(
+        &mut self,
+        op: impl Into<belfry_proto::Op>,
+    ) -> Result<(u64, belfry_proto::Reply<T>), Error> {
+        let id = self.next_id;
+        let reply = self.request(belfry_proto::Request::new(id, op).to_value())?;
+        let reply = belfry_proto::Reply::read(&reply).map_err(|err| Error::BadReply {
+            path: self.path.clone(),
+            reason: err.to_string(),
+        })?;
+        Ok((id, reply))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,5 +432,64 @@ mod tests {
         let message = err.to_string();
         assert!(message.contains("\"connect\""), "{message}");
         assert!(message.contains(&path.display().to_string()), "{message}");
+    }
+
+    /// A server on `path` that answers the hello, then each later request with the next of
+    /// `replies`, and hands back the requests it read.
+    fn scripted_server(path: &Path, replies: Vec<Value>) -> std::thread::JoinHandle<Vec<Value>> {
+        let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut writer = stream;
+            let mut seen = Vec::new();
+            let hello = json!({"ok": true, "version": 1, "role": "daemon", "build": "t"});
+            for reply in std::iter::once(hello).chain(replies) {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let request: Value = serde_json::from_str(&line).unwrap();
+                let mut reply = reply;
+                reply["id"] = request["id"].clone();
+                writeln!(writer, "{reply}").unwrap();
+                seen.push(request);
+            }
+            seen
+        })
+    }
+
+    #[test]
+    fn a_typed_call_sends_the_op_and_reads_its_body_or_names_the_bad_field() {
+        use belfry_proto::reply::Killed;
+        use belfry_proto::request::Kill;
+        use belfry_proto::{Reply, SessionName};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.sock");
+        let server = scripted_server(
+            &path,
+            vec![
+                json!({"ok": true, "killed": "w"}),
+                json!({"ok": false, "error": {"code": "not-found", "message": "no pane"}}),
+                json!({"ok": true}),
+            ],
+        );
+        let mut client = Client::connect(&path).unwrap();
+        let kill = || Kill::of(SessionName::parse("w").unwrap());
+        assert_eq!(
+            client.call::<Killed>(kill()).unwrap(),
+            Reply::Ok(Killed { killed: "w".into() })
+        );
+        let Reply::Err(err) = client.call::<Killed>(kill()).unwrap() else {
+            panic!("an error reply read as a body");
+        };
+        assert_eq!(err.code, belfry_proto::ErrorCode::NotFound);
+        let err = client.call::<Killed>(kill()).unwrap_err();
+        assert!(matches!(err, Error::BadReply { .. }), "{err}");
+        assert!(
+            err.to_string().contains("missing field \"killed\""),
+            "{err}"
+        );
+        let seen = server.join().unwrap();
+        assert_eq!(seen[1], json!({"id": 2, "op": "kill", "session": "w"}));
+        assert_eq!(seen[3]["id"], 4);
     }
 }

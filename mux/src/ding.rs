@@ -1009,13 +1009,8 @@ impl Worker {
         let now = self.clock.now();
         match self.lease.take_lease(now) {
             Err(reason) => self.note_hold(reason),
-            Ok(expectation) => {
+            Ok(expect) => {
                 self.last_hold = None;
-                let expect = Expect {
-                    incarnation: Some(expectation.incarnation.clone()),
-                    generation: Some(expectation.generation.clone()),
-                    revision: Some(expectation.revision),
-                };
                 let (names, notice) = self.next_notice(&pending);
                 if let Some(reply) = self.stage_and_send(&names, &notice, Some(expect)).await {
                     if reply["result"] == "conflict" {

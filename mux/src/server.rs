@@ -29,7 +29,6 @@ use crate::deadline;
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
 use crate::registry::{self, PaneEntry, Registry};
 use crate::Error;
-use belfry_hooks::pane_link::TURN_BOUNDARY_ENV;
 
 /// Most client connections the daemon serves at once (CLI commands, subscriptions, adapter
 /// sidecars, `belfry dispatch`); one more gets a `busy` reply. Its own connections to pane
@@ -848,8 +847,10 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
         ..
     })) = &declaration
     {
-        spec.extra_env
-            .insert(TURN_BOUNDARY_ENV.to_string(), event.clone());
+        spec.extra_env.insert(
+            belfry_proto::env::TURN_BOUNDARY_EVENTS.to_string(),
+            event.clone(),
+        );
     }
     let config = &daemon.config;
     let entry = match registry::launch(

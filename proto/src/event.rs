@@ -66,6 +66,18 @@ impl Event {
         }
     }
 
+    /// The event's kind, its `event` field on the wire.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Revision { .. } => "revision",
+            Event::Exit { .. } => "exit",
+            Event::Lifecycle(_) => "lifecycle",
+            Event::Hook(_) => "hook",
+            Event::Ding { .. } => "ding",
+            Event::Lagged { .. } => "lagged",
+        }
+    }
+
     /// The exit of `session`'s `incarnation`.
     pub fn exit(session: &str, incarnation: &str, revision: u64, status: ExitStatus) -> Event {
         Event::Exit {
@@ -163,6 +175,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(lost.session(), Some("w"));
+        assert_eq!(lost.kind(), "lifecycle");
+        assert_eq!(event.to_value()["event"], event.kind());
         assert!(matches!(
             lost,
             Event::Lifecycle(Lifecycle { pid: Some(9), .. })

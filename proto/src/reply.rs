@@ -198,9 +198,15 @@ pub struct PaneRecord {
     /// The I/O revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<u64>,
-    /// How the program ended, if it has.
-    #[serde(default)]
-    pub exited: Option<ExitStatus>,
+    /// How the program ended (`Some(Some(..))`), or that it runs (`Some(None)`, `null` on the
+    /// wire). Absent (`None`) only in a listing's entry for a pane host that did not answer,
+    /// which says nothing about the program.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub exited: Option<Option<ExitStatus>>,
     /// The pane's size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<Size>,
@@ -488,6 +494,28 @@ pub struct Nudged {
     pub nudged: bool,
 }
 
+/// `ding.turn-boundary`'s answer: which of the messages the event named the hook now owns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claimed {
+    /// The messages that were unread and unowned, now owned by the hook.
+    pub hook_owned: Vec<String>,
+    /// The rest: already staged or owned, or no longer unread.
+    pub refused: Vec<String>,
+}
+
+/// `ding.status`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DingState {
+    /// The status model of `belfry ding status --json`, or `null` when the pane's policy is
+    /// invalid. Its shape is DING's (`ding::status`), which this crate does not depend on.
+    pub status: Value,
+    /// The same status as text, for a person.
+    pub text: String,
+    /// Why the policy is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -534,5 +562,18 @@ mod tests {
         assert_eq!(value["result"], "conflict");
         assert!(value.get("exited").is_none());
         assert_eq!(serde_json::from_value::<Sent>(value).unwrap(), conflict);
+    }
+
+    #[test]
+    fn a_listing_keeps_running_and_unanswered_panes_apart() {
+        let listing = json!({"panes": [
+            {"session": "a", "pid": 1, "child_pid": 2, "exited": null},
+            {"session": "b", "pid": 3, "child_pid": 4, "exited": {"code": 0, "signal": null}},
+            {"session": "c", "pid": 5, "state": "unresponsive", "error": "no answer"},
+        ]});
+        let read: Listing = de::from_value(&listing).unwrap();
+        assert_eq!(read.panes[0].exited, Some(None));
+        assert_eq!(read.panes[2].exited, None);
+        assert_eq!(serde_json::to_value(&read).unwrap(), listing);
     }
 }

@@ -10,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use belfry_proto::reply::{Killed, Listing, Reply};
+use belfry_proto::{request, SessionName};
+use serde_json::Value;
 
 use super::{plan, plan_down, Action, Declarations, DriftPolicy, RunningPane};
 use crate::client::Client;
@@ -81,20 +83,16 @@ pub fn down(
 
 /// The panes the daemon lists, as far as reconciliation needs to know them.
 pub fn running_panes(client: &mut Client) -> Result<Vec<RunningPane>, Error> {
-    let reply = call(client, json!({"op": "list"}))?;
-    Ok(reply["panes"]
-        .as_array()
-        .map(|panes| {
-            panes
-                .iter()
-                .map(|pane| RunningPane {
-                    session: pane["session"].as_str().unwrap_or_default().to_string(),
-                    generation: pane["generation"].as_str().unwrap_or_default().to_string(),
-                    exited: !pane["exited"].is_null(),
-                })
-                .collect()
+    let listing: Listing = ask(client, request::List::default())?;
+    Ok(listing
+        .panes
+        .into_iter()
+        .map(|pane| RunningPane {
+            session: pane.session,
+            generation: pane.generation.unwrap_or_default(),
+            exited: matches!(pane.exited, Some(Some(_))),
         })
-        .unwrap_or_default())
+        .collect())
 }
 
 /// Spawns one checked agent, killing its old pane first when it is being replaced.
@@ -108,17 +106,35 @@ fn launch_one(
     if replacing {
         kill(client, name)?;
     }
-    let mut spec =
-        serde_json::to_value(ready.agent.launch_spec()).map_err(|err| Error::EncodeRequest {
-            op: "spawn",
-            reason: err.to_string(),
-        })?;
-    spec["op"] = json!("spawn");
-    spec["base_env"] = json!(base_env);
-    if let Some(text) = &ready.charter_text {
-        spec["charter"] = json!(text);
-    }
-    call(client, spec)?;
+    let spec = ready.agent.launch_spec();
+    let session = SessionName::parse(&spec.session).map_err(|err| Error::EncodeRequest {
+        op: "spawn",
+        reason: err.to_string(),
+    })?;
+    let adapter = match &spec.adapter {
+        Some(adapter) => Some(
+            SessionName::parse(adapter).map_err(|err| Error::EncodeRequest {
+                op: "spawn",
+                reason: format!("adapter: {err}"),
+            })?,
+        ),
+        None => None,
+    };
+    let spawn = request::Spawn {
+        cwd: spec.cwd,
+        env: spec.env,
+        base_env: base_env.clone(),
+        rows: Some(u64::from(spec.rows)),
+        cols: Some(u64::from(spec.cols)),
+        size_policy: Some(spec.size_policy),
+        scrollback: Some(spec.scrollback as u64),
+        ding_policy: spec.ding_policy,
+        adapter_command: spec.adapter_command,
+        adapter,
+        charter: ready.charter_text.clone(),
+        ..request::Spawn::new(session, spec.argv)
+    };
+    ask::<Value>(client, spawn)?;
     Ok(())
 }
 
@@ -132,23 +148,23 @@ fn stop_launched(client: &mut Client, launched: &[&str]) -> Vec<(String, Result<
 }
 
 fn kill(client: &mut Client, session: &str) -> Result<(), Error> {
-    call(client, json!({"op": "kill", "session": session})).map(drop)
+    let session = SessionName::parse(session).map_err(|err| Error::EncodeRequest {
+        op: "kill",
+        reason: err.to_string(),
+    })?;
+    ask::<Killed>(client, request::Kill::of(session)).map(drop)
 }
 
-/// Sends a request and turns an error reply into [`Error::Refused`].
-fn call(client: &mut Client, request: Value) -> Result<Value, Error> {
-    let reply = client.request(request)?;
-    if reply.get("ok") == Some(&Value::Bool(true)) {
-        return Ok(reply);
+/// Sends a typed op and reads its reply body; an error reply is [`Error::Refused`].
+fn ask<T: serde::de::DeserializeOwned>(
+    client: &mut Client,
+    op: impl Into<request::Op>,
+) -> Result<T, Error> {
+    match client.call(op)? {
+        Reply::Ok(body) => Ok(body),
+        Reply::Err(err) => Err(Error::Refused {
+            code: err.code.as_str().to_string(),
+            message: err.message,
+        }),
     }
-    Err(Error::Refused {
-        code: reply["error"]["code"]
-            .as_str()
-            .unwrap_or("error")
-            .to_string(),
-        message: reply["error"]["message"]
-            .as_str()
-            .unwrap_or("unknown error")
-            .to_string(),
-    })
 }
