@@ -838,13 +838,17 @@ impl Worker {
                 Ok(())
             });
         }
+        let pane_env = belfry_proto::PaneEnv {
+            session: self.info.session.clone(),
+            socket: daemon_socket_for(&self.info),
+            incarnation: Some(self.info.incarnation.clone()),
+            generation: Some(self.info.generation.clone()),
+            pane_socket: Some(self.info.socket.clone()),
+            state: Some(self.state_dir.clone()),
+            ..belfry_proto::PaneEnv::default()
+        };
         cmd.args(args)
-            .env("BELFRY_SOCKET", daemon_socket_for(&self.info))
-            .env("BELFRY_SESSION", &self.info.session)
-            .env("BELFRY_INCARNATION", &self.info.incarnation)
-            .env("BELFRY_GENERATION", &self.info.generation)
-            .env("BELFRY_PANE_SOCKET", &self.info.socket)
-            .env("BELFRY_STATE", &self.state_dir)
+            .envs(pane_env.vars())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)

@@ -104,12 +104,12 @@ impl Size {
     }
 
     /// Rows.
-    pub fn rows(self) -> u16 {
+    pub const fn rows(self) -> u16 {
         self.rows
     }
 
     /// Columns.
-    pub fn cols(self) -> u16 {
+    pub const fn cols(self) -> u16 {
         self.cols
     }
 

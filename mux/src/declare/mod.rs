@@ -104,17 +104,15 @@ pub use plan::{plan, plan_down, report, Action, DriftPolicy, ReplaceReason, Runn
 
 use lower::Lowering;
 
-/// Rows of a pane whose declaration has no `size` (the same default as a spawn request).
-pub const DEFAULT_ROWS: u16 = 24;
-
-/// Columns of a pane whose declaration has no `size` (the same default as a spawn request).
-pub const DEFAULT_COLS: u16 = 80;
-
-/// The largest row or column count a declaration may ask for (the daemon's own limit).
-pub const MAX_SIZE: u16 = 1000;
+/// A pane's size when `size` is not given, and the largest dimension: the protocol's.
+pub const DEFAULT_ROWS: u16 = belfry_proto::limits::DEFAULT_SIZE.rows();
+/// See [`DEFAULT_ROWS`].
+pub const DEFAULT_COLS: u16 = belfry_proto::limits::DEFAULT_SIZE.cols();
+/// See [`DEFAULT_ROWS`].
+pub const MAX_SIZE: u16 = belfry_proto::limits::MAX_DIMENSION;
 
 /// Scrollback lines of a declared pane: the pane host's default, as for `belfry new`.
-pub const DEFAULT_SCROLLBACK: usize = 2000;
+pub const DEFAULT_SCROLLBACK: usize = belfry_proto::limits::DEFAULT_SCROLLBACK as usize;
 
 /// The largest declaration file read, in bytes. A file declaring a hundred agents is a few
 /// tens of kilobytes; a larger one is not a declaration, and is refused before it is parsed.
