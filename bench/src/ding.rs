@@ -25,10 +25,9 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -138,15 +137,12 @@ fn env(name: &str) -> Result<String> {
     std::env::var(name).map_err(|_| format!("${name} is not set (run me as a DING adapter)").into())
 }
 
-/// The pane's revision now, from the pane host (`info`, a fresh connection).
+/// The pane's revision now, from the pane host (`info`, a fresh connection through belfry's
+/// one client).
 fn pane_revision(socket: &str) -> Result<u64> {
-    let stream = UnixStream::connect(socket)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut writer = stream.try_clone()?;
-    writer.write_all(b"{\"id\":0,\"op\":\"info\"}\n")?;
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
-    let reply: Value = serde_json::from_str(&line)?;
+    let mut client =
+        belfry_pty::client::Client::connect_within(Path::new(socket), Duration::from_secs(5))?;
+    let reply = client.request(serde_json::json!({"op": "info"}))?;
     reply["revision"]
         .as_u64()
         .ok_or_else(|| format!("info without revision: {reply}").into())

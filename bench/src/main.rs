@@ -277,6 +277,8 @@ fn read_json_line<R: BufRead>(reader: &mut R) -> Result<Value> {
 fn cmd_attach_client(args: &Args) -> Result<Value> {
     pty::install_stop_handler();
     let (rows, cols) = size(args)?;
+    // Its own socket code, not belfry's client: the frames that follow the attach reply are
+    // read through one 256 KiB buffer from the first byte, as a real attach client would.
     let mut stream = UnixStream::connect(args.req("socket")?)?;
     let mut reader = BufReader::with_capacity(256 * 1024, stream.try_clone()?);
     write_line(
@@ -520,36 +522,19 @@ fn cmd_frame_echo(args: &Args) -> Result<Value> {
     Ok(json!({"samples_ns": samples, "timeouts": timeouts}))
 }
 
-/// One request/reply on an open NDJSON connection; the reply's `revision` and `result`.
-fn round_trip(
-    stream: &mut UnixStream,
-    reader: &mut BufReader<UnixStream>,
-    request: &Value,
-) -> Result<Value> {
-    write_line(stream, request)?;
-    read_json_line(reader)
-}
-
-struct Conn {
-    stream: UnixStream,
-    reader: BufReader<UnixStream>,
-}
+/// A kept-open connection through belfry's one client (the CLI's): hello at open, then one
+/// request and one reply per call, each within its op's deadline.
+struct Conn(belfry_pty::client::Client);
 
 impl Conn {
     fn open(path: &str) -> Result<Conn> {
-        let stream = UnixStream::connect(path)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let reader = BufReader::new(stream.try_clone()?);
-        let mut conn = Conn { stream, reader };
-        let hello = conn.call(&json!({"id": 0, "op": "hello", "versions": [1]}))?;
-        if hello["ok"] != true {
-            return Err(format!("hello refused by {path}: {hello}").into());
-        }
-        Ok(conn)
+        Ok(Conn(belfry_pty::client::Client::connect(
+            std::path::Path::new(path),
+        )?))
     }
 
     fn call(&mut self, request: &Value) -> Result<Value> {
-        round_trip(&mut self.stream, &mut self.reader, request)
+        Ok(self.0.request(request.clone())?)
     }
 }
 

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use belfry_mux::client::Client;
+use belfry_mux::client::{Client, ClientError};
 use belfry_mux::Error as MuxError;
 use belfry_proto::limits::{MAX_DIMENSION, MIN_DIMENSION};
 use belfry_proto::reply::{
@@ -392,7 +392,10 @@ fn exe() -> Result<PathBuf> {
 /// the client checks the server's uid on the socket itself.
 fn daemon() -> Result<Client> {
     paths::private_runtime_dir()?;
-    Ok(Client::connect_or_start(&paths::daemon_socket(), &exe()?)?)
+    Ok(belfry_mux::client::connect_or_start(
+        &paths::daemon_socket(),
+        &exe()?,
+    )?)
 }
 
 /// Sends a typed op and reads its reply body; an error reply becomes an error (not-found →
@@ -561,7 +564,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             let socket = paths::daemon_socket();
             let mut client = match Client::connect(&socket) {
                 Ok(client) => client,
-                Err(MuxError::Connect { .. }) => {
+                Err(ClientError::Connect { .. }) => {
                     println!("no daemon running at {}", socket.display());
                     return Ok(EXIT_OK);
                 }

@@ -10,8 +10,7 @@ use serde_json::json;
 
 use belfry_ding::presence::{Presence, PresenceState};
 use belfry_ding::{FrontMatter, Inbox, MessageName};
-use belfry_mux::client::Client;
-use belfry_mux::Error as MuxError;
+use belfry_mux::client::{Client, ClientError};
 use belfry_proto::reply::Nudged;
 use belfry_proto::request::DingNudge;
 use belfry_proto::SessionName;
@@ -107,7 +106,7 @@ fn nudge(session: &str) {
     };
     let answered = Client::connect_within(&paths::daemon_socket(), NUDGE_DEADLINE)
         .and_then(|mut client| client.call::<Nudged>(DingNudge::of(session)));
-    if let Err(err @ MuxError::Timeout { .. }) = answered {
+    if let Err(err @ ClientError::Timeout { .. }) = answered {
         eprintln!("belfry: note: {err}; the inbox on disk is up to date and the daemon reads it when it looks again");
     }
 }

@@ -5,8 +5,6 @@
 //! Both are best effort and bounded: a daemon that is down or slow never delays or changes the
 //! dispatcher's answer beyond leaving the notices unclaimed.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,7 +13,8 @@ use serde_json::{json, Value};
 use belfry_ding::{notice, Inbox, MessageName, OwnershipStore, SessionName};
 use belfry_proto::reply::Claimed;
 use belfry_proto::request::{DingTurnBoundary, Hook};
-use belfry_proto::{Reply, Request};
+use belfry_proto::{Op, Reply, Request};
+use belfry_pty::client::{send_only, Client};
 
 use crate::dispatch::{
     read_hook_stdin, run_dispatch, run_dispatch_without_input, stdin_deadline, DispatchOptions,
@@ -62,53 +61,15 @@ pub fn is_turn_boundary(event: &str, flag: bool) -> bool {
     flag || PaneEnv::from_env().is_some_and(|pane| pane.is_turn_boundary(event))
 }
 
-/// True if the process serving a connected socket runs as our uid or root. SPEC §6.1: the
-/// event and the claimed messages go only to a daemon of this user, never to a socket another
-/// uid planted at `$BELFRY_SOCKET` (the core's `paths::check_server` makes the same check; this
-/// crate does not depend on it).
-fn server_is_ours(stream: &UnixStream) -> bool {
-    let ours = rustix::process::getuid().as_raw();
-    rustix::net::sockopt::socket_peercred(stream)
-        .map(|cred| cred.uid.as_raw() == ours || cred.uid.is_root())
-        .unwrap_or(false)
-}
-
-/// Connects without ever blocking: a daemon that is stopped while clients keep trying has a
-/// full listen backlog, and a blocking connect(2) to it would wait with no deadline, holding
-/// up the harness's tool call. A non-blocking connect fails at once instead (EAGAIN), which is
-/// treated like no daemon at all.
-fn connect_now(socket: &Path) -> Option<UnixStream> {
-    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
-    let address = SocketAddrUnix::new(socket).ok()?;
-    let fd = rustix::net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::STREAM,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )
-    .ok()?;
-    rustix::net::connect(&fd, &address).ok()?;
-    let stream = UnixStream::from(fd);
-    stream.set_nonblocking(false).ok()?;
-    Some(stream)
-}
-
-/// Sends one request to the daemon at `socket` and, if `want_reply`, reads the reply line.
-fn request(socket: &Path, request: &Request, want_reply: bool) -> Option<Value> {
-    let stream = connect_now(socket)?;
-    if !server_is_ours(&stream) {
-        return None;
-    }
-    stream.set_read_timeout(Some(DAEMON_TIMEOUT)).ok()?;
-    stream.set_write_timeout(Some(DAEMON_TIMEOUT)).ok()?;
-    let mut writer = stream.try_clone().ok()?;
-    writer.write_all(&request.to_line()).ok()?;
-    if !want_reply {
-        return None;
-    }
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line).ok()?;
-    serde_json::from_str(&line).ok()
+/// Asks the daemon at `socket` one typed op through belfry's one client, every step bounded by
+/// [`DAEMON_TIMEOUT`]. The client checks that the server runs as our uid or root before it
+/// writes anything (SPEC §6.1: the claimed messages go only to a daemon of this user) and tries
+/// the connect once, so a stopped daemon with a full backlog never holds up the harness.
+/// `None` when no daemon of ours answered.
+fn ask<T: serde::de::DeserializeOwned>(socket: &Path, op: impl Into<Op>) -> Option<Reply<T>> {
+    Client::connect_once(socket, DAEMON_TIMEOUT)
+        .and_then(|mut client| client.call::<T>(op))
+        .ok()
 }
 
 /// Publishes the hook event on the daemon's bus (`hook` events), without waiting. A pane
@@ -130,7 +91,8 @@ pub fn forward_event(pane: &PaneEnv, event: &str, stdin: &[u8]) {
         // Sent even when unknown (empty), as the bus has always carried it.
         incarnation: Some(pane.incarnation.clone().unwrap_or_default()),
     };
-    let _ = request(&pane.socket, &Request::new(0, hook), false);
+    // Fire and forget: the bus needs no answer, and a slow daemon must not hold up the hook.
+    let _ = send_only(&pane.socket, &Request::new(0, hook), DAEMON_TIMEOUT);
 }
 
 /// At a turn boundary: the notices of unread messages the hook now owns. The daemon decides
@@ -160,23 +122,18 @@ pub fn turn_boundary_notices(pane: &PaneEnv) -> Vec<String> {
         "generation": pane.generation.as_deref().unwrap_or_default(),
         "sequence": belfry_ding::inbox::now_unix_ms(),
         "messages": unread.iter().map(MessageName::as_str).collect::<Vec<_>>()});
-    let claim = Request::new(
-        0,
-        DingTurnBoundary {
-            session: Some(session.clone()),
-            event,
-        },
-    );
-    let claimed: Vec<MessageName> = match request(&pane.socket, &claim, true) {
-        Some(reply) => match Reply::<Claimed>::read(&reply) {
-            Ok(Reply::Ok(claimed)) => claimed
-                .hook_owned
-                .iter()
-                .filter_map(|name| MessageName::parse(name).ok())
-                .collect(),
-            // Refused, or not a reply: nothing is claimed.
-            _ => Vec::new(),
-        },
+    let claim = DingTurnBoundary {
+        session: Some(session.clone()),
+        event,
+    };
+    let claimed: Vec<MessageName> = match ask::<Claimed>(&pane.socket, claim) {
+        Some(Reply::Ok(claimed)) => claimed
+            .hook_owned
+            .iter()
+            .filter_map(|name| MessageName::parse(name).ok())
+            .collect(),
+        // Refused: nothing is claimed.
+        Some(Reply::Err(_)) => Vec::new(),
         None => {
             // No daemon: tell the agent about what nobody owns, and claim nothing.
             match OwnershipStore::open(state_dir, &session) {
@@ -197,7 +154,22 @@ pub fn turn_boundary_notices(pane: &PaneEnv) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use belfry_proto::request::Hello;
     use std::time::{Duration, Instant};
+
+    /// One non-blocking connect, as a client of a stopped daemon makes: it fills the backlog.
+    fn fill_one(path: &Path) -> std::io::Result<rustix::fd::OwnedFd> {
+        use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+        let address = SocketAddrUnix::new(path)?;
+        let fd = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )?;
+        rustix::net::connect(&fd, &address)?;
+        Ok(fd)
+    }
 
     #[test]
     fn a_daemon_with_a_full_backlog_never_blocks_dispatch() {
@@ -207,7 +179,7 @@ mod tests {
         // Fill the backlog of a listener that never accepts, as the clients of a stopped
         // daemon do; a further blocking connect(2) would wait with no deadline.
         let mut held = Vec::new();
-        while let Some(stream) = connect_now(&path) {
+        while let Ok(stream) = fill_one(&path) {
             held.push(stream);
             assert!(held.len() < 100_000, "the backlog never filled");
         }
@@ -215,14 +187,15 @@ mod tests {
         let asked = path.clone();
         std::thread::spawn(move || {
             let started = Instant::now();
-            let hello = Request::new(1, belfry_proto::request::Hello::default());
-            let reply = request(&asked, &hello, true);
-            let _ = tx.send((reply, started.elapsed()));
+            let reply = ask::<belfry_proto::reply::Hello>(&asked, Hello::default());
+            let sent = send_only(&asked, &Request::new(1, Hello::default()), DAEMON_TIMEOUT);
+            let _ = tx.send((reply, sent.is_ok(), started.elapsed()));
         });
-        let (reply, took) = rx
+        let (reply, sent, took) = rx
             .recv_timeout(Duration::from_secs(5))
             .expect("dispatch's daemon request blocked on a full backlog");
         assert!(reply.is_none(), "{reply:?}");
+        assert!(!sent, "a request was written to a full backlog");
         assert!(took < Duration::from_secs(1), "took {took:?}");
     }
 }

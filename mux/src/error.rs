@@ -14,8 +14,7 @@
 //! be launched, carried by [`Error::Preflight`]). The daemon's calls to its pane hosts keep
 //! [`crate::registry::PaneError`], which maps each failure to a wire error code for the reply.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 use crate::declare::{Location, Problem};
 use crate::preflight::LaunchError;
@@ -24,14 +23,10 @@ use crate::preflight::LaunchError;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     // Talking to the daemon (or a pane host) over its socket.
-    /// The socket could not be connected to.
-    #[error("cannot reach the belfry daemon at {path}: {source}")]
-    Connect {
-        /// The socket.
-        path: PathBuf,
-        /// What `connect(2)` said.
-        source: std::io::Error,
-    },
+    /// The one client of belfry's sockets failed: unreachable, closed, a bad reply, a
+    /// deadline passed, or a server of another uid.
+    #[error(transparent)]
+    Client(#[from] belfry_pty::client::ClientError),
     /// The daemon could not be started on demand.
     #[error("cannot start the belfry daemon ({exe}): {reason}")]
     Start {
@@ -40,48 +35,6 @@ pub enum Error {
         /// Why it did not come up.
         reason: String,
     },
-    /// Reading or writing an open connection failed.
-    #[error("connection to {path} failed: {source}")]
-    Connection {
-        /// The socket.
-        path: PathBuf,
-        /// What the read or write said.
-        source: std::io::Error,
-    },
-    /// The peer closed the connection before it replied.
-    #[error("{path} closed the connection without a reply")]
-    Closed {
-        /// The socket.
-        path: PathBuf,
-    },
-    /// The peer's reply is not a JSON line.
-    #[error("reply from {path} is not JSON: {reason}")]
-    BadReply {
-        /// The socket.
-        path: PathBuf,
-        /// Why it did not parse.
-        reason: String,
-    },
-    /// The peer did not answer within the request's deadline ([`crate::deadline`]).
-    #[error(
-        "{} did not answer {op:?} within {} s; it may be stopped or hung{}",
-        describe_peer(path, *pid),
-        after.as_secs(),
-        pid.map(|pid| format!(" (`kill -CONT {pid}` resumes a stopped process)")).unwrap_or_default()
-    )]
-    Timeout {
-        /// The socket.
-        path: PathBuf,
-        /// The pid serving it, if the socket's peer credentials named one.
-        pid: Option<u32>,
-        /// The request's op.
-        op: String,
-        /// The deadline that passed.
-        after: Duration,
-    },
-    /// The socket is served by another uid (SPEC §6.1); nothing was written to it.
-    #[error(transparent)]
-    Untrusted(belfry_pty::Error),
     /// The daemon answered with an error reply; `message` is its own words.
     #[error("{message}")]
     Refused {
@@ -218,14 +171,6 @@ impl Error {
             Error::Refused { code, .. } => Some(code),
             _ => None,
         }
-    }
-}
-
-/// "the belfry process (pid N) serving PATH", for messages about an unresponsive peer.
-fn describe_peer(path: &Path, pid: Option<u32>) -> String {
-    match pid {
-        Some(pid) => format!("the belfry process (pid {pid}) serving {}", path.display()),
-        None => format!("the belfry process serving {}", path.display()),
     }
 }
 

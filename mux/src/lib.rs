@@ -29,7 +29,7 @@
 pub mod adapter_group;
 pub mod adapter_lines;
 pub mod client;
-pub mod deadline;
+pub use belfry_pty::deadline;
 pub mod declare;
 pub mod ding;
 mod error;

@@ -19,8 +19,13 @@
 //!   of file descriptors).
 //! - [`spec`] and [`paths`]: launch specs, generations, incarnations, and where files live.
 //! - [`retry`]: the one pause schedule and bounded poll every retry loop uses.
+//! - [`client`] and [`deadline`]: the one blocking client of belfry's sockets (connect with
+//!   the peer-uid check, hello, a request with its op's deadline, a typed reply), used by the
+//!   CLI, `belfry dispatch` and the benchmarks; and how long each op may take at each hop.
 //! - [`txn`]: the journal that tells a restarted daemon whether a send was ever written.
 
+pub mod client;
+pub mod deadline;
 pub mod error;
 pub mod expect_token;
 pub mod host;

@@ -11,12 +11,12 @@
 
 use std::time::Duration;
 
+use crate::pane::lock_wait;
 use belfry_proto::limits::{
     DEFAULT_SEND_TIMEOUT_MS as DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_DELAY_TOTAL_MS,
     MAX_SEND_TIMEOUT_MS as MAX_TIMEOUT_MS,
 };
 use belfry_proto::request::{self, InputStep, Op};
-use belfry_pty::pane::lock_wait;
 
 /// How long a quick op (info, snapshot, resize, …) may take at a pane host.
 pub const PANE_QUICK: Duration = Duration::from_secs(5);
