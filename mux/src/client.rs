@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use belfry_pty::client::{Client, ClientError};
+use belfry_pty::retry::Backoff;
 
 use crate::Error;
 
@@ -16,6 +17,7 @@ use crate::Error;
 pub fn connect_or_start(path: &Path, exe: &Path) -> Result<Client, Error> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut started: Option<std::process::Child> = None;
+    let mut retry = Backoff::constant(Duration::from_millis(5));
     loop {
         match Client::connect(path).map_err(Error::from) {
             Ok(client) => {
@@ -55,7 +57,7 @@ pub fn connect_or_start(path: &Path, exe: &Path) -> Result<Client, Error> {
                         }
                     }
                 }
-                std::thread::sleep(Duration::from_millis(5));
+                std::thread::sleep(retry.pause());
             }
             Err(other) => {
                 reap_in_background(started);

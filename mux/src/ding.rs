@@ -48,6 +48,7 @@ use belfry_proto::request::{self as req, InputStep};
 use belfry_proto::{Event, Expect, Request};
 
 use crate::adapter_group::{AdapterGroup, GroupOwner};
+use belfry_pty::retry::Backoff;
 use belfry_pty::txn::TxnState;
 
 use crate::adapter_lines::{AdapterLine, BoundedLines, MAX_LINE};
@@ -503,6 +504,7 @@ impl Worker {
             return Resolution::Unresolved;
         }
         let give_up = Instant::now() + running_wait;
+        let mut retry = Backoff::constant(Duration::from_millis(50));
         loop {
             let state = self.query_transaction(txn).await;
             let resolution = match state {
@@ -524,7 +526,7 @@ impl Worker {
                     }
                 },
                 Some(TxnState::Running) if Instant::now() < give_up => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    retry.sleep().await;
                     continue;
                 }
                 Some(TxnState::Running | TxnState::Unknown) | None => Resolution::Unresolved,

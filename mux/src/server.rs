@@ -18,7 +18,7 @@ use belfry_proto::event::{Event, HookSeen, Lifecycle};
 use belfry_proto::limits::{DEFAULT_SCROLLBACK, DEFAULT_SIZE, MAX_SCROLLBACK};
 use belfry_proto::reply::{self, Listing, PaneRecord, Reply};
 use belfry_proto::request::{self, Op, Spawn};
-use belfry_proto::{ErrorCode, PaneEnv, Request, SessionName, Size};
+use belfry_proto::{ErrorCode, PaneEnv, Request, SessionName, Side, Size};
 use belfry_pty::listener::Listener;
 use belfry_pty::paths;
 use belfry_pty::retry::{poll_until, Backoff};
@@ -570,7 +570,7 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
         return;
     };
     loop {
-        let Some(request) = wire::next_request(&mut reader, &mut writer).await else {
+        let Some(request) = wire::next_request(&mut reader, &mut writer, Side::Daemon).await else {
             return;
         };
         if let Op::Subscribe(op) = &request.op {

@@ -34,7 +34,7 @@ pub use identity::{ExitStatus, Expect, Identity};
 pub use limits::Size;
 pub use name::SessionName;
 pub use reply::{ErrorBody, Reply};
-pub use request::{BadRequest, Op, Request};
+pub use request::{BadRequest, Op, Request, Side};
 
 #[cfg(test)]
 mod properties;

@@ -47,16 +47,27 @@ impl Request {
 
     /// Parses one request line (without its newline).
     pub fn parse(line: &[u8]) -> Result<Request, BadRequest> {
+        Request::parse_at(line, None)
+    }
+
+    /// Parses one request line as `side` serves it: an op of the protocol that `side` does not
+    /// serve is `unknown-op`, whatever its fields, and the message lists what `side` serves.
+    pub fn parse_at(line: &[u8], side: Option<Side>) -> Result<Request, BadRequest> {
         let value: Value = serde_json::from_slice(line).map_err(|err| BadRequest {
             id: Value::Null,
             code: ErrorCode::Malformed,
             message: format!("malformed JSON: {err}"),
         })?;
-        Request::from_value(&value)
+        Request::from_value_at(&value, side)
     }
 
     /// Parses a request from a JSON value.
     pub fn from_value(value: &Value) -> Result<Request, BadRequest> {
+        Request::from_value_at(value, None)
+    }
+
+    /// Parses a request from a JSON value as `side` serves it (see [`Request::parse_at`]).
+    pub fn from_value_at(value: &Value, side: Option<Side>) -> Result<Request, BadRequest> {
         let Value::Object(body) = value else {
             return Err(BadRequest {
                 id: Value::Null,
@@ -75,14 +86,29 @@ impl Request {
             Some(_) => return Err(invalid("field \"op\" must be a string".into())),
             None => return Err(invalid("missing field \"op\"".into())),
         };
+        let unknown = || {
+            let known: Vec<&str> = Op::NAMES
+                .iter()
+                .copied()
+                .filter(|op| side.is_none_or(|side| side.serves(op)))
+                .collect();
+            let at = match side {
+                Some(Side::PaneHost) => " for a pane host",
+                Some(Side::Daemon) | None => "",
+            };
+            BadRequest {
+                id: id.clone(),
+                code: ErrorCode::UnknownOp,
+                message: format!("unknown op {name:?}{at} (known: {})", known.join(", ")),
+            }
+        };
+        if side.is_some_and(|side| !side.serves(name)) {
+            return Err(unknown());
+        }
         match Op::decode(name, value) {
             Some(Ok(op)) => Ok(Request { id, op }),
             Some(Err(err)) => Err(invalid(err.to_string())),
-            None => Err(BadRequest {
-                id: id.clone(),
-                code: ErrorCode::UnknownOp,
-                message: format!("unknown op {name:?} (known: {})", Op::NAMES.join(", ")),
-            }),
+            None => Err(unknown()),
         }
     }
 
@@ -107,6 +133,43 @@ impl Request {
 impl Serialize for Request {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.to_value().serialize(serializer)
+    }
+}
+
+/// Which server a request line arrived at: each serves a part of [`Op`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The daemon: every op but `txn`, which only a pane's own socket answers.
+    Daemon,
+    /// A pane host: the ops about its one pane.
+    PaneHost,
+}
+
+impl Side {
+    /// The ops a pane host serves.
+    pub const PANE_HOST_OPS: &'static [&'static str] = &[
+        "hello",
+        "info",
+        "snapshot",
+        "scrollback",
+        "send",
+        "txn",
+        "resize",
+        "clear",
+        "restart",
+        "kill",
+        "detach",
+        "wait",
+        "attach",
+        "subscribe",
+    ];
+
+    /// True if this side serves the op named `op`.
+    pub fn serves(self, op: &str) -> bool {
+        match self {
+            Side::Daemon => op != "txn",
+            Side::PaneHost => Side::PANE_HOST_OPS.contains(&op),
+        }
     }
 }
 
@@ -223,7 +286,8 @@ impl Op {
         }
     }
 
-    /// True for the ops a pane host serves and the daemon forwards to it unchanged.
+    /// True for the ops the daemon forwards unchanged to the pane's host (`txn` is not one:
+    /// only the pane's own socket answers it).
     pub fn is_pane_op(&self) -> bool {
         matches!(
             self,
@@ -236,7 +300,6 @@ impl Op {
                 | Op::Detach(_)
                 | Op::Wait(_)
                 | Op::Info(_)
-                | Op::Txn(_)
         )
     }
 }
@@ -731,6 +794,30 @@ mod tests {
         );
         let err = bad(json!({"op": "send", "input": [{"text": "a"}, {"key": 5}]}));
         assert_eq!(err.message, "field \"input[1].key\" must be a string");
+    }
+
+    #[test]
+    fn each_side_refuses_the_ops_it_does_not_serve_before_reading_their_fields() {
+        let host =
+            Request::parse_at(br#"{"id":3,"op":"spawn"}"#, Some(Side::PaneHost)).unwrap_err();
+        assert_eq!(host.code, ErrorCode::UnknownOp);
+        assert!(
+            host.message
+                .starts_with("unknown op \"spawn\" for a pane host (known: hello"),
+            "{}",
+            host.message
+        );
+        let daemon =
+            Request::parse_at(br#"{"op":"txn","txn":"t"}"#, Some(Side::Daemon)).unwrap_err();
+        assert_eq!(daemon.code, ErrorCode::UnknownOp);
+        assert!(!daemon.message.contains("txn,"), "{}", daemon.message);
+        assert!(Request::parse_at(br#"{"op":"txn","txn":"t"}"#, Some(Side::PaneHost)).is_ok());
+        for name in Op::NAMES {
+            assert!(
+                Side::Daemon.serves(name) || Side::PaneHost.serves(name),
+                "{name} is served nowhere"
+            );
+        }
     }
 
     #[test]

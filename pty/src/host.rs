@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use belfry_proto::event::Event;
 use belfry_proto::reply::{self, ErrorBody};
 use belfry_proto::request::{self as req, Op};
-use belfry_proto::ErrorCode;
+use belfry_proto::{ErrorCode, Side};
 use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
@@ -266,7 +266,8 @@ async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
         return;
     };
     loop {
-        let Some(request) = wire::next_request(&mut reader, &mut writer).await else {
+        let Some(request) = wire::next_request(&mut reader, &mut writer, Side::PaneHost).await
+        else {
             return;
         };
         // The session check guards against a request meant for another pane, streams too.

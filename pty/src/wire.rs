@@ -7,7 +7,7 @@
 //! an error and the connection is closed. Attach streams switch to framed binary after their
 //! reply line (see [`Frame`]).
 
-use belfry_proto::{reply, ErrorCode, Request};
+use belfry_proto::{reply, ErrorCode, Request, Side};
 use serde_json::Value;
 use tokio::io::{
     AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt,
@@ -73,8 +73,9 @@ pub async fn accept_peer(stream: tokio::net::UnixStream) -> Option<Conn> {
 
 /// Reads the next well-formed request of a connection. Blank lines are skipped; a malformed
 /// line gets an error reply and the connection stays usable; a line over [`MAX_LINE`] gets
-/// an error reply and ends the connection, as do EOF and I/O errors (`None`).
-pub async fn next_request<R, W>(reader: &mut R, writer: &mut W) -> Option<Request>
+/// an error reply and ends the connection, as do EOF and I/O errors (`None`). An op that `side`
+/// does not serve is `unknown-op` before its fields are read.
+pub async fn next_request<R, W>(reader: &mut R, writer: &mut W, side: Side) -> Option<Request>
 where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -96,7 +97,7 @@ where
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match Request::parse(&line) {
+        match Request::parse_at(&line, Some(side)) {
             Ok(request) => return Some(request),
             Err(bad) => {
                 let reply = reply::error(&bad.id, bad.code, bad.message);
