@@ -821,6 +821,27 @@ mod tests {
     }
 
     #[test]
+    fn hello_picks_the_highest_common_version() {
+        let offer = |versions: Vec<u64>| Hello {
+            versions: Some(versions),
+            version: None,
+        };
+        assert_eq!(offer(vec![1, 99]).negotiate(), Ok(1));
+        assert!(offer(vec![99])
+            .negotiate()
+            .unwrap_err()
+            .contains("no common protocol version"));
+        assert_eq!(
+            Hello::default().negotiate(),
+            Ok(crate::limits::PROTOCOL_VERSION)
+        );
+        assert_eq!(
+            Hello::ours().negotiate(),
+            Ok(crate::limits::PROTOCOL_VERSION)
+        );
+    }
+
+    #[test]
     fn a_send_reads_as_typed_steps() {
         let request = Request::from_value(&json!({"id": "a", "op": "send", "session": "w",
             "expect": {"revision": 3},
