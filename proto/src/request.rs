@@ -347,8 +347,13 @@ session_only! {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Hello {
-    /// Every version the requester speaks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Every version the requester speaks. Entries that are not versions (a newer client's
+    /// non-integer values) are ignored, not refused.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "versions_of"
+    )]
     pub versions: Option<Vec<u64>>,
     /// The one version an older requester speaks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -385,6 +390,14 @@ impl Hello {
                 )
             })
     }
+}
+
+/// The integer entries of `hello`'s `versions` array; an array is still required.
+fn versions_of<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<u64>>, D::Error> {
+    let items = Option::<Vec<Value>>::deserialize(deserializer)?;
+    Ok(items.map(|items| items.iter().filter_map(Value::as_u64).collect()))
 }
 
 /// Which attached client decides the pane size (SPEC §5).
