@@ -570,16 +570,7 @@ impl Pane {
         self.drain_pending(&mut st);
         let actual = self.identity_of(&st);
         let exited = st.exited.is_some();
-        let matches = expect
-            .incarnation
-            .as_ref()
-            .is_none_or(|i| *i == actual.incarnation)
-            && expect
-                .generation
-                .as_ref()
-                .is_none_or(|g| *g == actual.generation)
-            && expect.revision.is_none_or(|r| r == actual.revision);
-        if exited || !matches {
+        if exited || !expect.is_met_by(&actual) {
             return Ok(Start::Conflict(SendOutcome::Conflict { actual, exited }));
         }
         // The transaction starts here: a restart or kill that comes later bumps the abort
