@@ -35,6 +35,13 @@ pub enum Error {
         /// Why it did not come up.
         reason: String,
     },
+    /// A spawn request the daemon cannot turn into a launch spec (no program, a cwd that is
+    /// not a directory, an unknown DING policy, a size out of range).
+    #[error("{reason}")]
+    InvalidSpawn {
+        /// What is wrong, naming the field.
+        reason: String,
+    },
     /// The daemon answered with an error reply; `message` is its own words.
     #[error("{message}")]
     Refused {

@@ -226,7 +226,7 @@ impl std::fmt::Display for PaneError {
 
 /// Sends one request to a pane host over a fresh connection and returns its reply, within the
 /// op's deadline ([`deadline::pane_reply`]).
-pub async fn pane_request(socket: &Path, request: &Request) -> Result<Value, String> {
+pub(crate) async fn pane_request(socket: &Path, request: &Request) -> Result<Value, String> {
     pane_call(socket, request).await.map_err(|err| match err {
         PaneError::Failed(message) | PaneError::Busy(message) | PaneError::Foreign(message) => {
             message
@@ -249,7 +249,7 @@ pub async fn pane_call(socket: &Path, request: &Request) -> Result<Value, PaneEr
 
 /// [`pane_request`] with the reply read as `T`: a refusal or a reply that is not a `T` is an
 /// error saying so.
-pub async fn pane_ask<T: serde::de::DeserializeOwned>(
+pub(crate) async fn pane_ask<T: serde::de::DeserializeOwned>(
     socket: &Path,
     request: &Request,
 ) -> Result<T, String> {

@@ -736,7 +736,11 @@ async fn forward(daemon: &Daemon, request: &Request) -> Value {
 }
 
 /// Builds and validates a launch spec from a spawn request.
-pub fn spec_from_request(op: &Spawn) -> Result<LaunchSpec, String> {
+pub fn spec_from_request(op: &Spawn) -> Result<LaunchSpec, crate::Error> {
+    spec_of(op).map_err(|reason| crate::Error::InvalidSpawn { reason })
+}
+
+fn spec_of(op: &Spawn) -> Result<LaunchSpec, String> {
     let argv = op.argv.clone();
     if argv.is_empty() || argv[0].is_empty() {
         return Err("field \"argv\" must name a program".into());
@@ -790,7 +794,7 @@ pub fn spec_from_request(op: &Spawn) -> Result<LaunchSpec, String> {
 async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
     let mut spec = match spec_from_request(op) {
         Ok(spec) => spec,
-        Err(message) => return reply::error(id, ErrorCode::Invalid, message),
+        Err(err) => return reply::error(id, ErrorCode::Invalid, err.to_string()),
     };
     // Held until this spawn is answered: a concurrent spawn of the same name is `exists`,
     // never a second pane host that then fails to bind the socket.
