@@ -44,6 +44,7 @@ use belfry_ding::{
     DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, MessageName, OwnershipStore,
     PaneIdentity, SessionName,
 };
+use belfry_proto::reply::{Reply, Sent};
 use belfry_proto::request::{self as req, InputStep};
 use belfry_proto::{Event, Expect, Request};
 
@@ -549,14 +550,14 @@ impl Worker {
         );
         let reply = tokio::time::timeout(
             TXN_QUERY_TIMEOUT,
-            registry::pane_request(&self.info.socket, &request),
+            registry::pane_ask::<belfry_proto::reply::TxnState>(&self.info.socket, &request),
         )
         .await;
         match reply {
             Ok(Ok(reply)) => {
-                let state = reply["state"].as_str().and_then(TxnState::parse);
+                let state = reply.state.as_deref().and_then(TxnState::parse);
                 if state.is_none() {
-                    tracing::warn!(session = self.info.session, "txn {txn}: {reply}");
+                    tracing::warn!(session = self.info.session, "txn {txn}: {reply:?}");
                 }
                 state
             }
@@ -596,7 +597,7 @@ impl Worker {
         names: &[MessageName],
         notice: &str,
         expect: Option<Expect>,
-    ) -> Option<Value> {
+    ) -> Option<Sent> {
         let txn = self.next_txn();
         match self
             .ownership
@@ -624,9 +625,10 @@ impl Worker {
             registry::pane_request(&self.info.socket, &request),
         )
         .await
-        .unwrap_or_else(|_| Err("no reply before the notice send deadline".to_string()));
+        .unwrap_or_else(|_| Err("no reply before the notice send deadline".to_string()))
+        .map(|reply| (Reply::<Sent>::read(&reply), reply));
         match reply {
-            Ok(reply) if reply["result"] == "sent" => {
+            Ok((Ok(Reply::Ok(sent @ Sent::Sent { .. })), _)) => {
                 self.counters.record_send();
                 tracing::info!(session = self.info.session, "notice sent: {notice}");
                 // Written: staged for good. Recorded before the pane host may forget it.
@@ -636,9 +638,9 @@ impl Worker {
                         tracing::error!(session = self.info.session, "cannot record notice: {err}")
                     }
                 }
-                Some(reply)
+                Some(sent)
             }
-            Ok(reply) if reply["result"] == "conflict" => {
+            Ok((Ok(Reply::Ok(conflict @ Sent::Conflict { .. })), _)) => {
                 // A conflict wrote zero bytes: the notice may be sent again later.
                 self.counters.record_conflict();
                 match self.ownership.release_unsent(names) {
@@ -647,9 +649,9 @@ impl Worker {
                         tracing::error!(session = self.info.session, "cannot release notice: {err}")
                     }
                 }
-                Some(reply)
+                Some(conflict)
             }
-            Ok(reply) if reply["error"]["written"] == 0 => {
+            Ok((Ok(Reply::Err(err)), reply)) if err.written == Some(0) => {
                 // The pane host itself says no byte of the transaction reached the PTY (a send
                 // refused because it is stopping, or that never got the input lock): the
                 // notice may be sent again. This is the journal's own answer, given in the
@@ -661,9 +663,9 @@ impl Worker {
                         tracing::error!(session = self.info.session, "cannot release notice: {err}")
                     }
                 }
-                Some(reply)
+                None
             }
-            Ok(reply) => {
+            Ok((_, reply)) => {
                 // An error reply: refused before anything was written, or a write that failed
                 // part-way. Only the pane host's journal can tell which.
                 tracing::error!(session = self.info.session, "notice refused: {reply}");
@@ -674,7 +676,7 @@ impl Worker {
                     session = self.info.session,
                     "refused notice: {resolution:?}"
                 );
-                Some(reply)
+                None
             }
             Err(err) => {
                 // Unknown whether bytes reached the pane: ask the pane host; without proof
@@ -725,10 +727,10 @@ impl Worker {
             incarnation: Some(self.info.incarnation.clone()),
             ..Expect::default()
         };
-        if let Some(reply) = self.stage_and_send(&names, &notice, Some(expect)).await {
-            if reply["exited"] == true {
-                self.exited = true;
-            }
+        if let Some(Sent::Conflict { exited: true, .. }) =
+            self.stage_and_send(&names, &notice, Some(expect)).await
+        {
+            self.exited = true;
         }
     }
 
@@ -1018,11 +1020,11 @@ impl Worker {
             Ok(expect) => {
                 self.last_hold = None;
                 let (names, notice) = self.next_notice(&pending);
-                if let Some(reply) = self.stage_and_send(&names, &notice, Some(expect)).await {
-                    if reply["result"] == "conflict" {
-                        self.apply(LeaseInput::SendConflict);
-                        self.note_hold(HoldReason::Conflict);
-                    }
+                if let Some(Sent::Conflict { .. }) =
+                    self.stage_and_send(&names, &notice, Some(expect)).await
+                {
+                    self.apply(LeaseInput::SendConflict);
+                    self.note_hold(HoldReason::Conflict);
                 }
             }
         }
