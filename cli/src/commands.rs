@@ -755,6 +755,7 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
 fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     let session = session(name)?;
     let key = DetachKey::parse(detach_key)?;
+    attach::refuse_cycle(name)?;
     // Attach talks to the pane host directly, so a human stays attached while the daemon
     // restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
     let mut socket = paths::pane_socket(&paths::private_runtime_dir()?, name);

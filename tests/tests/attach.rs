@@ -299,3 +299,68 @@ fn terminal_is_restored_on_sigterm_sighup_and_pane_exit() {
         "{text}"
     );
 }
+
+#[test]
+fn attaching_a_pane_to_itself_is_refused_with_exit_2() {
+    let env = Env::new();
+    env.ok(&["new", "me", "--env", "PS1=me$ ", "--", "sh", "-i"]);
+    env.wait_screen("me", "me\\$");
+    // From inside the pane, and from a shell that cleared its environment (the pane is then
+    // found through the shell's ancestors).
+    for command in [
+        "\"$BELFRY_BIN\" attach me; echo \"SELF-EXIT=$?\"",
+        "env -u BELFRY_SESSION \"$BELFRY_BIN\" attach me; echo \"CLEARED-EXIT=$?\"",
+    ] {
+        env.ok(&["send", "me", "--text", command, "--key", "Enter"]);
+    }
+    env.wait_screen("me", "SELF-EXIT=2");
+    env.wait_screen("me", "CLEARED-EXIT=2");
+    let text = screen_text(&env, "me");
+    assert!(text.contains("cannot attach me to itself"), "{text}");
+    assert_eq!(env.snapshot("me")["clients"], 0);
+}
+
+#[test]
+fn attaching_through_a_chain_of_panes_back_to_itself_is_refused() {
+    let env = Env::new();
+    for pane in ["a", "b"] {
+        env.ok(&[
+            "new",
+            pane,
+            "--env",
+            &format!("PS1={pane}$ "),
+            "--",
+            "sh",
+            "-i",
+        ]);
+        env.wait_screen(pane, &format!("{pane}\\$"));
+    }
+    // A client inside a shows b.
+    env.ok(&[
+        "send",
+        "a",
+        "--text",
+        "\"$BELFRY_BIN\" attach b; echo \"A-EXIT=$?\"",
+        "--key",
+        "Enter",
+    ]);
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("b")
+        ["clients"]
+        == 1));
+    // Inside b (typed through the client in a), attaching a would close the loop.
+    env.ok(&[
+        "send",
+        "b",
+        "--text",
+        "\"$BELFRY_BIN\" attach a; echo \"B-EXIT=$?\"",
+        "--key",
+        "Enter",
+    ]);
+    env.wait_screen("b", "B-EXIT=2");
+    let text = screen_text(&env, "b");
+    assert!(text.contains("(a shows b)"), "{text}");
+    assert_eq!(env.snapshot("a")["clients"], 0);
+    // The first client is still attached and still shows b.
+    env.wait_screen("a", "B-EXIT=2");
+    assert_eq!(env.snapshot("b")["clients"], 1);
+}

@@ -16,6 +16,10 @@ use belfry_proto::request as op;
 use belfry_proto::{Reply, Request};
 use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
 
+mod nesting;
+
+pub use nesting::refuse_cycle;
+
 /// The key (or prefix and key) that detaches instead of reaching the pane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DetachKey {
