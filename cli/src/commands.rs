@@ -692,12 +692,11 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
         }
         env.insert(k.to_string(), v.to_string());
     }
-    // The terminal's own size is passed on as it is: the daemon judges it like any other.
+    // The terminal's own size is passed on as it is (0x0 taken as 24x80): the daemon judges it
+    // like any other.
     let (rows, cols) = match &args.size {
         Some(size) => parse_size(size)?.pair(),
-        None => crossterm::terminal::size()
-            .map(|(c, r)| (r, c))
-            .unwrap_or((24, 80)),
+        None => attach::terminal_size().unwrap_or((24, 80)),
     };
     let cwd = match &args.cwd {
         Some(cwd) => cwd.clone(),

@@ -364,3 +364,74 @@ fn attaching_through_a_chain_of_panes_back_to_itself_is_refused() {
     env.wait_screen("a", "B-EXIT=2");
     assert_eq!(env.snapshot("b")["clients"], 1);
 }
+
+#[test]
+fn a_terminal_of_0x0_attaches_and_runs_at_24x80() {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "10x40",
+        &["sh", "-c", "echo inner-up; sleep 600"],
+        Some("inner-up"),
+    );
+    // The outer terminal reports 0 rows and 0 columns, as a PTY nobody sized does.
+    let script = "stty rows 0 cols 0; \"$BELFRY_BIN\" attach inner; echo \"ATTACH-EXIT=$?\"; \
+                  \"$BELFRY_BIN\" run fresh -- sh -c 'echo fresh-up; sleep 600'; \
+                  echo \"RUN-EXIT=$?\"; sleep 600";
+    // The outer pane itself is 30x100, so 24x80 can only come from the fallback.
+    env.spawn("outer", "30x100", &["sh", "-c", script], None);
+    assert!(
+        eventually(Duration::from_secs(5), || inner_size(&env) == (24, 80)),
+        "{:?}",
+        inner_size(&env)
+    );
+    env.ok(&["detach", "inner"]);
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+    assert!(
+        eventually(Duration::from_secs(5), || env
+            .conn()
+            .request(serde_json::json!({"op": "snapshot", "session": "fresh"}))
+            ["ok"]
+            == true),
+        "{}",
+        screen_text(&env, "outer")
+    );
+    env.wait_screen("fresh", "fresh-up");
+    let size = env.snapshot("fresh")["size"].clone();
+    assert_eq!(
+        (size["rows"].clone(), size["cols"].clone()),
+        (24.into(), 80.into())
+    );
+    env.ok(&["detach", "fresh"]);
+    env.wait_screen("outer", "RUN-EXIT=0");
+}
+
+#[test]
+fn attach_without_a_terminal_on_stdin_fails_at_once_and_leaves_the_pane_alone() {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "10x40",
+        &["sh", "-c", "echo inner-up; sleep 600"],
+        Some("inner-up"),
+    );
+    // stdout is a terminal (the outer pane), stdin is not.
+    let script = "\"$BELFRY_BIN\" attach inner < /dev/null; echo \"ATTACH-EXIT=$?\"; sleep 600";
+    env.spawn("outer", "24x80", &["sh", "-c", script], None);
+    env.wait_screen("outer", "ATTACH-EXIT=2");
+    let text = screen_text(&env, "outer");
+    assert!(text.contains("stdin is not a terminal"), "{text}");
+    assert_eq!(inner_size(&env), (10, 40));
+    assert_eq!(env.snapshot("inner")["clients"], 0);
+    // Without any terminal at all it fails the same way, and quickly.
+    let started = std::time::Instant::now();
+    let out = env
+        .cmd(&["attach", "inner"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run belfry attach");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stdin is not a terminal"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(inner_size(&env), (10, 40));
+}

@@ -123,7 +123,9 @@ pub enum Ended {
 /// Attaches to the pane host at `socket` until detach, exit or a signal.
 pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> Result<i32> {
     let interactive = rustix::termios::isatty(std::io::stdin());
-    let size = crossterm::terminal::size().ok().map(|(c, r)| (r, c));
+    // Without a terminal on stdin the client refuses after the hello (below), so it never
+    // sends a size that would resize the pane.
+    let size = if interactive { terminal_size() } else { None };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -164,6 +166,17 @@ pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> 
     Ok(code)
 }
 
+/// This terminal's size as `(rows, cols)`; `None` when it cannot be read. A terminal that
+/// reports 0 rows or columns (a serial line or a freshly made PTY nobody sized) is taken as
+/// 24x80, the size the help promises, rather than sent on as an out-of-range size.
+pub fn terminal_size() -> Option<(u16, u16)> {
+    let (cols, rows) = crossterm::terminal::size().ok()?;
+    if rows == 0 || cols == 0 {
+        return Some((24, 80));
+    }
+    Some((rows, cols))
+}
+
 /// How long attaching may wait for the pane host's hello and attach replies.
 const ATTACH_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -196,6 +209,15 @@ async fn session_loop(
     // terminal that silently hangs. Once attached, a quiet pane may stay quiet for hours.
     let handshake = async {
         let _: Hello = exchange(&mut reader, &mut writer, &Request::new(0, hello)).await?;
+        if !interactive {
+            // Attaching puts stdin in raw mode and reads keystrokes from it; from a pipe or
+            // /dev/null it would only wait for the pane to end. Refused before the attach
+            // request, so the pane gains no client and keeps its size.
+            bail!(
+                "stdin is not a terminal: attach reads keystrokes from a terminal; run it in \
+                 one, or use `belfry peek` and `belfry send` from a script"
+            );
+        }
         let _: Attached = exchange(&mut reader, &mut writer, &Request::new(1, attach)).await?;
         anyhow::Ok(())
     };
@@ -263,15 +285,11 @@ async fn session_loop(
                         return Ok(Ended::Detached);
                     }
                 }
-                None => {
-                    stdin_open = false;
-                    if !interactive {
-                        // Input ended (a pipe): keep showing output until the pane ends.
-                    }
-                }
+                // The terminal stopped giving input: keep showing output until the pane ends.
+                None => stdin_open = false,
             },
             _ = winch.recv() => {
-                if let Ok((cols, rows)) = crossterm::terminal::size() {
+                if let Some((rows, cols)) = terminal_size() {
                     let resize = json!({"resize": {"rows": rows, "cols": cols}});
                     writer.write_all(&Frame::Control(resize).encode()).await?;
                 }
