@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
@@ -15,8 +16,10 @@ use belfry_proto::reply::{Attached, Hello};
 use belfry_proto::request as op;
 use belfry_proto::{Reply, Request};
 use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
+use restore::Outer;
 
 mod nesting;
+mod restore;
 
 pub use nesting::refuse_cycle;
 
@@ -95,20 +98,22 @@ impl KeyFilter {
     }
 }
 
-/// Puts the terminal back the way a shell expects it.
-fn restore_terminal(raw: bool) {
+/// The record of what the client wrote to the outer terminal, shared with the panic hook.
+type SharedOuter = Arc<Mutex<Outer>>;
+
+/// Puts the terminal back the way a shell expects it: cooked mode, and every mode the pane's
+/// output turned on in it reset (see [`restore`]).
+fn restore_terminal(raw: bool, outer: &SharedOuter) {
     if raw {
         let _ = crossterm::terminal::disable_raw_mode();
     }
+    // A record poisoned or held by a panicking write is not trusted: everything is reset.
+    let undo = match outer.try_lock() {
+        Ok(mut outer) => outer.undo(),
+        Err(_) => restore::RESET_ALL.to_vec(),
+    };
     let mut out = std::io::stdout();
-    // Leave the alternate screen, show the cursor, reset attributes and every input mode the
-    // pane may have turned on, so nothing leaks into the shell after detaching. The redraw
-    // restores the pane's scroll region and character sets, so they are reset too: the scroll
-    // region between a cursor save and restore (setting it homes the cursor), the character
-    // sets after (the restore brings back the saved ones).
-    let _ = out.write_all(
-        b"\x1b[?1049l\x1b[?25h\x1b[0m\x1b7\x1b[r\x1b8\x1b(B\x1b)B\x0f\x1b[?2004l\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1005l\x1b[?1015l\x1b[?1004l\x1b[0 q\r\n",
-    );
+    let _ = out.write_all(&undo);
     let _ = out.flush();
 }
 
@@ -126,19 +131,28 @@ pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> 
     // Without a terminal on stdin the client refuses after the hello (below), so it never
     // sends a size that would resize the pane.
     let size = if interactive { terminal_size() } else { None };
+    let outer = SharedOuter::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     if interactive {
         crossterm::terminal::enable_raw_mode().context("cannot put the terminal in raw mode")?;
         let previous = std::panic::take_hook();
+        let outer = Arc::clone(&outer);
         std::panic::set_hook(Box::new(move |info| {
-            restore_terminal(true);
+            restore_terminal(true, &outer);
             previous(info);
         }));
     }
-    let ended = runtime.block_on(session_loop(socket, read_only, detach, size, interactive));
-    restore_terminal(interactive);
+    let ended = runtime.block_on(session_loop(
+        socket,
+        read_only,
+        detach,
+        size,
+        interactive,
+        &outer,
+    ));
+    restore_terminal(interactive, &outer);
     let code = match ended {
         Ok(Ended::Detached) => {
             eprintln!("[detached from {session}]");
@@ -186,6 +200,7 @@ async fn session_loop(
     detach: DetachKey,
     size: Option<(u16, u16)>,
     interactive: bool,
+    outer: &SharedOuter,
 ) -> Result<Ended> {
     let stream = UnixStream::connect(socket)
         .await
@@ -262,7 +277,7 @@ async fn session_loop(
     loop {
         tokio::select! {
             frame = Frame::read(&mut reader) => match frame? {
-                Some(Frame::Data(bytes)) => write_terminal(&bytes)?,
+                Some(Frame::Data(bytes)) => write_terminal(&bytes, outer)?,
                 Some(Frame::Control(control)) => {
                     if let Some(status) = control.get("exited") {
                         return Ok(Ended::Exited(status.clone()));
@@ -325,7 +340,10 @@ async fn exchange<T: DeserializeOwned>(
 /// Writes pane output straight to the terminal: one `write(2)` per chunk where the terminal
 /// takes it, with no line buffering (std's stdout would split every chunk at its last newline)
 /// and no blocking-pool hop.
-fn write_terminal(mut bytes: &[u8]) -> std::io::Result<()> {
+fn write_terminal(mut bytes: &[u8], outer: &SharedOuter) -> std::io::Result<()> {
+    if let Ok(mut outer) = outer.lock() {
+        outer.observe(bytes);
+    }
     let stdout = rustix::stdio::stdout();
     while !bytes.is_empty() {
         match rustix::io::write(stdout, bytes) {
