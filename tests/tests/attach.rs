@@ -295,7 +295,7 @@ fn terminal_is_restored_on_sigterm_sighup_and_pane_exit() {
     env.wait_screen("t3", "TTY-(RAW|COOKED)");
     let text = screen_text(&env, "t3");
     assert!(
-        text.contains("[inner exited:") && text.contains("TTY-COOKED"),
+        text.contains("[inner exited with code 0]") && text.contains("TTY-COOKED"),
         "{text}"
     );
 }
@@ -434,4 +434,68 @@ fn attach_without_a_terminal_on_stdin_fails_at_once_and_leaves_the_pane_alone() 
     assert!(String::from_utf8_lossy(&out.stderr).contains("stdin is not a terminal"));
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(inner_size(&env), (10, 40));
+}
+
+/// What a pane shows with its history before it, as `peek --scrollback` prints them.
+fn screen_and_history(env: &Env, session: &str) -> String {
+    env.ok(&["peek", session, "--scrollback", "200"])
+}
+
+#[test]
+fn run_takes_a_detach_key_and_attach_says_which_pane_and_how_to_detach() {
+    let env = Env::new();
+    let script = "\"$BELFRY_BIN\" run --detach-key C-q agent -- sh -c 'echo agent-up; sleep 600'; \
+                  echo \"RUN-EXIT=$?\"; sleep 600";
+    env.spawn("outer", "24x80", &["sh", "-c", script], None);
+    env.wait_screen("outer", "agent-up");
+    // The note is written before the redraw, so it sits above the pane's screen (in the outer
+    // terminal's history once the redraw clears the screen), never in the pane's model.
+    assert!(
+        eventually(Duration::from_secs(5), || screen_and_history(&env, "outer")
+            .contains("[attached to agent: C-q detaches]")),
+        "{}",
+        screen_and_history(&env, "outer")
+    );
+    assert!(!screen_and_history(&env, "agent").contains("attached to"));
+    // The default detach key is an ordinary key now; C-q detaches.
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "d"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(env.snapshot("agent")["clients"], 1);
+    env.ok(&["send", "outer", "--key", "C-q"]);
+    env.wait_screen("outer", "RUN-EXIT=0");
+    assert!(screen_text(&env, "outer").contains("[detached from agent]"));
+    // A bad detach key is refused before any pane is started.
+    let out = env.run(&["run", "--detach-key", "C-1", "never", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("C-1"));
+    assert_eq!(
+        env.conn()
+            .request(serde_json::json!({"op": "snapshot", "session": "never"}))["ok"],
+        false
+    );
+}
+
+#[test]
+fn the_programs_end_is_told_in_words_while_attached() {
+    let env = Env::new();
+    let (exit, kill) = (env.path("exit"), env.path("kill"));
+    let wait = |path: &std::path::Path| {
+        format!("while [ ! -e '{}' ]; do sleep 0.05; done", path.display())
+    };
+    let coded = format!("echo coded-up; {}; exit 3", wait(&exit));
+    let killed = format!("echo killed-up; {}; kill -9 $$", wait(&kill));
+    env.spawn("coded", "24x80", &["sh", "-c", &coded], Some("coded-up"));
+    env.spawn("killed", "24x80", &["sh", "-c", &killed], Some("killed-up"));
+    attach_client(&env, "watch-coded", "coded");
+    attach_client(&env, "watch-killed", "killed");
+    env.wait_screen("watch-coded", "coded-up");
+    env.wait_screen("watch-killed", "killed-up");
+    std::fs::write(&exit, "").expect("touch exit");
+    std::fs::write(&kill, "").expect("touch kill");
+    env.wait_screen("watch-coded", "ATTACH-EXIT=0");
+    env.wait_screen("watch-killed", "ATTACH-EXIT=0");
+    let text = screen_text(&env, "watch-coded");
+    assert!(text.contains("[coded exited with code 3]"), "{text}");
+    let text = screen_text(&env, "watch-killed");
+    assert!(text.contains("[killed killed by signal SIGKILL]"), "{text}");
 }

@@ -14,89 +14,17 @@ use tokio::net::UnixStream;
 
 use belfry_proto::reply::{Attached, Hello};
 use belfry_proto::request as op;
-use belfry_proto::{Reply, Request};
+use belfry_proto::{ExitStatus, Reply, Request};
 use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
 use restore::Outer;
 
+mod keys;
 mod nesting;
 mod restore;
 
+pub use keys::DetachKey;
+use keys::KeyFilter;
 pub use nesting::refuse_cycle;
-
-/// The key (or prefix and key) that detaches instead of reaching the pane.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DetachKey {
-    pub prefix: u8,
-    pub then: Option<u8>,
-}
-
-impl DetachKey {
-    /// Parses `"C-b d"` (a prefix, then a key) or `"C-q"` (one key).
-    pub fn parse(spec: &str) -> Result<DetachKey> {
-        let parts: Vec<&str> = spec.split_whitespace().collect();
-        let key = |s: &str| -> Result<u8> {
-            if let Some(letter) = s.strip_prefix("C-") {
-                let b = letter.as_bytes();
-                if b.len() == 1 {
-                    return match b[0] {
-                        b'a'..=b'z' | b'A'..=b'Z' => Ok(b[0].to_ascii_lowercase() - b'a' + 1),
-                        b'\\' => Ok(0x1c),
-                        b']' => Ok(0x1d),
-                        _ => bail!("detach key {spec:?}: C-{letter} is not a control key"),
-                    };
-                }
-            }
-            if s.len() == 1 && s.is_ascii() {
-                return Ok(s.as_bytes()[0]);
-            }
-            bail!("detach key {spec:?}: {s:?} is not C-<letter> or a single character")
-        };
-        match parts.as_slice() {
-            [one] => Ok(DetachKey {
-                prefix: key(one)?,
-                then: None,
-            }),
-            [prefix, then] => Ok(DetachKey {
-                prefix: key(prefix)?,
-                then: Some(key(then)?),
-            }),
-            _ => bail!("detach key {spec:?}: expected \"C-b d\" or \"C-q\""),
-        }
-    }
-}
-
-/// Splits keystrokes into what goes to the pane and whether the detach key was pressed.
-struct KeyFilter {
-    key: DetachKey,
-    pending_prefix: bool,
-}
-
-impl KeyFilter {
-    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> bool {
-        for &b in input {
-            if self.pending_prefix {
-                self.pending_prefix = false;
-                if Some(b) == self.key.then {
-                    return true;
-                }
-                out.push(self.key.prefix);
-                if b != self.key.prefix {
-                    out.push(b);
-                }
-                continue;
-            }
-            if b == self.key.prefix {
-                match self.key.then {
-                    None => return true,
-                    Some(_) => self.pending_prefix = true,
-                }
-                continue;
-            }
-            out.push(b);
-        }
-        false
-    }
-}
 
 /// The record of what the client wrote to the outer terminal, shared with the panic hook.
 type SharedOuter = Arc<Mutex<Outer>>;
@@ -146,6 +74,7 @@ pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> 
     }
     let ended = runtime.block_on(session_loop(
         socket,
+        session,
         read_only,
         detach,
         size,
@@ -159,7 +88,7 @@ pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> 
             0
         }
         Ok(Ended::Exited(status)) => {
-            eprintln!("[{session} exited: {status}]");
+            eprintln!("[{}]", exit_line(session, &status));
             0
         }
         Ok(Ended::Closed) => {
@@ -191,11 +120,50 @@ pub fn terminal_size() -> Option<(u16, u16)> {
     Some((rows, cols))
 }
 
+/// How the pane's program ended, in words: `NAME exited with code N`, `NAME killed by signal
+/// SIGNAME`, or the pane host's status as it came when it is neither.
+fn exit_line(session: &str, status: &Value) -> String {
+    match belfry_proto::de::from_value::<ExitStatus>(status) {
+        Ok(ExitStatus {
+            code: Some(code), ..
+        }) => format!("{session} exited with code {code}"),
+        Ok(ExitStatus {
+            signal: Some(signal),
+            ..
+        }) => format!("{session} killed by signal {}", signal_name(signal)),
+        _ => format!("{session} exited: {status}"),
+    }
+}
+
+/// The usual name of a signal number (`SIGKILL`), or the number for the rare ones.
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        _ => return signal.to_string(),
+    };
+    name.to_string()
+}
+
 /// How long attaching may wait for the pane host's hello and attach replies.
 const ATTACH_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn session_loop(
     socket: &Path,
+    session: &str,
     read_only: bool,
     detach: DetachKey,
     size: Option<(u16, u16)>,
@@ -249,6 +217,13 @@ async fn session_loop(
         }
     }
 
+    // SPEC §5: a one-line note of where the user is and how to leave, written before the
+    // redraw arrives so it never lands in the pane's screen or its model.
+    write_terminal(
+        format!("[attached to {session}: {detach} detaches]\r\n").as_bytes(),
+        outer,
+    )?;
+
     let (keys_tx, mut keys_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
     std::thread::spawn(move || {
         use std::io::Read;
@@ -269,10 +244,7 @@ async fn session_loop(
     let mut winch = signal(SignalKind::window_change())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
-    let mut filter = KeyFilter {
-        key: detach,
-        pending_prefix: false,
-    };
+    let mut filter = KeyFilter::new(detach);
     let mut stdin_open = true;
     loop {
         tokio::select! {
@@ -353,47 +325,4 @@ fn write_terminal(mut bytes: &[u8], outer: &SharedOuter) -> std::io::Result<()> 
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn detach_key_filter() {
-        let key = DetachKey::parse("C-b d").unwrap();
-        assert_eq!(
-            key,
-            DetachKey {
-                prefix: 2,
-                then: Some(b'd')
-            }
-        );
-        let mut f = KeyFilter {
-            key,
-            pending_prefix: false,
-        };
-        let mut out = Vec::new();
-        assert!(!f.feed(b"ab\x02x", &mut out));
-        assert_eq!(out, b"ab\x02x");
-        out.clear();
-        assert!(!f.feed(b"\x02", &mut out));
-        assert!(f.feed(b"d", &mut out));
-        assert!(out.is_empty());
-        let mut f = KeyFilter {
-            key,
-            pending_prefix: false,
-        };
-        out.clear();
-        assert!(!f.feed(b"\x02\x02", &mut out));
-        assert_eq!(out, b"\x02");
-        assert_eq!(
-            DetachKey::parse("C-q").unwrap(),
-            DetachKey {
-                prefix: 17,
-                then: None
-            }
-        );
-        assert!(DetachKey::parse("C-b d e").is_err());
-    }
 }
