@@ -428,3 +428,53 @@ fn detach_after_the_pane_left_the_alternate_screen_keeps_the_cursor_below_its_ou
     );
     assert_eq!(tmux.modes(), before, "tmux's modes after detach");
 }
+
+/// Types raw bytes into tmux's pane, as a terminal that encodes keys that way would send them.
+fn type_bytes(tmux: &Tmux, bytes: &[u8]) {
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut args = vec!["send-keys", "-t", "t", "-H"];
+    args.extend(hex.iter().map(String::as_str));
+    tmux.run(&args);
+}
+
+#[test]
+fn the_detach_key_works_under_kitty_keyboard_and_modify_other_keys_in_a_real_terminal() {
+    let env = Env::new();
+    // The program asks for the kitty keyboard protocol and modifyOtherKeys, so the user's
+    // terminal sends Ctrl-b as `ESC[98;5u` or `ESC[27;5;98~` rather than 0x02.
+    env.spawn(
+        "app",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "printf '\\033[>1u\\033[>4;2mKEYS-ON\\n'; sleep 600",
+        ],
+        Some("KEYS-ON"),
+    );
+    let script = "\"$BELFRY_BIN\" attach app; echo \"FIRST=$?\"; \
+                  \"$BELFRY_BIN\" attach app; echo \"SECOND=$?\"; sleep 600";
+    let tmux = Tmux::start(&env, "keys", script);
+    let shows = |text: &str| {
+        eventually(Duration::from_secs(10), || {
+            tmux.lines().iter().any(|line| line.contains(text))
+        })
+    };
+    // kitty reporting every key sends `d` as `ESC[100u`; modifyOtherKeys sends it plain.
+    for (encoding, prefix, then, done) in [
+        ("kitty", &b"\x1b[98;5u"[..], &b"\x1b[100u"[..], "FIRST=0"),
+        ("modifyOtherKeys", b"\x1b[27;5;98~", b"d", "SECOND=0"),
+    ] {
+        assert!(eventually(Duration::from_secs(5), || env.snapshot("app")
+            ["clients"]
+            == 1));
+        assert!(shows("KEYS-ON"), "{encoding}: {:#?}", tmux.lines());
+        type_bytes(&tmux, prefix);
+        type_bytes(&tmux, then);
+        assert!(shows(done), "{encoding}: {:#?}", tmux.lines());
+    }
+    assert!(tmux
+        .lines()
+        .iter()
+        .any(|line| line == "[detached from app]"));
+}
