@@ -1,6 +1,11 @@
 //! `belfry attach`: the interactive client (SPEC §5). Raw mode via crossterm, a full redraw
 //! from the pane host, live output, keystrokes as input, and a detach key. The local terminal
 //! is restored on every way out: detach, pane exit, error, SIGTERM, SIGHUP and panic.
+//!
+//! This module is the session loop; [`keys`] finds the detach key in every keyboard encoding,
+//! [`restore`] records what the output turned on in the terminal and undoes exactly that, and
+//! [`nesting`] refuses an attach that would show a pane inside itself. docs/attach.md describes
+//! the whole for users.
 
 use std::io::Write;
 use std::path::Path;
