@@ -305,18 +305,24 @@ fn attaching_a_pane_to_itself_is_refused_with_exit_2() {
     let env = Env::new();
     env.ok(&["new", "me", "--env", "PS1=me$ ", "--", "sh", "-i"]);
     env.wait_screen("me", "me\\$");
-    // From inside the pane, and from a shell that cleared its environment (the pane is then
-    // found through the shell's ancestors).
+    // From inside the pane; from a shell that cleared its environment (the pane is then found
+    // through the shell's ancestors); and from a process that lost both, orphaned by its
+    // parent's exit, whose stdin is still the pane's PTY.
     for command in [
         "\"$BELFRY_BIN\" attach me; echo \"SELF-EXIT=$?\"",
         "env -u BELFRY_SESSION \"$BELFRY_BIN\" attach me; echo \"CLEARED-EXIT=$?\"",
+        "( env -u BELFRY_SESSION sh -c 'sleep 0.3; \"$BELFRY_BIN\" attach me; \
+         echo \"ORPHAN-EXIT=$?\"' & )",
     ] {
         env.ok(&["send", "me", "--text", command, "--key", "Enter"]);
+        std::thread::sleep(Duration::from_millis(100));
     }
     env.wait_screen("me", "SELF-EXIT=2");
     env.wait_screen("me", "CLEARED-EXIT=2");
+    env.wait_screen("me", "ORPHAN-EXIT=2");
     let text = screen_text(&env, "me");
     assert!(text.contains("cannot attach me to itself"), "{text}");
+    assert!(text.contains("pane me's own PTY"), "{text}");
     assert_eq!(env.snapshot("me")["clients"], 0);
 }
 

@@ -6,8 +6,9 @@
 //! Every pane's program starts with `$BELFRY_SESSION` naming its pane, and the attach clients
 //! are ordinary processes, so both questions are answered from `/proc` without asking the pane
 //! hosts: which pane this terminal is (the `$BELFRY_SESSION` of this process or of the nearest
-//! ancestor that has one, so a shell that cleared its environment is still caught), and which
-//! pane each running attach client shows and from inside which pane.
+//! ancestor that has one, so a shell that cleared its environment is still caught, and failing
+//! that whether stdin is the PTY the pane's processes run on), and which pane each running
+//! attach client shows and from inside which pane.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -21,17 +22,25 @@ const MAX_ANCESTORS: usize = 64;
 /// Refuses to attach `target` from here when that would show a pane inside itself, directly
 /// or through a chain of attached clients.
 pub fn refuse_cycle(target: &str) -> Result<()> {
-    let Some(here) = pane_of(std::process::id()) else {
-        // Not inside a belfry pane: no loop can close through this terminal.
-        return Ok(());
-    };
-    if here == target {
+    let here = pane_of(std::process::id());
+    if here.as_deref() == Some(target) {
         bail!(
             "cannot attach {target} to itself: this terminal is pane {target} \
              ($BELFRY_SESSION={target}), so its output would be copied back into it forever; \
              attach from a terminal outside the pane"
         );
     }
+    if stdin_is_the_pty_of(target) {
+        bail!(
+            "cannot attach {target} to itself: this terminal is pane {target}'s own PTY, so its \
+             output would be copied back into it forever; attach from a terminal outside the \
+             pane"
+        );
+    }
+    let Some(here) = here else {
+        // Not inside a belfry pane: no loop can close through this terminal.
+        return Ok(());
+    };
     if let Some(chain) = shown_inside(target, &here, &attach_clients()) {
         bail!(
             "cannot attach {target} here: this terminal is pane {here}, which {target} already \
@@ -86,6 +95,53 @@ fn pane_of(pid: u32) -> Option<String> {
     None
 }
 
+/// Whether stdin is the terminal of a process that runs in pane `session` (its own
+/// `$BELFRY_SESSION` names it): the pane's PTY. This catches a client whose environment and
+/// ancestors no longer say where it runs (a process reparented after its shell exited).
+fn stdin_is_the_pty_of(session: &str) -> bool {
+    let Some(stdin) = stdin_tty() else {
+        return false;
+    };
+    pids()
+        .filter(|&pid| environ_session(pid).as_deref() == Some(session))
+        .any(|pid| process_tty(pid) == Some(stdin))
+}
+
+/// The `(major, minor)` device of stdin when it is a terminal.
+fn stdin_tty() -> Option<(u32, u32)> {
+    let stdin = rustix::stdio::stdin();
+    if !rustix::termios::isatty(stdin) {
+        return None;
+    }
+    let rdev = rustix::fs::fstat(stdin).ok()?.st_rdev;
+    Some((rustix::fs::major(rdev), rustix::fs::minor(rdev)))
+}
+
+/// The `(major, minor)` device of a process's controlling terminal, from `tty_nr` in
+/// `/proc/PID/stat` (proc(5): the minor in bits 0-7 and 20-31, the major in bits 8-15).
+fn process_tty(pid: u32) -> Option<(u32, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; the fields after its last `)` are
+    // state, ppid, pgrp, session, tty_nr.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let tty_nr: u32 = after_name.split_whitespace().nth(4)?.parse().ok()?;
+    if tty_nr == 0 {
+        return None;
+    }
+    Some((
+        (tty_nr >> 8) & 0xff,
+        (tty_nr & 0xff) | ((tty_nr >> 12) & 0xfff00),
+    ))
+}
+
+/// Every process id in `/proc` at the moment.
+fn pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+}
+
 fn environ_session(pid: u32) -> Option<String> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let prefix = format!("{SESSION}=");
@@ -111,11 +167,7 @@ fn attach_clients() -> Vec<Client> {
         return Vec::new();
     };
     let own_pid = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    pids()
         .filter(|&pid| pid != own_pid)
         .filter(|&pid| std::fs::read_link(format!("/proc/{pid}/exe")).ok() == Some(me.clone()))
         .filter_map(|pid| {
