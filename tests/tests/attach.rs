@@ -307,11 +307,12 @@ fn attaching_a_pane_to_itself_is_refused_with_exit_2() {
     env.wait_screen("me", "me\\$");
     // From inside the pane; from a shell that cleared its environment (the pane is then found
     // through the shell's ancestors); and from a process that lost both, orphaned by its
-    // parent's exit, whose stdin is still the pane's PTY.
+    // parent's exit, whose stdin is still the pane's PTY (a background job's stdin is
+    // /dev/null unless redirected, so it is given the terminal explicitly).
     for command in [
         "\"$BELFRY_BIN\" attach me; echo \"SELF-EXIT=$?\"",
         "env -u BELFRY_SESSION \"$BELFRY_BIN\" attach me; echo \"CLEARED-EXIT=$?\"",
-        "( env -u BELFRY_SESSION sh -c 'sleep 0.3; \"$BELFRY_BIN\" attach me; \
+        "( env -u BELFRY_SESSION sh -c 'sleep 0.3; \"$BELFRY_BIN\" attach me < /dev/tty; \
          echo \"ORPHAN-EXIT=$?\"' & )",
     ] {
         env.ok(&["send", "me", "--text", command, "--key", "Enter"]);

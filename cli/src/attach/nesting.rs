@@ -30,7 +30,7 @@ pub fn refuse_cycle(target: &str) -> Result<()> {
              attach from a terminal outside the pane"
         );
     }
-    if stdin_is_the_pty_of(target) {
+    if terminal_is_the_pty_of(target) {
         bail!(
             "cannot attach {target} to itself: this terminal is pane {target}'s own PTY, so its \
              output would be copied back into it forever; attach from a terminal outside the \
@@ -95,26 +95,35 @@ fn pane_of(pid: u32) -> Option<String> {
     None
 }
 
-/// Whether stdin is the terminal of a process that runs in pane `session` (its own
-/// `$BELFRY_SESSION` names it): the pane's PTY. This catches a client whose environment and
-/// ancestors no longer say where it runs (a process reparented after its shell exited).
-fn stdin_is_the_pty_of(session: &str) -> bool {
-    let Some(stdin) = stdin_tty() else {
+/// Whether this client's terminal (its controlling terminal, or stdin when that is a terminal
+/// device) is the terminal of a process that runs in pane `session` (its own `$BELFRY_SESSION`
+/// names it): the pane's PTY. This catches a client whose environment and ancestors no longer
+/// say where it runs (a process reparented after its shell exited).
+fn terminal_is_the_pty_of(session: &str) -> bool {
+    let mine: Vec<(u32, u32)> = [process_tty(std::process::id()), stdin_tty()]
+        .into_iter()
+        .flatten()
+        .collect();
+    if mine.is_empty() {
         return false;
-    };
+    }
     pids()
         .filter(|&pid| environ_session(pid).as_deref() == Some(session))
-        .any(|pid| process_tty(pid) == Some(stdin))
+        .any(|pid| process_tty(pid).is_some_and(|tty| mine.contains(&tty)))
 }
 
-/// The `(major, minor)` device of stdin when it is a terminal.
+/// `/dev/tty`, which names the opening process's controlling terminal rather than a device of
+/// its own.
+const DEV_TTY: (u32, u32) = (5, 0);
+
+/// The `(major, minor)` device of stdin when it is a terminal device (not `/dev/tty`).
 fn stdin_tty() -> Option<(u32, u32)> {
     let stdin = rustix::stdio::stdin();
     if !rustix::termios::isatty(stdin) {
         return None;
     }
     let rdev = rustix::fs::fstat(stdin).ok()?.st_rdev;
-    Some((rustix::fs::major(rdev), rustix::fs::minor(rdev)))
+    Some((rustix::fs::major(rdev), rustix::fs::minor(rdev))).filter(|&dev| dev != DEV_TTY)
 }
 
 /// The `(major, minor)` device of a process's controlling terminal, from `tty_nr` in
