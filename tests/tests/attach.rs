@@ -490,19 +490,19 @@ fn the_programs_end_is_told_in_words_while_attached() {
         format!("while [ ! -e '{}' ]; do sleep 0.05; done", path.display())
     };
     let coded = format!("echo coded-up; {}; exit 3", wait(&exit));
-    let killed = format!("echo killed-up; {}; kill -9 $$", wait(&kill));
+    let killed = format!("echo victim-up; {}; kill -9 $$", wait(&kill));
     env.spawn("coded", "24x80", &["sh", "-c", &coded], Some("coded-up"));
-    env.spawn("killed", "24x80", &["sh", "-c", &killed], Some("killed-up"));
+    env.spawn("victim", "24x80", &["sh", "-c", &killed], Some("victim-up"));
     attach_client(&env, "watch-coded", "coded");
-    attach_client(&env, "watch-killed", "killed");
+    attach_client(&env, "watch-victim", "victim");
     env.wait_screen("watch-coded", "coded-up");
-    env.wait_screen("watch-killed", "killed-up");
+    env.wait_screen("watch-victim", "victim-up");
     std::fs::write(&exit, "").expect("touch exit");
     std::fs::write(&kill, "").expect("touch kill");
     env.wait_screen("watch-coded", "ATTACH-EXIT=0");
-    env.wait_screen("watch-killed", "ATTACH-EXIT=0");
+    env.wait_screen("watch-victim", "ATTACH-EXIT=0");
     let text = screen_text(&env, "watch-coded");
     assert!(text.contains("[coded exited with code 3]"), "{text}");
-    let text = screen_text(&env, "watch-killed");
-    assert!(text.contains("[killed killed by signal SIGKILL]"), "{text}");
+    let text = screen_text(&env, "watch-victim");
+    assert!(text.contains("[victim killed by signal SIGKILL]"), "{text}");
 }
