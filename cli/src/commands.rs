@@ -58,7 +58,7 @@ enum Command {
     /// Start a new pane running CMD (detached).
     New(NewArgs),
     /// Start a new pane running CMD and attach to it.
-    Run(NewArgs),
+    Run(RunArgs),
     /// List panes.
     Ls {
         #[arg(long)]
@@ -249,6 +249,15 @@ struct NewArgs {
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    new: NewArgs,
+    /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q").
+    #[arg(long, default_value = "C-b d")]
+    detach_key: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -481,8 +490,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             })?;
             Ok(EXIT_OK)
         }
-        Command::New(args) => new_pane(&args, false),
-        Command::Run(args) => new_pane(&args, true),
+        Command::New(args) => new_pane(&args, None),
+        Command::Run(args) => new_pane(&args.new, Some(&args.detach_key)),
         Command::Ls { json } => ls(json),
         Command::Attach {
             name,
@@ -680,8 +689,13 @@ fn size_part(size: &str, what: &str, text: &str) -> Result<u64> {
     }
 }
 
-fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
+/// Starts a pane; with `attach_with` (a detach key) attaches to it after, as `belfry run` does.
+fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
     let name = session(&args.name)?;
+    // A bad detach key is refused before the pane is started.
+    if let Some(detach_key) = attach_with {
+        DetachKey::parse(detach_key)?;
+    }
     let mut env = BTreeMap::new();
     for kv in &args.env {
         let (k, v) = kv
@@ -692,12 +706,11 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
         }
         env.insert(k.to_string(), v.to_string());
     }
-    // The terminal's own size is passed on as it is: the daemon judges it like any other.
+    // The terminal's own size is passed on as it is (0x0 taken as 24x80): the daemon judges it
+    // like any other.
     let (rows, cols) = match &args.size {
         Some(size) => parse_size(size)?.pair(),
-        None => crossterm::terminal::size()
-            .map(|(c, r)| (r, c))
-            .unwrap_or((24, 80)),
+        None => attach::terminal_size().unwrap_or((24, 80)),
     };
     let cwd = match &args.cwd {
         Some(cwd) => cwd.clone(),
@@ -737,7 +750,7 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
     let (whole, pane): (Value, PaneRecord) = ask_whole(&mut client, spawn)?;
     if args.json {
         print_json(&whole);
-    } else if !attach_after {
+    } else if attach_with.is_none() {
         println!(
             "{}: pid {} incarnation {} revision {}",
             args.name,
@@ -746,8 +759,8 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
             shown(&pane.revision)
         );
     }
-    if attach_after {
-        return attach_cmd(&args.name, false, "C-b d");
+    if let Some(detach_key) = attach_with {
+        return attach_cmd(&args.name, false, detach_key);
     }
     Ok(EXIT_OK)
 }
@@ -755,6 +768,7 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
 fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     let session = session(name)?;
     let key = DetachKey::parse(detach_key)?;
+    attach::refuse_cycle(name)?;
     // Attach talks to the pane host directly, so a human stays attached while the daemon
     // restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
     let mut socket = paths::pane_socket(&paths::private_runtime_dir()?, name);

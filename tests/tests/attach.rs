@@ -295,7 +295,214 @@ fn terminal_is_restored_on_sigterm_sighup_and_pane_exit() {
     env.wait_screen("t3", "TTY-(RAW|COOKED)");
     let text = screen_text(&env, "t3");
     assert!(
-        text.contains("[inner exited:") && text.contains("TTY-COOKED"),
+        text.contains("[inner exited with code 0]") && text.contains("TTY-COOKED"),
         "{text}"
     );
+}
+
+#[test]
+fn attaching_a_pane_to_itself_is_refused_with_exit_2() {
+    let env = Env::new();
+    env.ok(&["new", "me", "--env", "PS1=me$ ", "--", "sh", "-i"]);
+    env.wait_screen("me", "me\\$");
+    // From inside the pane; from a shell that cleared its environment (the pane is then found
+    // through the shell's ancestors); and from a process that lost both, orphaned by its
+    // parent's exit, whose stdin is still the pane's PTY (a background job's stdin is
+    // /dev/null unless redirected, so it is given the terminal explicitly).
+    for command in [
+        "\"$BELFRY_BIN\" attach me; echo \"SELF-EXIT=$?\"",
+        "env -u BELFRY_SESSION \"$BELFRY_BIN\" attach me; echo \"CLEARED-EXIT=$?\"",
+        "( env -u BELFRY_SESSION sh -c 'sleep 0.3; \"$BELFRY_BIN\" attach me < /dev/tty; \
+         echo \"ORPHAN-EXIT=$?\"' & )",
+    ] {
+        env.ok(&["send", "me", "--text", command, "--key", "Enter"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    env.wait_screen("me", "SELF-EXIT=2");
+    env.wait_screen("me", "CLEARED-EXIT=2");
+    env.wait_screen("me", "ORPHAN-EXIT=2");
+    let text = screen_text(&env, "me");
+    assert!(text.contains("cannot attach me to itself"), "{text}");
+    assert!(text.contains("pane me's own PTY"), "{text}");
+    assert_eq!(env.snapshot("me")["clients"], 0);
+}
+
+#[test]
+fn attaching_through_a_chain_of_panes_back_to_itself_is_refused() {
+    let env = Env::new();
+    for pane in ["a", "b"] {
+        env.ok(&[
+            "new",
+            pane,
+            "--env",
+            &format!("PS1={pane}$ "),
+            "--",
+            "sh",
+            "-i",
+        ]);
+        env.wait_screen(pane, &format!("{pane}\\$"));
+    }
+    // A client inside a shows b.
+    env.ok(&[
+        "send",
+        "a",
+        "--text",
+        "\"$BELFRY_BIN\" attach b; echo \"A-EXIT=$?\"",
+        "--key",
+        "Enter",
+    ]);
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("b")
+        ["clients"]
+        == 1));
+    // Inside b (typed through the client in a), attaching a would close the loop.
+    env.ok(&[
+        "send",
+        "b",
+        "--text",
+        "\"$BELFRY_BIN\" attach a; echo \"B-EXIT=$?\"",
+        "--key",
+        "Enter",
+    ]);
+    env.wait_screen("b", "B-EXIT=2");
+    let text = screen_text(&env, "b");
+    assert!(text.contains("(a shows b)"), "{text}");
+    assert_eq!(env.snapshot("a")["clients"], 0);
+    // The first client is still attached and still shows b.
+    env.wait_screen("a", "B-EXIT=2");
+    assert_eq!(env.snapshot("b")["clients"], 1);
+}
+
+#[test]
+fn a_terminal_of_0x0_attaches_and_runs_at_24x80() {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "10x40",
+        &["sh", "-c", "echo inner-up; sleep 600"],
+        Some("inner-up"),
+    );
+    // The outer terminal reports 0 rows and 0 columns, as a PTY nobody sized does.
+    let script = "stty rows 0 cols 0; \"$BELFRY_BIN\" attach inner; echo \"ATTACH-EXIT=$?\"; \
+                  \"$BELFRY_BIN\" run fresh -- sh -c 'echo fresh-up; sleep 600'; \
+                  echo \"RUN-EXIT=$?\"; sleep 600";
+    // The outer pane itself is 30x100, so 24x80 can only come from the fallback.
+    env.spawn("outer", "30x100", &["sh", "-c", script], None);
+    assert!(
+        eventually(Duration::from_secs(5), || inner_size(&env) == (24, 80)),
+        "{:?}",
+        inner_size(&env)
+    );
+    env.ok(&["detach", "inner"]);
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+    assert!(
+        eventually(Duration::from_secs(5), || env
+            .conn()
+            .request(serde_json::json!({"op": "snapshot", "session": "fresh"}))
+            ["ok"]
+            == true),
+        "{}",
+        screen_text(&env, "outer")
+    );
+    env.wait_screen("fresh", "fresh-up");
+    let size = env.snapshot("fresh")["size"].clone();
+    assert_eq!(
+        (size["rows"].clone(), size["cols"].clone()),
+        (24.into(), 80.into())
+    );
+    env.ok(&["detach", "fresh"]);
+    env.wait_screen("outer", "RUN-EXIT=0");
+}
+
+#[test]
+fn attach_without_a_terminal_on_stdin_fails_at_once_and_leaves_the_pane_alone() {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "10x40",
+        &["sh", "-c", "echo inner-up; sleep 600"],
+        Some("inner-up"),
+    );
+    // stdout is a terminal (the outer pane), stdin is not.
+    let script = "\"$BELFRY_BIN\" attach inner < /dev/null; echo \"ATTACH-EXIT=$?\"; sleep 600";
+    env.spawn("outer", "24x80", &["sh", "-c", script], None);
+    env.wait_screen("outer", "ATTACH-EXIT=2");
+    let text = screen_text(&env, "outer");
+    assert!(text.contains("stdin is not a terminal"), "{text}");
+    assert_eq!(inner_size(&env), (10, 40));
+    assert_eq!(env.snapshot("inner")["clients"], 0);
+    // Without any terminal at all it fails the same way, and quickly.
+    let started = std::time::Instant::now();
+    let out = env
+        .cmd(&["attach", "inner"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run belfry attach");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stdin is not a terminal"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(inner_size(&env), (10, 40));
+}
+
+/// What a pane shows with its history before it, as `peek --scrollback` prints them.
+fn screen_and_history(env: &Env, session: &str) -> String {
+    env.ok(&["peek", session, "--scrollback", "200"])
+}
+
+#[test]
+fn run_takes_a_detach_key_and_attach_says_which_pane_and_how_to_detach() {
+    let env = Env::new();
+    let script = "\"$BELFRY_BIN\" run --detach-key C-q agent -- sh -c 'echo agent-up; sleep 600'; \
+                  echo \"RUN-EXIT=$?\"; sleep 600";
+    env.spawn("outer", "24x80", &["sh", "-c", script], None);
+    env.wait_screen("outer", "agent-up");
+    // The note is written before the redraw, so it sits above the pane's screen (in the outer
+    // terminal's history once the redraw clears the screen), never in the pane's model.
+    assert!(
+        eventually(Duration::from_secs(5), || screen_and_history(&env, "outer")
+            .contains("[attached to agent: C-q detaches]")),
+        "{}",
+        screen_and_history(&env, "outer")
+    );
+    assert!(!screen_and_history(&env, "agent").contains("attached to"));
+    // The default detach key is an ordinary key now; C-q detaches.
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "d"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(env.snapshot("agent")["clients"], 1);
+    env.ok(&["send", "outer", "--key", "C-q"]);
+    env.wait_screen("outer", "RUN-EXIT=0");
+    assert!(screen_text(&env, "outer").contains("[detached from agent]"));
+    // A bad detach key is refused before any pane is started.
+    let out = env.run(&["run", "--detach-key", "C-1", "never", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("C-1"));
+    assert_eq!(
+        env.conn()
+            .request(serde_json::json!({"op": "snapshot", "session": "never"}))["ok"],
+        false
+    );
+}
+
+#[test]
+fn the_programs_end_is_told_in_words_while_attached() {
+    let env = Env::new();
+    let (exit, kill) = (env.path("exit"), env.path("kill"));
+    let wait = |path: &std::path::Path| {
+        format!("while [ ! -e '{}' ]; do sleep 0.05; done", path.display())
+    };
+    let coded = format!("echo coded-up; {}; exit 3", wait(&exit));
+    let killed = format!("echo victim-up; {}; kill -9 $$", wait(&kill));
+    env.spawn("coded", "24x80", &["sh", "-c", &coded], Some("coded-up"));
+    env.spawn("victim", "24x80", &["sh", "-c", &killed], Some("victim-up"));
+    attach_client(&env, "watch-coded", "coded");
+    attach_client(&env, "watch-victim", "victim");
+    env.wait_screen("watch-coded", "coded-up");
+    env.wait_screen("watch-victim", "victim-up");
+    std::fs::write(&exit, "").expect("touch exit");
+    std::fs::write(&kill, "").expect("touch kill");
+    env.wait_screen("watch-coded", "ATTACH-EXIT=0");
+    env.wait_screen("watch-victim", "ATTACH-EXIT=0");
+    let text = screen_text(&env, "watch-coded");
+    assert!(text.contains("[coded exited with code 3]"), "{text}");
+    let text = screen_text(&env, "watch-victim");
+    assert!(text.contains("[victim killed by signal SIGKILL]"), "{text}");
 }

@@ -284,3 +284,197 @@ fn reattach_keeps_the_pending_wrap_after_a_full_width_line_in_a_real_terminal() 
     assert_tmux_shows_the_model(&env, &tmux, "wrap", "after the next character");
     assert_eq!(tmux.lines()[..3], ["top", &"0".repeat(80), "X"]);
 }
+
+impl Tmux {
+    /// tmux's flags for every mode a detach must put back, labelled, for comparing whole.
+    fn modes(&self) -> String {
+        self.run(&[
+            "display",
+            "-p",
+            "-t",
+            "t",
+            "alternate=#{alternate_on} cursor=#{cursor_flag} insert=#{insert_flag} \
+             wrap=#{wrap_flag} region=#{scroll_region_upper},#{scroll_region_lower} \
+             mouse=#{mouse_any_flag},#{mouse_standard_flag},#{mouse_button_flag},\
+             #{mouse_all_flag},#{mouse_sgr_flag},#{mouse_utf8_flag} \
+             keypad=#{keypad_cursor_flag},#{keypad_flag} origin=#{origin_flag}",
+        ])
+        .trim()
+        .to_string()
+    }
+}
+
+/// A program that prints a primary screen, waits for `go`, sends `modes` and `MODES-ON`, and
+/// then sleeps.
+fn modes_program(env: &Env, modes: &str) -> String {
+    let go = env.path("go");
+    let modes_path = env.path("modes");
+    std::fs::write(&modes_path, modes).expect("write the modes");
+    let program = format!(
+        r#"
+import os, sys, time
+def out(s):
+    sys.stdout.write(s)
+    sys.stdout.flush()
+out("line-1\r\nline-2\r\nline-3\r\n")
+while not os.path.exists({go:?}):
+    time.sleep(0.05)
+out(open({modes:?}).read() + "MODES-ON")
+time.sleep(600)
+"#,
+        go = go.display().to_string(),
+        modes = modes_path.display().to_string(),
+    );
+    let path = env.path("modes.py");
+    std::fs::write(&path, program).expect("write the program");
+    path.display().to_string()
+}
+
+/// Attaches to `app` from a shell in tmux once `attach` exists; after the client ends the
+/// shell prints `after: qqq`, which a DEC graphics character set left in G0 would draw as
+/// line characters.
+fn attach_once(env: &Env, name: &str) -> Tmux {
+    let script = format!(
+        "{}; \"$BELFRY_BIN\" attach app; echo 'after: qqq'; sleep 600",
+        wait_for_file(&env.path("attach"))
+    );
+    Tmux::start(env, name, &script)
+}
+
+#[test]
+fn detach_resets_exactly_the_modes_the_pane_turned_on_in_a_real_terminal() {
+    let env = Env::new();
+    // Everything a full-screen program may leave on: the alternate screen, a scroll region,
+    // autowrap off, insert mode, DEC graphics in G0, modifyOtherKeys, a kitty keyboard push,
+    // button mouse tracking in SGR, bracketed paste, focus events, application cursor keys
+    // and keypad, a hidden bar cursor.
+    let modes = "\x1b[?1049h\x1b[3;20r\x1b[?7l\x1b[4h\x1b(0\x1b[>4;2m\x1b[>1u\x1b[?1002h\
+                 \x1b[?1006h\x1b[?2004h\x1b[?1004h\x1b[?1h\x1b=\x1b[?25l\x1b[5 q";
+    let program = modes_program(&env, modes);
+    env.spawn("app", "24x80", &["python3", &program], Some("line-3"));
+    let tmux = attach_once(&env, "restore");
+    let before = tmux.modes();
+    std::fs::write(env.path("attach"), "").expect("touch attach");
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("app")
+        ["clients"]
+        == 1));
+    std::fs::write(env.path("go"), "").expect("touch go");
+    env.wait_screen("app", "MODES-ON");
+    // The modes reached tmux: the pane really changed its outer terminal.
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            tmux.modes()
+                == "alternate=1 cursor=0 insert=1 wrap=0 region=2,19 mouse=1,0,1,0,1,0 \
+                keypad=1,1 origin=0"
+        }),
+        "tmux while attached: {}",
+        tmux.modes()
+    );
+    env.ok(&["detach", "app"]);
+    assert!(
+        eventually(Duration::from_secs(5), || tmux
+            .lines()
+            .iter()
+            .any(|line| line == "after: qqq")),
+        "{:#?}",
+        tmux.lines()
+    );
+    assert_eq!(tmux.modes(), before, "tmux's modes after detach");
+    let lines = tmux.lines();
+    assert!(
+        lines.iter().any(|line| line == "[detached from app]"),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn detach_after_the_pane_left_the_alternate_screen_keeps_the_cursor_below_its_output() {
+    let env = Env::new();
+    // The program visits the alternate screen and comes back, as `less` does, then prints on.
+    let program = modes_program(
+        &env,
+        "\x1b[?1049h\x1b[HFULL-SCREEN\x1b[?1049lafter-alt-1\r\nafter-alt-2\r\n",
+    );
+    env.spawn("app", "24x80", &["python3", &program], Some("line-3"));
+    let tmux = attach_once(&env, "primary");
+    let before = tmux.modes();
+    std::fs::write(env.path("attach"), "").expect("touch attach");
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("app")
+        ["clients"]
+        == 1));
+    std::fs::write(env.path("go"), "").expect("touch go");
+    env.wait_screen("app", "MODES-ON");
+    assert_tmux_shows_the_model(&env, &tmux, "app", "before detach");
+    env.ok(&["detach", "app"]);
+    assert!(
+        eventually(Duration::from_secs(5), || tmux
+            .lines()
+            .iter()
+            .any(|line| line == "after: qqq")),
+        "{:#?}",
+        tmux.lines()
+    );
+    // What the pane printed is still there, and the client's last words come after it.
+    let lines = tmux.lines();
+    let row = |text: &str| lines.iter().position(|line| line.starts_with(text));
+    let detached = row("[detached from app]");
+    assert!(
+        row("after-alt-1").is_some() && row("after-alt-2") < detached,
+        "{lines:#?}"
+    );
+    assert!(
+        row("MODES-ON").is_some_and(|r| Some(r) < detached),
+        "{lines:#?}"
+    );
+    assert_eq!(tmux.modes(), before, "tmux's modes after detach");
+}
+
+/// Types raw bytes into tmux's pane, as a terminal that encodes keys that way would send them.
+fn type_bytes(tmux: &Tmux, bytes: &[u8]) {
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut args = vec!["send-keys", "-t", "t", "-H"];
+    args.extend(hex.iter().map(String::as_str));
+    tmux.run(&args);
+}
+
+#[test]
+fn the_detach_key_works_under_kitty_keyboard_and_modify_other_keys_in_a_real_terminal() {
+    let env = Env::new();
+    // The program asks for the kitty keyboard protocol and modifyOtherKeys, so the user's
+    // terminal sends Ctrl-b as `ESC[98;5u` or `ESC[27;5;98~` rather than 0x02.
+    env.spawn(
+        "app",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "printf '\\033[>1u\\033[>4;2mKEYS-ON\\n'; sleep 600",
+        ],
+        Some("KEYS-ON"),
+    );
+    let script = "\"$BELFRY_BIN\" attach app; echo \"FIRST=$?\"; \
+                  \"$BELFRY_BIN\" attach app; echo \"SECOND=$?\"; sleep 600";
+    let tmux = Tmux::start(&env, "keys", script);
+    let shows = |text: &str| {
+        eventually(Duration::from_secs(10), || {
+            tmux.lines().iter().any(|line| line.contains(text))
+        })
+    };
+    // kitty reporting every key sends `d` as `ESC[100u`; modifyOtherKeys sends it plain.
+    for (encoding, prefix, then, done) in [
+        ("kitty", &b"\x1b[98;5u"[..], &b"\x1b[100u"[..], "FIRST=0"),
+        ("modifyOtherKeys", b"\x1b[27;5;98~", b"d", "SECOND=0"),
+    ] {
+        assert!(eventually(Duration::from_secs(5), || env.snapshot("app")
+            ["clients"]
+            == 1));
+        assert!(shows("KEYS-ON"), "{encoding}: {:#?}", tmux.lines());
+        type_bytes(&tmux, prefix);
+        type_bytes(&tmux, then);
+        assert!(shows(done), "{encoding}: {:#?}", tmux.lines());
+    }
+    assert!(tmux
+        .lines()
+        .iter()
+        .any(|line| line == "[detached from app]"));
+}

@@ -1,9 +1,15 @@
 //! `belfry attach`: the interactive client (SPEC §5). Raw mode via crossterm, a full redraw
 //! from the pane host, live output, keystrokes as input, and a detach key. The local terminal
 //! is restored on every way out: detach, pane exit, error, SIGTERM, SIGHUP and panic.
+//!
+//! This module is the session loop; [`keys`] finds the detach key in every keyboard encoding,
+//! [`restore`] records what the output turned on in the terminal and undoes exactly that, and
+//! [`nesting`] refuses an attach that would show a pane inside itself. docs/attach.md describes
+//! the whole for users.
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
@@ -13,98 +19,34 @@ use tokio::net::UnixStream;
 
 use belfry_proto::reply::{Attached, Hello};
 use belfry_proto::request as op;
-use belfry_proto::{Reply, Request};
+use belfry_proto::{ExitStatus, Reply, Request};
 use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
+use restore::Outer;
 
-/// The key (or prefix and key) that detaches instead of reaching the pane.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DetachKey {
-    pub prefix: u8,
-    pub then: Option<u8>,
-}
+mod keys;
+mod nesting;
+mod restore;
 
-impl DetachKey {
-    /// Parses `"C-b d"` (a prefix, then a key) or `"C-q"` (one key).
-    pub fn parse(spec: &str) -> Result<DetachKey> {
-        let parts: Vec<&str> = spec.split_whitespace().collect();
-        let key = |s: &str| -> Result<u8> {
-            if let Some(letter) = s.strip_prefix("C-") {
-                let b = letter.as_bytes();
-                if b.len() == 1 {
-                    return match b[0] {
-                        b'a'..=b'z' | b'A'..=b'Z' => Ok(b[0].to_ascii_lowercase() - b'a' + 1),
-                        b'\\' => Ok(0x1c),
-                        b']' => Ok(0x1d),
-                        _ => bail!("detach key {spec:?}: C-{letter} is not a control key"),
-                    };
-                }
-            }
-            if s.len() == 1 && s.is_ascii() {
-                return Ok(s.as_bytes()[0]);
-            }
-            bail!("detach key {spec:?}: {s:?} is not C-<letter> or a single character")
-        };
-        match parts.as_slice() {
-            [one] => Ok(DetachKey {
-                prefix: key(one)?,
-                then: None,
-            }),
-            [prefix, then] => Ok(DetachKey {
-                prefix: key(prefix)?,
-                then: Some(key(then)?),
-            }),
-            _ => bail!("detach key {spec:?}: expected \"C-b d\" or \"C-q\""),
-        }
-    }
-}
+pub use keys::DetachKey;
+use keys::KeyFilter;
+pub use nesting::refuse_cycle;
 
-/// Splits keystrokes into what goes to the pane and whether the detach key was pressed.
-struct KeyFilter {
-    key: DetachKey,
-    pending_prefix: bool,
-}
+/// The record of what the client wrote to the outer terminal, shared with the panic hook.
+type SharedOuter = Arc<Mutex<Outer>>;
 
-impl KeyFilter {
-    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> bool {
-        for &b in input {
-            if self.pending_prefix {
-                self.pending_prefix = false;
-                if Some(b) == self.key.then {
-                    return true;
-                }
-                out.push(self.key.prefix);
-                if b != self.key.prefix {
-                    out.push(b);
-                }
-                continue;
-            }
-            if b == self.key.prefix {
-                match self.key.then {
-                    None => return true,
-                    Some(_) => self.pending_prefix = true,
-                }
-                continue;
-            }
-            out.push(b);
-        }
-        false
-    }
-}
-
-/// Puts the terminal back the way a shell expects it.
-fn restore_terminal(raw: bool) {
+/// Puts the terminal back the way a shell expects it: cooked mode, and every mode the pane's
+/// output turned on in it reset (see [`restore`]).
+fn restore_terminal(raw: bool, outer: &SharedOuter) {
     if raw {
         let _ = crossterm::terminal::disable_raw_mode();
     }
+    // A record poisoned or held by a panicking write is not trusted: everything is reset.
+    let undo = match outer.try_lock() {
+        Ok(mut outer) => outer.undo(),
+        Err(_) => restore::RESET_ALL.to_vec(),
+    };
     let mut out = std::io::stdout();
-    // Leave the alternate screen, show the cursor, reset attributes and every input mode the
-    // pane may have turned on, so nothing leaks into the shell after detaching. The redraw
-    // restores the pane's scroll region and character sets, so they are reset too: the scroll
-    // region between a cursor save and restore (setting it homes the cursor), the character
-    // sets after (the restore brings back the saved ones).
-    let _ = out.write_all(
-        b"\x1b[?1049l\x1b[?25h\x1b[0m\x1b7\x1b[r\x1b8\x1b(B\x1b)B\x0f\x1b[?2004l\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1005l\x1b[?1015l\x1b[?1004l\x1b[0 q\r\n",
-    );
+    let _ = out.write_all(&undo);
     let _ = out.flush();
 }
 
@@ -119,27 +61,39 @@ pub enum Ended {
 /// Attaches to the pane host at `socket` until detach, exit or a signal.
 pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> Result<i32> {
     let interactive = rustix::termios::isatty(std::io::stdin());
-    let size = crossterm::terminal::size().ok().map(|(c, r)| (r, c));
+    // Without a terminal on stdin the client refuses after the hello (below), so it never
+    // sends a size that would resize the pane.
+    let size = if interactive { terminal_size() } else { None };
+    let outer = SharedOuter::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     if interactive {
         crossterm::terminal::enable_raw_mode().context("cannot put the terminal in raw mode")?;
         let previous = std::panic::take_hook();
+        let outer = Arc::clone(&outer);
         std::panic::set_hook(Box::new(move |info| {
-            restore_terminal(true);
+            restore_terminal(true, &outer);
             previous(info);
         }));
     }
-    let ended = runtime.block_on(session_loop(socket, read_only, detach, size, interactive));
-    restore_terminal(interactive);
+    let ended = runtime.block_on(session_loop(
+        socket,
+        session,
+        read_only,
+        detach,
+        size,
+        interactive,
+        &outer,
+    ));
+    restore_terminal(interactive, &outer);
     let code = match ended {
         Ok(Ended::Detached) => {
             eprintln!("[detached from {session}]");
             0
         }
         Ok(Ended::Exited(status)) => {
-            eprintln!("[{session} exited: {status}]");
+            eprintln!("[{}]", exit_line(session, &status));
             0
         }
         Ok(Ended::Closed) => {
@@ -160,15 +114,66 @@ pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> 
     Ok(code)
 }
 
+/// This terminal's size as `(rows, cols)`; `None` when it cannot be read. A terminal that
+/// reports 0 rows or columns (a serial line or a freshly made PTY nobody sized) is taken as
+/// 24x80, the size the help promises, rather than sent on as an out-of-range size.
+pub fn terminal_size() -> Option<(u16, u16)> {
+    let (cols, rows) = crossterm::terminal::size().ok()?;
+    if rows == 0 || cols == 0 {
+        return Some((24, 80));
+    }
+    Some((rows, cols))
+}
+
+/// How the pane's program ended, in words: `NAME exited with code N`, `NAME killed by signal
+/// SIGNAME`, or the pane host's status as it came when it is neither.
+fn exit_line(session: &str, status: &Value) -> String {
+    match belfry_proto::de::from_value::<ExitStatus>(status) {
+        Ok(ExitStatus {
+            code: Some(code), ..
+        }) => format!("{session} exited with code {code}"),
+        Ok(ExitStatus {
+            signal: Some(signal),
+            ..
+        }) => format!("{session} killed by signal {}", signal_name(signal)),
+        _ => format!("{session} exited: {status}"),
+    }
+}
+
+/// The usual name of a signal number (`SIGKILL`), or the number for the rare ones.
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        _ => return signal.to_string(),
+    };
+    name.to_string()
+}
+
 /// How long attaching may wait for the pane host's hello and attach replies.
 const ATTACH_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn session_loop(
     socket: &Path,
+    session: &str,
     read_only: bool,
     detach: DetachKey,
     size: Option<(u16, u16)>,
     interactive: bool,
+    outer: &SharedOuter,
 ) -> Result<Ended> {
     let stream = UnixStream::connect(socket)
         .await
@@ -192,6 +197,15 @@ async fn session_loop(
     // terminal that silently hangs. Once attached, a quiet pane may stay quiet for hours.
     let handshake = async {
         let _: Hello = exchange(&mut reader, &mut writer, &Request::new(0, hello)).await?;
+        if !interactive {
+            // Attaching puts stdin in raw mode and reads keystrokes from it; from a pipe or
+            // /dev/null it would only wait for the pane to end. Refused before the attach
+            // request, so the pane gains no client and keeps its size.
+            bail!(
+                "stdin is not a terminal: attach reads keystrokes from a terminal; run it in \
+                 one, or use `belfry peek` and `belfry send` from a script"
+            );
+        }
         let _: Attached = exchange(&mut reader, &mut writer, &Request::new(1, attach)).await?;
         anyhow::Ok(())
     };
@@ -207,6 +221,13 @@ async fn session_loop(
         )
         }
     }
+
+    // SPEC §5: a one-line note of where the user is and how to leave, written before the
+    // redraw arrives so it never lands in the pane's screen or its model.
+    write_terminal(
+        format!("[attached to {session}: {detach} detaches]\r\n").as_bytes(),
+        outer,
+    )?;
 
     let (keys_tx, mut keys_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
     std::thread::spawn(move || {
@@ -228,15 +249,12 @@ async fn session_loop(
     let mut winch = signal(SignalKind::window_change())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
-    let mut filter = KeyFilter {
-        key: detach,
-        pending_prefix: false,
-    };
+    let mut filter = KeyFilter::new(detach);
     let mut stdin_open = true;
     loop {
         tokio::select! {
             frame = Frame::read(&mut reader) => match frame? {
-                Some(Frame::Data(bytes)) => write_terminal(&bytes)?,
+                Some(Frame::Data(bytes)) => write_terminal(&bytes, outer)?,
                 Some(Frame::Control(control)) => {
                     if let Some(status) = control.get("exited") {
                         return Ok(Ended::Exited(status.clone()));
@@ -259,15 +277,11 @@ async fn session_loop(
                         return Ok(Ended::Detached);
                     }
                 }
-                None => {
-                    stdin_open = false;
-                    if !interactive {
-                        // Input ended (a pipe): keep showing output until the pane ends.
-                    }
-                }
+                // The terminal stopped giving input: keep showing output until the pane ends.
+                None => stdin_open = false,
             },
             _ = winch.recv() => {
-                if let Ok((cols, rows)) = crossterm::terminal::size() {
+                if let Some((rows, cols)) = terminal_size() {
                     let resize = json!({"resize": {"rows": rows, "cols": cols}});
                     writer.write_all(&Frame::Control(resize).encode()).await?;
                 }
@@ -303,7 +317,10 @@ async fn exchange<T: DeserializeOwned>(
 /// Writes pane output straight to the terminal: one `write(2)` per chunk where the terminal
 /// takes it, with no line buffering (std's stdout would split every chunk at its last newline)
 /// and no blocking-pool hop.
-fn write_terminal(mut bytes: &[u8]) -> std::io::Result<()> {
+fn write_terminal(mut bytes: &[u8], outer: &SharedOuter) -> std::io::Result<()> {
+    if let Ok(mut outer) = outer.lock() {
+        outer.observe(bytes);
+    }
     let stdout = rustix::stdio::stdout();
     while !bytes.is_empty() {
         match rustix::io::write(stdout, bytes) {
@@ -313,47 +330,4 @@ fn write_terminal(mut bytes: &[u8]) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn detach_key_filter() {
-        let key = DetachKey::parse("C-b d").unwrap();
-        assert_eq!(
-            key,
-            DetachKey {
-                prefix: 2,
-                then: Some(b'd')
-            }
-        );
-        let mut f = KeyFilter {
-            key,
-            pending_prefix: false,
-        };
-        let mut out = Vec::new();
-        assert!(!f.feed(b"ab\x02x", &mut out));
-        assert_eq!(out, b"ab\x02x");
-        out.clear();
-        assert!(!f.feed(b"\x02", &mut out));
-        assert!(f.feed(b"d", &mut out));
-        assert!(out.is_empty());
-        let mut f = KeyFilter {
-            key,
-            pending_prefix: false,
-        };
-        out.clear();
-        assert!(!f.feed(b"\x02\x02", &mut out));
-        assert_eq!(out, b"\x02");
-        assert_eq!(
-            DetachKey::parse("C-q").unwrap(),
-            DetachKey {
-                prefix: 17,
-                then: None
-            }
-        );
-        assert!(DetachKey::parse("C-b d e").is_err());
-    }
 }

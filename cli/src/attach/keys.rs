@@ -1,0 +1,353 @@
+//! The detach key and the filter that finds it in the keystrokes (SPEC §5). A program may ask
+//! the outer terminal for an extended keyboard encoding (the kitty keyboard protocol, CSI-u,
+//! or xterm's modifyOtherKeys), and the outer terminal then sends Ctrl-b as `ESC[98;5u` or
+//! `ESC[27;5;98~` instead of the byte 0x02. The filter decodes each keystroke in every such
+//! encoding to the byte the legacy encoding would have sent, so the detach key works whatever
+//! the program asked for; everything that is not the detach key reaches the pane unchanged.
+
+use anyhow::{bail, Result};
+
+/// The key (or prefix and key) that detaches instead of reaching the pane, each as the byte
+/// the legacy encoding sends for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DetachKey {
+    pub prefix: u8,
+    pub then: Option<u8>,
+}
+
+impl DetachKey {
+    /// Parses `"C-b d"` (a prefix, then a key) or `"C-q"` (one key).
+    pub fn parse(spec: &str) -> Result<DetachKey> {
+        let parts: Vec<&str> = spec.split_whitespace().collect();
+        let key = |s: &str| -> Result<u8> {
+            if let Some(letter) = s.strip_prefix("C-") {
+                let b = letter.as_bytes();
+                if b.len() == 1 {
+                    return match b[0] {
+                        b'a'..=b'z' | b'A'..=b'Z' => Ok(b[0].to_ascii_lowercase() - b'a' + 1),
+                        b'\\' => Ok(0x1c),
+                        b']' => Ok(0x1d),
+                        _ => bail!("detach key {spec:?}: C-{letter} is not a control key"),
+                    };
+                }
+            }
+            if s.len() == 1 && s.is_ascii() {
+                return Ok(s.as_bytes()[0]);
+            }
+            bail!("detach key {spec:?}: {s:?} is not C-<letter> or a single character")
+        };
+        match parts.as_slice() {
+            [one] => Ok(DetachKey {
+                prefix: key(one)?,
+                then: None,
+            }),
+            [prefix, then] => Ok(DetachKey {
+                prefix: key(prefix)?,
+                then: Some(key(then)?),
+            }),
+            _ => bail!("detach key {spec:?}: expected \"C-b d\" or \"C-q\""),
+        }
+    }
+}
+
+/// The key as the user types it: `C-b`, `C-\`, `d`.
+fn key_name(byte: u8) -> String {
+    match byte {
+        1..=26 => format!("C-{}", char::from(b'a' + byte - 1)),
+        0x1c => "C-\\".into(),
+        0x1d => "C-]".into(),
+        _ => char::from(byte).to_string(),
+    }
+}
+
+impl std::fmt::Display for DetachKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&key_name(self.prefix))?;
+        if let Some(then) = self.then {
+            write!(f, " {}", key_name(then))?;
+        }
+        Ok(())
+    }
+}
+
+/// One keystroke, or one piece of input that is not a keystroke the filter understands.
+#[derive(Debug, PartialEq, Eq)]
+enum Keystroke {
+    /// A key press (or repeat) with the byte the legacy encoding sends for it, if it has one.
+    Press(Option<u8>),
+    /// A key release or a modifier key on its own (kitty's "report event types" and "report
+    /// all keys" flags): part of the gesture around a key, never a key of its own.
+    Incidental,
+}
+
+/// The kitty keyboard protocol's key codes for the modifier keys themselves (Shift, Control,
+/// Alt, Super, Hyper, Meta, each left and right, and the lock keys).
+const MODIFIER_KEYS: std::ops::RangeInclusive<u32> = 57441..=57454;
+
+/// The modifier bits that change the key (kitty: the parameter minus one): Shift 1, Alt 2,
+/// Ctrl 4, Super 8, Hyper 16, Meta 32. Caps Lock (64) and Num Lock (128) are ignored, as a
+/// legacy terminal ignores them for control keys.
+const SHIFT: u32 = 1;
+const CTRL: u32 = 4;
+const KEY_MODIFIERS: u32 = 63;
+
+/// Splits off the first keystroke of `input`: its length and what it is. A `CSI … u` (kitty,
+/// CSI-u) or `CSI 27 ; mods ; key ~` (modifyOtherKeys) sequence is one keystroke; so is every
+/// other whole `CSI` sequence (an arrow key), which has no legacy byte. Anything else is one
+/// byte. A sequence cut off at the end of `input` is taken byte by byte, so no keystroke is
+/// ever held back waiting for more input.
+fn next_keystroke(input: &[u8]) -> (usize, Keystroke) {
+    if input.len() >= 2 && input[0] == 0x1b && input[1] == b'[' {
+        let params = input[2..]
+            .iter()
+            .position(|b| !(0x30..=0x3f).contains(b))
+            .map(|n| n + 2);
+        if let Some(end) = params {
+            let final_byte = input[end];
+            if (0x40..=0x7e).contains(&final_byte) {
+                let params = std::str::from_utf8(&input[2..end]).unwrap_or("");
+                return (end + 1, decode_csi(params, final_byte));
+            }
+        }
+    }
+    (1, Keystroke::Press(input.first().copied()))
+}
+
+/// Decodes the parameters of a keyboard `CSI` sequence.
+fn decode_csi(params: &str, final_byte: u8) -> Keystroke {
+    let number = |field: Option<&str>, default: u32| -> Option<u32> {
+        match field.and_then(|f| f.split(':').next()) {
+            None | Some("") => Some(default),
+            Some(digits) => digits.parse().ok(),
+        }
+    };
+    let fields: Vec<&str> = params.split(';').collect();
+    let (code, modifiers, event) = match final_byte {
+        // kitty / CSI-u: `code[:alternates];modifiers[:event];text`.
+        b'u' => {
+            let event = fields
+                .get(1)
+                .and_then(|f| f.split(':').nth(1))
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(1);
+            (
+                number(fields.first().copied(), 0),
+                number(fields.get(1).copied(), 1),
+                event,
+            )
+        }
+        // modifyOtherKeys: `27;modifiers;code`.
+        b'~' if fields.first() == Some(&"27") && fields.len() == 3 => (
+            number(fields.get(2).copied(), 0),
+            number(fields.get(1).copied(), 1),
+            1,
+        ),
+        _ => return Keystroke::Press(None),
+    };
+    let (Some(code), Some(modifiers)) = (code, modifiers) else {
+        return Keystroke::Press(None);
+    };
+    if event == 3 || MODIFIER_KEYS.contains(&code) {
+        return Keystroke::Incidental;
+    }
+    Keystroke::Press(legacy_byte(
+        code,
+        modifiers.saturating_sub(1) & KEY_MODIFIERS,
+    ))
+}
+
+/// The byte a legacy terminal sends for key `code` with `modifiers` held, if it sends one.
+fn legacy_byte(code: u32, modifiers: u32) -> Option<u8> {
+    let code = u8::try_from(code).ok().filter(u8::is_ascii)?;
+    match modifiers {
+        0 => Some(code),
+        SHIFT if code.is_ascii_lowercase() => Some(code.to_ascii_uppercase()),
+        SHIFT if !code.is_ascii_alphabetic() => Some(code),
+        // Ctrl with a letter or one of `@[\]^_` is the matching C0 control byte.
+        CTRL if (0x40..=0x5f).contains(&code.to_ascii_uppercase()) => {
+            Some(code.to_ascii_uppercase() & 0x1f)
+        }
+        _ => None,
+    }
+}
+
+/// Splits keystrokes into what goes to the pane and whether the detach key was pressed.
+pub struct KeyFilter {
+    key: DetachKey,
+    /// After the prefix: the bytes it came as, with any incidental keystrokes since, sent on
+    /// unchanged if the next key is not the detach key.
+    held: Option<Vec<u8>>,
+}
+
+impl KeyFilter {
+    pub fn new(key: DetachKey) -> KeyFilter {
+        KeyFilter { key, held: None }
+    }
+
+    /// Appends to `out` what `input` sends to the pane; true when the detach key was pressed
+    /// (what follows it is not read).
+    pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> bool {
+        while !input.is_empty() {
+            let (len, keystroke) = next_keystroke(input);
+            let (raw, rest) = input.split_at(len);
+            input = rest;
+            let pressed = match keystroke {
+                Keystroke::Incidental => {
+                    match &mut self.held {
+                        Some(held) => held.extend_from_slice(raw),
+                        None => out.extend_from_slice(raw),
+                    }
+                    continue;
+                }
+                Keystroke::Press(pressed) => pressed,
+            };
+            if let Some(held) = self.held.take() {
+                if pressed.is_some() && pressed == self.key.then {
+                    return true;
+                }
+                out.extend_from_slice(&held);
+                // The prefix twice sends the prefix once.
+                if pressed != Some(self.key.prefix) {
+                    out.extend_from_slice(raw);
+                }
+                continue;
+            }
+            if pressed == Some(self.key.prefix) {
+                match self.key.then {
+                    None => return true,
+                    Some(_) => self.held = Some(raw.to_vec()),
+                }
+                continue;
+            }
+            out.extend_from_slice(raw);
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(spec: &str) -> KeyFilter {
+        KeyFilter::new(DetachKey::parse(spec).unwrap())
+    }
+
+    /// Feeds each chunk in turn; returns what reached the pane and whether it detached.
+    fn feed(f: &mut KeyFilter, chunks: &[&[u8]]) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            if f.feed(chunk, &mut out) {
+                return (out, true);
+            }
+        }
+        (out, false)
+    }
+
+    #[test]
+    fn detach_key_filter() {
+        let key = DetachKey::parse("C-b d").unwrap();
+        assert_eq!(
+            key,
+            DetachKey {
+                prefix: 2,
+                then: Some(b'd')
+            }
+        );
+        assert_eq!(key.to_string(), "C-b d");
+        assert_eq!(
+            feed(&mut filter("C-b d"), &[b"ab\x02x"]),
+            (b"ab\x02x".to_vec(), false)
+        );
+        assert_eq!(
+            feed(&mut filter("C-b d"), &[b"\x02", b"d"]),
+            (Vec::new(), true)
+        );
+        assert_eq!(
+            feed(&mut filter("C-b d"), &[b"\x02\x02"]),
+            (b"\x02".to_vec(), false)
+        );
+        assert_eq!(
+            DetachKey::parse("C-q").unwrap(),
+            DetachKey {
+                prefix: 17,
+                then: None
+            }
+        );
+        assert_eq!(DetachKey::parse("C-\\").unwrap().to_string(), "C-\\");
+        assert!(DetachKey::parse("C-b d e").is_err());
+    }
+
+    #[test]
+    fn the_prefix_is_recognised_in_every_keyboard_encoding() {
+        for (encoding, prefix) in [
+            ("legacy", &b"\x02"[..]),
+            ("kitty / CSI-u", b"\x1b[98;5u"),
+            ("kitty with event type", b"\x1b[98;5:1u"),
+            ("kitty with Caps Lock on", b"\x1b[98;69u"),
+            ("kitty with alternate keys", b"\x1b[98:66;5u"),
+            ("modifyOtherKeys", b"\x1b[27;5;98~"),
+        ] {
+            for then in [&b"d"[..], b"\x1b[100u", b"\x1b[100;1u", b"\x1b[27;1;100~"] {
+                let detached = feed(&mut filter("C-b d"), &[prefix, then]);
+                assert_eq!(detached, (Vec::new(), true), "{encoding} then {then:?}");
+                let mut both = prefix.to_vec();
+                both.extend_from_slice(then);
+                let detached = feed(&mut filter("C-b d"), &[&both]);
+                assert_eq!(
+                    detached,
+                    (Vec::new(), true),
+                    "{encoding} then {then:?}, one read"
+                );
+            }
+            // Not followed by the detach key: the prefix and the key reach the pane as sent.
+            let mut sent = prefix.to_vec();
+            sent.extend_from_slice(b"\x1b[120;5u");
+            assert_eq!(
+                feed(&mut filter("C-b d"), &[&sent]),
+                (sent.clone(), false),
+                "{encoding}"
+            );
+            // A one-key detach key.
+            assert_eq!(
+                feed(&mut filter("C-b"), &[prefix]),
+                (Vec::new(), true),
+                "{encoding}"
+            );
+        }
+    }
+
+    #[test]
+    fn releases_and_modifier_keys_between_prefix_and_key_do_not_count() {
+        // kitty with every flag: Ctrl pressed, b pressed, b and Ctrl released, d pressed.
+        let gesture: &[&[u8]] = &[
+            b"\x1b[57442;5u",
+            b"\x1b[98;5u",
+            b"\x1b[98;5:3u",
+            b"\x1b[57442;1:3u",
+            b"\x1b[100u",
+        ];
+        assert_eq!(
+            feed(&mut filter("C-b d"), gesture),
+            (b"\x1b[57442;5u".to_vec(), true)
+        );
+        // The same gesture ending in x sends every byte on.
+        let mut typed: Vec<&[u8]> = gesture[..4].to_vec();
+        typed.push(b"\x1b[120u");
+        let (out, detached) = feed(&mut filter("C-b d"), &typed);
+        assert!(!detached);
+        assert_eq!(out, typed.concat());
+    }
+
+    #[test]
+    fn other_keys_pass_through_unchanged() {
+        let keys: &[u8] =
+            b"\x1b[A\x1b[1;5C\x1bOP\x1b[97;5u\x1b[27;5;13~\x1b[200~paste\x1b[201~\x1b";
+        assert_eq!(feed(&mut filter("C-b d"), &[keys]), (keys.to_vec(), false));
+        // A sequence cut off by the end of a read is passed on, not held.
+        assert_eq!(
+            feed(&mut filter("C-b d"), &[b"\x1b[98;5"]),
+            (b"\x1b[98;5".to_vec(), false)
+        );
+    }
+}
