@@ -721,6 +721,11 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
             })?),
             None => None,
         };
+    // An adapter that exists nowhere is refused here, before any pane starts, rather than
+    // found missing by the daemon later (in its log only). The lookup is the daemon's own.
+    if let Some(adapter) = &adapter {
+        belfry_mux::adapters::Adapters::of_this_binary().require(adapter.as_str())?;
+    }
     let spawn = op::Spawn {
         cwd: Some(cwd),
         env,
