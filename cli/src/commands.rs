@@ -57,7 +57,7 @@ enum Command {
     },
     /// Start a new pane running CMD (detached).
     New(NewArgs),
-    /// Start a new pane running CMD and attach to it.
+    /// Start a new pane running CMD and attach to it; attach to NAME if it exists (tmux new -A).
     Run(NewArgs),
     /// List panes.
     Ls {
@@ -739,7 +739,15 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
         ..op::Spawn::new(name, args.command.clone())
     };
     let mut client = daemon()?;
-    let (whole, pane): (Value, PaneRecord) = ask_whole(&mut client, spawn)?;
+    let (id, reply) = client.call_numbered(spawn)?;
+    let pane: PaneRecord = match reply.into_result() {
+        Ok(pane) => pane,
+        Err(err) if err.code == ErrorCode::Exists => {
+            return pane_exists(&args.name, &err, attach_after);
+        }
+        Err(err) => return Err(refusal(err)),
+    };
+    let whole = body::ok(&Value::from(id), &pane);
     if args.json {
         print_json(&whole);
     } else if !attach_after {
@@ -755,6 +763,20 @@ fn new_pane(args: &NewArgs, attach_after: bool) -> Result<i32> {
         return attach_cmd(&args.name, false, "C-b d");
     }
     Ok(EXIT_OK)
+}
+
+/// A spawn of a name that is taken. `belfry run` attaches to the pane there, as tmux's
+/// `new -A` does (its command and options are not applied to it); `belfry new` refuses, saying
+/// how to get to the pane.
+fn pane_exists(name: &str, err: &ErrorBody, attach_after: bool) -> Result<i32> {
+    if attach_after {
+        return attach_cmd(name, false, "C-b d");
+    }
+    bail!(
+        "{}; `belfry attach {name}` attaches to it (`belfry run {name} -- CMD` attaches, or \
+         starts it when it is gone)",
+        err.message
+    )
 }
 
 fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
