@@ -171,6 +171,14 @@ enum Command {
     },
     /// Stop the agents belfry.kdl declares.
     Down { file: Option<PathBuf> },
+    /// Print the daemon's log, or the pane host's log of NAME (from the log directory).
+    Logs {
+        /// The pane whose pane host's log to print (default: the daemon's log).
+        name: Option<String>,
+        /// Keep printing what is appended, like `tail -f`, until interrupted.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
     /// Print the man page (roff).
@@ -309,7 +317,7 @@ pub fn main() -> i32 {
 
 /// An error that maps to exit code 1.
 #[derive(Debug)]
-struct NotFound(String);
+pub(crate) struct NotFound(pub(crate) String);
 
 impl std::fmt::Display for NotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -615,6 +623,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             json,
         } => up(file, replace, json),
         Command::Down { file } => down(file),
+        Command::Logs { name, follow } => crate::logs::run(name.as_deref(), follow),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
             Ok(EXIT_OK)
