@@ -125,8 +125,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Stream events (all panes, or one).
+    /// Stream events: every pane's lifecycle and exit events, or one pane's with its revisions.
     Events {
+        /// Only this pane's events, with its revision events (which no all-pane stream carries).
         name: Option<String>,
         #[arg(long)]
         json: bool,
