@@ -57,7 +57,7 @@ enum Command {
     },
     /// Start a new pane running CMD (detached).
     New(NewArgs),
-    /// Start a new pane running CMD and attach to it.
+    /// Start a new pane running CMD and attach to it; attach to NAME if it exists (tmux new -A).
     Run(RunArgs),
     /// List panes.
     Ls {
@@ -125,8 +125,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Stream events (all panes, or one).
+    /// Stream events: every pane's lifecycle and exit events, or one pane's with its revisions.
     Events {
+        /// Only this pane's events, with its revision events (which no all-pane stream carries).
         name: Option<String>,
         #[arg(long)]
         json: bool,
@@ -171,6 +172,14 @@ enum Command {
     },
     /// Stop the agents belfry.kdl declares.
     Down { file: Option<PathBuf> },
+    /// Print the daemon's log, or the pane host's log of NAME (from the log directory).
+    Logs {
+        /// The pane whose pane host's log to print (default: the daemon's log).
+        name: Option<String>,
+        /// Keep printing what is appended, like `tail -f`, until interrupted.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
     /// Print the man page (roff).
@@ -318,7 +327,7 @@ pub fn main() -> i32 {
 
 /// An error that maps to exit code 1.
 #[derive(Debug)]
-struct NotFound(String);
+pub(crate) struct NotFound(pub(crate) String);
 
 impl std::fmt::Display for NotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -624,6 +633,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             json,
         } => up(file, replace, json),
         Command::Down { file } => down(file),
+        Command::Logs { name, follow } => crate::logs::run(name.as_deref(), follow),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
             Ok(EXIT_OK)
@@ -734,6 +744,11 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
             })?),
             None => None,
         };
+    // An adapter that exists nowhere is refused here, before any pane starts, rather than
+    // found missing by the daemon later (in its log only). The lookup is the daemon's own.
+    if let Some(adapter) = &adapter {
+        belfry_mux::adapters::Adapters::of_this_binary().require(adapter.as_str())?;
+    }
     let spawn = op::Spawn {
         cwd: Some(cwd),
         env,
@@ -747,7 +762,15 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
         ..op::Spawn::new(name, args.command.clone())
     };
     let mut client = daemon()?;
-    let (whole, pane): (Value, PaneRecord) = ask_whole(&mut client, spawn)?;
+    let (id, reply) = client.call_numbered(spawn)?;
+    let pane: PaneRecord = match reply.into_result() {
+        Ok(pane) => pane,
+        Err(err) if err.code == ErrorCode::Exists => {
+            return pane_exists(&args.name, &err, attach_with);
+        }
+        Err(err) => return Err(refusal(err)),
+    };
+    let whole = body::ok(&Value::from(id), &pane);
     if args.json {
         print_json(&whole);
     } else if attach_with.is_none() {
@@ -763,6 +786,20 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
         return attach_cmd(&args.name, false, detach_key);
     }
     Ok(EXIT_OK)
+}
+
+/// A spawn of a name that is taken. `belfry run` attaches to the pane there, as tmux's
+/// `new -A` does (its command and options are not applied to it); `belfry new` refuses, saying
+/// how to get to the pane.
+fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result<i32> {
+    if let Some(detach_key) = attach_with {
+        return attach_cmd(name, false, detach_key);
+    }
+    bail!(
+        "{}; `belfry attach {name}` attaches to it (`belfry run {name} -- CMD` attaches, or \
+         starts it when it is gone)",
+        err.message
+    )
 }
 
 fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {

@@ -3,13 +3,15 @@
 //! and `down` call `belfry_mux::declare`, `belfry dispatch` calls `belfry_hooks::run_hook`.
 //!
 //! `commands` parses the arguments and runs each command; `attach` is the interactive attach
-//! loop; `inbox` is `belfry inbox …` and `belfry presence`; [`exit`] holds the exit codes:
+//! loop; `inbox` is `belfry inbox …` and `belfry presence`; `logs` is
+//! `belfry logs`; [`exit`] holds the exit codes:
 //! 0 ok, 1 not found, 2 error, 3 guarded-send conflict.
 
 mod attach;
 mod commands;
 mod exit;
 mod inbox;
+mod logs;
 
 use std::process::ExitCode;
 

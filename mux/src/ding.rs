@@ -49,6 +49,7 @@ use belfry_proto::request::{self as req, InputStep};
 use belfry_proto::{Event, Expect, Request};
 
 use crate::adapter_group::{AdapterGroup, GroupOwner};
+use crate::adapters::Adapters;
 use belfry_pty::retry::Backoff;
 use belfry_pty::txn::TxnState;
 
@@ -819,7 +820,16 @@ impl Worker {
 
     fn spawn_adapter(&mut self, command: &[String]) -> Option<AdapterGroup> {
         let (program, args) = command.split_first()?;
-        let program = expand_adapters_dir(program);
+        let program = match Adapters::of_this_binary().program(program) {
+            Ok(program) => program,
+            Err(err) => {
+                tracing::error!(session = self.info.session, "cannot start adapter: {err}");
+                self.adapter_state = AdapterProcessState::Failed {
+                    error: err.to_string(),
+                };
+                return None;
+            }
+        };
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -1177,18 +1187,6 @@ fn wire_steps(steps: &[Step]) -> Vec<InputStep> {
             Step::Key(key) => InputStep::Key(key.clone()),
         })
         .collect()
-}
-
-/// `$BELFRY_ADAPTERS/…` in an adapter command names the adapters directory; nothing else is
-/// expanded and no shell is involved.
-fn expand_adapters_dir(program: &str) -> String {
-    match program.strip_prefix("$BELFRY_ADAPTERS") {
-        Some(rest) => match std::env::var("BELFRY_ADAPTERS") {
-            Ok(dir) => format!("{dir}{rest}"),
-            Err(_) => program.to_string(),
-        },
-        None => program.to_string(),
-    }
 }
 
 fn daemon_socket_for(_info: &PaneInfo) -> PathBuf {

@@ -4,7 +4,7 @@
 //! type: the client talking to the daemon ([`crate::client`]), the daemon starting
 //! ([`crate::server::run`]), reading `belfry.kdl` ([`crate::declare::load`]) and applying its
 //! plan ([`crate::declare::up`], [`crate::declare::down`]), and reading an adapter's `declaration.json`
-//! ([`crate::lifecycle::load`]). Each variant carries what its message needs, and each message
+//! ([`crate::adapters`]). Each variant carries what its message needs, and each message
 //! names the thing at fault and, where there is one, the fix; the CLI prints them as they are
 //! and maps them to its exit codes.
 //!
@@ -152,6 +152,23 @@ pub enum Error {
         path: PathBuf,
         /// What the JSON parser said.
         reason: String,
+    },
+    /// No adapter of this name exists where the adapters are looked for.
+    #[error("no adapter named {name:?} in {place} (adapters there: {})", if known.is_empty() { "none".to_string() } else { known.join(", ") })]
+    UnknownAdapter {
+        /// The name asked for.
+        name: String,
+        /// Where the adapters were looked for (a directory, or the built-in table).
+        place: String,
+        /// The adapters that exist there.
+        known: Vec<String>,
+    },
+    /// A DING adapter program under `$BELFRY_ADAPTERS` while the adapters come only from the
+    /// table built into the binary, which holds declarations, not programs.
+    #[error("adapter program {program:?} names $BELFRY_ADAPTERS, but no adapters directory was found and a program cannot be built into the binary: set BELFRY_ADAPTERS to the folder holding it")]
+    EmbeddedAdapterProgram {
+        /// The program as declared.
+        program: String,
     },
 }
 

@@ -12,6 +12,8 @@
 //! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7);
 //!   [`adapter_group`] runs its adapter sidecars as process groups that end with them, and
 //!   [`adapter_lines`] is the bounded reader of their output.
+//! - [`adapters`]: where adapter data comes from (a directory, or the declarations built into
+//!   the binary by `build.rs`), for declarations and DING adapter programs alike.
 //! - [`lifecycle`]: adapter declarations (`adapters/<name>/declaration.json`, read as
 //!   [`lifecycle::AdapterDeclaration`]) and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
@@ -28,6 +30,7 @@
 
 pub mod adapter_group;
 pub mod adapter_lines;
+pub mod adapters;
 pub mod client;
 pub use belfry_pty::deadline;
 pub mod declare;

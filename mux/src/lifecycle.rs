@@ -1,17 +1,17 @@
 //! Host lifecycle (SPEC §8): for a harness whose adapter declaration lists lifecycle events it
 //! cannot fire itself (`host_lifecycle`), the daemon fires them through the same dispatcher the
 //! harness's hooks call: session-start when the pane's program starts, session-end when it
-//! exits. The declaration is data found by the adapter's name; nothing here knows a harness.
+//! exits. The declaration is data found by the adapter's name ([`crate::adapters`]); nothing here
+//! knows a harness.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
-use crate::Error;
 use belfry_proto::PaneEnv;
 use belfry_pty::spec::LaunchSpec;
 
@@ -67,33 +67,6 @@ pub enum CharterPlacement {
     Flag(String),
     Env(String),
     File(String),
-}
-
-/// Where adapters live: `$BELFRY_ADAPTERS`, else `adapters/` of the source tree the binary
-/// was built in (`target/<profile>/belfry` → `../../adapters`), else `<prefix>/share/belfry/adapters`.
-pub fn adapters_dir(exe: &Path) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("BELFRY_ADAPTERS").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    let bin = exe.parent()?;
-    let candidates = [
-        bin.join("../../adapters"),
-        bin.join("../share/belfry/adapters"),
-    ];
-    candidates.into_iter().find(|dir| dir.is_dir())
-}
-
-/// Loads `<adapters>/<name>/declaration.json`.
-pub fn load(adapters: &Path, name: &str) -> Result<AdapterDeclaration, Error> {
-    let path = adapters.join(name).join("declaration.json");
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(source) => return Err(Error::ReadAdapterDeclaration { path, source }),
-    };
-    serde_json::from_slice(&bytes).map_err(|err| Error::InvalidAdapterDeclaration {
-        path,
-        reason: err.to_string(),
-    })
 }
 
 /// Fires one lifecycle event through `belfry dispatch`, in the pane's environment, and waits

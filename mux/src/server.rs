@@ -335,14 +335,15 @@ async fn adopt_when_it_answers(daemon: Arc<Daemon>, entry: PaneEntry) {
     }
 }
 
-/// The declaration of the adapter named `adapter`, from the adapters directory.
+/// The declaration of the adapter named `adapter`, from the adapters directory or the table
+/// built into the binary.
 fn load_declaration(
     daemon: &Daemon,
     adapter: &str,
 ) -> Result<crate::lifecycle::AdapterDeclaration, String> {
-    let dir = crate::lifecycle::adapters_dir(&daemon.config.exe)
-        .ok_or("no adapters directory (set BELFRY_ADAPTERS)")?;
-    crate::lifecycle::load(&dir, adapter).map_err(|err| err.to_string())
+    crate::adapters::Adapters::locate(&daemon.config.exe)
+        .declaration(adapter)
+        .map_err(|err| err.to_string())
 }
 
 /// What the daemon reads of a pane host's `info` record: the record and its launch spec.

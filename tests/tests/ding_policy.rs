@@ -112,7 +112,12 @@ fn ding_delivery_aggressive_is_accepted_and_delivers() {
 
 #[test]
 fn an_adapter_name_declares_an_agent_with_aggressive_delivery() {
-    let env = Env::new();
+    // The adapter must exist (an unknown name is refused at the CLI): an empty declaration
+    // in an adapters directory of the test's own.
+    let adapters = tempfile::tempdir().unwrap();
+    std::fs::create_dir(adapters.path().join("some-harness")).unwrap();
+    std::fs::write(adapters.path().join("some-harness/declaration.json"), "{}").unwrap();
+    let env = Env::with_vars(&[("BELFRY_ADAPTERS", &adapters.path().display().to_string())]);
     let log = recorder_pane(&env, "agent", &["--adapter", "some-harness"]);
     let _ = post(&env, "agent", "hello");
     assert!(

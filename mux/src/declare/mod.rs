@@ -48,7 +48,7 @@
 //! values and the adapter command are kept exactly as written, so the generation depends only on
 //! the file. The one expansion happens later, when the daemon's DING engine starts the adapter
 //! sidecar: a leading `$BELFRY_ADAPTERS` in the adapter's program names the adapters directory
-//! (see [`crate::ding`]), so a file can name an adapter executable without knowing where belfry
+//! (found by [`crate::adapters`]), so a file can name an adapter executable without knowing where belfry
 //! is installed. Any other `$NAME` reaches the program literally.
 //!
 //! # Generation

@@ -1,0 +1,111 @@
+//! `belfry events` with no pane name streams the daemon bus of every pane (lifecycle, exit),
+//! not revisions: those come from one pane host, so `belfry events NAME` carries that pane's
+//! revision events as well. The README says the same.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use belfry_tests::Env;
+use serde_json::Value;
+
+/// `belfry events ARGS --json`, its events arriving on a channel.
+fn events(env: &Env, args: &[&str]) -> (Child, Receiver<Value>) {
+    let mut all = vec!["events"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let mut child = env.cmd(&all).stdout(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let Ok(event) = serde_json::from_str(&line) else {
+                continue;
+            };
+            if tx.send(event).is_err() {
+                return;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// Every event that arrives within `window`.
+fn collect(rx: &Receiver<Value>, window: Duration) -> Vec<Value> {
+    let until = Instant::now() + window;
+    let mut seen = Vec::new();
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(event) => seen.push(event),
+            Err(_) => break,
+        }
+    }
+    seen
+}
+
+/// Repeats `act` until an event that `wanted` accepts arrives (the subscription is then in
+/// place), at most 50 times; returns every event seen meanwhile.
+fn until_seen(
+    rx: &Receiver<Value>,
+    mut act: impl FnMut(usize),
+    wanted: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let mut seen = Vec::new();
+    for attempt in 0..50 {
+        act(attempt);
+        seen.extend(collect(rx, Duration::from_millis(200)));
+        if seen.iter().any(&wanted) {
+            return seen;
+        }
+    }
+    panic!("the event never arrived: {seen:?}");
+}
+
+#[test]
+fn events_of_every_pane_carry_lifecycle_but_not_revisions_and_one_panes_carry_both() {
+    let env = Env::new();
+    env.spawn(
+        "agent",
+        "24x80",
+        &["sh", "-c", "echo ready; sleep 600"],
+        Some("ready"),
+    );
+    let (mut all, all_rx) = events(&env, &[]);
+    let (mut one, one_rx) = events(&env, &["agent"]);
+
+    // Every pane: a new pane's lifecycle arrives, and no revision ever does, though the
+    // panes' output moves their revisions all the while (the pane echoes what is typed).
+    let mut seen_all = until_seen(
+        &all_rx,
+        |attempt| {
+            env.ok(&["new", &format!("probe{attempt}"), "--", "sleep", "600"]);
+            env.ok(&["send", "agent", "--text", "x"]);
+        },
+        |e| e["event"] == "lifecycle" && e["what"] == "spawned",
+    );
+    env.ok(&["send", "agent", "--text", "typed"]);
+    env.wait_screen("agent", "typed");
+    seen_all.extend(collect(&all_rx, Duration::from_secs(1)));
+    assert!(
+        seen_all.iter().all(|e| e["event"] != "revision"),
+        "{seen_all:?}"
+    );
+
+    // One pane: its revision events arrive.
+    let seen_one = until_seen(
+        &one_rx,
+        |_| {
+            env.ok(&["send", "agent", "--text", "y"]);
+        },
+        |e| e["event"] == "revision" && e["session"] == "agent",
+    );
+    assert!(
+        seen_one.iter().all(|e| e["session"] == "agent"),
+        "{seen_one:?}"
+    );
+    for child in [&mut all, &mut one] {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
