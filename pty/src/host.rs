@@ -826,6 +826,9 @@ async fn attach(
         pane.detach(client);
         return;
     }
+    // A client's `{"redraw": true}` (after it drew a message over the pane) is served as a
+    // lagging client is: the output side empties the queue and sends a fresh redraw.
+    let (redraw_wanted, redraw_wake) = (Arc::clone(&handle.lagged), Arc::clone(&handle.wake));
     let output = async {
         loop {
             tokio::select! {
@@ -838,9 +841,11 @@ async fn attach(
                 }
                 _ = handle.wake.notified() => {
                     if handle.lagged.load(std::sync::atomic::Ordering::Relaxed) {
-                        let redraw = pane.resync(&mut handle);
-                        if writer.write_all(&Frame::Data(redraw).encode()).await.is_err() {
-                            return;
+                        for frame in pane.resync(&mut handle) {
+                            let last = matches!(&frame, Frame::Control(v) if v.get("detach").is_some());
+                            if writer.write_all(&frame.encode()).await.is_err() || last {
+                                return;
+                            }
                         }
                     }
                 }
@@ -862,6 +867,10 @@ async fn attach(
                 Ok(Some(Frame::Control(control))) => {
                     if control.get("detach").is_some() {
                         return;
+                    }
+                    if control.get("redraw").is_some() {
+                        redraw_wanted.store(true, std::sync::atomic::Ordering::Relaxed);
+                        redraw_wake.notify_one();
                     }
                     if let Some(size) = control.get("resize") {
                         // A resize out of range is ignored: the client's terminal is what it

@@ -958,13 +958,21 @@ impl Pane {
         )
     }
 
-    /// Resynchronises a lagging client: empties its queue and returns a fresh redraw, both
-    /// under the state lock.
-    pub fn resync(&self, handle: &mut ClientHandle) -> Vec<u8> {
+    /// Resynchronises a client (one that lagged, or one that asked for a redraw): empties its
+    /// queue and returns a fresh redraw, both under the state lock, followed by the control
+    /// frames (`exited`, `detach`) that were in the queue, which the redraw does not stand for.
+    pub fn resync(&self, handle: &mut ClientHandle) -> Vec<Frame> {
         let mut st = self.state.lock();
-        while handle.rx.try_recv().is_ok() {}
+        let mut controls = Vec::new();
+        while let Ok(frame) = handle.rx.try_recv() {
+            if let Frame::Control(_) = frame {
+                controls.push(frame);
+            }
+        }
         handle.lagged.store(false, Ordering::Relaxed);
-        st.screen.redraw()
+        let mut frames = vec![Frame::Data(st.screen.redraw())];
+        frames.append(&mut controls);
+        frames
     }
 
     pub fn detach(&self, id: u64) {

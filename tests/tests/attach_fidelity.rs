@@ -478,3 +478,55 @@ fn the_detach_key_works_under_kitty_keyboard_and_modify_other_keys_in_a_real_ter
         .iter()
         .any(|line| line == "[detached from app]"));
 }
+
+#[test]
+fn prefix_prefix_sends_the_prefix_and_an_unbound_key_is_swallowed_in_a_real_terminal() {
+    let env = Env::new();
+    let log = env.path("keys.log");
+    let recorder = belfry_tests::recorder_bin().display().to_string();
+    let log_arg = log.display().to_string();
+    env.spawn(
+        "app",
+        "24x80",
+        &[&recorder, "--log", &log_arg],
+        Some("READY"),
+    );
+    let tmux = Tmux::start(&env, "prefix", "\"$BELFRY_BIN\" attach app; sleep 600");
+    assert!(eventually(Duration::from_secs(10), || env.snapshot("app")
+        ["clients"]
+        == 1));
+    let logged = || std::fs::read(&log).unwrap_or_default();
+    // C-b C-b: the pane receives 0x02 once.
+    type_bytes(&tmux, b"\x02\x02a");
+    assert!(
+        eventually(Duration::from_secs(10), || logged() == b"\x02a"),
+        "after C-b C-b a: {:?}",
+        logged()
+    );
+    // C-b x (unbound): nothing reaches the pane; a message on the last line says so.
+    type_bytes(&tmux, b"\x02x");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.lines()[23]
+            == "C-b x is not bound; C-b ? lists the bindings"),
+        "{:#?}",
+        tmux.lines()
+    );
+    // The next key reaches the pane, and the redraw it asks for paints the pane's line back.
+    type_bytes(&tmux, b"z");
+    assert!(
+        eventually(Duration::from_secs(10), || logged() == b"\x02az"),
+        "after C-b x z: {:?}",
+        logged()
+    );
+    assert_tmux_shows_the_model(&env, &tmux, "app", "after the message");
+    // C-b ? shows the bindings the same way.
+    type_bytes(&tmux, b"\x02?");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.lines()[23]
+            == "C-b d detach, C-b C-b send C-b, C-b ? this list"),
+        "{:#?}",
+        tmux.lines()
+    );
+    assert_tmux_shows_the_model(&env, &tmux, "app", "after the message times out");
+    assert_eq!(logged(), b"\x02az");
+}

@@ -171,12 +171,26 @@ fn legacy_byte(code: u32, modifiers: u32) -> Option<u8> {
     }
 }
 
-/// Splits keystrokes into what goes to the pane and whether the detach key was pressed.
+/// What a read of keystrokes asks the client to do besides sending bytes to the pane.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing: the bytes for the pane (if any) are all there is.
+    None,
+    /// The detach key was pressed; what followed it in the read is not looked at.
+    Detach,
+    /// A key after the prefix was a binding that shows a line (`prefix ?`) or no binding at
+    /// all; the line is shown on the outer terminal and the key does not reach the pane.
+    Show(String),
+}
+
+/// Splits keystrokes into what goes to the pane and what the client itself does with them:
+/// the prefix bindings of docs/attach.md.
 pub struct KeyFilter {
     key: DetachKey,
-    /// After the prefix: the bytes it came as, with any incidental keystrokes since, sent on
-    /// unchanged if the next key is not the detach key.
-    held: Option<Vec<u8>>,
+    /// After the prefix: the bytes it came as, then any incidental keystrokes since. The
+    /// prefix is sent on only as `prefix prefix`; the incidental keystrokes (releases, a
+    /// modifier pressed alone) always reach the pane, so it never misses half a gesture.
+    held: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl KeyFilter {
@@ -184,9 +198,22 @@ impl KeyFilter {
         KeyFilter { key, held: None }
     }
 
-    /// Appends to `out` what `input` sends to the pane; true when the detach key was pressed
-    /// (what follows it is not read).
-    pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> bool {
+    /// The one-line list of the bindings (`prefix ?`).
+    pub fn bindings(&self) -> String {
+        let prefix = key_name(self.key.prefix);
+        match self.key.then {
+            Some(then) => format!(
+                "{prefix} {} detach, {prefix} {prefix} send {prefix}, {prefix} ? this list",
+                key_name(then)
+            ),
+            None => format!("{prefix} detach"),
+        }
+    }
+
+    /// Appends to `out` what `input` sends to the pane and says what else to do. After a
+    /// `Show`, the rest of the read is still filtered (into `out`); after `Detach` it is not.
+    pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Action {
+        let mut action = Action::None;
         while !input.is_empty() {
             let (len, keystroke) = next_keystroke(input);
             let (raw, rest) = input.split_at(len);
@@ -194,34 +221,50 @@ impl KeyFilter {
             let pressed = match keystroke {
                 Keystroke::Incidental => {
                     match &mut self.held {
-                        Some(held) => held.extend_from_slice(raw),
+                        Some((_, incidental)) => incidental.extend_from_slice(raw),
                         None => out.extend_from_slice(raw),
                     }
                     continue;
                 }
                 Keystroke::Press(pressed) => pressed,
             };
-            if let Some(held) = self.held.take() {
+            if let Some((prefix, incidental)) = self.held.take() {
                 if pressed.is_some() && pressed == self.key.then {
-                    return true;
+                    return Action::Detach;
                 }
-                out.extend_from_slice(&held);
-                // The prefix twice sends the prefix once.
-                if pressed != Some(self.key.prefix) {
-                    out.extend_from_slice(raw);
+                if pressed == Some(self.key.prefix) {
+                    // The prefix twice sends the prefix once, as it first came.
+                    out.extend_from_slice(&prefix);
+                    out.extend_from_slice(&incidental);
+                } else if pressed == Some(b'?') {
+                    out.extend_from_slice(&incidental);
+                    action = Action::Show(self.bindings());
+                } else {
+                    // An unbound key is swallowed, as tmux does, so a mistyped binding never
+                    // reaches the program as a stray keystroke.
+                    out.extend_from_slice(&incidental);
+                    let key = match pressed {
+                        Some(byte @ (1..=26 | 0x1c | 0x1d | 0x21..=0x7e)) => key_name(byte),
+                        _ => "that key".to_string(),
+                    };
+                    action = Action::Show(format!(
+                        "{} {key} is not bound; {} ? lists the bindings",
+                        key_name(self.key.prefix),
+                        key_name(self.key.prefix)
+                    ));
                 }
                 continue;
             }
             if pressed == Some(self.key.prefix) {
                 match self.key.then {
-                    None => return true,
-                    Some(_) => self.held = Some(raw.to_vec()),
+                    None => return Action::Detach,
+                    Some(_) => self.held = Some((raw.to_vec(), Vec::new())),
                 }
                 continue;
             }
             out.extend_from_slice(raw);
         }
-        false
+        action
     }
 }
 
@@ -235,13 +278,22 @@ mod tests {
 
     /// Feeds each chunk in turn; returns what reached the pane and whether it detached.
     fn feed(f: &mut KeyFilter, chunks: &[&[u8]]) -> (Vec<u8>, bool) {
+        let (out, action) = feed_action(f, chunks);
+        (out, action == Action::Detach)
+    }
+
+    /// Feeds each chunk in turn; returns what reached the pane and the last action asked for.
+    fn feed_action(f: &mut KeyFilter, chunks: &[&[u8]]) -> (Vec<u8>, Action) {
         let mut out = Vec::new();
+        let mut last = Action::None;
         for chunk in chunks {
-            if f.feed(chunk, &mut out) {
-                return (out, true);
+            match f.feed(chunk, &mut out) {
+                Action::None => {}
+                Action::Detach => return (out, Action::Detach),
+                shown => last = shown,
             }
         }
-        (out, false)
+        (out, last)
     }
 
     #[test]
@@ -256,8 +308,8 @@ mod tests {
         );
         assert_eq!(key.to_string(), "C-b d");
         assert_eq!(
-            feed(&mut filter("C-b d"), &[b"ab\x02x"]),
-            (b"ab\x02x".to_vec(), false)
+            feed(&mut filter("C-b d"), &[b"ab\x02xc"]),
+            (b"abc".to_vec(), false)
         );
         assert_eq!(
             feed(&mut filter("C-b d"), &[b"\x02", b"d"]),
@@ -300,12 +352,23 @@ mod tests {
                     "{encoding} then {then:?}, one read"
                 );
             }
-            // Not followed by the detach key: the prefix and the key reach the pane as sent.
+            // Followed by an unbound key: neither reaches the pane.
             let mut sent = prefix.to_vec();
             sent.extend_from_slice(b"\x1b[120;5u");
             assert_eq!(
-                feed(&mut filter("C-b d"), &[&sent]),
-                (sent.clone(), false),
+                feed_action(&mut filter("C-b d"), &[&sent]),
+                (
+                    Vec::new(),
+                    Action::Show("C-b C-x is not bound; C-b ? lists the bindings".into())
+                ),
+                "{encoding}"
+            );
+            // Twice: the prefix reaches the pane once, as the terminal sent it.
+            let mut twice = prefix.to_vec();
+            twice.extend_from_slice(prefix);
+            assert_eq!(
+                feed(&mut filter("C-b d"), &[&twice]),
+                (prefix.to_vec(), false),
                 "{encoding}"
             );
             // A one-key detach key.
@@ -331,12 +394,64 @@ mod tests {
             feed(&mut filter("C-b d"), gesture),
             (b"\x1b[57442;5u".to_vec(), true)
         );
-        // The same gesture ending in x sends every byte on.
+        // The same gesture ending in an unbound x swallows the prefix and the x; the Ctrl
+        // press and the releases still reach the pane.
         let mut typed: Vec<&[u8]> = gesture[..4].to_vec();
         typed.push(b"\x1b[120u");
-        let (out, detached) = feed(&mut filter("C-b d"), &typed);
-        assert!(!detached);
-        assert_eq!(out, typed.concat());
+        let (out, action) = feed_action(&mut filter("C-b d"), &typed);
+        assert_eq!(
+            action,
+            Action::Show("C-b x is not bound; C-b ? lists the bindings".into())
+        );
+        assert_eq!(out, [gesture[0], gesture[2], gesture[3]].concat());
+    }
+
+    #[test]
+    fn prefix_bindings() {
+        // `prefix prefix` sends the prefix byte itself, and typing goes on as usual.
+        assert_eq!(
+            feed_action(&mut filter("C-b d"), &[b"\x02", b"\x02", b"ls"]),
+            (b"\x02ls".to_vec(), Action::None)
+        );
+        // An unbound key after the prefix is swallowed with a message; the next keys are not.
+        assert_eq!(
+            feed_action(&mut filter("C-b d"), &[b"\x02x", b"yz"]),
+            (
+                b"yz".to_vec(),
+                Action::Show("C-b x is not bound; C-b ? lists the bindings".into())
+            )
+        );
+        assert_eq!(
+            feed_action(&mut filter("C-b d"), &[b"a\x02\x1b[Ab"]),
+            (
+                b"ab".to_vec(),
+                Action::Show("C-b that key is not bound; C-b ? lists the bindings".into())
+            )
+        );
+        // `prefix ?` lists the bindings, under the configured keys.
+        assert_eq!(
+            feed_action(&mut filter("C-b d"), &[b"\x02?"]),
+            (
+                Vec::new(),
+                Action::Show("C-b d detach, C-b C-b send C-b, C-b ? this list".into())
+            )
+        );
+        assert_eq!(
+            feed_action(&mut filter("C-a q"), &[b"\x01", b"?"]),
+            (
+                Vec::new(),
+                Action::Show("C-a q detach, C-a C-a send C-a, C-a ? this list".into())
+            )
+        );
+        // A one-key detach key has no prefix bindings: `?` is an ordinary key.
+        assert_eq!(
+            feed_action(&mut filter("C-q"), &[b"?x"]),
+            (b"?x".to_vec(), Action::None)
+        );
+        // After the message the filter is back to its plain state: the prefix works again.
+        let mut f = filter("C-b d");
+        assert_eq!(feed_action(&mut f, &[b"\x02x"]).0, Vec::<u8>::new());
+        assert_eq!(feed(&mut f, &[b"\x02d"]), (Vec::new(), true));
     }
 
     #[test]

@@ -28,7 +28,7 @@ mod nesting;
 mod restore;
 
 pub use keys::DetachKey;
-use keys::KeyFilter;
+use keys::{Action, KeyFilter};
 pub use nesting::refuse_cycle;
 
 /// The record of what the client wrote to the outer terminal, shared with the panic hook.
@@ -251,7 +251,15 @@ async fn session_loop(
     let mut hup = signal(SignalKind::hangup())?;
     let mut filter = KeyFilter::new(detach);
     let mut stdin_open = true;
+    // While a message covers the last line: when the pane host is asked to redraw it away.
+    let mut message_until: Option<tokio::time::Instant> = None;
     loop {
+        let clear_message = async {
+            match message_until {
+                Some(when) => tokio::time::sleep_until(when).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             frame = Frame::read(&mut reader) => match frame? {
                 Some(Frame::Data(bytes)) => write_terminal(&bytes, outer)?,
@@ -267,14 +275,24 @@ async fn session_loop(
             },
             keys = keys_rx.recv(), if stdin_open => match keys {
                 Some(keys) => {
+                    if message_until.take().is_some() {
+                        writer.write_all(&Frame::Control(json!({"redraw": true})).encode()).await?;
+                    }
                     let mut out = Vec::with_capacity(keys.len());
-                    let detached = filter.feed(&keys, &mut out);
+                    let action = filter.feed(&keys, &mut out);
                     if !out.is_empty() && !read_only {
                         writer.write_all(&Frame::Data(out).encode()).await?;
                     }
-                    if detached {
-                        let _ = writer.write_all(&Frame::Control(json!({"detach": true})).encode()).await;
-                        return Ok(Ended::Detached);
+                    match action {
+                        Action::None => {}
+                        Action::Detach => {
+                            let _ = writer.write_all(&Frame::Control(json!({"detach": true})).encode()).await;
+                            return Ok(Ended::Detached);
+                        }
+                        Action::Show(message) => {
+                            show_message(&message, outer)?;
+                            message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+                        }
                     }
                 }
                 // The terminal stopped giving input: keep showing output until the pane ends.
@@ -286,10 +304,28 @@ async fn session_loop(
                     writer.write_all(&Frame::Control(resize).encode()).await?;
                 }
             }
+            _ = clear_message => {
+                message_until = None;
+                writer.write_all(&Frame::Control(json!({"redraw": true})).encode()).await?;
+            }
             _ = term.recv() => return Ok(Ended::Signal("SIGTERM")),
             _ = hup.recv() => return Ok(Ended::Signal("SIGHUP")),
         }
     }
+}
+
+/// How long a message stays on the last line unless a key is typed first.
+const MESSAGE_TIME: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Writes `message` over the outer terminal's last line, in reverse video and cut to its
+/// width, and puts the cursor and pen back (DECSC/DECRC). The line it covers is the pane's:
+/// the pane host's redraw (asked for on the next key or after [`MESSAGE_TIME`]) paints it
+/// back, and the saved cursor with it.
+fn show_message(message: &str, outer: &SharedOuter) -> std::io::Result<()> {
+    let (rows, cols) = terminal_size().unwrap_or((24, 80));
+    let text: String = message.chars().take(usize::from(cols)).collect();
+    let line = format!("\x1b7\x1b[{rows};1H\x1b[0m\x1b[2K\x1b[7m{text}\x1b[0m\x1b8");
+    write_terminal(line.as_bytes(), outer)
 }
 
 /// One request of the attach handshake and its reply, read as `T`.
