@@ -859,7 +859,10 @@ async fn attach(
                     if read_only {
                         continue;
                     }
-                    pane.client_activity(client, None);
+                    let bytes = pane.client_input(client, bytes);
+                    if bytes.is_empty() {
+                        continue;
+                    }
                     if let Err(err) = pane.write_input(&bytes).await {
                         tracing::warn!("attached input not written: {err}");
                     }

@@ -12,6 +12,8 @@
 //! - [`screen`]: the alacritty_terminal model, snapshots, the attach redraw and query answers.
 //!   `tracker` (private) sits between its parser and the terminal core and records the state
 //!   the core keeps to itself (scroll region, active character set) so the redraw can restore it.
+//! - `answers` (private): finds attached terminals' answers in their input, so a query is
+//!   answered by one client only.
 //! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …).
 //! - [`wire`]: the NDJSON protocol and attach frames, shared with the daemon in `belfry-mux`.
 //! - [`input`]: the bounded input transport (text, bytes, paste, keys, delays).
@@ -24,6 +26,7 @@
 //!   CLI, `belfry dispatch` and the benchmarks; and how long each op may take at each hop.
 //! - [`txn`]: the journal that tells a restarted daemon whether a send was ever written.
 
+mod answers;
 pub mod client;
 pub mod deadline;
 pub mod error;

@@ -184,6 +184,11 @@ pub struct ClientHandle {
     pub wake: Arc<Notify>,
 }
 
+/// How long after the program's last query attached terminals' answers are routed from one
+/// client (SPEC §4). A terminal answers within milliseconds, a remote one within a round
+/// trip; a program that waited longer has given up on the answer.
+const ANSWER_WINDOW: Duration = Duration::from_secs(3);
+
 /// Chunks queued per client before it is considered lagging and resynchronised by a redraw.
 const CLIENT_QUEUE: usize = 256;
 
@@ -202,6 +207,9 @@ pub struct PaneState {
     /// child, so no transaction may start any more. Aborting only the one in flight would let
     /// the next queued one write into the dying child and report it written.
     stopping: Option<&'static str>,
+    /// When the program last sent a terminal query the model knows, so attached clients'
+    /// answers to it are routed from one client only ([`Pane::client_input`]).
+    last_query: Option<Instant>,
 }
 
 impl PaneState {
@@ -303,6 +311,7 @@ impl Pane {
             clients: Vec::new(),
             next_client_id: 1,
             stopping: None,
+            last_query: None,
         };
         let pane = Pane {
             spec,
@@ -442,8 +451,12 @@ impl Pane {
     }
 
     /// SPEC §4: while no writable client is attached the pane host answers queries itself;
-    /// otherwise the attached terminal sees the query and answers. Never both.
-    fn answer_when_detached(&self, st: &PaneState, answers: Vec<Vec<u8>>) {
+    /// otherwise the attached terminals see the query and one of them answers (see
+    /// [`Pane::client_input`]). Never both.
+    fn answer_when_detached(&self, st: &mut PaneState, answers: Vec<Vec<u8>>) {
+        if !answers.is_empty() {
+            st.last_query = Some(Instant::now());
+        }
         if !answers.is_empty() && st.writable_clients() == 0 {
             for answer in answers {
                 let _ = self.answers.send(answer);
@@ -466,7 +479,7 @@ impl Pane {
                     let mut st = self.state.lock();
                     if let Some(answers) = st.screen.flush_expired_sync() {
                         st.bump(&self.revision_tx);
-                        self.answer_when_detached(&st, answers);
+                        self.answer_when_detached(&mut st, answers);
                     }
                 }
                 None => self.sync_pending.notified().await,
@@ -994,9 +1007,43 @@ impl Pane {
         self.state.lock().clients.len()
     }
 
+    /// What a writable client's input frame writes to the pane. SPEC §4 (one answer per
+    /// query): for a while after the program sent a query, every attached terminal's answer
+    /// to it arrives, and only the most recently active writable client's are kept; the
+    /// others lose their answers and keep their keystrokes. Answers alone do not make a
+    /// client active (they are its terminal's, not the user's); keystrokes do.
+    pub fn client_input(&self, id: u64, bytes: Vec<u8>) -> Vec<u8> {
+        let mut st = self.state.lock();
+        let answering = st.last_query.is_some_and(|at| at.elapsed() < ANSWER_WINDOW);
+        let (input, keystrokes) = if answering {
+            let (others, keystrokes) = crate::answers::without_answers(&bytes);
+            let answerer = st
+                .clients
+                .iter()
+                .filter(|c| !c.read_only)
+                .max_by_key(|c| c.last_active)
+                .map(|c| c.id);
+            if answerer == Some(id) {
+                (bytes, keystrokes)
+            } else {
+                (others, keystrokes)
+            }
+        } else {
+            (bytes, true)
+        };
+        if keystrokes {
+            self.client_activity_locked(&mut st, id, None);
+        }
+        input
+    }
+
     /// A client resized its terminal or typed: it becomes the most recently active one.
     pub fn client_activity(&self, id: u64, size: Option<(u16, u16)>) {
         let mut st = self.state.lock();
+        self.client_activity_locked(&mut st, id, size);
+    }
+
+    fn client_activity_locked(&self, st: &mut PaneState, id: u64, size: Option<(u16, u16)>) {
         let mut changed = false;
         let current_size = st.size;
         if let Some(client) = st.clients.iter_mut().find(|c| c.id == id) {
@@ -1008,7 +1055,7 @@ impl Pane {
             changed |= !client.read_only && client.size != current_size;
         }
         if changed {
-            self.apply_size_policy(&mut st);
+            self.apply_size_policy(st);
         }
     }
 

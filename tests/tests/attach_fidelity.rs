@@ -530,3 +530,42 @@ fn prefix_prefix_sends_the_prefix_and_an_unbound_key_is_swallowed_in_a_real_term
     assert_tmux_shows_the_model(&env, &tmux, "app", "after the message times out");
     assert_eq!(logged(), b"\x02az");
 }
+
+#[test]
+fn two_writable_clients_answer_a_query_once_from_the_most_recently_active_one() {
+    let env = Env::new();
+    let log = env.path("answers.log");
+    let recorder = belfry_tests::recorder_bin().display().to_string();
+    let log_arg = log.display().to_string();
+    env.spawn(
+        "app",
+        "24x80",
+        &[&recorder, "--log", &log_arg, "--da1-on-q"],
+        Some("READY"),
+    );
+    let script = "\"$BELFRY_BIN\" attach app; sleep 600";
+    let first = Tmux::start(&env, "first", script);
+    assert!(eventually(Duration::from_secs(10), || env.snapshot("app")
+        ["clients"]
+        == 1));
+    let second = Tmux::start(&env, "second", script);
+    assert!(eventually(Duration::from_secs(10), || env.snapshot("app")
+        ["clients"]
+        == 2));
+    let logged = || String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
+    // Each `q` makes the program ask for the device attributes; both terminals (two tmux
+    // servers) see the query and answer, and exactly one answer reaches the program.
+    let answers = |log: &str| log.matches("\x1b[?").count();
+    for (n, typist) in [(1, &second), (2, &first), (3, &first)] {
+        type_bytes(typist, b"q");
+        assert!(
+            eventually(Duration::from_secs(10), || answers(&logged()) >= n),
+            "answer {n}: {:?}",
+            logged()
+        );
+        // A second answer, had it been let through, arrives within the same moments.
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(answers(&logged()), n, "{:?}", logged());
+    }
+    assert_eq!(logged().matches('q').count(), 3, "{:?}", logged());
+}

@@ -6,7 +6,8 @@
 //! `--noisy` prints a line every millisecond; `--cpr` asks for the cursor position at start-up
 //! and prints whether an answer came within two seconds; `--alt` draws on the alternate screen;
 //! `--exit-on-eot` exits when it reads C-d; `--print-on-resize` prints a line when the terminal
-//! size changes; `--cpr-on-q` asks for the cursor position each time it reads `q`;
+//! size changes; `--cpr-on-q` asks for the cursor position each time it reads `q`; `--da1-on-q`
+//! asks for the device attributes (`ESC[c`) each time it reads `q`;
 //! `--stall-while FILE` stops reading its input for as long as FILE exists (a program that
 //! stops reading, so the PTY's input buffer fills and writes to it block).
 
@@ -104,6 +105,7 @@ fn main() {
     });
     let echo = flag("--echo");
     let cpr_on_q = flag("--cpr-on-q");
+    let da1_on_q = flag("--da1-on-q");
     let exit_on_eot = flag("--exit-on-eot");
     let stall_while = args
         .iter()
@@ -130,6 +132,10 @@ fn main() {
         if cpr_on_q && buf[..n].contains(&b'q') {
             // Ask the terminal where the cursor is; the answer arrives as input (and is logged).
             let _ = out.write_all(b"\x1b[6n");
+            let _ = out.flush();
+        }
+        if da1_on_q && buf[..n].contains(&b'q') {
+            let _ = out.write_all(b"\x1b[c");
             let _ = out.flush();
         }
         if exit_on_eot && buf[..n].contains(&4) {
