@@ -11,7 +11,8 @@
 //!   ([`pane::Pane::send`]). This is the only path to PTY input.
 //! - [`screen`]: the alacritty_terminal model, snapshots, the attach redraw and query answers.
 //!   `tracker` (private) sits between its parser and the terminal core and records the state
-//!   the core keeps to itself (scroll region, active character set) so the redraw can restore it.
+//!   the core keeps to itself (scroll region, active character set) so the redraw can restore it;
+//!   `queries` (private) finds the queries the core drops (XTVERSION, XTGETTCAP).
 //! - `answers` (private): finds attached terminals' answers in their input, so a query is
 //!   answered by one client only.
 //! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …).
@@ -36,6 +37,7 @@ pub mod input;
 pub mod listener;
 pub mod pane;
 pub mod paths;
+mod queries;
 pub mod retry;
 pub mod screen;
 pub mod spec;

@@ -18,6 +18,7 @@ use alacritty_terminal::Term;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
+use crate::queries::Scanner;
 use crate::tracker::{Tracked, Tracker};
 
 /// Events the model raises while parsing: answers owed to the program and title changes.
@@ -123,6 +124,7 @@ pub struct Screen {
     listener: Listener,
     title: String,
     tracked: Tracked,
+    queries: Scanner,
 }
 
 impl Screen {
@@ -131,8 +133,11 @@ impl Screen {
         let listener = Listener::default();
         let (rows, cols) = (usize::from(rows.max(1)), usize::from(cols.max(1)));
         *listener.size.lock() = (rows, cols);
+        // kitty_keyboard: the core keeps the program's kitty keyboard flags and answers
+        // `CSI ? u` with them (`CSI ? flags u`, 0 when none were pushed).
         let config = Config {
             scrolling_history: scrollback,
+            kitty_keyboard: true,
             ..Config::default()
         };
         let term = Term::new(config, &TermSize { lines: rows, cols }, listener.clone());
@@ -142,6 +147,7 @@ impl Screen {
             listener,
             title: String::new(),
             tracked: Tracked::default(),
+            queries: Scanner::default(),
         }
     }
 
@@ -149,12 +155,30 @@ impl Screen {
     /// in it (the caller decides whether the pane host or an attached terminal answers).
     pub fn apply(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
         self.end_expired_sync();
+        // The queries the core drops (crate::queries) are answered here. The chunk is fed to
+        // the core up to the end of each, so the answers keep the order of the queries: a
+        // program that sends XTVERSION and then DA1 as a sentinel gets them in that order.
+        let mut answers = Vec::new();
+        let mut start = 0;
+        for (i, &byte) in bytes.iter().enumerate() {
+            if let Some(query) = self.queries.feed(byte) {
+                self.advance(&bytes[start..=i]);
+                answers.append(&mut self.take_raised());
+                answers.extend(query.answers());
+                start = i + 1;
+            }
+        }
+        self.advance(&bytes[start..]);
+        answers.append(&mut self.take_raised());
+        answers
+    }
+
+    fn advance(&mut self, bytes: &[u8]) {
         let mut tracker = Tracker {
             term: &mut self.term,
             tracked: &mut self.tracked,
         };
         self.parser.advance(&mut tracker, bytes);
-        self.take_raised()
     }
 
     /// When the synchronized update (`?2026h`) the program started must end at the latest,
@@ -751,6 +775,35 @@ mod tests {
         let mut s = Screen::new(5, 20, 100);
         let answers = s.apply(b"ab\x1b[6n\x1b[c");
         assert_eq!(answers, vec![b"\x1b[1;3R".to_vec(), b"\x1b[?6c".to_vec()]);
+    }
+
+    #[test]
+    fn xtversion_kitty_keyboard_and_xtgettcap_are_answered_in_order() {
+        let mut s = Screen::new(5, 20, 100);
+        let version = format!("\x1bP>|belfry {}\x1b\\", env!("CARGO_PKG_VERSION"));
+        // XTVERSION then DA1 as a sentinel, the way programs probe: answered in that order.
+        let answers = s.apply(b"\x1b[>0q\x1b[c\x1b[>q");
+        assert_eq!(
+            answers,
+            vec![
+                version.clone().into_bytes(),
+                b"\x1b[?6c".to_vec(),
+                version.into_bytes()
+            ]
+        );
+        // The kitty keyboard flags: 0 until the program pushes some, then the pushed ones.
+        assert_eq!(s.apply(b"\x1b[?u"), vec![b"\x1b[?0u".to_vec()]);
+        assert_eq!(s.apply(b"\x1b[>5u\x1b[?u"), vec![b"\x1b[?5u".to_vec()]);
+        assert_eq!(s.apply(b"\x1b[<u\x1b[?u"), vec![b"\x1b[?0u".to_vec()]);
+        // XTGETTCAP: "not supported" for every name asked, even split across chunks.
+        assert_eq!(
+            s.apply(b"\x1bP+q544e;636f6c6f7273\x1b\\"),
+            vec![b"\x1bP0+r\x1b\\".to_vec(); 2]
+        );
+        assert!(s.apply(b"\x1bP+q54").is_empty());
+        assert_eq!(s.apply(b"4e\x1b\\"), vec![b"\x1bP0+r\x1b\\".to_vec()]);
+        // None of it shows on the screen.
+        assert_eq!(s.lines()[0], "");
     }
 
     #[test]

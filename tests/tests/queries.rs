@@ -73,3 +73,29 @@ fn each_query_gets_exactly_one_answer_attached_or_detached() {
     assert_eq!(answers(), 2, "a query was answered twice: {got:?}");
     assert_eq!(got.matches('q').count(), 2, "{got:?}");
 }
+
+/// Issue #11 bug 12: XTVERSION, the kitty keyboard query and XTGETTCAP are answered while
+/// detached, in the order they were asked, before the DA1 a program sends as a sentinel.
+#[test]
+fn xtversion_kitty_keyboard_and_xtgettcap_answered_while_detached() {
+    let env = Env::new();
+    let program = r#"
+import os, sys, termios, tty
+fd = sys.stdin.fileno()
+tty.setraw(fd)
+os.write(1, b"\x1b[>0q\x1b[?u\x1bP+q544e\x1b\\\x1b[c")
+got = b""
+while not got.endswith(b"\x1b[?6c"):
+    got += os.read(fd, 1)
+os.write(1, b"ANSWERS:" + got.replace(b"\x1b", b"ESC") + b"\r\n")
+os.read(fd, 1)
+"#;
+    env.spawn("probe", "24x100", &["python3", "-c", program], None);
+    env.wait_screen("probe", "ANSWERS:");
+    let lines = env.lines("probe");
+    let expected = format!(
+        "ANSWERS:ESCP>|belfry {}ESC\\ESC[?0uESCP0+rESC\\ESC[?6c",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(lines.iter().any(|l| l == &expected), "screen: {lines:?}");
+}
