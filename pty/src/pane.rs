@@ -354,7 +354,7 @@ impl Pane {
             cmd = cmd.env_clear().envs(&self.spec.base_env);
         }
         cmd = cmd
-            .env("TERM", "xterm-256color")
+            .env("TERM", pane_term(&self.spec.base_env))
             .envs(&self.spec.env)
             .envs(&self.spec.extra_env);
         for (key, value) in &self.child_env {
@@ -1086,6 +1086,31 @@ fn encode_step(screen: &Screen, step: &Step) -> Vec<u8> {
     }
 }
 
+/// The `TERM` the child starts with (before the declared `env`, which may override it): the
+/// spawning client's own `TERM` when it names a terminal the screen model and the attach
+/// redraw speak (the xterm, tmux and screen families), so the keys an attached terminal of that
+/// kind sends (Home, End, function keys) are the ones the program's terminfo expects; else
+/// `xterm-256color`, what the model emulates. A client on the Linux console or a terminal with
+/// its own key encodings gets `xterm-256color` and may set `--env TERM=…` (docs/attach.md).
+fn pane_term(base_env: &std::collections::BTreeMap<String, String>) -> &str {
+    match base_env.get("TERM") {
+        Some(term)
+            if ["xterm", "tmux", "screen"].iter().any(|family| {
+                term.strip_prefix(family).is_some_and(|rest| {
+                    rest.is_empty()
+                        || (rest.starts_with(['-', '.'])
+                            && rest
+                                .bytes()
+                                .all(|b| b.is_ascii_alphanumeric() || b"-.+_".contains(&b)))
+                })
+            }) =>
+        {
+            term
+        }
+        _ => "xterm-256color",
+    }
+}
+
 fn io_err(what: &str, err: pty_process::Error) -> crate::Error {
     crate::Error::Io(std::io::Error::other(format!("{what}: {err}")))
 }
@@ -1106,4 +1131,39 @@ fn first_revision() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_panes_term_follows_the_clients_when_the_model_speaks_it() {
+        let term = |value: Option<&str>| {
+            let env = value
+                .map(|v| [("TERM".to_string(), v.to_string())].into())
+                .unwrap_or_default();
+            pane_term(&env).to_string()
+        };
+        for kept in [
+            "xterm",
+            "xterm-256color",
+            "xterm-kitty",
+            "tmux-256color",
+            "screen",
+            "screen.xterm-256color",
+        ] {
+            assert_eq!(term(Some(kept)), kept);
+        }
+        for replaced in [
+            None,
+            Some("linux"),
+            Some("dumb"),
+            Some("vt100"),
+            Some("xtermx"),
+            Some(""),
+        ] {
+            assert_eq!(term(replaced), "xterm-256color", "{replaced:?}");
+        }
+    }
 }

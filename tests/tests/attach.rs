@@ -506,3 +506,33 @@ fn the_programs_end_is_told_in_words_while_attached() {
     let text = screen_text(&env, "watch-victim");
     assert!(text.contains("[victim killed by signal SIGKILL]"), "{text}");
 }
+
+/// Issue #11 bug 13: the pane's TERM is the client's when the model speaks it (the xterm, tmux
+/// and screen families), else xterm-256color; `--env TERM=…` overrides both.
+#[test]
+fn the_panes_term_follows_the_clients_terminal_and_env_overrides_it() {
+    let env = Env::new();
+    for (session, client_term, extra, expected) in [
+        ("in-tmux", "tmux-256color", None, "tmux-256color"),
+        ("in-screen", "screen", None, "screen"),
+        ("on-console", "linux", None, "xterm-256color"),
+        ("chosen", "linux", Some("TERM=vt100"), "vt100"),
+    ] {
+        let mut args = vec!["new", session, "--size", "24x80"];
+        if let Some(extra) = extra {
+            args.extend(["--env", extra]);
+        }
+        args.extend(["--", "sh", "-c", "echo \"TERM=$TERM.\"; sleep 600"]);
+        let out = env
+            .cmd(&args)
+            .env("TERM", client_term)
+            .output()
+            .expect("run belfry new");
+        assert!(out.status.success(), "belfry new {session}: {out:?}");
+        env.wait_screen(session, &format!("^TERM={}\\.", regex_escape(expected)));
+    }
+}
+
+fn regex_escape(text: &str) -> String {
+    text.replace('.', "\\.")
+}
