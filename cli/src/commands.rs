@@ -27,6 +27,7 @@ use belfry_proto::{ErrorBody, ErrorCode, Event, Expect, Op, SessionName, Size};
 use belfry_pty::paths;
 
 use crate::attach::{self, DetachKey};
+use crate::direct;
 use crate::exit::{EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK};
 
 #[derive(Parser, Debug)]
@@ -434,7 +435,7 @@ fn ask_whole<T: Serialize + DeserializeOwned>(
 }
 
 /// The error a refused request is: not-found maps to exit 1, anything else to exit 2.
-fn refusal(err: ErrorBody) -> anyhow::Error {
+pub(crate) fn refusal(err: ErrorBody) -> anyhow::Error {
     if err.code == ErrorCode::NotFound {
         NotFound(err.message).into()
     } else {
@@ -618,8 +619,21 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         Command::Ding {
             action: DingAction::Status { session, json },
         } => {
-            let state: DingState =
-                ask(&mut daemon()?, op::DingStatus::of(self::session(&session)?))?;
+            let name = self::session(&session)?;
+            paths::private_runtime_dir()?;
+            let socket = paths::daemon_socket();
+            // DING state (policy, adapter, lease, holds) lives in the daemon alone, so with no
+            // daemon there is nothing to show, and a read-only command does not start one.
+            let Some(mut client) = direct::running_daemon(&socket)? else {
+                return Err(NotFound(format!(
+                    "no daemon running at {}: DING status is kept by the daemon, and \
+                     `belfry ding status` does not start one (`belfry inbox ls {name}` lists \
+                     the mail without it)",
+                    socket.display()
+                ))
+                .into());
+            };
+            let state: DingState = ask(&mut client, op::DingStatus::of(name))?;
             if json {
                 print_json(&state.status);
             } else {
@@ -820,9 +834,24 @@ fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     attach::run(&socket, name, read_only, key)
 }
 
+/// `belfry ls`: the daemon's listing, or with no daemon running the pane hosts asked directly
+/// (marked as such on the first line, or on stderr with `--json` so the JSON stays the same
+/// data); a read-only command never starts a daemon.
 fn ls(json: bool) -> Result<i32> {
-    let listing: Listing = ask(&mut daemon()?, op::List {})?;
-    let panes = listing.panes;
+    paths::private_runtime_dir()?;
+    let socket = paths::daemon_socket();
+    let panes = match direct::running_daemon(&socket)? {
+        Some(mut client) => ask::<Listing>(&mut client, op::List {})?.panes,
+        None => {
+            let note = direct::no_daemon_note(&socket);
+            if json {
+                eprintln!("belfry: {note}");
+            } else {
+                println!("{note}");
+            }
+            direct::list(&paths::runtime_dir())
+        }
+    };
     if json {
         print_json(&panes);
         return Ok(EXIT_OK);
@@ -996,7 +1025,16 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
         ansi: Some(ansi),
         scrollback,
     };
-    let screen: Screen = ask(&mut daemon()?, snapshot)?;
+    paths::private_runtime_dir()?;
+    let socket = paths::daemon_socket();
+    let screen: Screen = match direct::running_daemon(&socket)? {
+        Some(mut client) => ask(&mut client, snapshot)?,
+        None => {
+            // On stderr, so the screen (or its JSON) on stdout is the same data either way.
+            eprintln!("belfry: {}", direct::no_daemon_note(&socket));
+            direct::snapshot(&paths::runtime_dir(), snapshot, &session(name)?)?
+        }
+    };
     if json {
         // The snapshot as the pane host gave it, plus the token `belfry send --expect` takes
         // back: this snapshot's identity, whole.
