@@ -152,9 +152,13 @@ enum Command {
     },
     /// Declare this agent busy, available or dnd (a fresh dnd defers DING delivery).
     Presence {
+        /// busy, available or dnd.
         state: String,
-        #[arg(long)]
+        /// The pane whose presence to set (default: $BELFRY_SESSION).
         session: Option<String>,
+        /// The pane whose presence to set (the older spelling of SESSION).
+        #[arg(long = "session", value_name = "SESSION")]
+        session_flag: Option<String>,
     },
     /// DING delivery state.
     Ding {
@@ -213,7 +217,9 @@ struct DispatchArgs {
 enum DingAction {
     /// Policy, adapter, lease, every unread message with its state, counters.
     Status {
-        session: String,
+        /// The pane whose DING state to show (default: $BELFRY_SESSION).
+        session: Option<String>,
+        /// Print the state as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -615,11 +621,15 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             Ok(EXIT_OK)
         }
         Command::Inbox { action } => crate::inbox::run(action),
-        Command::Presence { state, session } => crate::inbox::presence(&state, session),
+        Command::Presence {
+            state,
+            session,
+            session_flag,
+        } => crate::inbox::presence(&state, session, session_flag),
         Command::Ding {
             action: DingAction::Status { session, json },
         } => {
-            let name = self::session(&session)?;
+            let name = self::session(&crate::inbox::one_session(session, None)?)?;
             paths::private_runtime_dir()?;
             let socket = paths::daemon_socket();
             // DING state (policy, adapter, lease, holds) lives in the daemon alone, so with no
