@@ -27,6 +27,7 @@ use belfry_proto::{ErrorBody, ErrorCode, Event, Expect, Op, SessionName, Size};
 use belfry_pty::paths;
 
 use crate::attach::{self, DetachKey};
+use crate::direct;
 use crate::exit::{EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK};
 
 #[derive(Parser, Debug)]
@@ -48,10 +49,13 @@ enum Command {
     /// Serve one pane (started by the daemon; not for direct use).
     #[command(hide = true)]
     PaneHost {
+        /// The runtime directory the pane's socket and record go in.
         #[arg(long)]
         runtime: PathBuf,
+        /// The daemon's socket, told to the pane's program as $BELFRY_SOCKET.
         #[arg(long)]
         daemon_socket: PathBuf,
+        /// The durable state directory (the pane's inbox is under it).
         #[arg(long)]
         state: PathBuf,
     },
@@ -61,11 +65,13 @@ enum Command {
     Run(RunArgs),
     /// List panes.
     Ls {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Attach this terminal to a pane.
     Attach {
+        /// The pane to attach to.
         name: String,
         /// Watch only: keystrokes are not sent.
         #[arg(long)]
@@ -75,31 +81,46 @@ enum Command {
         detach_key: String,
     },
     /// Detach every client attached to a pane.
-    Detach { name: String },
+    Detach {
+        /// The pane whose clients to detach.
+        name: String,
+    },
     /// End a pane (its program and its pane host).
-    Kill { name: String },
+    Kill {
+        /// The pane to end.
+        name: String,
+    },
     /// Restart a pane's program (a new incarnation; the revision continues).
     Restart {
+        /// The pane whose program to restart.
         name: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Resize a pane to ROWSxCOLS.
     Resize {
+        /// The pane to resize.
         name: String,
+        /// The new size, ROWSxCOLS (each 1..=1000).
         #[arg(allow_hyphen_values = true)]
         size: String,
     },
     /// Clear a pane's screen model and history.
-    Clear { name: String },
+    Clear {
+        /// The pane whose screen to clear.
+        name: String,
+    },
     /// Send input, optionally guarded by the revision you saw (compare-and-send).
     Send(SendArgs),
     /// Print a pane's screen.
     Peek {
+        /// The pane whose screen to print.
         name: String,
         /// Rows with SGR attributes.
         #[arg(long)]
         ansi: bool,
+        /// Print the snapshot as JSON, with the `expect` token `send --expect` takes.
         #[arg(long)]
         json: bool,
         /// Also print the last N lines of history.
@@ -109,19 +130,26 @@ enum Command {
         #[arg(long)]
         cells: bool,
     },
-    /// Wait for a revision, an exit, a screen regex or quiet.
+    /// Wait for a revision, an exit, a screen regex or quiet (every condition given must hold).
     Wait {
+        /// The pane to wait on.
         name: String,
-        #[arg(long)]
+        /// Until the revision is at least N.
+        #[arg(long, value_name = "N")]
         revision: Option<u64>,
+        /// Until the pane's program exits.
         #[arg(long)]
         exit: bool,
+        /// Until the screen matches this regular expression.
         #[arg(long, allow_hyphen_values = true)]
         regex: Option<String>,
+        /// Until the revision has not changed for MS milliseconds.
         #[arg(long, value_name = "MS")]
         quiet_ms: Option<u64>,
+        /// Give up after MS milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 30_000)]
         timeout_ms: u64,
+        /// Print the pane's state as JSON when the wait ends.
         #[arg(long)]
         json: bool,
     },
@@ -129,11 +157,13 @@ enum Command {
     Events {
         /// Only this pane's events, with its revision events (which no all-pane stream carries).
         name: Option<String>,
+        /// Print each event as one JSON line.
         #[arg(long)]
         json: bool,
     },
     /// Stop the daemon; panes keep running unless --kill-panes.
     Shutdown {
+        /// Also end every pane (its program and its pane host).
         #[arg(long)]
         kill_panes: bool,
     },
@@ -151,9 +181,13 @@ enum Command {
     },
     /// Declare this agent busy, available or dnd (a fresh dnd defers DING delivery).
     Presence {
+        /// busy, available or dnd.
         state: String,
-        #[arg(long)]
+        /// The pane whose presence to set (default: $BELFRY_SESSION).
         session: Option<String>,
+        /// The pane whose presence to set (the older spelling of SESSION).
+        #[arg(long = "session", value_name = "SESSION")]
+        session_flag: Option<String>,
     },
     /// DING delivery state.
     Ding {
@@ -167,11 +201,15 @@ enum Command {
         /// Relaunch agents whose declaration changed (drifted).
         #[arg(long)]
         replace: bool,
+        /// Print what was done as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Stop the agents belfry.kdl declares.
-    Down { file: Option<PathBuf> },
+    Down {
+        /// The declarations file (default: ./belfry.kdl).
+        file: Option<PathBuf>,
+    },
     /// Print the daemon's log, or the pane host's log of NAME (from the log directory).
     Logs {
         /// The pane whose pane host's log to print (default: the daemon's log).
@@ -181,7 +219,10 @@ enum Command {
         follow: bool,
     },
     /// Print shell completions.
-    Completions { shell: clap_complete::Shell },
+    Completions {
+        /// The shell to complete for: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Print the man page (roff).
     Man,
 }
@@ -212,7 +253,9 @@ struct DispatchArgs {
 enum DingAction {
     /// Policy, adapter, lease, every unread message with its state, counters.
     Status {
-        session: String,
+        /// The pane whose DING state to show (default: $BELFRY_SESSION).
+        session: Option<String>,
+        /// Print the state as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -230,7 +273,9 @@ enum SpoolAction {
 
 #[derive(clap::Args, Debug)]
 struct NewArgs {
+    /// The new pane's name.
     name: String,
+    /// The program's working directory (default: this one).
     #[arg(long)]
     cwd: Option<PathBuf>,
     /// Declared environment (part of the pane's generation). Repeatable.
@@ -242,6 +287,7 @@ struct NewArgs {
     /// Which attached client sets the size: latest or smallest.
     #[arg(long, default_value = "latest")]
     size_policy: String,
+    /// Print the new pane as JSON.
     #[arg(long)]
     json: bool,
     /// The adapter (a directory under $BELFRY_ADAPTERS) that describes this harness.
@@ -271,6 +317,7 @@ struct RunArgs {
 
 #[derive(clap::Args, Debug)]
 struct SendArgs {
+    /// The pane to send to.
     name: String,
     /// Send only if the pane is still exactly as a `peek --json` saw it: pass that output's
     /// `expect` token (revision, incarnation and generation in one opaque string).
@@ -301,6 +348,7 @@ struct SendArgs {
     /// default 5000); the error says how many bytes were written.
     #[arg(long, value_name = "MS")]
     timeout_ms: Option<u64>,
+    /// Print the send's result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -434,7 +482,7 @@ fn ask_whole<T: Serialize + DeserializeOwned>(
 }
 
 /// The error a refused request is: not-found maps to exit 1, anything else to exit 2.
-fn refusal(err: ErrorBody) -> anyhow::Error {
+pub(crate) fn refusal(err: ErrorBody) -> anyhow::Error {
     if err.code == ErrorCode::NotFound {
         NotFound(err.message).into()
     } else {
@@ -614,12 +662,29 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             Ok(EXIT_OK)
         }
         Command::Inbox { action } => crate::inbox::run(action),
-        Command::Presence { state, session } => crate::inbox::presence(&state, session),
+        Command::Presence {
+            state,
+            session,
+            session_flag,
+        } => crate::inbox::presence(&state, session, session_flag),
         Command::Ding {
             action: DingAction::Status { session, json },
         } => {
-            let state: DingState =
-                ask(&mut daemon()?, op::DingStatus::of(self::session(&session)?))?;
+            let name = self::session(&crate::inbox::one_session(session, None)?)?;
+            paths::private_runtime_dir()?;
+            let socket = paths::daemon_socket();
+            // DING state (policy, adapter, lease, holds) lives in the daemon alone, so with no
+            // daemon there is nothing to show, and a read-only command does not start one.
+            let Some(mut client) = direct::running_daemon(&socket)? else {
+                return Err(NotFound(format!(
+                    "no daemon running at {}: DING status is kept by the daemon, and \
+                     `belfry ding status` does not start one (`belfry inbox ls {name}` lists \
+                     the mail without it)",
+                    socket.display()
+                ))
+                .into());
+            };
+            let state: DingState = ask(&mut client, op::DingStatus::of(name))?;
             if json {
                 print_json(&state.status);
             } else {
@@ -820,9 +885,24 @@ fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     attach::run(&socket, name, read_only, key)
 }
 
+/// `belfry ls`: the daemon's listing, or with no daemon running the pane hosts asked directly
+/// (marked as such on the first line, or on stderr with `--json` so the JSON stays the same
+/// data); a read-only command never starts a daemon.
 fn ls(json: bool) -> Result<i32> {
-    let listing: Listing = ask(&mut daemon()?, op::List {})?;
-    let panes = listing.panes;
+    paths::private_runtime_dir()?;
+    let socket = paths::daemon_socket();
+    let panes = match direct::running_daemon(&socket)? {
+        Some(mut client) => ask::<Listing>(&mut client, op::List {})?.panes,
+        None => {
+            let note = direct::no_daemon_note(&socket);
+            if json {
+                eprintln!("belfry: {note}");
+            } else {
+                println!("{note}");
+            }
+            direct::list(&paths::runtime_dir())
+        }
+    };
     if json {
         print_json(&panes);
         return Ok(EXIT_OK);
@@ -996,7 +1076,16 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
         ansi: Some(ansi),
         scrollback,
     };
-    let screen: Screen = ask(&mut daemon()?, snapshot)?;
+    paths::private_runtime_dir()?;
+    let socket = paths::daemon_socket();
+    let screen: Screen = match direct::running_daemon(&socket)? {
+        Some(mut client) => ask(&mut client, snapshot)?,
+        None => {
+            // On stderr, so the screen (or its JSON) on stdout is the same data either way.
+            eprintln!("belfry: {}", direct::no_daemon_note(&socket));
+            direct::snapshot(&paths::runtime_dir(), snapshot, &session(name)?)?
+        }
+    };
     if json {
         // The snapshot as the pane host gave it, plus the token `belfry send --expect` takes
         // back: this snapshot's identity, whole.
@@ -1152,4 +1241,44 @@ fn chain(err: &dyn std::error::Error) -> String {
         cause = next.source();
     }
     text
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every option and argument of every subcommand, by its path (`belfry inbox read --json`),
+    /// that has no help line.
+    fn without_help(command: &clap::Command, path: &str, found: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+            if !builtin
+                && arg
+                    .get_help()
+                    .is_none_or(|help| help.to_string().trim().is_empty())
+            {
+                let name = arg
+                    .get_long()
+                    .map(|long| format!("--{long}"))
+                    .unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
+                found.push(format!("{path} {name}"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            without_help(sub, &format!("{path} {}", sub.get_name()), found);
+        }
+    }
+
+    #[test]
+    fn every_option_and_argument_has_a_help_line() {
+        let mut found = Vec::new();
+        without_help(&Cli::command(), "belfry", &mut found);
+        assert!(
+            found.is_empty(),
+            "{} without a help line, the first: {}\nall: {found:#?}",
+            found.len(),
+            found.first().map_or("", String::as_str)
+        );
+    }
 }

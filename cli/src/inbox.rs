@@ -19,40 +19,96 @@ use belfry_pty::paths;
 use crate::exit::EXIT_OK;
 
 /// `belfry inbox …`: parsed by clap and run by [`run`].
+///
+/// One rule for the session (the pane whose inbox it is): a positional argument, first after
+/// the subcommand, optional, defaulting to `$BELFRY_SESSION` inside a pane. `post` is the one
+/// command where it is required, since it names the recipient. `read` and `archive` also take
+/// a message NAME after it; a lone argument ending in `.md` is that NAME. The older
+/// `--session S` spelling still works where it existed (`read`, `archive`, `presence`), so
+/// scripts written for it keep working; with it, a lone argument is the NAME, as it was.
 #[derive(clap::Subcommand, Debug)]
 pub enum InboxCommand {
     /// Post a message (body from FILE, or stdin with - or no FILE).
     Post {
+        /// The pane to post to (required: the recipient).
         session: String,
+        /// Who the message is from (shown in the notice).
         // Values may start with a dash (a subject such as "-x" is text, not a flag).
         #[arg(long, allow_hyphen_values = true)]
         from: Option<String>,
+        /// The message's subject (shown in the notice).
         #[arg(long, allow_hyphen_values = true)]
         subject: Option<String>,
+        /// The file holding the message body (default, or -: stdin).
         file: Option<PathBuf>,
+        /// Print the posted message's session and name as JSON.
         #[arg(long)]
         json: bool,
     },
     /// List unread messages, oldest first.
     Ls {
+        /// The pane whose inbox to list (default: $BELFRY_SESSION).
         session: Option<String>,
+        /// Print the list as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Print a message and archive it (the oldest unread one if NAME is omitted).
     Read {
-        name: Option<String>,
-        #[arg(long)]
-        session: Option<String>,
+        /// The pane whose inbox to read (default: $BELFRY_SESSION); a lone NAME (ending in .md)
+        /// reads that message of this pane's inbox.
+        #[arg(value_name = "SESSION")]
+        first: Option<String>,
+        /// The message to read (`<unix-ms>-<rand6>.md`; default: the oldest unread one).
+        #[arg(value_name = "NAME")]
+        second: Option<String>,
+        /// The pane whose inbox to read (the older spelling of SESSION).
+        #[arg(long = "session", value_name = "SESSION")]
+        session_flag: Option<String>,
+        /// Print the message as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Archive a message without printing it.
     Archive {
-        name: String,
-        #[arg(long)]
-        session: Option<String>,
+        /// The pane whose inbox holds the message (default: $BELFRY_SESSION); a lone NAME
+        /// (ending in .md) is a message of this pane's inbox.
+        #[arg(value_name = "SESSION")]
+        first: String,
+        /// The message to archive (`<unix-ms>-<rand6>.md`).
+        #[arg(value_name = "NAME")]
+        second: Option<String>,
+        /// The pane whose inbox holds the message (the older spelling of SESSION).
+        #[arg(long = "session", value_name = "SESSION")]
+        session_flag: Option<String>,
     },
+}
+
+/// The session of a command that also takes `--session`: the positional one or the flag's,
+/// never two different ones, then `$BELFRY_SESSION`.
+pub(crate) fn one_session(positional: Option<String>, flag: Option<String>) -> Result<String> {
+    match (positional, flag) {
+        (Some(positional), Some(flag)) if positional != flag => Err(anyhow!(
+            "the session is given twice ({positional:?} and --session {flag:?}): give it once"
+        )),
+        (positional, flag) => session_or_env(positional.or(flag)),
+    }
+}
+
+/// The session and message name of `read` and `archive` (`[SESSION] [NAME]`). One argument is
+/// the NAME when `--session` is given (the older spelling, `read NAME --session S`) or when it
+/// ends in `.md`, as every message name does; otherwise it is the SESSION.
+fn session_and_name(
+    first: Option<String>,
+    second: Option<String>,
+    flag: Option<String>,
+) -> Result<(String, Option<String>)> {
+    let (positional, name) = match (first, second) {
+        (Some(session), Some(name)) => (Some(session), Some(name)),
+        (Some(one), None) if flag.is_some() || one.ends_with(".md") => (None, Some(one)),
+        (one, _) => (one, None),
+    };
+    Ok((one_session(positional, flag)?, name))
 }
 
 fn session_or_env(session: Option<String>) -> Result<String> {
@@ -199,11 +255,12 @@ pub fn run(command: InboxCommand) -> Result<i32> {
             Ok(EXIT_OK)
         }
         InboxCommand::Read {
-            name,
-            session,
+            first,
+            second,
+            session_flag,
             json,
         } => {
-            let session = session_or_env(session)?;
+            let (session, name) = session_and_name(first, second, session_flag)?;
             let inbox = open_existing(&session)?;
             let name = match name {
                 Some(name) => parse_name(&name)?,
@@ -238,8 +295,15 @@ pub fn run(command: InboxCommand) -> Result<i32> {
             nudge(&session);
             Ok(EXIT_OK)
         }
-        InboxCommand::Archive { name, session } => {
-            let session = session_or_env(session)?;
+        InboxCommand::Archive {
+            first,
+            second,
+            session_flag,
+        } => {
+            let (session, name) = session_and_name(Some(first), second, session_flag)?;
+            let name = name.ok_or_else(|| {
+                anyhow!("no message named: give NAME (`belfry inbox archive [SESSION] NAME`)")
+            })?;
             let inbox = open_existing(&session)?;
             let name = parse_name(&name)?;
             inbox.archive(&name)?;
@@ -250,8 +314,8 @@ pub fn run(command: InboxCommand) -> Result<i32> {
     }
 }
 
-pub fn presence(state: &str, session: Option<String>) -> Result<i32> {
-    let session = session_or_env(session)?;
+pub fn presence(state: &str, session: Option<String>, flag: Option<String>) -> Result<i32> {
+    let session = one_session(session, flag)?;
     let state: PresenceState = state.parse()?;
     let inbox = open(&session)?;
     Presence {

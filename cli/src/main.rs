@@ -4,11 +4,12 @@
 //!
 //! `commands` parses the arguments and runs each command; `attach` is the interactive attach
 //! loop; `inbox` is `belfry inbox …` and `belfry presence`; `logs` is
-//! `belfry logs`; [`exit`] holds the exit codes:
+//! `belfry logs`; `direct` answers `ls` and `peek` from the pane hosts when no daemon runs; [`exit`] holds the exit codes:
 //! 0 ok, 1 not found, 2 error, 3 guarded-send conflict.
 
 mod attach;
 mod commands;
+mod direct;
 mod exit;
 mod inbox;
 mod logs;

@@ -46,6 +46,46 @@ pub fn run(config: HostConfig) -> crate::Result<()> {
     runtime.block_on(serve(config))
 }
 
+/// The `PATH` the pane's program gets: the directory of this executable first, then the `PATH`
+/// the program would have had without it. The program (and its hooks) run `belfry inbox read`
+/// and the like by name, and must reach the same `belfry` that started the pane rather than
+/// whatever another `PATH` entry holds, or nothing at all when belfry was never installed.
+/// `None` (leave `PATH` as the spec has it) when this executable cannot be found.
+fn child_path(spec: &LaunchSpec) -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let bin_dir = exe.parent()?.to_str()?.to_string();
+    // The same precedence the child's environment is built with in `Pane::spawn_child`: the
+    // launch's extra variables, then its declared ones, then the base environment it starts
+    // from (or this process's own when there is none).
+    let inherited = spec
+        .extra_env
+        .get("PATH")
+        .or_else(|| spec.env.get("PATH"))
+        .cloned()
+        .or_else(|| {
+            if spec.base_env.is_empty() {
+                std::env::var("PATH").ok()
+            } else {
+                spec.base_env.get("PATH").cloned()
+            }
+        });
+    Some(prepend_path_entry(&bin_dir, inherited.as_deref()))
+}
+
+/// `dir` in front of `path`, with any later copy of `dir` dropped so a pane started from a pane
+/// does not grow its `PATH` by one entry per level. Other entries, empty ones included (they mean the working directory), are kept as they are.
+fn prepend_path_entry(dir: &str, path: Option<&str>) -> String {
+    let rest = path
+        .filter(|path| !path.is_empty())
+        .into_iter()
+        .flat_map(|path| path.split(':'))
+        .filter(|entry| *entry != dir);
+    std::iter::once(dir)
+        .chain(rest)
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 fn announce(value: &Value) {
     use std::io::Write;
     let mut out = std::io::stdout();
@@ -84,6 +124,7 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
     .vars()
     .into_iter()
     .map(|(name, value)| (name.to_string(), value))
+    .chain(child_path(&config.spec).map(|path| ("PATH".to_string(), path)))
     .collect();
     let (pane, tasks) = match Pane::start(config.spec.clone(), child_env) {
         Ok(started) => started,
@@ -892,4 +933,24 @@ async fn attach(
         _ = input => {}
     }
     pane.detach(client);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prepend_path_entry;
+
+    #[test]
+    fn the_executables_directory_goes_first_once() {
+        assert_eq!(prepend_path_entry("/b", None), "/b");
+        assert_eq!(prepend_path_entry("/b", Some("")), "/b");
+        assert_eq!(
+            prepend_path_entry("/b", Some("/usr/bin:/bin")),
+            "/b:/usr/bin:/bin"
+        );
+        assert_eq!(
+            prepend_path_entry("/b", Some("/usr/bin:/b:/bin")),
+            "/b:/usr/bin:/bin"
+        );
+        assert_eq!(prepend_path_entry("/b", Some("/b")), "/b");
+    }
 }

@@ -233,10 +233,12 @@ impl Env {
             .unwrap_or_default()
     }
 
-    /// A connection to the daemon (started on demand by a CLI command if needed). Retried for
-    /// a while: a daemon killed a moment ago may still be on its way out.
+    /// A connection to the daemon, started here if none answers. Retried for a while: a
+    /// daemon killed a moment ago may still be on its way out, and a new one takes a moment to
+    /// serve.
     pub fn conn(&self) -> Conn {
         let start = Instant::now();
+        let mut started: Option<Instant> = None;
         loop {
             if let Ok(conn) = Conn::open(&self.socket()) {
                 return conn;
@@ -246,9 +248,36 @@ impl Env {
                 "no daemon at {}",
                 self.socket().display()
             );
-            let _ = self.run(&["ls"]);
+            // One start at a time: a second daemon would only lose the race for the lock.
+            if started.is_none_or(|at| at.elapsed() > Duration::from_secs(3)) {
+                self.spawn_daemon();
+                started = Some(Instant::now());
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Makes sure this environment's daemon runs, and waits until it answers. The read-only
+    /// commands (`ls`, `peek`, `ding status`) do not start one, so a test that needs a daemon
+    /// back after killing one asks for it here.
+    pub fn start_daemon(&self) {
+        drop(self.conn());
+    }
+
+    /// Starts `belfry server` in the background with this environment, as the CLI does on
+    /// demand. Through `sh … &` so the daemon is not this test's child and is reaped by init
+    /// when it ends, not left a zombie that would still look alive.
+    fn spawn_daemon(&self) {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg("\"$0\" server </dev/null >/dev/null 2>&1 &")
+            .arg(belfry_bin())
+            .env_remove("BELFRY_SOCKET")
+            .env_remove("BELFRY_SESSION");
+        for (k, v) in self.vars() {
+            cmd.env(k, v);
+        }
+        let _ = cmd.status();
     }
 
     /// The daemon's pid, from a `hello`.

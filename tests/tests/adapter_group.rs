@@ -68,7 +68,7 @@ fn adapter_grandchild_is_gone_after_the_daemon_is_killed_and_the_next_one_starts
     unsafe { libc::kill(daemon as i32, libc::SIGKILL) };
     assert!(eventually(Duration::from_secs(5), || !pid_alive(daemon)));
     // The next daemon (started by this command) ends the group before it adopts the pane.
-    env.ok(&["ls"]);
+    env.start_daemon();
     assert!(
         eventually(Duration::from_secs(5), || !pid_alive(grandchild)),
         "the adapter's child {grandchild} outlived the killed daemon and its successor"

@@ -136,6 +136,8 @@ fn a_pane_host_at_its_connection_cap_is_listed_unresponsive_then_adopted_once_th
     kill_daemon(&env);
     // Every connection slot is held, so the next daemon's adoption probe is answered `busy`.
     let held = fill_to_the_cap(&env.pane_socket("capped"));
+    // `ls` does not start a daemon: the next one is started here.
+    env.start_daemon();
 
     let entry = listed(&env, "capped").expect("a pane host at its cap is listed, not lost");
     assert_eq!(entry["state"], "unresponsive", "{entry}");

@@ -95,7 +95,7 @@ fn a_client_whose_daemon_cannot_start_says_so_at_once() {
     let first = env.daemon_pid();
     let started = Instant::now();
     let out = env
-        .cmd(&["ls"])
+        .cmd(&["kill", "nobody"])
         .env("BELFRY_SOCKET", env.path("second.sock"))
         .output()
         .unwrap();

@@ -362,7 +362,7 @@ fn daemon_crash_invalidates_the_lease() {
     assert!(eventually(Duration::from_secs(5), || {
         !belfry_tests::pid_alive(daemon)
     }));
-    env.ok(&["ls"]);
+    env.start_daemon();
     assert_held(&env, &log, Some("crash"));
 }
 
@@ -455,7 +455,7 @@ fn accepted_receipt_marks_delivered_and_staged_survives_daemon_kill() {
     assert!(eventually(Duration::from_secs(5), || {
         !belfry_tests::pid_alive(daemon)
     }));
-    env.ok(&["ls"]);
+    env.start_daemon();
     let pasted = read_or_empty(&log);
     assert_eq!(
         String::from_utf8_lossy(&pasted).matches("[DING]").count(),

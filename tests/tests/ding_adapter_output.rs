@@ -51,7 +51,7 @@ fn an_adapter_line_without_a_newline_is_capped_held_as_malformed_and_restarted_w
     );
     // The daemon exists before the pane, so its resident size can be measured before any
     // adapter output.
-    env.ok(&["ls"]);
+    env.start_daemon();
     let daemon = env.daemon_pid();
     let before = rss_kib(daemon);
     env.ok(&[

@@ -120,7 +120,7 @@ fn kill_9_during_posting_and_delivery_loses_nothing_and_never_pastes_twice() {
     );
 
     // A last daemon delivers whatever is still pending, then everything is checked.
-    env.ok(&["ls"]);
+    env.start_daemon();
     let inbox = env.state().join("inbox/agent");
     assert!(
         eventually(Duration::from_secs(30), || {

@@ -117,7 +117,7 @@ fn a_notice_stranded_behind_a_long_transaction_by_a_daemon_kill_is_announced_onc
 
     // The next daemon asks the pane host, learns the send never started, and announces the
     // message once, after the long transaction has ended.
-    env.ok(&["ls"]);
+    env.start_daemon();
     assert!(
         eventually(Duration::from_secs(10), || notices_for(&log, &name) == 1
             && read_or_empty(&log).ends_with(b"\r")),
@@ -150,7 +150,7 @@ fn a_notice_whose_paste_started_before_a_daemon_kill_is_never_pasted_again() {
         std::thread::sleep(Duration::from_millis(2));
     }
     kill_daemon(&env);
-    env.ok(&["ls"]);
+    env.start_daemon();
     // The transaction runs to its end (Enter), and the next daemon never pastes it again.
     assert!(eventually(Duration::from_secs(5), || read_or_empty(&log)
         .ends_with(b"\r")));

@@ -196,6 +196,6 @@ fn pane_host_connections_over_the_cap_get_a_clear_busy_refusal() {
 #[test]
 fn daemon_connections_over_the_cap_get_a_clear_busy_refusal() {
     let env = Env::new();
-    env.ok(&["ls"]);
+    env.start_daemon();
     connections_over_the_cap_are_refused(&env.socket());
 }

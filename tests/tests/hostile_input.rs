@@ -109,7 +109,7 @@ fn failed_spawn_leaves_no_pane_log() {
 #[test]
 fn concurrent_duplicate_spawns_answer_exactly_one_ok_and_the_rest_exists() {
     let env = Env::new();
-    env.ok(&["ls"]); // Starts the daemon.
+    env.start_daemon();
     let socket = env.socket();
     let cwd = env.path("").display().to_string();
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(6));

@@ -152,6 +152,8 @@ fn shutdown_keeps_panes_and_kill_panes_ends_them() {
     );
     let after = panes(&env);
     assert_eq!(after.len(), 2);
+    // `ls` asked the pane hosts without starting a daemon; one is needed to end them.
+    env.start_daemon();
     env.ok(&["shutdown", "--kill-panes"]);
     assert!(
         eventually(Duration::from_secs(5), || pids

@@ -458,7 +458,7 @@ fn soak_chaos_loses_nothing_tears_nothing_and_nothing_hangs() {
             create_agent(env, &shared, session);
         }
     }
-    env.ok(&["ls"]);
+    env.start_daemon();
     let settled = eventually(Duration::from_secs(60), || {
         AGENTS.iter().all(|session| {
             let Some(out) = cli(env, &shared, &["ding", "status", session, "--json"], None) else {

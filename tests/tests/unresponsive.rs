@@ -341,6 +341,9 @@ fn an_unadopted_pane_host_that_dies_is_reported_lost_and_frees_its_name() {
     assert!(eventually(Duration::from_secs(5), || !pid_alive(
         old_daemon
     )));
+    // `ls` does not start a daemon: the next one is started here, and finds the pane host
+    // stopped.
+    env.start_daemon();
     assert_eq!(panes(&env)["gone"]["state"], "unresponsive");
 
     signal(pane_host, libc::SIGKILL);

@@ -1,0 +1,149 @@
+//! Read-only commands with no daemon running: `belfry ls` and `belfry peek` ask the pane hosts
+//! themselves (each serves its own socket under the runtime directory's `panes/`, SPEC §6.0)
+//! instead of starting a daemon behind the user's back, and say that they did. Nothing here
+//! changes anything: a record whose pane host is gone is listed as unreachable and left for
+//! the next daemon to clean up, as its start-up discovery does.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use belfry_mux::client::{Client, ClientError};
+use belfry_proto::reply::{PaneRecord, Screen};
+use belfry_proto::request as op;
+use belfry_proto::{ErrorCode, Reply, SessionName};
+use belfry_pty::deadline::PANE_QUICK;
+use belfry_pty::paths;
+use serde_json::Value;
+
+use crate::commands::NotFound;
+
+/// Connects to the daemon if one answers at `socket`; `None` when nothing listens there (no
+/// socket, or a stale one), which is when the commands of this module answer by themselves.
+pub(crate) fn running_daemon(socket: &Path) -> Result<Option<Client>> {
+    match Client::connect(socket) {
+        Ok(client) => Ok(Some(client)),
+        Err(ClientError::Connect { .. }) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// The line that marks an answer given without a daemon.
+pub(crate) fn no_daemon_note(socket: &Path) -> String {
+    format!(
+        "no daemon running at {} (not started by a read-only command): \
+         the pane hosts were asked directly",
+        socket.display()
+    )
+}
+
+/// Every pane host with a record under `<runtime>/panes/`, asked for its `info` one by one
+/// within [`PANE_QUICK`] each; one that does not answer is listed with `state` and `error`, as
+/// the daemon's own listing shows it. A record whose socket refuses the connection and whose
+/// process is gone is left out: the next daemon finds it lost and removes it, so it is not a
+/// pane. Sorted by name.
+pub(crate) fn list(runtime: &Path) -> Vec<PaneRecord> {
+    let Ok(entries) = std::fs::read_dir(paths::panes_dir(runtime)) else {
+        return Vec::new();
+    };
+    let mut panes: Vec<PaneRecord> = entries
+        .flatten()
+        .filter_map(|entry| record_session(&entry.path()))
+        .filter_map(|session| ask_info(runtime, &session))
+        .collect();
+    panes.sort_by(|a, b| a.session.cmp(&b.session));
+    panes
+}
+
+/// The session a pane record file names (`<session>.json`), if it is one.
+fn record_session(path: &Path) -> Option<String> {
+    if path.extension().and_then(|e| e.to_str()) != Some("json") {
+        return None;
+    }
+    let session = path.file_stem()?.to_str()?.to_string();
+    paths::validate_session_name(&session).ok()?;
+    Some(session)
+}
+
+fn ask_info(runtime: &Path, session: &str) -> Option<PaneRecord> {
+    let socket = paths::pane_socket(runtime, session);
+    let answer = Client::connect_within(&socket, PANE_QUICK)
+        .and_then(|mut client| client.call::<PaneRecord>(op::Info::default()));
+    let (state, error) = match answer {
+        Ok(Reply::Ok(mut record)) => {
+            record.spec = None;
+            return Some(record);
+        }
+        // A pane host at its connection cap answers `busy`, which the daemon lists as
+        // unresponsive too.
+        Ok(Reply::Err(err)) if err.code == ErrorCode::Busy => ("unresponsive", err.message),
+        Ok(Reply::Err(err)) => ("unreachable", err.message),
+        Err(err @ ClientError::Timeout { .. }) => ("unresponsive", err.to_string()),
+        Err(err @ ClientError::Connect { .. }) => {
+            let pid = recorded_pid(runtime, session);
+            if pid == 0 || !belfry_mux::registry::pid_alive(pid) {
+                return None;
+            }
+            ("unreachable", err.to_string())
+        }
+        Err(err) => ("unreachable", err.to_string()),
+    };
+    Some(unanswered(runtime, session, state, error))
+}
+
+/// The pane host's pid as its record gives it, 0 when the record does not say.
+fn recorded_pid(runtime: &Path, session: &str) -> u32 {
+    std::fs::read(paths::pane_record(runtime, session))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|record| record.get("pid").and_then(Value::as_u64))
+        .and_then(|pid| u32::try_from(pid).ok())
+        .unwrap_or(0)
+}
+
+/// A listing entry for a pane host that did not answer, with the pid its record gives.
+fn unanswered(runtime: &Path, session: &str, state: &str, error: String) -> PaneRecord {
+    let pid = recorded_pid(runtime, session);
+    PaneRecord {
+        session: session.to_string(),
+        pid,
+        state: Some(state.to_string()),
+        error: Some(error),
+        child_pid: None,
+        incarnation: None,
+        generation: None,
+        argv: None,
+        cwd: None,
+        started_at: None,
+        socket: None,
+        protocol: None,
+        build: None,
+        spec: None,
+        revision: None,
+        exited: None,
+        size: None,
+        clients: None,
+        title: None,
+    }
+}
+
+/// A pane's screen asked of its pane host directly. A name with no pane host socket is not
+/// found (exit 1), naming where it was looked for.
+pub(crate) fn snapshot(
+    runtime: &Path,
+    request: op::Snapshot,
+    name: &SessionName,
+) -> Result<Screen> {
+    let socket: PathBuf = paths::pane_socket(runtime, name.as_str());
+    if !socket.exists() {
+        return Err(NotFound(format!(
+            "no pane named \"{name}\": no daemon is running and no pane host serves {}",
+            socket.display()
+        ))
+        .into());
+    }
+    let mut client = Client::connect_within(&socket, PANE_QUICK)?;
+    client
+        .call::<Screen>(request)?
+        .into_result()
+        .map_err(crate::commands::refusal)
+}
