@@ -85,6 +85,9 @@ fn ask_info(runtime: &Path, session: &str) -> Option<PaneRecord> {
             }
             ("unreachable", err.to_string())
         }
+        // A socket served by another uid is never a pane of ours: not listed, as the daemon
+        // never adopts or lists one (SPEC §6.1).
+        Err(ClientError::Untrusted(_)) => return None,
         Err(err) => ("unreachable", err.to_string()),
     };
     Some(unanswered(runtime, session, state, error))

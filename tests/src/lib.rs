@@ -240,8 +240,14 @@ impl Env {
         let start = Instant::now();
         let mut started: Option<Instant> = None;
         loop {
-            if let Ok(conn) = Conn::open(&self.socket()) {
-                return conn;
+            // A connection is not a daemon: a daemon just killed can still hold its listening
+            // socket while its last threads exit (its main thread already a zombie), and the
+            // kernel takes the connection into the backlog. Only a daemon that answers `hello`
+            // is one, as the CLI's own client requires.
+            if let Ok(mut conn) = Conn::open(&self.socket()) {
+                if conn.answers_hello() {
+                    return conn;
+                }
             }
             assert!(
                 start.elapsed() < Duration::from_secs(15),
@@ -392,6 +398,13 @@ impl Conn {
         let reply = self.read().expect("reply");
         assert_eq!(reply["id"], json!(id), "reply id mismatch: {reply}");
         reply
+    }
+
+    /// True if the server answers a `hello` (within the connection's read timeout).
+    fn answers_hello(&mut self) -> bool {
+        let hello = format!("{}\n", json!({"id": 0, "op": "hello"}));
+        self.try_send_raw(hello.as_bytes()).is_ok()
+            && self.read().is_some_and(|reply| reply["ok"] == true)
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {

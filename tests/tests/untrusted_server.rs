@@ -266,7 +266,7 @@ fn attach_refuses_a_pane_socket_served_by_another_uid_and_sends_it_nothing() {
         return;
     }
     let env = Env::new();
-    env.ok(&["ls"]);
+    env.start_daemon();
     let elsewhere = tempfile::Builder::new()
         .prefix("belfry-planted-")
         .tempdir_in("/tmp")
@@ -316,6 +316,7 @@ fn daemon_does_not_adopt_a_pane_socket_served_by_another_uid() {
     let record = serde_json::json!({"session": "evil", "pid": listener.child.id()});
     std::fs::write(panes.join("evil.json"), record.to_string()).unwrap();
     // The daemon starts and runs adoption over everything in panes/.
+    env.start_daemon();
     let listed = env.ok(&["ls", "--json"]);
     assert!(!listed.contains("evil"), "adopted a planted pane: {listed}");
     let connections = listener.bytes_per_connection();
