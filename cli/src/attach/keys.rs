@@ -94,8 +94,8 @@ const KEY_MODIFIERS: u32 = 63;
 /// Splits off the first keystroke of `input`: its length and what it is. A `CSI … u` (kitty,
 /// CSI-u) or `CSI 27 ; mods ; key ~` (modifyOtherKeys) sequence is one keystroke; so is every
 /// other whole `CSI` sequence (an arrow key), which has no legacy byte. Anything else is one
-/// byte. A sequence cut off at the end of `input` is taken byte by byte, so no keystroke is
-/// ever held back waiting for more input.
+/// byte. A sequence cut off at the end of `input` is taken byte by byte here; the filter keeps
+/// such a tail for the next read first ([`KeyFilter::feed`], at most [`ESCAPE_TIME`]).
 fn next_keystroke(input: &[u8]) -> (usize, Keystroke) {
     if input.len() >= 2 && input[0] == 0x1b && input[1] == b'[' {
         let params = input[2..]
@@ -191,11 +191,45 @@ pub struct KeyFilter {
     /// prefix is sent on only as `prefix prefix`; the incidental keystrokes (releases, a
     /// modifier pressed alone) always reach the pane, so it never misses half a gesture.
     held: Option<(Vec<u8>, Vec<u8>)>,
+    /// The start of an escape sequence that ended a read (a terminal's writes, or the
+    /// multiplexer around the client, may split one keystroke across reads). It is joined to
+    /// the next read, or taken byte by byte by [`KeyFilter::flush`] once no more input came
+    /// within [`ESCAPE_TIME`].
+    partial: Vec<u8>,
+}
+
+/// How long the start of an escape sequence at the end of a read waits for the rest before
+/// it is taken as the keys it is (a lone Escape): far below tmux's 500 ms `escape-time`, so
+/// Escape in an editor is not felt to lag, and far above the gap between the parts of one
+/// keystroke split across reads.
+pub const ESCAPE_TIME: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// The length of the incomplete escape sequence that ends `input`, if it ends with one: a
+/// lone `ESC`, or `ESC [` and parameter or intermediate bytes with no final byte yet.
+fn incomplete_tail(input: &[u8]) -> usize {
+    let Some(start) = input.iter().rposition(|&b| b == 0x1b) else {
+        return 0;
+    };
+    let tail = &input[start..];
+    let incomplete = match tail {
+        [_] => true,
+        [_, b'[', rest @ ..] => rest.iter().all(|b| (0x20..=0x3f).contains(b)),
+        _ => false,
+    };
+    if incomplete {
+        tail.len()
+    } else {
+        0
+    }
 }
 
 impl KeyFilter {
     pub fn new(key: DetachKey) -> KeyFilter {
-        KeyFilter { key, held: None }
+        KeyFilter {
+            key,
+            held: None,
+            partial: Vec::new(),
+        }
     }
 
     /// The one-line list of the bindings (`prefix ?`).
@@ -212,7 +246,32 @@ impl KeyFilter {
 
     /// Appends to `out` what `input` sends to the pane and says what else to do. After a
     /// `Show`, the rest of the read is still filtered (into `out`); after `Detach` it is not.
-    pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Action {
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Action {
+        let mut joined = std::mem::take(&mut self.partial);
+        joined.extend_from_slice(input);
+        let keep = incomplete_tail(&joined);
+        let whole = joined.len() - keep;
+        let action = self.filter(&joined[..whole], out);
+        if action != Action::Detach {
+            self.partial = joined[whole..].to_vec();
+        }
+        action
+    }
+
+    /// True if the start of an escape sequence waits for the rest of it (see
+    /// [`KeyFilter::flush`]).
+    pub fn has_partial(&self) -> bool {
+        !self.partial.is_empty()
+    }
+
+    /// Takes the start of an escape sequence that got no rest within [`ESCAPE_TIME`] as the
+    /// keys it is (a lone Escape, or bytes no keyboard sends).
+    pub fn flush(&mut self, out: &mut Vec<u8>) -> Action {
+        let partial = std::mem::take(&mut self.partial);
+        self.filter(&partial, out)
+    }
+
+    fn filter(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Action {
         let mut action = Action::None;
         while !input.is_empty() {
             let (len, keystroke) = next_keystroke(input);
@@ -283,6 +342,8 @@ mod tests {
     }
 
     /// Feeds each chunk in turn; returns what reached the pane and the last action asked for.
+    /// Then, as the client does when no more input comes within `ESCAPE_TIME`, flushes the
+    /// start of an escape sequence the last chunk ended with.
     fn feed_action(f: &mut KeyFilter, chunks: &[&[u8]]) -> (Vec<u8>, Action) {
         let mut out = Vec::new();
         let mut last = Action::None;
@@ -293,7 +354,39 @@ mod tests {
                 shown => last = shown,
             }
         }
+        match f.flush(&mut out) {
+            Action::None => {}
+            action => last = action,
+        }
         (out, last)
+    }
+
+    #[test]
+    fn a_keystroke_split_across_reads_is_still_one_keystroke() {
+        let mut f = filter("C-b d");
+        let mut out = Vec::new();
+        // The kitty prefix, cut after ESC and again in its parameters, then `d`.
+        for part in [&b"\x1b"[..], b"[98;", b"5u", b"d"] {
+            let action = f.feed(part, &mut out);
+            if part == b"d" {
+                assert_eq!(action, Action::Detach);
+            } else {
+                assert_eq!(action, Action::None, "{part:?}");
+            }
+        }
+        assert_eq!(out, b"", "a part of the prefix reached the pane");
+        // A lone Escape waits for more, then goes out as itself when nothing follows.
+        let mut f = filter("C-b d");
+        let mut out = Vec::new();
+        assert_eq!(f.feed(b"x\x1b", &mut out), Action::None);
+        assert_eq!((out.as_slice(), f.has_partial()), (&b"x"[..], true));
+        assert_eq!(f.flush(&mut out), Action::None);
+        assert_eq!((out.as_slice(), f.has_partial()), (&b"x\x1b"[..], false));
+        // An arrow key split after `ESC [` arrives whole with its last byte.
+        let mut out = Vec::new();
+        f.feed(b"\x1b[", &mut out);
+        f.feed(b"A", &mut out);
+        assert_eq!(out, b"\x1b[A");
     }
 
     #[test]
@@ -459,7 +552,7 @@ mod tests {
         let keys: &[u8] =
             b"\x1b[A\x1b[1;5C\x1bOP\x1b[97;5u\x1b[27;5;13~\x1b[200~paste\x1b[201~\x1b";
         assert_eq!(feed(&mut filter("C-b d"), &[keys]), (keys.to_vec(), false));
-        // A sequence cut off by the end of a read is passed on, not held.
+        // A sequence cut off by the end of a read and never completed is passed on as it is.
         assert_eq!(
             feed(&mut filter("C-b d"), &[b"\x1b[98;5"]),
             (b"\x1b[98;5".to_vec(), false)

@@ -253,6 +253,8 @@ async fn session_loop(
     let mut stdin_open = true;
     // While a message covers the last line: when the pane host is asked to redraw it away.
     let mut message_until: Option<tokio::time::Instant> = None;
+    // While the start of an escape sequence waits for its rest: when it is taken as it is.
+    let mut partial_until: Option<tokio::time::Instant> = None;
     loop {
         let clear_message = async {
             match message_until {
@@ -260,6 +262,13 @@ async fn session_loop(
                 None => std::future::pending().await,
             }
         };
+        let flush_partial = async {
+            match partial_until {
+                Some(when) => tokio::time::sleep_until(when).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut keyed: Option<(Vec<u8>, Action)> = None;
         tokio::select! {
             frame = Frame::read(&mut reader) => match frame? {
                 Some(Frame::Data(bytes)) => write_terminal(&bytes, outer)?,
@@ -280,20 +289,10 @@ async fn session_loop(
                     }
                     let mut out = Vec::with_capacity(keys.len());
                     let action = filter.feed(&keys, &mut out);
-                    if !out.is_empty() && !read_only {
-                        writer.write_all(&Frame::Data(out).encode()).await?;
-                    }
-                    match action {
-                        Action::None => {}
-                        Action::Detach => {
-                            let _ = writer.write_all(&Frame::Control(json!({"detach": true})).encode()).await;
-                            return Ok(Ended::Detached);
-                        }
-                        Action::Show(message) => {
-                            show_message(&message, outer)?;
-                            message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
-                        }
-                    }
+                    partial_until = filter
+                        .has_partial()
+                        .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
+                    keyed = Some((out, action));
                 }
                 // The terminal stopped giving input: keep showing output until the pane ends.
                 None => stdin_open = false,
@@ -304,12 +303,37 @@ async fn session_loop(
                     writer.write_all(&Frame::Control(resize).encode()).await?;
                 }
             }
+            _ = flush_partial => {
+                partial_until = None;
+                let mut out = Vec::new();
+                let action = filter.flush(&mut out);
+                keyed = Some((out, action));
+            }
             _ = clear_message => {
                 message_until = None;
                 writer.write_all(&Frame::Control(json!({"redraw": true})).encode()).await?;
             }
             _ = term.recv() => return Ok(Ended::Signal("SIGTERM")),
             _ = hup.recv() => return Ok(Ended::Signal("SIGHUP")),
+        }
+        let Some((out, action)) = keyed else {
+            continue;
+        };
+        if !out.is_empty() && !read_only {
+            writer.write_all(&Frame::Data(out).encode()).await?;
+        }
+        match action {
+            Action::None => {}
+            Action::Detach => {
+                let _ = writer
+                    .write_all(&Frame::Control(json!({"detach": true})).encode())
+                    .await;
+                return Ok(Ended::Detached);
+            }
+            Action::Show(message) => {
+                show_message(&message, outer)?;
+                message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+            }
         }
     }
 }
