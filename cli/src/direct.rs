@@ -105,28 +105,7 @@ fn recorded_pid(runtime: &Path, session: &str) -> u32 {
 
 /// A listing entry for a pane host that did not answer, with the pid its record gives.
 fn unanswered(runtime: &Path, session: &str, state: &str, error: String) -> PaneRecord {
-    let pid = recorded_pid(runtime, session);
-    PaneRecord {
-        session: session.to_string(),
-        pid,
-        state: Some(state.to_string()),
-        error: Some(error),
-        child_pid: None,
-        incarnation: None,
-        generation: None,
-        argv: None,
-        cwd: None,
-        started_at: None,
-        socket: None,
-        protocol: None,
-        build: None,
-        spec: None,
-        revision: None,
-        exited: None,
-        size: None,
-        clients: None,
-        title: None,
-    }
+    PaneRecord::unanswered(session, recorded_pid(runtime, session), state, error)
 }
 
 /// A pane's screen asked of its pane host directly. A name with no pane host socket is not

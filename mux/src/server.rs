@@ -1032,27 +1032,7 @@ async fn list(daemon: &Daemon) -> Listing {
 
 /// A listing entry for a pane host that could not be asked.
 fn unlisted(entry: &PaneEntry, state: &str, error: String) -> PaneRecord {
-    PaneRecord {
-        session: entry.session.clone(),
-        pid: entry.pid,
-        state: Some(state.to_string()),
-        error: Some(error),
-        child_pid: None,
-        incarnation: None,
-        generation: None,
-        argv: None,
-        cwd: None,
-        started_at: None,
-        socket: None,
-        protocol: None,
-        build: None,
-        spec: None,
-        revision: None,
-        exited: None,
-        size: None,
-        clients: None,
-        title: None,
-    }
+    PaneRecord::unanswered(&entry.session, entry.pid, state, error)
 }
 
 async fn kill(daemon: &Arc<Daemon>, id: &Value, session: Option<&SessionName>) -> Value {

@@ -219,6 +219,32 @@ pub struct PaneRecord {
 }
 
 impl PaneRecord {
+    /// A listing entry for a pane host that could not be asked: its name, its pid, why
+    /// (`unresponsive`, `unreachable`, `foreign`) and what went wrong asking it.
+    pub fn unanswered(session: &str, pid: u32, state: &str, error: String) -> PaneRecord {
+        PaneRecord {
+            session: session.to_string(),
+            pid,
+            state: Some(state.to_string()),
+            error: Some(error),
+            child_pid: None,
+            incarnation: None,
+            generation: None,
+            argv: None,
+            cwd: None,
+            started_at: None,
+            socket: None,
+            protocol: None,
+            build: None,
+            spec: None,
+            revision: None,
+            exited: None,
+            size: None,
+            clients: None,
+            title: None,
+        }
+    }
+
     /// The pane's identity, if the record carries one.
     pub fn identity(&self) -> Option<Identity> {
         Some(Identity {
