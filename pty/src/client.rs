@@ -173,16 +173,21 @@ impl Client {
         }
         let op = request["op"].as_str().unwrap_or_default().to_string();
         // A request that does not parse is refused by the daemon at once.
-        let within = self.deadline.unwrap_or_else(|| {
-            belfry_proto::Request::from_value(&request).map_or(
-                crate::deadline::DAEMON_QUICK + crate::deadline::CLIENT_MARGIN,
-                |parsed| crate::deadline::daemon_reply(&parsed.op),
-            )
-        });
+        let own = belfry_proto::Request::from_value(&request).map_or(
+            crate::deadline::DAEMON_QUICK + crate::deadline::CLIENT_MARGIN,
+            |parsed| crate::deadline::daemon_reply(&parsed.op),
+        );
+        self.exchange(&request, &op, own)
+    }
+
+    /// Writes one request line and reads its reply within the connection's deadline, or
+    /// `own` (the op's) when the connection has none.
+    fn exchange(&mut self, request: &Value, op: &str, own: Duration) -> Result<Value, Error> {
+        let within = self.deadline.unwrap_or(own);
         // A deadline too far away to represent (a `wait` with a huge timeout) is no deadline.
         let deadline = Instant::now().checked_add(within);
-        self.send_line(&request, deadline, &op, within)?;
-        let line = self.read_line(deadline, &op, within)?;
+        self.send_line(request, deadline, op, within)?;
+        let line = self.read_line(deadline, op, within)?;
         self.parse(&line)
     }
 
@@ -405,7 +410,11 @@ impl Client {
         op: impl Into<belfry_proto::Op>,
     ) -> Result<(u64, belfry_proto::Reply<T>), Error> {
         let id = self.next_id;
-        let reply = self.request(belfry_proto::Request::new(id, op).to_value())?;
+        self.next_id += 1;
+        // The op is typed already: its deadline comes from it, not from parsing it back.
+        let request = belfry_proto::Request::new(id, op);
+        let own = crate::deadline::daemon_reply(&request.op);
+        let reply = self.exchange(&request.to_value(), request.op.name(), own)?;
         let reply = belfry_proto::Reply::read(&reply).map_err(|err| Error::BadReply {
             path: self.path.clone(),
             reason: err.to_string(),
