@@ -269,7 +269,7 @@ fn adopt(daemon: &Arc<Daemon>, entry: PaneEntry, info: &Value) {
         }),
     );
     daemon.registry.insert(entry.clone());
-    start_ding(daemon, &entry, info, true);
+    start_ding(daemon, &entry, &host, true);
     tokio::spawn(monitor(Arc::clone(daemon), entry));
 }
 
@@ -379,8 +379,7 @@ impl HostRecord {
 }
 
 /// Fires `event` through dispatch if the pane's adapter declares it as host lifecycle.
-fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, info: &Value, event: &str) {
-    let host = HostRecord::read(entry, info);
+fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, event: &str) {
     let (Some(adapter), Some(spec)) = (host.adapter(), host.spec.clone()) else {
         return;
     };
@@ -410,8 +409,7 @@ fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, info: &Value, event: &str)
 }
 
 /// Starts the DING worker of a pane from its pane host's record.
-fn start_ding(daemon: &Daemon, entry: &PaneEntry, info: &Value, adopted: bool) {
-    let host = HostRecord::read(entry, info);
+fn start_ding(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, adopted: bool) {
     let compaction_events = match host.adapter().map(|a| load_declaration(daemon, a)) {
         Some(Ok(declaration)) => declaration.compaction_events,
         Some(Err(err)) => {
@@ -534,7 +532,7 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
                     };
                     let request = Request::new(0, request::Info::default());
                     if let Ok(info) = registry::pane_request(&entry.socket, &request).await {
-                        host_lifecycle(&daemon, &entry, &info, what);
+                        host_lifecycle(&daemon, &entry, &HostRecord::read(&entry, &info), what);
                     }
                 }
                 daemon
@@ -912,10 +910,11 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
         }
     };
     daemon.registry.insert(entry.clone());
-    start_ding(daemon, &entry, &info, false);
-    host_lifecycle(daemon, &entry, &info, "session-start");
-    tokio::spawn(monitor(Arc::clone(daemon), entry.clone()));
+    // The record is read once, for the DING worker, the lifecycle event and the bus.
     let host = HostRecord::read(&entry, &info);
+    start_ding(daemon, &entry, &host, false);
+    host_lifecycle(daemon, &entry, &host, "session-start");
+    tokio::spawn(monitor(Arc::clone(daemon), entry.clone()));
     publish(
         daemon,
         Event::Lifecycle(Lifecycle {
