@@ -202,6 +202,13 @@ impl PrivateDir {
         rustix::fs::fstat(&self.fd).is_ok_and(|stat| stat.st_nlink == 0)
     }
 
+    /// `fstat` of the directory itself: its identity and its modification and change times,
+    /// which move whenever an entry is created, renamed or removed in it.
+    pub(crate) fn stat(&self) -> Result<Stat> {
+        rustix::fs::fstat(&self.fd)
+            .map_err(|errno| Error::io("inspect directory", &self.path, errno.into()))
+    }
+
     /// The directory's path, for messages and for callers that show it.
     pub(crate) fn path(&self) -> &Path {
         &self.path

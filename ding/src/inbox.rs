@@ -111,6 +111,58 @@ pub struct UnreadScan {
     pub held: Vec<MessageName>,
 }
 
+/// The identity and the times of `new/` and `archive/` at one moment (see [`Inbox::stamp`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InboxStamp {
+    new: DirStamp,
+    archive: DirStamp,
+}
+
+impl InboxStamp {
+    /// Whether every time in the stamp is older than `at - margin`. A directory's times come
+    /// from a clock that advances in steps (a kernel tick; whole seconds on some filesystems),
+    /// so a change made in the same step as an earlier one can leave them unchanged. Once the
+    /// times are more than one step older than the moment the stamp was taken, any later change
+    /// must move them, and an equal stamp then proves nothing changed.
+    pub fn settled_before(&self, at: SystemTime, margin: Duration) -> bool {
+        let Some(limit) = at.checked_sub(margin) else {
+            return false;
+        };
+        [self.new, self.archive]
+            .iter()
+            .all(|dir| dir.newest_time() < limit)
+    }
+}
+
+/// One directory's device, inode, modification and change times (nanoseconds since the epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DirStamp {
+    dev: u64,
+    ino: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl DirStamp {
+    fn of(dir: &PrivateDir) -> Result<DirStamp> {
+        let stat = dir.stat()?;
+        let ns = |secs, nanos| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+        Ok(DirStamp {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+            mtime_ns: ns(stat.st_mtime, stat.st_mtime_nsec),
+            ctime_ns: ns(stat.st_ctime, stat.st_ctime_nsec),
+        })
+    }
+
+    /// The later of the two times (the epoch for a time before it, the end of what a
+    /// `SystemTime` holds here for one beyond).
+    fn newest_time(&self) -> SystemTime {
+        let newest = u64::try_from(self.mtime_ns.max(self.ctime_ns).max(0)).unwrap_or(u64::MAX);
+        UNIX_EPOCH + Duration::from_nanos(newest)
+    }
+}
+
 /// The entries of `new/`, sorted into what can be a message and what cannot.
 struct NewScan {
     messages: Vec<MessageName>,
@@ -182,6 +234,17 @@ impl Inbox {
     /// `<state>/inbox/<session>`.
     pub fn dir(&self) -> &Path {
         self.dirs.session.path()
+    }
+
+    /// What `new/` and `archive/` look like now, cheaply (two `fstat`s): equal stamps mean no
+    /// entry was created, renamed or removed in either, within the limits that
+    /// [`InboxStamp::settled_before`] states. [`crate::watch::ScanCache`] uses it to skip
+    /// listing an inbox that has not changed.
+    pub fn stamp(&self) -> Result<InboxStamp> {
+        Ok(InboxStamp {
+            new: DirStamp::of(&self.dirs.new)?,
+            archive: DirStamp::of(&self.dirs.archive)?,
+        })
     }
 
     /// Whether the inbox's directory, or one of `tmp/`, `new/` and `archive/`, has been removed

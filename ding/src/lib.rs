@@ -58,6 +58,7 @@ pub mod policy;
 pub mod presence;
 pub mod protocol;
 pub mod status;
+pub mod watch;
 
 mod durable;
 

@@ -40,6 +40,7 @@ use belfry_ding::protocol::{EventBody, EventValidator};
 use belfry_ding::status::{
     AdapterProcessState, Counters, DingStatus, LastEvent, LeaseStatus, MessageState, MessageStatus,
 };
+use belfry_ding::watch::{ScanCache, Scanned};
 use belfry_ding::{
     DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, MessageName, OwnershipStore,
     PaneIdentity, SessionName,
@@ -221,6 +222,8 @@ struct Worker {
     refused_logged: HashSet<PathBuf>,
     /// When to ask again about unresolved transactions (see [`Worker::recheck_unresolved`]).
     next_recheck: Instant,
+    /// The inbox's last listing, reused while the inbox cannot have changed.
+    scans: ScanCache,
 }
 
 /// What the worker did with a staged notice whose send outcome it did not know.
@@ -289,6 +292,7 @@ async fn run_worker(
         first_pass: true,
         refused_logged: HashSet::new(),
         next_recheck: Instant::now() + UNRESOLVED_RECHECK,
+        scans: ScanCache::default(),
     };
     // SPEC §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
     // the pane host knows whether it was ever written. Ask before announcing anything.
@@ -320,44 +324,35 @@ async fn run_worker(
 }
 
 impl Worker {
-    /// The unread messages, and the names of message files that are present but refused for
-    /// now (see [`belfry_ding::inbox::UnreadScan::held`]); `None` when the inbox cannot be listed.
-    fn scan(&mut self) -> Option<(Vec<MessageName>, Vec<MessageName>)> {
-        self.reopen_removed_inbox();
-        match self.inbox.scan_unread() {
-            Ok(scan) => {
-                self.log_refused(scan.refused);
-                Some((scan.unread, scan.held))
-            }
-            Err(err) => {
-                tracing::warn!(session = self.info.session, "cannot list inbox: {err}");
-                None
-            }
-        }
-    }
-
-    /// The unread messages; none when the inbox cannot be listed (nothing is announced then).
-    fn unread(&mut self) -> Vec<MessageName> {
-        self.scan().map(|(unread, _)| unread).unwrap_or_default()
-    }
-
     /// Lists the inbox and releases the ownership of messages that are really gone (archived
     /// or deleted), returning the unread ones. A failed scan releases nothing: "cannot list"
     /// is not "archived", and dropping staged or delivered records then would announce every
-    /// message again (SPEC §7.3). Refused but present files keep their records too.
+    /// message again (SPEC §7.3). Refused but present files keep their records too. None are
+    /// returned when the inbox cannot be listed (nothing is announced then). The inbox is
+    /// listed again only when it may have changed (see [`ScanCache`]); one unchanged since its
+    /// last listing has nothing new to log or release.
     fn unread_reconciled(&mut self) -> Vec<MessageName> {
-        let Some((unread, held)) = self.scan() else {
-            return Vec::new();
+        self.reopen_removed_inbox();
+        let scan = match self.scans.scan(&self.inbox) {
+            Ok(Scanned::Unchanged(scan)) => return scan.unread.clone(),
+            Ok(Scanned::Fresh(scan)) => scan.clone(),
+            Err(err) => {
+                tracing::warn!(session = self.info.session, "cannot list inbox: {err}");
+                return Vec::new();
+            }
         };
-        let mut present = unread.clone();
-        present.extend(held);
+        self.log_refused(scan.refused);
+        let mut present = scan.unread.clone();
+        present.extend(scan.held);
         if let Err(err) = self.ownership.reconcile(&present) {
             tracing::warn!(
                 session = self.info.session,
                 "cannot reconcile ownership: {err}"
             );
+            // Look again next time, and try again then.
+            self.scans.forget();
         }
-        unread
+        scan.unread
     }
 
     /// The inbox works on the directory handles it opened; after someone removed the inbox
@@ -971,7 +966,7 @@ impl Worker {
                                 "turn-boundary names no message: {name:?}"
                             );
                         }
-                        let unread = self.unread();
+                        let unread = self.unread_reconciled();
                         match self
                             .ownership
                             .record_turn_boundary(messages, &unread, received)
@@ -1114,7 +1109,7 @@ impl Worker {
         if parsed.header.generation != self.info.generation {
             return Err(HoldReason::GenerationMismatch.as_str().to_string());
         }
-        let unread = self.unread();
+        let unread = self.unread_reconciled();
         // Only messages nobody owns yet may be claimed by the hook: a staged notice already
         // went (or is going) through the PTY.
         let claimable: Vec<MessageName> = {
