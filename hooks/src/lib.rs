@@ -54,6 +54,7 @@
 //! Environment fallbacks: [`HOOKS_FILE_ENV`], [`HOOK_CONTEXT_ENV`], [`DIALECTS_ENV`]. Handlers
 //! see [`EVENT_ENV`] set to the semantic event. The formats are documented in `docs/hooks.md`.
 
+pub mod canonical;
 mod chain;
 pub mod dispatch;
 pub mod error;
