@@ -800,7 +800,7 @@ mod tests {
 
     #[test]
     fn openers_are_counted_everywhere() {
-        assert_eq!(nth_opener("a { b /* c */ \"{\" }", 3), Some(14));
+        assert_eq!(nth_opener("a { b /* c */ \"{\" }", 3), Some(15));
         assert_eq!(nth_opener("a { }", 2), None);
     }
 }
