@@ -65,6 +65,7 @@ mod outcome;
 pub mod pane_link;
 mod permissions;
 mod process;
+pub mod project;
 pub mod spool;
 
 pub use chain::{EVENT_ENV, REFUSAL_EXIT_CODE};
