@@ -8,6 +8,8 @@
 //! The file is written for the platform `belfry hooks` runs on: `command-windows` replaces
 //! `command` on Windows, since the hooks file holds one argv per handler.
 
+use std::path::Path;
+
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -33,12 +35,29 @@ impl Platform {
 
 /// The hooks-file JSON for `hooks` (already filtered to one target and wait mode), in order.
 pub fn hooks_file(hooks: &[&CanonicalHook], platform: Platform) -> Value {
+    hooks_file_at(hooks, platform, Path::new(""))
+}
+
+/// [`hooks_file`], with a relative program path (`scripts/guard.sh`, one with a `/` but not
+/// absolute) made absolute against `base_dir`, the canonical file's directory: dispatch runs
+/// in whatever directory the harness runs hooks in, and a guard must not stop being found
+/// (and so stop denying) because the agent started in a subdirectory. A bare name (`guard`)
+/// is left for `PATH`.
+pub fn hooks_file_at(hooks: &[&CanonicalHook], platform: Platform, base_dir: &Path) -> Value {
     let mut events: Map<String, Value> = Map::new();
     for hook in hooks {
         let argv = match (platform, &hook.command_windows) {
             (Platform::Windows, Some(windows)) => windows,
             _ => &hook.command,
         };
+        let mut argv = argv.clone();
+        if let Some(program) = argv.first_mut() {
+            let path = Path::new(program.as_str());
+            let has_separator = program.contains('/') || program.contains('\\');
+            if has_separator && path.is_relative() && !base_dir.as_os_str().is_empty() {
+                *program = base_dir.join(path).display().to_string();
+            }
+        }
         let group = json!({
             "matcher": hook.selector.matcher(),
             "handlers": [{

@@ -112,6 +112,9 @@ pub struct Matrix {
     pub sources: Vec<String>,
     #[serde(default)]
     pub not_admitted: Option<NotAdmitted>,
+    /// The argv that prints the installed harness's version (`--version`), if it has one.
+    #[serde(default)]
+    pub detect: Vec<String>,
     pub cells: BTreeMap<String, Cell>,
 }
 

@@ -173,13 +173,14 @@ impl FileChange {
         }
         let before = self.before.as_deref().unwrap_or("");
         let after = self.after.as_deref().unwrap_or("");
+        let path = self.path.display().to_string();
         let old = if self.before.is_some() {
-            format!("a/{}", self.path.display())
+            path.clone()
         } else {
             "/dev/null".to_string()
         };
         let new = if self.after.is_some() {
-            format!("b/{}", self.path.display())
+            path
         } else {
             "/dev/null".to_string()
         };
@@ -373,6 +374,8 @@ fn build_files(
     plan: &mut TargetPlan,
 ) -> Result<(), String> {
     let hooks_dir = context.hooks_dir();
+    let canonical_path = context.canonical_path();
+    let base_dir = canonical_path.parent().unwrap_or(&context.project_dir);
     let Some(target_path) = context.target_path(render) else {
         return Err(format!(
             "the {} path of {} needs an environment variable that is not set",
@@ -388,9 +391,10 @@ fn build_files(
             .filter(|hook| hook.is_async == is_async)
             .collect();
         let after = (!selected.is_empty()).then(|| {
-            String::from_utf8_lossy(&compile::to_file_bytes(&compile::hooks_file(
+            String::from_utf8_lossy(&compile::to_file_bytes(&compile::hooks_file_at(
                 &selected,
                 compile::Platform::current(),
+                base_dir,
             )))
             .into_owned()
         });
@@ -686,7 +690,9 @@ fn write_target(
                     rule.file
                 )
             })?;
-        let text = read_optional(&trust_file)?.unwrap_or_default();
+        let original = read_optional(&trust_file)?;
+        let file_existed = original.is_some();
+        let text = original.clone().unwrap_or_default();
         // Entries this projection wrote before and no longer wants come out first.
         let stale: Vec<String> = trust_records
             .iter()
@@ -720,11 +726,12 @@ fn write_target(
                     key: entry.key.clone(),
                     hash: entry.hash.clone(),
                     appended,
+                    created_file: !file_existed
+                        || trust_records.iter().any(|record| record.created_file),
                 });
             }
         }
-        let original = read_optional(&trust_file)?.unwrap_or_default();
-        if text != original {
+        if text != original.unwrap_or_default() {
             write_file(&trust_file, &text, &mut created_dirs)?;
         }
     }
@@ -1076,7 +1083,9 @@ fn uninstall_target(target: &TargetState, data: Option<&AdapterData>) -> Result<
         let path = Path::new(&record.file);
         if let Some(text) = read_optional(path)? {
             let new_text = trust::remove_appended(&text, std::slice::from_ref(&record.appended));
-            if new_text != text {
+            if record.created_file && new_text.trim().is_empty() {
+                remove_file(path)?;
+            } else if new_text != text {
                 let mut ignored = Vec::new();
                 write_file(path, &new_text, &mut ignored)?;
             }

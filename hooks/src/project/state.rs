@@ -81,6 +81,9 @@ pub struct TrustRecord {
     pub key: String,
     pub hash: String,
     pub appended: String,
+    /// The trust file did not exist before this entry was written.
+    #[serde(default)]
+    pub created_file: bool,
 }
 
 impl State {
