@@ -773,3 +773,66 @@ fn matrices_are_complete_and_renderers_agree_with_declarations() {
         }
     }
 }
+
+/// The trust hash recipe against the real Codex: `adapters/codex/fixtures/trust/` holds a
+/// `hooks.json` belfry wrote and what Codex 0.169.0's own `hooks/list` reported for it (the
+/// hash it computes and "trusted" for the entries `apply --trust` wrote). The recipe, written
+/// here independently, gives Codex's hashes from the file; `codex_trust_is_written_only_with_
+/// trust_and_status_reads_it` shows belfry writes the recipe's hashes.
+#[test]
+fn the_trust_hash_recipe_matches_the_real_codex() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters/codex/fixtures/trust");
+    let read = |name: &str| -> Value {
+        std::fs::read_to_string(dir.join(name))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_else(|| panic!("fixture {name}"))
+    };
+    let hooks = read("hooks.json");
+    let capture = read("hooks-list-0.169.0.json");
+    let labels = [
+        ("pre_tool_use", "PreToolUse"),
+        ("user_prompt_submit", "UserPromptSubmit"),
+    ];
+    let listed = capture
+        .pointer("/hooks_list_result/data/0/hooks")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(listed.len(), 2, "{capture}");
+    for entry in listed {
+        let key = entry["key"].as_str().unwrap_or_default();
+        let mut parts = key.rsplitn(4, ':');
+        let (handler, group, label) = (parts.next(), parts.next(), parts.next());
+        assert_eq!(handler, Some("0"), "{key}");
+        let event = labels
+            .iter()
+            .find(|(l, _)| Some(*l) == label)
+            .map(|(_, event)| *event)
+            .unwrap_or_else(|| panic!("{key}"));
+        let mut handler = hooks
+            .pointer(&format!("/hooks/{event}/{}/hooks/0", group.unwrap_or("?")))
+            .cloned()
+            .unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut handler {
+            map.remove("commandWindows");
+        }
+        let identity = serde_json::json!({"event_name": label, "hooks": [handler]});
+        assert_eq!(
+            Value::String(sha256(&canonical(&identity))),
+            entry["currentHash"],
+            "{key}"
+        );
+        assert_eq!(entry["trustStatus"], "trusted", "{key}");
+        let written = capture["config_toml_written_by_belfry"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            written.contains(&format!(
+                "trusted_hash = \"{}\"",
+                entry["currentHash"].as_str().unwrap_or("?")
+            )),
+            "{written}"
+        );
+    }
+}
