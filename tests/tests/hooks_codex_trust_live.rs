@@ -71,7 +71,7 @@ fn hooks_list(codex: &Path, project: &Path, codex_home: &Path) -> Value {
         let _ = stdin.flush();
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut answer = |id: u64| -> Value {
+    let answer = |id: u64| -> Value {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = lines.recv_timeout(left).unwrap_or_else(|_| {
