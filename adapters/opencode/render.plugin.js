@@ -1,9 +1,12 @@
 // {{GENERATED_HEADER}}
 //
-// An OpenCode plugin whose only logic is calling `belfry dispatch` and translating its answer
-// (SPEC §10). OpenCode 1.18 plugin hooks mutate `output`; throwing in tool.execute.before
-// blocks the call and the model sees the error text. The answer read is belfry's
-// {"decision","reason","context"} (or a dialect's "block").
+// An OpenCode plugin whose only logic is calling `belfry dispatch --native opencode` and
+// translating its answer (SPEC §10). The answer is the opencode dialect's one JSON object
+// {"belfry_shim":1} plus at most one action: "throw" (tool.execute.before: throw it, so
+// OpenCode does not run the tool and the model sees the text), "append_output"
+// (tool.execute.after: the context after the tool's output), "add_text_part" (chat.message:
+// one more text part of the user's message). A belfry without that dialect answers
+// {"decision","reason","context"}, read the same way. OpenCode 1.18 plugin hooks.
 import { spawnSync } from "node:child_process";
 
 const HOOKS_FILE = {{HOOKS_FILE_JSON}};
@@ -11,27 +14,27 @@ const EVENTS = {{EVENTS_JSON}};
 const TIMEOUT_MS = {{TIMEOUT_MS}};
 
 function dispatch(event, payload, cwd) {
-  const allow = { deny: false, reason: "", context: "" };
-  if (!EVENTS.includes(event)) return allow;
+  if (!EVENTS.includes(event)) return {};
   const run = spawnSync(
     "belfry",
     ["dispatch", "--event", event, "--native", "opencode", "--hooks-file", HOOKS_FILE],
     { input: JSON.stringify({ hook_event_name: event, cwd, ...payload }), encoding: "utf8", timeout: TIMEOUT_MS },
   );
-  if (run.status !== 0 || !run.stdout) return allow;
+  if (run.status !== 0 || !run.stdout) return {};
   try {
     const answer = JSON.parse(run.stdout);
-    const deny = answer.decision === "deny" || answer.block === true;
-    return { deny, reason: String(answer.reason ?? ""), context: String(answer.context ?? "") };
+    if (answer.belfry_shim === 1) return answer;
+    if (answer.decision === "deny") return { throw: answer.reason || "denied by a belfry hook" };
+    return answer.context ? { append_output: answer.context, add_text_part: answer.context } : {};
   } catch {
-    return allow;
+    return {};
   }
 }
 
 export const BelfryHooks = async ({ directory }) => ({
   "tool.execute.before": async (input, output) => {
     const answer = dispatch("before-tool", { session_id: input.sessionID, tool_name: input.tool, tool_input: output.args }, directory);
-    if (answer.deny) throw new Error(answer.reason || "denied by a belfry hook");
+    if (answer.throw) throw new Error(answer.throw);
   },
   "tool.execute.after": async (input, output) => {
     const answer = dispatch(
@@ -39,14 +42,14 @@ export const BelfryHooks = async ({ directory }) => ({
       { session_id: input.sessionID, tool_name: input.tool, tool_input: input.args, tool_response: output.output },
       directory,
     );
-    if (answer.context) output.output = `${output.output ?? ""}\n${answer.context}`;
+    if (answer.append_output) output.output = `${output.output ?? ""}\n\n${answer.append_output}`;
   },
   "chat.message": async (input, output) => {
     const prompt = (output.parts ?? []).filter((part) => part.type === "text").map((part) => part.text).join("\n");
     const answer = dispatch("prompt-submit", { session_id: input.sessionID, prompt }, directory);
-    if (answer.context && output.parts) {
+    if (answer.add_text_part && output.parts) {
       const first = output.parts[0] ?? {};
-      output.parts.push({ ...first, id: `${first.id ?? "prt"}-belfry`, type: "text", text: answer.context, synthetic: true });
+      output.parts.push({ ...first, id: `${first.id ?? "prt"}-belfry`, type: "text", text: answer.add_text_part, synthetic: true });
     }
   },
   "experimental.session.compacting": async (input) => {
