@@ -836,3 +836,15 @@ fn the_trust_hash_recipe_matches_the_real_codex() {
         );
     }
 }
+
+#[test]
+fn a_missing_canonical_file_says_what_to_do() {
+    let tree = Tree::new();
+    let output = tree.hooks(&["plan"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = tree.redact(&String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        stderr.trim_end(),
+        "belfry: [PROJECT]/belfry-hooks.kdl:1:1: there is no hook file here: write one (docs/hooks.md, \"The canonical hook file\"); to remove what an earlier apply installed, run `belfry hooks uninstall`"
+    );
+}

@@ -32,6 +32,8 @@ pub struct CanonicalError {
 pub enum Problem {
     #[error("cannot read the hook file: {reason}")]
     Read { reason: String },
+    #[error("there is no hook file here: write one (docs/hooks.md, \"The canonical hook file\"); to remove what an earlier apply installed, run `belfry hooks uninstall`")]
+    NotFound,
     #[error("the hook file is not UTF-8 ({reason})")]
     NotUtf8 { reason: String },
     #[error("the hook file is larger than {limit} bytes")]

@@ -273,8 +273,12 @@ pub fn load(
     };
     let read_error = |err: std::io::Error| CanonicalError {
         at: at_start.clone(),
-        problem: Box::new(Problem::Read {
-            reason: err.to_string(),
+        problem: Box::new(if err.kind() == std::io::ErrorKind::NotFound {
+            Problem::NotFound
+        } else {
+            Problem::Read {
+                reason: err.to_string(),
+            }
         }),
     };
     let file = std::fs::File::open(path).map_err(read_error)?;

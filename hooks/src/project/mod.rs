@@ -240,7 +240,7 @@ pub struct Plan {
 /// A problem that stops the lifecycle as a whole (not one target).
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectError {
-    #[error("{0}")]
+    #[error(transparent)]
     Canonical(#[from] canonical::CanonicalError),
     #[error("adapter data: {0}")]
     AdapterData(String),
