@@ -848,3 +848,49 @@ fn a_missing_canonical_file_says_what_to_do() {
         "belfry: [PROJECT]/belfry-hooks.kdl:1:1: there is no hook file here: write one (docs/hooks.md, \"The canonical hook file\"); to remove what an earlier apply installed, run `belfry hooks uninstall`"
     );
 }
+
+#[test]
+fn a_group_the_user_adds_before_a_managed_one_is_not_taken_for_it() {
+    let tree = full_tree();
+    tree.expect(&["apply", "--trust"], 0);
+    let user_group =
+        "{ \"hooks\": [ { \"type\": \"command\", \"command\": \"user-late\" } ] },\n      ";
+    for (path, event) in [
+        (".claude/settings.json", "\"UserPromptSubmit\": [\n      "),
+        (".codex/hooks.json", "\"UserPromptSubmit\": [\n      "),
+    ] {
+        let text = tree.read(path);
+        assert!(text.contains(event), "{path}:\n{text}");
+        tree.write(
+            path,
+            &text.replacen(event, &format!("{event}{user_group}"), 1),
+        );
+    }
+    let with_user_groups = tree.read(".claude/settings.json");
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("claude: installed"), "{status}");
+    // Codex keys trust by position: the moved entry is honestly reported untrusted.
+    let moved = format!(
+        "{}:user_prompt_submit:1:0: untrusted",
+        tree.redact(&tree.project.join(".codex/hooks.json").display().to_string())
+    );
+    assert!(status.contains(&moved), "{status}");
+    tree.expect(&["apply"], 0);
+    assert_eq!(
+        tree.read(".claude/settings.json"),
+        with_user_groups,
+        "apply moved or duplicated a group"
+    );
+    tree.expect(&["uninstall"], 0);
+    for path in [".claude/settings.json", ".codex/hooks.json"] {
+        let text = tree.read(path);
+        assert!(
+            text.contains("user-late"),
+            "{path} lost the user's group:\n{text}"
+        );
+        assert!(
+            !text.contains("belfry dispatch"),
+            "{path} kept a managed group:\n{text}"
+        );
+    }
+}

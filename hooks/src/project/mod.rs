@@ -525,8 +525,76 @@ impl ApplyReport {
     }
 }
 
+/// What became of one recorded managed group in the live settings text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum GroupNow {
+    /// Found (by its belfry command, same wait mode) with the digest apply recorded.
+    Same(PlacedGroup),
+    /// Found, but changed since apply.
+    Changed(PlacedGroup),
+    /// Not found as a belfry group, but something else sits at its recorded place with a
+    /// different digest: edited so that it no longer calls belfry dispatch.
+    Replaced,
+    Gone,
+}
+
+/// The live state of each recorded group of a settings target. A group is looked up by what
+/// it is (a belfry group of that event and wait mode), not by its recorded index, so a group
+/// the user added before it is not taken for it.
+fn groups_now(
+    settings: &state::SettingsRecord,
+    data: Option<&AdapterData>,
+    text: &str,
+) -> Vec<(PlacedGroup, GroupNow)> {
+    let (command_field, async_field) = match data.and_then(|d| d.render.as_ref()) {
+        Some(Render::SettingsJson { fields, .. }) => {
+            (fields.command.clone(), fields.async_field.clone())
+        }
+        _ => ("command".to_string(), None),
+    };
+    let target = data.map(|d| d.name.clone()).unwrap_or_default();
+    let merge = Merge::new(
+        Some(text),
+        &settings.hooks_key,
+        &target,
+        &command_field,
+        async_field.as_deref(),
+        Created::default(),
+    );
+    let placed = merge.placed().unwrap_or_default();
+    let root = jsonc::parse(text).ok();
+    settings
+        .groups
+        .iter()
+        .map(|recorded| {
+            let found = placed.iter().find(|now| {
+                now.native_event == recorded.native_event && now.is_async == recorded.is_async
+            });
+            let now = match found {
+                Some(now) if now.digest == recorded.digest => GroupNow::Same(now.clone()),
+                Some(now) => GroupNow::Changed(now.clone()),
+                None => {
+                    let at_index = root
+                        .as_ref()
+                        .and_then(|root| root.member(&settings.hooks_key))
+                        .and_then(|hooks| hooks.member(&recorded.native_event))
+                        .and_then(|array| array.elements().get(recorded.index))
+                        .and_then(|node| node.value(text));
+                    match at_index {
+                        Some(value) if canonical_digest(&value) != recorded.digest => {
+                            GroupNow::Replaced
+                        }
+                        _ => GroupNow::Gone,
+                    }
+                }
+            };
+            (recorded.clone(), now)
+        })
+        .collect()
+}
+
 /// Drift: a managed artifact recorded by the last apply that no longer has its digest.
-fn drift(state: &TargetState) -> Vec<String> {
+fn drift(state: &TargetState, data: Option<&AdapterData>) -> Vec<String> {
     let mut drifted = Vec::new();
     for file in &state.files {
         if let Ok(Some(text)) = read_optional(Path::new(&file.path)) {
@@ -537,21 +605,17 @@ fn drift(state: &TargetState) -> Vec<String> {
     }
     if let Some(settings) = &state.settings {
         if let Ok(Some(text)) = read_optional(Path::new(&settings.path)) {
-            if let Ok(root) = jsonc::parse(&text) {
-                for group in &settings.groups {
-                    let current = root
-                        .member(&settings.hooks_key)
-                        .and_then(|hooks| hooks.member(&group.native_event))
-                        .and_then(|array| array.elements().get(group.index))
-                        .and_then(|node| node.value(&text));
-                    if let Some(current) = current {
-                        if canonical_digest(&current) != group.digest {
-                            drifted.push(format!(
-                                "{}: the managed {} entry changed since apply",
-                                settings.path, group.native_event
-                            ));
-                        }
-                    }
+            for (recorded, now) in groups_now(settings, data, &text) {
+                match now {
+                    GroupNow::Changed(_) => drifted.push(format!(
+                        "{}: the managed {} entry changed since apply",
+                        settings.path, recorded.native_event
+                    )),
+                    GroupNow::Replaced => drifted.push(format!(
+                        "{}: the managed {} entry was edited so that it no longer calls belfry dispatch",
+                        settings.path, recorded.native_event
+                    )),
+                    GroupNow::Same(_) | GroupNow::Gone => {}
                 }
             }
         }
@@ -585,7 +649,7 @@ pub fn apply(context: &Context, options: ApplyOptions) -> Result<ApplyReport, Pr
         let mut refusal = target.refusal.clone();
         if refusal.is_none() && !options.force {
             if let Some(recorded) = recorded {
-                let drifted = drift(recorded);
+                let drifted = drift(recorded, adapters.by_name.get(&target.target));
                 if !drifted.is_empty() {
                     refusal = Some(format!(
                         "drift: {}; apply --force overwrites it",
@@ -849,33 +913,11 @@ fn target_status(
         match &settings_text {
             None => missing.push(format!("{} is gone", settings.path)),
             Some(text) => {
-                let root = jsonc::parse(text).ok();
-                for group in &settings.groups {
-                    let found = root
-                        .as_ref()
-                        .and_then(|root| root.member(&settings.hooks_key))
-                        .and_then(|hooks| hooks.member(&group.native_event))
-                        .and_then(|array| array.elements().get(group.index))
-                        .and_then(|node| node.value(text))
-                        .filter(|value| {
-                            value
-                                .pointer("/hooks/0")
-                                .and_then(|h| h.as_object())
-                                .is_some_and(|h| {
-                                    h.values().any(|v| {
-                                        v.as_str().is_some_and(|s| {
-                                            merge::is_managed_command(
-                                                s,
-                                                data.map_or("", |d| d.name.as_str()),
-                                            )
-                                        })
-                                    })
-                                })
-                        });
-                    if found.is_none() {
+                for (recorded, now) in groups_now(settings, data, text) {
+                    if now == GroupNow::Gone {
                         missing.push(format!(
                             "{}: the managed {} entry is gone",
-                            settings.path, group.native_event
+                            settings.path, recorded.native_event
                         ));
                     }
                 }
@@ -885,7 +927,7 @@ fn target_status(
     if !missing.is_empty() {
         return TargetStatus::Missing(missing);
     }
-    let drifted = drift(target);
+    let drifted = drift(target, data);
     if !drifted.is_empty() {
         return TargetStatus::Drifted(drifted);
     }
@@ -955,20 +997,25 @@ fn inert_reasons(
                 reasons.push(project_trust.reason.clone());
             }
         }
-        let root = settings_text.and_then(|text| jsonc::parse(text).ok());
-        for group in &settings.groups {
+        let text_now = settings_text.unwrap_or_default();
+        let root = jsonc::parse(text_now).ok();
+        for (_, now) in groups_now(settings, Some(data), text_now) {
+            // Trust is keyed by position: the entry's current place is what the harness checks.
+            let GroupNow::Same(placed) = now else {
+                continue;
+            };
             let value = root
                 .as_ref()
                 .and_then(|root| root.member(hooks_key))
-                .and_then(|hooks| hooks.member(&group.native_event))
-                .and_then(|array| array.elements().get(group.index))
-                .and_then(|node| settings_text.and_then(|text| node.value(text)));
+                .and_then(|hooks| hooks.member(&placed.native_event))
+                .and_then(|array| array.elements().get(placed.index))
+                .and_then(|node| node.value(text_now));
             let Some(value) = value else { continue };
             let Some(entry) = trust::entry(
                 rule,
                 &settings.path,
-                &group.native_event,
-                group.index,
+                &placed.native_event,
+                placed.index,
                 &value,
             ) else {
                 continue;
@@ -976,11 +1023,11 @@ fn inert_reasons(
             match trust::recorded_hash(rule, &text, &entry.key) {
                 None => reasons.push(format!(
                     "{} {}: {}",
-                    group.native_event, entry.key, rule.untrusted
+                    placed.native_event, entry.key, rule.untrusted
                 )),
                 Some(hash) if hash != entry.hash => reasons.push(format!(
                     "{} {}: {}",
-                    group.native_event, entry.key, rule.modified
+                    placed.native_event, entry.key, rule.modified
                 )),
                 Some(_) => {}
             }
@@ -1009,7 +1056,7 @@ pub fn uninstall(
         let Some(target) = state.targets.get(&name).cloned() else {
             continue;
         };
-        let drifted = drift(&target);
+        let drifted = drift(&target, adapters.by_name.get(&name));
         if !drifted.is_empty() && !force {
             report.push((
                 name,
