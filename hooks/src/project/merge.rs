@@ -530,4 +530,89 @@ mod tests {
             user_after.starts_with("{\"hooks\": {\"Ev\": [{\"hooks\": [{\"command\": \"mine\"}]},")
         );
     }
+
+    mod roundtrip {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A settings document: unrelated scalars, maybe a `hooks` object with user groups.
+        fn document() -> impl Strategy<Value = Value> {
+            let scalar = prop_oneof![
+                any::<bool>().prop_map(Value::from),
+                any::<i32>().prop_map(Value::from),
+                "[a-z ]{0,6}".prop_map(Value::from),
+            ];
+            let user_group = "[a-z]{1,5}"
+                .prop_map(|command| json!({"hooks": [{"type": "command", "command": command}]}));
+            let events = proptest::collection::btree_map(
+                prop_oneof![Just("Ev".to_string()), Just("Other".to_string())],
+                proptest::collection::vec(user_group, 0..3),
+                0..3,
+            );
+            (
+                proptest::collection::btree_map("[a-g]{1,3}", scalar, 0..4),
+                proptest::option::of(events),
+            )
+                .prop_map(|(fields, hooks)| {
+                    let mut map: serde_json::Map<String, Value> =
+                        fields.into_iter().filter(|(k, _)| k != "hooks").collect();
+                    if let Some(events) = hooks {
+                        let events: serde_json::Map<String, Value> = events
+                            .into_iter()
+                            .map(|(event, groups)| (event, Value::Array(groups)))
+                            .collect();
+                        map.insert("hooks".into(), Value::Object(events));
+                    }
+                    Value::Object(map)
+                })
+        }
+
+        /// The document as a user might have written it: compact or pretty, with comments.
+        fn text(value: &Value, pretty: bool, comment: bool) -> String {
+            let body = if pretty {
+                serde_json::to_string_pretty(value).unwrap_or_default()
+            } else {
+                serde_json::to_string(value).unwrap_or_default()
+            };
+            if comment {
+                format!("// settings\n{}\n", body.replacen('{', "{ /* kept */", 1))
+            } else {
+                body
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn apply_then_uninstall_is_the_identity(
+                value in document(),
+                pretty in any::<bool>(),
+                comment in any::<bool>(),
+                events in proptest::collection::btree_set(prop_oneof![Just("Ev"), Just("New")], 1..3),
+            ) {
+                let original = text(&value, pretty, comment);
+                let wanted: Vec<WantedGroup> = events
+                    .iter()
+                    .map(|event| WantedGroup { native_event: event.to_string(), ..group(COMMAND) })
+                    .collect();
+                let mut merge = Merge::new(Some(&original), "hooks", "t", "command", None, Created::default());
+                prop_assert!(merge.set_groups(&wanted).is_ok());
+                let applied = merge.text.clone();
+                let root = jsonc::parse(&applied);
+                prop_assert!(root.is_ok(), "{}", applied);
+                prop_assert_eq!(merge.placed().map(|p| p.len()).unwrap_or(0), wanted.len());
+                // Every unrelated value is still there, unchanged.
+                let now = root.ok().and_then(|root| root.value(&applied)).unwrap_or(Value::Null);
+                if let Value::Object(map) = &value {
+                    for (key, field) in map {
+                        if key != "hooks" {
+                            prop_assert_eq!(now.get(key), Some(field));
+                        }
+                    }
+                }
+                let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, merge.created.clone());
+                prop_assert!(undo.set_groups(&[]).is_ok());
+                prop_assert_eq!(undo.text, original);
+            }
+        }
+    }
 }
