@@ -551,6 +551,7 @@ fn codex_trust_is_written_only_with_trust_and_status_reads_it() {
         tree.project.display()
     );
     std::fs::write(&config, &trusted).unwrap_or_else(|err| panic!("{err}"));
+    trust_gemini_folder(&tree);
     let status = tree.expect(&["status"], 0);
     assert!(status.contains("codex: installed"), "{status}");
     // Uninstall takes out exactly the entries it wrote; the user's project trust stays.
@@ -584,7 +585,12 @@ fn hooks_disabled_by_the_harness_are_inert() {
     );
     let status = tree.expect(&["status"], 2);
     assert!(status.contains("claude: inert: [PROJECT]/.claude/settings.json: disableAllHooks is set in this settings file"), "{status}");
-    assert!(status.contains("gemini: inert: [PROJECT]/.gemini/settings.json: hooksConfig.enabled is false in this settings file"), "{status}");
+    assert!(
+        status.contains(
+            "[PROJECT]/.gemini/settings.json: hooksConfig.enabled is false in this settings file"
+        ),
+        "{status}"
+    );
 }
 
 #[test]
@@ -893,4 +899,52 @@ fn a_group_the_user_adds_before_a_managed_one_is_not_taken_for_it() {
             "{path} kept a managed group:\n{text}"
         );
     }
+}
+
+fn trust_gemini_folder(tree: &Tree) {
+    let file = tree.home.join(".gemini/trustedFolders.json");
+    std::fs::create_dir_all(tree.home.join(".gemini")).unwrap_or_else(|err| panic!("{err}"));
+    let folders = serde_json::json!({ tree.project.display().to_string(): "TRUST_FOLDER" });
+    std::fs::write(&file, folders.to_string()).unwrap_or_else(|err| panic!("{err}"));
+}
+
+/// Gemini CLI 0.61.0 loads a project's settings, hooks included, only in a folder the user
+/// trusts (`~/.gemini/trustedFolders.json`, longest match; folder trust is on by default):
+/// until then its projected hooks are inert.
+#[test]
+fn gemini_hooks_in_an_untrusted_folder_are_inert() {
+    let tree = full_tree();
+    tree.expect(&["apply"], 0);
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("gemini: inert: the project folder is not trusted by gemini (~/.gemini/trustedFolders.json), so its .gemini/settings.json hooks are not loaded — trust the folder in gemini\n"), "{status}");
+    // A parent trusted with TRUST_PARENT trusts its siblings, this project among them.
+    let sibling = tree
+        .project
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .join("sibling");
+    std::fs::create_dir_all(tree.home.join(".gemini")).unwrap_or_else(|err| panic!("{err}"));
+    let folders = serde_json::json!({ sibling.display().to_string(): "TRUST_PARENT" });
+    std::fs::write(
+        tree.home.join(".gemini/trustedFolders.json"),
+        folders.to_string(),
+    )
+    .unwrap_or_else(|err| panic!("{err}"));
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("gemini: installed"), "{status}");
+    // A longer DO_NOT_TRUST rule for the project wins.
+    let folders = serde_json::json!({
+        sibling.display().to_string(): "TRUST_PARENT",
+        tree.project.display().to_string(): "DO_NOT_TRUST",
+    });
+    std::fs::write(
+        tree.home.join(".gemini/trustedFolders.json"),
+        folders.to_string(),
+    )
+    .unwrap_or_else(|err| panic!("{err}"));
+    let status = tree.expect(&["status"], 2);
+    assert!(
+        status.contains("gemini: inert: the project folder is not trusted"),
+        "{status}"
+    );
 }

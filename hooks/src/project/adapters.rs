@@ -185,6 +185,28 @@ pub struct ProjectTrust {
     pub reason: String,
 }
 
+/// A harness that loads a project's settings (and so its hooks) only in a folder the user
+/// trusts, recorded in a JSON map of folder path → trust level; the longest matching path
+/// decides. Project scope only.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FolderTrust {
+    /// The JSON file of folder → level (`$VAR`s allowed).
+    pub file: String,
+    /// Levels that trust the folder itself.
+    pub trusted: Vec<String>,
+    /// Levels that trust the parent of the named path (so its siblings too).
+    #[serde(default)]
+    pub parent: Vec<String>,
+    /// A settings value that turns folder trust off (every folder trusted).
+    #[serde(default)]
+    pub disabled_by: Option<InertRule>,
+    /// Environment variables that trust every folder, with the value that does.
+    #[serde(default)]
+    pub env_trusted: BTreeMap<String, String>,
+    pub reason: String,
+}
+
 /// The native field names of a handler entry.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -243,6 +265,8 @@ pub enum Render {
         inert: Vec<InertRule>,
         #[serde(default)]
         trust: Option<TrustRule>,
+        #[serde(default)]
+        folder_trust: Option<FolderTrust>,
     },
     /// A file belfry owns whole, generated from a template.
     GeneratedFile {

@@ -202,12 +202,18 @@ fn inert_reasons(
         inert,
         trust: trust_rule,
         hooks_key,
+        folder_trust,
         ..
     }) = &data.render
     else {
         return reasons;
     };
     let defaults = data.render_defaults();
+    if let (Some(rule), Scope::Project) = (folder_trust, context.scope) {
+        if !folder_trusted(context, rule, &defaults) {
+            reasons.push(rule.reason.clone());
+        }
+    }
     for rule in inert {
         let mut files: Vec<(String, Option<String>)> = Vec::new();
         if let Some(settings) = &target.settings {
@@ -285,4 +291,60 @@ fn inert_reasons(
         }
     }
     reasons
+}
+
+/// Whether the harness trusts the project folder: an environment override, folder trust
+/// switched off in settings, or the longest matching entry of its trust file.
+fn folder_trusted(
+    context: &Context,
+    rule: &super::adapters::FolderTrust,
+    defaults: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    if rule
+        .env_trusted
+        .iter()
+        .any(|(name, value)| context.env.get(name) == Some(value))
+    {
+        return true;
+    }
+    if let Some(disabled) = &rule.disabled_by {
+        for extra in &disabled.paths {
+            let text = context
+                .expand(extra, defaults)
+                .and_then(|path| read_optional(&path).ok().flatten());
+            let value = text
+                .as_deref()
+                .and_then(|text| jsonc::parse(text).ok().and_then(|root| root.value(text)));
+            if value.as_ref().and_then(|v| v.pointer(&disabled.pointer)) == Some(&disabled.equals) {
+                return true;
+            }
+        }
+    }
+    let text = context
+        .expand(&rule.file, defaults)
+        .and_then(|path| read_optional(&path).ok().flatten())
+        .unwrap_or_default();
+    let Some(serde_json::Value::Object(folders)) =
+        jsonc::parse(&text).ok().and_then(|root| root.value(&text))
+    else {
+        return false;
+    };
+    let mut best: Option<(usize, &str)> = None;
+    for (folder, level) in &folders {
+        let Some(level) = level.as_str() else {
+            continue;
+        };
+        let path = Path::new(folder);
+        let effective = if rule.parent.iter().any(|p| p == level) {
+            path.parent().unwrap_or(path)
+        } else {
+            path
+        };
+        if context.project_dir.starts_with(effective)
+            && best.is_none_or(|(length, _)| folder.len() > length)
+        {
+            best = Some((folder.len(), level));
+        }
+    }
+    best.is_some_and(|(_, level)| rule.trusted.iter().any(|t| t == level))
 }
