@@ -916,7 +916,7 @@ fn gemini_hooks_in_an_untrusted_folder_are_inert() {
     let tree = full_tree();
     tree.expect(&["apply"], 0);
     let status = tree.expect(&["status"], 2);
-    assert!(status.contains("gemini: inert: the project folder is not trusted by gemini (~/.gemini/trustedFolders.json), so its .gemini/settings.json hooks are not loaded — trust the folder in gemini\n"), "{status}");
+    assert!(status.contains("gemini: inert: the project folder is not trusted by gemini (~/.gemini/trustedFolders.json), so it registers no settings hooks there — trust the folder in gemini\n"), "{status}");
     // A parent trusted with TRUST_PARENT trusts its siblings, this project among them.
     let sibling = tree
         .project
