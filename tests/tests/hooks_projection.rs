@@ -178,7 +178,18 @@ fn full_tree() -> Tree {
     tree.write(".claude/settings.json", CLAUDE_SETTINGS);
     tree.write(".codex/hooks.json", CODEX_HOOKS);
     tree.write(".gemini/settings.json", GEMINI_SETTINGS);
+    trust_claude_workspace(&tree, &tree.project);
     tree
+}
+
+/// Records the accepted workspace-trust dialog Claude Code keeps in `~/.claude.json`.
+fn trust_claude_workspace(tree: &Tree, folder: &Path) {
+    let config = serde_json::json!({
+        "hasCompletedOnboarding": true,
+        "projects": { folder.display().to_string(): { "hasTrustDialogAccepted": true } },
+    });
+    std::fs::write(tree.home.join(".claude.json"), config.to_string())
+        .unwrap_or_else(|err| panic!("{err}"));
 }
 
 #[test]
@@ -947,4 +958,18 @@ fn gemini_hooks_in_an_untrusted_folder_are_inert() {
         status.contains("gemini: inert: the project folder is not trusted"),
         "{status}"
     );
+}
+
+/// Claude Code 2.1.328 runs an untrusted workspace with hooks off; trust is the accepted
+/// dialog in `~/.claude.json`, for the folder or an ancestor.
+#[test]
+fn claude_hooks_in_an_untrusted_workspace_are_inert() {
+    let tree = Tree::new();
+    tree.write("belfry-hooks.kdl", CANONICAL);
+    tree.expect(&["apply"], 0);
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("claude: inert: the workspace trust dialog was not accepted for this folder (~/.claude.json projects.<dir>.hasTrustDialogAccepted), so hooks stay off — run claude here once and accept it\n"), "{status}");
+    trust_claude_workspace(&tree, tree.project.parent().unwrap_or(Path::new("/")));
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("claude: installed"), "{status}");
 }

@@ -207,6 +207,23 @@ pub struct FolderTrust {
     pub reason: String,
 }
 
+/// A harness that runs hooks only for a project whose entry in a JSON map (keyed by folder
+/// path) has a flag set, such as an accepted workspace-trust dialog. Project scope only.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectFlag {
+    /// The JSON file (`$VAR`s allowed).
+    pub file: String,
+    /// Where the folder-keyed map is in it (`/projects`).
+    pub map_pointer: String,
+    pub field: String,
+    pub equals: Value,
+    /// Whether an ancestor folder's flag counts for the project.
+    #[serde(default)]
+    pub ancestors: bool,
+    pub reason: String,
+}
+
 /// The native field names of a handler entry.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -267,6 +284,8 @@ pub enum Render {
         trust: Option<TrustRule>,
         #[serde(default)]
         folder_trust: Option<FolderTrust>,
+        #[serde(default)]
+        project_flag: Option<ProjectFlag>,
     },
     /// A file belfry owns whole, generated from a template.
     GeneratedFile {

@@ -203,6 +203,7 @@ fn inert_reasons(
         trust: trust_rule,
         hooks_key,
         folder_trust,
+        project_flag,
         ..
     }) = &data.render
     else {
@@ -211,6 +212,11 @@ fn inert_reasons(
     let defaults = data.render_defaults();
     if let (Some(rule), Scope::Project) = (folder_trust, context.scope) {
         if !folder_trusted(context, rule, &defaults) {
+            reasons.push(rule.reason.clone());
+        }
+    }
+    if let (Some(rule), Scope::Project) = (project_flag, context.scope) {
+        if !project_flag_set(context, rule, &defaults) {
             reasons.push(rule.reason.clone());
         }
     }
@@ -347,4 +353,37 @@ fn folder_trusted(
         }
     }
     best.is_some_and(|(_, level)| rule.trusted.iter().any(|t| t == level))
+}
+
+/// Whether the project's (or, if the rule says so, an ancestor's) entry has the flag.
+fn project_flag_set(
+    context: &Context,
+    rule: &super::adapters::ProjectFlag,
+    defaults: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    let text = context
+        .expand(&rule.file, defaults)
+        .and_then(|path| read_optional(&path).ok().flatten())
+        .unwrap_or_default();
+    let Some(value) = jsonc::parse(&text).ok().and_then(|root| root.value(&text)) else {
+        return false;
+    };
+    let Some(map) = value
+        .pointer(&rule.map_pointer)
+        .and_then(|map| map.as_object())
+    else {
+        return false;
+    };
+    let mut folder = Some(context.project_dir.as_path());
+    while let Some(dir) = folder {
+        let key = dir.display().to_string();
+        if map.get(&key).and_then(|entry| entry.get(&rule.field)) == Some(&rule.equals) {
+            return true;
+        }
+        if !rule.ancestors {
+            break;
+        }
+        folder = dir.parent();
+    }
+    false
 }
