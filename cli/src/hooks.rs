@@ -261,6 +261,11 @@ fn render_target(target: &TargetPlan) -> String {
             out.push_str(&format!("    {feature}: {cell}\n"));
         }
     }
+    for reason in &target.inert_after_apply {
+        out.push_str(&format!(
+            "  after apply, the harness will skip it: {reason}\n"
+        ));
+    }
     if let Some(refusal) = &target.refusal {
         out.push_str(&format!(
             "  REFUSED, nothing is written for this target: {refusal}\n"

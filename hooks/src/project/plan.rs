@@ -74,6 +74,10 @@ pub struct TargetPlan {
     pub files: Vec<FileChange>,
     /// Trust entries of the managed entries (for a harness with hash trust).
     pub trust: Vec<trust::TrustEntry>,
+    /// Why the harness would not run the projected hooks after a plain `apply` (the live
+    /// checks of `status`, run on the planned text): the plan never calls a hook active that
+    /// the harness will skip.
+    pub inert_after_apply: Vec<String>,
     /// The settings merge result apply records.
     pub(super) settings: Option<SettingsResult>,
 }
@@ -166,6 +170,7 @@ fn plan_target(
         refusal,
         files: Vec::new(),
         trust: Vec::new(),
+        inert_after_apply: Vec::new(),
         settings: None,
     };
     if let Some((version, false)) = &plan.detected {
@@ -191,6 +196,9 @@ fn plan_target(
         if plan.refusal.is_none() {
             plan.refusal = Some(reason);
         }
+    }
+    if plan.refusal.is_none() && !projected.is_empty() {
+        plan.inert_after_apply = predicted_inert(context, data, render, &plan);
     }
     plan
 }
@@ -320,4 +328,31 @@ fn build_files(
         }
     }
     Ok(())
+}
+
+/// The inert reasons `status` would give right after this plan is applied without `--trust`.
+fn predicted_inert(
+    context: &Context,
+    data: &AdapterData,
+    render: &Render,
+    plan: &TargetPlan,
+) -> Vec<String> {
+    let (Some(settings), Render::SettingsJson { hooks_key, .. }) = (&plan.settings, render) else {
+        return Vec::new();
+    };
+    let after = plan
+        .files
+        .iter()
+        .find(|file| file.path == settings.path)
+        .and_then(|file| file.after.clone());
+    let target = TargetState {
+        settings: Some(super::state::SettingsRecord {
+            path: settings.path.display().to_string(),
+            hooks_key: hooks_key.clone(),
+            groups: settings.groups.clone(),
+            created: settings.created.clone(),
+        }),
+        ..TargetState::default()
+    };
+    super::status::inert_reasons(context, data, &target, after.as_deref())
 }

@@ -191,7 +191,7 @@ fn target_status(
     TargetStatus::Installed
 }
 
-fn inert_reasons(
+pub(super) fn inert_reasons(
     context: &Context,
     data: &AdapterData,
     target: &TargetState,
