@@ -973,3 +973,18 @@ fn claude_hooks_in_an_untrusted_workspace_are_inert() {
     let status = tree.expect(&["status"], 2);
     assert!(status.contains("claude: installed"), "{status}");
 }
+
+/// The commented example in `examples/` is a valid canonical file whose plan refuses nothing.
+#[test]
+fn the_example_hook_file_plans_cleanly() {
+    let tree = Tree::new();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/belfry-hooks.kdl");
+    let text = std::fs::read_to_string(&example)
+        .unwrap_or_else(|err| panic!("{}: {err}", example.display()));
+    tree.write("belfry-hooks.kdl", &text);
+    let plan = tree.expect(&["plan"], 0);
+    assert!(!plan.contains("REFUSED"), "{plan}");
+    for target in ["claude", "codex", "gemini", "opencode", "pi"] {
+        assert!(plan.contains(&format!("\ntarget {target} (")), "{plan}");
+    }
+}
