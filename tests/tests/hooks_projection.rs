@@ -157,6 +157,18 @@ const CLAUDE_SETTINGS: &str = r#"// Team settings: keep this comment.
 }
 "#;
 
+/// The same user settings as strict JSON, which is all Claude Code 2.1.328 reads.
+const CLAUDE_SETTINGS_STRICT: &str = r#"{
+  "model": "some-model",
+  "permissions": { "allow": ["Bash(ls:*)"] },
+  "hooks": {
+    "PreToolUse": [
+      { "matcher": "Bash", "hooks": [ { "type": "command", "command": "my-guard", "timeout": 3 } ] }
+    ]
+  }
+}
+"#;
+
 const CODEX_HOOKS: &str = r#"{
   "hooks": {
     "Stop": [
@@ -346,6 +358,7 @@ fn unmanaged_entries_and_comments_survive_apply_and_uninstall() {
 #[test]
 fn drift_is_refused_without_force() {
     let tree = full_tree();
+    tree.write(".claude/settings.json", CLAUDE_SETTINGS_STRICT);
     tree.expect(&["apply"], 0);
     let edited = tree
         .read(".claude/settings.json")
@@ -513,6 +526,7 @@ fn sha256(text: &str) -> String {
 #[test]
 fn codex_trust_is_written_only_with_trust_and_status_reads_it() {
     let tree = full_tree();
+    tree.write(".claude/settings.json", CLAUDE_SETTINGS_STRICT);
     tree.expect(&["apply"], 0);
     let config = tree.home.join(".codex/config.toml");
     assert!(
@@ -579,6 +593,7 @@ fn codex_trust_is_written_only_with_trust_and_status_reads_it() {
 #[test]
 fn hooks_disabled_by_the_harness_are_inert() {
     let tree = full_tree();
+    tree.write(".claude/settings.json", CLAUDE_SETTINGS_STRICT);
     tree.expect(&["apply"], 0);
     let disabled = tree.read(".claude/settings.json").replacen(
         "{\n  \"model\"",
@@ -869,6 +884,7 @@ fn a_missing_canonical_file_says_what_to_do() {
 #[test]
 fn a_group_the_user_adds_before_a_managed_one_is_not_taken_for_it() {
     let tree = full_tree();
+    tree.write(".claude/settings.json", CLAUDE_SETTINGS_STRICT);
     tree.expect(&["apply", "--trust"], 0);
     let user_group =
         "{ \"hooks\": [ { \"type\": \"command\", \"command\": \"user-late\" } ] },\n      ";
@@ -965,6 +981,7 @@ fn gemini_hooks_in_an_untrusted_folder_are_inert() {
 #[test]
 fn claude_hooks_in_an_untrusted_workspace_are_inert() {
     let tree = Tree::new();
+    tree.write(".claude/settings.json", CLAUDE_SETTINGS_STRICT);
     tree.write("belfry-hooks.kdl", CANONICAL);
     tree.expect(&["apply"], 0);
     let status = tree.expect(&["status"], 2);
@@ -987,4 +1004,48 @@ fn the_example_hook_file_plans_cleanly() {
     for target in ["claude", "codex", "gemini", "opencode", "pi"] {
         assert!(plan.contains(&format!("\ntarget {target} (")), "{plan}");
     }
+}
+
+/// belfry keeps what the user wrote, comments included, but says when the harness cannot
+/// read the file at all: Claude Code 2.1.328 reads settings as strict JSON (a comment made a
+/// live run report "Invalid or malformed JSON" and load none of its hooks), Gemini CLI 0.61.0
+/// strips comments but not trailing commas.
+#[test]
+fn a_settings_file_the_harness_cannot_read_is_inert() {
+    let tree = full_tree();
+    let plan = tree.expect(&["plan"], 0);
+    assert!(plan.contains("after apply, the harness will skip it: [PROJECT]/.claude/settings.json: the harness reads this file as strict JSON and cannot read it"), "{plan}");
+    tree.expect(&["apply"], 0);
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("claude: inert: [PROJECT]/.claude/settings.json: the harness reads this file as strict JSON and cannot read it (expected value at line 1 column 1), so none of its hooks run; remove the comments or trailing commas"), "{status}");
+    // Gemini: the comment is fine, a trailing comma is not.
+    trust_gemini_folder(&tree);
+    assert!(!tree.expect(&["status"], 2).contains("gemini: inert"));
+    let text = tree.read(".gemini/settings.json");
+    let body = text.trim_end();
+    let last = body.rfind('}').unwrap_or(body.len());
+    let trailing = format!("{},\n}}\n", body[..last].trim_end());
+    tree.write(".gemini/settings.json", &trailing);
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("gemini: inert: [PROJECT]/.gemini/settings.json: the harness reads this file as JSON with comments but no trailing commas and cannot read it"), "{status}");
+    // The same content as strict JSON is installed.
+    tree.write(".claude/settings.json", CLAUDE_SETTINGS_STRICT);
+    tree.expect(&["apply", "--force"], 0);
+    assert!(tree.expect(&["status"], 2).contains("claude: installed"));
+}
+
+#[test]
+fn a_settings_file_that_no_longer_parses_is_reported_drifted() {
+    let tree = full_tree();
+    tree.expect(&["apply"], 0);
+    let broken = tree.read(".gemini/settings.json").replacen(
+        "\"theme\": \"dark\"",
+        "\"theme\": \"dark\",",
+        1,
+    );
+    tree.write(".gemini/settings.json", &broken);
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("gemini: drifted: [PROJECT]/.gemini/settings.json:3:19: expected a key in quotes or `}`: the file no longer parses"), "{status}");
+    let out = tree.expect(&["apply"], 2);
+    assert!(out.contains("gemini: FAILED: [PROJECT]/.gemini/settings.json: 3:19: expected a key in quotes or `}` (not valid JSON with comments)"), "{out}");
 }

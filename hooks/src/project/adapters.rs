@@ -224,6 +224,19 @@ pub struct ProjectFlag {
     pub reason: String,
 }
 
+/// Which JSON a harness reads its settings file as.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JsonDialect {
+    /// Strict JSON: a comment or a trailing comma makes the whole file unread.
+    #[default]
+    Strict,
+    /// Comments are stripped, then strict JSON: a trailing comma still makes it unread.
+    Comments,
+    /// Comments and trailing commas are both accepted.
+    Jsonc,
+}
+
 /// The native field names of a handler entry.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -286,6 +299,10 @@ pub enum Render {
         folder_trust: Option<FolderTrust>,
         #[serde(default)]
         project_flag: Option<ProjectFlag>,
+        /// How the harness reads the file; belfry keeps what the user wrote, and `status`
+        /// says when the harness cannot read it.
+        #[serde(default)]
+        json: JsonDialect,
     },
     /// A file belfry owns whole, generated from a template.
     GeneratedFile {

@@ -96,6 +96,22 @@ impl Node {
 
 /// The text with comments replaced by spaces and trailing commas removed, for `serde_json`.
 pub fn strip_comments(text: &str) -> String {
+    strip(text, TrailingCommas::Remove)
+}
+
+/// The text with comments replaced by spaces, trailing commas kept: what a reader that
+/// strips comments and then parses strict JSON sees.
+pub fn strip_comments_only(text: &str) -> String {
+    strip(text, TrailingCommas::Keep)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TrailingCommas {
+    Remove,
+    Keep,
+}
+
+fn strip(text: &str, commas: TrailingCommas) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut at = 0;
@@ -122,6 +138,10 @@ pub fn strip_comments(text: &str) -> String {
                     .map_or(bytes.len(), |i| at + 2 + i + 2);
                 out.extend(std::iter::repeat_n(b' ', end - at));
                 at = end;
+            }
+            b',' if commas == TrailingCommas::Keep => {
+                out.push(b',');
+                at += 1;
             }
             b',' => {
                 // A comma followed only by trivia and a closer is a trailing comma.

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::adapters::{AdapterData, Adapters, Render};
+use super::adapters::{AdapterData, Adapters, JsonDialect, Render};
 use super::merge::{Created, Merge, PlacedGroup};
 use super::state::{self, State, TargetState};
 use super::{canonical_digest, jsonc, read_optional, trust, Context, ProjectError};
@@ -163,6 +163,16 @@ fn target_status(
     if let Some(settings) = &target.settings {
         match &settings_text {
             None => missing.push(format!("{} is gone", settings.path)),
+            Some(text) if jsonc::parse(text).is_err() => {
+                let problem = jsonc::parse(text)
+                    .err()
+                    .map(|err| err.to_string())
+                    .unwrap_or_default();
+                return TargetStatus::Drifted(vec![format!(
+                    "{}:{problem}: the file no longer parses, so no managed entry can be found in it",
+                    settings.path
+                )]);
+            }
             Some(text) => {
                 for (recorded, now) in groups_now(settings, data, text) {
                     if now == GroupNow::Gone {
@@ -204,12 +214,26 @@ pub(super) fn inert_reasons(
         hooks_key,
         folder_trust,
         project_flag,
+        json,
         ..
     }) = &data.render
     else {
         return reasons;
     };
     let defaults = data.render_defaults();
+    if let (Some(settings), Some(text)) = (&target.settings, settings_text) {
+        if let Err(problem) = readable_as(text, *json) {
+            reasons.push(format!(
+                "{}: the harness reads this file as {} and cannot read it ({problem}), so none of its hooks run; remove the comments or trailing commas",
+                settings.path,
+                match json {
+                    JsonDialect::Strict => "strict JSON",
+                    JsonDialect::Comments => "JSON with comments but no trailing commas",
+                    JsonDialect::Jsonc => "JSON with comments",
+                }
+            ));
+        }
+    }
     if let (Some(rule), Scope::Project) = (folder_trust, context.scope) {
         if !folder_trusted(context, rule, &defaults) {
             reasons.push(rule.reason.clone());
@@ -386,4 +410,16 @@ fn project_flag_set(
         folder = dir.parent();
     }
     false
+}
+
+/// Whether a harness that reads JSON as `dialect` can read `text`.
+fn readable_as(text: &str, dialect: JsonDialect) -> Result<(), String> {
+    let prepared = match dialect {
+        JsonDialect::Strict => text.to_string(),
+        JsonDialect::Comments => jsonc::strip_comments_only(text),
+        JsonDialect::Jsonc => jsonc::strip_comments(text),
+    };
+    serde_json::from_str::<serde_json::Value>(&prepared)
+        .map(|_| ())
+        .map_err(|err| err.to_string())
 }
