@@ -191,3 +191,157 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
     let status = belfry(&["status"]);
     assert!(status.contains("codex: installed"), "{status}");
 }
+
+/// `codex exec` against the scripted model server: with `apply --trust` the projected entries
+/// run (the prompt-submit context reaches the model, the before-tool observer sees the shell
+/// call with its class); with a plain `apply`, which `status` calls inert, Codex skips them
+/// silently: no context, no call. Needs `belfry-model-server` too (`$BELFRY_MODEL_SERVER` or
+/// beside `belfry`).
+#[test]
+#[ignore = "live: needs the installed Codex 0.169.0, belfry-model-server and a network namespace"]
+fn codex_exec_runs_trusted_entries_and_skips_untrusted_ones() {
+    let codex = codex_bin();
+    let server = std::env::var("BELFRY_MODEL_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| belfry_tests::bin_dir().join("belfry-model-server"));
+    assert!(
+        server.exists(),
+        "the scripted model server is not at {}",
+        server.display()
+    );
+    for trusted in [true, false] {
+        let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let base = std::fs::canonicalize(root.path()).unwrap_or_else(|err| panic!("{err}"));
+        let (project, codex_home) = (base.join("project"), base.join("home/.codex"));
+        for dir in [
+            project.join(".git"),
+            project.join("scripts"),
+            codex_home.clone(),
+        ] {
+            std::fs::create_dir_all(&dir).unwrap_or_else(|err| panic!("{err}"));
+        }
+        let calls = base.join("calls.ndjson");
+        let scripts = [
+            (
+                "watch.sh",
+                format!(
+                    "#!/bin/sh\ncat >> {}\necho >> {}\n",
+                    calls.display(),
+                    calls.display()
+                ),
+            ),
+            (
+                "notes.sh",
+                "#!/bin/sh\ncat >/dev/null\necho \"REPO-NOTE-5521: codex context\"\n".to_string(),
+            ),
+        ];
+        for (name, text) in scripts {
+            use std::os::unix::fs::PermissionsExt;
+            let path = project.join("scripts").join(name);
+            std::fs::write(&path, text).unwrap_or_else(|err| panic!("{err}"));
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
+        }
+        std::fs::write(
+            project.join("belfry-hooks.kdl"),
+            "hook \"watch\" { event \"before-tool\"; intent \"observe\"; select tool=\"shell\"; command \"scripts/watch.sh\"; targets \"codex\" }\n\
+             hook \"notes\" { event \"prompt-submit\"; command \"scripts/notes.sh\"; targets \"codex\" }\n",
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+        std::fs::write(
+            base.join("script.json"),
+            r#"{"turns": [{"match": "run it", "tool": {"command": "touch ran-marker"}, "then": {"text": "DONE-AFTER-TOOL"}}], "fallback": {"text": "FALLBACK"}}"#,
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+        // The provider on the local server; the port is filled in once the server listens.
+        std::fs::write(
+            codex_home.join("config.toml"),
+            format!(
+                "model = \"scripted-model\"\nmodel_provider = \"mock\"\ncheck_for_update_on_startup = false\n\n\
+                 [model_providers.mock]\nname = \"Scripted model\"\nbase_url = \"http://127.0.0.1:PORT/v1\"\n\
+                 env_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n\
+                 [analytics]\nenabled = false\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+                project.display()
+            ),
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+        let mut apply = vec!["hooks", "apply"];
+        if trusted {
+            apply.push("--trust");
+        }
+        let output = Command::new(belfry_bin())
+            .args(&apply)
+            .current_dir(&project)
+            .env("HOME", base.join("home"))
+            .env("CODEX_HOME", &codex_home)
+            .env("BELFRY_HOOKS_DETECT", "0")
+            .output()
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let requests = base.join("requests.ndjson");
+        let port = base.join("port");
+        let runner = format!(
+            "ip link set lo up\n\
+             {server} --script {script} --log {requests} > {port} 2>/dev/null &\n\
+             SERVER=$!\n\
+             for i in $(seq 1 100); do [ -s {port} ] && break; sleep 0.1; done\n\
+             PORT=$(head -1 {port} | tr -dc 0-9)\n\
+             sed -i \"s/127.0.0.1:PORT/127.0.0.1:$PORT/\" {config}\n\
+             timeout 120 {codex} exec --dangerously-bypass-approvals-and-sandbox 'please run it'\n\
+             STATUS=$?\n\
+             kill $SERVER\n\
+             exit $STATUS\n",
+            server = server.display(),
+            script = base.join("script.json").display(),
+            requests = requests.display(),
+            port = port.display(),
+            config = codex_home.join("config.toml").display(),
+            codex = codex.display(),
+        );
+        let path = format!(
+            "{}:{}",
+            belfry_tests::bin_dir().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let output = Command::new("unshare")
+            .args(["-n", "sh", "-c", &runner])
+            .current_dir(&project)
+            .env("PATH", path)
+            .env("HOME", base.join("home"))
+            .env("CODEX_HOME", &codex_home)
+            .env("MOCK_API_KEY", "belfry-live-key")
+            .output()
+            .unwrap_or_else(|err| panic!("unshare -n: {err}"));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.contains("DONE-AFTER-TOOL"),
+            "Codex {CODEX_VERSION}: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let log = std::fs::read_to_string(&requests).unwrap_or_default();
+        let first = log.lines().next().unwrap_or_default();
+        let watched = std::fs::read_to_string(&calls).unwrap_or_default();
+        if trusted {
+            assert!(
+                first.contains("REPO-NOTE-5521"),
+                "Codex {CODEX_VERSION}: the context did not reach the model: {first}"
+            );
+            assert!(
+                watched.contains("\"tool_class\":\"shell\""),
+                "Codex {CODEX_VERSION}: the before-tool hook did not run: {watched:?}"
+            );
+        } else {
+            assert!(
+                !log.contains("REPO-NOTE-5521"),
+                "Codex {CODEX_VERSION} ran an untrusted entry"
+            );
+            assert!(
+                watched.is_empty(),
+                "Codex {CODEX_VERSION} ran an untrusted entry: {watched}"
+            );
+        }
+    }
+}
