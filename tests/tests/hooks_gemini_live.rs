@@ -1,9 +1,10 @@
 //! SPEC §9, live: the projection `belfry hooks apply` writes for Gemini CLI really runs. The
 //! real Gemini CLI 0.61.0 (`gemini -p`, API-key auth pointed at the server by
 //! `GOOGLE_GEMINI_BASE_URL`) talks to the project's scripted model server inside a
-//! loopback-only network namespace, in a folder it trusts. An enrich hook's context reaches the model: the first
-//! request the server sees carries it. An enforce hook's deny blocks the shell tool: the
-//! scripted command's side effect never happens, and the next request carries the refusal.
+//! loopback-only network namespace, in a folder it trusts. An enrich hook's context reaches
+//! the model: a request the server sees carries it. An enforce hook's deny blocks the shell
+//! tool: the scripted command's side effect never happens, and a later request carries the
+//! refusal.
 //!
 //! Ignored by default: it needs the installed harness, the scripted model server
 //! (`belfry-model-server`, built with the workspace binaries by the live-harness work), and the
