@@ -363,4 +363,18 @@ mod tests {
             Some("1:10: unexpected text after the value")
         );
     }
+
+    proptest::proptest! {
+        /// Whatever the text (brackets, strings, escapes, comments, a multi-byte character),
+        /// reading it ends in spans or an error with a place, never a panic, and an accepted
+        /// document's root span holds a value `serde_json` reads.
+        #[test]
+        fn any_text_reads_or_fails_cleanly(text in "[{}\\[\\],:\"a-c0-9 /*\n\\\\é-]{0,40}") {
+            if let Ok(root) = parse(&text) {
+                proptest::prop_assert!(root.value(&text).is_some(), "{:?}", text);
+            }
+            let _ = strip_comments(&text);
+            let _ = strip_comments_only(&text);
+        }
+    }
 }
