@@ -1049,3 +1049,37 @@ fn a_settings_file_that_no_longer_parses_is_reported_drifted() {
     let out = tree.expect(&["apply"], 2);
     assert!(out.contains("gemini: FAILED: [PROJECT]/.gemini/settings.json: 3:19: expected a key in quotes or `}` (not valid JSON with comments)"), "{out}");
 }
+
+/// The plan is keyed by the harness version found on this machine (`<harness> --version`):
+/// a version outside the matrix's admitted range fails its target before anything is
+/// written. The stand-in programs only print a version, as the real ones do.
+#[test]
+fn a_detected_harness_outside_the_admitted_range_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let tree = Tree::new();
+    tree.write(
+        "belfry-hooks.kdl",
+        "hook \"n\" { event \"prompt-submit\"; command \"n\"; targets \"codex\" \"gemini\" }\n",
+    );
+    let bin = tree.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap_or_else(|err| panic!("{err}"));
+    for (name, version) in [("codex", "codex-cli 0.170.2"), ("gemini", "0.61.0")] {
+        let path = bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\necho '{version}'\n"))
+            .unwrap_or_else(|err| panic!("{err}"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+    let output = Command::new(belfry_bin())
+        .args(["hooks", "plan"])
+        .current_dir(&tree.project)
+        .env("HOME", &tree.home)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .output()
+        .unwrap_or_else(|err| panic!("{err}"));
+    let plan = tree.redact(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(output.status.code(), Some(2), "{plan}");
+    assert!(plan.contains("target codex (Codex, matrix verified with 0.169.0, admits >=0.169.0 <0.170.0; detected 0.170.2, NOT admitted)"), "{plan}");
+    assert!(plan.contains("REFUSED, nothing is written for this target: Codex 0.170.2 is outside the admitted range >=0.169.0 <0.170.0"), "{plan}");
+    assert!(plan.contains("target gemini (Gemini CLI, matrix verified with 0.61.0, admits >=0.61.0 <0.62.0; detected 0.61.0, admitted)"), "{plan}");
+}
