@@ -1083,3 +1083,35 @@ fn a_detected_harness_outside_the_admitted_range_is_refused() {
     assert!(plan.contains("REFUSED, nothing is written for this target: Codex 0.170.2 is outside the admitted range >=0.169.0 <0.170.0"), "{plan}");
     assert!(plan.contains("target gemini (Gemini CLI, matrix verified with 0.61.0, admits >=0.61.0 <0.62.0; detected 0.61.0, admitted)"), "{plan}");
 }
+
+/// A target all of whose hooks left the canonical file is taken out by the next apply, its
+/// directories too, and drops out of the state.
+#[test]
+fn a_target_no_hook_names_any_more_is_removed_by_apply() {
+    let tree = Tree::new();
+    tree.write(
+        "belfry-hooks.kdl",
+        "hook \"n\" { event \"prompt-submit\"; command \"n\"; targets \"claude\" \"pi\" }\n",
+    );
+    tree.expect(&["apply"], 0);
+    assert!(tree.project.join(".claude/settings.json").exists());
+    tree.write(
+        "belfry-hooks.kdl",
+        "hook \"n\" { event \"prompt-submit\"; command \"n\"; targets \"pi\" }\n",
+    );
+    let plan = tree.expect(&["plan"], 0);
+    assert!(
+        plan.contains("file [PROJECT]/.claude/settings.json (removed)"),
+        "{plan}"
+    );
+    tree.expect(&["apply"], 0);
+    assert!(
+        !tree.project.join(".claude").exists(),
+        "the emptied .claude/ was left behind"
+    );
+    assert!(!tree.project.join(".belfry/hooks/claude.json").exists());
+    let state: Value =
+        serde_json::from_str(&tree.read(".belfry/hooks-state.json")).unwrap_or(Value::Null);
+    assert!(state.pointer("/targets/claude").is_none(), "{state}");
+    assert!(state.pointer("/targets/pi").is_some(), "{state}");
+}

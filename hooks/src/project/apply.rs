@@ -83,6 +83,9 @@ pub fn apply(context: &Context, options: ApplyOptions) -> Result<ApplyReport, Pr
                 match write_target(context, target, data, recorded, options) {
                     Ok(target_state) => {
                         if target_state.is_empty() {
+                            // Nothing of the target is left: the directories apply made for
+                            // it go too, when nothing else is in them.
+                            super::remove_empty_dirs(&target_state.created_dirs);
                             state.targets.remove(&target.target);
                         } else {
                             state.targets.insert(target.target.clone(), target_state);

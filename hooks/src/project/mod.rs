@@ -225,6 +225,16 @@ fn write_file(path: &Path, text: &str, created_dirs: &mut Vec<String>) -> Result
     })
 }
 
+/// Removes directories apply created, deepest first, each only when nothing else is in it.
+fn remove_empty_dirs(dirs: &[String]) {
+    let mut dirs = dirs.to_vec();
+    dirs.sort_by_key(|dir| std::cmp::Reverse(dir.len()));
+    for dir in dirs {
+        // A directory that holds anything is kept: remove_dir refuses it.
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
 fn remove_file(path: &Path) -> Result<(), String> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),

@@ -112,11 +112,6 @@ fn uninstall_target(target: &TargetState, data: Option<&AdapterData>) -> Result<
             }
         }
     }
-    // Directories apply created, deepest first, when nothing else is in them.
-    let mut dirs = target.created_dirs.clone();
-    dirs.sort_by_key(|dir| std::cmp::Reverse(dir.len()));
-    for dir in dirs {
-        let _ = std::fs::remove_dir(&dir);
-    }
+    super::remove_empty_dirs(&target.created_dirs);
     Ok(())
 }
