@@ -138,7 +138,10 @@ mod tests {
         let mut cache = ScanCache::default();
         assert!(is_fresh(&cache.scan(&inbox).unwrap()));
         let again = cache.scan(&inbox).unwrap();
-        assert!(!is_fresh(&again), "an unchanged settled inbox was listed again");
+        assert!(
+            !is_fresh(&again),
+            "an unchanged settled inbox was listed again"
+        );
         assert_eq!(again.scan().unread, vec![first.clone()]);
 
         let second = post(&inbox);
@@ -162,7 +165,10 @@ mod tests {
         let name = post(&inbox);
         settle();
         let mut cache = ScanCache::default();
-        assert_eq!(cache.scan(&inbox).unwrap().scan().unread, vec![name.clone()]);
+        assert_eq!(
+            cache.scan(&inbox).unwrap().scan().unread,
+            vec![name.clone()]
+        );
         // A second hard link, made from outside the inbox, changes the file, not `new/`.
         let outside = state.path().join("outside");
         std::fs::hard_link(inbox.dir().join("new").join(name.as_str()), &outside).unwrap();
