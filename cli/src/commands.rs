@@ -868,21 +868,81 @@ fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result
 }
 
 fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
-    let session = session(name)?;
     let key = DetachKey::parse(detach_key)?;
+    let socket = attach_socket(name)?;
+    attach::run(&socket, name, read_only, key, &AttachPanes)
+}
+
+/// The pane host socket to attach to for `name`, refusing a pane that would show itself.
+/// Attach talks to the pane host directly, so a human stays attached while the daemon
+/// restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
+fn attach_socket(name: &str) -> Result<PathBuf> {
+    let session = session(name)?;
     attach::refuse_cycle(name)?;
-    // Attach talks to the pane host directly, so a human stays attached while the daemon
-    // restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
-    let mut socket = paths::pane_socket(&paths::private_runtime_dir()?, name);
-    if !socket.exists() {
-        let attach = op::Attach {
-            session: Some(session),
-            ..op::Attach::default()
-        };
-        let target: AttachTarget = ask(&mut daemon()?, attach)?;
-        socket = PathBuf::from(target.socket);
+    let socket = paths::pane_socket(&paths::private_runtime_dir()?, name);
+    if socket.exists() {
+        return Ok(socket);
     }
-    attach::run(&socket, name, read_only, key)
+    let attach = op::Attach {
+        session: Some(session),
+        ..op::Attach::default()
+    };
+    let target: AttachTarget = ask(&mut daemon()?, attach)?;
+    Ok(PathBuf::from(target.socket))
+}
+
+/// The panes an attached client can move to: the daemon's listing, or the pane hosts asked
+/// directly when no daemon runs (moving between panes never starts one).
+struct AttachPanes;
+
+impl attach::Panes for AttachPanes {
+    fn list(&self) -> Result<Vec<attach::PaneEntry>> {
+        let socket = paths::daemon_socket();
+        let mut panes = match direct::running_daemon(&socket)? {
+            Some(mut client) => ask::<Listing>(&mut client, op::List {})?.panes,
+            None => direct::list(&paths::runtime_dir()),
+        };
+        panes.sort_by(|a, b| a.session.cmp(&b.session));
+        let state = paths::state_dir();
+        Ok(panes
+            .into_iter()
+            .map(|pane| {
+                let unread = belfry_ding::Inbox::open_existing(&state, &pane.session)
+                    .and_then(|inbox| inbox.list_unread())
+                    .map(|unread| unread.len())
+                    .unwrap_or(0);
+                attach::PaneEntry {
+                    detail: chooser_detail(&pane, unread),
+                    name: pane.session,
+                }
+            })
+            .collect())
+    }
+
+    fn socket(&self, name: &str) -> Result<PathBuf> {
+        attach_socket(name)
+    }
+}
+
+/// A pane's line in the chooser after its name: its state, revision and unread mail.
+fn chooser_detail(pane: &PaneRecord, unread: usize) -> String {
+    let state = match (&pane.state, &pane.exited) {
+        (Some(state), _) => state.clone(),
+        (None, Some(Some(status))) => match (status.code, status.signal) {
+            (Some(code), _) => format!("exited with code {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            _ => "exited".to_string(),
+        },
+        (None, _) => "running".to_string(),
+    };
+    let mut detail = state;
+    if let Some(revision) = pane.revision {
+        detail.push_str(&format!(", revision {revision}"));
+    }
+    if unread > 0 {
+        detail.push_str(&format!(", {unread} unread"));
+    }
+    detail
 }
 
 /// `belfry ls`: the daemon's listing, or with no daemon running the pane hosts asked directly
