@@ -61,7 +61,7 @@ enum Command {
     },
     /// Start a new pane running CMD (detached).
     New(NewArgs),
-    /// Start a new pane running CMD and attach to it; attach to NAME if it exists (tmux new -A).
+    /// Start a new pane running CMD and attach to it; attach to NAME if it exists (tmux new -A), restarting its program if it exited.
     Run(RunArgs),
     /// List panes.
     Ls {
@@ -854,11 +854,31 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
 }
 
 /// A spawn of a name that is taken. `belfry run` attaches to the pane there, as tmux's
-/// `new -A` does (its command and options are not applied to it); `belfry new` refuses, saying
-/// how to get to the pane.
+/// `new -A` does (its command and options are not applied to it), restarting its own program
+/// first when that has exited; `belfry new` refuses, saying how to get to the pane.
 fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result<i32> {
     if let Some(detach_key) = attach_with {
-        return attach_cmd(name, false, detach_key);
+        let key = DetachKey::parse(detach_key)?;
+        let session = session(name)?;
+        let snapshot = op::Snapshot {
+            session: Some(session.clone()),
+            ..op::Snapshot::default()
+        };
+        let screen: Screen = ask(&mut daemon()?, snapshot)?;
+        let mut note = None;
+        if let Some(status) = &screen.exited {
+            let _: Restarted = ask(&mut daemon()?, op::Restart::of(session))?;
+            let how = match (status.code, status.signal) {
+                (Some(code), _) => format!("exited with code {code}"),
+                (None, Some(signal)) => format!("was killed by signal {signal}"),
+                _ => "had exited".to_string(),
+            };
+            note = Some(format!(
+                "{name}'s program {how}: restarted it (its own command, not the one given)"
+            ));
+        }
+        let socket = attach_socket(name)?;
+        return attach::run(&socket, name, false, key, &AttachPanes, note);
     }
     bail!(
         "{}; `belfry attach {name}` attaches to it (`belfry run {name} -- CMD` attaches, or \
@@ -870,7 +890,7 @@ fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result
 fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     let key = DetachKey::parse(detach_key)?;
     let socket = attach_socket(name)?;
-    attach::run(&socket, name, read_only, key, &AttachPanes)
+    attach::run(&socket, name, read_only, key, &AttachPanes, None)
 }
 
 /// The pane host socket to attach to for `name`, refusing a pane that would show itself.

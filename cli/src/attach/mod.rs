@@ -81,6 +81,7 @@ pub fn run(
     read_only: bool,
     detach: DetachKey,
     panes: &dyn Panes,
+    note: Option<String>,
 ) -> Result<i32> {
     let interactive = rustix::termios::isatty(std::io::stdin());
     // Without a terminal on stdin the client refuses after the hello (below), so it never
@@ -120,6 +121,7 @@ pub fn run(
         });
     }
     let (mut socket, mut session) = (socket.to_path_buf(), session.to_string());
+    let mut note = note;
     let ended = loop {
         let ended = runtime.block_on(session_loop(
             &socket,
@@ -131,6 +133,7 @@ pub fn run(
             &outer,
             panes,
             &mut keys_rx,
+            note.take(),
         ));
         match ended {
             Ok(Ended::Switch(name, next)) => {
@@ -311,6 +314,7 @@ async fn session_loop(
     outer: &SharedOuter,
     panes: &dyn Panes,
     keys_rx: &mut tokio::sync::mpsc::Receiver<Vec<u8>>,
+    mut note: Option<String>,
 ) -> Result<Ended> {
     let stream = UnixStream::connect(socket)
         .await
@@ -398,7 +402,12 @@ async fn session_loop(
                 // While a view is open the pane's output is not drawn; closing the view asks
                 // for a redraw of all of it.
                 Some(Frame::Data(bytes)) => if view.is_none() {
-                    write_terminal(&bytes, outer)?
+                    write_terminal(&bytes, outer)?;
+                    // A note for the user goes over the last line once the redraw is drawn.
+                    if let Some(note) = note.take() {
+                        show_message(&note, outer)?;
+                        message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+                    }
                 },
                 Some(Frame::Control(control)) => {
                     if let Some(status) = control.get("exited") {
