@@ -807,6 +807,9 @@ async fn subscribe(
     }
 }
 
+/// The pause after a redraw sent to resynchronise a client (see `attach`).
+const RESYNC_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// `attach`: switch the connection to frames; the first data frame is a full redraw.
 async fn attach(
     ctx: &HostContext,
@@ -888,6 +891,9 @@ async fn attach(
                                 return;
                             }
                         }
+                        // A client shown redraws (a cropped one, after every change) gets at
+                        // most about a hundred a second; changes meanwhile make one more.
+                        tokio::time::sleep(RESYNC_PAUSE).await;
                     }
                 }
             }

@@ -174,6 +174,17 @@ pub struct ClientSlot {
     tx: mpsc::Sender<Frame>,
     lagged: Arc<AtomicBool>,
     wake: Arc<Notify>,
+    /// The client's terminal is smaller than the pane: it is sent redraws of the part around
+    /// the cursor ([`Screen::cropped_redraw`]) instead of the pane's output, which would
+    /// draw past its edges.
+    cropped: bool,
+}
+
+impl ClientSlot {
+    /// Whether this client's terminal is smaller than `pane` in either direction.
+    fn smaller_than(&self, pane: (u16, u16)) -> bool {
+        self.size.0 < pane.0 || self.size.1 < pane.1
+    }
 }
 
 /// The receiving side of an attached client.
@@ -230,6 +241,13 @@ impl PaneState {
     fn broadcast(&mut self, frame: &Frame) {
         for client in &self.clients {
             if client.lagged.load(Ordering::Relaxed) {
+                continue;
+            }
+            if client.cropped && matches!(frame, Frame::Data(_)) {
+                // A cropped client is shown the model, not the output: a fresh cropped
+                // redraw follows (see `Pane::resync`).
+                client.lagged.store(true, Ordering::Relaxed);
+                client.wake.notify_one();
                 continue;
             }
             if client.tx.try_send(frame.clone()).is_err() {
@@ -915,6 +933,7 @@ impl Pane {
         st.screen.resize(rows, cols);
         st.size = (rows, cols);
         st.bump(&self.revision_tx);
+        update_cropping(st);
         Ok(())
     }
 
@@ -955,11 +974,13 @@ impl Pane {
             tx,
             lagged: Arc::clone(&lagged),
             wake: Arc::clone(&wake),
+            cropped: false,
         });
         if !read_only {
             self.apply_size_policy(&mut st);
         }
-        let redraw = st.screen.redraw();
+        update_cropping(&mut st);
+        let redraw = redraw_for(&mut st, id);
         (
             redraw,
             ClientHandle {
@@ -983,7 +1004,7 @@ impl Pane {
             }
         }
         handle.lagged.store(false, Ordering::Relaxed);
-        let mut frames = vec![Frame::Data(st.screen.redraw())];
+        let mut frames = vec![Frame::Data(redraw_for(&mut st, handle.id))];
         frames.append(&mut controls);
         frames
     }
@@ -992,6 +1013,7 @@ impl Pane {
         let mut st = self.state.lock();
         st.clients.retain(|c| c.id != id);
         self.apply_size_policy(&mut st);
+        update_cropping(&mut st);
     }
 
     /// Asks every attached client to detach (`belfry detach NAME`). Returns how many.
@@ -1057,6 +1079,7 @@ impl Pane {
         if changed {
             self.apply_size_policy(st);
         }
+        update_cropping(st);
     }
 
     fn apply_size_policy(&self, st: &mut PaneState) {
@@ -1074,6 +1097,33 @@ impl Pane {
                 }
             }
         }
+    }
+}
+
+/// Marks each client cropped or not for the pane's size now. A client that changes between
+/// the two is resynchronised: a cropped redraw replaces the output it was following, or a full
+/// redraw the cropped view it was shown.
+fn update_cropping(st: &mut PaneState) {
+    let size = st.size;
+    for client in &mut st.clients {
+        let cropped = client.smaller_than(size);
+        if cropped != client.cropped {
+            client.cropped = cropped;
+            client.lagged.store(true, Ordering::Relaxed);
+            client.wake.notify_one();
+        }
+    }
+}
+
+/// The redraw client `id` is shown: the whole model, or the part of it a cropped client's
+/// terminal holds.
+fn redraw_for(st: &mut PaneState, id: u64) -> Vec<u8> {
+    match st.clients.iter().find(|c| c.id == id) {
+        Some(client) if client.cropped => {
+            let (rows, cols) = client.size;
+            st.screen.cropped_redraw(rows, cols)
+        }
+        _ => st.screen.redraw(),
     }
 }
 

@@ -438,6 +438,65 @@ impl Screen {
         out
     }
 
+    /// A redraw for a client whose terminal is smaller than the pane (`rows` x `cols`, at
+    /// least one of them smaller): the part of the screen around the cursor, as tmux shows a
+    /// smaller client, and on the last row a line saying what is shown. Only the screen the
+    /// program is on is painted, and no mouse mode is set (the client's coordinates are not
+    /// the pane's); the keyboard modes are, so keys still reach the program as it expects.
+    /// Such a client gets one of these instead of the pane's output after every change.
+    pub fn cropped_redraw(&self, rows: u16, cols: u16) -> Vec<u8> {
+        let (pane_rows, pane_cols) = (self.rows(), self.cols());
+        let shown_rows = usize::from(rows.max(2)) - 1;
+        let shown_rows = shown_rows.min(pane_rows);
+        let shown_cols = usize::from(cols.max(1)).min(pane_cols);
+        let grid = self.term.grid();
+        let cursor = grid.cursor.point;
+        let (cursor_row, cursor_col) = (cursor.line.0.max(0) as usize, cursor.column.0);
+        // The window keeps the cursor in view, as near the top left as it can be.
+        let top = (cursor_row + 1)
+            .saturating_sub(shown_rows)
+            .min(pane_rows - shown_rows);
+        let left = (cursor_col + 1)
+            .saturating_sub(shown_cols)
+            .min(pane_cols - shown_cols);
+        let mut out = Vec::with_capacity(2 * shown_rows * (shown_cols + 16) + 256);
+        out.extend_from_slice(REDRAW_START);
+        for r in 0..shown_rows {
+            out.extend_from_slice(format!("\x1b[{};1H", r + 1).as_bytes());
+            render_cells(&grid[Line((top + r) as i32)], left, shown_cols, &mut out);
+            out.extend_from_slice(b"\x1b[0m");
+        }
+        let note = format!(
+            "[pane {pane_rows}x{pane_cols}, this terminal {rows}x{cols}: rows {}-{} and columns \
+             {}-{} shown]",
+            top + 1,
+            top + shown_rows,
+            left + 1,
+            left + shown_cols
+        );
+        let note: String = note.chars().take(usize::from(cols.max(1))).collect();
+        out.extend_from_slice(
+            format!("\x1b[{};1H\x1b[7m{note}\x1b[0m", usize::from(rows.max(2))).as_bytes(),
+        );
+        let mode = *self.term.mode();
+        let set = |out: &mut Vec<u8>, on: bool, code: &str| {
+            out.extend_from_slice(format!("\x1b[?{code}{}", if on { 'h' } else { 'l' }).as_bytes())
+        };
+        set(&mut out, mode.contains(TermMode::BRACKETED_PASTE), "2004");
+        set(&mut out, mode.contains(TermMode::APP_CURSOR), "1");
+        out.extend_from_slice(if mode.contains(TermMode::APP_KEYPAD) {
+            b"\x1b="
+        } else {
+            b"\x1b>"
+        });
+        out.extend_from_slice(sgr_for(&grid.cursor.template).as_bytes());
+        out.extend_from_slice(
+            format!("\x1b[{};{}H", cursor_row - top + 1, cursor_col - left + 1).as_bytes(),
+        );
+        set(&mut out, mode.contains(TermMode::SHOW_CURSOR), "25");
+        out
+    }
+
     /// The mouse modes that are on, and only those. Resetting any of `?1000`, `?1002` or
     /// `?1003` turns all mouse tracking off in xterm and tmux, so the tracking mode that is on
     /// is set alone (the model keeps at most one); the encodings that are off are reset before
@@ -613,6 +672,29 @@ fn render_row(row: &Row<Cell>, cols: usize, out: &mut Vec<u8>) {
             last_sgr = Some(sgr);
         }
         push_cell_text(cell, out);
+    }
+}
+
+/// Renders `width` cells of `row` from column `left`: a wide character cut by either edge is
+/// shown as a blank, so nothing is drawn outside the window.
+fn render_cells(row: &Row<Cell>, left: usize, width: usize, out: &mut Vec<u8>) {
+    let mut last_sgr: Option<String> = None;
+    for col in left..left + width {
+        let cell = &row[Column(col)];
+        let sgr = sgr_for(cell);
+        if last_sgr.as_deref() != Some(sgr.as_str()) {
+            out.extend_from_slice(sgr.as_bytes());
+            last_sgr = Some(sgr);
+        }
+        let spacer = cell
+            .flags
+            .intersects(Flags::WIDE_CHAR_SPACER | Flags::LEADING_WIDE_CHAR_SPACER);
+        let cut_wide = cell.flags.contains(Flags::WIDE_CHAR) && col + 1 == left + width;
+        if (spacer && col == left) || cut_wide {
+            out.push(b' ');
+        } else if !spacer {
+            push_cell_text(cell, out);
+        }
     }
 }
 

@@ -452,7 +452,9 @@ fn the_detach_key_works_under_kitty_keyboard_and_modify_other_keys_in_a_real_ter
         ],
         Some("KEYS-ON"),
     );
-    let script = "\"$BELFRY_BIN\" attach app; echo \"FIRST=$?\"; \
+    // The shell waits for Enter between the two attaches: the second one's redraw clears the
+    // screen, and the first one's result must be read before it does.
+    let script = "\"$BELFRY_BIN\" attach app; echo \"FIRST=$?\"; read again; \
                   \"$BELFRY_BIN\" attach app; echo \"SECOND=$?\"; sleep 600";
     let tmux = Tmux::start(&env, "keys", script);
     let shows = |text: &str| {
@@ -472,6 +474,13 @@ fn the_detach_key_works_under_kitty_keyboard_and_modify_other_keys_in_a_real_ter
         type_bytes(&tmux, prefix);
         type_bytes(&tmux, then);
         assert!(shows(done), "{encoding}: {:#?}", tmux.lines());
+        if done == "FIRST=0" {
+            assert!(tmux
+                .lines()
+                .iter()
+                .any(|line| line == "[detached from app]"));
+            type_bytes(&tmux, b"\r");
+        }
     }
     assert!(tmux
         .lines()
@@ -675,4 +684,69 @@ fn history_view_pane_chooser_and_next_previous_in_a_real_terminal() {
     type_bytes(&tmux, b"\r");
     assert!(eventually(Duration::from_secs(10), || clients("one") == Some(1)));
     assert_tmux_shows_the_model(&env, &tmux, "one", "after re-attaching");
+}
+
+/// docs/attach.md (size policies): a client smaller than the pane (here a read-only watcher,
+/// which never sizes the pane) is shown the part of the screen around the cursor, with a line
+/// saying what is shown, and follows the pane's changes; nothing is drawn past its edges.
+#[test]
+fn a_client_smaller_than_the_pane_sees_the_part_around_the_cursor_in_a_real_terminal() {
+    let env = Env::new();
+    let go = env.path("go");
+    let program = format!(
+        "for i in $(seq -w 1 39); do printf 'row-%s %0110d\\n' $i 0; done; printf 'row-40 end'; \
+         {}; printf '\\r\\nrow-41 after'; sleep 600",
+        wait_for_file(&go)
+    );
+    env.spawn("big", "40x120", &["sh", "-c", &program], Some("row-40 end"));
+    let tmux = Tmux::start(
+        &env,
+        "crop",
+        "\"$BELFRY_BIN\" attach --read-only big; sleep 600",
+    );
+    let expected = |last: u64| -> Vec<String> {
+        // 23 rows of the pane end at the cursor's row; the columns start at the left.
+        let lines = env.lines("big");
+        let last = usize::try_from(last).expect("row");
+        let mut shown: Vec<String> = lines[last + 1 - 23..=last]
+            .iter()
+            .map(|line| {
+                line.chars()
+                    .take(80)
+                    .collect::<String>()
+                    .trim_end()
+                    .to_string()
+            })
+            .collect();
+        shown.push(format!(
+            "[pane 40x120, this terminal 24x80: rows {}-{} and columns 1-80 shown]",
+            last + 1 - 22,
+            last + 1
+        ));
+        shown
+    };
+    let cursor_row = |env: &Env| env.snapshot("big")["cursor"]["row"].as_u64().expect("row");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.lines()
+            == expected(cursor_row(&env))),
+        "tmux shows {:#?}\nexpected {:#?}",
+        tmux.lines(),
+        expected(cursor_row(&env))
+    );
+    assert_eq!(
+        env.snapshot("big")["size"]["rows"],
+        40,
+        "the watcher resized the pane"
+    );
+    // New output scrolls the pane; the watcher follows it.
+    std::fs::write(&go, "").expect("go");
+    env.wait_screen("big", "row-41 after");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.lines()
+            == expected(cursor_row(&env))),
+        "after more output tmux shows {:#?}\nexpected {:#?}",
+        tmux.lines(),
+        expected(cursor_row(&env))
+    );
+    assert!(tmux.lines()[22].starts_with("row-41 after"));
 }
