@@ -409,6 +409,13 @@ fn a_terminal_of_0x0_attaches_and_runs_at_24x80() {
         (size["rows"].clone(), size["cols"].clone()),
         (24.into(), 80.into())
     );
+    // `run` attaches after it started the pane: a detach before that would find no client.
+    assert!(
+        eventually(Duration::from_secs(10), || env.snapshot("fresh")["clients"]
+            == 1),
+        "{}",
+        screen_text(&env, "outer")
+    );
     env.ok(&["detach", "fresh"]);
     env.wait_screen("outer", "RUN-EXIT=0");
 }
