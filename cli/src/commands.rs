@@ -66,8 +66,21 @@ enum Command {
     /// List panes.
     Ls {
         /// Print JSON instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         json: bool,
+        /// Keep a live, full-screen view of every pane open (the same view as `belfry top`).
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: how often ages, rates and mail are asked again, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 1_000, requires = "watch")]
+        interval_ms: u64,
+    },
+    /// A live, full-screen view of every pane: state, revision rate, mail, last event.
+    Top {
+        /// How often ages, rates and mail are asked again, in milliseconds (events redraw
+        /// the view at once).
+        #[arg(long, value_name = "MS", default_value_t = 1_000)]
+        interval_ms: u64,
     },
     /// Attach this terminal to a pane.
     Attach {
@@ -449,14 +462,14 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LazyLogFile {
     }
 }
 
-fn exe() -> Result<PathBuf> {
+pub(crate) fn exe() -> Result<PathBuf> {
     std::env::current_exe().context("cannot find the belfry executable")
 }
 
 /// Connects to the daemon, starting it if needed. The runtime directory is checked first
 /// (created 0700, or refused when another uid owns it or it is open to others, SPEC §6.1), and
 /// the client checks the server's uid on the socket itself.
-fn daemon() -> Result<Client> {
+pub(crate) fn daemon() -> Result<Client> {
     paths::private_runtime_dir()?;
     Ok(belfry_mux::client::connect_or_start(
         &paths::daemon_socket(),
@@ -549,7 +562,13 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         }
         Command::New(args) => new_pane(&args, None),
         Command::Run(args) => new_pane(&args.new, Some(&args.detach_key)),
-        Command::Ls { json } => ls(json),
+        Command::Ls {
+            watch: true,
+            interval_ms,
+            ..
+        }
+        | Command::Top { interval_ms } => crate::top::run(watch_interval(interval_ms)?),
+        Command::Ls { json, .. } => ls(json),
         Command::Attach {
             name,
             read_only,
@@ -688,7 +707,9 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             if json {
                 print_json(&state.status);
             } else {
-                print!("{}", state.text);
+                for line in crate::human::ding_status_lines(&state, crate::human::now_unix_ms()) {
+                    println!("{line}");
+                }
             }
             Ok(EXIT_OK)
         }
@@ -734,6 +755,15 @@ fn simple<T: DeserializeOwned>(op: impl Into<Op>, describe: impl Fn(T) -> String
     let answer: T = ask(&mut daemon()?, op)?;
     println!("{}", describe(answer));
     Ok(EXIT_OK)
+}
+
+/// The live view's slow tick: at least 100 ms, so a typo cannot make it ask the daemon for
+/// everything in a busy loop.
+fn watch_interval(interval_ms: u64) -> Result<std::time::Duration> {
+    if interval_ms < 100 {
+        bail!("--interval-ms {interval_ms} is too short: give 100 or more");
+    }
+    Ok(std::time::Duration::from_millis(interval_ms))
 }
 
 /// A `ROWSxCOLS` argument, each side within the protocol's pane size range.
@@ -966,7 +996,7 @@ fn ls_row(pane: &PaneRecord) -> String {
 /// BEL` title sequence, a newline that breaks the table) and the invisible characters that
 /// reorder or hide text are shown as escapes instead of acting. A backslash is doubled, so the
 /// escaped text reads back unambiguously.
-fn escape_for_terminal(text: &str) -> String {
+pub(crate) fn escape_for_terminal(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
