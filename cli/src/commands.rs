@@ -380,10 +380,26 @@ pub fn main() -> i32 {
                 eprintln!("belfry: {}", not_found.0);
                 return EXIT_NOT_FOUND;
             }
-            eprintln!("belfry: {err:#}");
+            eprintln!("belfry: {}", without_repeats(&err));
             EXIT_ERROR
         }
     }
+}
+
+/// An error and its causes, `message: cause: cause`, leaving out a cause whose words the
+/// message already carries: many errors end with their source's text (`cannot read
+/// declarations belfry.kdl: No such file or directory (os error 2)`), and saying it twice
+/// reads as two failures.
+fn without_repeats(err: &anyhow::Error) -> String {
+    let mut text = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// An error that maps to exit code 1.
@@ -520,11 +536,6 @@ fn print_json(value: &impl Serialize) {
     );
 }
 
-/// A reply field as the tables have always shown it: its JSON text, `null` when absent.
-fn shown<T: Serialize>(field: &Option<T>) -> String {
-    serde_json::to_value(field).map_or_else(|_| "null".into(), |value| value.to_string())
-}
-
 fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
     match cli.command {
         Command::Server => {
@@ -659,7 +670,11 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 kill_panes: Some(kill_panes),
             };
             let stopped: body::Shutdown = ask(&mut client, shutdown)?;
-            println!("daemon stopped; killed panes: {}", json!(stopped.killed));
+            if stopped.killed.is_empty() {
+                println!("daemon stopped; the panes keep running");
+            } else {
+                println!("daemon stopped; ended panes: {}", stopped.killed.join(", "));
+            }
             Ok(EXIT_OK)
         }
         Command::Dispatch(args) => Ok(dispatch(args)),
@@ -872,9 +887,10 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
         println!(
             "{}: pid {} incarnation {} revision {}",
             args.name,
-            shown(&pane.child_pid),
-            pane.incarnation.as_deref().unwrap_or(""),
-            shown(&pane.revision)
+            pane.child_pid
+                .map_or_else(|| "-".into(), |pid| pid.to_string()),
+            pane.incarnation.as_deref().unwrap_or("-"),
+            pane.revision.map_or_else(|| "-".into(), |r| r.to_string())
         );
     }
     if let Some(detach_key) = attach_with {
@@ -941,52 +957,63 @@ fn ls(json: bool) -> Result<i32> {
         println!("no panes");
         return Ok(EXIT_OK);
     }
-    println!(
-        "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} COMMAND",
-        "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE"
-    );
-    for pane in &panes {
-        println!("{}", ls_row(pane));
-    }
+    print!("{}", ls_table(&panes, crate::human::now_unix_ms()));
     Ok(EXIT_OK)
 }
 
+/// The `belfry ls` table at `now_ms` (for the panes' ages): a heading, then one row a pane.
+fn ls_table(panes: &[PaneRecord], now_ms: u64) -> String {
+    let mut table = format!(
+        "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:>6}  COMMAND\n",
+        "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE", "AGE"
+    );
+    for pane in panes {
+        table.push_str(&ls_row(pane, now_ms));
+        table.push('\n');
+    }
+    table
+}
+
 /// One row of `belfry ls`. A pane host that did not answer is listed by name and pid with its
-/// state and the reason in place of the command.
-fn ls_row(pane: &PaneRecord) -> String {
+/// state and the reason in place of the command. A field the pane host did not give is `-`.
+fn ls_row(pane: &PaneRecord, now_ms: u64) -> String {
+    let dash = || "-".to_string();
     if let Some(error) = &pane.error {
         return format!(
-            "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} ({error})",
+            "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:>6}  ({})",
             pane.session,
-            pane.pid.to_string(),
+            pane.pid,
             "-",
             "-",
             "-",
             "-",
             pane.state.as_deref().unwrap_or("error"),
+            "-",
+            escape_for_terminal(error)
         );
     }
     let state = match pane.exited.flatten() {
         None => "running".to_string(),
-        Some(exit) => format!(
-            "exited:{}",
-            exit.code
-                .map_or_else(|| format!("sig{}", shown(&exit.signal)), |c| c.to_string())
-        ),
+        Some(exit) => match (exit.code, exit.signal) {
+            (Some(code), _) => format!("exited {code}"),
+            (None, Some(signal)) => format!("signal {signal}"),
+            (None, None) => "exited".to_string(),
+        },
     };
-    let size = pane
-        .size
-        .map_or_else(|| "nullxnull".into(), |size| size.to_string());
     let argv = pane.argv.as_deref().unwrap_or_default().join(" ");
     format!(
-        "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} {}",
+        "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:>6}  {}",
         pane.session,
-        pane.pid.to_string(),
-        shown(&pane.child_pid),
-        shown(&pane.revision),
-        size,
-        shown(&pane.clients),
+        pane.pid,
+        pane.child_pid.map_or_else(dash, |pid| pid.to_string()),
+        pane.revision
+            .map_or_else(dash, |revision| revision.to_string()),
+        pane.size.map_or_else(dash, |size| size.to_string()),
+        pane.clients
+            .map_or_else(dash, |clients| clients.to_string()),
         state,
+        pane.started_at
+            .map_or_else(dash, |at| crate::human::coarse(now_ms.saturating_sub(at))),
         escape_for_terminal(&argv)
     )
 }
@@ -1161,31 +1188,33 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
             // As the daemon sent it, whatever this build knows of it.
             writeln!(out, "{event}")?;
         } else {
-            writeln!(out, "{}", event_line(&event))?;
+            writeln!(out, "{}", event_line(&event, crate::human::now_unix_ms()))?;
         }
         out.flush()?;
     }
 }
 
-/// One line of `belfry events`: the pane, the kind, and the event's other fields as JSON. An
-/// event this build does not know (from a newer daemon) is shown as it came.
-fn event_line(raw: &Value) -> String {
-    let (kind, session, mut rest) = match belfry_proto::de::from_value::<Event>(raw) {
+/// One line of `belfry events`: when it arrived, the pane, the kind, and what happened in
+/// words. An event this build does not know (from a newer daemon) is shown by its fields.
+fn event_line(raw: &Value, now_ms: u64) -> String {
+    let (kind, session, words) = match belfry_proto::de::from_value::<Event>(raw) {
         Ok(event) => (
-            Some(event.kind()),
+            event.kind().to_string(),
             event.session().map(str::to_string),
-            event.to_value(),
+            crate::human::event_words(&event, crate::human::Detail::Full),
         ),
-        Err(_) => (None, None, raw.clone()),
+        Err(_) => (
+            raw["event"].as_str().unwrap_or("?").to_string(),
+            raw["session"].as_str().map(str::to_string),
+            crate::human::fields_words(raw, &["event", "session"]),
+        ),
     };
-    if let Value::Object(map) = &mut rest {
-        map.remove("event");
-        map.remove("session");
-    }
     format!(
-        "{:<20} {:<10} {rest}",
-        session.as_deref().unwrap_or("-"),
-        kind.unwrap_or("?")
+        "{}  {:<20} {:<10} {}",
+        crate::human::clock(now_ms, now_ms),
+        escape_for_terminal(session.as_deref().unwrap_or("-")),
+        escape_for_terminal(&kind),
+        words
     )
 }
 
@@ -1263,11 +1292,15 @@ fn mux_error(err: MuxError) -> anyhow::Error {
 }
 
 /// An error and its causes, as `{:#}` shows an `anyhow::Error`: `message: cause: cause`.
+/// As in [`without_repeats`], a cause the text already carries is left out.
 fn chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut cause = err.source();
     while let Some(next) = cause {
-        text.push_str(&format!(": {next}"));
+        let words = next.to_string();
+        if !text.contains(&words) {
+            text.push_str(&format!(": {words}"));
+        }
         cause = next.source();
     }
     text

@@ -9,6 +9,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use belfry_proto::reply::DingState;
+use belfry_proto::Event;
 use serde_json::Value;
 
 use crate::commands::escape_for_terminal;
@@ -245,6 +246,109 @@ fn counters_words(counters: &Value) -> String {
         counters["sends"].as_u64().unwrap_or_default(),
         counters["conflicts"].as_u64().unwrap_or_default()
     )
+}
+
+/// How much of an event to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Detail {
+    /// What happened, for a narrow column.
+    Short,
+    /// What happened and the identity it happened to, for a line of its own.
+    Full,
+}
+
+/// An event in words: `spawned`, `exited with code 0`, `hook before-tool (Bash)`; with
+/// [`Detail::Full`] also the pid, incarnation and revision a lifecycle event carries and a DING
+/// event's outcome.
+pub(crate) fn event_words(event: &Event, detail: Detail) -> String {
+    let words = match event {
+        Event::Revision { revision, .. } => format!("revision {revision}"),
+        Event::Exit {
+            code,
+            signal,
+            revision,
+            ..
+        } => {
+            let how = match (code, signal) {
+                (Some(code), _) => format!("exited with code {code}"),
+                (None, Some(signal)) => format!("killed by signal {signal}"),
+                (None, None) => "exited".to_string(),
+            };
+            match detail {
+                Detail::Short => how,
+                Detail::Full => format!("{how} at revision {revision}"),
+            }
+        }
+        Event::Lifecycle(lifecycle) => {
+            let mut words = lifecycle.what.clone();
+            if let Some(reason) = &lifecycle.reason {
+                words.push_str(&format!(": {reason}"));
+            }
+            if detail == Detail::Full {
+                let mut facts = Vec::new();
+                facts.extend(lifecycle.pid.map(|pid| format!("pid {pid}")));
+                facts.extend(
+                    lifecycle
+                        .incarnation
+                        .as_ref()
+                        .map(|i| format!("incarnation {i}")),
+                );
+                facts.extend(lifecycle.revision.map(|r| format!("revision {r}")));
+                if !facts.is_empty() {
+                    words.push_str(&format!(" ({})", facts.join(", ")));
+                }
+            }
+            words
+        }
+        Event::Hook(hook) => match &hook.tool_name {
+            Some(tool) => format!("hook {} ({tool})", hook.hook),
+            None => format!("hook {}", hook.hook),
+        },
+        Event::Ding { what, outcome, .. } => match detail {
+            Detail::Full if !outcome.is_null() => {
+                format!("ding {what}: {}", plain_words(outcome, &[]))
+            }
+            _ => format!("ding {what}"),
+        },
+        Event::Lagged { missed, .. } => {
+            format!("missed {missed} event(s): this reader fell behind")
+        }
+    };
+    escape_for_terminal(&words)
+}
+
+/// A JSON value in words rather than JSON: an object's fields as `key value` separated by
+/// commas (leaving out `skip` and nulls), a list as its items joined by commas.
+pub(crate) fn fields_words(value: &Value, skip: &[&str]) -> String {
+    escape_for_terminal(&plain_words(value, skip))
+}
+
+/// [`fields_words`] before the escaping, which is done once for the whole text.
+fn plain_words(value: &Value, skip: &[&str]) -> String {
+    match value {
+        Value::Null => "none".to_string(),
+        Value::Bool(flag) => if *flag { "yes" } else { "no" }.to_string(),
+        Value::Number(number) => number.to_string(),
+        Value::String(text) => text.clone(),
+        Value::Array(items) if items.is_empty() => "none".to_string(),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| plain_words(item, &[]))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Object(fields) => fields
+            .iter()
+            .filter(|(key, value)| !skip.contains(&key.as_str()) && !value.is_null())
+            .map(|(key, value)| match value {
+                Value::Object(_) => format!("{key} ({})", plain_words(value, &[])),
+                Value::Array(items) if items.len() > 1 => {
+                    format!("{key} [{}]", plain_words(value, &[]))
+                }
+                _ => format!("{key} {}", plain_words(value, &[])),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
 }
 
 /// A local calendar time, to the second.

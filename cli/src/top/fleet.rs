@@ -11,6 +11,8 @@ use belfry_proto::reply::PaneRecord;
 use belfry_proto::Event;
 use serde_json::Value;
 
+use crate::human::{self, Detail};
+
 /// One pane as the view shows it.
 #[derive(Debug, Clone)]
 pub(crate) struct PaneView {
@@ -119,7 +121,7 @@ impl Fleet {
             return Refresh::Everything;
         };
         if let Some(view) = self.panes.get_mut(&session) {
-            view.last_event = Some((event_words(&event), now_ms));
+            view.last_event = Some((human::event_words(&event, Detail::Short), now_ms));
         }
         match event {
             Event::Lagged { .. } => Refresh::Everything,
@@ -127,28 +129,6 @@ impl Fleet {
             Event::Exit { .. } | Event::Lifecycle(_) => Refresh::Listing(session),
             Event::Hook(_) | Event::Ding { .. } => Refresh::Ding(session),
         }
-    }
-}
-
-/// An event in a few words: `spawned`, `exited with code 0`, `hook before-tool (Bash)`.
-fn event_words(event: &Event) -> String {
-    match event {
-        Event::Revision { revision, .. } => format!("revision {revision}"),
-        Event::Exit { code, signal, .. } => match (code, signal) {
-            (Some(code), _) => format!("exited with code {code}"),
-            (None, Some(signal)) => format!("killed by signal {signal}"),
-            (None, None) => "exited".to_string(),
-        },
-        Event::Lifecycle(lifecycle) => match &lifecycle.reason {
-            Some(reason) => format!("{}: {reason}", lifecycle.what),
-            None => lifecycle.what.clone(),
-        },
-        Event::Hook(hook) => match &hook.tool_name {
-            Some(tool) => format!("hook {} ({tool})", hook.hook),
-            None => format!("hook {}", hook.hook),
-        },
-        Event::Ding { what, .. } => format!("ding {what}"),
-        Event::Lagged { missed, .. } => format!("missed {missed} event(s)"),
     }
 }
 
