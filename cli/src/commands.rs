@@ -236,8 +236,13 @@ enum Command {
         /// The shell to complete for: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
-    Man,
+    /// Print the man page (roff), or with --dir write one page per subcommand.
+    Man {
+        /// Write belfry.1 and a belfry-SUBCOMMAND.1 page for every subcommand (the pages the
+        /// main page's `belfry-*(1)` references name) into DIR, creating it.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -739,11 +744,36 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
             Ok(EXIT_OK)
         }
-        Command::Man => {
-            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+        Command::Man { dir: None } => {
+            // As `man --dir` renders it: `belfry help` is clap's, with no page of its own, so
+            // the page does not list it as a `belfry-help(1)` that cannot be found.
+            clap_mangen::Man::new(Cli::command().disable_help_subcommand(true))
+                .render(&mut std::io::stdout())?;
             Ok(EXIT_OK)
         }
+        Command::Man { dir: Some(dir) } => man_pages(&dir),
     }
+}
+
+/// `belfry man --dir DIR`: every page, named as the references between them name them
+/// (`belfry-inbox-post.1` for `belfry-inbox-post(1)`); hidden subcommands get none.
+fn man_pages(dir: &std::path::Path) -> Result<i32> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the man page directory {}", dir.display()))?;
+    clap_mangen::generate_to(Cli::command(), dir)
+        .with_context(|| format!("cannot write man pages into {}", dir.display()))?;
+    let pages = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".1"))
+        .count();
+    println!(
+        "{pages} man pages in {} (read one with `man -l {}/belfry.1`, or add the directory's \
+         parent to MANPATH as man1/)",
+        dir.display(),
+        dir.display()
+    );
+    Ok(EXIT_OK)
 }
 
 /// `belfry dispatch`: fail-open by construction; whatever happens, one answer and exit 0
