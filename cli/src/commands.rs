@@ -439,7 +439,7 @@ fn init_logging(file: &str) {
 
 /// A log file opened on the first event, not before: a process that never logs (a pane host
 /// whose program could not be started) leaves no empty `pane-<name>.log` behind, so bad input
-/// has no side effect on disk (SPEC §12).
+/// has no side effect on disk (spec §12).
 struct LazyLogFile {
     path: PathBuf,
     /// `None` once opening failed: the events are then dropped, as logging must never stop
@@ -488,7 +488,7 @@ pub(crate) fn exe() -> Result<PathBuf> {
 }
 
 /// Connects to the daemon, starting it if needed. The runtime directory is checked first
-/// (created 0700, or refused when another uid owns it or it is open to others, SPEC §6.1), and
+/// (created 0700, or refused when another uid owns it or it is open to others, spec §6.1), and
 /// the client checks the server's uid on the socket itself.
 pub(crate) fn daemon() -> Result<Client> {
     paths::private_runtime_dir()?;
@@ -948,7 +948,7 @@ fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     let key = DetachKey::parse(detach_key)?;
     attach::refuse_cycle(name)?;
     // Attach talks to the pane host directly, so a human stays attached while the daemon
-    // restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
+    // restarts (spec §6.0). The daemon is asked only when the socket is not where expected.
     let mut socket = paths::pane_socket(&paths::private_runtime_dir()?, name);
     if !socket.exists() {
         let attach = op::Attach {
@@ -1132,7 +1132,7 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
     Ok(if conflict { EXIT_CONFLICT } else { EXIT_OK })
 }
 
-/// What the send expects of the pane (SPEC §3): the `--expect` token's identity, then any
+/// What the send expects of the pane (spec §3): the `--expect` token's identity, then any
 /// `--expect-*` field over it; `None` for an unguarded send.
 fn send_expectation(args: &SendArgs) -> Result<Option<Expect>> {
     let mut expect = Expect::default();
@@ -1253,7 +1253,7 @@ fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declaratio
     Ok(belfry_mux::declare::load(&path)?)
 }
 
-/// `belfry up` (SPEC §11): planning and applying live in `belfry_mux::declare::up`; this
+/// `belfry up` (spec §11): planning and applying live in `belfry_mux::declare::up`; this
 /// prints what it did, or why nothing (or only part) was done.
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     use belfry_mux::declare::{report, DriftPolicy};

@@ -1,4 +1,4 @@
-//! `belfry inbox …` and `belfry presence`: the inbox is files on disk (SPEC §7.1), so these
+//! `belfry inbox …` and `belfry presence`: the inbox is files on disk (spec §7.1), so these
 //! work with or without a daemon; afterwards the daemon (if running) is nudged to look.
 
 use std::io::Read;
@@ -132,7 +132,7 @@ fn open(session: &str) -> Result<Inbox> {
 const NUDGE_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Opens the inbox of `session` for commands that only read or move messages: an unknown
-/// session is an error and nothing is created (SPEC §12: bad input has no side effects).
+/// session is an error and nothing is created (spec §12: bad input has no side effects).
 fn open_existing(session: &str) -> Result<Inbox> {
     Ok(Inbox::open_existing(&paths::state_dir(), session)?)
 }

@@ -1,4 +1,4 @@
-//! SPEC §5: "The redraw restores the primary screen under an alternate one, every mode that is
+//! spec §5: "The redraw restores the primary screen under an alternate one, every mode that is
 //! on (and only those), the scroll region and pending wrap." Checked end to end: `belfry
 //! attach` runs inside a real tmux, a real terminal emulator with its own screens, modes and
 //! scroll region, and after a re-attach what tmux holds is compared with the pane's model.
