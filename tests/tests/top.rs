@@ -88,3 +88,20 @@ fn top_without_a_terminal_refuses_and_names_the_commands_for_programs() {
     let out = env.run(&["ls", "--watch", "--json"]);
     assert_eq!(out.status.code(), Some(2), "--watch and --json conflict");
 }
+
+#[test]
+fn ls_watch_is_the_same_view_and_a_killed_pane_leaves_it() {
+    let env = Env::new();
+    env.spawn("doomed", "10x60", &["sh", "-c", "sleep 600"], None);
+    let script = "\"$BELFRY_BIN\" ls --watch --interval-ms 600000; echo \"WATCH-EXIT=$?\"; \
+         sleep 600";
+    env.spawn("watch", "24x150", &["sh", "-c", script], None);
+    env.wait_screen("watch", "belfry top +2 pane");
+    env.wait_screen("watch", "doomed +sh -c sleep");
+    // The kill's lifecycle event takes the pane off the view (the tick is ten minutes away).
+    env.ok(&["kill", "doomed"]);
+    env.wait_screen("watch", "belfry top +1 pane");
+    assert!(!screen_text(&env, "watch").contains("doomed"));
+    env.ok(&["send", "watch", "--text", "q"]);
+    env.wait_screen("watch", "WATCH-EXIT=0");
+}
