@@ -1,5 +1,5 @@
 //! The pane host process (`belfry pane-host`): one pane, served on its own socket
-//! (SPEC §6.0). It outlives the daemon; the daemon finds it again through its record file.
+//! (spec §6.0). It outlives the daemon; the daemon finds it again through its record file.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

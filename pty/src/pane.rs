@@ -1,5 +1,5 @@
 //! One pane: the PTY master, the child, the screen model, the revision and the guarded write
-//! (SPEC §2, §3).
+//! (spec §2, §3).
 //!
 //! Two locks, always taken in this order:
 //! 1. `input` (async): held for a whole input transaction, including its delays, so no other
@@ -30,7 +30,7 @@ use crate::spec::{new_incarnation, LaunchSpec, SizePolicy};
 use crate::wire::Frame;
 
 use belfry_proto::event::{Event, Lifecycle};
-/// How a child ended, what a guarded send expects (SPEC §3; absent fields are not compared)
+/// How a child ended, what a guarded send expects (spec §3; absent fields are not compared)
 /// and the pane's identity at one instant: the protocol's types.
 pub use belfry_proto::{ExitStatus, Expect, Identity};
 
@@ -196,7 +196,7 @@ pub struct ClientHandle {
 }
 
 /// How long after the program's last query attached terminals' answers are routed from one
-/// client (SPEC §4). A terminal answers within milliseconds, a remote one within a round
+/// client (spec §4). A terminal answers within milliseconds, a remote one within a round
 /// trip; a program that waited longer has given up on the answer.
 const ANSWER_WINDOW: Duration = Duration::from_secs(3);
 
@@ -468,7 +468,7 @@ impl Pane {
         self.answer_when_detached(st, answers);
     }
 
-    /// SPEC §4: while no writable client is attached the pane host answers queries itself;
+    /// spec §4: while no writable client is attached the pane host answers queries itself;
     /// otherwise the attached terminals see the query and one of them answers (see
     /// [`Pane::client_input`]). Never both.
     fn answer_when_detached(&self, st: &mut PaneState, answers: Vec<Vec<u8>>) {
@@ -486,7 +486,7 @@ impl Pane {
     /// The model holds a frame's bytes back until its end; a program that never sends it
     /// (crashed mid-frame, or simply buggy) would otherwise freeze `peek`, `wait` and the
     /// redraw. When the emulator's deadline passes, the held bytes are applied, as a terminal
-    /// does, and the revision moves because what the pane shows changed (SPEC §2). Runs until
+    /// does, and the revision moves because what the pane shows changed (spec §2). Runs until
     /// the pane host ends.
     pub async fn end_stalled_frames(self: Arc<Self>) {
         loop {
@@ -506,7 +506,7 @@ impl Pane {
     }
 
     /// Reads whatever output is pending in the PTY right now, under the state lock
-    /// (SPEC §3 step 1). Bounded: a program that never stops writing cannot starve the send.
+    /// (spec §3 step 1). Bounded: a program that never stops writing cannot starve the send.
     ///
     /// "Pending" is whatever a non-blocking `read(2)` returns before `EAGAIN`, not what
     /// `FIONREAD` reports: `FIONREAD` counts only the line discipline's buffer, while bytes the
@@ -528,7 +528,7 @@ impl Pane {
         }
     }
 
-    /// The guarded write of SPEC §3: compare under the input lock, then either zero bytes and
+    /// The guarded write of spec §3: compare under the input lock, then either zero bytes and
     /// a conflict, or the whole transaction with no other input interleaved.
     ///
     /// Bounded: the wait for the input lock (and for a restart in progress) and the writes each
@@ -578,7 +578,7 @@ impl Pane {
         Ok(SendOutcome::Sent { revision })
     }
 
-    /// SPEC §3 steps 1–3 and the start of step 4, all under the state lock: drain, compare,
+    /// spec §3 steps 1–3 and the start of step 4, all under the state lock: drain, compare,
     /// and on a match write the first step's bytes as far as the PTY takes them at once.
     fn compare_and_start(
         &self,
@@ -1029,7 +1029,7 @@ impl Pane {
         self.state.lock().clients.len()
     }
 
-    /// What a writable client's input frame writes to the pane. SPEC §4 (one answer per
+    /// What a writable client's input frame writes to the pane. spec §4 (one answer per
     /// query): for a while after the program sent a query, every attached terminal's answer
     /// to it arrives, and only the most recently active writable client's are kept; the
     /// others lose their answers and keep their keystrokes. Answers alone do not make a

@@ -1,6 +1,6 @@
 //! The pane's screen model: an alacritty_terminal grid fed with every output chunk, plus what
 //! belfry needs from it: plain and SGR lines, cells, modes, a full redraw for attaching clients,
-//! and the answers to the program's terminal queries (SPEC §4, §5).
+//! and the answers to the program's terminal queries (spec §4, §5).
 
 use std::borrow::Borrow;
 use std::sync::Arc;
@@ -355,7 +355,7 @@ impl Screen {
         Value::Array(rows)
     }
 
-    /// A full redraw that puts a fresh terminal into the state of this model (SPEC §5): the
+    /// A full redraw that puts a fresh terminal into the state of this model (spec §5): the
     /// primary screen, and over it the alternate screen when the program is in one, each with
     /// its attributes and saved cursor; the scroll region, origin mode and autowrap; the modes
     /// that are on (bracketed paste, cursor keys, the one mouse tracking mode and its

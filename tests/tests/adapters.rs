@@ -1,4 +1,4 @@
-//! Adapter data travels with the binary (SPEC §10). A binary with no adapters directory beside
+//! Adapter data travels with the binary (spec §10). A binary with no adapters directory beside
 //! it (an installed one) uses the declarations built into it; an adapter name that exists
 //! nowhere is refused by `belfry new`/`run` before any pane starts, naming the ones there are;
 //! and a DING adapter program under `$BELFRY_ADAPTERS`, which cannot be built in, is refused in

@@ -1,4 +1,4 @@
-//! SPEC §5: attach end to end through a real terminal. The attach client runs inside another
+//! spec §5: attach end to end through a real terminal. The attach client runs inside another
 //! belfry pane (a real PTY), so a test can type into it and read what it shows.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! SPEC §5: "The redraw restores the primary screen under an alternate one, every mode that is
+//! spec §5: "The redraw restores the primary screen under an alternate one, every mode that is
 //! on (and only those), the scroll region and pending wrap." Checked end to end: `belfry
 //! attach` runs inside a real tmux, a real terminal emulator with its own screens, modes and
 //! scroll region, and after a re-attach what tmux holds is compared with the pane's model.
@@ -581,7 +581,7 @@ fn two_writable_clients_answer_a_query_once_from_the_most_recently_active_one() 
     assert_eq!(logged().matches('q').count(), 3, "{:?}", logged());
 }
 
-/// SPEC §5 and docs/attach.md: `prefix [` opens the pane's history (its model's scrollback,
+/// spec §5 and docs/attach.md: `prefix [` opens the pane's history (its model's scrollback,
 /// not the outer terminal's), searched with `?`; `q` puts the pane back exactly; `prefix s`
 /// chooses another pane (vim, in its alternate screen) and `prefix p` goes back; a detach and
 /// a re-attach show the pane as its model holds it. Checked in a real tmux.

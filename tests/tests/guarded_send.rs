@@ -1,4 +1,4 @@
-//! SPEC §3: compare-and-send. A mismatch writes zero bytes; a match writes the whole
+//! spec §3: compare-and-send. A mismatch writes zero bytes; a match writes the whole
 //! transaction with no other sender's bytes interleaved.
 
 use std::sync::{Arc, Barrier};

@@ -1,4 +1,4 @@
-//! The detach key and the filter that finds it in the keystrokes (SPEC §5). A program may ask
+//! The detach key and the filter that finds it in the keystrokes (spec §5). A program may ask
 //! the outer terminal for an extended keyboard encoding (the kitty keyboard protocol, CSI-u,
 //! or xterm's modifyOtherKeys), and the outer terminal then sends Ctrl-b as `ESC[98;5u` or
 //! `ESC[27;5;98~` instead of the byte 0x02. The filter decodes each keystroke in every such

@@ -1,4 +1,4 @@
-//! `belfry attach`: the interactive client (SPEC §5). Raw mode via crossterm, a full redraw
+//! `belfry attach`: the interactive client (spec §5). Raw mode via crossterm, a full redraw
 //! from the pane host, live output, keystrokes as input, and a detach key. The local terminal
 //! is restored on every way out: detach, pane exit, error, SIGTERM, SIGHUP and panic.
 //!
@@ -319,7 +319,7 @@ async fn session_loop(
     let stream = UnixStream::connect(socket)
         .await
         .with_context(|| format!("cannot connect to {}", socket.display()))?;
-    // SPEC §6.1: keystrokes go only to a pane host of our own uid (or root).
+    // spec §6.1: keystrokes go only to a pane host of our own uid (or root).
     belfry_pty::paths::check_server(socket, &stream)?;
     let pane_host_pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
     let (reader, mut writer) = stream.into_split();
@@ -363,7 +363,7 @@ async fn session_loop(
         }
     }
 
-    // SPEC §5: a one-line note of where the user is and how to leave, written before the
+    // spec §5: a one-line note of where the user is and how to leave, written before the
     // redraw arrives so it never lands in the pane's screen or its model.
     write_terminal(
         format!("[attached to {session}: {detach} detaches]\r\n").as_bytes(),
