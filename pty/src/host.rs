@@ -918,6 +918,9 @@ async fn attach(
                     if control.get("detach").is_some() {
                         return;
                     }
+                    if let Some(answers) = control.get("colors").and_then(Value::as_str) {
+                        pane.learn_colors(answers.as_bytes());
+                    }
                     if control.get("redraw").is_some() {
                         redraw_wanted.store(true, std::sync::atomic::Ordering::Relaxed);
                         redraw_wake.notify_one();

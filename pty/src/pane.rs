@@ -1036,6 +1036,11 @@ impl Pane {
     /// client active (they are its terminal's, not the user's); keystrokes do.
     pub fn client_input(&self, id: u64, bytes: Vec<u8>) -> Vec<u8> {
         let mut st = self.state.lock();
+        if bytes.windows(2).any(|w| w == b"\x1b]") {
+            // A terminal's colour answers teach the pane its real colours (see
+            // `Screen::learn_colors`).
+            st.screen.learn_colors(&bytes);
+        }
         let answering = st.last_query.is_some_and(|at| at.elapsed() < ANSWER_WINDOW);
         let (input, keystrokes) = if answering {
             let (others, keystrokes) = crate::answers::without_answers(&bytes);
@@ -1057,6 +1062,12 @@ impl Pane {
             self.client_activity_locked(&mut st, id, None);
         }
         input
+    }
+
+    /// Colour answers a client's terminal gave to the client's own query on attach: learned,
+    /// never written to the program (which did not ask).
+    pub fn learn_colors(&self, answers: &[u8]) {
+        self.state.lock().screen.learn_colors(answers);
     }
 
     /// A client resized its terminal or typed: it becomes the most recently active one.

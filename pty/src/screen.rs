@@ -33,6 +33,9 @@ struct Raised {
 pub struct Listener {
     raised: Arc<Mutex<Raised>>,
     size: Arc<Mutex<(usize, usize)>>,
+    /// Colours an attached terminal reported (OSC 4/10/11/12 answers), by the core's colour
+    /// index; a query asked while no client is attached is answered with these when known.
+    colors: Arc<Mutex<std::collections::HashMap<usize, Rgb>>>,
 }
 
 impl EventListener for Listener {
@@ -40,9 +43,15 @@ impl EventListener for Listener {
         let mut raised = self.raised.lock();
         match event {
             Event::PtyWrite(text) => raised.answers.push(text.into_bytes()),
-            Event::ColorRequest(index, format) => raised
-                .answers
-                .push(format(default_color(index)).into_bytes()),
+            Event::ColorRequest(index, format) => {
+                let color = self
+                    .colors
+                    .lock()
+                    .get(&index)
+                    .copied()
+                    .unwrap_or_else(|| default_color(index));
+                raised.answers.push(format(color).into_bytes())
+            }
             Event::TextAreaSizeRequest(format) => {
                 let (lines, cols) = *self.size.lock();
                 let size = WindowSize {
@@ -112,6 +121,54 @@ impl Dimensions for TermSize {
     fn columns(&self) -> usize {
         self.cols
     }
+}
+
+/// The colours an OSC colour answer reports (`ESC ] 10 ; rgb:… ST`, `ESC ] 4 ; N ; rgb:… ST`,
+/// for OSC 10, 11, 12 and 4), as the terminal core's colour index (foreground 256, background
+/// 257, cursor 258, palette 0-255) and the colour. Anything else in `bytes` is skipped.
+pub fn color_answers(bytes: &[u8]) -> Vec<(usize, Rgb)> {
+    let mut found = Vec::new();
+    let text = String::from_utf8_lossy(bytes);
+    for part in text.split("\x1b]").skip(1) {
+        let body = part.split(['\x07', '\x1b']).next().unwrap_or_default();
+        let fields: Vec<&str> = body.split(';').collect();
+        let (index, spec) = match fields.as_slice() {
+            ["10", spec] => (256, *spec),
+            ["11", spec] => (257, *spec),
+            ["12", spec] => (258, *spec),
+            ["4", n, spec] => match n.parse::<usize>() {
+                Ok(n) if n < 256 => (n, *spec),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if let Some(rgb) = parse_rgb(spec) {
+            found.push((index, rgb));
+        }
+    }
+    found
+}
+
+/// `rgb:R/G/B` with 1 to 4 hex digits a component (X11's colour syntax, as terminals answer),
+/// scaled to 8 bits.
+fn parse_rgb(spec: &str) -> Option<Rgb> {
+    let parts: Vec<&str> = spec.strip_prefix("rgb:")?.split('/').collect();
+    let [r, g, b] = parts.as_slice() else {
+        return None;
+    };
+    let component = |hex: &str| -> Option<u8> {
+        if hex.is_empty() || hex.len() > 4 {
+            return None;
+        }
+        let value = u32::from_str_radix(hex, 16).ok()?;
+        let max = (1u32 << (4 * hex.len())) - 1;
+        u8::try_from((value * 255 + max / 2) / max).ok()
+    };
+    Some(Rgb {
+        r: component(r)?,
+        g: component(g)?,
+        b: component(b)?,
+    })
 }
 
 /// Terminal modes a snapshot reports: the protocol's type.
@@ -353,6 +410,15 @@ impl Screen {
             })
             .collect();
         Value::Array(rows)
+    }
+
+    /// Remembers the colours an attached terminal reported (see [`color_answers`]), to answer
+    /// the program's colour queries with them while no client is attached.
+    pub fn learn_colors(&mut self, bytes: &[u8]) {
+        let answers = color_answers(bytes);
+        if !answers.is_empty() {
+            self.listener.colors.lock().extend(answers);
+        }
     }
 
     /// A full redraw that puts a fresh terminal into the state of this model (spec §5): the
@@ -1094,6 +1160,53 @@ mod tests {
         let mut copy = copy_through_redraw(&mut model);
         feed_both(&mut model, &mut copy, b"q\x0fq");
         assert_eq!(copy.lines()[1], "\u{2500}\u{2502}\u{2500}q");
+    }
+
+    #[test]
+    fn colour_answers_are_read_in_every_form_terminals_send() {
+        let answers = color_answers(
+            b"x\x1b]11;rgb:2828/2c2c/3434\x1b\\\x1b]10;rgb:ff/80/0\x07\x1b]4;1;rgb:cd/00/00\x1b\\\x1b]11;?\x07\x1b]10;bad\x07",
+        );
+        assert_eq!(
+            answers,
+            vec![
+                (
+                    257,
+                    Rgb {
+                        r: 0x28,
+                        g: 0x2c,
+                        b: 0x34
+                    }
+                ),
+                (
+                    256,
+                    Rgb {
+                        r: 0xff,
+                        g: 0x80,
+                        b: 0
+                    }
+                ),
+                (
+                    1,
+                    Rgb {
+                        r: 0xcd,
+                        g: 0,
+                        b: 0
+                    }
+                ),
+            ]
+        );
+        // Once learned, the program's query is answered with the terminal's colour.
+        let mut s = Screen::new(2, 10, 0);
+        assert_eq!(
+            s.apply(b"\x1b]11;?\x1b\\"),
+            vec![b"\x1b]11;rgb:0000/0000/0000\x1b\\".to_vec()]
+        );
+        s.learn_colors(b"\x1b]11;rgb:2828/2c2c/3434\x1b\\");
+        assert_eq!(
+            s.apply(b"\x1b]11;?\x1b\\"),
+            vec![b"\x1b]11;rgb:2828/2c2c/3434\x1b\\".to_vec()]
+        );
     }
 
     #[test]

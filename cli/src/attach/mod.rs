@@ -369,6 +369,11 @@ async fn session_loop(
         format!("[attached to {session}: {detach} detaches]\r\n").as_bytes(),
         outer,
     )?;
+    // The terminal's own colours, for the pane host to answer the program's colour queries
+    // with while no client is attached (a program started detached otherwise sees a fixed
+    // black and white). A terminal that does not answer is not waited for.
+    write_terminal(COLOR_QUERIES, outer)?;
+    let colors_until = tokio::time::Instant::now() + COLOR_ANSWER_TIME;
 
     use tokio::signal::unix::{signal, SignalKind};
     let mut winch = signal(SignalKind::window_change())?;
@@ -439,6 +444,19 @@ async fn session_loop(
                     }
                 }
                 Some(keys) => {
+                    let keys = if tokio::time::Instant::now() < colors_until {
+                        let (keys, answers) = take_color_answers(&keys);
+                        if !answers.is_empty() {
+                            let colors = json!({"colors": String::from_utf8_lossy(&answers)});
+                            writer.write_all(&Frame::Control(colors).encode()).await?;
+                        }
+                        if keys.is_empty() {
+                            continue;
+                        }
+                        keys
+                    } else {
+                        keys
+                    };
                     if message_until.take().is_some() {
                         writer.write_all(&Frame::Control(json!({"redraw": true})).encode()).await?;
                     }
@@ -531,6 +549,42 @@ async fn session_loop(
     }
 }
 
+/// The client's questions to its terminal on attach: the foreground and background colours.
+const COLOR_QUERIES: &[u8] = b"\x1b]10;?\x1b\\\x1b]11;?\x1b\\";
+
+/// How long after attaching the terminal's answers to [`COLOR_QUERIES`] are looked for in
+/// its input: a terminal answers within milliseconds, a remote one within a round trip.
+const COLOR_ANSWER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Splits the terminal's OSC 10 and 11 answers (`ESC ] 10 ; … BEL/ST`) out of `input`: the
+/// rest is keystrokes.
+fn take_color_answers(input: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let (mut rest, mut answers) = (Vec::with_capacity(input.len()), Vec::new());
+    let mut i = 0;
+    while i < input.len() {
+        let tail = &input[i..];
+        if tail.starts_with(b"\x1b]10;") || tail.starts_with(b"\x1b]11;") {
+            let end = tail
+                .iter()
+                .enumerate()
+                .skip(2)
+                .find_map(|(at, &b)| match b {
+                    0x07 => Some(at + 1),
+                    0x1b if tail.get(at + 1) == Some(&b'\\') => Some(at + 2),
+                    _ => None,
+                });
+            if let Some(end) = end {
+                answers.extend_from_slice(&tail[..end]);
+                i += end;
+                continue;
+            }
+        }
+        rest.push(input[i]);
+        i += 1;
+    }
+    (rest, answers)
+}
+
 /// How long a message stays on the last line unless a key is typed first.
 const MESSAGE_TIME: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -583,4 +637,26 @@ fn write_terminal(mut bytes: &[u8], outer: &SharedOuter) -> std::io::Result<()> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::take_color_answers;
+
+    #[test]
+    fn colour_answers_are_taken_out_of_the_keys() {
+        let (keys, answers) = take_color_answers(
+            b"a\x1b]10;rgb:ffff/ffff/ffff\x1b\\b\x1b]11;rgb:28/2c/34\x07c\x1b]12;x\x07",
+        );
+        assert_eq!(keys, b"abc\x1b]12;x\x07".to_vec());
+        assert_eq!(
+            answers,
+            b"\x1b]10;rgb:ffff/ffff/ffff\x1b\\\x1b]11;rgb:28/2c/34\x07".to_vec()
+        );
+        // An answer cut off by the end of the read is left as it is.
+        assert_eq!(
+            take_color_answers(b"\x1b]11;rgb:28"),
+            (b"\x1b]11;rgb:28".to_vec(), Vec::new())
+        );
+    }
 }
