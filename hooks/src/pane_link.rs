@@ -120,7 +120,12 @@ pub fn turn_boundary_notices(pane: &PaneEnv, room: usize) -> Vec<String> {
     let Ok(inbox) = Inbox::open_existing(state_dir, &pane.session) else {
         return Vec::new();
     };
-    let unread = inbox.list_unread().unwrap_or_default();
+    let mut unread = inbox.list_unread().unwrap_or_default();
+    // Messages the ownership file already lists (staged by DING, or owned by an earlier
+    // boundary) cannot be granted again, so they take no room. The daemon still decides.
+    if let Ok(store) = OwnershipStore::open(state_dir, inbox.session()) {
+        unread = store.pending(&unread).into_iter().cloned().collect();
+    }
     // The notice line of each message, and the messages whose lines fit in `room`.
     let mut lines = std::collections::HashMap::new();
     let mut used = 0usize;
