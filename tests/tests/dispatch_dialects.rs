@@ -540,3 +540,55 @@ fn every_adapter_with_a_declaration_ships_a_dialect_with_provenance() {
         }
     }
 }
+
+/// Every `"BELFRY_…"` string literal in the core crates' sources.
+fn belfry_variables() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut names = std::collections::BTreeSet::new();
+    let mut stack: Vec<PathBuf> = ["proto", "hooks", "mux", "cli", "ding", "pty"]
+        .iter()
+        .map(|crate_dir| root.join(crate_dir).join("src"))
+        .collect();
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).expect("read_dir").flatten() {
+                stack.push(entry.path());
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).expect("source");
+            for piece in text.split('"').skip(1).step_by(2) {
+                if piece.starts_with("BELFRY_")
+                    && piece.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+                {
+                    names.insert(piece.to_string());
+                }
+            }
+        }
+    }
+    names.into_iter().collect()
+}
+
+#[test]
+fn no_belfry_variable_is_named_the_way_gemini_strips_from_hooks() {
+    let contract = read_json(&adapters_dir().join("gemini/fixtures/contract/hook-output.json"));
+    let patterns: Vec<String> = contract["environment"]["redacted_name_patterns"]
+        .as_array()
+        .expect("patterns")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
+    let names = belfry_variables();
+    assert!(
+        names.iter().any(|n| n == "BELFRY_HOOK_CONTEXT"),
+        "{names:?}"
+    );
+    for name in &names {
+        for pattern in &patterns {
+            assert!(
+                !name.contains(pattern.as_str()),
+                "{name} contains {pattern}: Gemini CLI would strip it from a hook's environment"
+            );
+        }
+    }
+}
