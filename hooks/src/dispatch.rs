@@ -232,27 +232,7 @@ fn dispatch(
         Err(err) => Outcome::fail_open(err),
     };
     if outcome.decision == crate::Decision::Allow {
-        // What the harness takes on this event; `None`: no context reaches the model, so
-        // neither extra lines nor notices are added (the dialect would leave them out).
-        let capacity = match &dialect {
-            None => Some(usize::MAX),
-            Some(dialect) => dialect.context_capacity(&opts.event),
-        };
-        if let Some(capacity) = capacity {
-            for line in &opts.extra_context {
-                push_line(&mut outcome.context, line);
-            }
-            if let Some(claim) = claim {
-                let used = outcome.context.encode_utf16().count();
-                // A separating newline comes before the notices when there is context already.
-                let room = capacity.saturating_sub(used + usize::from(used > 0));
-                if room > 0 {
-                    for line in claim(room) {
-                        push_line(&mut outcome.context, &line);
-                    }
-                }
-            }
-        }
+        add_context_lines(opts, dialect.as_ref(), claim, &mut outcome);
     }
     if opts.spool {
         spool_context(opts, env, &mut outcome);
@@ -270,6 +250,38 @@ fn dispatch(
                 stderr: rendered.stderr,
                 exit_code: rendered.exit_code,
                 outcome: rendered.outcome,
+            }
+        }
+    }
+}
+
+/// Adds [`DispatchOptions::extra_context`] and, at a turn boundary, the claimed notices to an
+/// allow's context, but only where the harness takes context on this event (SPEC §7.5: a
+/// message becomes hook-owned only when its notice is in an answer the harness accepts), and
+/// only as many notices as the dialect's cap leaves room for.
+fn add_context_lines(
+    opts: &DispatchOptions,
+    dialect: Option<&Dialect>,
+    claim: Option<ClaimNotices<'_>>,
+    outcome: &mut Outcome,
+) {
+    let capacity = match dialect {
+        None => Some(usize::MAX),
+        Some(dialect) => dialect.context_capacity(&opts.event),
+    };
+    let Some(capacity) = capacity else {
+        return;
+    };
+    for line in &opts.extra_context {
+        push_line(&mut outcome.context, line);
+    }
+    if let Some(claim) = claim {
+        let used = outcome.context.encode_utf16().count();
+        // A separating newline comes before the notices when there is context already.
+        let room = capacity.saturating_sub(used + usize::from(used > 0));
+        if room > 0 {
+            for line in claim(room) {
+                push_line(&mut outcome.context, &line);
             }
         }
     }

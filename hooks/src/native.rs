@@ -29,6 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -86,9 +87,8 @@ struct RawDialect {
     #[serde(default)]
     description: String,
     /// Where the facts came from (harness, version, sources): for people, never read here.
-    #[serde(default)]
-    #[allow(dead_code)]
-    provenance: Option<Value>,
+    #[serde(default, rename = "provenance")]
+    _provenance: Option<IgnoredAny>,
     blocking_events: Vec<String>,
     context_events: BTreeMap<String, ContextCarriage>,
     #[serde(default)]
@@ -114,10 +114,9 @@ struct ContextCarriage {
     /// cap known.
     #[serde(default)]
     max_chars: Option<usize>,
-    /// Free text: how the context arrives (for people).
-    #[serde(default)]
-    #[allow(dead_code)]
-    note: String,
+    /// Free text: how the context arrives (for people, never read here).
+    #[serde(default, rename = "note")]
+    _note: Option<IgnoredAny>,
 }
 
 /// Native tool name → canonical class: exact names, and `prefix*` patterns.
