@@ -1,7 +1,8 @@
 //! Issue 9 items 2 and 3, live: the real Claude Code 2.1.328 (`claude -p`) runs the real
 //! `belfry dispatch --native claude` as its hooks, inside a loopback-only network namespace
 //! (`unshare -rn`) against a scripted Anthropic Messages server on 127.0.0.1. Proven: a
-//! prompt-submit context reaches the model (the request carries it); a `shell`-class guard
+//! prompt-submit context reaches the model (the request carries it inline, cut to the 10,000
+//! characters Claude Code takes inline); a `shell`-class guard
 //! matches Claude Code's `Bash` and its deny blocks the call (the command's side effect never
 //! happens, and the model sees the refusal as the tool result).
 //!
@@ -146,7 +147,10 @@ fn claude_code_blocks_on_the_deny_and_delivers_the_context() {
     write(&d.join("home/.claude.json"), &state.to_string());
     let belfry_hooks = d.join("belfry-hooks.json");
     let hooks = json!({"version": 1, "events": {
-        "prompt-submit": [{"handlers": [{"argv": ["/bin/sh", "-c", format!("echo {CONTEXT_MARK}")]}]}],
+        // The context is longer than Claude Code takes inline (10,000 chars; 10,001 and more are
+        // replaced by a file reference and a 2 KB preview): the dialect cuts it to the cap.
+        "prompt-submit": [{"handlers": [{"argv": ["/bin/sh", "-c",
+            format!("echo {CONTEXT_MARK}; head -c 11000 /dev/zero | tr '\\0' y")]}]}],
         "before-tool": [{"matcher": "shell", "handlers": [{"intent": "enforce",
             "argv": ["/bin/sh", "-c", format!("echo {DENY_MARK} >&2; exit 2")]}]}]
     }});
@@ -197,10 +201,19 @@ fn claude_code_blocks_on_the_deny_and_delivers_the_context() {
         with_tools.len()
     );
 
-    // The context reached the model with the prompt.
+    // The context reached the model with the prompt, inline: cut to the cap, not persisted.
+    let first = with_tools[0].to_string();
     assert!(
-        with_tools[0].to_string().contains(CONTEXT_MARK),
+        first.contains(CONTEXT_MARK),
         "{version}: the first request lacks the context\n{report}"
+    );
+    assert!(
+        first.contains("yyyy\u{2026}"),
+        "{version}: the cut context is not inline\n{report}"
+    );
+    assert!(
+        !first.contains("Output too large"),
+        "{version}: the context went past the inline cap\n{report}"
     );
     // The deny blocked the Bash call: no side effect, and the refusal is the tool result.
     assert!(
