@@ -390,10 +390,13 @@ fn codex_renderings_validate_against_the_pinned_schemas() {
             );
         }
     }
-    // "allow" without updatedInput is unsupported: an allow at before-tool prints nothing.
-    for case in ["allow", "context"] {
-        assert_eq!(all["before-tool"][case].stdout, "", "before-tool {case}");
-    }
+    // "allow" without updatedInput is unsupported: an allow at before-tool never says "allow".
+    assert_eq!(all["before-tool"]["allow"].stdout, "", "before-tool allow");
+    let context = all["before-tool"]["context"].stdout_json().expect("json");
+    assert_eq!(
+        context["hookSpecificOutput"].get("permissionDecision"),
+        None
+    );
     let deny = all["before-tool"]["deny"].stdout_json().expect("json");
     assert_eq!(deny["hookSpecificOutput"]["permissionDecision"], "deny");
     assert_eq!(
