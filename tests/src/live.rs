@@ -389,6 +389,8 @@ pub struct LiveOptions<'a> {
     pub script: Value,
     /// Arguments appended to the profile's command line.
     pub extra_args: Vec<String>,
+    /// Environment added to the profile's (placeholders filled).
+    pub extra_env: Vec<(String, String)>,
     pub size: &'a str,
 }
 
@@ -397,6 +399,7 @@ impl Default for LiveOptions<'_> {
         LiveOptions {
             script: json!({"turns": []}),
             extra_args: Vec::new(),
+            extra_env: Vec::new(),
             size: "40x120",
         }
     }
@@ -451,7 +454,11 @@ impl Live {
             "--env".into(),
             format!("BELFRY_LIVE_RUN={marker}"),
         ];
-        for (key, value) in profile.env(&fill) {
+        let extra_env = options
+            .extra_env
+            .iter()
+            .map(|(key, value)| (key.clone(), fill.fill(value)));
+        for (key, value) in profile.env(&fill).into_iter().chain(extra_env) {
             args.push("--env".into());
             args.push(format!("{key}={value}"));
         }
@@ -504,6 +511,13 @@ impl Live {
     pub fn peek_json(&self) -> Value {
         let out = self.env.ok(&["peek", &self.session, "--json"]);
         serde_json::from_str(&out).expect("peek --json prints JSON")
+    }
+
+    /// `belfry peek --json --cells` of this pane: the rows, the cursor and every cell run with
+    /// its attributes (a placeholder's dim text tells it from a typed draft).
+    pub fn peek_cells(&self) -> Value {
+        let out = self.env.ok(&["peek", &self.session, "--json", "--cells"]);
+        serde_json::from_str(&out).expect("peek --json --cells prints JSON")
     }
 
     /// Waits for the profile's readiness rule; panics with the screen when it never holds.
