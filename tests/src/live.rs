@@ -581,6 +581,40 @@ impl Live {
         self.guarded_send(&["--paste", text, "--delay-ms", &pause, "--key", "Enter"])
     }
 
+    /// Waits (up to `timeout_ms`) until the screen matches `regex`, approving on the way each
+    /// permission dialog the profile's `dialog.screen` rule recognises, with its `approve`
+    /// keys through a guarded send. Returns how many dialogs were approved, or `None` when the
+    /// screen never matched.
+    pub fn wait_approving(&self, regex: &str, timeout_ms: u64) -> Option<usize> {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        let dialog = self.profile.dialog_regex();
+        let mut approved = 0;
+        while Instant::now() < deadline {
+            if self.wait(regex, None, 1) {
+                return Some(approved);
+            }
+            if let Some(dialog) = &dialog {
+                if self.wait(dialog, None, 1) {
+                    let keys = self.profile.dialog_approve_keys();
+                    let mut steps: Vec<&str> = Vec::new();
+                    for key in &keys {
+                        steps.extend(["--key", key.as_str()]);
+                    }
+                    self.guarded_send(&steps);
+                    approved += 1;
+                    // The dialog closes when the harness has read the keys; never approve the
+                    // same one twice.
+                    let closed = Instant::now() + Duration::from_secs(5);
+                    while Instant::now() < closed && self.wait(dialog, None, 1) {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        None
+    }
+
     /// Stops every process of this run that is still alive (a harness's background server
     /// outlives its pane): found by the marker variable in their environment, killed by pid.
     fn kill_leftovers(&self) {

@@ -81,11 +81,21 @@ fn loopback_namespace_reaches_only_loopback() {
     );
 }
 
-/// The smoke test of one harness: ready, prompt, answer on screen, prompt in the model's log.
+/// The smoke test of one harness: ready, prompt, answer on screen, prompt in the model's log;
+/// then a scripted shell tool call that really runs (its side effect is on disk) and whose
+/// output reaches the model (the server sees it in the next request).
 fn answers_a_prompt(name: &str) {
     let prompt_marker = format!("LIVE-PROMPT-{name}");
     let answer = format!("LIVE-ANSWER-{name} from the scripted model");
-    let script = json!({"turns": [{"match": prompt_marker, "text": answer}]});
+    let tool_marker = format!("LIVE-TOOL-{name}");
+    let tool_output = format!("LIVE-TOOL-OUTPUT-{name}");
+    let tool_done = format!("LIVE-TOOL-DONE-{name}");
+    let script = json!({"turns": [
+        {"match": prompt_marker, "text": answer},
+        {"match": tool_marker,
+         "tool": {"command": format!("echo {tool_output} > tool-output.txt; cat tool-output.txt")},
+         "then": {"text": tool_done}}
+    ]});
     let live = Live::start(
         name,
         LiveOptions {
@@ -116,17 +126,50 @@ fn answers_a_prompt(name: &str) {
         "live {label}: the model server never saw the prompt; turns: {turns:?}"
     );
     let api = turns[0]["api"].as_str().unwrap_or("?").to_string();
+
+    let tool_sent_at = Instant::now();
+    live.submit(&format!("{tool_marker} please run the command"));
+    let approved = live.wait_approving(&tool_done, 90_000);
+    assert!(
+        approved.is_some(),
+        "live {label}: the tool turn never finished (no {tool_done:?} on screen)\nscreen:\n{}",
+        live.screen()
+    );
+    let tool_after = tool_sent_at.elapsed();
+    let written = std::fs::read_to_string(live.work.join("tool-output.txt")).unwrap_or_default();
+    assert_eq!(
+        written.trim(),
+        tool_output,
+        "live {label}: the scripted shell command did not run in the work directory"
+    );
+    let results: Vec<_> = live
+        .server
+        .requests()
+        .into_iter()
+        .filter(|request| request["kind"] == "tool-result")
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|request| request["body"].to_string().contains(&tool_output)),
+        "live {label}: no request after the tool call carried its output; tool-result requests: {results:?}"
+    );
     assert_eq!(
         Some(api.as_str()),
         live.profile.raw["wire_api"].as_str(),
         "live {label}: the harness spoke another API than its profile says"
     );
     println!(
-        "live {label}: ready after {} ms, answer on screen {} ms after the send, {} requests to the model server ({} model turns, {api})",
+        "live {label}: ready after {} ms, answer on screen {} ms after the send; shell tool ran \
+         and its output reached the model, {} ms ({} approval dialogs); {} requests to the model \
+         server ({} model turns, {api}); {} s in all",
         ready_after.as_millis(),
         answered_after.as_millis(),
+        tool_after.as_millis(),
+        approved.unwrap_or(0),
         live.server.requests().len(),
-        turns.len()
+        live.server.turns().len(),
+        live.started.elapsed().as_secs()
     );
 }
 
