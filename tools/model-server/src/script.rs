@@ -12,7 +12,7 @@
 //! ```
 //!
 //! A turn with `match` answers every prompt whose last user message contains that substring
-//! (first match wins, and it can answer again); the turns without `match` answer the other
+//! (the one found latest in the message wins, and it can answer again); the turns without `match` answer the other
 //! prompts in order, each once. When none is left, `fallback` answers. A reply is `text`, a
 //! `tool` call (a shell `command`, or an explicit native `name` and `input`), or an `error`
 //! (`{"status": 500, "message": "…"}`); `then` is the reply to the request that carries the
@@ -100,16 +100,26 @@ impl Script {
     }
 
     /// The reply to a prompt whose last user message is `last_user_text`.
+    ///
+    /// Of the `match` turns found in the message, the one found latest wins: a harness may
+    /// send an unanswered prompt again inside the next one (after an API error, two prompts
+    /// arrive as one user message), and the newest prompt is the one at the end.
     pub fn choose(&mut self, last_user_text: &str) -> Choice {
-        for (index, turn) in self.turns.iter().enumerate() {
-            if let Some(matcher) = &turn.matcher {
-                if last_user_text.contains(matcher.as_str()) {
-                    return Choice {
-                        reply: turn.reply.clone(),
-                        turn: Some(index),
-                    };
-                }
-            }
+        let latest = self
+            .turns
+            .iter()
+            .enumerate()
+            .filter_map(|(index, turn)| {
+                let at = last_user_text.rfind(turn.matcher.as_deref()?)?;
+                Some((at, index))
+            })
+            // The earlier turn wins a tie (two substrings ending the message at one place).
+            .max_by(|(a_at, a_index), (b_at, b_index)| a_at.cmp(b_at).then(b_index.cmp(a_index)));
+        if let Some((_, index)) = latest {
+            return Choice {
+                reply: self.turns[index].reply.clone(),
+                turn: Some(index),
+            };
         }
         for (index, turn) in self.turns.iter().enumerate() {
             if turn.matcher.is_none() && !self.used[index] {
@@ -210,6 +220,19 @@ mod tests {
         assert_eq!(script.choose("x").reply.text.as_deref(), Some("first"));
         assert_eq!(script.choose("ping").reply.text.as_deref(), Some("pong"));
         assert_eq!(script.choose("y").reply.text.as_deref(), Some("second"));
+        // Two prompts in one message (an unanswered one sent again): the later one answers.
+        let mut two = Script::parse(
+            r#"{"turns":[{"match":"FIRST","text":"one"},{"match":"SECOND","text":"two"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            two.choose("FIRST x\nSECOND y").reply.text.as_deref(),
+            Some("two")
+        );
+        assert_eq!(
+            two.choose("SECOND x\nFIRST y").reply.text.as_deref(),
+            Some("one")
+        );
         let last = script.choose("z");
         assert_eq!(last.reply.text.as_deref(), Some("empty"));
         assert_eq!(last.turn, None);
