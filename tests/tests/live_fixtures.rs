@@ -18,6 +18,9 @@ const STATES: &[&str] = &[
     "idle-answered",
     "permission-dialog",
     "tool-running",
+    "api-error",
+    "queued-message",
+    "after-interrupt",
     "draft",
 ];
 

@@ -9,7 +9,9 @@
 //! `paste-before-enter` (a bracketed paste not yet submitted), `after-submit` (Enter pressed a
 //! moment ago), `streaming` (the scripted answer arriving a word every 300 ms), `idle-answered`
 //! (the turn over), `permission-dialog` (a shell command awaiting approval, where the harness
-//! asks), `tool-running` (the approved command running), `draft` (text typed, not submitted).
+//! asks), `tool-running` (the approved command running), `api-error` (the model API answered
+//! 400), `queued-message` (a prompt submitted while a turn streams), `after-interrupt` (the
+//! profile's interrupt keys pressed then), `draft` (text typed, not submitted).
 //!
 //! Gated like the smoke tests, and not run by CI: it rewrites the fixtures in the source tree.
 //! Regenerate them with
@@ -29,6 +31,14 @@ const STREAMED: &str = "streaming words arrive\n\none at a time\n\nso that the s
 /// The scripted shell command: it marks its start in the work directory, then runs long enough
 /// to be seen running.
 const TOOL_COMMAND: &str = "touch tool-started; sleep 6; echo slept";
+
+/// The slow answer a second prompt is queued behind; its first words appear nowhere earlier.
+const STREAMED_SLOWLY: &str =
+    "slowly arriving words\n\nof a long answer\n\nthat a queued message\n\n\
+                               waits behind\n\nuntil it ends\n\nor is interrupted\n\nLIVE-LONG-END";
+
+/// The message of the scripted API error (a 400: no harness retries it).
+const API_ERROR: &str = "LIVE-API-ERROR scripted by the test";
 
 /// The fixtures one run writes, and what it could not capture.
 struct Capture<'a> {
@@ -101,7 +111,10 @@ fn capture_screens(name: &str) {
     };
     let script = json!({"turns": [
         {"match": "LIVE-STREAM", "text": STREAMED, "delay_ms": 300},
-        {"match": "LIVE-SLEEP", "tool": tool, "then": {"text": "LIVE-SLEEP-DONE"}}
+        {"match": "LIVE-SLEEP", "tool": tool, "then": {"text": "LIVE-SLEEP-DONE"}},
+        {"match": "LIVE-ERROR", "error": {"status": 400, "message": API_ERROR}},
+        {"match": "LIVE-QUEUED", "text": "LIVE-QUEUED-ANSWER"},
+        {"match": "LIVE-LONG", "text": STREAMED_SLOWLY, "delay_ms": 600}
     ]});
     // Environment that makes the harness ask before a shell command, where it does not by
     // default.
@@ -238,19 +251,84 @@ fn capture_screens(name: &str) {
         );
     }
 
+    later_states(&live, &mut capture);
+
     live.guarded_send(&["--text", "a human draft LIVE-DRAFT"]);
     assert!(
         live.wait("LIVE-DRAFT", Some(500), 10_000),
         "live {label}: the typed draft never showed\n{}",
         live.screen()
     );
-    capture.take("draft", "text typed into the composer, not submitted");
+    capture.take(
+        "draft",
+        "text typed into the composer after the interrupt, not submitted (a harness that put \
+         the interrupted queued message back into the composer holds both)",
+    );
     capture.write_index();
     println!(
         "live {label}: captured {} screens, {} not captured",
         capture.captured.len(),
         capture.missing.len()
     );
+}
+
+/// The states after the tool turn: an API error, a message queued while a turn streams, and
+/// the screen after an interrupt (the profile's `interrupt` keys). None of them fails the run:
+/// a state not reached is recorded with the reason, and the run goes on to the draft.
+fn later_states(live: &Live, capture: &mut Capture) {
+    let interrupt: Vec<String> = live.profile.raw["interrupt"]
+        .as_array()
+        .map(|steps| {
+            steps
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_else(|| vec!["--key".into(), "Escape".into()]);
+    let interrupt: Vec<&str> = interrupt.iter().map(String::as_str).collect();
+
+    live.submit("LIVE-ERROR please fail");
+    // No quiet period: a harness that retries keeps a spinner going under the message.
+    if live.wait("LIVE-API-ERROR", None, 30_000) {
+        std::thread::sleep(Duration::from_millis(700));
+        capture.take(
+            "api-error",
+            "the model API answered 400 with a scripted message",
+        );
+    } else {
+        capture.miss(
+            "api-error",
+            "the scripted API error's message never showed on the screen within 30 s",
+        );
+    }
+    // Back to an idle composer before the next prompt; a harness still retrying is
+    // interrupted.
+    if !live.wait(&live.profile.ready_regex(), Some(1000), 15_000) {
+        live.guarded_send(&interrupt);
+        live.wait(&live.profile.ready_regex(), Some(1000), 30_000);
+    }
+
+    live.submit("LIVE-LONG please stream slowly");
+    if !live.wait("slowly arriving", None, 30_000) {
+        capture.miss("queued-message", "the slow answer never started streaming");
+        capture.miss("after-interrupt", "the slow answer never started streaming");
+        return;
+    }
+    live.submit("LIVE-QUEUED a message typed while the turn runs");
+    std::thread::sleep(Duration::from_millis(700));
+    capture.take(
+        "queued-message",
+        "a second prompt pasted and submitted while the first answer streams",
+    );
+    live.guarded_send(&interrupt);
+    live.wait(".", Some(1500), 10_000);
+    capture.take(
+        "after-interrupt",
+        "after the interrupt keys, pressed while the slow answer streamed with a queued message",
+    );
+    // Whatever the harness does with the queued message, let it settle into an idle composer.
+    live.wait(&live.profile.ready_regex(), Some(2000), 60_000);
 }
 
 #[test]
