@@ -595,6 +595,10 @@ impl Live {
             }
             if let Some(dialog) = &dialog {
                 if self.wait(dialog, None, 1) {
+                    // Approve only a dialog that has finished drawing (quiet 500 ms): Claude Code
+                    // ignored an Enter sent the moment its dialog appeared (the approval took a
+                    // second Enter 5 s later in most full runs).
+                    self.wait(dialog, Some(500), 5_000);
                     let keys = self.profile.dialog_approve_keys();
                     let mut steps: Vec<&str> = Vec::new();
                     for key in &keys {
