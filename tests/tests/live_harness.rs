@@ -69,9 +69,10 @@ fn loopback_namespace_reaches_only_loopback() {
         "--",
         "sh",
         "-c",
-        "ip -o link show; sleep 30",
+        "ip -o link show; echo END-OF-LINKS; sleep 30",
     ]);
-    env.wait_screen("probe", "lo:");
+    // ip may write a line at a time: the marker after it says every line is on the screen.
+    env.wait_screen("probe", "END-OF-LINKS");
     let lines = env.lines("probe");
     let interfaces: Vec<&String> = lines.iter().filter(|line| line.contains(": <")).collect();
     assert_eq!(interfaces.len(), 1, "a pane inside sees only lo: {lines:?}");
