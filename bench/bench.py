@@ -583,8 +583,8 @@ class Bench:
         """DING latency: post → first notice byte in the pane (aggressive), adapter lease →
         first notice byte (rich).
 
-        Every message costs the SPEC's 500 ms pause before Enter, and a pane's next message is
-        posted only after that Enter. The three panes take turns in 200 ms slots (a message on
+        Every message costs the notice's 500 ms pause before Enter (spec §7.3), and a pane's
+        next message is posted only after that Enter. The three panes take turns in 200 ms slots (a message on
         each every 600 ms), so N messages per path take about 0.6·N s, plus the poll-only
         messages at about 0.65 s each."""
         n, poll_n, warm = self.args.ding_n, self.args.ding_poll_n, 5

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # belfry benchmarks, side by side with tmux and a raw PTY reader, in one run on one machine
-# (SPEC §13). Run on demand; not part of the test suite. Prints a results table.
+# (spec §13). Run on demand; not part of the test suite. Prints a results table.
 #
 # Knobs (environment):
 #   BENCH_MB=100            size of each throughput file in MB (BENCH_MB=10 for a quick run)

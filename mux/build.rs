@@ -1,4 +1,4 @@
-//! Embeds the adapter data of this source tree in the binary (SPEC §10: adapter knowledge is
+//! Embeds the adapter data of this source tree in the binary (spec §10: adapter knowledge is
 //! data). Every `adapters/<name>/declaration.json` becomes one `(name, text)` entry of a table
 //! in `$OUT_DIR/embedded_adapters.rs`, which `src/adapters.rs` includes. The table is generated
 //! from the folder, so no provider is named in the core's code, and an installed binary

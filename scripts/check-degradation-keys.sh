@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPEC §9: each lossy or unsupported cell of the capability matrix (adapters/*/matrix.json) has a
+# spec §9: each lossy or unsupported cell of the capability matrix (adapters/*/matrix.json) has a
 # stable degradation key, and a key may leave the matrix only when a test proves the loss is
 # gone. The committed list adapters/degradation-keys.txt is the record: this script exits 1
 #   - for a key in the list that no matrix has any more, unless a Rust test function named

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPEC §1: core crates never name a provider or hold its knowledge; provider knowledge belongs in
+# spec §1: core crates never name a provider or hold its knowledge; provider knowledge belongs in
 # adapters/ as data. Two checks, each exiting 1 with every hit listed:
 #
 # 1. Provider names and screen glyphs anywhere in the core crates (pty, mux, ding, hooks, cli,

@@ -1,7 +1,7 @@
 // {{GENERATED_HEADER}}
 //
 // An OpenCode plugin whose only logic is calling `belfry dispatch --native opencode` and
-// translating its answer (SPEC §10). The answer is the opencode dialect's one JSON object
+// translating its answer (spec §10). The answer is the opencode dialect's one JSON object
 // {"belfry_shim":1} plus at most one action: "throw" (tool.execute.before: throw it, so
 // OpenCode does not run the tool and the model sees the text), "append_output"
 // (tool.execute.after: the context after the tool's output), "add_text_part" (chat.message:

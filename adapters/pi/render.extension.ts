@@ -1,7 +1,7 @@
 // {{GENERATED_HEADER}}
 //
 // A Pi extension whose only logic is calling `belfry dispatch --native pi` and translating its
-// answer (SPEC §10). The answer is the pi dialect's one JSON object {"belfry_shim":1} plus at
+// answer (spec §10). The answer is the pi dialect's one JSON object {"belfry_shim":1} plus at
 // most one action: "return" (return it as is: tool_call {block, reason},
 // session_before_compact {cancel}) or "append_text" (tool_result: one more text part of the
 // content; input: the prompt text with the context after it). A belfry without that dialect

@@ -1,4 +1,4 @@
-//! DING latency (SPEC §13: "post → notice written (aggressive); lease → guarded send (rich)").
+//! DING latency (spec §13: "post → notice written (aggressive); lease → guarded send (rich)").
 //!
 //! Three programs, all timestamping with `CLOCK_MONOTONIC`, which every process on the machine
 //! shares, so a time taken in one can be subtracted from a time taken in another:
@@ -11,7 +11,7 @@
 //!   sidecar. For each unread message it has not announced yet it reads the pane's revision
 //!   (`info` on `$BELFRY_PANE_SOCKET`), writes one `activity` event (idle, composer empty,
 //!   `validForMs` 5000, that revision), and appends `<name> <seen ns> <written ns> <revision>
-//!   <sequence>` to LOG. One event per message: one lease authorizes one send (SPEC §7.4).
+//!   <sequence>` to LOG. One event per message: one lease authorizes one send (spec §7.4).
 //! - `ding --state DIR --daemon SOCK [--cli S --cli-log F] [--direct S --direct-log F]
 //!   [--rich S --rich-log F --adapter-log F] …`: the driver. Each named pane is a lane: `cli`
 //!   and `direct` are panes without a ding block (aggressive), posted to with
@@ -323,7 +323,7 @@ struct Inbox {
 }
 
 impl Inbox {
-    /// SPEC §7.1 done by hand: write `tmp/<unix-ms>-<rand6>.md`, fsync it, rename it into
+    /// spec §7.1 done by hand: write `tmp/<unix-ms>-<rand6>.md`, fsync it, rename it into
     /// `new/`, fsync `new/`. Returns the name.
     fn post(&mut self, subject: &str) -> Result<String> {
         let now_ms = real_ns() / 1_000_000;

@@ -61,13 +61,26 @@ enum Command {
     },
     /// Start a new pane running CMD (detached).
     New(NewArgs),
-    /// Start a new pane running CMD and attach to it; attach to NAME if it exists (tmux new -A).
+    /// Start a pane running CMD and attach to it; if NAME exists, attach (restarting its program if it exited).
     Run(RunArgs),
     /// List panes.
     Ls {
         /// Print JSON instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         json: bool,
+        /// Keep a live, full-screen view of every pane open (the same view as `belfry top`).
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: how often ages, rates and mail are asked again, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 1_000, requires = "watch")]
+        interval_ms: u64,
+    },
+    /// A live, full-screen view of every pane: state, revision rate, mail, last event.
+    Top {
+        /// How often ages, rates and mail are asked again, in milliseconds (events redraw
+        /// the view at once).
+        #[arg(long, value_name = "MS", default_value_t = 1_000)]
+        interval_ms: u64,
     },
     /// Attach this terminal to a pane.
     Attach {
@@ -230,8 +243,13 @@ enum Command {
         /// The shell to complete for: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
-    Man,
+    /// Print the man page (roff), or with --dir write one page per subcommand.
+    Man {
+        /// Write belfry.1 and a belfry-SUBCOMMAND.1 page for every subcommand (the pages the
+        /// main page's `belfry-*(1)` references name) into DIR, creating it.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -374,10 +392,26 @@ pub fn main() -> i32 {
                 eprintln!("belfry: {}", not_found.0);
                 return EXIT_NOT_FOUND;
             }
-            eprintln!("belfry: {err:#}");
+            eprintln!("belfry: {}", without_repeats(&err));
             EXIT_ERROR
         }
     }
+}
+
+/// An error and its causes, `message: cause: cause`, leaving out a cause whose words the
+/// message already carries: many errors end with their source's text (`cannot read
+/// declarations belfry.kdl: No such file or directory (os error 2)`), and saying it twice
+/// reads as two failures.
+fn without_repeats(err: &anyhow::Error) -> String {
+    let mut text = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// An error that maps to exit code 1.
@@ -412,7 +446,7 @@ fn init_logging(file: &str) {
 
 /// A log file opened on the first event, not before: a process that never logs (a pane host
 /// whose program could not be started) leaves no empty `pane-<name>.log` behind, so bad input
-/// has no side effect on disk (SPEC §12).
+/// has no side effect on disk (spec §12).
 struct LazyLogFile {
     path: PathBuf,
     /// `None` once opening failed: the events are then dropped, as logging must never stop
@@ -456,14 +490,14 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LazyLogFile {
     }
 }
 
-fn exe() -> Result<PathBuf> {
+pub(crate) fn exe() -> Result<PathBuf> {
     std::env::current_exe().context("cannot find the belfry executable")
 }
 
 /// Connects to the daemon, starting it if needed. The runtime directory is checked first
-/// (created 0700, or refused when another uid owns it or it is open to others, SPEC §6.1), and
+/// (created 0700, or refused when another uid owns it or it is open to others, spec §6.1), and
 /// the client checks the server's uid on the socket itself.
-fn daemon() -> Result<Client> {
+pub(crate) fn daemon() -> Result<Client> {
     paths::private_runtime_dir()?;
     Ok(belfry_mux::client::connect_or_start(
         &paths::daemon_socket(),
@@ -514,11 +548,6 @@ fn print_json(value: &impl Serialize) {
     );
 }
 
-/// A reply field as the tables have always shown it: its JSON text, `null` when absent.
-fn shown<T: Serialize>(field: &Option<T>) -> String {
-    serde_json::to_value(field).map_or_else(|_| "null".into(), |value| value.to_string())
-}
-
 fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
     match cli.command {
         Command::Server => {
@@ -556,7 +585,13 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         }
         Command::New(args) => new_pane(&args, None),
         Command::Run(args) => new_pane(&args.new, Some(&args.detach_key)),
-        Command::Ls { json } => ls(json),
+        Command::Ls {
+            watch: true,
+            interval_ms,
+            ..
+        }
+        | Command::Top { interval_ms } => crate::top::run(watch_interval(interval_ms)?),
+        Command::Ls { json, .. } => ls(json),
         Command::Attach {
             name,
             read_only,
@@ -647,7 +682,11 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 kill_panes: Some(kill_panes),
             };
             let stopped: body::Shutdown = ask(&mut client, shutdown)?;
-            println!("daemon stopped; killed panes: {}", json!(stopped.killed));
+            if stopped.killed.is_empty() {
+                println!("daemon stopped; the panes keep running");
+            } else {
+                println!("daemon stopped; ended panes: {}", stopped.killed.join(", "));
+            }
             Ok(EXIT_OK)
         }
         Command::Dispatch(args) => Ok(dispatch(args)),
@@ -696,7 +735,9 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             if json {
                 print_json(&state.status);
             } else {
-                print!("{}", state.text);
+                for line in crate::human::ding_status_lines(&state, crate::human::now_unix_ms()) {
+                    println!("{line}");
+                }
             }
             Ok(EXIT_OK)
         }
@@ -711,11 +752,36 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
             Ok(EXIT_OK)
         }
-        Command::Man => {
-            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+        Command::Man { dir: None } => {
+            // As `man --dir` renders it: `belfry help` is clap's, with no page of its own, so
+            // the page does not list it as a `belfry-help(1)` that cannot be found.
+            clap_mangen::Man::new(Cli::command().disable_help_subcommand(true))
+                .render(&mut std::io::stdout())?;
             Ok(EXIT_OK)
         }
+        Command::Man { dir: Some(dir) } => man_pages(&dir),
     }
+}
+
+/// `belfry man --dir DIR`: every page, named as the references between them name them
+/// (`belfry-inbox-post.1` for `belfry-inbox-post(1)`); hidden subcommands get none.
+fn man_pages(dir: &std::path::Path) -> Result<i32> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the man page directory {}", dir.display()))?;
+    clap_mangen::generate_to(Cli::command(), dir)
+        .with_context(|| format!("cannot write man pages into {}", dir.display()))?;
+    let pages = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".1"))
+        .count();
+    println!(
+        "{pages} man pages in {} (read one with `man -l {}/belfry.1`, or add the directory's \
+         parent to MANPATH as man1/)",
+        dir.display(),
+        dir.display()
+    );
+    Ok(EXIT_OK)
 }
 
 /// `belfry dispatch`: fail-open by construction; whatever happens, one answer and exit 0
@@ -742,6 +808,15 @@ fn simple<T: DeserializeOwned>(op: impl Into<Op>, describe: impl Fn(T) -> String
     let answer: T = ask(&mut daemon()?, op)?;
     println!("{}", describe(answer));
     Ok(EXIT_OK)
+}
+
+/// The live view's slow tick: at least 100 ms, so a typo cannot make it ask the daemon for
+/// everything in a busy loop.
+fn watch_interval(interval_ms: u64) -> Result<std::time::Duration> {
+    if interval_ms < 100 {
+        bail!("--interval-ms {interval_ms} is too short: give 100 or more");
+    }
+    Ok(std::time::Duration::from_millis(interval_ms))
 }
 
 /// A `ROWSxCOLS` argument, each side within the protocol's pane size range.
@@ -850,9 +925,10 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
         println!(
             "{}: pid {} incarnation {} revision {}",
             args.name,
-            shown(&pane.child_pid),
-            pane.incarnation.as_deref().unwrap_or(""),
-            shown(&pane.revision)
+            pane.child_pid
+                .map_or_else(|| "-".into(), |pid| pid.to_string()),
+            pane.incarnation.as_deref().unwrap_or("-"),
+            pane.revision.map_or_else(|| "-".into(), |r| r.to_string())
         );
     }
     if let Some(detach_key) = attach_with {
@@ -862,11 +938,31 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
 }
 
 /// A spawn of a name that is taken. `belfry run` attaches to the pane there, as tmux's
-/// `new -A` does (its command and options are not applied to it); `belfry new` refuses, saying
-/// how to get to the pane.
+/// `new -A` does (its command and options are not applied to it), restarting its own program
+/// first when that has exited; `belfry new` refuses, saying how to get to the pane.
 fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result<i32> {
     if let Some(detach_key) = attach_with {
-        return attach_cmd(name, false, detach_key);
+        let key = DetachKey::parse(detach_key)?;
+        let session = session(name)?;
+        let snapshot = op::Snapshot {
+            session: Some(session.clone()),
+            ..op::Snapshot::default()
+        };
+        let screen: Screen = ask(&mut daemon()?, snapshot)?;
+        let mut note = None;
+        if let Some(status) = &screen.exited {
+            let _: Restarted = ask(&mut daemon()?, op::Restart::of(session))?;
+            let how = match (status.code, status.signal) {
+                (Some(code), _) => format!("exited with code {code}"),
+                (None, Some(signal)) => format!("was killed by signal {signal}"),
+                _ => "had exited".to_string(),
+            };
+            note = Some(format!(
+                "{name}'s program {how}: restarted it (its own command, not the one given)"
+            ));
+        }
+        let socket = attach_socket(name)?;
+        return attach::run(&socket, name, false, key, &AttachPanes, note);
     }
     bail!(
         "{}; `belfry attach {name}` attaches to it (`belfry run {name} -- CMD` attaches, or \
@@ -876,21 +972,81 @@ fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result
 }
 
 fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
-    let session = session(name)?;
     let key = DetachKey::parse(detach_key)?;
+    let socket = attach_socket(name)?;
+    attach::run(&socket, name, read_only, key, &AttachPanes, None)
+}
+
+/// The pane host socket to attach to for `name`, refusing a pane that would show itself.
+/// Attach talks to the pane host directly, so a human stays attached while the daemon
+/// restarts (spec §6.0). The daemon is asked only when the socket is not where expected.
+fn attach_socket(name: &str) -> Result<PathBuf> {
+    let session = session(name)?;
     attach::refuse_cycle(name)?;
-    // Attach talks to the pane host directly, so a human stays attached while the daemon
-    // restarts (SPEC §6.0). The daemon is asked only when the socket is not where expected.
-    let mut socket = paths::pane_socket(&paths::private_runtime_dir()?, name);
-    if !socket.exists() {
-        let attach = op::Attach {
-            session: Some(session),
-            ..op::Attach::default()
-        };
-        let target: AttachTarget = ask(&mut daemon()?, attach)?;
-        socket = PathBuf::from(target.socket);
+    let socket = paths::pane_socket(&paths::private_runtime_dir()?, name);
+    if socket.exists() {
+        return Ok(socket);
     }
-    attach::run(&socket, name, read_only, key)
+    let attach = op::Attach {
+        session: Some(session),
+        ..op::Attach::default()
+    };
+    let target: AttachTarget = ask(&mut daemon()?, attach)?;
+    Ok(PathBuf::from(target.socket))
+}
+
+/// The panes an attached client can move to: the daemon's listing, or the pane hosts asked
+/// directly when no daemon runs (moving between panes never starts one).
+struct AttachPanes;
+
+impl attach::Panes for AttachPanes {
+    fn list(&self) -> Result<Vec<attach::PaneEntry>> {
+        let socket = paths::daemon_socket();
+        let mut panes = match direct::running_daemon(&socket)? {
+            Some(mut client) => ask::<Listing>(&mut client, op::List {})?.panes,
+            None => direct::list(&paths::runtime_dir()),
+        };
+        panes.sort_by(|a, b| a.session.cmp(&b.session));
+        let state = paths::state_dir();
+        Ok(panes
+            .into_iter()
+            .map(|pane| {
+                let unread = belfry_ding::Inbox::open_existing(&state, &pane.session)
+                    .and_then(|inbox| inbox.list_unread())
+                    .map(|unread| unread.len())
+                    .unwrap_or(0);
+                attach::PaneEntry {
+                    detail: chooser_detail(&pane, unread),
+                    name: pane.session,
+                }
+            })
+            .collect())
+    }
+
+    fn socket(&self, name: &str) -> Result<PathBuf> {
+        attach_socket(name)
+    }
+}
+
+/// A pane's line in the chooser after its name: its state, revision and unread mail.
+fn chooser_detail(pane: &PaneRecord, unread: usize) -> String {
+    let state = match (&pane.state, &pane.exited) {
+        (Some(state), _) => state.clone(),
+        (None, Some(Some(status))) => match (status.code, status.signal) {
+            (Some(code), _) => format!("exited with code {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            _ => "exited".to_string(),
+        },
+        (None, _) => "running".to_string(),
+    };
+    let mut detail = state;
+    if let Some(revision) = pane.revision {
+        detail.push_str(&format!(", revision {revision}"));
+    }
+    if unread > 0 {
+        detail.push_str(&format!(", {unread} unread"));
+    }
+    detail
 }
 
 /// `belfry ls`: the daemon's listing, or with no daemon running the pane hosts asked directly
@@ -919,52 +1075,63 @@ fn ls(json: bool) -> Result<i32> {
         println!("no panes");
         return Ok(EXIT_OK);
     }
-    println!(
-        "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} COMMAND",
-        "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE"
-    );
-    for pane in &panes {
-        println!("{}", ls_row(pane));
-    }
+    print!("{}", ls_table(&panes, crate::human::now_unix_ms()));
     Ok(EXIT_OK)
 }
 
+/// The `belfry ls` table at `now_ms` (for the panes' ages): a heading, then one row a pane.
+fn ls_table(panes: &[PaneRecord], now_ms: u64) -> String {
+    let mut table = format!(
+        "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:>6}  COMMAND\n",
+        "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE", "AGE"
+    );
+    for pane in panes {
+        table.push_str(&ls_row(pane, now_ms));
+        table.push('\n');
+    }
+    table
+}
+
 /// One row of `belfry ls`. A pane host that did not answer is listed by name and pid with its
-/// state and the reason in place of the command.
-fn ls_row(pane: &PaneRecord) -> String {
+/// state and the reason in place of the command. A field the pane host did not give is `-`.
+fn ls_row(pane: &PaneRecord, now_ms: u64) -> String {
+    let dash = || "-".to_string();
     if let Some(error) = &pane.error {
         return format!(
-            "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} ({error})",
+            "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:>6}  ({})",
             pane.session,
-            pane.pid.to_string(),
+            pane.pid,
             "-",
             "-",
             "-",
             "-",
             pane.state.as_deref().unwrap_or("error"),
+            "-",
+            escape_for_terminal(error)
         );
     }
     let state = match pane.exited.flatten() {
         None => "running".to_string(),
-        Some(exit) => format!(
-            "exited:{}",
-            exit.code
-                .map_or_else(|| format!("sig{}", shown(&exit.signal)), |c| c.to_string())
-        ),
+        Some(exit) => match (exit.code, exit.signal) {
+            (Some(code), _) => format!("exited {code}"),
+            (None, Some(signal)) => format!("signal {signal}"),
+            (None, None) => "exited".to_string(),
+        },
     };
-    let size = pane
-        .size
-        .map_or_else(|| "nullxnull".into(), |size| size.to_string());
     let argv = pane.argv.as_deref().unwrap_or_default().join(" ");
     format!(
-        "{:<20} {:>8} {:>8} {:>10} {:>9} {:>7}  {:<10} {}",
+        "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:>6}  {}",
         pane.session,
-        pane.pid.to_string(),
-        shown(&pane.child_pid),
-        shown(&pane.revision),
-        size,
-        shown(&pane.clients),
+        pane.pid,
+        pane.child_pid.map_or_else(dash, |pid| pid.to_string()),
+        pane.revision
+            .map_or_else(dash, |revision| revision.to_string()),
+        pane.size.map_or_else(dash, |size| size.to_string()),
+        pane.clients
+            .map_or_else(dash, |clients| clients.to_string()),
         state,
+        pane.started_at
+            .map_or_else(dash, |at| crate::human::coarse(now_ms.saturating_sub(at))),
         escape_for_terminal(&argv)
     )
 }
@@ -974,7 +1141,7 @@ fn ls_row(pane: &PaneRecord) -> String {
 /// BEL` title sequence, a newline that breaks the table) and the invisible characters that
 /// reorder or hide text are shown as escapes instead of acting. A backslash is doubled, so the
 /// escaped text reads back unambiguously.
-fn escape_for_terminal(text: &str) -> String {
+pub(crate) fn escape_for_terminal(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -1053,7 +1220,7 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
     Ok(if conflict { EXIT_CONFLICT } else { EXIT_OK })
 }
 
-/// What the send expects of the pane (SPEC §3): the `--expect` token's identity, then any
+/// What the send expects of the pane (spec §3): the `--expect` token's identity, then any
 /// `--expect-*` field over it; `None` for an unguarded send.
 fn send_expectation(args: &SendArgs) -> Result<Option<Expect>> {
     let mut expect = Expect::default();
@@ -1139,31 +1306,33 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
             // As the daemon sent it, whatever this build knows of it.
             writeln!(out, "{event}")?;
         } else {
-            writeln!(out, "{}", event_line(&event))?;
+            writeln!(out, "{}", event_line(&event, crate::human::now_unix_ms()))?;
         }
         out.flush()?;
     }
 }
 
-/// One line of `belfry events`: the pane, the kind, and the event's other fields as JSON. An
-/// event this build does not know (from a newer daemon) is shown as it came.
-fn event_line(raw: &Value) -> String {
-    let (kind, session, mut rest) = match belfry_proto::de::from_value::<Event>(raw) {
+/// One line of `belfry events`: when it arrived, the pane, the kind, and what happened in
+/// words. An event this build does not know (from a newer daemon) is shown by its fields.
+fn event_line(raw: &Value, now_ms: u64) -> String {
+    let (kind, session, words) = match belfry_proto::de::from_value::<Event>(raw) {
         Ok(event) => (
-            Some(event.kind()),
+            event.kind().to_string(),
             event.session().map(str::to_string),
-            event.to_value(),
+            crate::human::event_words(&event, crate::human::Detail::Full),
         ),
-        Err(_) => (None, None, raw.clone()),
+        Err(_) => (
+            raw["event"].as_str().unwrap_or("?").to_string(),
+            raw["session"].as_str().map(str::to_string),
+            crate::human::fields_words(raw, &["event", "session"]),
+        ),
     };
-    if let Value::Object(map) = &mut rest {
-        map.remove("event");
-        map.remove("session");
-    }
     format!(
-        "{:<20} {:<10} {rest}",
-        session.as_deref().unwrap_or("-"),
-        kind.unwrap_or("?")
+        "{}  {:<20} {:<10} {}",
+        crate::human::clock(now_ms, now_ms),
+        escape_for_terminal(session.as_deref().unwrap_or("-")),
+        escape_for_terminal(&kind),
+        words
     )
 }
 
@@ -1172,7 +1341,7 @@ fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declaratio
     Ok(belfry_mux::declare::load(&path)?)
 }
 
-/// `belfry up` (SPEC §11): planning and applying live in `belfry_mux::declare::up`; this
+/// `belfry up` (spec §11): planning and applying live in `belfry_mux::declare::up`; this
 /// prints what it did, or why nothing (or only part) was done.
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     use belfry_mux::declare::{report, DriftPolicy};
@@ -1241,11 +1410,15 @@ fn mux_error(err: MuxError) -> anyhow::Error {
 }
 
 /// An error and its causes, as `{:#}` shows an `anyhow::Error`: `message: cause: cause`.
+/// As in [`without_repeats`], a cause the text already carries is left out.
 fn chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut cause = err.source();
     while let Some(next) = cause {
-        text.push_str(&format!(": {next}"));
+        let words = next.to_string();
+        if !text.contains(&words) {
+            text.push_str(&format!(": {words}"));
+        }
         cause = next.source();
     }
     text

@@ -1,5 +1,5 @@
 //! Read-only commands with no daemon running: `belfry ls` and `belfry peek` ask the pane hosts
-//! themselves (each serves its own socket under the runtime directory's `panes/`, SPEC §6.0)
+//! themselves (each serves its own socket under the runtime directory's `panes/`, spec §6.0)
 //! instead of starting a daemon behind the user's back, and say that they did. Nothing here
 //! changes anything: a record whose pane host is gone is listed as unreachable and left for
 //! the next daemon to clean up, as its start-up discovery does.
@@ -86,7 +86,7 @@ fn ask_info(runtime: &Path, session: &str) -> Option<PaneRecord> {
             ("unreachable", err.to_string())
         }
         // A socket served by another uid is never a pane of ours: not listed, as the daemon
-        // never adopts or lists one (SPEC §6.1).
+        // never adopts or lists one (spec §6.1).
         Err(ClientError::Untrusted(_)) => return None,
         Err(err) => ("unreachable", err.to_string()),
     };

@@ -1,5 +1,5 @@
 //! `belfry hooks plan|apply|status|uninstall|matrix`: argument parsing and output for the
-//! projection lifecycle of `belfry_hooks::project` (SPEC §9). Exit codes: 0 when every
+//! projection lifecycle of `belfry_hooks::project` (spec §9). Exit codes: 0 when every
 //! target settled (or, for `status`, is installed), 2 otherwise, with each target's outcome
 //! printed so a partial failure says which targets settled.
 
@@ -43,7 +43,7 @@ pub enum HooksCommand {
         #[arg(long)]
         trust: bool,
     },
-    /// installed / drifted / missing / inert per target, from the live files.
+    /// Installed, drifted, missing or inert per target, read from the live files.
     Status,
     /// Remove only the managed artifacts the install state records.
     Uninstall {

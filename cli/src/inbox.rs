@@ -1,4 +1,4 @@
-//! `belfry inbox …` and `belfry presence`: the inbox is files on disk (SPEC §7.1), so these
+//! `belfry inbox …` and `belfry presence`: the inbox is files on disk (spec §7.1), so these
 //! work with or without a daemon; afterwards the daemon (if running) is nudged to look.
 
 use std::io::Read;
@@ -132,7 +132,7 @@ fn open(session: &str) -> Result<Inbox> {
 const NUDGE_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Opens the inbox of `session` for commands that only read or move messages: an unknown
-/// session is an error and nothing is created (SPEC §12: bad input has no side effects).
+/// session is an error and nothing is created (spec §12: bad input has no side effects).
 fn open_existing(session: &str) -> Result<Inbox> {
     Ok(Inbox::open_existing(&paths::state_dir(), session)?)
 }
@@ -242,13 +242,15 @@ pub fn run(command: InboxCommand) -> Result<i32> {
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else {
+                let now = crate::human::now_unix_ms();
                 for name in &unread {
                     let front = front_matter(name);
                     println!(
-                        "{}  {}  (from {})",
+                        "{}  {}  (from {}, {})",
                         name.as_str(),
                         belfry_ding::notice::display_subject(&front),
-                        belfry_ding::notice::display_sender(&front)
+                        belfry_ding::notice::display_sender(&front),
+                        written(name, now)
                     );
                 }
             }
@@ -285,6 +287,7 @@ pub fn run(command: InboxCommand) -> Result<i32> {
                     "Subject: {}",
                     belfry_ding::notice::display_subject(&message.front_matter)
                 );
+                println!("Date: {}", written(&name, crate::human::now_unix_ms()));
                 println!("Id: {}\n", name.id());
                 print!("{}", message.body);
                 if !message.body.ends_with('\n') {
@@ -312,6 +315,19 @@ pub fn run(command: InboxCommand) -> Result<i32> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// When a message was written, as a person reads it (`14:02:11 (3 s ago)`): its name starts
+/// with the Unix ms it was written at.
+fn written(name: &MessageName, now_ms: u64) -> String {
+    name.as_str()
+        .split('-')
+        .next()
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .map_or_else(
+            || "at an unknown time".to_string(),
+            |ms| crate::human::when(ms, now_ms),
+        )
 }
 
 pub fn presence(state: &str, session: Option<String>, flag: Option<String>) -> Result<i32> {

@@ -4,16 +4,20 @@
 //!
 //! `commands` parses the arguments and runs each command; `attach` is the interactive attach
 //! loop; `inbox` is `belfry inbox …` and `belfry presence`; `logs` is
-//! `belfry logs`; `direct` answers `ls` and `peek` from the pane hosts when no daemon runs; [`exit`] holds the exit codes:
-//! 0 ok, 1 not found, 2 error, 3 guarded-send conflict.
+//! `belfry logs`; `direct` answers `ls` and `peek` from the pane hosts when no daemon runs;
+//! `top` is the live view of `belfry top` and `ls --watch`; `human` says times and durations
+//! the way a person reads them; [`exit`] holds the exit codes: 0 ok, 1 not found, 2 error,
+//! 3 guarded-send conflict.
 
 mod attach;
 mod commands;
 mod direct;
 mod exit;
 mod hooks;
+mod human;
 mod inbox;
 mod logs;
+mod top;
 
 use std::process::ExitCode;
 

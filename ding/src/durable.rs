@@ -22,7 +22,7 @@
 //!
 //! Every durable write follows the same recipe: write a temporary file, fsync it, rename it over
 //! the target, fsync the directory. A crash at any point leaves either the old file or the new
-//! one, never a torn mix (SPEC §12: a torn write never leaves a partial file).
+//! one, never a torn mix (spec §12: a torn write never leaves a partial file).
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -36,7 +36,7 @@ use rustix::io::Errno;
 
 use crate::error::{Error, Result};
 
-/// Mode of every directory DING creates: other users cannot list or read an inbox (SPEC §12).
+/// Mode of every directory DING creates: other users cannot list or read an inbox (spec §12).
 pub(crate) const PRIVATE_DIR_MODE: u32 = 0o700;
 
 /// Mode of every file DING creates.

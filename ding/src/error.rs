@@ -1,6 +1,6 @@
 //! The crate's one error type.
 //!
-//! Every variant names what failed and on which input, so the binary can show it as is (SPEC §12:
+//! Every variant names what failed and on which input, so the binary can show it as is (spec §12:
 //! a clear error naming the input and the problem).
 
 use std::io;
@@ -100,7 +100,7 @@ pub enum Error {
         source: io::Error,
     },
 
-    /// An adapter event line that fails protocol v1 validation (SPEC §7.4).
+    /// An adapter event line that fails protocol v1 validation (spec §7.4).
     #[error("adapter event held as {reason}: {detail} (line: {line:?})")]
     AdapterEvent {
         /// The offending line, cut to a bounded excerpt.
@@ -111,7 +111,7 @@ pub enum Error {
         detail: String,
     },
 
-    /// A `delivery` token that is not a known policy (SPEC §7.4).
+    /// A `delivery` token that is not a known policy (spec §7.4).
     #[error(
         "unknown DING delivery policy {token:?}: the policy tokens are \"aggressive\" and \
          \"turn-boundary+fresh-idle\""
@@ -131,7 +131,7 @@ pub enum Error {
         token: String,
     },
 
-    /// The rich policy without an adapter command (SPEC §7.4).
+    /// The rich policy without an adapter command (spec §7.4).
     #[error(
         "DING delivery {token:?} needs a non-empty adapter command: \
          add `adapter {{ command \"PATH\" }}` to the ding block"

@@ -1,6 +1,6 @@
 //! Hold reasons: why DING is not sending right now.
 //!
-//! SPEC §7.4: everything that is not a fresh lease is a hold with a named reason, and sends
+//! spec §7.4: everything that is not a fresh lease is a hold with a named reason, and sends
 //! nothing. The tokens are part of the user-visible surface (`belfry ding status`, logs, the
 //! event bus), so they are spelled exactly as the spec lists them.
 
@@ -54,7 +54,7 @@ pub enum HoldReason {
 }
 
 impl HoldReason {
-    /// Every reason, in the order SPEC §7.4 lists them.
+    /// Every reason, in the order spec §7.4 lists them.
     pub const ALL: [HoldReason; 19] = [
         HoldReason::Active,
         HoldReason::Child,

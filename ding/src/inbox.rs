@@ -1,4 +1,4 @@
-//! The durable per-session inbox, the authority for DING (SPEC §7.1).
+//! The durable per-session inbox, the authority for DING (spec §7.1).
 //!
 //! ```text
 //! <state>/inbox/<session>/
@@ -107,7 +107,7 @@ pub struct UnreadScan {
     pub refused: Vec<RefusedEntry>,
     /// The names of the refused entries that are not archived, sorted: still present, only
     /// not listed right now (a hard link from a backup, say). Ownership of these must be kept
-    /// (SPEC §7.3): releasing it would announce the message again once it is listed again.
+    /// (spec §7.3): releasing it would announce the message again once it is listed again.
     pub held: Vec<MessageName>,
 }
 
@@ -191,7 +191,7 @@ impl Inbox {
 
     /// Opens the inbox of `session` only if it exists, creating nothing: for commands that
     /// read or move messages, where an unknown session is a mistake, not a request
-    /// (SPEC §12: bad input has no side effects). A missing `tmp/`, `new/` or `archive/` of an
+    /// (spec §12: bad input has no side effects). A missing `tmp/`, `new/` or `archive/` of an
     /// existing inbox is recreated.
     pub fn open_existing(state_dir: &Path, session: &str) -> Result<Inbox> {
         let session = SessionName::parse(session)?;

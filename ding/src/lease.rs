@@ -1,4 +1,4 @@
-//! The lease state machine of the rich policy (SPEC §7.4), pure and clock-injected.
+//! The lease state machine of the rich policy (spec §7.4), pure and clock-injected.
 //!
 //! A **lease** is DING's permission to attempt one guarded send. It exists only after an
 //! `activity` event with `state:"idle"` and `composer:"empty"` whose identity matches the pane's
@@ -10,7 +10,7 @@
 //! The machine does no I/O and reads no clock: the engine passes `now_ms` from one monotonic
 //! millisecond clock (any origin) to every call. It is fed [`LeaseInput`]s as things happen and
 //! asked [`LeaseMachine::take_lease`] when it has an unread, unowned message to announce. The
-//! returned [`Expect`] is exactly the `expect` object of the guarded send (SPEC §3): the
+//! returned [`Expect`] is exactly the `expect` object of the guarded send (spec §3): the
 //! protocol's own type, naming every field of the [`Identity`] the adapter judged, so a pane
 //! that changed in any way since then turns the send into a conflict.
 //!
@@ -25,7 +25,7 @@ use crate::hold::HoldReason;
 use crate::names::SessionName;
 use crate::protocol::{ActivityState, AdapterEvent, ComposerState, EventBody, EventHeader};
 
-/// The default cap on a lease's life, in milliseconds (SPEC §7.4: `max-lease-ms`, default 1000).
+/// The default cap on a lease's life, in milliseconds (spec §7.4: `max-lease-ms`, default 1000).
 pub const DEFAULT_MAX_LEASE_MS: u64 = 1000;
 
 /// The default silence, in milliseconds, after which the adapter counts as timed out.
@@ -49,7 +49,7 @@ impl Default for LeaseConfig {
     }
 }
 
-/// Who the pane is right now (SPEC §2): the fields an adapter event must name. Unlike the
+/// Who the pane is right now (spec §2): the fields an adapter event must name. Unlike the
 /// protocol's [`Identity`] it has no revision, which moves with every byte of I/O and is judged
 /// per event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -141,7 +141,7 @@ impl LeaseMachine {
     }
 
     /// A machine for a pane adopted by a restarted daemon: held as `crash` until the adapter
-    /// speaks again (SPEC §6.0: a new daemon invalidates every lease it did not see start).
+    /// speaks again (spec §6.0: a new daemon invalidates every lease it did not see start).
     pub fn after_daemon_restart(config: LeaseConfig, identity: PaneIdentity) -> Self {
         LeaseMachine::held(config, identity, HoldReason::Crash)
     }
@@ -296,7 +296,7 @@ impl LeaseMachine {
     }
 
     /// Consumes the lease, returning what the one send it authorizes must expect: exactly the
-    /// identity the adapter judged. SPEC §7.4: one lease authorizes at most one guarded send, so
+    /// identity the adapter judged. spec §7.4: one lease authorizes at most one guarded send, so
     /// a second call without a new qualifying event is a hold (`stale`).
     #[must_use = "a lease was consumed; use its expectation for the guarded send"]
     pub fn take_lease(&mut self, now_ms: u64) -> Result<Expect, HoldReason> {

@@ -1,5 +1,5 @@
 //! DING for belfry: the durable inbox and everything that decides when an agent is told about
-//! its mail (SPEC §7).
+//! its mail (spec §7).
 //!
 //! This crate is the pure-library half of DING. It owns files (the inbox, presence and the
 //! ownership state) and decisions (notices, policies, adapter events, leases), but it runs no
@@ -10,13 +10,13 @@
 //!
 //! # Where to start
 //!
-//! * [`inbox`] is the authority (SPEC §7.1). [`inbox::Inbox`] posts, lists (FIFO), reads and
+//! * [`inbox`] is the authority (spec §7.1). [`inbox::Inbox`] posts, lists (FIFO), reads and
 //!   archives messages under `<state>/inbox/<session>/{tmp,new,archive}`. Names are the
 //!   validated newtypes of [`names`]; file contents are parsed and written by [`message`].
 //!   [`presence`] stores the agent's `busy | available | dnd` beside them.
-//! * [`notice`] turns a message into the one inert line that is pasted (SPEC §7.2).
+//! * [`notice`] turns a message into the one inert line that is pasted (spec §7.2).
 //! * [`policy`] says how notices travel: aggressive (paste, 500 ms, Enter) by default, or the
-//!   rich `turn-boundary+fresh-idle` policy with an opaque adapter command (SPEC §7.3, §7.4).
+//!   rich `turn-boundary+fresh-idle` policy with an opaque adapter command (spec §7.3, §7.4).
 //! * [`protocol`] validates the adapter's NDJSON events; every rejection carries a
 //!   [`hold::HoldReason`].
 //! * [`lease`] is the rich policy's state machine: one fresh idle-and-empty activity event

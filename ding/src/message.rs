@@ -1,4 +1,4 @@
-//! Message files: optional YAML-style front matter followed by a markdown body (SPEC §7.1).
+//! Message files: optional YAML-style front matter followed by a markdown body (spec §7.1).
 //!
 //! ```text
 //! ---

@@ -1,7 +1,7 @@
 //! Validated names: sessions and message files.
 //!
 //! Both are newtypes whose only constructors validate, so a path built from one can never climb
-//! out of its directory (SPEC §7.1: nothing with `/`, `..`, or outside the grammar is ever opened).
+//! out of its directory (spec §7.1: nothing with `/`, `..`, or outside the grammar is ever opened).
 //! The session name is the protocol's own ([`belfry_proto::SessionName`], re-exported here): one
 //! grammar for the socket, the runtime directory and the inbox. The message name is DING's.
 
@@ -23,13 +23,13 @@ const MAX_TIMESTAMP_DIGITS: usize = 19;
 
 const MESSAGE_SUFFIX: &str = ".md";
 
-/// A message file name: `<unix-ms>-<rand6>.md` (SPEC §7.1).
+/// A message file name: `<unix-ms>-<rand6>.md` (spec §7.1).
 ///
 /// `<unix-ms>` is a decimal millisecond timestamp without leading zeros, `<rand6>` is six
 /// characters of `[0-9a-z]`. Because the timestamp has no leading zeros, the text and the parsed
 /// parts determine each other, so ordering by `(unix_ms, id)` is a total order consistent with
 /// equality. For timestamps of equal width (every name written between 2001 and 2286) it is
-/// exactly filename order, the inbox's FIFO (SPEC §7.1).
+/// exactly filename order, the inbox's FIFO (spec §7.1).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct MessageName {
@@ -70,7 +70,7 @@ impl MessageName {
         self.unix_ms
     }
 
-    /// The `<rand6>` part, the id a notice shows (`[id:<rand6>]`, SPEC §7.2).
+    /// The `<rand6>` part, the id a notice shows (`[id:<rand6>]`, spec §7.2).
     pub fn id(&self) -> &str {
         let end = self.text.len() - MESSAGE_SUFFIX.len();
         &self.text[end - MESSAGE_ID_LEN..end]

@@ -1,4 +1,4 @@
-//! Notice lines: the one line DING pastes to tell an agent about mail (SPEC §7.2).
+//! Notice lines: the one line DING pastes to tell an agent about mail (spec §7.2).
 //!
 //! A notice carries text chosen by whoever posted the message (subject and sender), and it is
 //! pasted into a terminal. So before anything else it is made inert: every control character
@@ -52,7 +52,7 @@ pub fn display_sender(front_matter: &FrontMatter) -> String {
     field_or(front_matter.from.as_deref(), MAX_FROM_CHARS, UNKNOWN_SENDER)
 }
 
-/// The one notice for a backlog of unread messages found at start-up (SPEC §7.2).
+/// The one notice for a backlog of unread messages found at start-up (spec §7.2).
 ///
 /// `count` is the size of the whole backlog and `names` the messages to list (at most
 /// [`MAX_RECOVERY_IDS`] are shown); a `count` smaller than `names.len()` is raised to it.

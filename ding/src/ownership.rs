@@ -12,12 +12,12 @@
 //!
 //! The state lives in `<state>/ding/<session>/ownership.json`, rewritten atomically (temporary
 //! file, fsync, rename, directory fsync) by every change, so `kill -9` at any moment leaves the
-//! old or the new state (SPEC §12). Every change that gives DING a right to paste is durable
-//! before the method returns (SPEC §7.3: ownership is recorded before the transaction starts).
+//! old or the new state (spec §12). Every change that gives DING a right to paste is durable
+//! before the method returns (spec §7.3: ownership is recorded before the transaction starts).
 //!
 //! ## The file is derived state
 //!
-//! Deleting the file loses no message: the inbox is the authority (SPEC §7.1), and an unread
+//! Deleting the file loses no message: the inbox is the authority (spec §7.1), and an unread
 //! message without a record is simply pending. The price is that a notice already pasted may be
 //! announced again. The engine bounds that price by treating whatever is pending when it opens
 //! the store as the start-up backlog and announcing it with **one** recovery notice
@@ -137,7 +137,7 @@ pub enum ReceiptOutcome {
 pub struct TurnBoundaryOutcome {
     /// Messages that are now hook-owned (including ones that already were).
     pub hook_owned: Vec<MessageName>,
-    /// Named messages that are not unread; ignored, for the caller to log (SPEC §7.4).
+    /// Named messages that are not unread; ignored, for the caller to log (spec §7.4).
     pub not_unread: Vec<MessageName>,
 }
 
@@ -284,7 +284,7 @@ impl OwnershipStore {
     /// Stages `names` (one notice, or one recovery notice for a backlog), durably, before the
     /// notice is pasted. All or nothing: if any of them already has an owner nothing changes.
     ///
-    /// SPEC §7.3: a notice is never pasted twice, so the engine pastes only on
+    /// spec §7.3: a notice is never pasted twice, so the engine pastes only on
     /// [`StageOutcome::Staged`], and only after this returned.
     pub fn stage(&mut self, names: &[MessageName], now_unix_ms: u64) -> Result<StageOutcome> {
         self.stage_transaction(names, None, now_unix_ms)
@@ -348,7 +348,7 @@ impl OwnershipStore {
     }
 
     /// Returns staged messages to pending after a guarded send that wrote nothing (a conflict,
-    /// SPEC §3: zero bytes written), so a later lease can announce them. Other states are left
+    /// spec §3: zero bytes written), so a later lease can announce them. Other states are left
     /// alone.
     pub fn release_unsent(&mut self, names: &[MessageName]) -> Result<()> {
         let before = self.records.clone();
@@ -360,7 +360,7 @@ impl OwnershipStore {
         self.persist_if_changed(before)
     }
 
-    /// Applies an adapter receipt. SPEC §7.4: only `accepted` marks a staged notice delivered.
+    /// Applies an adapter receipt. spec §7.4: only `accepted` marks a staged notice delivered.
     /// A message hook-owned after its notice was staged counts as staged here.
     pub fn record_receipt(
         &mut self,
@@ -411,7 +411,7 @@ impl OwnershipStore {
     }
 
     /// Drops the records of messages that are no longer unread (archived, or gone), and returns
-    /// them. SPEC §7.4: archiving clears ownership; it is the only way a staged notice is
+    /// them. spec §7.4: archiving clears ownership; it is the only way a staged notice is
     /// released without delivery.
     pub fn reconcile(&mut self, unread: &[MessageName]) -> Result<Vec<MessageName>> {
         let unread: BTreeSet<&MessageName> = unread.iter().collect();

@@ -1,6 +1,6 @@
-//! Delivery policies and the notice transaction (SPEC §7.3, §7.4).
+//! Delivery policies and the notice transaction (spec §7.3, §7.4).
 //!
-//! Automatic delivery is only for panes declared as agents (SPEC §7.3). A pane that was not
+//! Automatic delivery is only for panes declared as agents (spec §7.3). A pane that was not
 //! declared an agent (a plain `belfry new NAME -- CMD`) gets [`DeliveryPolicy::Undeclared`]:
 //! nothing is ever typed into it, because a shell would run the notice as a command; its mail
 //! stays durable in the inbox. An agent without a `ding {}` block, or a pane started with
@@ -21,7 +21,7 @@ pub const RICH_POLICY_TOKEN: &str = "turn-boundary+fresh-idle";
 /// The aggressive policy's token, the default of an agent declared without a `ding {}` block.
 pub const AGGRESSIVE_POLICY_TOKEN: &str = "aggressive";
 
-/// The pause between pasting a notice and pressing Enter (SPEC §7.3), so that the program reads
+/// The pause between pasting a notice and pressing Enter (spec §7.3), so that the program reads
 /// Enter as a keystroke of its own rather than as the tail of the pasted text.
 pub const NOTICE_ENTER_DELAY_MS: u64 = 500;
 
@@ -72,7 +72,7 @@ impl DeliveryPolicy {
         Ok(DeliveryPolicy::Rich { adapter_command })
     }
 
-    /// The policy of a pane from what its launch spec declares (SPEC §7.3): a policy token
+    /// The policy of a pane from what its launch spec declares (spec §7.3): a policy token
     /// (validated by [`DeliveryPolicy::from_token`]), else an adapter name, which declares the
     /// pane an agent with the default aggressive delivery, else nothing: not an agent.
     pub fn for_pane(
@@ -105,7 +105,7 @@ impl DeliveryPolicy {
     }
 }
 
-/// One step of an input transaction, mapped by the engine onto the pane's send steps (SPEC §3).
+/// One step of an input transaction, mapped by the engine onto the pane's send steps (spec §3).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
@@ -117,7 +117,7 @@ pub enum Step {
     Key(String),
 }
 
-/// The notice transaction of SPEC §7.3: paste the notice, wait 500 ms, press Enter.
+/// The notice transaction of spec §7.3: paste the notice, wait 500 ms, press Enter.
 ///
 /// The notice must come from [`crate::notice`], which guarantees it holds no control
 /// characters; the pane also rejects any that could end the paste frame.

@@ -1,4 +1,4 @@
-//! Presence: what an agent says about its own availability (SPEC §7.3).
+//! Presence: what an agent says about its own availability (spec §7.3).
 //!
 //! An agent declares `busy`, `available` or `dnd` (`belfry presence`). The declaration is stored
 //! with its time as `presence.json` in the session's inbox directory, beside `tmp/`, `new/` and

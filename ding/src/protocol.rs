@@ -1,5 +1,5 @@
 //! Adapter protocol v1: parsing and validating the NDJSON events an activity adapter writes
-//! (SPEC §7.4).
+//! (spec §7.4).
 //!
 //! ```json
 //! {"v":1,"kind":"activity","session":"worker","incarnation":"…","generation":"sha256:…",
@@ -114,7 +114,7 @@ pub enum EventBody {
         /// `reason`: the adapter's opaque diagnostic, sanitised and bounded.
         reason: Option<String>,
     },
-    /// Messages a provider hook injected into the harness's next context (SPEC §7.5).
+    /// Messages a provider hook injected into the harness's next context (spec §7.5).
     TurnBoundary {
         /// The names that are well-formed message names.
         messages: Vec<MessageName>,
@@ -155,7 +155,7 @@ impl AdapterEvent {
 /// its sequence must be greater than that of the last accepted event.
 ///
 /// Create a new validator for every adapter process: sequences restart with the process. Keep
-/// one per event source: turn-boundary events reported by `belfry dispatch` (SPEC §7.5) number
+/// one per event source: turn-boundary events reported by `belfry dispatch` (spec §7.5) number
 /// their own sequence, so they get their own validator.
 #[derive(Clone, Debug, Default)]
 pub struct EventValidator {
@@ -289,7 +289,7 @@ fn parse_turn_boundary(fields: &Fields<'_>) -> Result<EventBody, String> {
         let Value::String(name) = item else {
             return Err("field \"messages\" must contain only strings".to_owned());
         };
-        // SPEC §7.4: a name with a path separator invalidates the whole event.
+        // spec §7.4: a name with a path separator invalidates the whole event.
         if has_path_syntax(name) {
             return Err(format!(
                 "message name {:?} contains a path separator or \"..\"",

@@ -1,4 +1,4 @@
-//! The data model of `belfry ding status SESSION [--json]` (SPEC §7.4).
+//! The data model of `belfry ding status SESSION [--json]` (spec §7.4).
 //!
 //! The engine fills a [`DingStatus`] from its live pieces (policy, adapter process, lease
 //! machine, ownership store, inbox); the CLI prints it as JSON (`serde`) or as text
@@ -232,7 +232,7 @@ pub enum MessageState {
 
 impl MessageState {
     /// Derives the shown state from the stored one and the lease: a pending message under a
-    /// held lease is `held:<reason>` (SPEC §7.4: held reasons are derived, never stored).
+    /// held lease is `held:<reason>` (spec §7.4: held reasons are derived, never stored).
     pub fn derive(delivery: DeliveryState, lease: LeaseStatus) -> Self {
         match (delivery, lease) {
             (DeliveryState::Pending, LeaseStatus::Held { reason }) => MessageState::Held(reason),
@@ -410,7 +410,7 @@ impl fmt::Display for DingStatus {
     }
 }
 
-/// The policy token, and for a pane that gets no delivery, why (SPEC §7.3): its mail is not
+/// The policy token, and for a pane that gets no delivery, why (spec §7.3): its mail is not
 /// lost, it waits in the inbox because nothing may be typed into a pane that is not an agent.
 fn policy_words(policy: &DeliveryPolicy) -> String {
     match policy {

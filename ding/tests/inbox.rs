@@ -1,4 +1,4 @@
-//! The inbox on real files in a temporary state directory (SPEC §7.1, §12).
+//! The inbox on real files in a temporary state directory (spec §7.1, §12).
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -1,4 +1,4 @@
-//! The lease state machine (SPEC §7.4): one fresh idle-and-empty event, one lease, one send.
+//! The lease state machine (spec §7.4): one fresh idle-and-empty event, one lease, one send.
 
 use std::collections::BTreeSet;
 
@@ -341,7 +341,7 @@ fn every_spec_hold_reason_is_reachable_and_sends_nothing() {
     );
 
     let all: BTreeSet<HoldReason> = HoldReason::ALL.into_iter().collect();
-    assert_eq!(reached, all, "every reason in SPEC §7.4 has a path");
+    assert_eq!(reached, all, "every reason in spec §7.4 has a path");
 }
 
 #[test]
@@ -683,7 +683,7 @@ proptest! {
                         Op::Activity { .. } | Op::Take | Op::Advance(_) => unreachable!(),
                     };
                     machine.apply(input, now_ms);
-                    // SPEC §7.4: every input other than a qualifying activity ends the lease.
+                    // spec §7.4: every input other than a qualifying activity ends the lease.
                     prop_assert!(matches!(machine.state(now_ms), LeaseState::Held(_)));
                     prop_assert!(machine.take_lease(now_ms).is_err());
                 }

@@ -1,4 +1,4 @@
-//! Links planted in the state directory are never followed (SPEC §7.1, §12): a symbolic link or
+//! Links planted in the state directory are never followed (spec §7.1, §12): a symbolic link or
 //! a hard-linked file in place of a message is not listed, read or moved, and a symbolic link in
 //! place of any directory of the inbox or the ownership state is refused with an error naming
 //! it, while what the link points to keeps its mode and its contents. Real files in a temporary

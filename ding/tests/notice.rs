@@ -1,4 +1,4 @@
-//! Notice lines are inert whatever a message's subject and sender hold (SPEC §7.2).
+//! Notice lines are inert whatever a message's subject and sender hold (spec §7.2).
 
 use belfry_ding::notice::{
     notice_line, recovery_notice, sanitize_field, MAX_FROM_CHARS, MAX_SUBJECT_CHARS,

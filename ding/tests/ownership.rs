@@ -1,4 +1,4 @@
-//! Durable delivery ownership (SPEC §7.3, §7.4): staged before the paste, never pasted twice,
+//! Durable delivery ownership (spec §7.3, §7.4): staged before the paste, never pasted twice,
 //! released by archiving, and derived state whose loss loses no message.
 
 use std::fs;

@@ -1,4 +1,4 @@
-//! Adapter protocol v1 validation (SPEC §7.4): every line is an event or a named hold.
+//! Adapter protocol v1 validation (spec §7.4): every line is an event or a named hold.
 
 use belfry_ding::protocol::{
     parse_event, ActivityState, ComposerState, EventBody, ReceiptState, MAX_EVENT_LINE_BYTES,

@@ -1,4 +1,4 @@
-//! `belfry ding status` output, as snapshots (SPEC §7.4: a permanently held agent is visible).
+//! `belfry ding status` output, as snapshots (spec §7.4: a permanently held agent is visible).
 
 use belfry_ding::ownership::DeliveryState;
 use belfry_ding::policy::RICH_POLICY_TOKEN;

@@ -1,9 +1,14 @@
-//! One dispatch run (SPEC §8): stdin → hooks file → handler chain → spool → stdout.
+//! One dispatch run (SPEC §8): stdin → hooks file → handler chain → turn-boundary notices →
+//! spool → stdout.
 //!
 //! Every step that can fail turns its error into an `allow` whose reason is the error (the
 //! fail-open rule), so the run as a whole cannot fail: [`run_dispatch`] returns a
 //! [`DispatchOutput`], never a `Result`. The only denies come from handlers (a refusal, a JSON
-//! deny, or a fail-closed handler failing).
+//! deny, or a fail-closed handler failing). One configuration error is not an allow: a
+//! `--native` dialect that does not exist exits non-zero (see [`DIALECT_ERROR_EXIT_CODE`]).
+//!
+//! With `--native`, the dialect's tool map gives the hook's tool its canonical class, which
+//! the group matchers select on and which handlers see as `belfry.tool_class` in their stdin.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -19,6 +24,7 @@ use serde_json::{Map, Value};
 use crate::chain::run_chain;
 use crate::error::Error;
 use crate::handlers::{resolve_hooks_file, HooksFile};
+use crate::matcher::ToolRef;
 use crate::native::Dialect;
 use crate::outcome::Outcome;
 use crate::spool::spool_append;
@@ -41,6 +47,15 @@ pub const STDIN_DEADLINE: Duration = Duration::from_secs(5);
 /// Overrides [`STDIN_DEADLINE`] in milliseconds (for slow machines and for tests).
 pub const STDIN_DEADLINE_ENV: &str = "BELFRY_DISPATCH_STDIN_TIMEOUT_MS";
 
+/// The exit code of a dispatch whose `--native` dialect cannot be loaded. Not 0, because a
+/// silent allow would hide that no guard can answer in that harness's form; not 2, which every
+/// harness reads as a block, because a configuration error must not stop the agent (SPEC §8
+/// fail-open). The harnesses the adapters describe show 1 as a hook error or a warning.
+pub const DIALECT_ERROR_EXIT_CODE: i32 = 1;
+
+/// The top-level member dispatch adds to the stdin its handlers receive.
+pub const HANDLER_INPUT_MEMBER: &str = "belfry";
+
 /// What `belfry dispatch` was asked to do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DispatchOptions {
@@ -58,10 +73,17 @@ pub struct DispatchOptions {
     /// Where `<name>.json` dialects live; `None` falls back to `$BELFRY_DIALECTS`, then to the
     /// dialects built into the crate.
     pub dialects_dir: Option<PathBuf>,
-    /// Context lines added after the handlers' context (turn-boundary inbox notices, SPEC
-    /// §7.5). Not added to a deny.
+    /// Context lines added after the handlers' context. Not added to a deny, nor where the
+    /// dialect carries no context. Turn-boundary notices (SPEC §7.5) do not come this way but
+    /// through [`run_dispatch_claiming`], so that only the notices the harness will receive
+    /// are claimed.
     pub extra_context: Vec<String>,
 }
+
+/// At a turn boundary: given the room left for context (UTF-16 code units, `usize::MAX` for no
+/// cap), claims the notices that fit and returns their lines. It is asked only when the answer
+/// is an allow whose context the harness accepts on this event.
+pub type ClaimNotices<'a> = &'a mut dyn FnMut(usize) -> Vec<String>;
 
 /// What the CLI writes and exits with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,14 +103,26 @@ pub struct DispatchOutput {
 /// Runs one dispatch. Never panics and never fails: every internal error is an `allow` with the
 /// error in the reason (SPEC §8 fail-open).
 pub fn run_dispatch(opts: &DispatchOptions, stdin: &[u8]) -> DispatchOutput {
-    run_dispatch_with_env(opts, Ok(stdin), &|name| std::env::var_os(name))
+    run_dispatch_with_env(opts, Ok(stdin), &|name| std::env::var_os(name), None)
+}
+
+/// [`run_dispatch`] at a turn boundary (SPEC §7.5): once the handlers have answered, `claim`
+/// is asked for the inbox notices that fit in what the harness will take, and their lines join
+/// the context. It is not asked at all for a deny, or for an event on which the dialect carries
+/// no context, so a message is never claimed for an answer that cannot deliver its notice.
+pub fn run_dispatch_claiming(
+    opts: &DispatchOptions,
+    stdin: &[u8],
+    claim: ClaimNotices<'_>,
+) -> DispatchOutput {
+    run_dispatch_with_env(opts, Ok(stdin), &|name| std::env::var_os(name), Some(claim))
 }
 
 /// The dispatch of a hook whose stdin could not be read ([`read_hook_stdin`] failed): no
 /// handler runs and the answer is the fail-open `allow` with `error` as its reason, rendered
 /// in the dialect when one was asked for, like every other answer.
 pub fn run_dispatch_without_input(opts: &DispatchOptions, error: &Error) -> DispatchOutput {
-    run_dispatch_with_env(opts, Err(error), &|name| std::env::var_os(name))
+    run_dispatch_with_env(opts, Err(error), &|name| std::env::var_os(name), None)
 }
 
 /// Reads a hook's stdin to its end, but never more than `cap` bytes and never for longer than
@@ -159,10 +193,11 @@ pub(crate) fn run_dispatch_with_env(
     opts: &DispatchOptions,
     stdin: Result<&[u8], &Error>,
     env: &dyn Fn(&str) -> Option<OsString>,
+    claim: Option<ClaimNotices<'_>>,
 ) -> DispatchOutput {
     // A panic is a bug, but a bug in the dispatcher must not block every tool call of the
     // harness, so it fails open like any other internal error.
-    catch_unwind(AssertUnwindSafe(|| dispatch(opts, stdin, env))).unwrap_or_else(|_| {
+    catch_unwind(AssertUnwindSafe(|| dispatch(opts, stdin, env, claim))).unwrap_or_else(|_| {
         neutral(Outcome::fail_open(
             &"internal error (panic); please report it with the hook input",
         ))
@@ -173,9 +208,10 @@ fn dispatch(
     opts: &DispatchOptions,
     stdin: Result<&[u8], &Error>,
     env: &dyn Fn(&str) -> Option<OsString>,
+    claim: Option<ClaimNotices<'_>>,
 ) -> DispatchOutput {
     // The dialect is loaded first: if it cannot be, no outcome could be delivered in the form
-    // the harness reads, so nothing runs and the harness gets its universal "nothing to say".
+    // the harness reads, so nothing runs and the error goes to stderr with a non-zero exit.
     let dialect = match &opts.native {
         None => None,
         Some(name) => {
@@ -191,17 +227,12 @@ fn dispatch(
     };
     let input = stdin.map(|bytes| (bytes, HookInput::parse(bytes)));
     let mut outcome = match &input {
-        Ok((bytes, Ok(input))) => decide(opts, input, bytes, env),
+        Ok((bytes, Ok(input))) => decide(opts, dialect.as_ref(), input, bytes, env),
         Ok((_, Err(err))) => Outcome::fail_open(err),
         Err(err) => Outcome::fail_open(err),
     };
-    if !opts.extra_context.is_empty() && outcome.decision == crate::Decision::Allow {
-        for line in &opts.extra_context {
-            if !outcome.context.is_empty() {
-                outcome.context.push('\n');
-            }
-            outcome.context.push_str(line);
-        }
+    if outcome.decision == crate::Decision::Allow {
+        add_context_lines(opts, dialect.as_ref(), claim, &mut outcome);
     }
     if opts.spool {
         spool_context(opts, env, &mut outcome);
@@ -224,9 +255,49 @@ fn dispatch(
     }
 }
 
+/// Adds [`DispatchOptions::extra_context`] and, at a turn boundary, the claimed notices to an
+/// allow's context, but only where the harness takes context on this event (SPEC §7.5: a
+/// message becomes hook-owned only when its notice is in an answer the harness accepts), and
+/// only as many notices as the dialect's cap leaves room for.
+fn add_context_lines(
+    opts: &DispatchOptions,
+    dialect: Option<&Dialect>,
+    claim: Option<ClaimNotices<'_>>,
+    outcome: &mut Outcome,
+) {
+    let capacity = match dialect {
+        None => Some(usize::MAX),
+        Some(dialect) => dialect.context_capacity(&opts.event),
+    };
+    let Some(capacity) = capacity else {
+        return;
+    };
+    for line in &opts.extra_context {
+        push_line(&mut outcome.context, line);
+    }
+    if let Some(claim) = claim {
+        let used = outcome.context.encode_utf16().count();
+        // A separating newline comes before the notices when there is context already.
+        let room = capacity.saturating_sub(used + usize::from(used > 0));
+        if room > 0 {
+            for line in claim(room) {
+                push_line(&mut outcome.context, &line);
+            }
+        }
+    }
+}
+
+fn push_line(context: &mut String, line: &str) {
+    if !context.is_empty() {
+        context.push('\n');
+    }
+    context.push_str(line);
+}
+
 /// Loads the hooks file and runs the handlers that apply.
 fn decide(
     opts: &DispatchOptions,
+    dialect: Option<&Dialect>,
     input: &HookInput,
     stdin: &[u8],
     env: &dyn Fn(&str) -> Option<OsString>,
@@ -241,11 +312,54 @@ fn decide(
         Ok(hooks) => hooks,
         Err(err) => return Outcome::fail_open(&err),
     };
-    run_chain(
-        hooks.handlers_for(&opts.event, input.tool_name.as_deref()),
-        &opts.event,
-        stdin,
-    )
+    let native_name = input.tool_name.as_deref();
+    // Without a dialect the stdin is already in the common shape, so its `tool_name` is the
+    // class (SPEC §10); with one, the dialect's tool map says which class the native name is.
+    let class = match dialect {
+        None => native_name,
+        Some(dialect) => native_name.and_then(|name| dialect.tool_class(name)),
+    };
+    let tool = ToolRef { native_name, class };
+    let mut handlers = hooks.handlers_for(&opts.event, tool).peekable();
+    if handlers.peek().is_none() {
+        return Outcome::allow_silently();
+    }
+    let handler_stdin = with_tool_class(stdin, input, class);
+    run_chain(handlers, &opts.event, &handler_stdin)
+}
+
+/// The stdin handlers receive: the harness's bytes, untouched, with
+/// `"belfry":{"tool_class":CLASS}` (`null` for a tool the map does not know) spliced in as the
+/// first member when the hook names a tool. Splicing rather than re-serializing keeps unknown
+/// fields, key order and number spelling as the harness wrote them. A stdin that already has a
+/// top-level `belfry` member is passed on as it is: a second member of the name would be read
+/// differently by different JSON parsers.
+fn with_tool_class<'a>(
+    stdin: &'a [u8],
+    input: &HookInput,
+    class: Option<&str>,
+) -> std::borrow::Cow<'a, [u8]> {
+    use std::borrow::Cow;
+    if input.tool_name.is_none() || input.has_belfry_member {
+        return Cow::Borrowed(stdin);
+    }
+    // The stdin parsed as one object, so its first non-whitespace byte is `{`.
+    let Some(open) = stdin.iter().position(|b| *b == b'{') else {
+        return Cow::Borrowed(stdin);
+    };
+    let empty = stdin[open + 1..]
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'}');
+    let member = serde_json::json!({ "tool_class": class });
+    let mut out = Vec::with_capacity(stdin.len() + 48);
+    out.extend_from_slice(&stdin[..=open]);
+    out.extend_from_slice(format!("\"{HANDLER_INPUT_MEMBER}\":{member}").as_bytes());
+    if !empty {
+        out.push(b',');
+    }
+    out.extend_from_slice(&stdin[open + 1..]);
+    Cow::Owned(out)
 }
 
 /// SPEC §8 `--spool`: the context also goes to the spool. A failure is noted, never fatal.
@@ -295,14 +409,15 @@ fn neutral(outcome: Outcome) -> DispatchOutput {
     }
 }
 
-/// Native mode without a dialect: empty stdout and exit 0 (allow, nothing to add), the error
-/// on stderr where a person debugging the harness can find it.
+/// Native mode without a dialect: empty stdout, the error on stderr (naming the dialect and
+/// the ones that exist) and [`DIALECT_ERROR_EXIT_CODE`]. No handler ran: there is no form in
+/// which their answer could reach the harness.
 fn unrenderable(err: &Error) -> DispatchOutput {
     let outcome = Outcome::fail_open(err);
     DispatchOutput {
         stdout: Vec::new(),
         stderr: format!("{}\n", outcome.reason).into_bytes(),
-        exit_code: 0,
+        exit_code: DIALECT_ERROR_EXIT_CODE,
         outcome,
     }
 }
@@ -312,6 +427,8 @@ fn unrenderable(err: &Error) -> DispatchOutput {
 struct HookInput {
     tool_name: Option<String>,
     hook_event_name: String,
+    /// Whether the harness's object already has a top-level [`HANDLER_INPUT_MEMBER`].
+    has_belfry_member: bool,
 }
 
 impl HookInput {
@@ -327,6 +444,7 @@ impl HookInput {
         Ok(HookInput {
             tool_name: text("tool_name"),
             hook_event_name: text("hook_event_name").unwrap_or_default(),
+            has_belfry_member: object.contains_key(HANDLER_INPUT_MEMBER),
         })
     }
 }
@@ -353,6 +471,7 @@ mod tests {
             &options("before-tool"),
             Ok(br#"{"tool_name":"shell"}"#),
             &no_env,
+            None,
         );
         assert_eq!(output.outcome, Outcome::allow_silently());
         assert_eq!(
@@ -367,7 +486,7 @@ mod tests {
         let env = |name: &str| {
             (name == HOOKS_FILE_ENV).then(|| OsString::from("/nonexistent/belfry/hooks.json"))
         };
-        let output = run_dispatch_with_env(&options("before-tool"), Ok(b"{}"), &env);
+        let output = run_dispatch_with_env(&options("before-tool"), Ok(b"{}"), &env, None);
         assert_eq!(output.outcome.decision, Decision::Allow);
         assert!(
             output

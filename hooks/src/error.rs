@@ -56,9 +56,14 @@ pub enum Error {
     #[error("dialect name {name:?} is invalid: use lowercase letters, digits, '-' and '_'")]
     InvalidDialectName { name: String },
 
-    /// No dialect data of that name in the dialects directory or built into the crate.
-    #[error("dialect {name:?} not found (looked in {searched} and the built-in dialects)")]
-    DialectNotFound { name: String, searched: String },
+    /// No dialect data of that name in the dialects directory, the adapters built into the
+    /// binary or the crate.
+    #[error("dialect {name:?} not found (looked in {searched} and the built-in dialects); the dialects that exist: {available}")]
+    DialectNotFound {
+        name: String,
+        searched: String,
+        available: String,
+    },
 
     /// A dialect file exists but cannot be read.
     #[error("cannot read dialect file {path}: {source}")]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::Error;
-use crate::matcher::Matcher;
+use crate::matcher::{Matcher, ToolRef};
 use crate::permissions::{read_checked, AllowedOwners, CheckedReadError};
 
 /// The only hooks-file format version this crate reads.
@@ -156,17 +156,17 @@ impl HooksFile {
         Ok(HooksFile { events })
     }
 
-    /// The handlers to run for `event` and a hook with this `tool_name`, in file order.
+    /// The handlers to run for `event` and a hook about `tool`, in file order.
     pub fn handlers_for<'a>(
         &'a self,
         event: &str,
-        tool_name: Option<&'a str>,
+        tool: ToolRef<'a>,
     ) -> impl Iterator<Item = &'a Handler> + 'a {
         self.events
             .get(event)
             .into_iter()
             .flatten()
-            .filter(move |group| group.matcher.matches(tool_name))
+            .filter(move |group| group.matcher.matches(tool))
             .flat_map(|group| group.handlers.iter())
     }
 }
@@ -255,7 +255,11 @@ mod tests {
                 {"matcher":"*","handlers":[{"argv":["d"]}]}]}}"#,
         )
         .unwrap_or_else(|err| panic!("{err}"));
-        let names = |tool| -> Vec<String> {
+        let names = |class: Option<&'static str>| -> Vec<String> {
+            let tool = ToolRef {
+                native_name: class,
+                class,
+            };
             file.handlers_for("before-tool", tool)
                 .map(Handler::display_name)
                 .collect()
@@ -263,7 +267,11 @@ mod tests {
         assert_eq!(names(Some("shell")), ["a", "b", "d"]);
         assert_eq!(names(Some("edit")), ["c", "d"]);
         assert_eq!(names(None), ["d"]);
-        assert_eq!(file.handlers_for("after-tool", Some("shell")).count(), 0);
+        let shell = ToolRef {
+            native_name: Some("shell"),
+            class: Some("shell"),
+        };
+        assert_eq!(file.handlers_for("after-tool", shell).count(), 0);
     }
 
     #[test]

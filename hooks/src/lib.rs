@@ -76,9 +76,10 @@ pub mod spool;
 
 pub use chain::{EVENT_ENV, REFUSAL_EXIT_CODE};
 pub use dispatch::{
-    read_hook_stdin, run_dispatch, run_dispatch_without_input, stdin_deadline, DispatchOptions,
-    DispatchOutput, DIALECTS_ENV, HOOKS_FILE_ENV, HOOK_CONTEXT_ENV, STDIN_CAP_BYTES,
-    STDIN_DEADLINE, STDIN_DEADLINE_ENV,
+    read_hook_stdin, run_dispatch, run_dispatch_claiming, run_dispatch_without_input,
+    stdin_deadline, ClaimNotices, DispatchOptions, DispatchOutput, DIALECTS_ENV,
+    DIALECT_ERROR_EXIT_CODE, HANDLER_INPUT_MEMBER, HOOKS_FILE_ENV, HOOK_CONTEXT_ENV,
+    STDIN_CAP_BYTES, STDIN_DEADLINE, STDIN_DEADLINE_ENV,
 };
 pub use error::Error;
 pub use outcome::{Decision, Outcome};

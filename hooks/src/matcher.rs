@@ -1,55 +1,106 @@
-//! Which handler groups apply to a hook: the group `matcher` against the hook's `tool_name`.
+//! Which handler groups apply to a hook: the group `matcher` against the hook's tool.
 //!
-//! The syntax is deliberately not a regular expression: a matcher is a `|`-separated list of
-//! exact, case-sensitive tool names (`shell|edit`), and `*` (alone or as one alternative), an
-//! empty string or an absent matcher match everything. Matchers are written by `belfry hooks`
-//! from canonical tool classes (SPEC §9), so exact names are all they need, and a file read on
-//! every tool call is not the place to compile regexes.
+//! The syntax is deliberately not a regular expression. A matcher is a `|`-separated list of
+//! alternatives, each one of:
+//! - a canonical tool class (`shell`, `edit`, `read`, `web`, `mcp`, …), compared exactly and
+//!   case-sensitively with the hook's tool class;
+//! - `any`, the class of every tool: it selects every hook that names a tool;
+//! - `native:<ExactName>`, the escape hatch of SPEC §9, compared exactly with the harness's own
+//!   `tool_name`;
+//! - `*` (alone or as one alternative): everything, with or without a tool.
+//!
+//! An empty string or an absent matcher match everything too. Matchers are written by
+//! `belfry hooks` from canonical selectors (SPEC §9), so exact names are all they need, and a
+//! file read on every tool call is not the place to compile regexes. Where the class comes from
+//! (a dialect's tool map, or the `tool_name` itself without `--native`) is the caller's
+//! business: see [`ToolRef`].
 
 use crate::error::Error;
+
+/// The prefix of a native-name alternative.
+pub const NATIVE_PREFIX: &str = "native:";
+
+/// The class alternative that selects every hook naming a tool.
+pub const ANY_TOOL_CLASS: &str = "any";
 
 /// A parsed group matcher.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Matcher {
-    /// Matches every hook, with or without a `tool_name`.
+    /// Matches every hook, with or without a tool.
     All,
-    /// Matches a hook whose `tool_name` equals one of these names exactly.
-    ToolNames(Vec<String>),
+    /// Matches a hook whose tool equals one of these alternatives.
+    Alternatives(Vec<Alternative>),
+}
+
+/// One alternative of a matcher.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Alternative {
+    /// A canonical tool class (`any` included).
+    Class(String),
+    /// `native:<name>`: the harness's own tool name, exactly.
+    Native(String),
+}
+
+/// The tool a hook is about, as the matcher sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ToolRef<'a> {
+    /// The stdin's `tool_name`, as the harness wrote it.
+    pub native_name: Option<&'a str>,
+    /// The canonical class of that tool; `None` when the hook names no tool or the dialect's
+    /// tool map does not know it (then only `*`, `any` and `native:` alternatives can match).
+    pub class: Option<&'a str>,
 }
 
 impl Matcher {
     /// Parses `a|b|c`. Whitespace around an alternative is ignored; an empty alternative
-    /// (`a||b`, a trailing `|`) is an error because it usually means a name was lost.
+    /// (`a||b`, a trailing `|`) or an empty `native:` name is an error because it usually
+    /// means a name was lost.
     pub fn parse(text: &str) -> Result<Matcher, Error> {
         if text.trim().is_empty() {
             return Ok(Matcher::All);
         }
-        let mut names = Vec::new();
+        let invalid = |reason: &str| Error::InvalidMatcher {
+            matcher: text.to_string(),
+            reason: reason.to_string(),
+        };
+        let mut alternatives = Vec::new();
         for alternative in text.split('|') {
             let name = alternative.trim();
             if name.is_empty() {
-                return Err(Error::InvalidMatcher {
-                    matcher: text.to_string(),
-                    reason: "it has an empty alternative; write names separated by '|', \
-                             or '*' for every tool"
-                        .to_string(),
-                });
+                return Err(invalid(
+                    "it has an empty alternative; write names separated by '|', or '*' for \
+                     every tool",
+                ));
             }
             if name == "*" {
                 return Ok(Matcher::All);
             }
-            names.push(name.to_string());
+            match name.strip_prefix(NATIVE_PREFIX) {
+                Some("") => {
+                    return Err(invalid(
+                        "`native:` is not followed by a tool name; write native:<ExactName>",
+                    ))
+                }
+                Some(native) => alternatives.push(Alternative::Native(native.to_string())),
+                None => alternatives.push(Alternative::Class(name.to_string())),
+            }
         }
-        Ok(Matcher::ToolNames(names))
+        Ok(Matcher::Alternatives(alternatives))
     }
 
-    /// Whether a hook with this `tool_name` is selected. A hook without a tool name (a
-    /// lifecycle event such as session-start) is selected only by a match-all matcher.
-    pub fn matches(&self, tool_name: Option<&str>) -> bool {
+    /// Whether a hook about `tool` is selected. A hook without a tool (a lifecycle event such
+    /// as session-start) is selected only by a match-all matcher.
+    pub fn matches(&self, tool: ToolRef<'_>) -> bool {
         match self {
             Matcher::All => true,
-            Matcher::ToolNames(names) => {
-                tool_name.is_some_and(|tool| names.iter().any(|name| name == tool))
+            Matcher::Alternatives(alternatives) => {
+                alternatives.iter().any(|alternative| match alternative {
+                    Alternative::Native(name) => tool.native_name == Some(name.as_str()),
+                    Alternative::Class(class) if class == ANY_TOOL_CLASS => {
+                        tool.native_name.is_some()
+                    }
+                    Alternative::Class(class) => tool.class == Some(class.as_str()),
+                })
             }
         }
     }
@@ -64,8 +115,11 @@ mod tests {
         for text in ["", "  ", "*", "shell|*"] {
             let matcher = Matcher::parse(text).unwrap_or_else(|err| panic!("{text:?}: {err}"));
             assert_eq!(matcher, Matcher::All, "{text:?}");
-            assert!(matcher.matches(None));
-            assert!(matcher.matches(Some("anything")));
+            assert!(matcher.matches(ToolRef::default()));
+            assert!(matcher.matches(ToolRef {
+                native_name: Some("anything"),
+                class: None,
+            }));
         }
     }
 
@@ -76,5 +130,14 @@ mod tests {
             let message = err.map(|err| err.to_string()).unwrap_or_default();
             assert!(message.contains("empty alternative"), "{text:?}: {message}");
         }
+    }
+
+    #[test]
+    fn empty_native_name_is_refused() {
+        let message = Matcher::parse("shell|native:")
+            .err()
+            .map(|err| err.to_string())
+            .unwrap_or_default();
+        assert!(message.contains("native:<ExactName>"), "{message}");
     }
 }

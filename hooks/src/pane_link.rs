@@ -17,8 +17,8 @@ use belfry_proto::{Op, Reply, Request};
 use belfry_pty::client::{send_only, Client};
 
 use crate::dispatch::{
-    read_hook_stdin, run_dispatch, run_dispatch_without_input, stdin_deadline, DispatchOptions,
-    DispatchOutput, STDIN_CAP_BYTES,
+    read_hook_stdin, run_dispatch, run_dispatch_claiming, run_dispatch_without_input,
+    stdin_deadline, DispatchOptions, DispatchOutput, STDIN_CAP_BYTES,
 };
 
 /// The pane this dispatcher runs in: the protocol's `BELFRY_*` contract, read from the
@@ -29,25 +29,31 @@ pub use belfry_proto::PaneEnv;
 const DAEMON_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// One `belfry dispatch` run, in its one order (SPEC §7.5, §8): read the hook's stdin (capped
-/// and with a deadline), claim the inbox notices when the event is this pane's turn boundary,
-/// run the handlers with those notices as extra context, then forward the event to the
-/// daemon's bus. The CLI writes the output and exits with its code.
+/// and with a deadline), run the handlers, then, when the event is this pane's turn boundary
+/// and the answer can carry context to the harness, claim the inbox notices that fit and add
+/// them to the context, then forward the event to the daemon's bus. The CLI writes the output
+/// and exits with its code.
 ///
-/// The notices are claimed before the handlers run so that they join this answer's context;
-/// the event is forwarded after, so that the bus sees it only once it has been answered. A hook
-/// whose input never arrived whole is not forwarded: there is no event to report. Outside a
-/// pane (no `$BELFRY_SESSION`) only the handlers run. `turn_boundary` is `--turn-boundary`.
-pub fn run_hook(mut options: DispatchOptions, turn_boundary: bool) -> DispatchOutput {
+/// The notices are claimed after the handlers have answered and only through
+/// [`run_dispatch_claiming`], which asks for them only for an allow on an event whose dialect
+/// renders context in a form the harness accepts, and only for as many as its cap leaves room
+/// for: a message becomes hook-owned only when its notice is in an answer the harness will
+/// take. The event is forwarded last, so that the bus sees it only once it has been answered.
+/// A hook whose input never arrived whole is not forwarded: there is no event to report.
+/// Outside a pane (no `$BELFRY_SESSION`) only the handlers run. `turn_boundary` is
+/// `--turn-boundary`.
+pub fn run_hook(options: DispatchOptions, turn_boundary: bool) -> DispatchOutput {
     let stdin = read_hook_stdin(std::io::stdin(), STDIN_CAP_BYTES, stdin_deadline());
     let pane = PaneEnv::from_env();
-    if let Some(pane) = &pane {
-        if is_turn_boundary(&options.event, turn_boundary) {
-            options.extra_context = turn_boundary_notices(pane);
-        }
-    }
-    let output = match &stdin {
-        Ok(stdin) => run_dispatch(&options, stdin),
-        Err(err) => run_dispatch_without_input(&options, err),
+    let boundary_pane = pane
+        .as_ref()
+        .filter(|_| is_turn_boundary(&options.event, turn_boundary));
+    let output = match (&stdin, boundary_pane) {
+        (Ok(stdin), Some(pane)) => run_dispatch_claiming(&options, stdin, &mut |room| {
+            turn_boundary_notices(pane, room)
+        }),
+        (Ok(stdin), None) => run_dispatch(&options, stdin),
+        (Err(err), _) => run_dispatch_without_input(&options, err),
     };
     if let (Some(pane), Ok(stdin)) = (&pane, &stdin) {
         forward_event(pane, &options.event, stdin);
@@ -95,10 +101,13 @@ pub fn forward_event(pane: &PaneEnv, event: &str, stdin: &[u8]) {
     let _ = send_only(&pane.socket, &Request::new(0, hook), DAEMON_TIMEOUT);
 }
 
-/// At a turn boundary: the notices of unread messages the hook now owns. The daemon decides
-/// which messages the hook may claim (none that DING already staged); if it cannot be reached,
-/// every unread message the ownership file does not list is returned and nothing is marked.
-pub fn turn_boundary_notices(pane: &PaneEnv) -> Vec<String> {
+/// At a turn boundary: the notices of unread messages the hook now owns, at most `room` UTF-16
+/// code units of them joined by newlines (the room the harness's context cap leaves). Only the
+/// messages whose notices fit are offered to the daemon, oldest first, so a message is never
+/// claimed for a notice that would be cut. The daemon decides which of those the hook may claim
+/// (none that DING already staged); if it cannot be reached, those the ownership file does not
+/// list are returned and nothing is marked.
+pub fn turn_boundary_notices(pane: &PaneEnv, room: usize) -> Vec<String> {
     let Some(inbox_dir) = &pane.inbox else {
         return Vec::new();
     };
@@ -111,7 +120,31 @@ pub fn turn_boundary_notices(pane: &PaneEnv) -> Vec<String> {
     let Ok(inbox) = Inbox::open_existing(state_dir, &pane.session) else {
         return Vec::new();
     };
-    let unread = inbox.list_unread().unwrap_or_default();
+    let mut unread = inbox.list_unread().unwrap_or_default();
+    // Messages the ownership file already lists (staged by DING, or owned by an earlier
+    // boundary) cannot be granted again, so they take no room. The daemon still decides.
+    if let Ok(store) = OwnershipStore::open(state_dir, inbox.session()) {
+        unread = store.pending(&unread).into_iter().cloned().collect();
+    }
+    // The notice line of each message, and the messages whose lines fit in `room`.
+    let mut lines = std::collections::HashMap::new();
+    let mut used = 0usize;
+    let mut offered = Vec::new();
+    for name in unread {
+        let front = inbox
+            .read(&name)
+            .map(|m| m.front_matter)
+            .unwrap_or_default();
+        let line = notice::notice_line(&name, &front);
+        let cost = line.encode_utf16().count() + usize::from(used > 0);
+        if used.saturating_add(cost) > room {
+            break;
+        }
+        used += cost;
+        lines.insert(name.clone(), line);
+        offered.push(name);
+    }
+    let unread = offered;
     if unread.is_empty() {
         return Vec::new();
     }
@@ -144,10 +177,7 @@ pub fn turn_boundary_notices(pane: &PaneEnv) -> Vec<String> {
     };
     claimed
         .iter()
-        .map(|name| {
-            let front = inbox.read(name).map(|m| m.front_matter).unwrap_or_default();
-            notice::notice_line(name, &front)
-        })
+        .filter_map(|name| lines.get(name).cloned())
         .collect()
 }
 

@@ -383,11 +383,14 @@ fn handler_receives_original_stdin_bytes_and_event_env() {
         ),
     );
     let hooks = fixture.hooks_for("after-tool", vec![handler(argv, 5000, "open")]);
-    // Odd spacing, key order and an unknown field must all reach the handler untouched.
+    // Odd spacing, key order and an unknown field must all reach the handler untouched; the
+    // only change is the tool's class, spliced in as the first member.
     let stdin = b"{ \"tool_name\" : \"shell\",\n  \"zeta\": {\"x\": [1, 2.50]}, \"tool_response\": \"ok\" }";
     let answer = neutral(&dispatch("after-tool", &hooks, stdin));
     assert_eq!(answer.decision, "allow");
-    assert_eq!(fs::read(&captured).expect("captured stdin"), stdin);
+    let mut expected = b"{\"belfry\":{\"tool_class\":\"shell\"},".to_vec();
+    expected.extend_from_slice(&stdin[1..]);
+    assert_eq!(fs::read(&captured).expect("captured stdin"), expected);
     assert_eq!(
         fs::read_to_string(&event_file).expect("event"),
         "after-tool"

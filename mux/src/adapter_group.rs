@@ -1,6 +1,6 @@
 //! The adapter sidecar as a process group: everything an adapter starts ends with it.
 //!
-//! An adapter (SPEC §7.4, §10) is a program of someone else's, and may start children of its
+//! An adapter (spec §7.4, §10) is a program of someone else's, and may start children of its
 //! own (a shell pipeline, a watcher). Killing only the adapter left those running after the
 //! pane was killed, after the adapter was restarted and after the daemon was gone. So the
 //! adapter is started as the leader of a process group of its own, and the group is what ends:

@@ -1,4 +1,4 @@
-//! Bounded reading of an adapter sidecar's stdout, one protocol v1 event per line (SPEC §7.4).
+//! Bounded reading of an adapter sidecar's stdout, one protocol v1 event per line (spec §7.4).
 //!
 //! An adapter is a program we do not control. One that prints without ever writing a newline
 //! would make an unbounded line reader buffer forever (one took the daemon to 1.4 GiB), so a

@@ -1,4 +1,4 @@
-//! Where adapter data comes from (SPEC §10): one lookup for everything that reads an adapter,
+//! Where adapter data comes from (spec §10): one lookup for everything that reads an adapter,
 //! the declarations the daemon loads by name and the `$BELFRY_ADAPTERS/…` programs of a DING
 //! adapter command.
 //!
@@ -115,7 +115,7 @@ impl Adapters {
     }
 
     /// A DING adapter command's program with a leading `$BELFRY_ADAPTERS` replaced by the
-    /// adapters directory; nothing else is expanded and no shell is involved (SPEC §12). An
+    /// adapters directory; nothing else is expanded and no shell is involved (spec §12). An
     /// executable cannot be embedded in the binary, so with only the embedded table such a
     /// program is an error naming the fix, never a literal `$BELFRY_ADAPTERS/…` path to run.
     pub fn program(&self, program: &str) -> Result<String, Error> {

@@ -1,12 +1,12 @@
-//! The daemon's DING engine (SPEC §7): one worker task per pane that tells the agent about new
+//! The daemon's DING engine (spec §7): one worker task per pane that tells the agent about new
 //! inbox mail, under the pane's delivery policy, through the pane's guarded send.
 //!
 //! The worker is the only writer of its session's ownership file, so every decision about a
 //! message (stage, release, hook-own, receipt) is made in one place, in order. Everything it
 //! decides is durable before it acts: a notice is staged on disk before the transaction that
-//! pastes it starts, and a staged notice is never pasted again (SPEC §7.3).
+//! pastes it starts, and a staged notice is never pasted again (spec §7.3).
 //!
-//! - No policy (a pane not declared an agent, SPEC §7.3): nothing is ever typed; mail stays in
+//! - No policy (a pane not declared an agent, spec §7.3): nothing is ever typed; mail stays in
 //!   the inbox and `ding status` says why.
 //! - Aggressive policy (an agent with no `ding {}` block): each unread, unowned message becomes
 //!   one notice, pasted with a 500 ms pause and Enter, unless the agent declared a fresh `dnd`.
@@ -91,7 +91,7 @@ pub enum DingMsg {
     Pane(Event),
     /// A hook event forwarded by `belfry dispatch` inside the pane.
     Hook(Value),
-    /// A turn-boundary claim from `belfry dispatch` (SPEC §7.5).
+    /// A turn-boundary claim from `belfry dispatch` (spec §7.5).
     TurnBoundary {
         event: Value,
         reply: oneshot::Sender<Result<Value, String>>,
@@ -132,7 +132,7 @@ pub struct DingEngine {
 impl DingEngine {
     /// Starts the worker of a pane (replacing any previous one).
     ///
-    /// SPEC §7.3 (never pasted twice): a replaced worker ends only when it next reads its
+    /// spec §7.3 (never pasted twice): a replaced worker ends only when it next reads its
     /// closed channel, which can be after a notice it was already sending. Each worker keeps
     /// its own copy of the session's ownership records, so two at once (a pane killed and
     /// created again under its name, faster than the old worker noticed) would each stage and
@@ -165,7 +165,7 @@ impl DingEngine {
     }
 }
 
-/// The lease tunables: the defaults of SPEC §7.4, overridable for the daemon with
+/// The lease tunables: the defaults of spec §7.4, overridable for the daemon with
 /// `BELFRY_DING_MAX_LEASE_MS` and `BELFRY_DING_EVENT_TIMEOUT_MS`.
 fn lease_config() -> LeaseConfig {
     let knob = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
@@ -255,7 +255,7 @@ async fn run_worker(
             OwnershipStore::open(&state_dir, &session).map_err(|e| e.to_string())?
         }
     };
-    // SPEC §7.3: only a pane declared an agent gets automatic input; the spec of any other
+    // spec §7.3: only a pane declared an agent gets automatic input; the spec of any other
     // (a plain `belfry new`) has neither a policy token nor an adapter name.
     let policy = DeliveryPolicy::for_pane(
         info.ding_policy.as_deref(),
@@ -294,7 +294,7 @@ async fn run_worker(
         next_recheck: Instant::now() + UNRESOLVED_RECHECK,
         scans: ScanCache::default(),
     };
-    // SPEC §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
+    // spec §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
     // the pane host knows whether it was ever written. Ask before announcing anything.
     worker.resolve_stranded().await;
     match worker.policy.clone() {
@@ -327,7 +327,7 @@ impl Worker {
     /// Lists the inbox and releases the ownership of messages that are really gone (archived
     /// or deleted), returning the unread ones. A failed scan releases nothing: "cannot list"
     /// is not "archived", and dropping staged or delivered records then would announce every
-    /// message again (SPEC §7.3). Refused but present files keep their records too. None are
+    /// message again (spec §7.3). Refused but present files keep their records too. None are
     /// returned when the inbox cannot be listed (nothing is announced then). The inbox is
     /// listed again only when it may have changed (see [`ScanCache`]); one unchanged since its
     /// last listing has nothing new to log or release.
@@ -410,7 +410,7 @@ impl Worker {
     }
 
     /// Builds the notice for the next delivery: the first pass of a worker turns a backlog of
-    /// several messages into one recovery notice (SPEC §7.2).
+    /// several messages into one recovery notice (spec §7.2).
     fn next_notice(&mut self, pending: &[MessageName]) -> (Vec<MessageName>, String) {
         let backlog = self.first_pass && pending.len() > 1;
         self.first_pass = false;
@@ -780,7 +780,7 @@ impl Worker {
                         continue;
                     }
                     Ok(AdapterLine::TooLong) => {
-                        // SPEC §7.4: an event that cannot be read is `malformed`. An adapter
+                        // spec §7.4: an event that cannot be read is `malformed`. An adapter
                         // that prints a line this long is broken, and reading on would only
                         // skip its output, so it is killed and restarted with backoff.
                         self.reject_line(
@@ -834,7 +834,7 @@ impl Worker {
             )
             .map(Stdio::from)
             .unwrap_or_else(|_| Stdio::null());
-        // argv only, never a shell (SPEC §12).
+        // argv only, never a shell (spec §12).
         let mut cmd = tokio::process::Command::new(&program);
         // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and allocates nothing. The
         // adapter then ends with the daemon (a runtime worker thread, which lives as long as
@@ -1061,7 +1061,7 @@ impl Worker {
             DingMsg::Hook(event) => {
                 let hook = event["hook"].as_str().unwrap_or("");
                 let source = event["source"].as_str().unwrap_or("");
-                // SPEC §7.4: a compaction invalidates the lease. `pre-compact` is the semantic
+                // spec §7.4: a compaction invalidates the lease. `pre-compact` is the semantic
                 // event; a harness that also (or only) reports it as another event's `source`
                 // says so in its adapter declaration.
                 let compacted = hook == "pre-compact"

@@ -84,7 +84,7 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    // Reading `belfry.kdl` (SPEC §11).
+    // Reading `belfry.kdl` (spec §11).
     /// The declaration file could not be read (or is not UTF-8).
     #[error("cannot read declarations {}: {source}", file.display())]
     ReadDeclarations {
@@ -111,7 +111,7 @@ pub enum Error {
         problem: Box<Problem>,
     },
 
-    // Applying `belfry up` (SPEC §11).
+    // Applying `belfry up` (spec §11).
     /// Some agents to be launched failed their checks; nothing was launched.
     #[error("{}", preflight_lines(.0))]
     Preflight(Vec<LaunchError>),
@@ -122,7 +122,7 @@ pub enum Error {
         agent: String,
         /// What the daemon said.
         source: Box<Error>,
-        /// The panes this run had launched and tried to stop again (SPEC §11 all or
+        /// The panes this run had launched and tried to stop again (spec §11 all or
         /// nothing), each with the outcome of its kill.
         stopped: Vec<(String, Result<(), Box<Error>>)>,
     },

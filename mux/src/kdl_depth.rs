@@ -3,7 +3,7 @@
 //! The `kdl` parser recurses once per `{ … }` block and once per nested `/* … */` comment, and
 //! it does so even inside a `/-` (slashdash) comment, which it parses before discarding. Some
 //! 2000 levels, 12 KB of text, overflow the main thread's stack and the process aborts with
-//! SIGABRT instead of reporting an error (SPEC §12: bad input gets a clear error, never a
+//! SIGABRT instead of reporting an error (spec §12: bad input gets a clear error, never a
 //! crash). A declaration needs three levels (`agent { ding { adapter { … } } }`), so this scan
 //! refuses anything deeper than [`MAX_NESTING`], long before any stack is at risk.
 //!

@@ -4,12 +4,12 @@
 //! pane lives in its own pane host process (`belfry-pty`), which the daemon launches detached,
 //! finds again through `<runtime>/panes/<session>.json` when it starts, and talks to over the
 //! pane's socket. The daemon can therefore crash, be killed or be upgraded while every agent
-//! keeps running; the next daemon adopts the same pane hosts (SPEC §6.0).
+//! keeps running; the next daemon adopts the same pane hosts (spec §6.0).
 //!
 //! Where to start reading:
 //! - [`server`]: the daemon socket, the op dispatch, the event bus and the pane monitors.
 //! - [`registry`]: the set of live pane hosts, adoption at start and launching new ones.
-//! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (SPEC §7);
+//! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (spec §7);
 //!   [`adapter_group`] runs its adapter sidecars as process groups that end with them, and
 //!   [`adapter_lines`] is the bounded reader of their output.
 //! - [`adapters`]: where adapter data comes from (a directory, or the declarations built into

@@ -1,4 +1,4 @@
-//! Host lifecycle (SPEC §8): for a harness whose adapter declaration lists lifecycle events it
+//! Host lifecycle (spec §8): for a harness whose adapter declaration lists lifecycle events it
 //! cannot fire itself (`host_lifecycle`), the daemon fires them through the same dispatcher the
 //! harness's hooks call: session-start when the pane's program starts, session-end when it
 //! exits. The declaration is data found by the adapter's name ([`crate::adapters`]); nothing here
@@ -26,14 +26,14 @@ pub struct AdapterDeclaration {
     /// Semantic events the host fires for the harness.
     #[serde(default)]
     pub host_lifecycle: Vec<String>,
-    /// The semantic event that is the harness's turn boundary (SPEC §7.5).
+    /// The semantic event that is the harness's turn boundary (spec §7.5).
     #[serde(default)]
     pub turn_boundary: Option<String>,
-    /// How the harness takes a charter (SPEC §11), if it does.
+    /// How the harness takes a charter (spec §11), if it does.
     #[serde(default)]
     pub charter: Option<CharterPlacement>,
     /// The hook events, besides the semantic `pre-compact`, by which the harness says it has
-    /// compacted its context (SPEC §7.4: compaction invalidates the lease). A harness may
+    /// compacted its context (spec §7.4: compaction invalidates the lease). A harness may
     /// report a compaction only as a `source` of another event, in words of its own; those
     /// words are data here so that the DING engine names none of them.
     #[serde(default)]

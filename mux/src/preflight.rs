@@ -1,6 +1,6 @@
 //! The checks `belfry up` makes on every agent it is about to launch, before it launches any.
 //!
-//! SPEC §11: `belfry up` is all-or-nothing for the input it can check. Without these checks a
+//! spec §11: `belfry up` is all-or-nothing for the input it can check. Without these checks a
 //! later agent whose `cwd` is missing or whose program does not exist failed at the daemon
 //! after the agents before it were already running, and the daemon's error could not point at
 //! the file. So, for every agent to be launched: its working directory exists and is a

@@ -1,5 +1,5 @@
 //! The daemon's registry of pane hosts: adoption at start, launching new ones, and the
-//! per-pane monitor that notices exits and deaths (SPEC §6.0).
+//! per-pane monitor that notices exits and deaths (spec §6.0).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -164,7 +164,7 @@ impl Registry {
 pub enum PaneError {
     /// The pane host could not be reached, broke the connection or answered garbage.
     Failed(String),
-    /// The socket is served by another uid (SPEC §6.1): nothing was sent, and it is never a
+    /// The socket is served by another uid (spec §6.1): nothing was sent, and it is never a
     /// pane host of ours, however alive the recorded pid.
     Foreign(String),
     /// The pane host's listen backlog is full (connect `EAGAIN`): it is alive but stopped or
@@ -316,7 +316,7 @@ pub enum Probe {
     Silent,
     /// Nothing usable listens there (refused, missing, closed, or a refusing reply).
     Unreachable,
-    /// Another uid serves the socket: never adopted, listed or retried (SPEC §6.1).
+    /// Another uid serves the socket: never adopted, listed or retried (spec §6.1).
     Foreign,
 }
 
@@ -324,7 +324,7 @@ pub enum Probe {
 const PROBE_STEP: Duration = Duration::from_secs(2);
 
 /// Connects to a pane host socket and checks, before anything is written, that the pane host
-/// runs as our uid or root (SPEC §6.1): a socket planted under the pane's name by another user
+/// runs as our uid or root (spec §6.1): a socket planted under the pane's name by another user
 /// must never receive a request, let alone a launch spec or input.
 ///
 /// The connect is non-blocking: a pane host whose listen backlog is full (stopped, or
@@ -534,7 +534,7 @@ pub async fn launch(
         .stderr(Stdio::null())
         .kill_on_drop(false);
     // SAFETY: setsid() is async-signal-safe and allocates nothing; it gives the pane host its
-    // own session and process group so it survives the daemon (SPEC §6.0).
+    // own session and process group so it survives the daemon (spec §6.0).
     unsafe {
         cmd.pre_exec(|| {
             rustix::process::setsid()?;

@@ -1,5 +1,5 @@
 //! The control-plane daemon (`belfry server`): its socket, the op dispatch, the event bus and
-//! the monitors that watch every pane host (SPEC §6).
+//! the monitors that watch every pane host (spec §6).
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -57,7 +57,7 @@ struct Daemon {
 
 /// Runs the daemon in the foreground until `shutdown`.
 pub fn run(config: DaemonConfig) -> Result<(), Error> {
-    // Two workers: a DING worker's durable file work (fsync before every send, SPEC §7.3)
+    // Two workers: a DING worker's durable file work (fsync before every send, spec §7.3)
     // blocks the thread it runs on, and must not stall every other request meanwhile.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -251,7 +251,7 @@ async fn adopt_existing(daemon: &Arc<Daemon>) {
     }
 }
 
-/// Takes over a pane host that answered the probe (SPEC §6.0): registry, DING worker, monitor.
+/// Takes over a pane host that answered the probe (spec §6.0): registry, DING worker, monitor.
 fn adopt(daemon: &Arc<Daemon>, entry: PaneEntry, info: &Value) {
     tracing::info!(
         session = entry.session,
@@ -469,7 +469,7 @@ const MONITOR_RETRY_MAX: Duration = Duration::from_secs(2);
 const MONITOR_SUBSCRIBE_STEP: Duration = Duration::from_secs(5);
 
 /// Watches one pane host: forwards its exit and lifecycle events to the bus and reports the
-/// pane host's death (SPEC §12: `kill -9` of a pane host is reported on the bus).
+/// pane host's death (spec §12: `kill -9` of a pane host is reported on the bus).
 async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
     // A subscription that cannot be opened (refused `busy` at the connection cap, a full
     // backlog, a stopped pane host) is retried, with back-off, for as long as the pane host
@@ -579,7 +579,7 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
         let reply = if request.op.is_pane_op() {
             // A forwarded request is abandoned as soon as its requester hangs up: dropping the
             // pane connection lets the pane host see the requester gone, so a send still queued
-            // behind another transaction writes nothing (SPEC §3). `biased` checks the requester
+            // behind another transaction writes nothing (spec §3). `biased` checks the requester
             // first, so a request whose sender is already gone is never forwarded at all.
             tokio::select! {
                 biased;
@@ -639,7 +639,7 @@ async fn handle(daemon: &Arc<Daemon>, request: &Request) -> Value {
     let id = &request.id;
     match &request.op {
         Op::Send(send) => {
-            // SPEC §3: a malformed bound (`timeout_ms` out of range) is refused here, before
+            // spec §3: a malformed bound (`timeout_ms` out of range) is refused here, before
             // the request leaves the daemon; a null guard never parsed at all.
             if let Err(message) = belfry_pty::host::send_timeout(send) {
                 return reply::error(id, ErrorCode::Invalid, message);
@@ -763,7 +763,7 @@ fn spec_of(op: &Spawn) -> Result<LaunchSpec, String> {
         return Err("adapter_command given without a ding_policy".into());
     }
     let adapter = op.adapter.as_ref().map(|name| name.as_str().to_string());
-    // SPEC §7.3: naming the harness's adapter declares the pane an agent, whose default is
+    // spec §7.3: naming the harness's adapter declares the pane an agent, whose default is
     // aggressive delivery. The token is written into the spec so that the policy, which is
     // part of the generation, is the same as a declared agent's with the same adapter.
     if ding_policy.is_none() && adapter.is_some() {
@@ -843,7 +843,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
             return reply::error(id, ErrorCode::Invalid, message);
         }
     }
-    // SPEC §7.5: the adapter declares which event is the harness's turn boundary; dispatch
+    // spec §7.5: the adapter declares which event is the harness's turn boundary; dispatch
     // inside the pane reads it from the environment (outside the generation).
     if let Some(Ok(crate::lifecycle::AdapterDeclaration {
         turn_boundary: Some(event),
@@ -931,7 +931,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
     reply
 }
 
-/// SPEC §11: writes `<runtime>/run/<session>/system-prompt.md` and hands it to the program the
+/// spec §11: writes `<runtime>/run/<session>/system-prompt.md` and hands it to the program the
 /// way the pane's adapter declaration says. A charter for a harness that declares no way to take
 /// one is an error, never silently dropped.
 fn place_charter(
@@ -1303,7 +1303,7 @@ fn ding_nudge(daemon: &Daemon, id: &Value, session: Option<&SessionName>) -> Val
     }
 }
 
-/// SPEC §7.5: `belfry dispatch` at a turn boundary claims unread messages for the hook.
+/// spec §7.5: `belfry dispatch` at a turn boundary claims unread messages for the hook.
 async fn ding_turn_boundary(daemon: &Daemon, id: &Value, op: &request::DingTurnBoundary) -> Value {
     let session = match ding_session(daemon, id, op.session.as_ref()) {
         Ok(session) => session,

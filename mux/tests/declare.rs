@@ -1,4 +1,4 @@
-//! Declarations of `belfry up` (SPEC §11): parsing, validation, generation and reconciliation.
+//! Declarations of `belfry up` (spec §11): parsing, validation, generation and reconciliation.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -211,7 +211,7 @@ fn validation_errors_carry_a_structured_problem() {
     assert_eq!(syntax.problem(), None);
 }
 
-// Generation (SPEC §2, §7.4).
+// Generation (spec §2, §7.4).
 
 const BASE: &str = r#"
 agent "worker" {
@@ -340,7 +340,7 @@ fn launch_spec_sets_the_policy_token_of_every_declared_agent() {
     assert_eq!(rich.adapter.as_deref(), Some("provider-name"));
     assert_eq!(rich.generation(), generation_of(BASE));
 
-    // SPEC §7.3: a declared agent is an agent; without a ding block it is aggressive.
+    // spec §7.3: a declared agent is an agent; without a ding block it is aggressive.
     let plain = parse("agent \"w\" { command \"x\" }").unwrap().agents[0].launch_spec();
     assert_eq!(plain.ding_policy.as_deref(), Some("aggressive"));
     assert_eq!(plain.adapter_command, None);
@@ -350,7 +350,7 @@ fn launch_spec_sets_the_policy_token_of_every_declared_agent() {
 
 /// A declared aggressive agent is the same pane as `belfry new --ding-delivery aggressive` with
 /// the same argv, cwd and env (the CLI sends exactly these fields), and every declared spec
-/// survives the spawn request. A plain `belfry new`, which is not an agent (SPEC §7.3), is not.
+/// survives the spawn request. A plain `belfry new`, which is not an agent (spec §7.3), is not.
 #[test]
 fn declared_specs_match_spawn_requests_and_belfry_new() {
     let temp = tempfile::tempdir().unwrap();
@@ -394,7 +394,7 @@ fn declared_specs_match_spawn_requests_and_belfry_new() {
     );
 }
 
-// Reconciliation (SPEC §11).
+// Reconciliation (spec §11).
 
 fn declarations_for_plan() -> Declarations {
     parse(

@@ -5,7 +5,7 @@
 //! [`FieldError`]: which field (a path such as `expect.revision` or `input[1].key`) and what
 //! was wrong with it — missing, unknown, null where a value guards something, of the wrong
 //! type, or refused by the field's own validator. Those are the messages the protocol has
-//! always given (SPEC §6.1: bad input gets a clear error naming the input and the problem).
+//! always given (spec §6.1: bad input gets a clear error naming the input and the problem).
 
 use std::fmt;
 

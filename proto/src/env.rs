@@ -20,7 +20,7 @@ pub const GENERATION: &str = "BELFRY_GENERATION";
 pub const PANE_SOCKET: &str = "BELFRY_PANE_SOCKET";
 /// The durable state directory.
 pub const STATE: &str = "BELFRY_STATE";
-/// The hook events that are the harness's turn boundary, comma-separated (SPEC §7.5).
+/// The hook events that are the harness's turn boundary, comma-separated (spec §7.5).
 pub const TURN_BOUNDARY_EVENTS: &str = "BELFRY_TURN_BOUNDARY_EVENTS";
 
 /// What a pane tells the processes it starts about itself. Only `session` and `socket` are

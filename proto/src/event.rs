@@ -1,4 +1,4 @@
-//! Events: what `subscribe` streams carry and the daemon's bus publishes (SPEC §6.1).
+//! Events: what `subscribe` streams carry and the daemon's bus publishes (spec §6.1).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

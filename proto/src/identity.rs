@@ -1,9 +1,9 @@
 //! What a pane is at one instant ([`Identity`]) and what a guarded send expects of it
-//! ([`Expect`], SPEC §3).
+//! ([`Expect`], spec §3).
 
 use serde::{Deserialize, Serialize};
 
-/// The identity fields a guarded send may expect (SPEC §3). Absent fields are not compared.
+/// The identity fields a guarded send may expect (spec §3). Absent fields are not compared.
 ///
 /// Every field is strict: `"revision": null` is a bad request naming `expect.revision`, never
 /// read as "absent", which would turn a guarded send into an unguarded one; and a field this

@@ -1,4 +1,4 @@
-//! belfry's wire vocabulary, defined once (SPEC §6.1).
+//! belfry's wire vocabulary, defined once (spec §6.1).
 //!
 //! Every process that speaks belfry's NDJSON protocol — the daemon, the pane hosts, the CLI,
 //! `belfry dispatch`, the tests and the benches — uses these types, so a request is parsed once

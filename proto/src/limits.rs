@@ -14,7 +14,7 @@ pub const MAX_LINE: usize = 1024 * 1024;
 /// Largest attach frame payload accepted.
 pub const MAX_FRAME: usize = 4 * 1024 * 1024;
 
-/// The smallest and largest pane dimension, rows and columns alike (SPEC §5).
+/// The smallest and largest pane dimension, rows and columns alike (spec §5).
 pub const MIN_DIMENSION: u16 = 1;
 /// See [`MIN_DIMENSION`].
 pub const MAX_DIMENSION: u16 = 1000;
@@ -27,7 +27,7 @@ pub const DEFAULT_SCROLLBACK: u64 = 2000;
 pub const MAX_SCROLLBACK: u64 = 1_000_000;
 
 /// How long a send's writes may wait in total for the program to read, when not given, and the
-/// longest a request may ask for (SPEC §3).
+/// longest a request may ask for (spec §3).
 pub const DEFAULT_SEND_TIMEOUT_MS: u64 = 5000;
 /// See [`DEFAULT_SEND_TIMEOUT_MS`].
 pub const MAX_SEND_TIMEOUT_MS: u64 = 60_000;

@@ -1,14 +1,14 @@
 //! [`SessionName`], the one validator of the names that become path components: session names
-//! and adapter names (SPEC §2, §7.1).
+//! and adapter names (spec §2, §7.1).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// The longest session name (SPEC §2).
+/// The longest session name (spec §2).
 pub const MAX_SESSION_NAME_LEN: usize = 64;
 
-/// A pane's session name: `[A-Za-z0-9._-]{1,64}`, and not `.` or `..` (SPEC §2). The only
+/// A pane's session name: `[A-Za-z0-9._-]{1,64}`, and not `.` or `..` (spec §2). The only
 /// constructors validate, so a path built from one can never climb out of its directory.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

@@ -1,7 +1,7 @@
 //! Replies: the envelope every answer shares and the typed bodies of the ops' answers.
 //!
 //! A reply is `{"id":…,"ok":true,…fields}` or `{"id":…,"ok":false,"error":{"code":…,
-//! "message":…}}` (SPEC §6.1). Servers build one with [`ok`] or [`error`]; clients read one with
+//! "message":…}}` (spec §6.1). Servers build one with [`ok`] or [`error`]; clients read one with
 //! [`Reply::read`] into the body type of the op they asked.
 
 use serde::de::DeserializeOwned;
@@ -20,7 +20,7 @@ pub struct ErrorBody {
     pub code: ErrorCode,
     /// Why, for a person.
     pub message: String,
-    /// Bytes of a send that reached the PTY before it ended early (SPEC §3): a caller never
+    /// Bytes of a send that reached the PTY before it ended early (spec §3): a caller never
     /// takes a partial write for "nothing written".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub written: Option<u64>,

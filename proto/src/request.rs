@@ -1,5 +1,5 @@
 //! Requests: one enum of every op ([`Op`]), tagged on the wire by its `op` field, and the
-//! [`Request`] envelope that carries the `id` a reply echoes (SPEC §6.1).
+//! [`Request`] envelope that carries the `id` a reply echoes (spec §6.1).
 //!
 //! A line is parsed once, at the socket it arrives on, by [`Request::parse`]; what cannot be
 //! parsed becomes a [`BadRequest`] whose message names the field and the problem. The daemon
@@ -232,11 +232,11 @@ ops! {
     "ding.status" => DingStatus(DingStatus),
     /// Wake a pane's DING worker (daemon).
     "ding.nudge" => DingNudge(DingNudge),
-    /// `belfry dispatch` at a turn boundary claims unread messages (daemon, SPEC §7.5).
+    /// `belfry dispatch` at a turn boundary claims unread messages (daemon, spec §7.5).
     "ding.turn-boundary" => DingTurnBoundary(DingTurnBoundary),
     /// A hook event seen by `belfry dispatch` inside a pane (daemon).
     "hook" => Hook(Hook),
-    /// A guarded write (SPEC §3).
+    /// A guarded write (spec §3).
     "send" => Send(Send),
     /// The screen and the pane's identity.
     "snapshot" => Snapshot(Snapshot),
@@ -400,7 +400,7 @@ fn versions_of<'de, D: serde::Deserializer<'de>>(
     Ok(items.map(|items| items.iter().filter_map(Value::as_u64).collect()))
 }
 
-/// Which attached client decides the pane size (SPEC §5).
+/// Which attached client decides the pane size (spec §5).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[cfg_attr(test, derive(arbitrary::Arbitrary))]
 #[serde(rename_all = "lowercase")]
@@ -412,7 +412,7 @@ pub enum SizePolicy {
     Smallest,
 }
 
-/// `spawn`: what the new pane runs (SPEC §2). The daemon checks what a type cannot (a program
+/// `spawn`: what the new pane runs (spec §2). The daemon checks what a type cannot (a program
 /// to run, a cwd that exists, a policy it knows) and builds the pane's launch spec from it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(arbitrary::Arbitrary))]
@@ -459,7 +459,7 @@ pub struct Spawn {
     /// The adapter (a directory under the adapters directory) that describes the harness.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<SessionName>,
-    /// A charter (system prompt) placed the way the adapter declares (SPEC §11).
+    /// A charter (system prompt) placed the way the adapter declares (spec §11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub charter: Option<String>,
 }
@@ -537,7 +537,7 @@ pub struct DingTurnBoundary {
         deserialize_with = "de::present"
     )]
     pub session: Option<SessionName>,
-    /// The event, validated by the DING adapter protocol (SPEC §7.4).
+    /// The event, validated by the DING adapter protocol (spec §7.4).
     #[cfg_attr(test, arbitrary(with = arbitrary_json))]
     pub event: Value,
 }
@@ -571,7 +571,7 @@ pub struct Hook {
 
 /// One step of a send's input. Each is an object of one key: `{"text":…}`, `{"bytes":…}`
 /// (base64), `{"paste":…}`, `{"key":…}` or `{"delay_ms":…}`. The pane host checks key names
-/// and limits (SPEC §3).
+/// and limits (spec §3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(arbitrary::Arbitrary))]
 #[serde(rename_all = "snake_case")]
@@ -588,7 +588,7 @@ pub enum InputStep {
     DelayMs(u64),
 }
 
-/// `send`: a guarded write (SPEC §3). `expect` and `timeout_ms` are strict: a `null` guard is
+/// `send`: a guarded write (spec §3). `expect` and `timeout_ms` are strict: a `null` guard is
 /// refused, never read as "no guard".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(arbitrary::Arbitrary))]

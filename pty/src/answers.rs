@@ -1,4 +1,4 @@
-//! Terminal answers in attached clients' input (SPEC §4: a query is answered exactly once).
+//! Terminal answers in attached clients' input (spec §4: a query is answered exactly once).
 //! Every attached writable client's terminal sees the program's query in the output and
 //! answers it; with two clients the program would get two answers. The pane host keeps the
 //! answers from one client and uses this module to take them out of the others' input,

@@ -1,5 +1,5 @@
 //! The one blocking client of belfry's sockets (the daemon's and the pane hosts'): connect
-//! without ever blocking in `connect(2)`, check that the server runs as our uid (SPEC §6.1),
+//! without ever blocking in `connect(2)`, check that the server runs as our uid (spec §6.1),
 //! `hello`, then one request and one reply per call, typed ([`Client::call`]) or as JSON
 //! ([`Client::request`]). The CLI (through `belfry_mux::client`, which adds starting the daemon
 //! on demand), `belfry dispatch` and the benchmarks all use it.
@@ -67,7 +67,7 @@ pub enum ClientError {
         /// The deadline that passed.
         after: Duration,
     },
-    /// The socket is served by another uid (SPEC §6.1); nothing was written to it.
+    /// The socket is served by another uid (spec §6.1); nothing was written to it.
     #[error(transparent)]
     Untrusted(PtyError),
 }

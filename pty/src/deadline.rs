@@ -60,7 +60,7 @@ fn send_timeout(send: &request::Send) -> Duration {
 
 /// How long the daemon waits for a pane host's reply to `op`.
 ///
-/// A `send` may wait for the input lock (at most `lock_wait` of its write timeout, SPEC §3),
+/// A `send` may wait for the input lock (at most `lock_wait` of its write timeout, spec §3),
 /// then runs its own delays, and its writes may wait up to its write timeout for the program
 /// to read; the pane host answers `timeout` itself when that runs out, so the daemon waits
 /// longer than all of it. A `wait` lasts its own `timeout_ms`. A `restart` stops the old child

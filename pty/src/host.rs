@@ -1,5 +1,5 @@
 //! The pane host process (`belfry pane-host`): one pane, served on its own socket
-//! (SPEC §6.0). It outlives the daemon; the daemon finds it again through its record file.
+//! (spec §6.0). It outlives the daemon; the daemon finds it again through its record file.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -807,6 +807,9 @@ async fn subscribe(
     }
 }
 
+/// The pause after a redraw sent to resynchronise a client (see `attach`).
+const RESYNC_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// `attach`: switch the connection to frames; the first data frame is a full redraw.
 async fn attach(
     ctx: &HostContext,
@@ -888,6 +891,9 @@ async fn attach(
                                 return;
                             }
                         }
+                        // A client shown redraws (a cropped one, after every change) gets at
+                        // most about a hundred a second; changes meanwhile make one more.
+                        tokio::time::sleep(RESYNC_PAUSE).await;
                     }
                 }
             }
@@ -911,6 +917,9 @@ async fn attach(
                 Ok(Some(Frame::Control(control))) => {
                     if control.get("detach").is_some() {
                         return;
+                    }
+                    if let Some(answers) = control.get("colors").and_then(Value::as_str) {
+                        pane.learn_colors(answers.as_bytes());
                     }
                     if control.get("redraw").is_some() {
                         redraw_wanted.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -1,4 +1,4 @@
-//! The bounded input transport of a send (SPEC §3): text, bytes, paste, named keys and delays.
+//! The bounded input transport of a send (spec §3): text, bytes, paste, named keys and delays.
 
 use base64::Engine as _;
 use belfry_proto::request::InputStep;

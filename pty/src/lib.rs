@@ -2,12 +2,12 @@
 //!
 //! A pane is a PTY, the child program running on it, a screen model fed with every byte the
 //! program writes, and a monotonic **revision** that moves on every input write, output chunk,
-//! resize, restart, exit and clear (SPEC §2). The pane host (`belfry pane-host`) owns exactly
+//! resize, restart, exit and clear (spec §2). The pane host (`belfry pane-host`) owns exactly
 //! one pane and serves it on `<runtime>/panes/<session>.sock`; it is started detached so it
-//! survives the control-plane daemon (SPEC §6.0).
+//! survives the control-plane daemon (spec §6.0).
 //!
 //! Where to start reading:
-//! - [`pane`]: the [`pane::Pane`] type, its two locks and the guarded write of SPEC §3
+//! - [`pane`]: the [`pane::Pane`] type, its two locks and the guarded write of spec §3
 //!   ([`pane::Pane::send`]). This is the only path to PTY input.
 //! - [`screen`]: the alacritty_terminal model, snapshots, the attach redraw and query answers.
 //!   `tracker` (private) sits between its parser and the terminal core and records the state

@@ -1,5 +1,5 @@
 //! One pane: the PTY master, the child, the screen model, the revision and the guarded write
-//! (SPEC §2, §3).
+//! (spec §2, §3).
 //!
 //! Two locks, always taken in this order:
 //! 1. `input` (async): held for a whole input transaction, including its delays, so no other
@@ -30,7 +30,7 @@ use crate::spec::{new_incarnation, LaunchSpec, SizePolicy};
 use crate::wire::Frame;
 
 use belfry_proto::event::{Event, Lifecycle};
-/// How a child ended, what a guarded send expects (SPEC §3; absent fields are not compared)
+/// How a child ended, what a guarded send expects (spec §3; absent fields are not compared)
 /// and the pane's identity at one instant: the protocol's types.
 pub use belfry_proto::{ExitStatus, Expect, Identity};
 
@@ -174,6 +174,17 @@ pub struct ClientSlot {
     tx: mpsc::Sender<Frame>,
     lagged: Arc<AtomicBool>,
     wake: Arc<Notify>,
+    /// The client's terminal is smaller than the pane: it is sent redraws of the part around
+    /// the cursor ([`Screen::cropped_redraw`]) instead of the pane's output, which would
+    /// draw past its edges.
+    cropped: bool,
+}
+
+impl ClientSlot {
+    /// Whether this client's terminal is smaller than `pane` in either direction.
+    fn smaller_than(&self, pane: (u16, u16)) -> bool {
+        self.size.0 < pane.0 || self.size.1 < pane.1
+    }
 }
 
 /// The receiving side of an attached client.
@@ -185,7 +196,7 @@ pub struct ClientHandle {
 }
 
 /// How long after the program's last query attached terminals' answers are routed from one
-/// client (SPEC §4). A terminal answers within milliseconds, a remote one within a round
+/// client (spec §4). A terminal answers within milliseconds, a remote one within a round
 /// trip; a program that waited longer has given up on the answer.
 const ANSWER_WINDOW: Duration = Duration::from_secs(3);
 
@@ -230,6 +241,13 @@ impl PaneState {
     fn broadcast(&mut self, frame: &Frame) {
         for client in &self.clients {
             if client.lagged.load(Ordering::Relaxed) {
+                continue;
+            }
+            if client.cropped && matches!(frame, Frame::Data(_)) {
+                // A cropped client is shown the model, not the output: a fresh cropped
+                // redraw follows (see `Pane::resync`).
+                client.lagged.store(true, Ordering::Relaxed);
+                client.wake.notify_one();
                 continue;
             }
             if client.tx.try_send(frame.clone()).is_err() {
@@ -450,7 +468,7 @@ impl Pane {
         self.answer_when_detached(st, answers);
     }
 
-    /// SPEC §4: while no writable client is attached the pane host answers queries itself;
+    /// spec §4: while no writable client is attached the pane host answers queries itself;
     /// otherwise the attached terminals see the query and one of them answers (see
     /// [`Pane::client_input`]). Never both.
     fn answer_when_detached(&self, st: &mut PaneState, answers: Vec<Vec<u8>>) {
@@ -468,7 +486,7 @@ impl Pane {
     /// The model holds a frame's bytes back until its end; a program that never sends it
     /// (crashed mid-frame, or simply buggy) would otherwise freeze `peek`, `wait` and the
     /// redraw. When the emulator's deadline passes, the held bytes are applied, as a terminal
-    /// does, and the revision moves because what the pane shows changed (SPEC §2). Runs until
+    /// does, and the revision moves because what the pane shows changed (spec §2). Runs until
     /// the pane host ends.
     pub async fn end_stalled_frames(self: Arc<Self>) {
         loop {
@@ -488,7 +506,7 @@ impl Pane {
     }
 
     /// Reads whatever output is pending in the PTY right now, under the state lock
-    /// (SPEC §3 step 1). Bounded: a program that never stops writing cannot starve the send.
+    /// (spec §3 step 1). Bounded: a program that never stops writing cannot starve the send.
     ///
     /// "Pending" is whatever a non-blocking `read(2)` returns before `EAGAIN`, not what
     /// `FIONREAD` reports: `FIONREAD` counts only the line discipline's buffer, while bytes the
@@ -510,7 +528,7 @@ impl Pane {
         }
     }
 
-    /// The guarded write of SPEC §3: compare under the input lock, then either zero bytes and
+    /// The guarded write of spec §3: compare under the input lock, then either zero bytes and
     /// a conflict, or the whole transaction with no other input interleaved.
     ///
     /// Bounded: the wait for the input lock (and for a restart in progress) and the writes each
@@ -560,7 +578,7 @@ impl Pane {
         Ok(SendOutcome::Sent { revision })
     }
 
-    /// SPEC §3 steps 1–3 and the start of step 4, all under the state lock: drain, compare,
+    /// spec §3 steps 1–3 and the start of step 4, all under the state lock: drain, compare,
     /// and on a match write the first step's bytes as far as the PTY takes them at once.
     fn compare_and_start(
         &self,
@@ -915,6 +933,7 @@ impl Pane {
         st.screen.resize(rows, cols);
         st.size = (rows, cols);
         st.bump(&self.revision_tx);
+        update_cropping(st);
         Ok(())
     }
 
@@ -955,11 +974,13 @@ impl Pane {
             tx,
             lagged: Arc::clone(&lagged),
             wake: Arc::clone(&wake),
+            cropped: false,
         });
         if !read_only {
             self.apply_size_policy(&mut st);
         }
-        let redraw = st.screen.redraw();
+        update_cropping(&mut st);
+        let redraw = redraw_for(&mut st, id);
         (
             redraw,
             ClientHandle {
@@ -983,7 +1004,7 @@ impl Pane {
             }
         }
         handle.lagged.store(false, Ordering::Relaxed);
-        let mut frames = vec![Frame::Data(st.screen.redraw())];
+        let mut frames = vec![Frame::Data(redraw_for(&mut st, handle.id))];
         frames.append(&mut controls);
         frames
     }
@@ -992,6 +1013,7 @@ impl Pane {
         let mut st = self.state.lock();
         st.clients.retain(|c| c.id != id);
         self.apply_size_policy(&mut st);
+        update_cropping(&mut st);
     }
 
     /// Asks every attached client to detach (`belfry detach NAME`). Returns how many.
@@ -1007,13 +1029,18 @@ impl Pane {
         self.state.lock().clients.len()
     }
 
-    /// What a writable client's input frame writes to the pane. SPEC §4 (one answer per
+    /// What a writable client's input frame writes to the pane. spec §4 (one answer per
     /// query): for a while after the program sent a query, every attached terminal's answer
     /// to it arrives, and only the most recently active writable client's are kept; the
     /// others lose their answers and keep their keystrokes. Answers alone do not make a
     /// client active (they are its terminal's, not the user's); keystrokes do.
     pub fn client_input(&self, id: u64, bytes: Vec<u8>) -> Vec<u8> {
         let mut st = self.state.lock();
+        if bytes.windows(2).any(|w| w == b"\x1b]") {
+            // A terminal's colour answers teach the pane its real colours (see
+            // `Screen::learn_colors`).
+            st.screen.learn_colors(&bytes);
+        }
         let answering = st.last_query.is_some_and(|at| at.elapsed() < ANSWER_WINDOW);
         let (input, keystrokes) = if answering {
             let (others, keystrokes) = crate::answers::without_answers(&bytes);
@@ -1037,6 +1064,12 @@ impl Pane {
         input
     }
 
+    /// Colour answers a client's terminal gave to the client's own query on attach: learned,
+    /// never written to the program (which did not ask).
+    pub fn learn_colors(&self, answers: &[u8]) {
+        self.state.lock().screen.learn_colors(answers);
+    }
+
     /// A client resized its terminal or typed: it becomes the most recently active one.
     pub fn client_activity(&self, id: u64, size: Option<(u16, u16)>) {
         let mut st = self.state.lock();
@@ -1057,6 +1090,7 @@ impl Pane {
         if changed {
             self.apply_size_policy(st);
         }
+        update_cropping(st);
     }
 
     fn apply_size_policy(&self, st: &mut PaneState) {
@@ -1074,6 +1108,33 @@ impl Pane {
                 }
             }
         }
+    }
+}
+
+/// Marks each client cropped or not for the pane's size now. A client that changes between
+/// the two is resynchronised: a cropped redraw replaces the output it was following, or a full
+/// redraw the cropped view it was shown.
+fn update_cropping(st: &mut PaneState) {
+    let size = st.size;
+    for client in &mut st.clients {
+        let cropped = client.smaller_than(size);
+        if cropped != client.cropped {
+            client.cropped = cropped;
+            client.lagged.store(true, Ordering::Relaxed);
+            client.wake.notify_one();
+        }
+    }
+}
+
+/// The redraw client `id` is shown: the whole model, or the part of it a cropped client's
+/// terminal holds.
+fn redraw_for(st: &mut PaneState, id: u64) -> Vec<u8> {
+    match st.clients.iter().find(|c| c.id == id) {
+        Some(client) if client.cropped => {
+            let (rows, cols) = client.size;
+            st.screen.cropped_redraw(rows, cols)
+        }
+        _ => st.screen.redraw(),
     }
 }
 

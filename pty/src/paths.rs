@@ -1,4 +1,4 @@
-//! Where belfry keeps its sockets, records, logs and state (SPEC §6.1).
+//! Where belfry keeps its sockets, records, logs and state (spec §6.1).
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ pub fn state_dir() -> PathBuf {
     xdg_state_home().join("belfry")
 }
 
-/// Log files live under `$XDG_STATE_HOME/belfry/log/` (SPEC §6.1).
+/// Log files live under `$XDG_STATE_HOME/belfry/log/` (spec §6.1).
 pub fn log_dir() -> PathBuf {
     xdg_state_home().join("belfry").join("log")
 }
@@ -70,7 +70,7 @@ pub fn pane_record(runtime: &Path, session: &str) -> PathBuf {
 
 /// Creates `dir` (and missing parents) 0700, or checks that an existing one is ours and 0700.
 ///
-/// SPEC §6.1: directories are 0700. An existing directory owned by another uid, or open to
+/// spec §6.1: directories are 0700. An existing directory owned by another uid, or open to
 /// anyone else, is refused and never re-moded: another user who created it first (for example
 /// `/tmp/belfry-$UID` when no runtime directory is set) could otherwise plant a socket there
 /// and collect every request, environment and secrets included. Only a directory this call has
@@ -194,7 +194,7 @@ pub fn make_socket_private(path: &Path) -> Result<()> {
     })
 }
 
-/// Validates a session name with the protocol's one validator (SPEC §2).
+/// Validates a session name with the protocol's one validator (spec §2).
 pub fn validate_session_name(name: &str) -> Result<()> {
     belfry_proto::SessionName::parse(name)?;
     Ok(())
@@ -202,7 +202,7 @@ pub fn validate_session_name(name: &str) -> Result<()> {
 
 /// True if the connecting peer may be served: the same uid as this process, or root.
 ///
-/// SPEC §6.1: every connection's peer uid is checked, on the daemon and on every pane host.
+/// spec §6.1: every connection's peer uid is checked, on the daemon and on every pane host.
 pub fn peer_allowed(stream: &tokio::net::UnixStream) -> std::result::Result<(), String> {
     let ours = rustix::process::getuid().as_raw();
     match stream.peer_cred() {
@@ -219,7 +219,7 @@ pub fn peer_allowed(stream: &tokio::net::UnixStream) -> std::result::Result<(), 
 /// it must run as our uid or as root, or it is refused with an error naming the socket and the
 /// uid that owns it.
 ///
-/// SPEC §6.1: the peer check runs in both directions. A server checks its clients; every
+/// spec §6.1: the peer check runs in both directions. A server checks its clients; every
 /// client (the CLI to the daemon and to pane hosts, the daemon to pane hosts) checks its
 /// server, because a socket path proves nothing about who listens on it. On Linux the
 /// client's `SO_PEERCRED` names the process that called `listen(2)`.

@@ -1,5 +1,5 @@
 //! The terminal queries the emulator core does not answer, found in program output so the
-//! screen model can answer them while no terminal is attached (SPEC §4): XTVERSION
+//! screen model can answer them while no terminal is attached (spec §4): XTVERSION
 //! (`CSI > 0 q`, `CSI > q`) and XTGETTCAP (`DCS + q NAME;NAME… ST`). The core parses both
 //! and drops them without a word, so they are found here, byte by byte, across chunk
 //! boundaries, before the core sees the chunk.

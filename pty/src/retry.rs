@@ -1,7 +1,7 @@
 //! The one way belfry waits for something to become true: a pause schedule ([`Backoff`]) and
 //! bounded polls ([`poll_until`], [`poll_until_blocking`]).
 //!
-//! Nothing waits forever (SPEC §12): a poll has a deadline and says when it passed (`None`), and
+//! Nothing waits forever (spec §12): a poll has a deadline and says when it passed (`None`), and
 //! a loop that retries for as long as something lives (a pane host that may resume) still
 //! sleeps through a [`Backoff`], so every retry in the tree has its pauses written in one place.
 

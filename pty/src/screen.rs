@@ -1,6 +1,6 @@
 //! The pane's screen model: an alacritty_terminal grid fed with every output chunk, plus what
 //! belfry needs from it: plain and SGR lines, cells, modes, a full redraw for attaching clients,
-//! and the answers to the program's terminal queries (SPEC §4, §5).
+//! and the answers to the program's terminal queries (spec §4, §5).
 
 use std::borrow::Borrow;
 use std::sync::Arc;
@@ -33,6 +33,9 @@ struct Raised {
 pub struct Listener {
     raised: Arc<Mutex<Raised>>,
     size: Arc<Mutex<(usize, usize)>>,
+    /// Colours an attached terminal reported (OSC 4/10/11/12 answers), by the core's colour
+    /// index; a query asked while no client is attached is answered with these when known.
+    colors: Arc<Mutex<std::collections::HashMap<usize, Rgb>>>,
 }
 
 impl EventListener for Listener {
@@ -40,9 +43,15 @@ impl EventListener for Listener {
         let mut raised = self.raised.lock();
         match event {
             Event::PtyWrite(text) => raised.answers.push(text.into_bytes()),
-            Event::ColorRequest(index, format) => raised
-                .answers
-                .push(format(default_color(index)).into_bytes()),
+            Event::ColorRequest(index, format) => {
+                let color = self
+                    .colors
+                    .lock()
+                    .get(&index)
+                    .copied()
+                    .unwrap_or_else(|| default_color(index));
+                raised.answers.push(format(color).into_bytes())
+            }
             Event::TextAreaSizeRequest(format) => {
                 let (lines, cols) = *self.size.lock();
                 let size = WindowSize {
@@ -112,6 +121,54 @@ impl Dimensions for TermSize {
     fn columns(&self) -> usize {
         self.cols
     }
+}
+
+/// The colours an OSC colour answer reports (`ESC ] 10 ; rgb:… ST`, `ESC ] 4 ; N ; rgb:… ST`,
+/// for OSC 10, 11, 12 and 4), as the terminal core's colour index (foreground 256, background
+/// 257, cursor 258, palette 0-255) and the colour. Anything else in `bytes` is skipped.
+pub fn color_answers(bytes: &[u8]) -> Vec<(usize, Rgb)> {
+    let mut found = Vec::new();
+    let text = String::from_utf8_lossy(bytes);
+    for part in text.split("\x1b]").skip(1) {
+        let body = part.split(['\x07', '\x1b']).next().unwrap_or_default();
+        let fields: Vec<&str> = body.split(';').collect();
+        let (index, spec) = match fields.as_slice() {
+            ["10", spec] => (256, *spec),
+            ["11", spec] => (257, *spec),
+            ["12", spec] => (258, *spec),
+            ["4", n, spec] => match n.parse::<usize>() {
+                Ok(n) if n < 256 => (n, *spec),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if let Some(rgb) = parse_rgb(spec) {
+            found.push((index, rgb));
+        }
+    }
+    found
+}
+
+/// `rgb:R/G/B` with 1 to 4 hex digits a component (X11's colour syntax, as terminals answer),
+/// scaled to 8 bits.
+fn parse_rgb(spec: &str) -> Option<Rgb> {
+    let parts: Vec<&str> = spec.strip_prefix("rgb:")?.split('/').collect();
+    let [r, g, b] = parts.as_slice() else {
+        return None;
+    };
+    let component = |hex: &str| -> Option<u8> {
+        if hex.is_empty() || hex.len() > 4 {
+            return None;
+        }
+        let value = u32::from_str_radix(hex, 16).ok()?;
+        let max = (1u32 << (4 * hex.len())) - 1;
+        u8::try_from((value * 255 + max / 2) / max).ok()
+    };
+    Some(Rgb {
+        r: component(r)?,
+        g: component(g)?,
+        b: component(b)?,
+    })
 }
 
 /// Terminal modes a snapshot reports: the protocol's type.
@@ -355,7 +412,16 @@ impl Screen {
         Value::Array(rows)
     }
 
-    /// A full redraw that puts a fresh terminal into the state of this model (SPEC §5): the
+    /// Remembers the colours an attached terminal reported (see [`color_answers`]), to answer
+    /// the program's colour queries with them while no client is attached.
+    pub fn learn_colors(&mut self, bytes: &[u8]) {
+        let answers = color_answers(bytes);
+        if !answers.is_empty() {
+            self.listener.colors.lock().extend(answers);
+        }
+    }
+
+    /// A full redraw that puts a fresh terminal into the state of this model (spec §5): the
     /// primary screen, and over it the alternate screen when the program is in one, each with
     /// its attributes and saved cursor; the scroll region, origin mode and autowrap; the modes
     /// that are on (bracketed paste, cursor keys, the one mouse tracking mode and its
@@ -434,6 +500,65 @@ impl Screen {
             CharsetIndex::G2 => b"\x1bn",
             CharsetIndex::G3 => b"\x1bo",
         });
+        set(&mut out, mode.contains(TermMode::SHOW_CURSOR), "25");
+        out
+    }
+
+    /// A redraw for a client whose terminal is smaller than the pane (`rows` x `cols`, at
+    /// least one of them smaller): the part of the screen around the cursor, as tmux shows a
+    /// smaller client, and on the last row a line saying what is shown. Only the screen the
+    /// program is on is painted, and no mouse mode is set (the client's coordinates are not
+    /// the pane's); the keyboard modes are, so keys still reach the program as it expects.
+    /// Such a client gets one of these instead of the pane's output after every change.
+    pub fn cropped_redraw(&self, rows: u16, cols: u16) -> Vec<u8> {
+        let (pane_rows, pane_cols) = (self.rows(), self.cols());
+        let shown_rows = usize::from(rows.max(2)) - 1;
+        let shown_rows = shown_rows.min(pane_rows);
+        let shown_cols = usize::from(cols.max(1)).min(pane_cols);
+        let grid = self.term.grid();
+        let cursor = grid.cursor.point;
+        let (cursor_row, cursor_col) = (cursor.line.0.max(0) as usize, cursor.column.0);
+        // The window keeps the cursor in view, as near the top left as it can be.
+        let top = (cursor_row + 1)
+            .saturating_sub(shown_rows)
+            .min(pane_rows - shown_rows);
+        let left = (cursor_col + 1)
+            .saturating_sub(shown_cols)
+            .min(pane_cols - shown_cols);
+        let mut out = Vec::with_capacity(2 * shown_rows * (shown_cols + 16) + 256);
+        out.extend_from_slice(REDRAW_START);
+        for r in 0..shown_rows {
+            out.extend_from_slice(format!("\x1b[{};1H", r + 1).as_bytes());
+            render_cells(&grid[Line((top + r) as i32)], left, shown_cols, &mut out);
+            out.extend_from_slice(b"\x1b[0m");
+        }
+        let note = format!(
+            "[pane {pane_rows}x{pane_cols}, this terminal {rows}x{cols}: rows {}-{} and columns \
+             {}-{} shown]",
+            top + 1,
+            top + shown_rows,
+            left + 1,
+            left + shown_cols
+        );
+        let note: String = note.chars().take(usize::from(cols.max(1))).collect();
+        out.extend_from_slice(
+            format!("\x1b[{};1H\x1b[7m{note}\x1b[0m", usize::from(rows.max(2))).as_bytes(),
+        );
+        let mode = *self.term.mode();
+        let set = |out: &mut Vec<u8>, on: bool, code: &str| {
+            out.extend_from_slice(format!("\x1b[?{code}{}", if on { 'h' } else { 'l' }).as_bytes())
+        };
+        set(&mut out, mode.contains(TermMode::BRACKETED_PASTE), "2004");
+        set(&mut out, mode.contains(TermMode::APP_CURSOR), "1");
+        out.extend_from_slice(if mode.contains(TermMode::APP_KEYPAD) {
+            b"\x1b="
+        } else {
+            b"\x1b>"
+        });
+        out.extend_from_slice(sgr_for(&grid.cursor.template).as_bytes());
+        out.extend_from_slice(
+            format!("\x1b[{};{}H", cursor_row - top + 1, cursor_col - left + 1).as_bytes(),
+        );
         set(&mut out, mode.contains(TermMode::SHOW_CURSOR), "25");
         out
     }
@@ -613,6 +738,29 @@ fn render_row(row: &Row<Cell>, cols: usize, out: &mut Vec<u8>) {
             last_sgr = Some(sgr);
         }
         push_cell_text(cell, out);
+    }
+}
+
+/// Renders `width` cells of `row` from column `left`: a wide character cut by either edge is
+/// shown as a blank, so nothing is drawn outside the window.
+fn render_cells(row: &Row<Cell>, left: usize, width: usize, out: &mut Vec<u8>) {
+    let mut last_sgr: Option<String> = None;
+    for col in left..left + width {
+        let cell = &row[Column(col)];
+        let sgr = sgr_for(cell);
+        if last_sgr.as_deref() != Some(sgr.as_str()) {
+            out.extend_from_slice(sgr.as_bytes());
+            last_sgr = Some(sgr);
+        }
+        let spacer = cell
+            .flags
+            .intersects(Flags::WIDE_CHAR_SPACER | Flags::LEADING_WIDE_CHAR_SPACER);
+        let cut_wide = cell.flags.contains(Flags::WIDE_CHAR) && col + 1 == left + width;
+        if (spacer && col == left) || cut_wide {
+            out.push(b' ');
+        } else if !spacer {
+            push_cell_text(cell, out);
+        }
     }
 }
 
@@ -1012,6 +1160,53 @@ mod tests {
         let mut copy = copy_through_redraw(&mut model);
         feed_both(&mut model, &mut copy, b"q\x0fq");
         assert_eq!(copy.lines()[1], "\u{2500}\u{2502}\u{2500}q");
+    }
+
+    #[test]
+    fn colour_answers_are_read_in_every_form_terminals_send() {
+        let answers = color_answers(
+            b"x\x1b]11;rgb:2828/2c2c/3434\x1b\\\x1b]10;rgb:ff/80/0\x07\x1b]4;1;rgb:cd/00/00\x1b\\\x1b]11;?\x07\x1b]10;bad\x07",
+        );
+        assert_eq!(
+            answers,
+            vec![
+                (
+                    257,
+                    Rgb {
+                        r: 0x28,
+                        g: 0x2c,
+                        b: 0x34
+                    }
+                ),
+                (
+                    256,
+                    Rgb {
+                        r: 0xff,
+                        g: 0x80,
+                        b: 0
+                    }
+                ),
+                (
+                    1,
+                    Rgb {
+                        r: 0xcd,
+                        g: 0,
+                        b: 0
+                    }
+                ),
+            ]
+        );
+        // Once learned, the program's query is answered with the terminal's colour.
+        let mut s = Screen::new(2, 10, 0);
+        assert_eq!(
+            s.apply(b"\x1b]11;?\x1b\\"),
+            vec![b"\x1b]11;rgb:0000/0000/0000\x1b\\".to_vec()]
+        );
+        s.learn_colors(b"\x1b]11;rgb:2828/2c2c/3434\x1b\\");
+        assert_eq!(
+            s.apply(b"\x1b]11;?\x1b\\"),
+            vec![b"\x1b]11;rgb:2828/2c2c/3434\x1b\\".to_vec()]
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The launch spec and the pane identity derived from it (SPEC §2).
+//! The launch spec and the pane identity derived from it (spec §2).
 
 use std::collections::BTreeMap;
 
@@ -61,7 +61,7 @@ fn default_scrollback() -> usize {
     2000
 }
 
-/// Which attached client decides the pane size (SPEC §5): the protocol's type.
+/// Which attached client decides the pane size (spec §5): the protocol's type.
 pub use belfry_proto::request::SizePolicy;
 
 impl LaunchSpec {

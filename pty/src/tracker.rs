@@ -1,5 +1,5 @@
 //! The emulator state a redraw needs but `alacritty_terminal` keeps private: the scroll region,
-//! the active character set and the mouse encodings the core ignores (SPEC §5: "the redraw
+//! the active character set and the mouse encodings the core ignores (spec §5: "the redraw
 //! restores … every mode that is on (and only those), the scroll region and pending wrap").
 //!
 //! [`Tracker`] sits between the escape-sequence parser and the terminal core: every call is

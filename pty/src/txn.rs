@@ -1,6 +1,6 @@
 //! The pane host's transaction journal: what became of each send that carried a `txn` id.
 //!
-//! The daemon stages a notice durably *before* it sends it (SPEC §7.3), so when a daemon dies
+//! The daemon stages a notice durably *before* it sends it (spec §7.3), so when a daemon dies
 //! with a send outstanding, the next daemon finds the notice staged and cannot tell on its own
 //! whether a byte of it reached the pane. Only the pane host knows: a send queued behind
 //! another transaction whose requester has gone is dropped before its first byte. So a send may

@@ -1,4 +1,4 @@
-//! The NDJSON transport shared by the daemon and the pane hosts (SPEC §6.1): reading bounded
+//! The NDJSON transport shared by the daemon and the pane hosts (spec §6.1): reading bounded
 //! lines, accepting peer-checked connections, turning each line into a typed
 //! [`belfry_proto::Request`] once, writing replies, and the framed binary of attach streams.
 //!
@@ -54,7 +54,7 @@ pub type Conn = (
     tokio::net::unix::OwnedWriteHalf,
 );
 
-/// Accepts a connection for serving: checks the peer's uid (SPEC §6.1) and splits it. A peer
+/// Accepts a connection for serving: checks the peer's uid (spec §6.1) and splits it. A peer
 /// of another uid gets one `forbidden` error reply and the connection is closed (`None`).
 pub async fn accept_peer(stream: tokio::net::UnixStream) -> Option<Conn> {
     if let Err(reason) = crate::paths::peer_allowed(&stream) {

@@ -6,6 +6,8 @@
 //! its real socket through [`Conn`]. Dropping an `Env` stops the daemon and every pane host it
 //! started.
 
+pub mod live;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! SPEC §7.4, §10: an adapter sidecar's own children end with it — when its pane is killed,
+//! spec §7.4, §10: an adapter sidecar's own children end with it — when its pane is killed,
 //! and when the daemon is killed outright (the next daemon ends what the adapter left).
 //! Real daemon, real pane, a real adapter (`sh`) that starts a real grandchild (`sleep`).
 

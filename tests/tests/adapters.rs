@@ -1,4 +1,4 @@
-//! Adapter data travels with the binary (SPEC §10). A binary with no adapters directory beside
+//! Adapter data travels with the binary (spec §10). A binary with no adapters directory beside
 //! it (an installed one) uses the declarations built into it; an adapter name that exists
 //! nowhere is refused by `belfry new`/`run` before any pane starts, naming the ones there are;
 //! and a DING adapter program under `$BELFRY_ADAPTERS`, which cannot be built in, is refused in
@@ -47,7 +47,19 @@ fn run_installed(env: &Env, exe: &Path, args: &[&str]) -> Output {
         cmd.env(key, value);
     }
     cmd.env_remove("BELFRY_ADAPTERS");
-    cmd.output().unwrap()
+    // The copy was just written: a child forked by another test thread while its file was
+    // open for writing holds that descriptor until it execs, and running the copy meanwhile
+    // fails with ETXTBSY. That lasts microseconds; try again for a while.
+    let mut tries = 0;
+    loop {
+        match cmd.output() {
+            Err(err) if err.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => return result.unwrap(),
+        }
+    }
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! SPEC §5: attach end to end through a real terminal. The attach client runs inside another
+//! spec §5: attach end to end through a real terminal. The attach client runs inside another
 //! belfry pane (a real PTY), so a test can type into it and read what it shows.
 
 use std::time::Duration;
@@ -408,6 +408,13 @@ fn a_terminal_of_0x0_attaches_and_runs_at_24x80() {
     assert_eq!(
         (size["rows"].clone(), size["cols"].clone()),
         (24.into(), 80.into())
+    );
+    // `run` attaches after it started the pane: a detach before that would find no client.
+    assert!(
+        eventually(Duration::from_secs(10), || env.snapshot("fresh")["clients"]
+            == 1),
+        "{}",
+        screen_text(&env, "outer")
     );
     env.ok(&["detach", "fresh"]);
     env.wait_screen("outer", "RUN-EXIT=0");

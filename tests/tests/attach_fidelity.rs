@@ -1,4 +1,4 @@
-//! SPEC §5: "The redraw restores the primary screen under an alternate one, every mode that is
+//! spec §5: "The redraw restores the primary screen under an alternate one, every mode that is
 //! on (and only those), the scroll region and pending wrap." Checked end to end: `belfry
 //! attach` runs inside a real tmux, a real terminal emulator with its own screens, modes and
 //! scroll region, and after a re-attach what tmux holds is compared with the pane's model.
@@ -452,7 +452,9 @@ fn the_detach_key_works_under_kitty_keyboard_and_modify_other_keys_in_a_real_ter
         ],
         Some("KEYS-ON"),
     );
-    let script = "\"$BELFRY_BIN\" attach app; echo \"FIRST=$?\"; \
+    // The shell waits for Enter between the two attaches: the second one's redraw clears the
+    // screen, and the first one's result must be read before it does.
+    let script = "\"$BELFRY_BIN\" attach app; echo \"FIRST=$?\"; read again; \
                   \"$BELFRY_BIN\" attach app; echo \"SECOND=$?\"; sleep 600";
     let tmux = Tmux::start(&env, "keys", script);
     let shows = |text: &str| {
@@ -472,6 +474,13 @@ fn the_detach_key_works_under_kitty_keyboard_and_modify_other_keys_in_a_real_ter
         type_bytes(&tmux, prefix);
         type_bytes(&tmux, then);
         assert!(shows(done), "{encoding}: {:#?}", tmux.lines());
+        if done == "FIRST=0" {
+            assert!(tmux
+                .lines()
+                .iter()
+                .any(|line| line == "[detached from app]"));
+            type_bytes(&tmux, b"\r");
+        }
     }
     assert!(tmux
         .lines()
@@ -522,8 +531,10 @@ fn prefix_prefix_sends_the_prefix_and_an_unbound_key_is_swallowed_in_a_real_term
     // C-b ? shows the bindings the same way.
     type_bytes(&tmux, b"\x02?");
     assert!(
-        eventually(Duration::from_secs(10), || tmux.lines()[23]
-            == "C-b d detach, C-b C-b send C-b, C-b ? this list"),
+        eventually(Duration::from_secs(10), || {
+            tmux.lines()[23]
+            == "C-b + d detach, [ history, s panes, n/p next/previous, C-b send C-b, ? this list"
+        }),
         "{:#?}",
         tmux.lines()
     );
@@ -568,4 +579,174 @@ fn two_writable_clients_answer_a_query_once_from_the_most_recently_active_one() 
         assert_eq!(answers(&logged()), n, "{:?}", logged());
     }
     assert_eq!(logged().matches('q').count(), 3, "{:?}", logged());
+}
+
+/// spec §5 and docs/attach.md: `prefix [` opens the pane's history (its model's scrollback,
+/// not the outer terminal's), searched with `?`; `q` puts the pane back exactly; `prefix s`
+/// chooses another pane (vim, in its alternate screen) and `prefix p` goes back; a detach and
+/// a re-attach show the pane as its model holds it. Checked in a real tmux.
+#[test]
+fn history_view_pane_chooser_and_next_previous_in_a_real_terminal() {
+    let env = Env::new();
+    env.spawn(
+        "one",
+        "24x80",
+        &["sh", "-c", "seq 1 300; echo ONE-READY; sleep 600"],
+        Some("ONE-READY"),
+    );
+    let file = env.path("notes.txt");
+    std::fs::write(&file, "first line of the file\nVIM-READY\n").expect("write the file");
+    let vim = format!("exec vim -u NONE -N -n -i NONE '{}'", file.display());
+    env.spawn("two", "24x80", &["sh", "-c", &vim], Some("VIM-READY"));
+    let script = "\"$BELFRY_BIN\" attach one; echo \"EXIT=$?\"; read again; \
+                  \"$BELFRY_BIN\" attach one; sleep 600";
+    let tmux = Tmux::start(&env, "views", script);
+    let clients = |session: &str| env.snapshot(session)["clients"].as_u64();
+    assert!(eventually(Duration::from_secs(10), || clients("one") == Some(1)));
+    assert_tmux_shows_the_model(&env, &tmux, "one", "attached");
+
+    // History: it opens at the end, with a status line; `?150` finds that line, long
+    // scrolled off the screen, and brings it to the top.
+    type_bytes(&tmux, b"\x02[");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.lines()[23]
+            .starts_with("[history] lines")),
+        "{:#?}",
+        tmux.lines()
+    );
+    let revision = env.snapshot("one")["revision"].clone();
+    type_bytes(&tmux, b"?150\r");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.lines()[0] == "150"
+            && tmux.lines()[1] == "151"),
+        "after ?150: {:#?}",
+        tmux.lines()
+    );
+    // `q` leaves; the view's keys never reached the pane.
+    type_bytes(&tmux, b"q");
+    assert_tmux_shows_the_model(&env, &tmux, "one", "after leaving the history view");
+    // A key reaching the pane would be echoed by its terminal and move the revision.
+    assert_eq!(
+        env.snapshot("one")["revision"],
+        revision,
+        "a view key reached the pane"
+    );
+
+    // The chooser lists both panes, the current one marked; j and Enter switch to two.
+    type_bytes(&tmux, b"\x02s");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let lines = tmux.lines();
+            lines[0].starts_with("choose a pane")
+                && lines[1].starts_with("* one")
+                && lines[2].starts_with("  two")
+        }),
+        "{:#?}",
+        tmux.lines()
+    );
+    type_bytes(&tmux, b"j\r");
+    assert!(
+        eventually(Duration::from_secs(10), || clients("two") == Some(1)
+            && clients("one") == Some(0)),
+        "after choosing two: one has {:?} clients, two {:?}",
+        clients("one"),
+        clients("two")
+    );
+    assert_tmux_shows_the_model(&env, &tmux, "two", "after switching to vim");
+    assert!(
+        tmux.state().alternate,
+        "vim's alternate screen: {:?}",
+        tmux.state()
+    );
+
+    // prefix p goes back (round the end of the list: one is before two), and leaves vim's
+    // alternate screen behind with its pane.
+    type_bytes(&tmux, b"\x02p");
+    assert!(
+        eventually(Duration::from_secs(10), || clients("one") == Some(1)
+            && clients("two") == Some(0)),
+        "after prefix p: {:#?}",
+        tmux.lines()
+    );
+    assert_tmux_shows_the_model(&env, &tmux, "one", "after prefix p");
+    assert!(!tmux.state().alternate, "{:?}", tmux.state());
+
+    // Detach, then re-attach: the pane as the model holds it.
+    type_bytes(&tmux, b"\x02d");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let lines = tmux.lines();
+            lines.iter().any(|l| l == "[detached from one]") && lines.iter().any(|l| l == "EXIT=0")
+        }),
+        "{:#?}",
+        tmux.lines()
+    );
+    type_bytes(&tmux, b"\r");
+    assert!(eventually(Duration::from_secs(10), || clients("one") == Some(1)));
+    assert_tmux_shows_the_model(&env, &tmux, "one", "after re-attaching");
+}
+
+/// docs/attach.md (size policies): a client smaller than the pane (here a read-only watcher,
+/// which never sizes the pane) is shown the part of the screen around the cursor, with a line
+/// saying what is shown, and follows the pane's changes; nothing is drawn past its edges.
+#[test]
+fn a_client_smaller_than_the_pane_sees_the_part_around_the_cursor_in_a_real_terminal() {
+    let env = Env::new();
+    let go = env.path("go");
+    let program = format!(
+        "for i in $(seq -w 1 39); do printf 'row-%s %0110d\\n' $i 0; done; printf 'row-40 end'; \
+         {}; printf '\\r\\nrow-41 after'; sleep 600",
+        wait_for_file(&go)
+    );
+    env.spawn("big", "40x120", &["sh", "-c", &program], Some("row-40 end"));
+    let tmux = Tmux::start(
+        &env,
+        "crop",
+        "\"$BELFRY_BIN\" attach --read-only big; sleep 600",
+    );
+    let expected = |last: u64| -> Vec<String> {
+        // 23 rows of the pane end at the cursor's row; the columns start at the left.
+        let lines = env.lines("big");
+        let last = usize::try_from(last).expect("row");
+        let mut shown: Vec<String> = lines[last + 1 - 23..=last]
+            .iter()
+            .map(|line| {
+                line.chars()
+                    .take(80)
+                    .collect::<String>()
+                    .trim_end()
+                    .to_string()
+            })
+            .collect();
+        shown.push(format!(
+            "[pane 40x120, this terminal 24x80: rows {}-{} and columns 1-80 shown]",
+            last + 1 - 22,
+            last + 1
+        ));
+        shown
+    };
+    let cursor_row = |env: &Env| env.snapshot("big")["cursor"]["row"].as_u64().expect("row");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.lines()
+            == expected(cursor_row(&env))),
+        "tmux shows {:#?}\nexpected {:#?}",
+        tmux.lines(),
+        expected(cursor_row(&env))
+    );
+    assert_eq!(
+        env.snapshot("big")["size"]["rows"],
+        40,
+        "the watcher resized the pane"
+    );
+    // New output scrolls the pane; the watcher follows it.
+    std::fs::write(&go, "").expect("go");
+    env.wait_screen("big", "row-41 after");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.lines()
+            == expected(cursor_row(&env))),
+        "after more output tmux shows {:#?}\nexpected {:#?}",
+        tmux.lines(),
+        expected(cursor_row(&env))
+    );
+    assert!(tmux.lines()[22].starts_with("row-41 after"));
 }

@@ -1,4 +1,4 @@
-//! SPEC §6.1, §12: bad requests get an error naming the problem, the connection stays usable
+//! spec §6.1, §12: bad requests get an error naming the problem, the connection stays usable
 //! (except for an oversize line, which closes it), and no pane is affected.
 
 use std::time::Duration;
@@ -209,7 +209,7 @@ fn hello_without_a_common_version_is_unsupported_and_the_connection_stays_usable
     assert_eq!(reply["version"], 1, "{reply}");
 }
 
-/// SPEC §3: a field present in `expect` is compared; `null` is not "absent". A null guard is an
+/// spec §3: a field present in `expect` is compared; `null` is not "absent". A null guard is an
 /// `invalid` error naming the field, on the daemon and on the pane host, and nothing is written.
 #[test]
 fn null_expect_fields_are_invalid_and_write_nothing() {

@@ -22,8 +22,10 @@ fn a_panes_program_runs_belfry_by_name_without_it_on_the_users_path() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    env.wait_screen("agent", "INBOX-LS=ok");
+    // FIRST= is the script's last line: once it shows, everything before it has.
+    env.wait_screen("agent", "FIRST=/");
     let screen = env.lines("agent").join("\n");
+    assert!(screen.contains("INBOX-LS=ok"), "{screen}");
     let version = format!("belfry {}", env!("CARGO_PKG_VERSION"));
     assert!(screen.contains(&version), "{screen}");
     // The pane host's own directory, as the kernel names it (symbolic links resolved).

@@ -1,4 +1,4 @@
-//! SPEC §7: DING end to end. A real pane runs the recorder (which logs every byte it reads); a
+//! spec §7: DING end to end. A real pane runs the recorder (which logs every byte it reads); a
 //! real adapter process replays a fixture of protocol v1 events; the real daemon decides.
 //! Fresh idle sends exactly one notice; every other case writes zero bytes and keeps the
 //! message unread, FIFO intact.

@@ -1,4 +1,4 @@
-//! SPEC §7.4 and §12: an adapter is a program we do not control. One that prints without a
+//! spec §7.4 and §12: an adapter is a program we do not control. One that prints without a
 //! newline must not grow the daemon without bound: its line is capped at the protocol's 1 MiB,
 //! held as `malformed`, and the adapter is killed and restarted with backoff.
 

@@ -1,4 +1,4 @@
-//! SPEC §7.1, §7.3, §12: 200 trials of `kill -9` on the daemon at random moments while
+//! spec §7.1, §7.3, §12: 200 trials of `kill -9` on the daemon at random moments while
 //! messages are being posted and delivered. No message is lost, no partial file is ever in
 //! `new/`, and no notice is pasted twice.
 

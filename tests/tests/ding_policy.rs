@@ -1,4 +1,4 @@
-//! SPEC §7.3: automatic delivery is only for panes declared as agents. A plain `belfry new`
+//! spec §7.3: automatic delivery is only for panes declared as agents. A plain `belfry new`
 //! pane (here a real interactive `bash`) gets delivery `none`: posting to it types nothing, so a
 //! hostile subject can never run as a command, and its mail stays unread in the inbox. A pane
 //! started with `--ding-delivery aggressive` or `--adapter`, and an agent declared in
@@ -59,7 +59,7 @@ fn a_shell_pane_not_declared_an_agent_receives_zero_bytes_and_keeps_its_mail() {
         Some("READY>"),
     );
     // Let the prompt settle, then take the revision: any byte written to the PTY (and any
-    // echo of it) moves it (SPEC §2).
+    // echo of it) moves it (spec §2).
     std::thread::sleep(Duration::from_millis(300));
     let before = env.revision("shell");
     let hostile = format!("x; touch {} #", pwned.display());

@@ -1,4 +1,4 @@
-//! SPEC §7.3, §12: a daemon killed while a staged notice's send is outstanding must neither
+//! spec §7.3, §12: a daemon killed while a staged notice's send is outstanding must neither
 //! strand the message (staged forever, never announced) nor paste it twice. The pane host's
 //! transaction journal tells the next daemon which it is: a send that was still waiting for the
 //! input lock was never written and is announced again, exactly once; a send whose paste had
@@ -304,7 +304,7 @@ fn a_pane_host_that_does_not_answer_holds_no_worker_and_its_notice_is_announced_
     );
 }
 
-/// SPEC §7.3: a notice queued behind a long transaction when the pane is killed is refused by
+/// spec §7.3: a notice queued behind a long transaction when the pane is killed is refused by
 /// the stopping pane host with nothing written, so it is released rather than recorded as
 /// written; a pane re-created under the same name is told about the message, once.
 #[test]

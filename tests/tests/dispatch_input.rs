@@ -1,4 +1,4 @@
-//! SPEC §8, §12: `belfry dispatch` answers, within a deadline, whatever its inputs do: a hooks
+//! spec §8, §12: `belfry dispatch` answers, within a deadline, whatever its inputs do: a hooks
 //! file that is a FIFO, a harness that never closes stdin, stdin without end. Each case is the
 //! real binary with real pipes; each answer is the fail-open `allow` naming the problem.
 

@@ -47,3 +47,35 @@ fn new_of_an_existing_pane_refuses_and_says_how_to_get_to_it() {
     );
     assert!(stderr.contains("`belfry attach agent`"), "{stderr}");
 }
+
+#[test]
+fn run_of_a_pane_whose_program_exited_restarts_it_and_attaches() {
+    let env = Env::new();
+    // The first run exits with 3; the restarted one stays.
+    let marker = env.path("ran-once");
+    let program = format!(
+        "if [ -e '{0}' ]; then echo again; sleep 600; else touch '{0}'; echo started; exit 3; fi",
+        marker.display()
+    );
+    let first = env.spawn("inner", "24x80", &["sh", "-c", &program], Some("started"));
+    assert!(
+        eventually(Duration::from_secs(10), || !env.snapshot("inner")["exited"]
+            .is_null()),
+        "the program did not exit"
+    );
+    let script = "\"$BELFRY_BIN\" run inner -- sh -c 'echo second; sleep 600'; sleep 600";
+    env.spawn("outer", "24x80", &["sh", "-c", script], None);
+    // The pane's own program again (a new incarnation), not the command given to run.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let snapshot = env.snapshot("inner");
+            snapshot["incarnation"] != first["incarnation"]
+        }),
+        "run did not restart the exited program"
+    );
+    // The client says so over the last line of the redrawn pane.
+    env.wait_screen("outer", "inner's program exited with code 3: restarted it");
+    env.wait_screen("outer", "again");
+    assert!(!env.lines("inner").join("\n").contains("second"));
+    assert_eq!(env.snapshot("inner")["clients"], 1);
+}

@@ -1,4 +1,4 @@
-//! SPEC §3: compare-and-send. A mismatch writes zero bytes; a match writes the whole
+//! spec §3: compare-and-send. A mismatch writes zero bytes; a match writes the whole
 //! transaction with no other sender's bytes interleaved.
 
 use std::sync::{Arc, Barrier};
@@ -13,7 +13,15 @@ fn recorder(env: &Env, session: &str, extra: &[&str]) -> std::path::PathBuf {
     let log_s = log.display().to_string();
     let mut argv = vec![rec.as_str(), "--log", log_s.as_str()];
     argv.extend_from_slice(extra);
-    env.spawn(session, "24x80", &argv, Some("READY"));
+    // A noisy recorder prints READY and then a tick every millisecond, which scrolls READY
+    // off the screen within 24 ms: a wait that starts later would never see it. Its ticks
+    // start only once it is ready, and stay.
+    let ready = if extra.contains(&"--noisy") {
+        "tick"
+    } else {
+        "READY"
+    };
+    env.spawn(session, "24x80", &argv, Some(ready));
     log
 }
 

@@ -1,4 +1,4 @@
-//! SPEC §9, live: the projection `belfry hooks apply` writes for Claude Code really runs. The
+//! spec §9, live: the projection `belfry hooks apply` writes for Claude Code really runs. The
 //! real Claude Code 2.1.328 (`claude -p`) talks to the project's scripted model server inside a
 //! loopback-only network namespace. An enrich hook's context reaches the model: the first
 //! request the server sees carries it. An enforce hook's deny blocks the shell tool: the

@@ -1,4 +1,4 @@
-//! SPEC §9, live: the entries `belfry hooks apply` writes for Codex are the ones the real
+//! spec §9, live: the entries `belfry hooks apply` writes for Codex are the ones the real
 //! Codex 0.169.0 trusts. The test runs `codex app-server` (JSON-RPC on stdio) in a
 //! loopback-only network namespace and asks `hooks/list` what it will run: with `--trust`
 //! every managed entry is "trusted" under the hash belfry wrote; without it, "untrusted", which

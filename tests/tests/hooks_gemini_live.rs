@@ -1,4 +1,4 @@
-//! SPEC §9, live: the projection `belfry hooks apply` writes for Gemini CLI really runs. The
+//! spec §9, live: the projection `belfry hooks apply` writes for Gemini CLI really runs. The
 //! real Gemini CLI 0.61.0 (`gemini -p`, API-key auth pointed at the server by
 //! `GOOGLE_GEMINI_BASE_URL`) talks to the project's scripted model server inside a
 //! loopback-only network namespace, in a folder it trusts. An enrich hook's context reaches

@@ -1,4 +1,4 @@
-//! SPEC §7.5, §8: `belfry dispatch` inside a pane. Turn-boundary notices are claimed through
+//! spec §7.5, §8: `belfry dispatch` inside a pane. Turn-boundary notices are claimed through
 //! the daemon (hook-owned, never typed), lifecycle events reach the bus, and the host fires the
 //! lifecycle events a harness cannot fire, exactly once each.
 
@@ -366,7 +366,7 @@ fn the_declared_turn_boundary_reaches_the_pane_environment() {
     );
     // And it stays outside the generation: the same argv and the same policy without an
     // adapter is the same. (An adapter name declares an agent whose default delivery is
-    // aggressive, SPEC §7.3, so the comparison pane declares that policy explicitly.)
+    // aggressive, spec §7.3, so the comparison pane declares that policy explicitly.)
     env.ok(&[
         "new",
         "plain",

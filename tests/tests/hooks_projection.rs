@@ -1,4 +1,4 @@
-//! SPEC §9: `belfry hooks` projects one canonical hook file into each harness's native config,
+//! spec §9: `belfry hooks` projects one canonical hook file into each harness's native config,
 //! honestly. Every test runs the real `belfry` binary on real files in a temporary project and
 //! home: golden files of every rendered native file and of `hooks plan`; an enforce hook on a
 //! lossy cell fails its target before anything is written; a plan writes nothing; unmanaged

@@ -1,4 +1,4 @@
-//! SPEC §10: the generated OpenCode plugin and Pi extension do nothing but call
+//! spec §10: the generated OpenCode plugin and Pi extension do nothing but call
 //! `belfry dispatch --native opencode|pi` and translate its answer. Each test applies a real
 //! canonical file with the real `belfry`, loads the generated file the way its harness does
 //! (Node's ESM loader for the plugin; Pi's own TypeScript loader, jiti, for the extension),

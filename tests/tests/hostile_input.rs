@@ -1,4 +1,4 @@
-//! SPEC §12: hostile or wrong input from the command line or a pane's spec is shown safely,
+//! spec §12: hostile or wrong input from the command line or a pane's spec is shown safely,
 //! refused clearly, and leaves nothing behind. Real binary, real daemon, real pane hosts.
 
 use std::collections::HashSet;

@@ -1,4 +1,4 @@
-//! SPEC §7.1, §12 end to end: the real `belfry` binary, and the real daemon with a real pane,
+//! spec §7.1, §12 end to end: the real `belfry` binary, and the real daemon with a real pane,
 //! never follow a link planted in the state directory, and reading an inbox that does not exist
 //! creates nothing.
 
@@ -294,7 +294,7 @@ fn a_removed_and_recreated_inbox_is_watched_again_by_the_daemon() {
     );
 }
 
-/// SPEC §7.3: a message whose notice was pasted keeps its ownership record while a second hard
+/// spec §7.3: a message whose notice was pasted keeps its ownership record while a second hard
 /// link to it (a `cp -al` backup, say) makes the inbox refuse it, so once the extra link is
 /// removed it is listed again as already announced and never gets a second notice.
 #[test]

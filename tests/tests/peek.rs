@@ -1,4 +1,4 @@
-//! SPEC §4: `peek` and the scrollback op read the screen and its history from the model.
+//! spec §4: `peek` and the scrollback op read the screen and its history from the model.
 
 use belfry_tests::Env;
 use serde_json::{json, Value};

@@ -1,4 +1,4 @@
-//! SPEC §3 step 1: before a guarded send compares, every byte the program has finished writing is
+//! spec §3 step 1: before a guarded send compares, every byte the program has finished writing is
 //! read into the model, including bytes still in the kernel's tty flip buffer, which `FIONREAD`
 //! on the master does not count.
 

@@ -1,4 +1,4 @@
-//! SPEC §4: while detached, the pane host answers the program's terminal queries itself.
+//! spec §4: while detached, the pane host answers the program's terminal queries itself.
 
 use belfry_tests::{recorder_bin, Env};
 
@@ -26,7 +26,7 @@ fn device_attributes_answered_while_detached() {
     );
 }
 
-/// SPEC §4: every query gets exactly one answer — from the pane host while detached, from the
+/// spec §4: every query gets exactly one answer — from the pane host while detached, from the
 /// attached terminal otherwise, never both.
 #[test]
 fn each_query_gets_exactly_one_answer_attached_or_detached() {

@@ -1,4 +1,4 @@
-//! SPEC §6.0, §12: the control plane can die without killing a single agent. A new daemon
+//! spec §6.0, §12: the control plane can die without killing a single agent. A new daemon
 //! adopts the same pane hosts (same PIDs, incarnations, revisions continuing); an attached
 //! client keeps working throughout; guarded sends keep their exact meaning.
 
@@ -106,7 +106,7 @@ fn daemon_kill_9_loses_no_pane() {
         "noisy pane stopped"
     );
 
-    // Guarded sends with revisions read before the kill behave exactly as SPEC §3 says.
+    // Guarded sends with revisions read before the kill behave exactly as spec §3 says.
     let mut conn = env.conn();
     let reply = conn.request(json!({"op":"send","session":"noisy","expect":{"revision":noisy_rev},"input":[{"text":"x"}]}));
     assert_eq!(reply["result"], "conflict", "{reply}");

@@ -1,4 +1,4 @@
-//! SPEC §2: the revision moves on every input write, output chunk, resize, restart, exit and
+//! spec §2: the revision moves on every input write, output chunk, resize, restart, exit and
 //! clear, and never moves backwards.
 
 use std::time::Duration;

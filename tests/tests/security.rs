@@ -1,4 +1,4 @@
-//! SPEC §6.1, §12: the runtime directory is 0700, sockets are 0600, and a connection from
+//! spec §6.1, §12: the runtime directory is 0700, sockets are 0600, and a connection from
 //! another uid is refused by the daemon and by every pane host (SO_PEERCRED).
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

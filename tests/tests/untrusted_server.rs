@@ -1,4 +1,4 @@
-//! SPEC §6.1: a client trusts neither a socket path nor the directory holding it. The runtime
+//! spec §6.1: a client trusts neither a socket path nor the directory holding it. The runtime
 //! directory must be ours and 0700, and every connection checks the server's uid
 //! (`SO_PEERCRED`) before writing a byte: the CLI to the daemon, the CLI to a pane host
 //! (attach), and the daemon to the pane hosts it adopts. Each test plants a real listener run

@@ -1,4 +1,4 @@
-//! SPEC §11: `belfry up` launches what belfry.kdl declares, adopts what runs with the same
+//! spec §11: `belfry up` launches what belfry.kdl declares, adopts what runs with the same
 //! generation, reports drift without restarting anything unless --replace; `belfry down`.
 
 use belfry_tests::{recorder_bin, Env};

@@ -1,4 +1,4 @@
-//! The detach key and the filter that finds it in the keystrokes (SPEC §5). A program may ask
+//! The detach key and the filter that finds it in the keystrokes (spec §5). A program may ask
 //! the outer terminal for an extended keyboard encoding (the kitty keyboard protocol, CSI-u,
 //! or xterm's modifyOtherKeys), and the outer terminal then sends Ctrl-b as `ESC[98;5u` or
 //! `ESC[27;5;98~` instead of the byte 0x02. The filter decodes each keystroke in every such
@@ -181,6 +181,96 @@ pub enum Action {
     /// A key after the prefix was a binding that shows a line (`prefix ?`) or no binding at
     /// all; the line is shown on the outer terminal and the key does not reach the pane.
     Show(String),
+    /// A key after the prefix was one of the client's own views or moves; what followed it in
+    /// the read is not looked at (the view reads the keys from then on).
+    Bound(Binding),
+}
+
+/// The client's own bindings after the prefix, besides detach, `prefix prefix` and `prefix ?`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    /// `prefix n`: attach to the next pane, by name.
+    NextPane,
+    /// `prefix p`: attach to the previous pane, by name.
+    PreviousPane,
+    /// `prefix s`: choose a pane from a list.
+    ChoosePane,
+    /// `prefix [`: the pane's history, scrolled and searched in a view of its own.
+    History,
+}
+
+impl Binding {
+    /// The binding of the key after the prefix (tmux's keys for the same things).
+    fn of(key: u8) -> Option<Binding> {
+        match key {
+            b'n' => Some(Binding::NextPane),
+            b'p' => Some(Binding::PreviousPane),
+            b's' => Some(Binding::ChoosePane),
+            b'[' => Some(Binding::History),
+            _ => None,
+        }
+    }
+}
+
+/// A key as the client's own views ([`super::views`]) read it, whatever keyboard encoding
+/// the pane left the outer terminal in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewKey {
+    /// A key that sends one byte in the legacy encoding: a character or a control key.
+    Byte(u8),
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Home,
+    End,
+    /// Anything else (a function key, a release): ignored by the views.
+    Other,
+}
+
+/// Splits `input` into the keys of [`ViewKey`]: arrows and paging keys in their CSI and SS3
+/// forms (with or without modifiers), and every keystroke with a legacy byte, however encoded.
+pub fn view_keys(mut input: &[u8]) -> Vec<ViewKey> {
+    let mut keys = Vec::new();
+    while !input.is_empty() {
+        if let [0x1b, b'O', last, ..] = input {
+            keys.push(cursor_key(*last));
+            input = &input[3..];
+            continue;
+        }
+        let (len, keystroke) = next_keystroke(input);
+        let raw = &input[..len];
+        input = &input[len..];
+        let key = match keystroke {
+            Keystroke::Incidental => continue,
+            Keystroke::Press(Some(byte)) if len == 1 || raw.ends_with(b"u") => ViewKey::Byte(byte),
+            Keystroke::Press(Some(byte)) if raw.starts_with(b"\x1b[27;") => ViewKey::Byte(byte),
+            Keystroke::Press(_) if raw.len() >= 3 && raw.starts_with(b"\x1b[") => {
+                let params = &raw[2..raw.len() - 1];
+                match (raw[raw.len() - 1], params.split(|&b| b == b';').next()) {
+                    (b'~', Some(b"5")) => ViewKey::PageUp,
+                    (b'~', Some(b"6")) => ViewKey::PageDown,
+                    (b'~', Some(b"1" | b"7")) => ViewKey::Home,
+                    (b'~', Some(b"4" | b"8")) => ViewKey::End,
+                    (last, _) => cursor_key(last),
+                }
+            }
+            _ => ViewKey::Other,
+        };
+        keys.push(key);
+    }
+    keys
+}
+
+/// The cursor or paging key a CSI or SS3 sequence ends with.
+fn cursor_key(last: u8) -> ViewKey {
+    match last {
+        b'A' => ViewKey::Up,
+        b'B' => ViewKey::Down,
+        b'H' => ViewKey::Home,
+        b'F' => ViewKey::End,
+        _ => ViewKey::Other,
+    }
 }
 
 /// Splits keystrokes into what goes to the pane and what the client itself does with them:
@@ -236,8 +326,10 @@ impl KeyFilter {
     pub fn bindings(&self) -> String {
         let prefix = key_name(self.key.prefix);
         match self.key.then {
+            // One line that fits 80 columns: the prefix once, then each key after it.
             Some(then) => format!(
-                "{prefix} {} detach, {prefix} {prefix} send {prefix}, {prefix} ? this list",
+                "{prefix} + {} detach, [ history, s panes, n/p next/previous, {prefix} send \
+                 {prefix}, ? this list",
                 key_name(then)
             ),
             None => format!("{prefix} detach"),
@@ -252,7 +344,7 @@ impl KeyFilter {
         let keep = incomplete_tail(&joined);
         let whole = joined.len() - keep;
         let action = self.filter(&joined[..whole], out);
-        if action != Action::Detach {
+        if !matches!(action, Action::Detach | Action::Bound(_)) {
             self.partial = joined[whole..].to_vec();
         }
         action
@@ -295,6 +387,9 @@ impl KeyFilter {
                     // The prefix twice sends the prefix once, as it first came.
                     out.extend_from_slice(&prefix);
                     out.extend_from_slice(&incidental);
+                } else if let Some(binding) = pressed.and_then(Binding::of) {
+                    out.extend_from_slice(&incidental);
+                    return Action::Bound(binding);
                 } else if pressed == Some(b'?') {
                     out.extend_from_slice(&incidental);
                     action = Action::Show(self.bindings());
@@ -526,14 +621,22 @@ mod tests {
             feed_action(&mut filter("C-b d"), &[b"\x02?"]),
             (
                 Vec::new(),
-                Action::Show("C-b d detach, C-b C-b send C-b, C-b ? this list".into())
+                Action::Show(
+                    "C-b + d detach, [ history, s panes, n/p next/previous, C-b send C-b, ? \
+                     this list"
+                        .into()
+                )
             )
         );
         assert_eq!(
             feed_action(&mut filter("C-a q"), &[b"\x01", b"?"]),
             (
                 Vec::new(),
-                Action::Show("C-a q detach, C-a C-a send C-a, C-a ? this list".into())
+                Action::Show(
+                    "C-a + q detach, [ history, s panes, n/p next/previous, C-a send C-a, ? \
+                     this list"
+                        .into()
+                )
             )
         );
         // A one-key detach key has no prefix bindings: `?` is an ordinary key.
@@ -545,6 +648,47 @@ mod tests {
         let mut f = filter("C-b d");
         assert_eq!(feed_action(&mut f, &[b"\x02x"]).0, Vec::<u8>::new());
         assert_eq!(feed(&mut f, &[b"\x02d"]), (Vec::new(), true));
+    }
+
+    #[test]
+    fn view_and_pane_bindings_in_every_encoding() {
+        for (then, binding) in [
+            (&b"n"[..], Binding::NextPane),
+            (b"\x1b[110u", Binding::NextPane),
+            (b"p", Binding::PreviousPane),
+            (b"\x1b[27;1;115~", Binding::ChoosePane),
+            (b"[", Binding::History),
+        ] {
+            let mut f = filter("C-b d");
+            let mut out = Vec::new();
+            assert_eq!(f.feed(b"ab\x1b[98;5u", &mut out), Action::None);
+            assert_eq!(f.feed(then, &mut out), Action::Bound(binding), "{then:?}");
+            assert_eq!(out, b"ab".to_vec(), "the binding reached the pane");
+        }
+        // The detach key wins over a binding of the same key.
+        assert_eq!(feed(&mut filter("C-b n"), &[b"\x02n"]), (Vec::new(), true));
+    }
+
+    #[test]
+    fn view_keys_in_every_encoding() {
+        use ViewKey::*;
+        assert_eq!(
+            view_keys(b"q\x1b[A\x1bOB\x1b[5~\x1b[6;5~\x1b[H\x1b[1;2F\x1b[113u\x1b[113;1:3u\x1b[27;1;47~\x1b[15~\r\x1b"),
+            vec![
+                Byte(b'q'),
+                Up,
+                Down,
+                PageUp,
+                PageDown,
+                Home,
+                End,
+                Byte(b'q'),
+                Byte(b'/'),
+                Other,
+                Byte(b'\r'),
+                Byte(0x1b)
+            ]
+        );
     }
 
     #[test]

@@ -1,14 +1,15 @@
-//! `belfry attach`: the interactive client (SPEC §5). Raw mode via crossterm, a full redraw
+//! `belfry attach`: the interactive client (spec §5). Raw mode via crossterm, a full redraw
 //! from the pane host, live output, keystrokes as input, and a detach key. The local terminal
 //! is restored on every way out: detach, pane exit, error, SIGTERM, SIGHUP and panic.
 //!
-//! This module is the session loop; [`keys`] finds the detach key in every keyboard encoding,
+//! This module is the session loop; [`keys`] finds the detach key and the other prefix bindings
+//! in every keyboard encoding, [`views`] draws the pane chooser and the history view,
 //! [`restore`] records what the output turned on in the terminal and undoes exactly that, and
 //! [`nesting`] refuses an attach that would show a pane inside itself. docs/attach.md describes
 //! the whole for users.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -17,7 +18,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-use belfry_proto::reply::{Attached, Hello};
+use belfry_proto::reply::{Attached, Hello, Screen};
 use belfry_proto::request as op;
 use belfry_proto::{ExitStatus, Reply, Request};
 use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
@@ -26,10 +27,22 @@ use restore::Outer;
 mod keys;
 mod nesting;
 mod restore;
+mod views;
 
 pub use keys::DetachKey;
-use keys::{Action, KeyFilter};
+use keys::{view_keys, Action, Binding, KeyFilter};
 pub use nesting::refuse_cycle;
+pub use views::PaneEntry;
+use views::{Chooser, History, Outcome};
+
+/// What the client needs to move between panes while attached (`prefix s`, `n`, `p`).
+pub trait Panes {
+    /// Every pane, in name order.
+    fn list(&self) -> Result<Vec<PaneEntry>>;
+    /// The pane host socket serving `name`; an error when there is none, or when attaching to
+    /// it from here would show a pane inside itself.
+    fn socket(&self, name: &str) -> Result<PathBuf>;
+}
 
 /// The record of what the client wrote to the outer terminal, shared with the panic hook.
 type SharedOuter = Arc<Mutex<Outer>>;
@@ -56,10 +69,20 @@ pub enum Ended {
     Exited(Value),
     Closed,
     Signal(&'static str),
+    /// The user chose another pane: attach to it, served at this socket.
+    Switch(String, PathBuf),
 }
 
-/// Attaches to the pane host at `socket` until detach, exit or a signal.
-pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> Result<i32> {
+/// Attaches to the pane host at `socket` until detach, exit or a signal, moving to the panes
+/// the user switches to on the way.
+pub fn run(
+    socket: &Path,
+    session: &str,
+    read_only: bool,
+    detach: DetachKey,
+    panes: &dyn Panes,
+    note: Option<String>,
+) -> Result<i32> {
     let interactive = rustix::termios::isatty(std::io::stdin());
     // Without a terminal on stdin the client refuses after the hello (below), so it never
     // sends a size that would resize the pane.
@@ -77,15 +100,60 @@ pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> 
             previous(info);
         }));
     }
-    let ended = runtime.block_on(session_loop(
-        socket,
-        session,
-        read_only,
-        detach,
-        size,
-        interactive,
-        &outer,
-    ));
+    // One reader of the terminal for the whole run: a pane switch must not leave a reader
+    // behind that would take the next keystroke for the pane left.
+    let (keys_tx, mut keys_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    if interactive {
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = [0u8; 4096];
+            loop {
+                match stdin.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if keys_tx.blocking_send(buf[..n].to_vec()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    let (mut socket, mut session) = (socket.to_path_buf(), session.to_string());
+    let mut note = note;
+    let ended = loop {
+        let ended = runtime.block_on(session_loop(
+            &socket,
+            &session,
+            read_only,
+            detach,
+            terminal_size().or(size),
+            interactive,
+            &outer,
+            panes,
+            &mut keys_rx,
+            note.take(),
+        ));
+        match ended {
+            Ok(Ended::Switch(name, next)) => {
+                // What this pane turned on in the terminal is turned off before the next
+                // pane's redraw turns on what that one uses.
+                let undo = match outer.lock() {
+                    Ok(mut outer) => {
+                        let undo = restore::undo(&outer.modes());
+                        *outer = Outer::default();
+                        undo
+                    }
+                    Err(_) => restore::RESET_ALL.to_vec(),
+                };
+                let _ = write_terminal(&undo, &SharedOuter::default());
+                (socket, session) = (next, name);
+            }
+            ended => break ended,
+        }
+    };
+    let session = session.as_str();
     restore_terminal(interactive, &outer);
     let code = match ended {
         Ok(Ended::Detached) => {
@@ -104,6 +172,7 @@ pub fn run(socket: &Path, session: &str, read_only: bool, detach: DetachKey) -> 
             eprintln!("[detached from {session}: {name}]");
             0
         }
+        Ok(Ended::Switch(..)) => 0,
         Err(err) => {
             eprintln!("belfry attach {session}: {err:#}");
             2
@@ -166,6 +235,75 @@ fn signal_name(signal: i32) -> String {
 /// How long attaching may wait for the pane host's hello and attach replies.
 const ATTACH_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// A view of the client's own open over the pane.
+enum View {
+    Chooser(Chooser),
+    History(History),
+}
+
+impl View {
+    fn keys(&mut self, keys: &[keys::ViewKey]) -> Outcome {
+        match self {
+            View::Chooser(chooser) => chooser.keys(keys),
+            View::History(history) => history.keys(keys),
+        }
+    }
+
+    fn render(&mut self) -> Vec<u8> {
+        let (rows, cols) = terminal_size().unwrap_or((24, 80));
+        match self {
+            View::Chooser(chooser) => chooser.render(rows, cols),
+            View::History(history) => {
+                history.resize(rows);
+                history.render(cols)
+            }
+        }
+    }
+}
+
+/// The pane after (or before) `current` in name order, round the end; `None` when there is
+/// no other.
+fn neighbour(panes: &dyn Panes, current: &str, next: bool) -> Result<Option<String>> {
+    let names: Vec<String> = panes.list()?.into_iter().map(|entry| entry.name).collect();
+    if names.iter().all(|name| name == current) {
+        return Ok(None);
+    }
+    let at = names.iter().position(|name| name == current);
+    let index = match (at, next) {
+        (Some(at), true) => (at + 1) % names.len(),
+        (Some(at), false) => (at + names.len() - 1) % names.len(),
+        // The pane is gone from the listing: its neighbours by name still make sense.
+        (None, true) => names.iter().position(|n| n.as_str() > current).unwrap_or(0),
+        (None, false) => names
+            .iter()
+            .rposition(|n| n.as_str() < current)
+            .unwrap_or(names.len() - 1),
+    };
+    Ok(names.get(index).cloned())
+}
+
+/// How long asking the pane host for its history may take.
+const HISTORY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The most history lines the history view asks for (the pane keeps fewer by default).
+const HISTORY_LINES: u64 = 100_000;
+
+/// The pane's scrollback and then its screen, as text, asked of its pane host.
+fn history_lines(socket: &Path) -> Result<Vec<String>> {
+    let mut client = belfry_pty::client::Client::connect_within(socket, HISTORY_DEADLINE)?;
+    let screen: Screen = client
+        .call::<Screen>(op::Snapshot {
+            scrollback: Some(HISTORY_LINES),
+            ..op::Snapshot::default()
+        })?
+        .into_result()
+        .map_err(|err| anyhow!("the pane host refused: {}", err.message))?;
+    let mut lines = screen.scrollback.unwrap_or_default();
+    lines.extend(screen.lines);
+    Ok(lines)
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn session_loop(
     socket: &Path,
     session: &str,
@@ -174,11 +312,14 @@ async fn session_loop(
     size: Option<(u16, u16)>,
     interactive: bool,
     outer: &SharedOuter,
+    panes: &dyn Panes,
+    keys_rx: &mut tokio::sync::mpsc::Receiver<Vec<u8>>,
+    mut note: Option<String>,
 ) -> Result<Ended> {
     let stream = UnixStream::connect(socket)
         .await
         .with_context(|| format!("cannot connect to {}", socket.display()))?;
-    // SPEC §6.1: keystrokes go only to a pane host of our own uid (or root).
+    // spec §6.1: keystrokes go only to a pane host of our own uid (or root).
     belfry_pty::paths::check_server(socket, &stream)?;
     let pane_host_pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
     let (reader, mut writer) = stream.into_split();
@@ -222,29 +363,18 @@ async fn session_loop(
         }
     }
 
-    // SPEC §5: a one-line note of where the user is and how to leave, written before the
+    // spec §5: a one-line note of where the user is and how to leave, written before the
     // redraw arrives so it never lands in the pane's screen or its model.
     write_terminal(
         format!("[attached to {session}: {detach} detaches]\r\n").as_bytes(),
         outer,
     )?;
+    // The terminal's own colours, for the pane host to answer the program's colour queries
+    // with while no client is attached (a program started detached otherwise sees a fixed
+    // black and white). A terminal that does not answer is not waited for.
+    write_terminal(COLOR_QUERIES, outer)?;
+    let colors_until = tokio::time::Instant::now() + COLOR_ANSWER_TIME;
 
-    let (keys_tx, mut keys_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
-    std::thread::spawn(move || {
-        use std::io::Read;
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = [0u8; 4096];
-        loop {
-            match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => {
-                    if keys_tx.blocking_send(buf[..n].to_vec()).is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
     use tokio::signal::unix::{signal, SignalKind};
     let mut winch = signal(SignalKind::window_change())?;
     let mut term = signal(SignalKind::terminate())?;
@@ -255,6 +385,9 @@ async fn session_loop(
     let mut message_until: Option<tokio::time::Instant> = None;
     // While the start of an escape sequence waits for its rest: when it is taken as it is.
     let mut partial_until: Option<tokio::time::Instant> = None;
+    // The chooser or the history view, while one is open over the pane.
+    let mut view: Option<View> = None;
+    let redraw = Frame::Control(json!({"redraw": true})).encode();
     loop {
         let clear_message = async {
             match message_until {
@@ -271,7 +404,16 @@ async fn session_loop(
         let mut keyed: Option<(Vec<u8>, Action)> = None;
         tokio::select! {
             frame = Frame::read(&mut reader) => match frame? {
-                Some(Frame::Data(bytes)) => write_terminal(&bytes, outer)?,
+                // While a view is open the pane's output is not drawn; closing the view asks
+                // for a redraw of all of it.
+                Some(Frame::Data(bytes)) => if view.is_none() {
+                    write_terminal(&bytes, outer)?;
+                    // A note for the user goes over the last line once the redraw is drawn.
+                    if let Some(note) = note.take() {
+                        show_message(&note, outer)?;
+                        message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+                    }
+                },
                 Some(Frame::Control(control)) => {
                     if let Some(status) = control.get("exited") {
                         return Ok(Ended::Exited(status.clone()));
@@ -283,7 +425,38 @@ async fn session_loop(
                 None => return Ok(Ended::Closed),
             },
             keys = keys_rx.recv(), if stdin_open => match keys {
+                Some(keys) if view.is_some() => {
+                    message_until = None;
+                    let Some(open) = view.as_mut() else { continue };
+                    match open.keys(&view_keys(&keys)) {
+                        Outcome::Stay => write_terminal(&open.render(), outer)?,
+                        Outcome::Leave => {
+                            view = None;
+                            writer.write_all(&redraw).await?;
+                        }
+                        Outcome::Switch(name) => match panes.socket(&name) {
+                            Ok(next) => return Ok(Ended::Switch(name, next)),
+                            Err(err) => {
+                                write_terminal(&open.render(), outer)?;
+                                show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
+                            }
+                        },
+                    }
+                }
                 Some(keys) => {
+                    let keys = if tokio::time::Instant::now() < colors_until {
+                        let (keys, answers) = take_color_answers(&keys);
+                        if !answers.is_empty() {
+                            let colors = json!({"colors": String::from_utf8_lossy(&answers)});
+                            writer.write_all(&Frame::Control(colors).encode()).await?;
+                        }
+                        if keys.is_empty() {
+                            continue;
+                        }
+                        keys
+                    } else {
+                        keys
+                    };
                     if message_until.take().is_some() {
                         writer.write_all(&Frame::Control(json!({"redraw": true})).encode()).await?;
                     }
@@ -302,6 +475,9 @@ async fn session_loop(
                     let resize = json!({"resize": {"rows": rows, "cols": cols}});
                     writer.write_all(&Frame::Control(resize).encode()).await?;
                 }
+                if let Some(open) = view.as_mut() {
+                    write_terminal(&open.render(), outer)?;
+                }
             }
             _ = flush_partial => {
                 partial_until = None;
@@ -311,7 +487,10 @@ async fn session_loop(
             }
             _ = clear_message => {
                 message_until = None;
-                writer.write_all(&Frame::Control(json!({"redraw": true})).encode()).await?;
+                match view.as_mut() {
+                    Some(open) => write_terminal(&open.render(), outer)?,
+                    None => writer.write_all(&redraw).await?,
+                }
             }
             _ = term.recv() => return Ok(Ended::Signal("SIGTERM")),
             _ = hup.recv() => return Ok(Ended::Signal("SIGHUP")),
@@ -334,8 +513,76 @@ async fn session_loop(
                 show_message(&message, outer)?;
                 message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
             }
+            Action::Bound(binding) => {
+                let opened = match binding {
+                    Binding::NextPane | Binding::PreviousPane => {
+                        let next = binding == Binding::NextPane;
+                        match neighbour(panes, session, next) {
+                            Ok(Some(name)) => match panes.socket(&name) {
+                                Ok(socket) => return Ok(Ended::Switch(name, socket)),
+                                Err(err) => Err(anyhow!("cannot attach to {name}: {err:#}")),
+                            },
+                            Ok(None) => Err(anyhow!("{session} is the only pane")),
+                            Err(err) => Err(err),
+                        }
+                    }
+                    Binding::ChoosePane => panes
+                        .list()
+                        .map(|entries| View::Chooser(Chooser::new(entries, session))),
+                    Binding::History => history_lines(socket).map(|lines| {
+                        let (rows, _) = terminal_size().unwrap_or((24, 80));
+                        View::History(History::new(lines, rows))
+                    }),
+                };
+                match opened {
+                    Ok(mut open) => {
+                        write_terminal(&open.render(), outer)?;
+                        view = Some(open);
+                    }
+                    Err(err) => {
+                        show_message(&format!("{err:#}"), outer)?;
+                        message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+                    }
+                }
+            }
         }
     }
+}
+
+/// The client's questions to its terminal on attach: the foreground and background colours.
+const COLOR_QUERIES: &[u8] = b"\x1b]10;?\x1b\\\x1b]11;?\x1b\\";
+
+/// How long after attaching the terminal's answers to [`COLOR_QUERIES`] are looked for in
+/// its input: a terminal answers within milliseconds, a remote one within a round trip.
+const COLOR_ANSWER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Splits the terminal's OSC 10 and 11 answers (`ESC ] 10 ; … BEL/ST`) out of `input`: the
+/// rest is keystrokes.
+fn take_color_answers(input: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let (mut rest, mut answers) = (Vec::with_capacity(input.len()), Vec::new());
+    let mut i = 0;
+    while i < input.len() {
+        let tail = &input[i..];
+        if tail.starts_with(b"\x1b]10;") || tail.starts_with(b"\x1b]11;") {
+            let end = tail
+                .iter()
+                .enumerate()
+                .skip(2)
+                .find_map(|(at, &b)| match b {
+                    0x07 => Some(at + 1),
+                    0x1b if tail.get(at + 1) == Some(&b'\\') => Some(at + 2),
+                    _ => None,
+                });
+            if let Some(end) = end {
+                answers.extend_from_slice(&tail[..end]);
+                i += end;
+                continue;
+            }
+        }
+        rest.push(input[i]);
+        i += 1;
+    }
+    (rest, answers)
 }
 
 /// How long a message stays on the last line unless a key is typed first.
@@ -390,4 +637,26 @@ fn write_terminal(mut bytes: &[u8], outer: &SharedOuter) -> std::io::Result<()> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::take_color_answers;
+
+    #[test]
+    fn colour_answers_are_taken_out_of_the_keys() {
+        let (keys, answers) = take_color_answers(
+            b"a\x1b]10;rgb:ffff/ffff/ffff\x1b\\b\x1b]11;rgb:28/2c/34\x07c\x1b]12;x\x07",
+        );
+        assert_eq!(keys, b"abc\x1b]12;x\x07".to_vec());
+        assert_eq!(
+            answers,
+            b"\x1b]10;rgb:ffff/ffff/ffff\x1b\\\x1b]11;rgb:28/2c/34\x07".to_vec()
+        );
+        // An answer cut off by the end of the read is left as it is.
+        assert_eq!(
+            take_color_answers(b"\x1b]11;rgb:28"),
+            (b"\x1b]11;rgb:28".to_vec(), Vec::new())
+        );
+    }
 }

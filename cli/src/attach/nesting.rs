@@ -1,4 +1,4 @@
-//! Refusing an attach that would show a pane inside itself (SPEC §5). A client inside pane A
+//! Refusing an attach that would show a pane inside itself (spec §5). A client inside pane A
 //! attached to A copies A's output into A, which the client then copies again: the pane spins
 //! at thousands of revisions a second and the user cannot see to detach. The same loop closes
 //! through other panes: a client inside A showing B while a client inside B shows A.

@@ -1,5 +1,5 @@
 //! What attaching changed in the outer terminal, and the bytes that undo exactly that on
-//! detach (SPEC §5: the local terminal is restored on every way out).
+//! detach (spec §5: the local terminal is restored on every way out).
 //!
 //! The client writes the pane's redraw and live output to the outer terminal unchanged, so the
 //! outer terminal's modes are whatever those bytes set. [`Outer`] parses the same bytes with

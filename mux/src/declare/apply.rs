@@ -1,4 +1,4 @@
-//! Applying `belfry up` and `belfry down` (SPEC §11) through a daemon client: read the running
+//! Applying `belfry up` and `belfry down` (spec §11) through a daemon client: read the running
 //! panes, plan, check every agent to be launched, then launch, replace or stop.
 //!
 //! All or nothing, for what can be known before anything runs: every agent to be launched is
@@ -28,7 +28,7 @@ pub struct Applied {
 }
 
 /// `belfry up`: launches missing agents, adopts running ones with the declared generation and
-/// reports drift, relaunching drifted panes only under [`DriftPolicy::Replace`] (SPEC §11).
+/// reports drift, relaunching drifted panes only under [`DriftPolicy::Replace`] (spec §11).
 ///
 /// `base_env` is the environment every launched pane starts from (the caller's); it is not part
 /// of the generation.
@@ -138,7 +138,7 @@ fn launch_one(
     Ok(())
 }
 
-/// Undoes the launches of a run that failed part-way (SPEC §11 all or nothing), returning how
+/// Undoes the launches of a run that failed part-way (spec §11 all or nothing), returning how
 /// each kill went.
 fn stop_launched(client: &mut Client, launched: &[&str]) -> Vec<(String, Result<(), Box<Error>>)> {
     launched

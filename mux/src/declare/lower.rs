@@ -121,7 +121,7 @@ impl<'a> Lowering<'a> {
         })
     }
 
-    /// SPEC §12: input the parser cannot take safely is refused before it is parsed (see
+    /// spec §12: input the parser cannot take safely is refused before it is parsed (see
     /// [`crate::kdl_depth`]: deep nesting overflows the parser's stack and aborts).
     fn check_limits(&self) -> Result<(), Error> {
         if self.source.len() > MAX_FILE_BYTES {
@@ -420,7 +420,7 @@ impl<'a> Lowering<'a> {
         Ok(command)
     }
 
-    /// SPEC §7.4: the token and command are validated by the policy itself; a block that
+    /// spec §7.4: the token and command are validated by the policy itself; a block that
     /// would have no effect is refused rather than ignored.
     fn delivery_policy(&self, block: DingBlock<'_>) -> Result<DeliveryPolicy, Error> {
         let Some((token, token_entry)) = block.delivery else {

@@ -1,4 +1,4 @@
-//! Declarations: the `belfry.kdl` file of `belfry up` and `belfry down` (SPEC §11).
+//! Declarations: the `belfry.kdl` file of `belfry up` and `belfry down` (spec §11).
 //!
 //! A declaration file is KDL v2. It holds only `agent` nodes; each names one pane (its session)
 //! and says what runs in it:
@@ -22,7 +22,7 @@
 //!
 //! * Every node is known: a typo such as `comand` is an error (with a suggestion), never
 //!   silently ignored. Each field appears at most once per block, agent names are unique and
-//!   are valid session names (`[A-Za-z0-9._-]{1,64}`, SPEC §2).
+//!   are valid session names (`[A-Za-z0-9._-]{1,64}`, spec §2).
 //! * Every value is a string, except `size`'s integer properties. `command` has at least one
 //!   argument and its first (the program) is not blank.
 //! * `env` takes a block only: `env { KEY "value" }`. The one-line form `env "KEY" "value"` is
@@ -32,14 +32,14 @@
 //!   error. An agent without `cwd` runs in the file's directory, so the same file gives the same
 //!   panes whoever runs `belfry up` from wherever. [`load`] also resolves symbolic links in an
 //!   existing `cwd`, exactly as `belfry new --cwd` does, so both name a directory the same way.
-//! * `ding` holds `delivery` and `adapter { command … }` (SPEC §7.4). The token and the command
+//! * `ding` holds `delivery` and `adapter { command … }` (spec §7.4). The token and the command
 //!   are checked by [`DeliveryPolicy::from_token`]: an unknown token, or the rich token without
 //!   a non-empty command, is an error. An adapter command without `delivery`, and a `ding`
 //!   block without `delivery`, are errors too: the default aggressive policy runs no adapter,
 //!   so the command would be silently ignored. Aggressive delivery is written by leaving the
 //!   `ding` block out (or, equally, `delivery "aggressive"` without an adapter).
 //!
-//! * Limits, checked before the text is parsed (SPEC §12, see [`crate::kdl_depth`]): at most
+//! * Limits, checked before the text is parsed (spec §12, see [`crate::kdl_depth`]): at most
 //!   [`MAX_FILE_BYTES`] bytes, `{ … }` blocks and `/* … */` comments nested at most
 //!   [`crate::kdl_depth::MAX_NESTING`] deep (slashdashed `/-` parts count: the parser reads
 //!   them), and at most [`crate::kdl_depth::MAX_OPENERS`] `{` and `/*` in all.
@@ -55,15 +55,15 @@
 //!
 //! [`AgentDecl::launch_spec`] lowers a declaration to the pane's [`LaunchSpec`], whose
 //! [`LaunchSpec::generation`] hashes argv, cwd, declared env, DING policy and adapter command
-//! (SPEC §2). So editing any of those reports drift, while `size`, `charter` and the agent-level
+//! (spec §2). So editing any of those reports drift, while `size`, `charter` and the agent-level
 //! `adapter` name do not: a resize is not a different program, and the charter (its path and its
 //! text) and the adapter name, which only says how the charter is handed over, are outside the
-//! list SPEC §2 hashes. A charter edit therefore takes effect at the pane's next launch, not by
+//! list spec §2 hashes. A charter edit therefore takes effect at the pane's next launch, not by
 //! drift. For the same reason, the flag or variable that carries the charter at spawn must stay
 //! out of the argv and env the pane hashes, or every pane with a charter would drift.
 //!
 //! Every declared agent lowers to an explicit policy token, because a pane without one was not
-//! declared an agent and gets no automatic input (SPEC §7.3). An aggressive agent lowers to
+//! declared an agent and gets no automatic input (spec §7.3). An aggressive agent lowers to
 //! `ding_policy: "aggressive"` and `adapter_command: None`, exactly like a pane made by
 //! `belfry new --ding-delivery aggressive`, so the two have the same generation and `belfry up`
 //! adopts such a pane; a plain `belfry new` pane, which gets no delivery, has another.
@@ -176,9 +176,9 @@ pub struct AgentDecl {
 }
 
 impl AgentDecl {
-    /// The launch spec of this agent's pane (SPEC §2).
+    /// The launch spec of this agent's pane (spec §2).
     ///
-    /// `ding_policy` is always set: a declared agent is an agent (SPEC §7.3), and an aggressive
+    /// `ding_policy` is always set: a declared agent is an agent (spec §7.3), and an aggressive
     /// one has the token `aggressive` and no adapter command, like a pane from
     /// `belfry new --ding-delivery aggressive`. The adapter command is kept
     /// unexpanded so that the generation does not depend on where adapters are installed.

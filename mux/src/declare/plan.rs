@@ -1,4 +1,4 @@
-//! Reconciliation (SPEC §11): what `belfry up` and `belfry down` would do against the panes
+//! Reconciliation (spec §11): what `belfry up` and `belfry down` would do against the panes
 //! that are running, computed without doing any of it.
 
 use std::collections::BTreeMap;
@@ -153,7 +153,7 @@ pub fn report(actions: &[Action]) -> String {
     actions.iter().map(|action| format!("{action}\n")).collect()
 }
 
-/// What `belfry up` does, one action per declared agent in file order (SPEC §11). Pure.
+/// What `belfry up` does, one action per declared agent in file order (spec §11). Pure.
 ///
 /// Not running: launch. Running with the declared generation: adopt. Running with another
 /// generation: drift, unless `drift` is [`DriftPolicy::Replace`]. Exited (whatever its

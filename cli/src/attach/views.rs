@@ -1,0 +1,453 @@
+//! The client's own views, drawn over the pane while it keeps running: the pane chooser
+//! (`prefix s`) and the history view (`prefix [`). docs/attach.md lists their keys.
+//!
+//! A view owns the outer terminal while it is open: the pane's output is not drawn (the pane
+//! host keeps it, in its model), and leaving a view asks the pane host for a full redraw, which
+//! puts the pane's screen and modes back exactly. A view is plain text: it never depends on
+//! what the pane left the terminal in, and it reads keys in every encoding ([`view_keys`]).
+//!
+//! [`view_keys`]: super::keys::view_keys
+
+use super::keys::ViewKey;
+
+/// One pane the chooser offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PaneEntry {
+    /// The pane's name.
+    pub name: String,
+    /// What the chooser shows after the name: state, revision, unread mail.
+    pub detail: String,
+}
+
+/// What a view asks of the client after a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Stay in the view; draw it again.
+    Stay,
+    /// Close the view and show the pane.
+    Leave,
+    /// Close the view and attach to this pane instead.
+    Switch(String),
+}
+
+/// Escape, alone: every view closes on it.
+const ESCAPE: u8 = 0x1b;
+
+/// The pane chooser: every pane, one per line, the one attached to marked.
+#[derive(Debug)]
+pub struct Chooser {
+    entries: Vec<PaneEntry>,
+    selected: usize,
+    current: String,
+}
+
+impl Chooser {
+    /// A chooser over `entries` with `current` (the pane attached to) selected.
+    pub fn new(entries: Vec<PaneEntry>, current: &str) -> Chooser {
+        let selected = entries.iter().position(|e| e.name == current).unwrap_or(0);
+        Chooser {
+            entries,
+            selected,
+            current: current.to_string(),
+        }
+    }
+
+    /// Moves the selection, switches on Enter, leaves on `q` or Escape.
+    pub fn keys(&mut self, keys: &[ViewKey]) -> Outcome {
+        let last = self.entries.len().saturating_sub(1);
+        for key in keys {
+            match key {
+                ViewKey::Up | ViewKey::Byte(b'k') => {
+                    self.selected = self.selected.saturating_sub(1)
+                }
+                ViewKey::Down | ViewKey::Byte(b'j') => {
+                    self.selected = (self.selected + 1).min(last)
+                }
+                ViewKey::Home | ViewKey::Byte(b'g') => self.selected = 0,
+                ViewKey::End | ViewKey::Byte(b'G') => self.selected = last,
+                ViewKey::Byte(b'\r' | b'\n') => {
+                    return match self.entries.get(self.selected) {
+                        Some(entry) if entry.name != self.current => {
+                            Outcome::Switch(entry.name.clone())
+                        }
+                        _ => Outcome::Leave,
+                    };
+                }
+                ViewKey::Byte(b'q' | ESCAPE) => return Outcome::Leave,
+                _ => {}
+            }
+        }
+        Outcome::Stay
+    }
+
+    /// The whole view for a terminal of `rows` x `cols`.
+    pub fn render(&self, rows: u16, cols: u16) -> Vec<u8> {
+        let rows = usize::from(rows.max(2));
+        let cols = usize::from(cols.max(1));
+        let mut lines = vec![(
+            "choose a pane: up/down or j/k, Enter attaches, q leaves".to_string(),
+            Style::Title,
+        )];
+        let width = self
+            .entries
+            .iter()
+            .map(|e| e.name.chars().count())
+            .max()
+            .unwrap_or(0);
+        // The list scrolls to keep the selection in view below the title.
+        let room = rows - 1;
+        let first = self.selected.saturating_sub(room.saturating_sub(1));
+        for (index, entry) in self.entries.iter().enumerate().skip(first).take(room) {
+            let mark = if entry.name == self.current { '*' } else { ' ' };
+            let text = format!("{mark} {:width$}  {}", entry.name, entry.detail);
+            let style = if index == self.selected {
+                Style::Selected
+            } else {
+                Style::Plain
+            };
+            lines.push((text, style));
+        }
+        paint(&lines, rows, cols)
+    }
+}
+
+/// How one line of a view is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Style {
+    Plain,
+    Title,
+    Selected,
+}
+
+/// Draws `lines` from the top of a cleared screen, each cut to `cols` characters, the cursor
+/// hidden (the pane's redraw shows it again as the pane has it).
+fn paint(lines: &[(String, Style)], rows: usize, cols: usize) -> Vec<u8> {
+    let mut out = b"\x1b[?25l\x1b[0m\x1b[H\x1b[2J".to_vec();
+    for (row, (text, style)) in lines.iter().take(rows).enumerate() {
+        out.extend_from_slice(format!("\x1b[{};1H", row + 1).as_bytes());
+        let text: String = text.chars().take(cols).collect();
+        let text = match style {
+            Style::Plain => text,
+            Style::Title => format!("\x1b[1m{text}\x1b[0m"),
+            Style::Selected => format!("\x1b[7m{text:cols$}\x1b[0m"),
+        };
+        out.extend_from_slice(text.as_bytes());
+    }
+    out
+}
+
+/// The history view: the pane's scrollback and screen as one text, scrolled and searched.
+#[derive(Debug)]
+pub struct History {
+    /// The scrollback, oldest first, then the screen's lines.
+    lines: Vec<String>,
+    /// The first line shown.
+    top: usize,
+    /// Lines shown at once (the terminal's rows less the status line).
+    height: usize,
+    /// The search being typed, and whether it goes toward older lines (`?`).
+    prompt: Option<(String, bool)>,
+    /// The last search, for `n` and `N`: its text and its direction.
+    last_search: Option<(String, bool)>,
+    /// A line for the status bar instead of the position (a search that found nothing).
+    note: Option<String>,
+}
+
+impl History {
+    /// A view of `lines` (history, then the screen) for a terminal of `rows` rows, showing
+    /// the end, where the pane is now.
+    pub fn new(lines: Vec<String>, rows: u16) -> History {
+        let height = usize::from(rows.max(2)) - 1;
+        let top = lines.len().saturating_sub(height);
+        History {
+            lines,
+            top,
+            height,
+            prompt: None,
+            last_search: None,
+            note: None,
+        }
+    }
+
+    /// The last line `top` may be.
+    fn max_top(&self) -> usize {
+        self.lines.len().saturating_sub(self.height)
+    }
+
+    /// Follows a new terminal height, keeping the first line shown.
+    pub fn resize(&mut self, rows: u16) {
+        self.height = usize::from(rows.max(2)) - 1;
+        self.top = self.top.min(self.max_top());
+    }
+
+    /// The first line shown.
+    #[cfg(test)]
+    fn top(&self) -> usize {
+        self.top
+    }
+
+    /// Scrolls, searches, or leaves on `q` or Escape.
+    pub fn keys(&mut self, keys: &[ViewKey]) -> Outcome {
+        for &key in keys {
+            if self.prompt.is_some() {
+                self.prompt_key(key);
+                continue;
+            }
+            self.note = None;
+            let page = self.height.max(1);
+            match key {
+                ViewKey::Up | ViewKey::Byte(b'k') => self.top = self.top.saturating_sub(1),
+                ViewKey::Down | ViewKey::Byte(b'j') => {
+                    self.top = (self.top + 1).min(self.max_top())
+                }
+                // PgUp, Ctrl-B, and b as in less.
+                ViewKey::PageUp | ViewKey::Byte(0x02 | b'b') => {
+                    self.top = self.top.saturating_sub(page)
+                }
+                // PgDn, Ctrl-F, and space as in less.
+                ViewKey::PageDown | ViewKey::Byte(0x06 | b' ') => {
+                    self.top = (self.top + page).min(self.max_top())
+                }
+                ViewKey::Home | ViewKey::Byte(b'g') => self.top = 0,
+                ViewKey::End | ViewKey::Byte(b'G') => self.top = self.max_top(),
+                ViewKey::Byte(b'/') => self.prompt = Some((String::new(), false)),
+                ViewKey::Byte(b'?') => self.prompt = Some((String::new(), true)),
+                ViewKey::Byte(b'n') => self.repeat_search(false),
+                ViewKey::Byte(b'N') => self.repeat_search(true),
+                ViewKey::Byte(b'q' | ESCAPE) => return Outcome::Leave,
+                _ => {}
+            }
+        }
+        Outcome::Stay
+    }
+
+    /// A key while a search is typed: text, Backspace, Enter to search, Escape to give up.
+    fn prompt_key(&mut self, key: ViewKey) {
+        let Some((text, backward)) = &mut self.prompt else {
+            return;
+        };
+        match key {
+            ViewKey::Byte(b'\r' | b'\n') => {
+                let (text, backward) = (text.clone(), *backward);
+                self.prompt = None;
+                if !text.is_empty() {
+                    self.last_search = Some((text, backward));
+                }
+                self.repeat_search(false);
+            }
+            ViewKey::Byte(ESCAPE) => self.prompt = None,
+            ViewKey::Byte(0x7f | 0x08) => {
+                text.pop();
+            }
+            ViewKey::Byte(byte) if (0x20..0x7f).contains(&byte) => text.push(char::from(byte)),
+            _ => {}
+        }
+    }
+
+    /// Looks for the last search again, the same way (`n`) or the other way (`N`), from the
+    /// line after (or before) the first one shown, and brings the line found to the top.
+    fn repeat_search(&mut self, reverse: bool) {
+        let Some((text, backward)) = self.last_search.clone() else {
+            self.note = Some("no search yet: / searches down, ? up".to_string());
+            return;
+        };
+        let backward = backward != reverse;
+        let found = if backward {
+            (0..self.top)
+                .rev()
+                .find(|&i| contains(&self.lines[i], &text))
+        } else {
+            (self.top + 1..self.lines.len()).find(|&i| contains(&self.lines[i], &text))
+        };
+        match found {
+            // The line found goes to the top, or as near it as the end of the text allows.
+            Some(line) => self.top = line.min(self.max_top()),
+            None => self.note = Some(format!("not found: {text}")),
+        }
+    }
+
+    /// The whole view for a terminal of `cols` columns; matches of the last search are shown
+    /// in reverse video.
+    pub fn render(&self, cols: u16) -> Vec<u8> {
+        let cols = usize::from(cols.max(1));
+        let mut out = b"\x1b[?25l\x1b[0m\x1b[H\x1b[2J".to_vec();
+        let search = self.last_search.as_ref().map(|(text, _)| text.as_str());
+        for (row, line) in self
+            .lines
+            .iter()
+            .skip(self.top)
+            .take(self.height)
+            .enumerate()
+        {
+            out.extend_from_slice(format!("\x1b[{};1H", row + 1).as_bytes());
+            let line: String = line.chars().take(cols).collect();
+            out.extend_from_slice(highlight(&line, search).as_bytes());
+        }
+        let status = match (&self.prompt, &self.note) {
+            (Some((text, backward)), _) => format!("{}{text}", if *backward { '?' } else { '/' }),
+            (None, Some(note)) => note.clone(),
+            (None, None) => {
+                let last = (self.top + self.height).min(self.lines.len());
+                format!(
+                    "[history] lines {}-{last} of {}   up/down PgUp/PgDn g/G, / ? search, n/N, \
+                     q leaves",
+                    (self.top + 1).min(last),
+                    self.lines.len()
+                )
+            }
+        };
+        let status: String = status.chars().take(cols).collect();
+        out.extend_from_slice(
+            format!("\x1b[{};1H\x1b[7m{status:cols$}\x1b[0m", self.height + 1).as_bytes(),
+        );
+        if self.prompt.is_some() {
+            // Typing a search shows where the text goes.
+            out.extend_from_slice(
+                format!(
+                    "\x1b[{};{}H\x1b[?25h",
+                    self.height + 1,
+                    (status.chars().count() + 1).min(cols)
+                )
+                .as_bytes(),
+            );
+        }
+        out
+    }
+}
+
+/// Whether `line` contains `text`, ignoring case unless `text` has a capital (smart case, as
+/// in vim and less).
+fn contains(line: &str, text: &str) -> bool {
+    if text.chars().any(char::is_uppercase) {
+        line.contains(text)
+    } else {
+        line.to_lowercase().contains(&text.to_lowercase())
+    }
+}
+
+/// `line` with each match of `search` in reverse video. Matching is exact here (the search
+/// itself may ignore case; a case-different match is then shown plain).
+fn highlight(line: &str, search: Option<&str>) -> String {
+    match search {
+        Some(text) if !text.is_empty() && line.contains(text) => {
+            line.replace(text, &format!("\x1b[7m{text}\x1b[27m"))
+        }
+        _ => line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ViewKey::Byte;
+
+    fn entries(names: &[&str]) -> Vec<PaneEntry> {
+        names
+            .iter()
+            .map(|name| PaneEntry {
+                name: name.to_string(),
+                detail: format!("running, revision 1 ({name})"),
+            })
+            .collect()
+    }
+
+    fn typed(text: &str) -> Vec<ViewKey> {
+        text.bytes().map(Byte).collect()
+    }
+
+    #[test]
+    fn the_chooser_starts_on_the_current_pane_and_switches_to_the_chosen_one() {
+        let mut chooser = Chooser::new(entries(&["a", "b", "c"]), "b");
+        let screen = String::from_utf8(chooser.render(10, 60)).unwrap();
+        assert!(screen.contains("\x1b[7m* b"), "{screen:?}");
+        assert_eq!(chooser.keys(&[ViewKey::Down]), Outcome::Stay);
+        assert_eq!(chooser.keys(&[ViewKey::Down]), Outcome::Stay);
+        assert_eq!(chooser.keys(&typed("\r")), Outcome::Switch("c".into()));
+        // Enter on the pane already attached to only closes the chooser.
+        let mut chooser = Chooser::new(entries(&["a", "b"]), "a");
+        assert_eq!(chooser.keys(&typed("jk\r")), Outcome::Leave);
+        assert_eq!(chooser.keys(&typed("q")), Outcome::Leave);
+        assert_eq!(chooser.keys(&[Byte(ESCAPE)]), Outcome::Leave);
+    }
+
+    #[test]
+    fn a_long_chooser_scrolls_to_keep_the_selection_in_view() {
+        let names: Vec<String> = (0..30).map(|i| format!("p{i:02}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut chooser = Chooser::new(entries(&names), "p00");
+        chooser.keys(&[ViewKey::End]);
+        let screen = String::from_utf8(chooser.render(5, 40)).unwrap();
+        assert!(screen.contains("p29"), "{screen:?}");
+        assert!(!screen.contains("p00"), "{screen:?}");
+    }
+
+    fn history(lines: usize, rows: u16) -> History {
+        History::new((0..lines).map(|i| format!("line {i}")).collect(), rows)
+    }
+
+    #[test]
+    fn history_opens_at_the_end_and_scrolls_within_the_text() {
+        let mut view = history(100, 11);
+        assert_eq!(view.top(), 90);
+        view.keys(&[ViewKey::PageUp]);
+        assert_eq!(view.top(), 80);
+        view.keys(&typed("kk"));
+        assert_eq!(view.top(), 78);
+        view.keys(&typed("g"));
+        assert_eq!(view.top(), 0);
+        view.keys(&[ViewKey::Up, ViewKey::PageDown, ViewKey::PageDown]);
+        assert_eq!(view.top(), 20);
+        view.keys(&typed("G"));
+        assert_eq!(view.top(), 90);
+        view.keys(&[ViewKey::Down, ViewKey::PageDown]);
+        assert_eq!(view.top(), 90, "scrolled past the end");
+        let screen = String::from_utf8(view.render(40)).unwrap();
+        assert!(
+            screen.contains("line 99") && !screen.contains("line 89"),
+            "{screen:?}"
+        );
+        assert!(screen.contains("lines 91-100 of 100"), "{screen:?}");
+        assert_eq!(view.keys(&typed("q")), Outcome::Leave);
+    }
+
+    #[test]
+    fn history_searches_up_and_down_and_says_when_nothing_matches() {
+        let mut lines: Vec<String> = (0..50).map(|i| format!("line {i}")).collect();
+        lines[10] = "an ERROR here".into();
+        lines[30] = "another error".into();
+        let mut view = History::new(lines, 6);
+        assert_eq!(view.top(), 45);
+        view.keys(&typed("?error\r"));
+        assert_eq!(view.top(), 30);
+        view.keys(&typed("n"));
+        assert_eq!(view.top(), 10, "smart case: lower-case text ignores case");
+        view.keys(&typed("N"));
+        assert_eq!(view.top(), 30);
+        let screen = String::from_utf8(view.render(40)).unwrap();
+        assert!(screen.contains("\x1b[7merror\x1b[27m"), "{screen:?}");
+        view.keys(&typed("/ERROR\r"));
+        assert_eq!(
+            view.top(),
+            30,
+            "a capital makes the search exact: nothing below"
+        );
+        let screen = String::from_utf8(view.render(40)).unwrap();
+        assert!(screen.contains("not found: ERROR"), "{screen:?}");
+        // Escape gives up a search being typed; Backspace edits it.
+        view.keys(&typed("/xyz"));
+        view.keys(&[Byte(0x7f)]);
+        let screen = String::from_utf8(view.render(40)).unwrap();
+        assert!(screen.contains("/xy"), "{screen:?}");
+        view.keys(&[Byte(ESCAPE)]);
+        assert_eq!(view.keys(&typed("q")), Outcome::Leave);
+    }
+
+    #[test]
+    fn history_follows_a_resize() {
+        let mut view = history(100, 11);
+        view.resize(51);
+        assert_eq!(view.top(), 50);
+        view.resize(200);
+        assert_eq!(view.top(), 0);
+    }
+}

@@ -1,0 +1,449 @@
+//! The live view's frame: a fixed-size grid of text lines, built from a [`Fleet`] and the
+//! view's own state, with no terminal in sight.
+//!
+//! The frame is exactly `height` lines of exactly `width` characters (padded or cut), so the
+//! session loop can write it over the previous one without clearing, and a test can snapshot
+//! the first frame of a known fleet. Which line is selected is part of the model (drawn in
+//! reverse video by the loop, and marked `>` in the text so the model says it too).
+
+use super::fleet::{adapter_state, Fleet, Mail, PaneView};
+use crate::human;
+
+/// One line of the frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Line {
+    /// Exactly the frame's width in characters.
+    pub(crate) text: String,
+    /// How the line is drawn.
+    pub(crate) style: Style,
+}
+
+/// How a line is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Style {
+    Plain,
+    /// The title and the column headings.
+    Heading,
+    /// The selected pane.
+    Selected,
+}
+
+/// A screen of text shown over the list (a pane's screen, its DING status), until a key.
+#[derive(Debug, Clone)]
+pub(crate) struct Overlay {
+    pub(crate) title: String,
+    pub(crate) lines: Vec<String>,
+}
+
+/// The view's own state: which pane is selected, what is shown over the list, and the line
+/// of news at the bottom.
+#[derive(Debug, Default)]
+pub(crate) struct Ui {
+    /// The selected pane, by name, so the selection stays on it as others come and go.
+    pub(crate) selected: Option<String>,
+    /// The first pane shown, when there are more panes than lines.
+    pub(crate) offset: usize,
+    pub(crate) overlay: Option<Overlay>,
+    /// What the last action did, or what went wrong.
+    pub(crate) status: String,
+}
+
+impl Ui {
+    /// The selected pane's index in `fleet`, selecting the first pane if the selected one is
+    /// gone (or none is).
+    pub(crate) fn selected_index(&mut self, fleet: &Fleet) -> Option<usize> {
+        let found = self
+            .selected
+            .as_deref()
+            .and_then(|name| fleet.names().position(|n| n == name));
+        let index = match found {
+            Some(index) => index,
+            None if fleet.len() > 0 => 0,
+            None => {
+                self.selected = None;
+                return None;
+            }
+        };
+        self.selected = fleet.name_at(index).map(str::to_string);
+        Some(index)
+    }
+
+    /// Moves the selection `by` panes, staying within the list.
+    pub(crate) fn move_selection(&mut self, fleet: &Fleet, by: isize) {
+        let Some(index) = self.selected_index(fleet) else {
+            return;
+        };
+        let last = fleet.len().saturating_sub(1);
+        let moved = index.saturating_add_signed(by).min(last);
+        self.selected = fleet.name_at(moved).map(str::to_string);
+    }
+}
+
+/// The keys, on the last line.
+const KEYS: &str = "up/down select  enter attach  p peek  d ding status  q quit";
+
+/// The columns of the pane table: heading and width (`None`: the rest of the line).
+const COLUMNS: [(&str, Option<usize>, Align); 12] = [
+    ("NAME", Some(16), Align::Left),
+    ("PROGRAM", Some(14), Align::Left),
+    ("STATE", Some(9), Align::Left),
+    ("REV", Some(16), Align::Right),
+    ("REV/S", Some(6), Align::Right),
+    ("CL", Some(3), Align::Right),
+    ("UNRD", Some(4), Align::Right),
+    ("HELD", Some(4), Align::Right),
+    ("STGD", Some(4), Align::Right),
+    ("HOLD", Some(20), Align::Left),
+    ("AGE", Some(6), Align::Right),
+    ("LAST EVENT", None, Align::Left),
+];
+
+#[derive(Debug, Clone, Copy)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// The frame for `fleet` at `now_ms` (the wall clock, for ages), `clock` being the time of
+/// day to show in the title.
+pub(crate) fn frame(
+    fleet: &Fleet,
+    ui: &mut Ui,
+    now_ms: u64,
+    clock: &str,
+    width: usize,
+    height: usize,
+) -> Vec<Line> {
+    let mut lines = Vec::with_capacity(height);
+    if let Some(overlay) = &ui.overlay {
+        lines.push(line(&overlay.title, width, Style::Heading));
+        let room = height.saturating_sub(2);
+        for text in overlay.lines.iter().take(room) {
+            lines.push(line(text, width, Style::Plain));
+        }
+        fill(&mut lines, width, height.saturating_sub(1));
+        lines.push(line("any key: back to the list", width, Style::Plain));
+        lines.truncate(height);
+        return lines;
+    }
+    lines.push(line(&title(fleet, clock), width, Style::Heading));
+    lines.push(line(&heading(), width, Style::Heading));
+    let room = height.saturating_sub(3);
+    let selected = ui.selected_index(fleet);
+    if let Some(index) = selected {
+        // The selected pane stays in sight: the window scrolls to it.
+        if index < ui.offset {
+            ui.offset = index;
+        } else if room > 0 && index >= ui.offset + room {
+            ui.offset = index + 1 - room;
+        }
+    }
+    if fleet.len() == 0 {
+        lines.push(line(
+            "  no panes (belfry new NAME -- CMD starts one)",
+            width,
+            Style::Plain,
+        ));
+    }
+    for (index, pane) in fleet.panes().enumerate().skip(ui.offset).take(room) {
+        let chosen = Some(index) == selected;
+        let style = if chosen {
+            Style::Selected
+        } else {
+            Style::Plain
+        };
+        lines.push(line(&row(pane, chosen, now_ms), width, style));
+    }
+    fill(&mut lines, width, height.saturating_sub(1));
+    let footer = if ui.status.is_empty() {
+        KEYS.to_string()
+    } else {
+        format!("{KEYS}  |  {}", ui.status)
+    };
+    lines.push(line(&footer, width, Style::Plain));
+    lines.truncate(height);
+    lines
+}
+
+/// Pads `lines` with blank lines up to `height`.
+fn fill(lines: &mut Vec<Line>, width: usize, height: usize) {
+    while lines.len() < height {
+        lines.push(line("", width, Style::Plain));
+    }
+}
+
+fn title(fleet: &Fleet, clock: &str) -> String {
+    let mail = fleet
+        .panes()
+        .filter_map(|pane| pane.ding.as_ref().map(Mail::of))
+        .fold((0, 0), |(unread, held), mail| {
+            (unread + mail.unread, held + mail.held)
+        });
+    format!(
+        "belfry top  {} pane(s), {} unread message(s), {} held  {clock}",
+        fleet.len(),
+        mail.0,
+        mail.1
+    )
+}
+
+fn heading() -> String {
+    let cells: Vec<String> = COLUMNS
+        .iter()
+        .map(|(name, _, _)| name.to_string())
+        .collect();
+    format!("  {}", cells_line(&cells))
+}
+
+/// One pane's row; `chosen` marks the selected one.
+fn row(pane: &PaneView, chosen: bool, now_ms: u64) -> String {
+    let record = &pane.record;
+    let mail = pane.ding.as_ref().map(Mail::of);
+    let count = |n: Option<usize>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
+    let program = record
+        .argv
+        .as_deref()
+        .map(|argv| crate::commands::escape_for_terminal(&argv.join(" ")))
+        .unwrap_or_else(|| record.error.clone().unwrap_or_default());
+    let age = record.started_at.map_or_else(
+        || "-".to_string(),
+        |at| human::coarse(now_ms.saturating_sub(at)),
+    );
+    let cells = vec![
+        record.session.clone(),
+        program,
+        state(pane),
+        record
+            .revision
+            .map_or_else(|| "-".into(), |r| r.to_string()),
+        pane.rate
+            .map_or_else(|| "-".into(), |rate| format!("{rate:.1}")),
+        count(record.clients),
+        count(mail.as_ref().map(|m| m.unread)),
+        count(mail.as_ref().map(|m| m.held)),
+        count(mail.as_ref().map(|m| m.staged)),
+        mail.and_then(|m| m.hold_reason)
+            .unwrap_or_else(|| "-".into()),
+        age,
+        last_event(pane, now_ms),
+    ];
+    format!("{} {}", if chosen { ">" } else { " " }, cells_line(&cells))
+}
+
+/// The pane's state: why its pane host could not be asked, how its program ended, what its
+/// adapter says it is doing, or `running`.
+fn state(pane: &PaneView) -> String {
+    let record = &pane.record;
+    if record.error.is_some() {
+        return record.state.clone().unwrap_or_else(|| "error".into());
+    }
+    if let Some(Some(exit)) = &record.exited {
+        return match (exit.code, exit.signal) {
+            (Some(code), _) => format!("exit {code}"),
+            (None, Some(signal)) => format!("signal {signal}"),
+            (None, None) => "exited".into(),
+        };
+    }
+    pane.ding
+        .as_ref()
+        .and_then(adapter_state)
+        .unwrap_or_else(|| "running".into())
+}
+
+/// The newer of the last stream event and the last adapter line, with its age.
+fn last_event(pane: &PaneView, now_ms: u64) -> String {
+    let adapter = pane.ding.as_ref().and_then(|status| {
+        let event = &status["last_event"];
+        let at = event["received_at_unix_ms"].as_u64()?;
+        let kind = event["kind"].as_str()?;
+        let summary = event["summary"].as_str().unwrap_or_default();
+        Some((format!("{kind}: {summary}"), at))
+    });
+    let newest = match (&pane.last_event, adapter) {
+        (Some(stream), Some(adapter)) if adapter.1 > stream.1 => Some(adapter),
+        (Some(stream), _) => Some(stream.clone()),
+        (None, adapter) => adapter,
+    };
+    match newest {
+        Some((words, at)) => format!("{words} ({})", human::ago(at, now_ms)),
+        None => "-".into(),
+    }
+}
+
+/// Cells laid out in [`COLUMNS`], each cut or padded to its width.
+fn cells_line(cells: &[String]) -> String {
+    let mut out = String::new();
+    for ((_, width, align), cell) in COLUMNS.iter().zip(cells) {
+        match width {
+            Some(width) => {
+                let cut = cut(cell, *width);
+                let pad = " ".repeat(width - cut.chars().count());
+                match align {
+                    Align::Left => out.push_str(&format!("{cut}{pad} ")),
+                    Align::Right => out.push_str(&format!("{pad}{cut} ")),
+                }
+            }
+            None => out.push_str(cell),
+        }
+    }
+    out
+}
+
+/// `text` cut to `width` characters, a cut one ending in `~` so it does not pass for whole.
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('~');
+    cut
+}
+
+/// A line of exactly `width` characters.
+fn line(text: &str, width: usize, style: Style) -> Line {
+    let mut text: String = text.chars().take(width).collect();
+    let short = width - text.chars().count();
+    text.push_str(&" ".repeat(short));
+    Line { text, style }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use belfry_proto::reply::PaneRecord;
+    use belfry_proto::{ExitStatus, Size};
+    use serde_json::json;
+
+    const NOW: u64 = 1_785_070_010_000;
+
+    fn pane(session: &str, argv: &[&str], revision: u64, clients: usize) -> PaneRecord {
+        let mut record = PaneRecord::unanswered(session, 4_000, "", String::new());
+        record.state = None;
+        record.error = None;
+        record.child_pid = Some(4_001);
+        record.argv = Some(argv.iter().map(|a| a.to_string()).collect());
+        record.started_at = Some(NOW - 125_000);
+        record.revision = Some(revision);
+        record.exited = Some(None);
+        record.size = Size::new(24, 80).ok();
+        record.clients = Some(clients);
+        record
+    }
+
+    /// Three panes: an agent whose adapter says idle with held and staged mail, a shell with
+    /// no adapter, and a program that exited; the second listing two seconds after the first
+    /// gives the rates.
+    fn fleet() -> Fleet {
+        let mut fleet = Fleet::default();
+        let listing = |worker: u64, shell: u64| {
+            let mut done = pane("done", &["make", "test"], 310, 0);
+            done.exited = Some(Some(ExitStatus {
+                code: Some(2),
+                signal: None,
+            }));
+            vec![
+                pane("worker", &["agent-cli", "--resume"], worker, 1),
+                pane("shell", &["sh", "-i"], shell, 0),
+                done,
+            ]
+        };
+        fleet.update_listing(listing(100, 7), NOW - 2_000);
+        fleet.update_listing(listing(130, 7), NOW);
+        fleet.update_ding(
+            "worker",
+            Some(json!({
+                "adapter": {"state": "running", "pid": 4_242},
+                "last_event": {"kind": "activity", "sequence": 8,
+                               "received_at_unix_ms": NOW - 3_000,
+                               "summary": "idle, composer nonempty, revision 130"},
+                "lease": {"state": "held", "reason": "composer-nonempty"},
+                "messages": [{"state": "held:composer-nonempty"}, {"state": "staged"}],
+            })),
+        );
+        fleet.update_ding(
+            "shell",
+            Some(json!({
+                "adapter": {"state": "not-configured"},
+                "last_event": null,
+                "lease": {"state": "not-applicable"},
+                "messages": [],
+            })),
+        );
+        let spawned = json!({"event": "lifecycle", "session": "shell", "what": "spawned"});
+        fleet.note_event(&spawned, NOW - 65_000);
+        let exit = json!({"event": "exit", "session": "done", "incarnation": "i",
+                          "revision": 310, "code": 2, "signal": null});
+        fleet.note_event(&exit, NOW - 1_000);
+        fleet
+    }
+
+    fn text(lines: &[Line]) -> String {
+        lines
+            .iter()
+            .map(|line| line.text.trim_end())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn the_first_frame_of_a_fleet() {
+        let fleet = fleet();
+        let mut ui = Ui::default();
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 140, 10);
+        assert_eq!(lines.len(), 10);
+        assert!(lines.iter().all(|line| line.text.chars().count() == 140));
+        // The first pane in name order is selected until a key moves the selection.
+        let selected: Vec<_> = lines
+            .iter()
+            .filter(|line| line.style == Style::Selected)
+            .collect();
+        assert_eq!(selected.len(), 1);
+        assert!(
+            selected[0].text.starts_with("> done"),
+            "{}",
+            selected[0].text
+        );
+        insta::assert_snapshot!(text(&lines));
+    }
+
+    #[test]
+    fn the_selection_moves_and_scrolls_into_sight() {
+        let fleet = fleet();
+        let mut ui = Ui::default();
+        ui.move_selection(&fleet, 5);
+        assert_eq!(ui.selected.as_deref(), Some("worker"));
+        // Four lines leave room for one pane: the window follows the selection.
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 60, 4);
+        assert!(lines[2].text.starts_with("> worker"), "{}", text(&lines));
+        ui.move_selection(&fleet, -1);
+        assert_eq!(ui.selected.as_deref(), Some("shell"));
+    }
+
+    #[test]
+    fn an_overlay_covers_the_list_until_a_key() {
+        let fleet = fleet();
+        let mut ui = Ui {
+            overlay: Some(Overlay {
+                title: "peek shell".into(),
+                lines: vec!["$ echo hi".into(), "hi".into()],
+            }),
+            ..Ui::default()
+        };
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 30, 5);
+        insta::assert_snapshot!(text(&lines), @r"
+        peek shell
+        $ echo hi
+        hi
+
+        any key: back to the list
+        ");
+    }
+
+    #[test]
+    fn a_narrow_terminal_cuts_lines_and_no_panes_says_how_to_start_one() {
+        let mut ui = Ui::default();
+        let lines = frame(&Fleet::default(), &mut ui, NOW, "14:02:11", 20, 4);
+        assert!(lines.iter().all(|line| line.text.chars().count() == 20));
+        assert_eq!(lines[2].text, "  no panes (belfry n");
+    }
+}

@@ -1,0 +1,107 @@
+//! `belfry top` through a real terminal: the view runs inside a belfry pane (a real PTY), so
+//! the test types its keys and reads its screen. The slow tick is set to ten minutes, so
+//! everything the view shows after its first frame came from the daemon's event stream.
+
+use belfry_tests::Env;
+
+/// Starts pane `outer` running `belfry top`, followed by a report of how it ended and whether
+/// it left the terminal in canonical (cooked) mode.
+fn top_in_a_pane(env: &Env, outer: &str) {
+    let script = "\"$BELFRY_BIN\" top --interval-ms 600000; echo \"TOP-EXIT=$?\"; \
+         if stty -a | grep -q -- '-icanon'; then echo TTY-RAW; else echo TTY-COOKED; fi; sleep 600";
+    env.spawn(outer, "24x150", &["sh", "-c", script], None);
+}
+
+fn screen_text(env: &Env, session: &str) -> String {
+    env.lines(session).join("\n")
+}
+
+#[test]
+fn top_follows_a_new_pane_attaches_peeks_and_quits_restoring_the_terminal() {
+    let env = Env::new();
+    top_in_a_pane(&env, "watch");
+    // Its first frame lists the one pane there is: its own.
+    env.wait_screen("watch", "belfry top +1 pane");
+    env.wait_screen("watch", "NAME +PROGRAM +STATE");
+    assert_eq!(env.snapshot("watch")["modes"]["alternate_screen"], true);
+
+    // A pane created now appears through the event stream (the tick is ten minutes away).
+    env.ok(&[
+        "new",
+        "fresh",
+        "--size",
+        "10x60",
+        "--env",
+        "PS1=fresh-prompt$ ",
+        "--",
+        "sh",
+        "-i",
+    ]);
+    env.wait_screen("watch", "belfry top +2 pane");
+    env.wait_screen("watch", "  fresh +sh -i +running");
+    // The selection stays on the pane it was on (the view's own); k moves it up to the new one.
+    env.wait_screen("watch", "> watch ");
+    env.ok(&["send", "watch", "--text", "k"]);
+    env.wait_screen("watch", "> fresh +sh -i +running");
+
+    // Enter attaches to the selected pane; detaching comes back to the view.
+    env.ok(&["send", "watch", "--key", "Enter"]);
+    env.wait_screen("watch", "fresh-prompt\\$");
+    assert_eq!(env.snapshot("fresh")["clients"], 1);
+    env.ok(&["send", "watch", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("watch", "back from fresh");
+    env.wait_screen("watch", "> fresh ");
+
+    // p shows the selected pane's screen over the list; any key goes back.
+    env.ok(&["send", "watch", "--text", "p"]);
+    env.wait_screen("watch", "peek fresh +revision");
+    env.wait_screen("watch", "any key: back to the list");
+    env.ok(&["send", "watch", "--text", "x"]);
+    env.wait_screen("watch", "NAME +PROGRAM +STATE");
+
+    // q ends the view: exit 0, cooked mode, the main screen and a visible cursor.
+    env.ok(&["send", "watch", "--text", "q"]);
+    env.wait_screen("watch", "TTY-(RAW|COOKED)");
+    let text = screen_text(&env, "watch");
+    assert!(text.contains("TOP-EXIT=0"), "{text}");
+    assert!(
+        text.contains("TTY-COOKED"),
+        "terminal left in raw mode:\n{text}"
+    );
+    let watch = env.snapshot("watch");
+    assert_eq!(watch["modes"]["alternate_screen"], false);
+    assert_eq!(watch["cursor"]["visible"], true);
+    assert!(
+        env.snapshot("fresh")["exited"].is_null(),
+        "the view must not end the panes it shows"
+    );
+}
+
+#[test]
+fn top_without_a_terminal_refuses_and_names_the_commands_for_programs() {
+    let env = Env::new();
+    let out = env.run(&["top"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("needs a terminal"), "{stderr}");
+    assert!(stderr.contains("belfry ls --json"), "{stderr}");
+    let out = env.run(&["ls", "--watch", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "--watch and --json conflict");
+}
+
+#[test]
+fn ls_watch_is_the_same_view_and_a_killed_pane_leaves_it() {
+    let env = Env::new();
+    env.spawn("doomed", "10x60", &["sh", "-c", "sleep 600"], None);
+    let script = "\"$BELFRY_BIN\" ls --watch --interval-ms 600000; echo \"WATCH-EXIT=$?\"; \
+         sleep 600";
+    env.spawn("watch", "24x150", &["sh", "-c", script], None);
+    env.wait_screen("watch", "belfry top +2 pane");
+    env.wait_screen("watch", "doomed +sh -c sleep");
+    // The kill's lifecycle event takes the pane off the view (the tick is ten minutes away).
+    env.ok(&["kill", "doomed"]);
+    env.wait_screen("watch", "belfry top +1 pane");
+    assert!(!screen_text(&env, "watch").contains("doomed"));
+    env.ok(&["send", "watch", "--text", "q"]);
+    env.wait_screen("watch", "WATCH-EXIT=0");
+}

@@ -1,0 +1,256 @@
+//! The script a test gives the server, and the choice of the reply to each turn.
+//!
+//! A script is JSON:
+//!
+//! ```json
+//! {"turns": [
+//!    {"match": "say hi", "text": "HI-FROM-MODEL"},
+//!    {"match": "make a file", "tool": {"command": "touch made"}, "then": {"text": "made it"}},
+//!    {"text": "an answer to whatever comes next, used once"}
+//!  ],
+//!  "fallback": {"text": "no scripted turn left"}}
+//! ```
+//!
+//! A turn with `match` answers every prompt whose last user message contains that substring
+//! (the one found latest in the message wins, and it can answer again); the turns without `match` answer the other
+//! prompts in order, each once. When none is left, `fallback` answers. A reply is `text`, a
+//! `tool` call (a shell `command`, or an explicit native `name` and `input`), or an `error`
+//! (`{"status": 500, "message": "…"}`); `then` is the reply to the request that carries the
+//! tool's result; `delay_ms` paces the streamed pieces (so a test can see a turn streaming).
+
+use serde_json::Value;
+
+/// One reply, as the script states it.
+#[derive(Clone, Debug, Default)]
+pub struct Reply {
+    pub text: Option<String>,
+    pub tool: Option<ToolCall>,
+    pub error: Option<(u16, String)>,
+    pub then: Option<Box<Reply>>,
+    /// Milliseconds between streamed pieces of the text.
+    pub delay_ms: u64,
+}
+
+/// A tool call the model makes.
+#[derive(Clone, Debug)]
+pub struct ToolCall {
+    /// A shell command, placed into whichever shell tool the request offers.
+    pub command: Option<String>,
+    /// An explicit native tool name and input, for any other tool.
+    pub name: Option<String>,
+    pub input: Option<Value>,
+}
+
+struct Turn {
+    matcher: Option<String>,
+    reply: Reply,
+}
+
+/// The parsed script and how far the ordered turns have been used.
+pub struct Script {
+    turns: Vec<Turn>,
+    fallback: Reply,
+    used: Vec<bool>,
+}
+
+/// Which reply answered, for the request log.
+pub struct Choice {
+    pub reply: Reply,
+    /// The index of the turn in the script, or `None` for the fallback.
+    pub turn: Option<usize>,
+}
+
+impl Script {
+    /// Parses a script; the error names the turn and field at fault.
+    pub fn parse(text: &str) -> Result<Script, String> {
+        let root: Value =
+            serde_json::from_str(text).map_err(|err| format!("script is not JSON: {err}"))?;
+        let turns_value = root
+            .get("turns")
+            .cloned()
+            .unwrap_or(Value::Array(Vec::new()));
+        let Value::Array(items) = turns_value else {
+            return Err("script field `turns` is not a list".into());
+        };
+        let mut turns = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            let matcher = match item.get("match") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(text)) => Some(text.clone()),
+                Some(other) => {
+                    return Err(format!("turns[{index}].match is not a string: {other}"));
+                }
+            };
+            let reply = parse_reply(item, &format!("turns[{index}]"))?;
+            turns.push(Turn { matcher, reply });
+        }
+        let fallback = match root.get("fallback") {
+            Some(value) => parse_reply(value, "fallback")?,
+            None => Reply {
+                text: Some("(the scripted model has no turn left)".into()),
+                ..Reply::default()
+            },
+        };
+        let used = vec![false; turns.len()];
+        Ok(Script {
+            turns,
+            fallback,
+            used,
+        })
+    }
+
+    /// The reply to a prompt whose last user message is `last_user_text`.
+    ///
+    /// Of the `match` turns found in the message, the one found latest wins: a harness may
+    /// send an unanswered prompt again inside the next one (after an API error, two prompts
+    /// arrive as one user message), and the newest prompt is the one at the end.
+    pub fn choose(&mut self, last_user_text: &str) -> Choice {
+        let latest = self
+            .turns
+            .iter()
+            .enumerate()
+            .filter_map(|(index, turn)| {
+                let at = last_user_text.rfind(turn.matcher.as_deref()?)?;
+                Some((at, index))
+            })
+            // The earlier turn wins a tie (two substrings ending the message at one place).
+            .max_by(|(a_at, a_index), (b_at, b_index)| a_at.cmp(b_at).then(b_index.cmp(a_index)));
+        if let Some((_, index)) = latest {
+            return Choice {
+                reply: self.turns[index].reply.clone(),
+                turn: Some(index),
+            };
+        }
+        for (index, turn) in self.turns.iter().enumerate() {
+            if turn.matcher.is_none() && !self.used[index] {
+                self.used[index] = true;
+                return Choice {
+                    reply: turn.reply.clone(),
+                    turn: Some(index),
+                };
+            }
+        }
+        Choice {
+            reply: self.fallback.clone(),
+            turn: None,
+        }
+    }
+}
+
+fn parse_reply(value: &Value, at: &str) -> Result<Reply, String> {
+    if !value.is_object() {
+        return Err(format!("{at} is not an object"));
+    }
+    let text = match value.get("text") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(other) => return Err(format!("{at}.text is not a string: {other}")),
+    };
+    let tool = match value.get("tool") {
+        None | Some(Value::Null) => None,
+        Some(tool) => Some(parse_tool(tool, &format!("{at}.tool"))?),
+    };
+    let error = match value.get("error") {
+        None | Some(Value::Null) => None,
+        Some(error) => {
+            let status = error.get("status").and_then(Value::as_u64).unwrap_or(500);
+            let status = u16::try_from(status)
+                .ok()
+                .filter(|status| (400..600).contains(status))
+                .ok_or_else(|| format!("{at}.error.status {status} is not 400..599"))?;
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("scripted error")
+                .to_string();
+            Some((status, message))
+        }
+    };
+    if text.is_none() && tool.is_none() && error.is_none() {
+        return Err(format!("{at} has none of `text`, `tool` or `error`"));
+    }
+    let then = match value.get("then") {
+        None | Some(Value::Null) => None,
+        Some(then) => Some(Box::new(parse_reply(then, &format!("{at}.then"))?)),
+    };
+    let delay_ms = match value.get("delay_ms") {
+        None | Some(Value::Null) => 0,
+        Some(delay) => delay
+            .as_u64()
+            .ok_or_else(|| format!("{at}.delay_ms is not a whole number: {delay}"))?,
+    };
+    Ok(Reply {
+        text,
+        tool,
+        error,
+        then,
+        delay_ms,
+    })
+}
+
+fn parse_tool(value: &Value, at: &str) -> Result<ToolCall, String> {
+    let command = value
+        .get("command")
+        .and_then(Value::as_str)
+        .map(String::from);
+    let name = value.get("name").and_then(Value::as_str).map(String::from);
+    let input = value.get("input").cloned();
+    if command.is_none() && name.is_none() {
+        return Err(format!("{at} has neither `command` nor `name`"));
+    }
+    Ok(ToolCall {
+        command,
+        name,
+        input,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matched_turns_repeat_and_ordered_turns_are_used_once() {
+        let mut script = Script::parse(
+            r#"{"turns":[{"match":"ping","text":"pong"},{"text":"first"},{"text":"second"}],
+                "fallback":{"text":"empty"}}"#,
+        )
+        .unwrap();
+        assert_eq!(script.choose("a ping").reply.text.as_deref(), Some("pong"));
+        assert_eq!(script.choose("x").reply.text.as_deref(), Some("first"));
+        assert_eq!(script.choose("ping").reply.text.as_deref(), Some("pong"));
+        assert_eq!(script.choose("y").reply.text.as_deref(), Some("second"));
+        // Two prompts in one message (an unanswered one sent again): the later one answers.
+        let mut two = Script::parse(
+            r#"{"turns":[{"match":"FIRST","text":"one"},{"match":"SECOND","text":"two"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            two.choose("FIRST x\nSECOND y").reply.text.as_deref(),
+            Some("two")
+        );
+        assert_eq!(
+            two.choose("SECOND x\nFIRST y").reply.text.as_deref(),
+            Some("one")
+        );
+        let last = script.choose("z");
+        assert_eq!(last.reply.text.as_deref(), Some("empty"));
+        assert_eq!(last.turn, None);
+    }
+
+    #[test]
+    fn a_bad_turn_is_named() {
+        let err = Script::parse(r#"{"turns":[{"text":"ok"},{"match":3,"text":"x"}]}"#)
+            .err()
+            .unwrap();
+        assert_eq!(err, "turns[1].match is not a string: 3");
+        let err = Script::parse(r#"{"turns":[{"match":"a"}]}"#).err().unwrap();
+        assert_eq!(err, "turns[0] has none of `text`, `tool` or `error`");
+        let err = Script::parse(
+            r#"{"turns":[{"tool":{"command":"x"},"then":{"delay_ms":"a","text":"b"}}]}"#,
+        )
+        .err()
+        .unwrap();
+        assert_eq!(err, "turns[0].then.delay_ms is not a whole number: \"a\"");
+    }
+}

@@ -1,0 +1,778 @@
+//! The four wire APIs the harnesses speak: reading what a request asks (the last user message,
+//! whether it carries a tool's result, the tools offered, a JSON schema the answer must meet)
+//! and rendering a reply in that API's shape, streamed as server-sent events or whole.
+//!
+//! The shapes are those of the public API references: Anthropic Messages (`message_start`,
+//! `content_block_*`, `message_delta`, `message_stop`), OpenAI Responses (`response.created`,
+//! `response.output_item.*`, `response.output_text.delta`, `response.completed`), OpenAI Chat
+//! Completions (`chat.completion.chunk` lines, then `[DONE]`) and Gemini
+//! `streamGenerateContent?alt=sse` (one `GenerateContentResponse` per event).
+
+use serde_json::{json, Map, Value};
+
+/// Which API a request came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    Anthropic,
+    Responses,
+    Chat,
+    Gemini,
+}
+
+impl Api {
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Anthropic => "anthropic-messages",
+            Api::Responses => "openai-responses",
+            Api::Chat => "openai-chat",
+            Api::Gemini => "gemini",
+        }
+    }
+}
+
+/// A tool the request offers the model.
+pub struct Tool {
+    pub name: String,
+    pub parameters: Value,
+}
+
+/// What a model request asks, read from its body.
+pub struct Ask {
+    pub stream: bool,
+    pub model: String,
+    /// All the text of the last user message (system reminders and injected context included,
+    /// since a harness puts those there too).
+    pub last_user_text: String,
+    /// True when the last message carries a tool's result rather than a new prompt.
+    pub tool_result: bool,
+    pub tools: Vec<Tool>,
+    /// A JSON schema the answer must follow (structured output), if the request names one.
+    pub json_schema: Option<Value>,
+}
+
+/// One piece of a reply.
+pub enum Part {
+    Text(String),
+    Call {
+        id: String,
+        name: String,
+        arguments: Value,
+    },
+}
+
+/// One piece of a streamed reply; `paced` pieces are the ones a scripted delay goes before.
+pub struct Piece {
+    pub bytes: Vec<u8>,
+    pub paced: bool,
+}
+
+/// Reads a request body of `api`; `gemini_stream` says the path asked for a stream.
+pub fn read_ask(api: Api, body: &Value, model_from_path: Option<&str>, gemini_stream: bool) -> Ask {
+    let model = model_from_path
+        .map(String::from)
+        .or_else(|| body.get("model").and_then(Value::as_str).map(String::from))
+        .unwrap_or_else(|| "scripted-model".into());
+    let stream = match api {
+        Api::Gemini => gemini_stream,
+        _ => body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+    };
+    let (last_user_text, tool_result) = match api {
+        Api::Anthropic => last_anthropic(body),
+        Api::Responses => last_responses(body),
+        Api::Chat => last_chat(body),
+        Api::Gemini => last_gemini(body),
+    };
+    Ask {
+        stream,
+        model,
+        last_user_text,
+        tool_result,
+        tools: tools(api, body),
+        json_schema: json_schema(api, body),
+    }
+}
+
+/// The text of a content value: a string, or a list of parts with `text` fields.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn list<'a>(body: &'a Value, key: &str) -> &'a [Value] {
+    body.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn last_anthropic(body: &Value) -> (String, bool) {
+    for message in list(body, "messages").iter().rev() {
+        if message.get("role").and_then(Value::as_str) != Some("user") {
+            continue;
+        }
+        let content = message.get("content").unwrap_or(&Value::Null);
+        let tool_result = content.as_array().is_some_and(|blocks| {
+            blocks
+                .iter()
+                .any(|block| block.get("type").and_then(Value::as_str) == Some("tool_result"))
+        });
+        return (text_of(content), tool_result);
+    }
+    (String::new(), false)
+}
+
+fn last_responses(body: &Value) -> (String, bool) {
+    if let Some(text) = body.get("input").and_then(Value::as_str) {
+        return (text.to_string(), false);
+    }
+    for item in list(body, "input").iter().rev() {
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        if kind.ends_with("_call_output") {
+            return (String::new(), true);
+        }
+        if kind == "message" && item.get("role").and_then(Value::as_str) == Some("user") {
+            return (text_of(item.get("content").unwrap_or(&Value::Null)), false);
+        }
+    }
+    (String::new(), false)
+}
+
+fn last_chat(body: &Value) -> (String, bool) {
+    for message in list(body, "messages").iter().rev() {
+        match message.get("role").and_then(Value::as_str) {
+            Some("tool") => return (String::new(), true),
+            Some("user") => {
+                return (
+                    text_of(message.get("content").unwrap_or(&Value::Null)),
+                    false,
+                );
+            }
+            _ => {}
+        }
+    }
+    (String::new(), false)
+}
+
+fn last_gemini(body: &Value) -> (String, bool) {
+    for content in list(body, "contents").iter().rev() {
+        let role = content
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or("user");
+        if role != "user" {
+            continue;
+        }
+        let parts = list(content, "parts");
+        if parts
+            .iter()
+            .any(|part| part.get("functionResponse").is_some())
+        {
+            return (String::new(), true);
+        }
+        return (text_of(content.get("parts").unwrap_or(&Value::Null)), false);
+    }
+    (String::new(), false)
+}
+
+fn tools(api: Api, body: &Value) -> Vec<Tool> {
+    let mut found = Vec::new();
+    for tool in list(body, "tools") {
+        match api {
+            Api::Anthropic => push_tool(&mut found, tool.get("name"), tool.get("input_schema")),
+            Api::Responses => push_tool(&mut found, tool.get("name"), tool.get("parameters")),
+            Api::Chat => {
+                let function = tool.get("function").unwrap_or(&Value::Null);
+                push_tool(&mut found, function.get("name"), function.get("parameters"));
+            }
+            Api::Gemini => {
+                for declaration in list(tool, "functionDeclarations") {
+                    let parameters = declaration
+                        .get("parametersJsonSchema")
+                        .or_else(|| declaration.get("parameters"));
+                    push_tool(&mut found, declaration.get("name"), parameters);
+                }
+            }
+        }
+    }
+    found
+}
+
+fn push_tool(found: &mut Vec<Tool>, name: Option<&Value>, parameters: Option<&Value>) {
+    if let Some(name) = name.and_then(Value::as_str) {
+        found.push(Tool {
+            name: name.to_string(),
+            parameters: parameters.cloned().unwrap_or(Value::Null),
+        });
+    }
+}
+
+fn json_schema(api: Api, body: &Value) -> Option<Value> {
+    let schema = match api {
+        Api::Responses => body
+            .pointer("/text/format")
+            .filter(|format| format.get("type").and_then(Value::as_str) == Some("json_schema"))?
+            .get("schema"),
+        Api::Chat => body.pointer("/response_format/json_schema/schema"),
+        Api::Gemini => body
+            .pointer("/generationConfig/responseJsonSchema")
+            .or_else(|| body.pointer("/generationConfig/responseSchema")),
+        Api::Anthropic => body.pointer("/output_format/schema"),
+    };
+    schema.cloned()
+}
+
+/// A value that meets `schema`, for structured-output requests (titles, routing checks): the
+/// first enum value, every property of an object, empty lists, a short fixed string.
+pub fn instance(schema: &Value) -> Value {
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    if let Some(value) = schema.get("const") {
+        return value.clone();
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(first) = schema
+            .get(key)
+            .and_then(Value::as_array)
+            .and_then(|e| e.first())
+        {
+            return instance(first);
+        }
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(kind)) => kind.to_ascii_lowercase(),
+        Some(Value::Array(kinds)) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|kind| *kind != "null")
+            .unwrap_or("string")
+            .to_ascii_lowercase(),
+        _ if schema.get("properties").is_some() => "object".into(),
+        _ => "string".into(),
+    };
+    match kind.as_str() {
+        "object" => {
+            let mut object = Map::new();
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (name, property) in properties {
+                    object.insert(name.clone(), instance(property));
+                }
+            }
+            Value::Object(object)
+        }
+        "array" => json!([]),
+        "integer" | "number" => json!(0),
+        "boolean" => json!(false),
+        _ => json!("Live test"),
+    }
+}
+
+/// The names under which the harnesses offer their shell tool, in the order tried.
+const SHELL_TOOLS: &[&str] = &[
+    "Bash",
+    "bash",
+    "exec_command",
+    "shell",
+    "shell_command",
+    "run_shell_command",
+];
+
+/// The native tool name and arguments for a scripted shell `command`, shaped by the schema of
+/// the shell tool the request offers (`command` as a string or an argv list, or `cmd`), with
+/// every other required field filled. `None` when the request offers no shell tool.
+pub fn shell_call(tools: &[Tool], command: &str) -> Option<(String, Value)> {
+    let tool = SHELL_TOOLS
+        .iter()
+        .find_map(|name| tools.iter().find(|tool| tool.name == *name))?;
+    let properties = tool
+        .parameters
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut arguments = Map::new();
+    let key = if properties.contains_key("command") || !properties.contains_key("cmd") {
+        "command"
+    } else {
+        "cmd"
+    };
+    let argv = properties
+        .get(key)
+        .and_then(|p| p.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|kind| kind.eq_ignore_ascii_case("array"));
+    let value = if argv {
+        json!(["bash", "-lc", command])
+    } else {
+        json!(command)
+    };
+    arguments.insert(key.to_string(), value);
+    for name in list(&tool.parameters, "required")
+        .iter()
+        .filter_map(Value::as_str)
+    {
+        if arguments.contains_key(name) {
+            continue;
+        }
+        let filled = match name {
+            "description" => json!("Scripted command"),
+            _ => instance(properties.get(name).unwrap_or(&Value::Null)),
+        };
+        arguments.insert(name.to_string(), filled);
+    }
+    Some((tool.name.clone(), Value::Object(arguments)))
+}
+
+fn sse(event: Option<&str>, data: &Value) -> Vec<u8> {
+    match event {
+        Some(event) => format!("event: {event}\ndata: {data}\n\n").into_bytes(),
+        None => format!("data: {data}\n\n").into_bytes(),
+    }
+}
+
+/// Splits text into the pieces it streams as: words with their following space when the reply
+/// is paced, else one piece.
+pub fn pieces(text: &str, paced: bool) -> Vec<String> {
+    if !paced {
+        return vec![text.to_string()];
+    }
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for ch in text.chars() {
+        current.push(ch);
+        if ch == ' ' || ch == '\n' {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+fn usage_anthropic() -> Value {
+    json!({"input_tokens": 12, "output_tokens": 8, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
+}
+
+/// The streamed events of a reply.
+pub fn stream(api: Api, model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+    match api {
+        Api::Anthropic => stream_anthropic(model, id, parts, paced),
+        Api::Responses => stream_responses(model, id, parts, paced),
+        Api::Chat => stream_chat(model, id, parts, paced),
+        Api::Gemini => stream_gemini(model, parts, paced),
+    }
+}
+
+fn piece(bytes: Vec<u8>) -> Piece {
+    Piece {
+        bytes,
+        paced: false,
+    }
+}
+
+fn stream_anthropic(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+    let mut out = vec![piece(sse(
+        Some("message_start"),
+        &json!({"type": "message_start", "message": {"id": id, "type": "message",
+            "role": "assistant", "model": model, "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": usage_anthropic()}}),
+    ))];
+    let mut stop = "end_turn";
+    for (index, part) in parts.iter().enumerate() {
+        match part {
+            Part::Text(text) => {
+                out.push(piece(sse(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "text", "text": ""}}),
+                )));
+                for chunk in pieces(text, paced) {
+                    out.push(Piece {
+                        bytes: sse(
+                            Some("content_block_delta"),
+                            &json!({"type": "content_block_delta", "index": index,
+                                "delta": {"type": "text_delta", "text": chunk}}),
+                        ),
+                        paced,
+                    });
+                }
+            }
+            Part::Call {
+                id,
+                name,
+                arguments,
+            } => {
+                stop = "tool_use";
+                out.push(piece(sse(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+                )));
+                out.push(piece(sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": arguments.to_string()}}),
+                )));
+            }
+        }
+        out.push(piece(sse(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": index}),
+        )));
+    }
+    out.push(piece(sse(
+        Some("message_delta"),
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+            "usage": {"output_tokens": 8}}),
+    )));
+    out.push(piece(sse(
+        Some("message_stop"),
+        &json!({"type": "message_stop"}),
+    )));
+    out
+}
+
+/// The output items of a Responses reply, complete.
+fn responses_items(id: &str, parts: &[Part]) -> Vec<Value> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(index, part)| match part {
+            Part::Text(text) => json!({"type": "message", "id": format!("msg_{id}_{index}"),
+                "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+            Part::Call {
+                id: call,
+                name,
+                arguments,
+            } => json!({"type": "function_call", "id": format!("fc_{call}"), "call_id": call,
+                "name": name, "arguments": arguments.to_string(), "status": "completed"}),
+        })
+        .collect()
+}
+
+fn responses_body(model: &str, id: &str, parts: &[Part], status: &str) -> Value {
+    let output = if status == "completed" {
+        responses_items(id, parts)
+    } else {
+        Vec::new()
+    };
+    json!({"id": id, "object": "response", "created_at": 0, "status": status, "model": model,
+        "output": output, "usage": {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 8, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 20}})
+}
+
+fn stream_responses(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+    let mut out = vec![piece(sse(
+        Some("response.created"),
+        &json!({"type": "response.created",
+            "response": responses_body(model, id, parts, "in_progress")}),
+    ))];
+    let items = responses_items(id, parts);
+    for (index, (part, item)) in parts.iter().zip(&items).enumerate() {
+        let mut added = item.clone();
+        if let Part::Text(text) = part {
+            added["status"] = json!("in_progress");
+            added["content"] = json!([]);
+            out.push(piece(sse(
+                Some("response.output_item.added"),
+                &json!({"type": "response.output_item.added", "output_index": index, "item": added}),
+            )));
+            let item_id = item["id"].clone();
+            out.push(piece(sse(
+                Some("response.content_part.added"),
+                &json!({"type": "response.content_part.added", "item_id": item_id,
+                    "output_index": index, "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []}}),
+            )));
+            for chunk in pieces(text, paced) {
+                out.push(Piece {
+                    bytes: sse(
+                        Some("response.output_text.delta"),
+                        &json!({"type": "response.output_text.delta", "item_id": item_id,
+                            "output_index": index, "content_index": 0, "delta": chunk}),
+                    ),
+                    paced,
+                });
+            }
+            out.push(piece(sse(
+                Some("response.output_text.done"),
+                &json!({"type": "response.output_text.done", "item_id": item_id,
+                    "output_index": index, "content_index": 0, "text": text}),
+            )));
+        } else {
+            out.push(piece(sse(
+                Some("response.output_item.added"),
+                &json!({"type": "response.output_item.added", "output_index": index, "item": added}),
+            )));
+        }
+        out.push(piece(sse(
+            Some("response.output_item.done"),
+            &json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+        )));
+    }
+    out.push(piece(sse(
+        Some("response.completed"),
+        &json!({"type": "response.completed",
+            "response": responses_body(model, id, parts, "completed")}),
+    )));
+    out
+}
+
+fn chat_chunk(model: &str, id: &str, delta: Value, finish: Value) -> Vec<u8> {
+    sse(
+        None,
+        &json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+    )
+}
+
+fn stream_chat(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+    let mut out = vec![piece(chat_chunk(
+        model,
+        id,
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    ))];
+    let mut finish = "stop";
+    let mut call_index = 0;
+    for part in parts {
+        match part {
+            Part::Text(text) => {
+                for chunk in pieces(text, paced) {
+                    out.push(Piece {
+                        bytes: chat_chunk(model, id, json!({"content": chunk}), Value::Null),
+                        paced,
+                    });
+                }
+            }
+            Part::Call {
+                id: call,
+                name,
+                arguments,
+            } => {
+                finish = "tool_calls";
+                out.push(piece(chat_chunk(
+                    model,
+                    id,
+                    json!({"tool_calls": [{"index": call_index, "id": call, "type": "function",
+                        "function": {"name": name, "arguments": arguments.to_string()}}]}),
+                    Value::Null,
+                )));
+                call_index += 1;
+            }
+        }
+    }
+    out.push(piece(chat_chunk(model, id, json!({}), json!(finish))));
+    out.push(piece(sse(
+        None,
+        &json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+            "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20}}),
+    )));
+    out.push(piece(b"data: [DONE]\n\n".to_vec()));
+    out
+}
+
+fn gemini_usage() -> Value {
+    json!({"promptTokenCount": 12, "candidatesTokenCount": 8, "totalTokenCount": 20})
+}
+
+fn gemini_part(part: &Part) -> Value {
+    match part {
+        Part::Text(text) => json!({"text": text}),
+        Part::Call {
+            id,
+            name,
+            arguments,
+        } => json!({"functionCall": {"id": id, "name": name, "args": arguments}}),
+    }
+}
+
+fn stream_gemini(model: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let candidate = |parts: Vec<Value>, finish: Option<&str>| {
+        let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+        if let Some(finish) = finish {
+            candidate["finishReason"] = json!(finish);
+        }
+        sse(
+            None,
+            &json!({"candidates": [candidate], "usageMetadata": gemini_usage(), "modelVersion": model}),
+        )
+    };
+    for part in parts {
+        match part {
+            Part::Text(text) => {
+                for chunk in pieces(text, paced) {
+                    out.push(Piece {
+                        bytes: candidate(vec![json!({"text": chunk})], None),
+                        paced,
+                    });
+                }
+            }
+            Part::Call { .. } => out.push(piece(candidate(vec![gemini_part(part)], None))),
+        }
+    }
+    out.push(piece(candidate(vec![json!({"text": ""})], Some("STOP"))));
+    out
+}
+
+/// A whole (non-streamed) reply body.
+pub fn whole(api: Api, model: &str, id: &str, parts: &[Part]) -> Value {
+    match api {
+        Api::Anthropic => {
+            let mut stop = "end_turn";
+            let content: Vec<Value> = parts
+                .iter()
+                .map(|part| match part {
+                    Part::Text(text) => json!({"type": "text", "text": text}),
+                    Part::Call {
+                        id,
+                        name,
+                        arguments,
+                    } => {
+                        stop = "tool_use";
+                        json!({"type": "tool_use", "id": id, "name": name, "input": arguments})
+                    }
+                })
+                .collect();
+            json!({"id": id, "type": "message", "role": "assistant", "model": model,
+                "content": content, "stop_reason": stop, "stop_sequence": null,
+                "usage": usage_anthropic()})
+        }
+        Api::Responses => responses_body(model, id, parts, "completed"),
+        Api::Chat => {
+            let text: String = parts
+                .iter()
+                .filter_map(|part| match part {
+                    Part::Text(text) => Some(text.as_str()),
+                    Part::Call { .. } => None,
+                })
+                .collect();
+            let calls: Vec<Value> = parts
+                .iter()
+                .filter_map(|part| match part {
+                    Part::Call {
+                        id,
+                        name,
+                        arguments,
+                    } => Some(json!({"id": id, "type": "function",
+                        "function": {"name": name, "arguments": arguments.to_string()}})),
+                    Part::Text(_) => None,
+                })
+                .collect();
+            let finish = if calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
+            let mut message = json!({"role": "assistant", "content": text});
+            if !calls.is_empty() {
+                message["tool_calls"] = json!(calls);
+            }
+            json!({"id": id, "object": "chat.completion", "created": 0, "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20}})
+        }
+        Api::Gemini => {
+            let parts: Vec<Value> = parts.iter().map(gemini_part).collect();
+            json!({"candidates": [{"content": {"role": "model", "parts": parts},
+                "finishReason": "STOP", "index": 0}], "usageMetadata": gemini_usage(),
+                "modelVersion": model})
+        }
+    }
+}
+
+/// An error body in the API's own shape, so the harness shows its API-error state.
+pub fn error_body(api: Api, status: u16, message: &str) -> Value {
+    match api {
+        Api::Anthropic => {
+            json!({"type": "error", "error": {"type": "api_error", "message": message}})
+        }
+        Api::Responses | Api::Chat => {
+            json!({"error": {"message": message, "type": "server_error", "code": status}})
+        }
+        Api::Gemini => json!({"error": {"code": status, "message": message, "status": "INTERNAL"}}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_call_follows_the_offered_schema() {
+        let tools = vec![
+            Tool {
+                name: "read".into(),
+                parameters: json!({}),
+            },
+            Tool {
+                name: "bash".into(),
+                parameters: json!({"properties": {"command": {"type": "string"},
+                    "description": {"type": "string"}}, "required": ["command", "description"]}),
+            },
+        ];
+        let (name, arguments) = shell_call(&tools, "echo hi").unwrap();
+        assert_eq!(name, "bash");
+        assert_eq!(
+            arguments,
+            json!({"command": "echo hi", "description": "Scripted command"})
+        );
+        let tools = vec![Tool {
+            name: "exec_command".into(),
+            parameters: json!({"properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}),
+        }];
+        assert_eq!(shell_call(&tools, "ls").unwrap().1, json!({"cmd": "ls"}));
+        let tools = vec![Tool {
+            name: "shell".into(),
+            parameters: json!({"properties": {"command": {"type": "array"}}}),
+        }];
+        assert_eq!(
+            shell_call(&tools, "ls").unwrap().1,
+            json!({"command": ["bash", "-lc", "ls"]})
+        );
+        assert!(shell_call(&[], "ls").is_none());
+    }
+
+    #[test]
+    fn last_message_is_read_per_api() {
+        let body = json!({"messages": [{"role": "user", "content": "first"},
+            {"role": "assistant", "content": "x"},
+            {"role": "user", "content": [{"type": "text", "text": "second"}]},
+            {"role": "system", "content": "trailing"}]});
+        assert_eq!(last_anthropic(&body), ("second".into(), false));
+        let body = json!({"input": [{"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "go"}]},
+            {"type": "function_call", "call_id": "c"},
+            {"type": "function_call_output", "call_id": "c", "output": "ok"}]});
+        assert_eq!(last_responses(&body), (String::new(), true));
+        let body = json!({"contents": [{"role": "user", "parts": [{"text": "hello"}]}]});
+        assert_eq!(last_gemini(&body), ("hello".into(), false));
+    }
+
+    #[test]
+    fn schema_instances_meet_simple_schemas() {
+        let schema = json!({"type": "OBJECT", "properties": {"title": {"type": "STRING"},
+            "next": {"type": "string", "enum": ["user", "model"]}}});
+        assert_eq!(
+            instance(&schema),
+            json!({"title": "Live test", "next": "user"})
+        );
+    }
+}

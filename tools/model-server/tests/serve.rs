@@ -1,0 +1,319 @@
+//! The model server over real TCP: each API's streamed reply as a harness's HTTP client reads
+//! it (chunked transfer, SSE events, two requests on one kept-alive connection), a tool call
+//! followed by the reply to its result, the request log, and a bad script refused by name.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+struct Server {
+    child: Child,
+    port: u16,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(script: &Value) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script_path = dir.path().join("script.json");
+        std::fs::write(&script_path, script.to_string()).expect("script");
+        let log = dir.path().join("log.ndjson");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_belfry-model-server"))
+            .arg("--script")
+            .arg(&script_path)
+            .arg("--log")
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the port line");
+        let port = line.trim().parse().expect("a port number");
+        Server {
+            child,
+            port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn connect(&self) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        Client {
+            reader: BufReader::new(stream.try_clone().expect("clone")),
+            writer: stream,
+        }
+    }
+
+    fn log(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON log line"))
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Client {
+    /// Sends one POST and returns (status, body), reading a chunked or sized body.
+    fn post(&mut self, path: &str, body: &Value) -> (u16, String) {
+        let body = body.to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        self.writer.write_all(request.as_bytes()).expect("write");
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("status line");
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .expect("status")
+            .parse()
+            .expect("code");
+        let mut chunked = false;
+        let mut length = 0usize;
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).expect("header");
+            let header = line.trim_end().to_ascii_lowercase();
+            if header.is_empty() {
+                break;
+            }
+            if header == "transfer-encoding: chunked" {
+                chunked = true;
+            }
+            if let Some(value) = header.strip_prefix("content-length: ") {
+                length = value.parse().expect("length");
+            }
+        }
+        let mut out = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                self.reader.read_line(&mut line).expect("chunk size");
+                let size = usize::from_str_radix(line.trim(), 16).expect("hex size");
+                let mut chunk = vec![0; size + 2];
+                self.reader.read_exact(&mut chunk).expect("chunk");
+                if size == 0 {
+                    break;
+                }
+                out.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            out.resize(length, 0);
+            self.reader.read_exact(&mut out).expect("body");
+        }
+        (status, String::from_utf8(out).expect("UTF-8 body"))
+    }
+}
+
+/// The `data:` payloads of an SSE body, parsed (the `[DONE]` line left out).
+fn events(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| serde_json::from_str(data).expect("JSON event"))
+        .collect()
+}
+
+const BASH: &str = r#"{"name":"Bash","input_schema":{"properties":{"command":{"type":"string"}}}}"#;
+
+#[test]
+fn each_api_streams_the_scripted_text() {
+    let server = Server::start(&json!({"turns": [{"match": "hello", "text": "HELLO-BACK"}]}));
+    let mut client = server.connect();
+    let bash: Value = serde_json::from_str(BASH).unwrap();
+    let user = json!([{"role": "user", "content": "say hello"}]);
+
+    let (status, body) = client.post(
+        "/v1/messages?beta=true",
+        &json!({"model": "m", "stream": true, "tools": [bash], "messages": user}),
+    );
+    assert_eq!(status, 200);
+    let kinds: Vec<String> = events(&body)
+        .iter()
+        .map(|event| event["type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert!(body.contains("HELLO-BACK"));
+
+    // The same connection, kept alive, for the next API.
+    let (status, body) = client.post(
+        "/v1/responses",
+        &json!({"model": "m", "stream": true,
+            "tools": [{"type": "function", "name": "exec_command", "parameters": {}}],
+            "input": [{"type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": "hello"}]}]}),
+    );
+    assert_eq!(status, 200);
+    let last = events(&body).pop().unwrap();
+    assert_eq!(last["type"], "response.completed");
+    assert_eq!(
+        last["response"]["output"][0]["content"][0]["text"],
+        "HELLO-BACK"
+    );
+
+    let (_, body) = client.post(
+        "/v1/chat/completions",
+        &json!({"model": "m", "stream": true,
+            "tools": [{"type": "function", "function": {"name": "bash", "parameters": {}}}],
+            "messages": user}),
+    );
+    assert!(body.trim_end().ends_with("data: [DONE]"));
+    let text: String = events(&body)
+        .iter()
+        .filter_map(|event| event["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "HELLO-BACK");
+
+    let (_, body) = client.post(
+        "/v1beta/models/g-model:streamGenerateContent?alt=sse",
+        &json!({"contents": [{"role": "user", "parts": [{"text": "hello"}]}],
+            "tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}]}),
+    );
+    let all = events(&body);
+    assert_eq!(
+        all[0]["candidates"][0]["content"]["parts"][0]["text"],
+        "HELLO-BACK"
+    );
+    assert_eq!(all.last().unwrap()["candidates"][0]["finishReason"], "STOP");
+
+    let log = server.log();
+    assert_eq!(log.len(), 4, "one log line per request: {log:?}");
+    assert!(log
+        .iter()
+        .all(|line| line["kind"] == "turn" && line["turn"] == 0));
+    assert_eq!(log[0]["query"], "beta=true");
+}
+
+#[test]
+fn a_tool_call_then_the_reply_to_its_result() {
+    let server = Server::start(&json!({"turns": [{"match": "run it",
+        "tool": {"command": "echo made > file"}, "then": {"text": "RAN-IT"}}]}));
+    let mut client = server.connect();
+    let tools = json!([{"type": "function", "function": {"name": "bash",
+        "parameters": {"properties": {"command": {"type": "string"},
+            "description": {"type": "string"}}, "required": ["command", "description"]}}}]);
+    let (_, body) = client.post(
+        "/v1/chat/completions",
+        &json!({"model": "m", "stream": true, "tools": tools,
+            "messages": [{"role": "user", "content": "please run it"}]}),
+    );
+    let call = events(&body)
+        .into_iter()
+        .find_map(|event| {
+            event["choices"][0]["delta"]["tool_calls"][0]
+                .as_object()
+                .cloned()
+        })
+        .expect("a tool call");
+    assert_eq!(call["function"]["name"], "bash");
+    let arguments: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        arguments,
+        json!({"command": "echo made > file", "description": "Scripted command"})
+    );
+    let (_, body) = client.post(
+        "/v1/chat/completions",
+        &json!({"model": "m", "stream": false, "tools": tools, "messages": [
+            {"role": "user", "content": "please run it"},
+            {"role": "assistant", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "TOOL-OUTPUT"}]}),
+    );
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(reply["choices"][0]["message"]["content"], "RAN-IT");
+    let log = server.log();
+    assert_eq!(log[1]["kind"], "tool-result");
+    assert!(log[1]["body"].to_string().contains("TOOL-OUTPUT"));
+}
+
+#[test]
+fn side_requests_get_plausible_answers() {
+    let server = Server::start(&json!({"turns": []}));
+    let mut client = server.connect();
+    // A title request: no tools, a JSON schema for the answer.
+    let (status, body) = client.post(
+        "/v1/responses",
+        &json!({"model": "m", "input": "title this", "text": {"format": {"type": "json_schema",
+            "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}}),
+    );
+    assert_eq!(status, 200);
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    let text = reply["output"][0]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        json!({"title": "Live test"})
+    );
+    let (status, body) = client.post("/v1/messages/count_tokens", &json!({"messages": []}));
+    assert_eq!(status, 200);
+    assert!(serde_json::from_str::<Value>(&body).unwrap()["input_tokens"].is_u64());
+    let (status, _) = client.post("/no/such/endpoint", &json!({}));
+    assert_eq!(status, 404);
+    let kinds: Vec<Value> = server
+        .log()
+        .iter()
+        .map(|line| line["kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        [json!("auxiliary"), json!("count-tokens"), json!("unknown")]
+    );
+}
+
+#[test]
+fn a_bad_script_is_refused_naming_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("bad.json");
+    std::fs::write(
+        &script,
+        r#"{"turns":[{"match":"a","text":"ok"},{"match":"b"}]}"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_belfry-model-server"))
+        .arg("--script")
+        .arg(&script)
+        .arg("--log")
+        .arg(dir.path().join("log"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.json: turns[1] has none of `text`, `tool` or `error`"),
+        "{stderr}"
+    );
+}
