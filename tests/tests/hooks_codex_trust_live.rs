@@ -7,7 +7,7 @@
 //! Ignored by default: it needs the installed harness. Run it with
 //! `cargo test -p belfry-tests --test hooks_codex_trust_live -- --ignored`, with the Codex
 //! binary at `$BELFRY_CODEX_BIN` or installed under `target/harnesses/codex-0.169.0`
-//! (`npm install --prefix target/harnesses/codex-0.169.0 @openai/codex@0.169.0`). Run on its
+//! (`scripts/install-harnesses codex`). Run on its
 //! own, it fails with the reason when the binary or the namespace is missing, never skips.
 
 use std::io::{BufRead, BufReader, Write};

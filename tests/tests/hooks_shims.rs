@@ -5,11 +5,11 @@
 //! and calls its handlers with the harness's hook shapes: the guard's refusal throws / blocks,
 //! an allowed call passes, and the enricher's context lands where the matrix says.
 //!
-//! Ignored for now: the answers come from the opencode and pi dialects of `belfry dispatch
-//! --native`, which the dialects work adds. Run with `cargo test -p belfry-tests --test
-//! hooks_shims -- --ignored` once both are in one tree (checked so on 2026-12-01 with the two
-//! branches merged). The Pi test needs Pi 0.73.1 installed under `target/harnesses/pi-0.73.1`
-//! (or `$BELFRY_JITI` naming jiti's `lib/jiti.mjs`); both need `node`.
+//! The answers come from the opencode and pi dialects of `belfry dispatch --native`. The
+//! plugin test needs `node`; the extension test needs Pi 0.73.1 installed (it loads the file
+//! with Pi's own loader), so it is ignored by default: `scripts/install-harnesses pi`, then
+//! `cargo test -p belfry-tests --test hooks_shims -- --ignored` (or `$BELFRY_JITI` naming
+//! jiti's `lib/jiti.mjs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -81,7 +81,6 @@ fn node(project: &Path, script: &str) -> String {
 }
 
 #[test]
-#[ignore = "needs the opencode dialect of belfry dispatch --native (the dialects work)"]
 fn the_opencode_plugin_blocks_and_adds_context_through_dispatch() {
     let project = project();
     let plugin = project.dir.join(".opencode/plugin/belfry.js");
@@ -142,7 +141,7 @@ fn jiti() -> PathBuf {
 }
 
 #[test]
-#[ignore = "needs the pi dialect of belfry dispatch --native (the dialects work) and Pi 0.73.1's jiti"]
+#[ignore = "needs Pi 0.73.1 installed (its TypeScript loader, jiti)"]
 fn the_pi_extension_blocks_and_adds_context_through_dispatch() {
     let project = project();
     let extension = project.dir.join(".pi/extensions/belfry.ts");
