@@ -493,3 +493,33 @@ impl Drop for Stopped {
         unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
     }
 }
+
+/// The unpacked npm package `spec` (`name@version`, its `package/` directory): fetched with
+/// `npm pack` into `scratch` and unpacked there, or, with `$BELFRY_HARNESS_PKGS` set, taken
+/// from `$BELFRY_HARNESS_PKGS/<unpacked>/package` where an earlier run left it. For the gated
+/// tests that run one file of a harness's package rather than the installed harness.
+pub fn npm_package(spec: &str, unpacked: &str, scratch: &Path) -> PathBuf {
+    if let Ok(dir) = std::env::var("BELFRY_HARNESS_PKGS") {
+        let path = Path::new(&dir).join(unpacked).join("package");
+        assert!(path.is_dir(), "{} does not exist", path.display());
+        return path;
+    }
+    let pack = Command::new("npm")
+        .args(["pack", spec, "--silent"])
+        .current_dir(scratch)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run npm to fetch {spec}: {e}"));
+    assert!(
+        pack.status.success(),
+        "npm pack {spec} failed: {}",
+        String::from_utf8_lossy(&pack.stderr)
+    );
+    let tarball = String::from_utf8_lossy(&pack.stdout).trim().to_string();
+    let untar = Command::new("tar")
+        .args(["-xzf", &tarball])
+        .current_dir(scratch)
+        .status()
+        .expect("run tar");
+    assert!(untar.success(), "cannot unpack {tarball}");
+    scratch.join("package")
+}

@@ -21,29 +21,7 @@ const GEMINI_CLI: &str = "@google/gemini-cli@0.61.0";
 
 /// The unpacked package directory (`…/package`).
 fn gemini_package(scratch: &Path) -> PathBuf {
-    if let Ok(dir) = std::env::var("BELFRY_HARNESS_PKGS") {
-        let path = Path::new(&dir).join("google-gemini-cli-0.61.0/package");
-        assert!(path.is_dir(), "{} does not exist", path.display());
-        return path;
-    }
-    let pack = Command::new("npm")
-        .args(["pack", GEMINI_CLI, "--silent"])
-        .current_dir(scratch)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run npm to fetch {GEMINI_CLI}: {e}"));
-    assert!(
-        pack.status.success(),
-        "npm pack {GEMINI_CLI} failed: {}",
-        String::from_utf8_lossy(&pack.stderr)
-    );
-    let tarball = String::from_utf8_lossy(&pack.stdout).trim().to_string();
-    let untar = Command::new("tar")
-        .args(["-xzf", &tarball])
-        .current_dir(scratch)
-        .status()
-        .expect("tar");
-    assert!(untar.success(), "cannot unpack {tarball}");
-    scratch.join("package")
+    belfry_tests::npm_package(GEMINI_CLI, "google-gemini-cli-0.61.0", scratch)
 }
 
 /// The bundle chunk that exports the hook runner (its name is a build hash).

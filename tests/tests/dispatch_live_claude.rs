@@ -25,30 +25,14 @@ const CONTEXT_MARK: &str = "BELFRY-CTX-7731 repo uses trunk-based flow";
 const DENY_MARK: &str = "BELFRY-DENY no force push";
 
 fn claude_binary(scratch: &Path) -> PathBuf {
-    if let Ok(dir) = std::env::var("BELFRY_HARNESS_PKGS") {
-        let path =
-            Path::new(&dir).join("anthropic-ai-claude-code-linux-x64-2.1.328/package/claude");
-        assert!(path.is_file(), "{} does not exist", path.display());
-        return path;
-    }
-    let pack = Command::new("npm")
-        .args(["pack", CLAUDE, "--silent"])
-        .current_dir(scratch)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run npm to fetch {CLAUDE}: {e}"));
-    assert!(
-        pack.status.success(),
-        "npm pack {CLAUDE} failed: {}",
-        String::from_utf8_lossy(&pack.stderr)
+    let package = belfry_tests::npm_package(
+        CLAUDE,
+        "anthropic-ai-claude-code-linux-x64-2.1.328",
+        scratch,
     );
-    let tarball = String::from_utf8_lossy(&pack.stdout).trim().to_string();
-    let untar = Command::new("tar")
-        .args(["-xzf", &tarball])
-        .current_dir(scratch)
-        .status()
-        .expect("tar");
-    assert!(untar.success(), "cannot unpack {tarball}");
-    scratch.join("package/claude")
+    let path = package.join("claude");
+    assert!(path.is_file(), "{} does not exist", path.display());
+    path
 }
 
 /// The scripted model: logs every request; the first request that offers the `Bash` tool gets

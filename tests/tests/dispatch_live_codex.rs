@@ -24,32 +24,10 @@ const CONTEXT_MARK: &str = "BELFRY-CTX-7731 repo uses trunk-based flow";
 const DENY_MARK: &str = "BELFRY-DENY no force push";
 
 fn codex_binary(scratch: &Path) -> PathBuf {
-    let relative = "package/vendor/x86_64-unknown-linux-musl/bin/codex";
-    if let Ok(dir) = std::env::var("BELFRY_HARNESS_PKGS") {
-        let path = Path::new(&dir)
-            .join("openai-codex-0.169.0-linux-x64")
-            .join(relative);
-        assert!(path.is_file(), "{} does not exist", path.display());
-        return path;
-    }
-    let pack = Command::new("npm")
-        .args(["pack", CODEX, "--silent"])
-        .current_dir(scratch)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run npm to fetch {CODEX}: {e}"));
-    assert!(
-        pack.status.success(),
-        "npm pack {CODEX} failed: {}",
-        String::from_utf8_lossy(&pack.stderr)
-    );
-    let tarball = String::from_utf8_lossy(&pack.stdout).trim().to_string();
-    let untar = Command::new("tar")
-        .args(["-xzf", &tarball])
-        .current_dir(scratch)
-        .status()
-        .expect("tar");
-    assert!(untar.success(), "cannot unpack {tarball}");
-    scratch.join(relative)
+    let package = belfry_tests::npm_package(CODEX, "openai-codex-0.169.0-linux-x64", scratch);
+    let path = package.join("vendor/x86_64-unknown-linux-musl/bin/codex");
+    assert!(path.is_file(), "{} does not exist", path.display());
+    path
 }
 
 /// The scripted model: logs every request; the first turn asks for one `exec_command` call
