@@ -182,6 +182,13 @@ enum Command {
     },
     /// The one hook dispatcher every harness's hooks call (reads the hook JSON on stdin).
     Dispatch(DispatchArgs),
+    /// Canonical hooks (belfry-hooks.kdl) projected into each harness's native config.
+    Hooks {
+        #[command(flatten)]
+        scope: crate::hooks::ScopeArgs,
+        #[command(subcommand)]
+        action: crate::hooks::HooksCommand,
+    },
     /// The context spool written by `dispatch --spool`.
     Spool {
         #[command(subcommand)]
@@ -683,6 +690,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             Ok(EXIT_OK)
         }
         Command::Dispatch(args) => Ok(dispatch(args)),
+        Command::Hooks { scope, action } => crate::hooks::run(scope, action),
         Command::Spool {
             action: SpoolAction::Drain { path },
         } => {

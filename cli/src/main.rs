@@ -1,6 +1,6 @@
 //! The `belfry` binary: argument parsing and output formatting. Everything it does lives in
 //! the library crates (`belfry-pty`, `belfry-mux`, `belfry-ding`, `belfry-hooks`): `belfry up`
-//! and `down` call `belfry_mux::declare`, `belfry dispatch` calls `belfry_hooks::run_hook`.
+//! and `down` call `belfry_mux::declare`, `belfry dispatch` calls `belfry_hooks::run_hook`, `belfry hooks` calls `belfry_hooks::project`.
 //!
 //! `commands` parses the arguments and runs each command; `attach` is the interactive attach
 //! loop; `inbox` is `belfry inbox …` and `belfry presence`; `logs` is
@@ -13,6 +13,7 @@ mod attach;
 mod commands;
 mod direct;
 mod exit;
+mod hooks;
 mod human;
 mod inbox;
 mod logs;

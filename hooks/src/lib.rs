@@ -16,6 +16,12 @@
 //! host to drain later, and [`native`] renders the outcome for a dialect. [`error`] holds the
 //! one error enum.
 //!
+//! Two modules serve `belfry hooks` (SPEC §9) rather than a dispatch: [`canonical`] reads
+//! the canonical hook file (`belfry-hooks.kdl`, the user's `hooks.kdl`) and compiles it into
+//! the hooks file above, and [`project`] projects it into each harness's native config from
+//! adapter data built into the binary (`build.rs`), with plan, apply, status and uninstall.
+//! Dispatch never calls them.
+//!
 //! The rule that shapes the whole crate is fail-open: this code sits in front of every tool
 //! call, so a problem in the dispatcher or in the hook configuration must never block the
 //! agent. Every internal error becomes `allow` with the error in `reason`. The only denies are
@@ -54,6 +60,7 @@
 //! Environment fallbacks: [`HOOKS_FILE_ENV`], [`HOOK_CONTEXT_ENV`], [`DIALECTS_ENV`]. Handlers
 //! see [`EVENT_ENV`] set to the semantic event. The formats are documented in `docs/hooks.md`.
 
+pub mod canonical;
 mod chain;
 pub mod dispatch;
 pub mod error;
@@ -64,6 +71,7 @@ mod outcome;
 pub mod pane_link;
 mod permissions;
 mod process;
+pub mod project;
 pub mod spool;
 
 pub use chain::{EVENT_ENV, REFUSAL_EXIT_CODE};

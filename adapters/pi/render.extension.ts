@@ -1,0 +1,65 @@
+// {{GENERATED_HEADER}}
+//
+// A Pi extension whose only logic is calling `belfry dispatch --native pi` and translating its
+// answer (spec §10). The answer is the pi dialect's one JSON object {"belfry_shim":1} plus at
+// most one action: "return" (return it as is: tool_call {block, reason},
+// session_before_compact {cancel}) or "append_text" (tool_result: one more text part of the
+// content; input: the prompt text with the context after it). A belfry without that dialect
+// answers {"decision","reason","context"}, read the same way. Pi 0.73 extension events.
+import { spawnSync } from "node:child_process";
+
+const HOOKS_FILE = {{HOOKS_FILE_JSON}};
+const EVENTS: string[] = {{EVENTS_JSON}};
+const TIMEOUT_MS = {{TIMEOUT_MS}};
+
+function dispatch(event: string, payload: Record<string, unknown>, cwd: string): any {
+  if (!EVENTS.includes(event)) return {};
+  const run = spawnSync(
+    "belfry",
+    ["dispatch", "--event", event, "--native", "pi", "--hooks-file", HOOKS_FILE],
+    { input: JSON.stringify({ hook_event_name: event, cwd, ...payload }), encoding: "utf8", timeout: TIMEOUT_MS },
+  );
+  if (run.status !== 0 || !run.stdout) return {};
+  try {
+    const answer = JSON.parse(run.stdout);
+    if (answer.belfry_shim === 1) return answer;
+    if (answer.decision === "deny") return { return: { block: true, cancel: true, reason: answer.reason } };
+    return answer.context ? { append_text: answer.context } : {};
+  } catch {
+    return {};
+  }
+}
+
+export default function (pi: any) {
+  pi.on("session_start", async (_event: any, ctx: any) => {
+    dispatch("session-start", {}, ctx.cwd);
+  });
+  pi.on("session_shutdown", async (_event: any, ctx: any) => {
+    dispatch("session-end", {}, ctx.cwd);
+  });
+  pi.on("input", async (event: any, ctx: any) => {
+    const answer = dispatch("prompt-submit", { prompt: event.text }, ctx.cwd);
+    if (answer.append_text) return { action: "transform", text: `${event.text}\n\n${answer.append_text}` };
+    return undefined;
+  });
+  pi.on("tool_call", async (event: any, ctx: any) => {
+    const answer = dispatch("before-tool", { tool_name: event.toolName, tool_input: event.input }, ctx.cwd);
+    return answer.return;
+  });
+  pi.on("tool_result", async (event: any, ctx: any) => {
+    const answer = dispatch(
+      "after-tool",
+      { tool_name: event.toolName, tool_input: event.input, tool_response: event.content },
+      ctx.cwd,
+    );
+    if (answer.append_text) return { content: [...event.content, { type: "text", text: answer.append_text }] };
+    return undefined;
+  });
+  pi.on("agent_end", async (_event: any, ctx: any) => {
+    dispatch("turn-stop", {}, ctx.cwd);
+  });
+  pi.on("session_before_compact", async (_event: any, ctx: any) => {
+    const answer = dispatch("pre-compact", {}, ctx.cwd);
+    return answer.return;
+  });
+}

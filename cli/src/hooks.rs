@@ -1,0 +1,331 @@
+//! `belfry hooks plan|apply|status|uninstall|matrix`: argument parsing and output for the
+//! projection lifecycle of `belfry_hooks::project` (spec §9). Exit codes: 0 when every
+//! target settled (or, for `status`, is installed), 2 otherwise, with each target's outcome
+//! printed so a partial failure says which targets settled.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+
+use belfry_hooks::canonical::Scope;
+use belfry_hooks::project::adapters::{Adapters, Status};
+use belfry_hooks::project::{
+    self, ApplyOptions, Context, Plan, Settlement, TargetPlan, TargetStatus,
+};
+
+use crate::exit::{EXIT_ERROR, EXIT_OK};
+
+/// Where and for whom: shared by every `belfry hooks` subcommand.
+#[derive(clap::Args, Debug)]
+pub struct ScopeArgs {
+    /// The project directory (default: the current directory).
+    #[arg(long, value_name = "DIR", global = true)]
+    dir: Option<PathBuf>,
+    /// Project the user's hook file ($XDG_CONFIG_HOME/belfry/hooks.kdl) into the harnesses'
+    /// user-level settings, instead of the project's belfry-hooks.kdl.
+    #[arg(long, global = true)]
+    user: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum HooksCommand {
+    /// Every target path, a unified diff, and every cell with its reason; writes nothing.
+    Plan,
+    /// Write the native projections.
+    Apply {
+        /// Overwrite managed entries that changed since the last apply.
+        #[arg(long)]
+        force: bool,
+        /// Also write the trust entries of exactly the entries written, for a harness that
+        /// runs a hook only once it is trusted.
+        #[arg(long)]
+        trust: bool,
+    },
+    /// Installed, drifted, missing or inert per target, read from the live files.
+    Status,
+    /// Remove only the managed artifacts the install state records.
+    Uninstall {
+        /// Remove managed artifacts even when they changed since apply.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The full capability matrix: harness, admitted versions, feature by feature.
+    Matrix,
+}
+
+/// Runs one `belfry hooks` command.
+pub fn run(scope: ScopeArgs, command: HooksCommand) -> Result<i32> {
+    if let HooksCommand::Matrix = command {
+        return matrix();
+    }
+    let context = context(&scope)?;
+    match command {
+        HooksCommand::Plan => {
+            let plan = project::plan(&context)?;
+            print!("{}", render_plan(&plan));
+            let refused = plan.targets.iter().any(|target| target.refusal.is_some());
+            Ok(if refused { EXIT_ERROR } else { EXIT_OK })
+        }
+        HooksCommand::Apply { force, trust } => {
+            let report = project::apply(&context, ApplyOptions { force, trust })?;
+            for (target, settlement) in &report.settled {
+                match settlement {
+                    Settlement::Settled => println!("{target}: settled"),
+                    Settlement::Failed(reason) => println!("{target}: FAILED: {reason}"),
+                }
+            }
+            let settled: Vec<&str> = report
+                .settled
+                .iter()
+                .filter(|(_, s)| *s == Settlement::Settled)
+                .map(|(t, _)| t.as_str())
+                .collect();
+            if report.all_settled() {
+                Ok(EXIT_OK)
+            } else {
+                eprintln!(
+                    "belfry hooks apply: not every target settled; settled: {}",
+                    if settled.is_empty() {
+                        "none".to_string()
+                    } else {
+                        settled.join(", ")
+                    }
+                );
+                Ok(EXIT_ERROR)
+            }
+        }
+        HooksCommand::Status => {
+            let statuses = project::status(&context)?;
+            if statuses.is_empty() {
+                println!(
+                    "no projection installed ({})",
+                    context.state_path().display()
+                );
+                return Ok(EXIT_OK);
+            }
+            let mut all_installed = true;
+            for (target, status) in statuses {
+                let line = match status {
+                    TargetStatus::Installed => "installed".to_string(),
+                    TargetStatus::Drifted(why) => format!("drifted: {}", why.join("; ")),
+                    TargetStatus::Missing(why) => format!("missing: {}", why.join("; ")),
+                    TargetStatus::Inert(why) => format!("inert: {}", why.join("; ")),
+                    TargetStatus::Failed(why) => format!("failed: {why}"),
+                };
+                all_installed &= line == "installed";
+                println!("{target}: {line}");
+            }
+            Ok(if all_installed { EXIT_OK } else { EXIT_ERROR })
+        }
+        HooksCommand::Uninstall { force } => {
+            let report = project::uninstall(&context, force)?;
+            if report.is_empty() {
+                println!("nothing to uninstall ({})", context.state_path().display());
+            }
+            let mut ok = true;
+            for (target, settlement) in report {
+                match settlement {
+                    Settlement::Settled => println!("{target}: removed"),
+                    Settlement::Failed(reason) => {
+                        ok = false;
+                        println!("{target}: FAILED: {reason}");
+                    }
+                }
+            }
+            Ok(if ok { EXIT_OK } else { EXIT_ERROR })
+        }
+        HooksCommand::Matrix => matrix(),
+    }
+}
+
+fn context(scope: &ScopeArgs) -> Result<Context> {
+    let dir = match &scope.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let project_dir = std::fs::canonicalize(&dir)
+        .with_context(|| format!("project directory {}", dir.display()))?;
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let config_home = match env.get("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env.get("HOME").cloned().unwrap_or_default()).join(".config"),
+    };
+    let adapters = Adapters::embedded().map_err(anyhow::Error::msg)?;
+    Ok(Context {
+        scope: if scope.user {
+            Scope::User
+        } else {
+            Scope::Project
+        },
+        project_dir,
+        config_home,
+        env,
+        belfry_version: env!("CARGO_PKG_VERSION").to_string(),
+        harness_versions: detect_versions(&adapters),
+    })
+}
+
+/// The version each adapter's harness reports on this machine (`matrix.json` `detect`),
+/// each asked with a deadline. `BELFRY_HOOKS_DETECT=0` skips it.
+fn detect_versions(adapters: &Adapters) -> BTreeMap<String, String> {
+    let mut versions = BTreeMap::new();
+    if std::env::var("BELFRY_HOOKS_DETECT").is_ok_and(|v| v == "0") {
+        return versions;
+    }
+    for (name, data) in &adapters.by_name {
+        let Some((program, args)) = data.matrix.detect.split_first() else {
+            continue;
+        };
+        if let Some(version) = run_version(program, args, Duration::from_secs(5)) {
+            versions.insert(name.clone(), version);
+        }
+    }
+    versions
+}
+
+fn run_version(program: &str, args: &[String], deadline: Duration) -> Option<String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let output = child.wait_with_output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find(|word| word.split('.').count() >= 3 && word.split('.').all(|p| !p.is_empty()))
+        .map(str::to_string)
+}
+
+/// The plan as printed: per target its harness and versions, each hook with every cell, the
+/// files with a unified diff, and the refusal if the target fails.
+pub fn render_plan(plan: &Plan) -> String {
+    let mut out = format!(
+        "{} hook file {} ({})\n",
+        plan.canonical.scope,
+        plan.canonical.path.display(),
+        plan.canonical.sha256
+    );
+    if plan.targets.is_empty() {
+        out.push_str("no hook names a target; nothing to project\n");
+    }
+    for target in &plan.targets {
+        out.push_str(&render_target(target));
+    }
+    out
+}
+
+fn render_target(target: &TargetPlan) -> String {
+    let mut out = format!("\ntarget {} ({}", target.target, target.harness);
+    match (&target.verified_with, &target.admitted) {
+        (Some(verified), Some(admitted)) => out.push_str(&format!(
+            ", matrix verified with {verified}, admits {admitted}"
+        )),
+        _ => out.push_str(", not admitted"),
+    }
+    match &target.detected {
+        Some((version, true)) => out.push_str(&format!("; detected {version}, admitted)\n")),
+        Some((version, false)) => out.push_str(&format!("; detected {version}, NOT admitted)\n")),
+        None => out.push_str("; not detected on this machine)\n"),
+    }
+    for hook in &target.hooks {
+        let projected = if hook.status == Status::Unsupported {
+            " — not projected"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "  {} ({} {}): {}{projected}\n",
+            hook.hook,
+            hook.event,
+            hook.intent,
+            hook.status.as_str()
+        ));
+        for (feature, cell) in &hook.cells {
+            out.push_str(&format!("    {feature}: {cell}\n"));
+        }
+    }
+    for reason in &target.inert_after_apply {
+        out.push_str(&format!(
+            "  after apply, the harness will skip it: {reason}\n"
+        ));
+    }
+    if let Some(refusal) = &target.refusal {
+        out.push_str(&format!(
+            "  REFUSED, nothing is written for this target: {refusal}\n"
+        ));
+    }
+    for file in &target.files {
+        let what = match (&file.before, &file.after) {
+            (None, Some(_)) => "created",
+            (Some(_), None) => "removed",
+            _ if file.changes() => "changed",
+            _ => "unchanged",
+        };
+        out.push_str(&format!("  file {} ({what})\n", file.path.display()));
+    }
+    for entry in &target.trust {
+        out.push_str(&format!(
+            "  trust entry {} = {} (written with --trust)\n",
+            entry.key, entry.hash
+        ));
+    }
+    for file in &target.files {
+        let diff = file.diff();
+        if !diff.is_empty() {
+            out.push_str(&diff);
+            if !diff.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+fn matrix() -> Result<i32> {
+    let adapters = Adapters::embedded().map_err(anyhow::Error::msg)?;
+    print!("{}", render_matrix(&adapters));
+    Ok(EXIT_OK)
+}
+
+/// The matrix as printed by `belfry hooks matrix`.
+pub fn render_matrix(adapters: &Adapters) -> String {
+    let mut out = String::new();
+    for data in adapters.by_name.values() {
+        let matrix = &data.matrix;
+        out.push_str(&format!("{} ({})", matrix.harness, data.name));
+        match (&matrix.admitted, &matrix.not_admitted) {
+            (_, Some(not_admitted)) => out.push_str(&format!(
+                ": unsupported: {} [{}]\n",
+                not_admitted.reason, not_admitted.key
+            )),
+            (Some(range), None) => out.push_str(&format!(
+                ": admits {}, verified with {}\n",
+                range.describe(),
+                matrix.verified_with.as_deref().unwrap_or("?")
+            )),
+            (None, None) => out.push_str(": no admitted versions\n"),
+        }
+        for (feature, cell) in &matrix.cells {
+            out.push_str(&format!("  {feature}: {}\n", cell.describe()));
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,233 @@
+//! `belfry hooks apply`: writes the plan target by target, after every check that must fail a
+//! target has run (SPEC §9: an enforce hook on a non-exact cell, drift without --force).
+
+use super::adapters::{AdapterData, Adapters, Render};
+use super::plan::{plan, Plan, TargetPlan};
+use super::state::{self, State, TargetState, TrustRecord};
+use super::status::drift;
+use super::{read_optional, remove_file, trust, write_file, Context, ProjectError};
+use crate::canonical::compile;
+
+/// What one target came to in an apply or uninstall.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Settlement {
+    /// Written (or already as planned).
+    Settled,
+    /// Refused before any write, or failed while writing.
+    Failed(String),
+}
+
+/// Options of [`apply`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ApplyOptions {
+    /// Overwrite managed artifacts that changed since the last apply.
+    pub force: bool,
+    /// Write the trust entries of exactly the entries written.
+    pub trust: bool,
+}
+
+/// The outcome of an apply: per target, in plan order.
+#[derive(Clone, Debug)]
+pub struct ApplyReport {
+    pub plan: Plan,
+    pub settled: Vec<(String, Settlement)>,
+}
+
+impl ApplyReport {
+    pub fn all_settled(&self) -> bool {
+        self.settled
+            .iter()
+            .all(|(_, settlement)| *settlement == Settlement::Settled)
+    }
+}
+
+/// Writes the plan, target by target. Every target that must fail fails before any write
+/// (SPEC §9); a write that fails fails its target and the others still settle.
+pub fn apply(context: &Context, options: ApplyOptions) -> Result<ApplyReport, ProjectError> {
+    let plan = plan(context)?;
+    let state_path = context.state_path();
+    let previous = State::load(&state_path)
+        .map_err(|reason| ProjectError::State {
+            path: state_path.clone(),
+            reason,
+        })?
+        .unwrap_or_default();
+    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
+    let mut state = State {
+        version: state::STATE_VERSION,
+        scope: context.scope.as_str().to_string(),
+        belfry_version: context.belfry_version.clone(),
+        canonical_path: plan.canonical.path.display().to_string(),
+        canonical_sha256: plan.canonical.sha256.clone(),
+        targets: previous.targets.clone(),
+    };
+    let mut settled = Vec::new();
+    for target in &plan.targets {
+        let recorded = previous.targets.get(&target.target);
+        let mut refusal = target.refusal.clone();
+        if refusal.is_none() && !options.force {
+            if let Some(recorded) = recorded {
+                let drifted = drift(recorded, adapters.by_name.get(&target.target));
+                if !drifted.is_empty() {
+                    refusal = Some(format!(
+                        "drift: {}; apply --force overwrites it",
+                        drifted.join("; ")
+                    ));
+                }
+            }
+        }
+        let outcome = match refusal {
+            Some(reason) => Settlement::Failed(reason),
+            None => {
+                let data = adapters.by_name.get(&target.target);
+                match write_target(context, target, data, recorded, options) {
+                    Ok(target_state) => {
+                        if target_state.is_empty() {
+                            // Nothing of the target is left: the directories apply made for
+                            // it go too, when nothing else is in them.
+                            super::remove_empty_dirs(&target_state.created_dirs);
+                            state.targets.remove(&target.target);
+                        } else {
+                            state.targets.insert(target.target.clone(), target_state);
+                        }
+                        Settlement::Settled
+                    }
+                    Err(reason) => Settlement::Failed(reason),
+                }
+            }
+        };
+        if let Settlement::Failed(reason) = &outcome {
+            if let Some(entry) = state.targets.get_mut(&target.target) {
+                entry.settlement = format!("failed: {reason}");
+            }
+        }
+        settled.push((target.target.clone(), outcome));
+    }
+    state
+        .save(&state_path)
+        .map_err(|reason| ProjectError::State {
+            path: state_path.clone(),
+            reason,
+        })?;
+    Ok(ApplyReport { plan, settled })
+}
+
+fn write_target(
+    context: &Context,
+    target: &TargetPlan,
+    data: Option<&AdapterData>,
+    recorded: Option<&TargetState>,
+    options: ApplyOptions,
+) -> Result<TargetState, String> {
+    let mut files = Vec::new();
+    let mut created_dirs = recorded.map(|r| r.created_dirs.clone()).unwrap_or_default();
+    for change in &target.files {
+        let is_settings = target
+            .settings
+            .as_ref()
+            .is_some_and(|settings| settings.path == change.path);
+        match &change.after {
+            Some(text) => {
+                if change.changes() {
+                    write_file(&change.path, text, &mut created_dirs)?;
+                }
+                if !is_settings {
+                    files.push(state::FileRecord {
+                        path: change.path.display().to_string(),
+                        digest: compile::sha256_hex(text.as_bytes()),
+                    });
+                }
+            }
+            None => remove_file(&change.path)?,
+        }
+    }
+    let settings = target
+        .settings
+        .as_ref()
+        .map(|settings| state::SettingsRecord {
+            path: settings.path.display().to_string(),
+            hooks_key: match data.and_then(|d| d.render.as_ref()) {
+                Some(Render::SettingsJson { hooks_key, .. }) => hooks_key.clone(),
+                _ => String::new(),
+            },
+            groups: settings.groups.clone(),
+            created: settings.created.clone(),
+        });
+    let settings = settings.filter(|s| {
+        !(s.groups.is_empty() && target.settings.as_ref().is_some_and(|r| r.delete_file))
+    });
+    let mut trust_records: Vec<TrustRecord> = recorded.map(|r| r.trust.clone()).unwrap_or_default();
+    let rule = data.and_then(|d| match &d.render {
+        Some(Render::SettingsJson {
+            trust: Some(rule), ..
+        }) => Some(rule),
+        _ => None,
+    });
+    if let Some(rule) = rule {
+        let trust_file = context
+            .expand(
+                &rule.file,
+                &data.map(|d| d.render_defaults()).unwrap_or_default(),
+            )
+            .ok_or_else(|| {
+                format!(
+                    "the trust file {} needs a variable that is not set",
+                    rule.file
+                )
+            })?;
+        let original = read_optional(&trust_file)?;
+        let file_existed = original.is_some();
+        let text = original.clone().unwrap_or_default();
+        // Entries this projection wrote before and no longer wants come out first.
+        let stale: Vec<String> = trust_records
+            .iter()
+            .filter(|record| {
+                !target
+                    .trust
+                    .iter()
+                    .any(|entry| entry.key == record.key && entry.hash == record.hash)
+            })
+            .map(|record| record.appended.clone())
+            .collect();
+        let mut text = trust::remove_appended(&text, &stale);
+        trust_records.retain(|record| {
+            target
+                .trust
+                .iter()
+                .any(|entry| entry.key == record.key && entry.hash == record.hash)
+        });
+        if options.trust {
+            let missing: Vec<trust::TrustEntry> = target
+                .trust
+                .iter()
+                .filter(|entry| !trust_records.iter().any(|record| record.key == entry.key))
+                .cloned()
+                .collect();
+            let (new_text, appended) = trust::write_entries(rule, &text, &missing);
+            text = new_text;
+            for (entry, appended) in missing.iter().zip(appended) {
+                trust_records.push(TrustRecord {
+                    file: trust_file.display().to_string(),
+                    key: entry.key.clone(),
+                    hash: entry.hash.clone(),
+                    appended,
+                    created_file: !file_existed
+                        || trust_records.iter().any(|record| record.created_file),
+                });
+            }
+        }
+        if text != original.unwrap_or_default() {
+            write_file(&trust_file, &text, &mut created_dirs)?;
+        }
+    }
+    Ok(TargetState {
+        adapter_data: data.map(|d| d.digest()).unwrap_or_default(),
+        harness_verified_with: target.verified_with.clone(),
+        harness_detected: target.detected.as_ref().map(|(version, _)| version.clone()),
+        settlement: "settled".to_string(),
+        files,
+        settings,
+        trust: trust_records,
+        created_dirs,
+    })
+}

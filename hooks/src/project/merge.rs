@@ -1,0 +1,618 @@
+//! The merge engine for settings-file targets: puts belfry's managed hook groups into a
+//! JSON(C) settings file and takes them out again, touching no other byte (SPEC §9).
+//!
+//! Each edit is a splice of the text at spans found by [`super::jsonc`], followed by a fresh
+//! parse, so offsets are never stale. A managed group is recognised by its command (`belfry
+//! dispatch --event E --native T …`, [`is_managed_group`]), never by position alone, so a
+//! user's own groups are never taken for belfry's. What apply had to create to hold a group
+//! (the file, the `hooks` object, an event's array) is recorded in [`Created`], with the text
+//! an empty container held before, so that uninstall restores the file byte for byte.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::jsonc::{self, Node};
+
+/// What one apply created in a settings file, so uninstall can take exactly that away.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Created {
+    /// The file did not exist.
+    #[serde(default)]
+    pub file: bool,
+    /// Member paths (`["hooks"]`, `["hooks", "PreToolUse"]`) that did not exist.
+    #[serde(default)]
+    pub members: Vec<Vec<String>>,
+    /// For each container that was empty when a first entry went in: its path and the text
+    /// between its brackets then (`""`, `" "`, a comment…).
+    #[serde(default)]
+    pub interiors: Vec<(Vec<String>, String)>,
+}
+
+/// One group belfry wants under `hooks_key.<event>`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WantedGroup {
+    pub native_event: String,
+    pub value: Value,
+    /// Whether the group's handler is an async one (a second managed group per event).
+    pub is_async: bool,
+}
+
+/// What was found of one managed group after a merge: where and its digest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacedGroup {
+    pub native_event: String,
+    pub index: usize,
+    pub is_async: bool,
+    /// `sha256:` of the group's canonical JSON.
+    pub digest: String,
+}
+
+/// A settings file that cannot be merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeError {
+    Syntax(jsonc::SyntaxError),
+    NotAnObject { what: String },
+}
+
+impl std::fmt::Display for MergeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MergeError::Syntax(err) => write!(f, "{err} (not valid JSON with comments)"),
+            MergeError::NotAnObject { what } => write!(f, "{what} is not a JSON object"),
+        }
+    }
+}
+
+/// The markers of a managed group's command: `belfry dispatch --event … --native TARGET `.
+pub fn is_managed_command(command: &str, target: &str) -> bool {
+    command.starts_with("belfry dispatch --event ")
+        && command.contains(&format!(" --native {target} "))
+}
+
+/// Whether a group value is one of belfry's for `target`.
+pub fn is_managed_group(group: &Value, target: &str, command_field: &str) -> bool {
+    group
+        .get("hooks")
+        .and_then(Value::as_array)
+        .is_some_and(|handlers| {
+            !handlers.is_empty()
+                && handlers.iter().all(|handler| {
+                    handler
+                        .get(command_field)
+                        .and_then(Value::as_str)
+                        .is_some_and(|command| is_managed_command(command, target))
+                })
+        })
+}
+
+/// The editing context: one settings file's text.
+pub struct Merge<'a> {
+    pub text: String,
+    pub hooks_key: &'a str,
+    pub target: &'a str,
+    pub command_field: &'a str,
+    pub async_field: Option<&'a str>,
+    pub created: Created,
+}
+
+impl<'a> Merge<'a> {
+    /// Starts from the file's text, or an empty object for a file that does not exist.
+    pub fn new(
+        existing: Option<&str>,
+        hooks_key: &'a str,
+        target: &'a str,
+        command_field: &'a str,
+        async_field: Option<&'a str>,
+        created: Created,
+    ) -> Merge<'a> {
+        let mut created = created;
+        let text = match existing {
+            Some(text) => text.to_string(),
+            None => {
+                created.file = true;
+                "{}\n".to_string()
+            }
+        };
+        Merge {
+            text,
+            hooks_key,
+            target,
+            command_field,
+            async_field,
+            created,
+        }
+    }
+
+    fn root(&self) -> Result<Node, MergeError> {
+        let root = jsonc::parse(&self.text).map_err(MergeError::Syntax)?;
+        if !root.is_object() {
+            return Err(MergeError::NotAnObject {
+                what: "the file".to_string(),
+            });
+        }
+        Ok(root)
+    }
+
+    /// The node at a member path.
+    fn node_at(&self, path: &[String]) -> Result<Option<Node>, MergeError> {
+        let mut node = self.root()?;
+        for key in path {
+            match node.member(key) {
+                Some(child) => node = child.clone(),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(node))
+    }
+
+    /// The managed groups found now, per native event, with their index and digest.
+    pub fn placed(&self) -> Result<Vec<PlacedGroup>, MergeError> {
+        let root = self.root()?;
+        let Some(hooks) = root.member(self.hooks_key) else {
+            return Ok(Vec::new());
+        };
+        let mut placed = Vec::new();
+        if let jsonc::Kind::Object(members) = &hooks.kind {
+            for (event, array) in members {
+                for (index, element) in array.elements().iter().enumerate() {
+                    let Some(value) = element.value(&self.text) else {
+                        continue;
+                    };
+                    if is_managed_group(&value, self.target, self.command_field) {
+                        placed.push(PlacedGroup {
+                            native_event: event.clone(),
+                            index,
+                            is_async: self.group_is_async(&value),
+                            digest: super::canonical_digest(&value),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(placed)
+    }
+
+    fn group_is_async(&self, group: &Value) -> bool {
+        let Some(field) = self.async_field else {
+            return false;
+        };
+        group
+            .pointer("/hooks/0")
+            .and_then(|handler| handler.get(field))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    /// Makes the managed groups exactly `wanted`: a group already there is replaced in place
+    /// (its position kept, which keeps a harness's positional trust keys), a new one is
+    /// appended to its event's array, and a managed group no longer wanted is removed.
+    pub fn set_groups(&mut self, wanted: &[WantedGroup]) -> Result<(), MergeError> {
+        for group in wanted {
+            self.put_group(group)?;
+        }
+        loop {
+            let placed = self.placed()?;
+            let stale = placed.iter().find(|found| {
+                !wanted.iter().any(|group| {
+                    group.native_event == found.native_event && group.is_async == found.is_async
+                })
+            });
+            let Some(stale) = stale.cloned() else {
+                break;
+            };
+            let path = vec![self.hooks_key.to_string(), stale.native_event.clone()];
+            self.remove_element(&path, stale.index)?;
+        }
+        self.drop_empty_created()?;
+        Ok(())
+    }
+
+    fn put_group(&mut self, group: &WantedGroup) -> Result<(), MergeError> {
+        let hooks_path = vec![self.hooks_key.to_string()];
+        if self.node_at(&hooks_path)?.is_none() {
+            self.insert_member(&[], self.hooks_key, "{}")?;
+        }
+        let event_path = vec![self.hooks_key.to_string(), group.native_event.clone()];
+        if self.node_at(&event_path)?.is_none() {
+            self.insert_member(&hooks_path, &group.native_event, "[]")?;
+        }
+        let placed = self.placed()?;
+        let existing = placed.iter().find(|found| {
+            found.native_event == group.native_event && found.is_async == group.is_async
+        });
+        match existing {
+            Some(found) => {
+                if found.digest != super::canonical_digest(&group.value) {
+                    self.replace_element(&event_path, found.index, &group.value)?;
+                }
+            }
+            None => self.append_element(&event_path, &group.value)?,
+        }
+        Ok(())
+    }
+
+    /// Removes members and restores interiors that this projection created and that hold
+    /// nothing any more, innermost first; and marks the file for deletion when it is back to
+    /// the empty object it was created as.
+    fn drop_empty_created(&mut self) -> Result<(), MergeError> {
+        let mut members = self.created.members.clone();
+        members.sort_by_key(|path| std::cmp::Reverse(path.len()));
+        for path in members {
+            let Some(node) = self.node_at(&path)? else {
+                self.created.members.retain(|p| p != &path);
+                continue;
+            };
+            let empty = match &node.kind {
+                jsonc::Kind::Object(members) => members.is_empty(),
+                jsonc::Kind::Array(elements) => elements.is_empty(),
+                jsonc::Kind::Scalar => false,
+            };
+            if empty {
+                let (parent, key) = path.split_at(path.len() - 1);
+                self.remove_member(parent, &key[0])?;
+                self.created.members.retain(|p| p != &path);
+                self.created.interiors.retain(|(p, _)| p != &path);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the file is the empty object apply created, so uninstall may delete it.
+    pub fn is_created_and_empty(&self) -> bool {
+        self.created.file && self.text.trim() == "{}"
+    }
+
+    fn indent_unit(&self) -> String {
+        for line in self.text.lines() {
+            let indent: String = line
+                .chars()
+                .take_while(|c| *c == ' ' || *c == '\t')
+                .collect();
+            if !indent.is_empty() && line.trim_start().starts_with(['"', '{', '[', '}', ']']) {
+                return indent;
+            }
+        }
+        "  ".to_string()
+    }
+
+    /// The leading whitespace of the line where `offset` is.
+    fn line_indent(&self, offset: usize) -> String {
+        let line_start = self.text[..offset].rfind('\n').map_or(0, |i| i + 1);
+        self.text[line_start..]
+            .chars()
+            .take_while(|c| *c == ' ' || *c == '\t')
+            .collect()
+    }
+
+    fn render(&self, value: &Value, indent: &str) -> String {
+        let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
+        let unit = self.indent_unit();
+        let mut out = String::new();
+        for (number, line) in pretty.lines().enumerate() {
+            if number > 0 {
+                out.push('\n');
+                out.push_str(indent);
+            }
+            let spaces = line.len() - line.trim_start().len();
+            out.push_str(&unit.repeat(spaces / 2));
+            out.push_str(line.trim_start());
+        }
+        out
+    }
+
+    fn splice(&mut self, start: usize, end: usize, with: &str) {
+        self.text.replace_range(start..end, with);
+    }
+
+    fn container(&self, path: &[String]) -> Result<Node, MergeError> {
+        match self.node_at(path)? {
+            Some(node) => Ok(node),
+            None => Err(MergeError::NotAnObject {
+                what: format!("`{}`", path.join(".")),
+            }),
+        }
+    }
+
+    /// Inserts `"key": raw` as the last member of the object at `path`.
+    fn insert_member(&mut self, path: &[String], key: &str, raw: &str) -> Result<(), MergeError> {
+        let object = self.container(path)?;
+        let jsonc::Kind::Object(members) = &object.kind else {
+            return Err(MergeError::NotAnObject {
+                what: if path.is_empty() {
+                    "the file".to_string()
+                } else {
+                    format!("`{}`", path.join("."))
+                },
+            });
+        };
+        let outer = self.line_indent(object.start);
+        let inner = format!("{outer}{}", self.indent_unit());
+        let member = format!("{}: {raw}", serde_json::to_string(key).unwrap_or_default());
+        match members.last() {
+            Some((_, last)) => {
+                let at = last.end;
+                self.splice(at, at, &format!(",\n{inner}{member}"));
+            }
+            None => {
+                let interior = self.text[object.start + 1..object.end - 1].to_string();
+                self.created.interiors.push((path.to_vec(), interior));
+                self.splice(
+                    object.start + 1,
+                    object.end - 1,
+                    &format!("\n{inner}{member}\n{outer}"),
+                );
+            }
+        }
+        let mut member_path = path.to_vec();
+        member_path.push(key.to_string());
+        self.created.members.push(member_path);
+        Ok(())
+    }
+
+    fn append_element(&mut self, path: &[String], value: &Value) -> Result<(), MergeError> {
+        let array = self.container(path)?;
+        let outer = self.line_indent(array.start);
+        let inner = format!("{outer}{}", self.indent_unit());
+        let rendered = self.render(value, &inner);
+        match array.elements().last() {
+            Some(last) => {
+                let at = last.end;
+                self.splice(at, at, &format!(",\n{inner}{rendered}"));
+            }
+            None => {
+                let interior = self.text[array.start + 1..array.end - 1].to_string();
+                self.created.interiors.push((path.to_vec(), interior));
+                self.splice(
+                    array.start + 1,
+                    array.end - 1,
+                    &format!("\n{inner}{rendered}\n{outer}"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn replace_element(
+        &mut self,
+        path: &[String],
+        index: usize,
+        value: &Value,
+    ) -> Result<(), MergeError> {
+        let array = self.container(path)?;
+        let Some(element) = array.elements().get(index).cloned() else {
+            return Ok(());
+        };
+        let indent = self.line_indent(element.start);
+        let rendered = self.render(value, &indent);
+        self.splice(element.start, element.end, &rendered);
+        Ok(())
+    }
+
+    /// Removes element `index` of the array at `path` with the separator that joined it.
+    fn remove_element(&mut self, path: &[String], index: usize) -> Result<(), MergeError> {
+        let array = self.container(path)?;
+        let elements = array.elements();
+        let spans: Vec<(usize, usize)> = elements.iter().map(|e| (e.start, e.end)).collect();
+        self.remove_span(path, array.start, array.end, &spans, index);
+        Ok(())
+    }
+
+    fn remove_member(&mut self, path: &[String], key: &str) -> Result<(), MergeError> {
+        let object = self.container(path)?;
+        let jsonc::Kind::Object(members) = &object.kind else {
+            return Ok(());
+        };
+        let Some(index) = members.iter().position(|(name, _)| name == key) else {
+            return Ok(());
+        };
+        // A member's span starts at its key: the key is the last string before the value.
+        let spans: Vec<(usize, usize)> = members
+            .iter()
+            .map(|(name, value)| {
+                let quoted = serde_json::to_string(name).unwrap_or_default();
+                let key_start = self.text[..value.start]
+                    .rfind(&quoted)
+                    .unwrap_or(value.start);
+                (key_start, value.end)
+            })
+            .collect();
+        self.remove_span(path, object.start, object.end, &spans, index);
+        Ok(())
+    }
+
+    /// Removes item `index` of a container whose items span `spans`: with the separator
+    /// before it, or the one after it for a first item; the only item restores the
+    /// container's recorded interior (or leaves it empty).
+    fn remove_span(
+        &mut self,
+        path: &[String],
+        start: usize,
+        end: usize,
+        spans: &[(usize, usize)],
+        index: usize,
+    ) {
+        if spans.len() == 1 {
+            let interior = self
+                .created
+                .interiors
+                .iter()
+                .find(|(p, _)| p == path)
+                .map(|(_, text)| text.clone())
+                .unwrap_or_default();
+            self.created.interiors.retain(|(p, _)| p != path);
+            self.splice(start + 1, end - 1, &interior);
+        } else if index > 0 {
+            self.splice(spans[index - 1].1, spans[index].1, "");
+        } else {
+            self.splice(spans[0].0, spans[1].0, "");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn group(command: &str) -> WantedGroup {
+        WantedGroup {
+            native_event: "Ev".into(),
+            value: json!({"hooks": [{"type": "command", "command": command}]}),
+            is_async: false,
+        }
+    }
+
+    const COMMAND: &str = "belfry dispatch --event e --native t --hooks-file /x";
+
+    #[test]
+    fn apply_then_uninstall_restores_every_byte() {
+        let originals = [
+            "{}\n",
+            "{ }",
+            "// c\n{\n  \"a\": 1, // keep\n}\n",
+            "{\n  \"hooks\": {\n    \"Ev\": [\n      {\"hooks\": [{\"command\": \"mine\"}]}\n    ]\n  }\n}\n",
+            "{\n\t\"hooks\": { /* empty */ }\n}\n",
+            "{\"hooks\":{\"Ev\":[]}}",
+        ];
+        for original in originals {
+            let mut merge = Merge::new(
+                Some(original),
+                "hooks",
+                "t",
+                "command",
+                None,
+                Created::default(),
+            );
+            merge
+                .set_groups(&[group(COMMAND)])
+                .unwrap_or_else(|err| panic!("{original}: {err}"));
+            assert!(jsonc::parse(&merge.text).is_ok(), "{}", merge.text);
+            assert_eq!(
+                merge.placed().map(|p| p.len()).ok(),
+                Some(1),
+                "{}",
+                merge.text
+            );
+            let created = merge.created.clone();
+            let applied = merge.text.clone();
+            let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, created);
+            undo.set_groups(&[]).unwrap_or_else(|err| panic!("{err}"));
+            assert_eq!(undo.text, original, "applied:\n{applied}");
+        }
+    }
+
+    #[test]
+    fn a_managed_group_is_replaced_in_place() {
+        let text = "{\"hooks\": {\"Ev\": [{\"hooks\": [{\"command\": \"mine\"}]}]}}";
+        let mut merge = Merge::new(
+            Some(text),
+            "hooks",
+            "t",
+            "command",
+            None,
+            Created::default(),
+        );
+        merge
+            .set_groups(&[group(COMMAND)])
+            .unwrap_or_else(|err| panic!("{err}"));
+        let user_after = merge.text.clone();
+        merge
+            .set_groups(&[WantedGroup {
+                value: json!({"hooks": [{"type": "command", "command": COMMAND, "timeout": 9}]}),
+                ..group(COMMAND)
+            }])
+            .unwrap_or_else(|err| panic!("{err}"));
+        let placed = merge.placed().unwrap_or_default();
+        assert_eq!(placed.len(), 1);
+        assert_eq!(placed[0].index, 1);
+        assert!(merge.text.contains("\"timeout\": 9"), "{}", merge.text);
+        assert!(
+            user_after.starts_with("{\"hooks\": {\"Ev\": [{\"hooks\": [{\"command\": \"mine\"}]},")
+        );
+    }
+
+    mod roundtrip {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A settings document: unrelated scalars, maybe a `hooks` object with user groups.
+        fn document() -> impl Strategy<Value = Value> {
+            let scalar = prop_oneof![
+                any::<bool>().prop_map(Value::from),
+                any::<i32>().prop_map(Value::from),
+                "[a-z ]{0,6}".prop_map(Value::from),
+            ];
+            let user_group = "[a-z]{1,5}"
+                .prop_map(|command| json!({"hooks": [{"type": "command", "command": command}]}));
+            let events = proptest::collection::btree_map(
+                prop_oneof![Just("Ev".to_string()), Just("Other".to_string())],
+                proptest::collection::vec(user_group, 0..3),
+                0..3,
+            );
+            (
+                proptest::collection::btree_map("[a-g]{1,3}", scalar, 0..4),
+                proptest::option::of(events),
+            )
+                .prop_map(|(fields, hooks)| {
+                    let mut map: serde_json::Map<String, Value> =
+                        fields.into_iter().filter(|(k, _)| k != "hooks").collect();
+                    if let Some(events) = hooks {
+                        let events: serde_json::Map<String, Value> = events
+                            .into_iter()
+                            .map(|(event, groups)| (event, Value::Array(groups)))
+                            .collect();
+                        map.insert("hooks".into(), Value::Object(events));
+                    }
+                    Value::Object(map)
+                })
+        }
+
+        /// The document as a user might have written it: compact or pretty, with comments.
+        fn text(value: &Value, pretty: bool, comment: bool) -> String {
+            let body = if pretty {
+                serde_json::to_string_pretty(value).unwrap_or_default()
+            } else {
+                serde_json::to_string(value).unwrap_or_default()
+            };
+            if comment {
+                format!("// settings\n{}\n", body.replacen('{', "{ /* kept */", 1))
+            } else {
+                body
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn apply_then_uninstall_is_the_identity(
+                value in document(),
+                pretty in any::<bool>(),
+                comment in any::<bool>(),
+                events in proptest::collection::btree_set(prop_oneof![Just("Ev"), Just("New")], 1..3),
+            ) {
+                let original = text(&value, pretty, comment);
+                let wanted: Vec<WantedGroup> = events
+                    .iter()
+                    .map(|event| WantedGroup { native_event: event.to_string(), ..group(COMMAND) })
+                    .collect();
+                let mut merge = Merge::new(Some(&original), "hooks", "t", "command", None, Created::default());
+                prop_assert!(merge.set_groups(&wanted).is_ok());
+                let applied = merge.text.clone();
+                let root = jsonc::parse(&applied);
+                prop_assert!(root.is_ok(), "{}", applied);
+                prop_assert_eq!(merge.placed().map(|p| p.len()).unwrap_or(0), wanted.len());
+                // Every unrelated value is still there, unchanged.
+                let now = root.ok().and_then(|root| root.value(&applied)).unwrap_or(Value::Null);
+                if let Value::Object(map) = &value {
+                    for (key, field) in map {
+                        if key != "hooks" {
+                            prop_assert_eq!(now.get(key), Some(field));
+                        }
+                    }
+                }
+                let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, merge.created.clone());
+                prop_assert!(undo.set_groups(&[]).is_ok());
+                prop_assert_eq!(undo.text, original);
+            }
+        }
+    }
+}

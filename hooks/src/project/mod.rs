@@ -1,0 +1,269 @@
+//! `belfry hooks`: the canonical hook file projected into each harness's native config, with
+//! an honest account of what each harness will do (SPEC §9).
+//!
+//! The lifecycle is four calls on one [`Context`] (which scope, which directories, which
+//! environment), one module each: [`plan()`] (`plan.rs`) computes every target's cells, files
+//! and diffs and writes nothing; [`apply()`] (`apply.rs`) writes what the plan says, target by
+//! target, after checking every target that must fail (an `enforce` hook on a non-exact cell,
+//! drift without `force`) before any write; [`status()`] (`status.rs`) reads the live files
+//! back and says installed / drifted / missing / inert; and [`uninstall()`] (`uninstall.rs`)
+//! removes only what the install state records. The state is `.belfry/hooks-state.json`
+//! ([`state::State`]).
+//!
+//! Provider knowledge arrives as data ([`adapters`]): the matrix says what each semantic
+//! feature is on a harness, the renderer's shape says where the native file is and how an
+//! entry looks. [`render`] builds the entries, [`merge`] edits settings files byte-exactly
+//! with the spans [`jsonc`] finds, and [`trust`] handles a harness's hash-based hook trust.
+//! This file holds what they share: the context, canonical JSON digests and file writes.
+
+pub mod adapters;
+mod apply;
+pub mod jsonc;
+pub mod merge;
+mod plan;
+pub mod render;
+pub mod state;
+mod status;
+pub mod trust;
+mod uninstall;
+
+pub use apply::{apply, ApplyOptions, ApplyReport, Settlement};
+pub use plan::{plan, FileChange, HookPlan, Plan, TargetPlan};
+pub use status::{status, TargetStatus};
+pub use uninstall::uninstall;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::canonical::{self, compile, CanonicalFile, Scope};
+use adapters::{AdapterData, Adapters, Render};
+
+/// `sha256:` of a value's canonical JSON: object keys sorted at every level, no whitespace.
+pub fn canonical_digest(value: &Value) -> String {
+    compile::sha256_hex(canonical_json(value).as_bytes())
+}
+
+/// A value's canonical JSON text (keys sorted, compact), independent of map ordering.
+pub fn canonical_json(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let members: Vec<String> = keys
+                .into_iter()
+                .map(|key| {
+                    format!(
+                        "{}:{}",
+                        serde_json::to_string(key).unwrap_or_default(),
+                        canonical_json(&map[key])
+                    )
+                })
+                .collect();
+            format!("{{{}}}", members.join(","))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(canonical_json).collect();
+            format!("[{}]", items.join(","))
+        }
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// Where a projection runs: the scope, its directories and the environment it expands.
+#[derive(Clone, Debug)]
+pub struct Context {
+    pub scope: Scope,
+    /// The project directory (canonical), the base of project-scope paths.
+    pub project_dir: PathBuf,
+    /// `$XDG_CONFIG_HOME` (else `~/.config`): where the user's canonical file and state live.
+    pub config_home: PathBuf,
+    /// Environment for `$VAR` in the adapters' user-scope paths.
+    pub env: BTreeMap<String, String>,
+    /// The belfry version written into generated files and the state.
+    pub belfry_version: String,
+    /// Harness versions detected by the caller (adapter name → version).
+    pub harness_versions: BTreeMap<String, String>,
+}
+
+impl Context {
+    /// The canonical file of this scope.
+    pub fn canonical_path(&self) -> PathBuf {
+        canonical::canonical_path(self.scope, &self.project_dir, &self.config_home)
+    }
+
+    /// Where state and compiled hooks files live: `.belfry/` in the project, or
+    /// `$XDG_CONFIG_HOME/belfry/` for the user.
+    pub fn state_dir(&self) -> PathBuf {
+        match self.scope {
+            Scope::Project => self.project_dir.join(".belfry"),
+            Scope::User => self.config_home.join("belfry"),
+        }
+    }
+
+    pub fn hooks_dir(&self) -> PathBuf {
+        self.state_dir().join("hooks")
+    }
+
+    pub fn state_path(&self) -> PathBuf {
+        self.state_dir().join("hooks-state.json")
+    }
+
+    /// Expands `$NAME` from the environment, then from `defaults`; a path that stays
+    /// relative is taken from the project directory.
+    pub fn expand(&self, template: &str, defaults: &BTreeMap<String, String>) -> Option<PathBuf> {
+        let expanded = expand_vars(template, &self.env, defaults, 0)?;
+        let path = PathBuf::from(expanded);
+        Some(if path.is_absolute() {
+            path
+        } else {
+            self.project_dir.join(path)
+        })
+    }
+
+    /// The native file of a target in this scope.
+    pub fn target_path(&self, render: &Render) -> Option<PathBuf> {
+        let paths = render.paths();
+        match self.scope {
+            Scope::Project => Some(self.project_dir.join(&paths.project)),
+            Scope::User => self.expand(&paths.user, &paths.defaults),
+        }
+    }
+}
+
+fn expand_vars(
+    text: &str,
+    env: &BTreeMap<String, String>,
+    defaults: &BTreeMap<String, String>,
+    depth: usize,
+) -> Option<String> {
+    if depth > 4 {
+        return None;
+    }
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let name = &after[..len];
+        let value = match env.get(name).filter(|value| !value.is_empty()) {
+            Some(value) => value.clone(),
+            None => expand_vars(defaults.get(name)?, env, defaults, depth + 1)?,
+        };
+        out.push_str(&value);
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// A problem that stops the lifecycle as a whole (not one target).
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    #[error(transparent)]
+    Canonical(#[from] canonical::CanonicalError),
+    #[error("adapter data: {0}")]
+    AdapterData(String),
+    #[error("install state {path}: {reason}")]
+    State { path: PathBuf, reason: String },
+}
+
+/// Loads the adapters and the scope's canonical file.
+pub fn load(context: &Context) -> Result<(Adapters, CanonicalFile), ProjectError> {
+    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
+    let canonical = canonical::load(&context.canonical_path(), context.scope, &adapters.names())?;
+    Ok((adapters, canonical))
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(format!("cannot read {}: {err}", path.display())),
+    }
+}
+
+/// Writes a file through a temporary file in its directory and a rename, creating missing
+/// directories (recorded so that uninstall can remove them when empty).
+fn write_file(path: &Path, text: &str, created_dirs: &mut Vec<String>) -> Result<(), String> {
+    if let Some(parent) = path.parent() {
+        let mut missing = Vec::new();
+        let mut dir = parent;
+        while !dir.exists() {
+            missing.push(dir.to_path_buf());
+            match dir.parent() {
+                Some(up) => dir = up,
+                None => break,
+            }
+        }
+        std::fs::create_dir_all(parent)
+            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+        for dir in missing.into_iter().rev() {
+            let dir = dir.display().to_string();
+            if !created_dirs.contains(&dir) {
+                created_dirs.push(dir);
+            }
+        }
+    }
+    let file_name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = path.with_file_name(format!(".{file_name}.belfry-tmp"));
+    std::fs::write(&temp, text).map_err(|err| format!("cannot write {}: {err}", temp.display()))?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&temp, meta.permissions());
+    }
+    std::fs::rename(&temp, path).map_err(|err| {
+        let _ = std::fs::remove_file(&temp);
+        format!("cannot write {}: {err}", path.display())
+    })
+}
+
+/// Removes directories apply created, deepest first, each only when nothing else is in it.
+fn remove_empty_dirs(dirs: &[String]) {
+    let mut dirs = dirs.to_vec();
+    dirs.sort_by_key(|dir| std::cmp::Reverse(dir.len()));
+    for dir in dirs {
+        // A directory that holds anything is kept: remove_dir refuses it.
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
+fn remove_file(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(format!("cannot remove {}: {err}", path.display())),
+    }
+}
+
+impl AdapterData {
+    /// `sha256:` of the adapter's projection data, recorded as the adapter version.
+    pub fn digest(&self) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(format!(
+            "{:?}{:?}{:?}",
+            self.matrix, self.render, self.template
+        ));
+        let digest = hasher.finalize();
+        let mut hex = String::from("sha256:");
+        for byte in digest {
+            hex.push_str(&format!("{byte:02x}"));
+        }
+        hex
+    }
+
+    /// The defaults for `$VAR`s in this adapter's paths.
+    pub fn render_defaults(&self) -> BTreeMap<String, String> {
+        self.render
+            .as_ref()
+            .map(|render| render.paths().defaults.clone())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,425 @@
+//! `belfry hooks status`, and the live reading apply and uninstall share: what became of each
+//! recorded managed artifact (same, changed, gone) and whether the harness will run it.
+
+use std::path::Path;
+
+use super::adapters::{AdapterData, Adapters, JsonDialect, Render};
+use super::merge::{Created, Merge, PlacedGroup};
+use super::state::{self, State, TargetState};
+use super::{canonical_digest, jsonc, read_optional, trust, Context, ProjectError};
+use crate::canonical::{compile, Scope};
+
+/// What became of one recorded managed group in the live settings text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum GroupNow {
+    /// Found (by its belfry command, same wait mode) with the digest apply recorded.
+    Same(PlacedGroup),
+    /// Found, but changed since apply.
+    Changed(PlacedGroup),
+    /// Not found as a belfry group, but something else sits at its recorded place with a
+    /// different digest: edited so that it no longer calls belfry dispatch.
+    Replaced,
+    Gone,
+}
+
+/// The live state of each recorded group of a settings target. A group is looked up by what
+/// it is (a belfry group of that event and wait mode), not by its recorded index, so a group
+/// the user added before it is not taken for it.
+pub(super) fn groups_now(
+    settings: &state::SettingsRecord,
+    data: Option<&AdapterData>,
+    text: &str,
+) -> Vec<(PlacedGroup, GroupNow)> {
+    let (command_field, async_field) = match data.and_then(|d| d.render.as_ref()) {
+        Some(Render::SettingsJson { fields, .. }) => {
+            (fields.command.clone(), fields.async_field.clone())
+        }
+        _ => ("command".to_string(), None),
+    };
+    let target = data.map(|d| d.name.clone()).unwrap_or_default();
+    let merge = Merge::new(
+        Some(text),
+        &settings.hooks_key,
+        &target,
+        &command_field,
+        async_field.as_deref(),
+        Created::default(),
+    );
+    let placed = merge.placed().unwrap_or_default();
+    let root = jsonc::parse(text).ok();
+    settings
+        .groups
+        .iter()
+        .map(|recorded| {
+            let found = placed.iter().find(|now| {
+                now.native_event == recorded.native_event && now.is_async == recorded.is_async
+            });
+            let now = match found {
+                Some(now) if now.digest == recorded.digest => GroupNow::Same(now.clone()),
+                Some(now) => GroupNow::Changed(now.clone()),
+                None => {
+                    let at_index = root
+                        .as_ref()
+                        .and_then(|root| root.member(&settings.hooks_key))
+                        .and_then(|hooks| hooks.member(&recorded.native_event))
+                        .and_then(|array| array.elements().get(recorded.index))
+                        .and_then(|node| node.value(text));
+                    match at_index {
+                        Some(value) if canonical_digest(&value) != recorded.digest => {
+                            GroupNow::Replaced
+                        }
+                        _ => GroupNow::Gone,
+                    }
+                }
+            };
+            (recorded.clone(), now)
+        })
+        .collect()
+}
+
+/// Drift: a managed artifact recorded by the last apply that no longer has its digest.
+pub(super) fn drift(state: &TargetState, data: Option<&AdapterData>) -> Vec<String> {
+    let mut drifted = Vec::new();
+    for file in &state.files {
+        if let Ok(Some(text)) = read_optional(Path::new(&file.path)) {
+            if compile::sha256_hex(text.as_bytes()) != file.digest {
+                drifted.push(format!("{} changed since apply", file.path));
+            }
+        }
+    }
+    if let Some(settings) = &state.settings {
+        if let Ok(Some(text)) = read_optional(Path::new(&settings.path)) {
+            for (recorded, now) in groups_now(settings, data, &text) {
+                match now {
+                    GroupNow::Changed(_) => drifted.push(format!(
+                        "{}: the managed {} entry changed since apply",
+                        settings.path, recorded.native_event
+                    )),
+                    GroupNow::Replaced => drifted.push(format!(
+                        "{}: the managed {} entry was edited so that it no longer calls belfry dispatch",
+                        settings.path, recorded.native_event
+                    )),
+                    GroupNow::Same(_) | GroupNow::Gone => {}
+                }
+            }
+        }
+    }
+    drifted
+}
+
+/// A target's live state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetStatus {
+    Installed,
+    /// Managed artifacts changed since apply.
+    Drifted(Vec<String>),
+    /// Managed artifacts are gone.
+    Missing(Vec<String>),
+    /// Installed, but the harness will not run it.
+    Inert(Vec<String>),
+    /// The last apply failed for this target.
+    Failed(String),
+}
+
+/// Reads every recorded target back.
+pub fn status(context: &Context) -> Result<Vec<(String, TargetStatus)>, ProjectError> {
+    let state_path = context.state_path();
+    let Some(state) = State::load(&state_path).map_err(|reason| ProjectError::State {
+        path: state_path.clone(),
+        reason,
+    })?
+    else {
+        return Ok(Vec::new());
+    };
+    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
+    let mut out = Vec::new();
+    for (name, target) in &state.targets {
+        out.push((
+            name.clone(),
+            target_status(context, adapters.by_name.get(name), target),
+        ));
+    }
+    Ok(out)
+}
+
+fn target_status(
+    context: &Context,
+    data: Option<&AdapterData>,
+    target: &TargetState,
+) -> TargetStatus {
+    if let Some(reason) = target.settlement.strip_prefix("failed: ") {
+        return TargetStatus::Failed(reason.to_string());
+    }
+    let mut missing = Vec::new();
+    for file in &target.files {
+        if !Path::new(&file.path).exists() {
+            missing.push(format!("{} is gone", file.path));
+        }
+    }
+    let settings_text = target
+        .settings
+        .as_ref()
+        .and_then(|settings| read_optional(Path::new(&settings.path)).ok().flatten());
+    if let Some(settings) = &target.settings {
+        match &settings_text {
+            None => missing.push(format!("{} is gone", settings.path)),
+            Some(text) if jsonc::parse(text).is_err() => {
+                let problem = jsonc::parse(text)
+                    .err()
+                    .map(|err| err.to_string())
+                    .unwrap_or_default();
+                return TargetStatus::Drifted(vec![format!(
+                    "{}:{problem}: the file no longer parses, so no managed entry can be found in it",
+                    settings.path
+                )]);
+            }
+            Some(text) => {
+                for (recorded, now) in groups_now(settings, data, text) {
+                    if now == GroupNow::Gone {
+                        missing.push(format!(
+                            "{}: the managed {} entry is gone",
+                            settings.path, recorded.native_event
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return TargetStatus::Missing(missing);
+    }
+    let drifted = drift(target, data);
+    if !drifted.is_empty() {
+        return TargetStatus::Drifted(drifted);
+    }
+    let inert = data
+        .map(|data| inert_reasons(context, data, target, settings_text.as_deref()))
+        .unwrap_or_default();
+    if !inert.is_empty() {
+        return TargetStatus::Inert(inert);
+    }
+    TargetStatus::Installed
+}
+
+pub(super) fn inert_reasons(
+    context: &Context,
+    data: &AdapterData,
+    target: &TargetState,
+    settings_text: Option<&str>,
+) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let Some(Render::SettingsJson {
+        inert,
+        trust: trust_rule,
+        hooks_key,
+        folder_trust,
+        project_flag,
+        json,
+        ..
+    }) = &data.render
+    else {
+        return reasons;
+    };
+    let defaults = data.render_defaults();
+    if let (Some(settings), Some(text)) = (&target.settings, settings_text) {
+        if let Err(problem) = readable_as(text, *json) {
+            reasons.push(format!(
+                "{}: the harness reads this file as {} and cannot read it ({problem}), so none of its hooks run; remove the comments or trailing commas",
+                settings.path,
+                match json {
+                    JsonDialect::Strict => "strict JSON",
+                    JsonDialect::Comments => "JSON with comments but no trailing commas",
+                    JsonDialect::Jsonc => "JSON with comments",
+                }
+            ));
+        }
+    }
+    if let (Some(rule), Scope::Project) = (folder_trust, context.scope) {
+        if !folder_trusted(context, rule, &defaults) {
+            reasons.push(rule.reason.clone());
+        }
+    }
+    if let (Some(rule), Scope::Project) = (project_flag, context.scope) {
+        if !project_flag_set(context, rule, &defaults) {
+            reasons.push(rule.reason.clone());
+        }
+    }
+    for rule in inert {
+        let mut files: Vec<(String, Option<String>)> = Vec::new();
+        if let Some(settings) = &target.settings {
+            files.push((settings.path.clone(), settings_text.map(str::to_string)));
+        }
+        for extra in &rule.paths {
+            if let Some(path) = context.expand(extra, &defaults) {
+                files.push((
+                    path.display().to_string(),
+                    read_optional(&path).ok().flatten(),
+                ));
+            }
+        }
+        for (path, text) in files {
+            let value = text
+                .as_deref()
+                .and_then(|text| jsonc::parse(text).ok().and_then(|root| root.value(text)));
+            if value.as_ref().and_then(|v| v.pointer(&rule.pointer)) == Some(&rule.equals) {
+                reasons.push(format!("{}: {}", path, rule.reason));
+            }
+        }
+    }
+    if let (Some(rule), Some(settings)) = (trust_rule, &target.settings) {
+        let trust_file = context.expand(&rule.file, &defaults);
+        let text = trust_file
+            .as_ref()
+            .and_then(|path| read_optional(path).ok().flatten())
+            .unwrap_or_default();
+        if let (Some(project_trust), Scope::Project) = (&rule.project_trust, context.scope) {
+            let project = context.project_dir.display().to_string();
+            if !trust::table_field_equals(
+                &text,
+                &project_trust.table,
+                &project,
+                &project_trust.field,
+                &project_trust.equals,
+            ) {
+                reasons.push(project_trust.reason.clone());
+            }
+        }
+        let text_now = settings_text.unwrap_or_default();
+        let root = jsonc::parse(text_now).ok();
+        for (_, now) in groups_now(settings, Some(data), text_now) {
+            // Trust is keyed by position: the entry's current place is what the harness checks.
+            let GroupNow::Same(placed) = now else {
+                continue;
+            };
+            let value = root
+                .as_ref()
+                .and_then(|root| root.member(hooks_key))
+                .and_then(|hooks| hooks.member(&placed.native_event))
+                .and_then(|array| array.elements().get(placed.index))
+                .and_then(|node| node.value(text_now));
+            let Some(value) = value else { continue };
+            let Some(entry) = trust::entry(
+                rule,
+                &settings.path,
+                &placed.native_event,
+                placed.index,
+                &value,
+            ) else {
+                continue;
+            };
+            match trust::recorded_hash(rule, &text, &entry.key) {
+                None => reasons.push(format!(
+                    "{} {}: {}",
+                    placed.native_event, entry.key, rule.untrusted
+                )),
+                Some(hash) if hash != entry.hash => reasons.push(format!(
+                    "{} {}: {}",
+                    placed.native_event, entry.key, rule.modified
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    reasons
+}
+
+/// Whether the harness trusts the project folder: an environment override, folder trust
+/// switched off in settings, or the longest matching entry of its trust file.
+fn folder_trusted(
+    context: &Context,
+    rule: &super::adapters::FolderTrust,
+    defaults: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    if rule
+        .env_trusted
+        .iter()
+        .any(|(name, value)| context.env.get(name) == Some(value))
+    {
+        return true;
+    }
+    if let Some(disabled) = &rule.disabled_by {
+        for extra in &disabled.paths {
+            let text = context
+                .expand(extra, defaults)
+                .and_then(|path| read_optional(&path).ok().flatten());
+            let value = text
+                .as_deref()
+                .and_then(|text| jsonc::parse(text).ok().and_then(|root| root.value(text)));
+            if value.as_ref().and_then(|v| v.pointer(&disabled.pointer)) == Some(&disabled.equals) {
+                return true;
+            }
+        }
+    }
+    let text = context
+        .expand(&rule.file, defaults)
+        .and_then(|path| read_optional(&path).ok().flatten())
+        .unwrap_or_default();
+    let Some(serde_json::Value::Object(folders)) =
+        jsonc::parse(&text).ok().and_then(|root| root.value(&text))
+    else {
+        return false;
+    };
+    let mut best: Option<(usize, &str)> = None;
+    for (folder, level) in &folders {
+        let Some(level) = level.as_str() else {
+            continue;
+        };
+        let path = Path::new(folder);
+        let effective = if rule.parent.iter().any(|p| p == level) {
+            path.parent().unwrap_or(path)
+        } else {
+            path
+        };
+        if context.project_dir.starts_with(effective)
+            && best.is_none_or(|(length, _)| folder.len() > length)
+        {
+            best = Some((folder.len(), level));
+        }
+    }
+    best.is_some_and(|(_, level)| rule.trusted.iter().any(|t| t == level))
+}
+
+/// Whether the project's (or, if the rule says so, an ancestor's) entry has the flag.
+fn project_flag_set(
+    context: &Context,
+    rule: &super::adapters::ProjectFlag,
+    defaults: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    let text = context
+        .expand(&rule.file, defaults)
+        .and_then(|path| read_optional(&path).ok().flatten())
+        .unwrap_or_default();
+    let Some(value) = jsonc::parse(&text).ok().and_then(|root| root.value(&text)) else {
+        return false;
+    };
+    let Some(map) = value
+        .pointer(&rule.map_pointer)
+        .and_then(|map| map.as_object())
+    else {
+        return false;
+    };
+    let mut folder = Some(context.project_dir.as_path());
+    while let Some(dir) = folder {
+        let key = dir.display().to_string();
+        if map.get(&key).and_then(|entry| entry.get(&rule.field)) == Some(&rule.equals) {
+            return true;
+        }
+        if !rule.ancestors {
+            break;
+        }
+        folder = dir.parent();
+    }
+    false
+}
+
+/// Whether a harness that reads JSON as `dialect` can read `text`.
+fn readable_as(text: &str, dialect: JsonDialect) -> Result<(), String> {
+    let prepared = match dialect {
+        JsonDialect::Strict => text.to_string(),
+        JsonDialect::Comments => jsonc::strip_comments_only(text),
+        JsonDialect::Jsonc => jsonc::strip_comments(text),
+    };
+    serde_json::from_str::<serde_json::Value>(&prepared)
+        .map(|_| ())
+        .map_err(|err| err.to_string())
+}

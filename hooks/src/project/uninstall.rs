@@ -1,0 +1,117 @@
+//! `belfry hooks uninstall`: removes exactly the managed artifacts the install state records,
+//! so everything else stays byte-identical (SPEC §9).
+
+use std::path::Path;
+
+use super::adapters::{AdapterData, Adapters, Render};
+use super::apply::Settlement;
+use super::merge::Merge;
+use super::state::{State, TargetState};
+use super::status::drift;
+use super::{read_optional, remove_file, trust, write_file, Context, ProjectError};
+
+/// What uninstall did per target.
+pub fn uninstall(
+    context: &Context,
+    force: bool,
+) -> Result<Vec<(String, Settlement)>, ProjectError> {
+    let state_path = context.state_path();
+    let Some(mut state) = State::load(&state_path).map_err(|reason| ProjectError::State {
+        path: state_path.clone(),
+        reason,
+    })?
+    else {
+        return Ok(Vec::new());
+    };
+    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
+    let mut report = Vec::new();
+    let names: Vec<String> = state.targets.keys().cloned().collect();
+    for name in names {
+        let Some(target) = state.targets.get(&name).cloned() else {
+            continue;
+        };
+        let drifted = drift(&target, adapters.by_name.get(&name));
+        if !drifted.is_empty() && !force {
+            report.push((
+                name,
+                Settlement::Failed(format!(
+                    "drift: {}; uninstall --force removes it anyway",
+                    drifted.join("; ")
+                )),
+            ));
+            continue;
+        }
+        match uninstall_target(&target, adapters.by_name.get(&name)) {
+            Ok(()) => {
+                state.targets.remove(&name);
+                report.push((name, Settlement::Settled));
+            }
+            Err(reason) => report.push((name, Settlement::Failed(reason))),
+        }
+    }
+    if state.targets.is_empty() {
+        remove_file(&state_path).map_err(|reason| ProjectError::State {
+            path: state_path.clone(),
+            reason,
+        })?;
+        let _ = std::fs::remove_dir(context.hooks_dir());
+        let _ = std::fs::remove_dir(context.state_dir());
+    } else {
+        state
+            .save(&state_path)
+            .map_err(|reason| ProjectError::State {
+                path: state_path.clone(),
+                reason,
+            })?;
+    }
+    Ok(report)
+}
+
+fn uninstall_target(target: &TargetState, data: Option<&AdapterData>) -> Result<(), String> {
+    for file in &target.files {
+        remove_file(Path::new(&file.path))?;
+    }
+    if let Some(settings) = &target.settings {
+        let path = Path::new(&settings.path);
+        if let Some(text) = read_optional(path)? {
+            let (command_field, async_field) = match data.and_then(|d| d.render.as_ref()) {
+                Some(Render::SettingsJson { fields, .. }) => {
+                    (fields.command.clone(), fields.async_field.clone())
+                }
+                _ => ("command".to_string(), None),
+            };
+            let target_name = data.map(|d| d.name.clone()).unwrap_or_default();
+            let mut merge = Merge::new(
+                Some(&text),
+                &settings.hooks_key,
+                &target_name,
+                &command_field,
+                async_field.as_deref(),
+                settings.created.clone(),
+            );
+            merge
+                .set_groups(&[])
+                .map_err(|err| format!("{}: {err}", settings.path))?;
+            if merge.is_created_and_empty() {
+                remove_file(path)?;
+            } else if merge.text != text {
+                let mut ignored = Vec::new();
+                write_file(path, &merge.text, &mut ignored)?;
+            }
+        }
+    }
+    for record in &target.trust {
+        let path = Path::new(&record.file);
+        if let Some(text) = read_optional(path)? {
+            let new_text = trust::remove_appended(&text, std::slice::from_ref(&record.appended));
+            if record.created_file && new_text.trim().is_empty() {
+                remove_file(path)?;
+            } else if new_text != text {
+                let mut ignored = Vec::new();
+                write_file(path, &new_text, &mut ignored)?;
+            }
+        }
+    }
+    super::remove_empty_dirs(&target.created_dirs);
+    Ok(())
+}

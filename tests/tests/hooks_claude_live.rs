@@ -1,0 +1,198 @@
+//! spec §9, live: the projection `belfry hooks apply` writes for Claude Code really runs. The
+//! real Claude Code 2.1.328 (`claude -p`) talks to the project's scripted model server inside a
+//! loopback-only network namespace. An enrich hook's context reaches the model: the first
+//! request the server sees carries it. An enforce hook's deny blocks the shell tool: the
+//! scripted command's side effect never happens, and the next request carries the refusal.
+//!
+//! Ignored by default: it needs the installed harness, the scripted model server
+//! (`belfry-model-server`, built with the workspace binaries by the live-harness work), and the
+//! Claude dialect of `belfry dispatch --native`. Run it with `cargo test -p belfry-tests --test
+//! hooks_claude_live -- --ignored`, with Claude Code at `$BELFRY_CLAUDE_BIN` or installed under
+//! `target/harnesses/claude-2.1.328`, and the server at `$BELFRY_MODEL_SERVER` or beside
+//! `belfry`. It fails with the reason when something is missing; it never skips. (Run on
+//! 2026-12-01 with the three branches' binaries: passed.)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use belfry_tests::{belfry_bin, bin_dir};
+use serde_json::Value;
+
+const CLAUDE_VERSION: &str = "2.1.328";
+
+fn found(variable: &str, default: PathBuf, what: &str) -> PathBuf {
+    let path = std::env::var(variable)
+        .map(PathBuf::from)
+        .unwrap_or(default);
+    assert!(
+        path.exists(),
+        "{what} is not at {} (set {variable}): this live test cannot run here",
+        path.display()
+    );
+    path
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+#[test]
+#[ignore = "live: needs Claude Code 2.1.328, belfry-model-server, the claude dialect and a network namespace"]
+fn claude_runs_the_projection_a_deny_blocks_and_a_context_arrives() {
+    let claude = found(
+        "BELFRY_CLAUDE_BIN",
+        target_dir().join(format!(
+            "harnesses/claude-{CLAUDE_VERSION}/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+        )),
+        "Claude Code",
+    );
+    let server = found(
+        "BELFRY_MODEL_SERVER",
+        bin_dir().join("belfry-model-server"),
+        "the scripted model server",
+    );
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let base = std::fs::canonicalize(root.path()).unwrap_or_else(|err| panic!("{err}"));
+    let (home, project) = (base.join("home"), base.join("project"));
+    let marker = base.join("pushed-marker");
+    for dir in [
+        home.clone(),
+        project.join("scripts"),
+        project.join(".claude"),
+    ] {
+        std::fs::create_dir_all(dir).unwrap_or_else(|err| panic!("{err}"));
+    }
+    let write = |path: PathBuf, text: &str, executable: bool| {
+        std::fs::write(&path, text).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        if executable {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
+        }
+    };
+    write(
+        project.join("scripts/guard.sh"),
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *--force*) echo \"force push refused by the belfry guard\" >&2; exit 2;; esac\nexit 0\n",
+        true,
+    );
+    write(
+        project.join("scripts/notes.sh"),
+        "#!/bin/sh\ncat >/dev/null\necho \"REPO-NOTE-7731: run the tests with nice\"\n",
+        true,
+    );
+    write(
+        project.join("belfry-hooks.kdl"),
+        "hook \"no-force-push\" { event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; command \"scripts/guard.sh\"; failure \"closed\"; targets \"claude\" }\n\
+         hook \"notes\" { event \"prompt-submit\"; command \"scripts/notes.sh\"; targets \"claude\" }\n",
+        false,
+    );
+    // Strict JSON: Claude Code reads nothing from a settings file with a comment.
+    write(
+        project.join(".claude/settings.json"),
+        "{\n  \"permissions\": {\"allow\": [\"Bash\"]}\n}\n",
+        false,
+    );
+    // Onboarding done, the workspace trusted, the key approved: the dialogs whose default is No.
+    let key = "sk-ant-belfry-live-0123456789abcdefghij";
+    write(
+        home.join(".claude.json"),
+        &serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "projects": { project.display().to_string(): { "hasTrustDialogAccepted": true } },
+            "customApiKeyResponses": { "approved": [&key[key.len() - 20..]], "rejected": [] },
+        })
+        .to_string(),
+        false,
+    );
+    write(
+        base.join("script.json"),
+        &serde_json::json!({
+            "turns": [{
+                "match": "push it",
+                "tool": { "command": format!("touch {} && echo git push --force origin main", marker.display()) },
+                "then": { "text": "DONE-AFTER-TOOL" },
+            }],
+            "fallback": { "text": "FALLBACK" },
+        })
+        .to_string(),
+        false,
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let apply = Command::new(belfry_bin())
+        .args(["hooks", "apply"])
+        .current_dir(&project)
+        .env("HOME", &home)
+        .env("BELFRY_HOOKS_DETECT", "0")
+        .output()
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stdout)
+    );
+
+    let requests = base.join("requests.ndjson");
+    let runner = format!(
+        "ip link set lo up\n\
+         {server} --script {script} --log {requests} > {port} 2>/dev/null &\n\
+         SERVER=$!\n\
+         for i in $(seq 1 100); do [ -s {port} ] && break; sleep 0.1; done\n\
+         PORT=$(head -1 {port} | tr -dc 0-9)\n\
+         ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT timeout 120 {claude} -p 'please push it now' --allowedTools Bash\n\
+         STATUS=$?\n\
+         kill $SERVER\n\
+         exit $STATUS\n",
+        server = server.display(),
+        script = base.join("script.json").display(),
+        requests = requests.display(),
+        port = base.join("port").display(),
+        claude = claude.display(),
+    );
+    let output = Command::new("unshare")
+        .args(["-n", "sh", "-c", &runner])
+        .current_dir(&project)
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("ANTHROPIC_API_KEY", key)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .output()
+        .unwrap_or_else(|err| panic!("unshare -n: {err} (no network namespace here?)"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "Claude Code {CLAUDE_VERSION}: {stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("DONE-AFTER-TOOL"),
+        "Claude Code {CLAUDE_VERSION}: {stdout}\n{stderr}"
+    );
+    assert!(
+        !marker.exists(),
+        "Claude Code {CLAUDE_VERSION} ran the force push the guard refused"
+    );
+    let log = std::fs::read_to_string(&requests).unwrap_or_default();
+    let bodies: Vec<String> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|request| request["body"].to_string())
+        .collect();
+    assert!(
+        bodies
+            .first()
+            .is_some_and(|body| body.contains("REPO-NOTE-7731")),
+        "Claude Code {CLAUDE_VERSION}: the enrich hook's context did not reach the model: {log}"
+    );
+    assert!(
+        bodies
+            .iter()
+            .any(|body| body.contains("force push refused by the belfry guard")),
+        "Claude Code {CLAUDE_VERSION}: the model never saw the refusal: {log}"
+    );
+}

@@ -1,0 +1,194 @@
+//! spec §9, live: the projection `belfry hooks apply` writes for Gemini CLI really runs. The
+//! real Gemini CLI 0.61.0 (`gemini -p`, API-key auth pointed at the server by
+//! `GOOGLE_GEMINI_BASE_URL`) talks to the project's scripted model server inside a
+//! loopback-only network namespace, in a folder it trusts. An enrich hook's context reaches
+//! the model: a request the server sees carries it. An enforce hook's deny blocks the shell
+//! tool: the scripted command's side effect never happens, and a later request carries the
+//! refusal.
+//!
+//! Ignored by default: it needs the installed harness, the scripted model server
+//! (`belfry-model-server`, built with the workspace binaries by the live-harness work), and the
+//! Gemini dialect of `belfry dispatch --native`. Run it with `cargo test -p belfry-tests --test
+//! hooks_gemini_live -- --ignored`, with Gemini CLI at `$BELFRY_GEMINI_BIN` or installed under
+//! `target/harnesses/gemini-0.61.0`, and the server at `$BELFRY_MODEL_SERVER` or beside
+//! `belfry`. It fails with the reason when something is missing; it never skips. (Run on
+//! 2026-12-01 with the three branches' binaries: passed.)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use belfry_tests::{belfry_bin, bin_dir};
+use serde_json::Value;
+
+const GEMINI_VERSION: &str = "0.61.0";
+
+fn found(variable: &str, default: PathBuf, what: &str) -> PathBuf {
+    let path = std::env::var(variable)
+        .map(PathBuf::from)
+        .unwrap_or(default);
+    assert!(
+        path.exists(),
+        "{what} is not at {} (set {variable}): this live test cannot run here",
+        path.display()
+    );
+    path
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+#[test]
+#[ignore = "live: needs Gemini CLI 0.61.0, belfry-model-server, the gemini dialect and a network namespace"]
+fn gemini_runs_the_projection_a_deny_blocks_and_a_context_arrives() {
+    let gemini = found(
+        "BELFRY_GEMINI_BIN",
+        target_dir().join(format!(
+            "harnesses/gemini-{GEMINI_VERSION}/node_modules/.bin/gemini"
+        )),
+        "Gemini CLI",
+    );
+    let server = found(
+        "BELFRY_MODEL_SERVER",
+        bin_dir().join("belfry-model-server"),
+        "the scripted model server",
+    );
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let base = std::fs::canonicalize(root.path()).unwrap_or_else(|err| panic!("{err}"));
+    let (home, project) = (base.join("home"), base.join("project"));
+    let marker = base.join("pushed-marker");
+    for dir in [home.join(".gemini"), project.join("scripts")] {
+        std::fs::create_dir_all(dir).unwrap_or_else(|err| panic!("{err}"));
+    }
+    let write = |path: PathBuf, text: &str, executable: bool| {
+        std::fs::write(&path, text).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        if executable {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
+        }
+    };
+    write(
+        project.join("scripts/guard.sh"),
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *--force*) echo \"force push refused by the belfry guard\" >&2; exit 2;; esac\nexit 0\n",
+        true,
+    );
+    write(
+        project.join("scripts/notes.sh"),
+        "#!/bin/sh\ncat >/dev/null\necho \"REPO-NOTE-9090: run the tests with nice\"\n",
+        true,
+    );
+    write(
+        project.join("belfry-hooks.kdl"),
+        "hook \"no-force-push\" { event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; command \"scripts/guard.sh\"; failure \"closed\"; targets \"gemini\" }\n\
+         hook \"notes\" { event \"prompt-submit\"; command \"scripts/notes.sh\"; targets \"gemini\" }\n",
+        false,
+    );
+    // API-key auth (so the base URL applies), no update check or telemetry, the folder trusted.
+    write(
+        home.join(".gemini/settings.json"),
+        &serde_json::json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false},
+            "ide": {"enabled": false, "hasSeenNudge": true},
+        })
+        .to_string(),
+        false,
+    );
+    write(
+        home.join(".gemini/trustedFolders.json"),
+        &serde_json::json!({ project.display().to_string(): "TRUST_FOLDER" }).to_string(),
+        false,
+    );
+    write(
+        base.join("script.json"),
+        &serde_json::json!({
+            "turns": [{
+                "match": "push it",
+                "tool": { "command": format!("touch {} && echo git push --force origin main", marker.display()) },
+                "then": { "text": "DONE-AFTER-TOOL" },
+            }],
+            "fallback": { "text": "FALLBACK" },
+        })
+        .to_string(),
+        false,
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let apply = Command::new(belfry_bin())
+        .args(["hooks", "apply"])
+        .current_dir(&project)
+        .env("HOME", &home)
+        .env("BELFRY_HOOKS_DETECT", "0")
+        .output()
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stdout)
+    );
+
+    let requests = base.join("requests.ndjson");
+    let runner = format!(
+        "ip link set lo up\n\
+         {server} --script {script} --log {requests} > {port} 2>/dev/null &\n\
+         SERVER=$!\n\
+         for i in $(seq 1 100); do [ -s {port} ] && break; sleep 0.1; done\n\
+         PORT=$(head -1 {port} | tr -dc 0-9)\n\
+         GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:$PORT timeout 120 {gemini} --yolo -p 'please push it now'\n\
+         STATUS=$?\n\
+         kill $SERVER\n\
+         exit $STATUS\n",
+        server = server.display(),
+        script = base.join("script.json").display(),
+        requests = requests.display(),
+        port = base.join("port").display(),
+        gemini = gemini.display(),
+    );
+    let output = Command::new("unshare")
+        .args(["-n", "sh", "-c", &runner])
+        .current_dir(&project)
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("GEMINI_API_KEY", "belfry-live-key")
+        .output()
+        .unwrap_or_else(|err| panic!("unshare -n: {err} (no network namespace here?)"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "Gemini CLI {GEMINI_VERSION}: {stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("DONE-AFTER-TOOL"),
+        "Gemini CLI {GEMINI_VERSION}: {stdout}\n{stderr}"
+    );
+    assert!(
+        !marker.exists(),
+        "Gemini CLI {GEMINI_VERSION} ran the force push the guard refused"
+    );
+    let log = std::fs::read_to_string(&requests).unwrap_or_default();
+    let bodies: Vec<String> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|request| request["body"].to_string())
+        .collect();
+    assert!(
+        bodies
+            .first()
+            .is_some_and(|body| body.contains("REPO-NOTE-9090")),
+        "Gemini CLI {GEMINI_VERSION}: the enrich hook's context did not reach the model: {log}"
+    );
+    assert!(
+        bodies
+            .iter()
+            .any(|body| body.contains("force push refused by the belfry guard")),
+        "Gemini CLI {GEMINI_VERSION}: the model never saw the refusal: {log}"
+    );
+}

@@ -1,0 +1,185 @@
+//! spec §9, live: the plugin `belfry hooks apply` generates for OpenCode really runs. The real
+//! OpenCode 1.18.33 (`opencode run`) loads `.opencode/plugin/belfry.js` by itself and talks to
+//! the project's scripted model server inside a loopback-only network namespace, set up from
+//! the adapter's own offline profile (`adapters/opencode/live.json`). An enforce hook's deny
+//! blocks the bash tool: the scripted command's side effect never happens, and a later request
+//! carries the refusal. An enrich hook's context, added as a text part of the user's message,
+//! reaches the model.
+//!
+//! Ignored by default: it needs the installed harness (`scripts/install-harnesses opencode`, or
+//! `$BELFRY_OPENCODE_BIN`) and the scripted model server (`belfry-model-server` beside
+//! `belfry`, or `$BELFRY_MODEL_SERVER`). Run it with `cargo test -p belfry-tests --test
+//! hooks_opencode_live -- --ignored`. It fails with the reason when something is missing; it
+//! never skips. (Run on 2026-12-01: passed.)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use belfry_tests::{belfry_bin, bin_dir};
+use serde_json::Value;
+
+const OPENCODE_VERSION: &str = "1.18.33";
+
+fn found(variable: &str, default: PathBuf, what: &str) -> PathBuf {
+    let path = std::env::var(variable)
+        .map(PathBuf::from)
+        .unwrap_or(default);
+    assert!(
+        path.exists(),
+        "{what} is not at {} (set {variable}): this live test cannot run here",
+        path.display()
+    );
+    path
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+#[test]
+#[ignore = "live: needs OpenCode 1.18.33, belfry-model-server and a network namespace"]
+fn opencode_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
+    let opencode = found(
+        "BELFRY_OPENCODE_BIN",
+        target_dir().join(format!(
+            "harnesses/opencode-{OPENCODE_VERSION}/node_modules/.bin/opencode"
+        )),
+        "OpenCode",
+    );
+    let server = found(
+        "BELFRY_MODEL_SERVER",
+        bin_dir().join("belfry-model-server"),
+        "the scripted model server",
+    );
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let base = std::fs::canonicalize(root.path()).unwrap_or_else(|err| panic!("{err}"));
+    let (home, project) = (base.join("home"), base.join("project"));
+    let marker = base.join("pushed-marker");
+    let write = |path: &Path, text: &str, executable: bool| {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap_or_else(|err| panic!("{err}"));
+        }
+        std::fs::write(path, text).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        if executable {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755));
+        }
+    };
+    // The adapter's offline profile: the provider on the server (its port filled in once the
+    // server listens) and the plugin package stubs that spare a registry install.
+    let profile_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters/opencode/live.json");
+    let profile: Value = std::fs::read_to_string(&profile_path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_else(|| panic!("{}", profile_path.display()));
+    let fill = |text: &str| {
+        text.replace("{home}", &home.display().to_string())
+            .replace("{work}", &project.display().to_string())
+            .replace("{base_url}", "http://127.0.0.1:PORT")
+    };
+    for file in profile["files"].as_array().cloned().unwrap_or_default() {
+        let path = PathBuf::from(fill(file["path"].as_str().unwrap_or_default()));
+        write(&path, &fill(&file["json"].to_string()), false);
+    }
+    write(
+        &project.join("scripts/guard.sh"),
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *--force*) echo \"force push refused by the belfry guard\" >&2; exit 2;; esac\nexit 0\n",
+        true,
+    );
+    write(
+        &project.join("scripts/notes.sh"),
+        "#!/bin/sh\ncat >/dev/null\necho \"REPO-NOTE-2718: run the tests with nice\"\n",
+        true,
+    );
+    write(
+        &project.join("belfry-hooks.kdl"),
+        "hook \"no-force-push\" { event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; command \"scripts/guard.sh\"; failure \"closed\"; targets \"opencode\" }\n\
+         hook \"notes\" { event \"prompt-submit\"; command \"scripts/notes.sh\"; targets \"opencode\" }\n",
+        false,
+    );
+    write(
+        &base.join("script.json"),
+        &serde_json::json!({
+            "turns": [{
+                "match": "push it",
+                "tool": { "command": format!("touch {} && echo git push --force origin main", marker.display()) },
+                "then": { "text": "DONE-AFTER-TOOL" },
+            }],
+            "fallback": { "text": "FALLBACK" },
+        })
+        .to_string(),
+        false,
+    );
+    let apply = Command::new(belfry_bin())
+        .args(["hooks", "apply"])
+        .current_dir(&project)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("BELFRY_HOOKS_DETECT", "0")
+        .output()
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stdout)
+    );
+    assert!(project.join(".opencode/plugin/belfry.js").exists());
+
+    let requests = base.join("requests.ndjson");
+    let port = base.join("port");
+    let runner = format!(
+        "ip link set lo up\n\
+         {server} --script {script} --log {requests} > {port} 2>/dev/null &\n\
+         SERVER=$!\n\
+         for i in $(seq 1 100); do [ -s {port} ] && break; sleep 0.1; done\n\
+         PORT=$(head -1 {port} | tr -dc 0-9)\n\
+         sed -i \"s/127.0.0.1:PORT/127.0.0.1:$PORT/\" {config}\n\
+         timeout 150 {opencode} run 'please push it now'\n\
+         STATUS=$?\n\
+         kill $SERVER\n\
+         exit $STATUS\n",
+        server = server.display(),
+        script = base.join("script.json").display(),
+        requests = requests.display(),
+        port = port.display(),
+        config = home.join(".config/opencode/opencode.json").display(),
+        opencode = opencode.display(),
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut command = Command::new("unshare");
+    command
+        .args(["-n", "sh", "-c", &runner])
+        .current_dir(&project)
+        .env("PATH", path);
+    for (name, value) in profile["env"].as_object().cloned().unwrap_or_default() {
+        command.env(name, fill(value.as_str().unwrap_or_default()));
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|err| panic!("unshare -n: {err} (no network namespace here?)"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stdout.contains("DONE-AFTER-TOOL"),
+        "OpenCode {OPENCODE_VERSION}: {stdout}\n{stderr}"
+    );
+    assert!(
+        !marker.exists(),
+        "OpenCode {OPENCODE_VERSION} ran the force push the guard refused"
+    );
+    let log = std::fs::read_to_string(&requests).unwrap_or_default();
+    assert!(
+        log.contains("force push refused by the belfry guard"),
+        "OpenCode {OPENCODE_VERSION}: the model never saw the refusal: {log}"
+    );
+    assert!(
+        log.contains("REPO-NOTE-2718"),
+        "OpenCode {OPENCODE_VERSION}: the enrich hook's context did not reach the model"
+    );
+}
