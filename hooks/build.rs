@@ -1,4 +1,4 @@
-//! Embeds the adapter data of this source tree that the crate reads in the binary (SPEC §8–§10:
+//! Embeds the adapter data of this source tree that the crate reads in the binary (spec §8–§10:
 //! a harness's literals are adapter data), in two tables generated from the folder, so no
 //! provider is named in the core's code and an installed binary (`cargo install`) still knows
 //! every adapter it was built with. The same pattern as `mux/build.rs`.

@@ -1,5 +1,5 @@
 //! The handler chain: runs the selected handlers in order and folds their answers into one
-//! [`Outcome`] (SPEC §8).
+//! [`Outcome`] (spec §8).
 //!
 //! A handler answers in one of three ways:
 //! - exit 0, with nothing, plain text (its context) or a JSON object
@@ -31,7 +31,7 @@ use crate::handlers::{FailureMode, Handler, Intent};
 use crate::outcome::{Decision, Outcome};
 use crate::process::{self, ProcessEnd};
 
-/// The exit code that means "refused" (SPEC §8).
+/// The exit code that means "refused" (spec §8).
 pub const REFUSAL_EXIT_CODE: i32 = 2;
 
 /// The environment variable that tells a handler which semantic event it runs for.

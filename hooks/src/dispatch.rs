@@ -1,4 +1,4 @@
-//! One dispatch run (SPEC §8): stdin → hooks file → handler chain → turn-boundary notices →
+//! One dispatch run (spec §8): stdin → hooks file → handler chain → turn-boundary notices →
 //! spool → stdout.
 //!
 //! Every step that can fail turns its error into an `allow` whose reason is the error (the
@@ -49,7 +49,7 @@ pub const STDIN_DEADLINE_ENV: &str = "BELFRY_DISPATCH_STDIN_TIMEOUT_MS";
 
 /// The exit code of a dispatch whose `--native` dialect cannot be loaded. Not 0, because a
 /// silent allow would hide that no guard can answer in that harness's form; not 2, which every
-/// harness reads as a block, because a configuration error must not stop the agent (SPEC §8
+/// harness reads as a block, because a configuration error must not stop the agent (spec §8
 /// fail-open). The harnesses the adapters describe show 1 as a hook error or a warning.
 pub const DIALECT_ERROR_EXIT_CODE: i32 = 1;
 
@@ -74,7 +74,7 @@ pub struct DispatchOptions {
     /// dialects built into the crate.
     pub dialects_dir: Option<PathBuf>,
     /// Context lines added after the handlers' context. Not added to a deny, nor where the
-    /// dialect carries no context. Turn-boundary notices (SPEC §7.5) do not come this way but
+    /// dialect carries no context. Turn-boundary notices (spec §7.5) do not come this way but
     /// through [`run_dispatch_claiming`], so that only the notices the harness will receive
     /// are claimed.
     pub extra_context: Vec<String>,
@@ -101,12 +101,12 @@ pub struct DispatchOutput {
 }
 
 /// Runs one dispatch. Never panics and never fails: every internal error is an `allow` with the
-/// error in the reason (SPEC §8 fail-open).
+/// error in the reason (spec §8 fail-open).
 pub fn run_dispatch(opts: &DispatchOptions, stdin: &[u8]) -> DispatchOutput {
     run_dispatch_with_env(opts, Ok(stdin), &|name| std::env::var_os(name), None)
 }
 
-/// [`run_dispatch`] at a turn boundary (SPEC §7.5): once the handlers have answered, `claim`
+/// [`run_dispatch`] at a turn boundary (spec §7.5): once the handlers have answered, `claim`
 /// is asked for the inbox notices that fit in what the harness will take, and their lines join
 /// the context. It is not asked at all for a deny, or for an event on which the dialect carries
 /// no context, so a message is never claimed for an answer that cannot deliver its notice.
@@ -128,7 +128,7 @@ pub fn run_dispatch_without_input(opts: &DispatchOptions, error: &Error) -> Disp
 /// Reads a hook's stdin to its end, but never more than `cap` bytes and never for longer than
 /// `deadline`.
 ///
-/// SPEC §8: a harness that never closes the pipe, or sends without end, must not stall the
+/// spec §8: a harness that never closes the pipe, or sends without end, must not stall the
 /// tool call behind the hook, so either is an error that the caller turns into fail-open with
 /// [`run_dispatch_without_input`]. Each read waits in `poll(2)` for the time that is left, so
 /// the deadline holds without a thread, and a writer that trickles bytes cannot extend it.
@@ -256,7 +256,7 @@ fn dispatch(
 }
 
 /// Adds [`DispatchOptions::extra_context`] and, at a turn boundary, the claimed notices to an
-/// allow's context, but only where the harness takes context on this event (SPEC §7.5: a
+/// allow's context, but only where the harness takes context on this event (spec §7.5: a
 /// message becomes hook-owned only when its notice is in an answer the harness accepts), and
 /// only as many notices as the dialect's cap leaves room for.
 fn add_context_lines(
@@ -314,7 +314,7 @@ fn decide(
     };
     let native_name = input.tool_name.as_deref();
     // Without a dialect the stdin is already in the common shape, so its `tool_name` is the
-    // class (SPEC §10); with one, the dialect's tool map says which class the native name is.
+    // class (spec §10); with one, the dialect's tool map says which class the native name is.
     let class = match dialect {
         None => native_name,
         Some(dialect) => native_name.and_then(|name| dialect.tool_class(name)),
@@ -362,7 +362,7 @@ fn with_tool_class<'a>(
     Cow::Owned(out)
 }
 
-/// SPEC §8 `--spool`: the context also goes to the spool. A failure is noted, never fatal.
+/// spec §8 `--spool`: the context also goes to the spool. A failure is noted, never fatal.
 fn spool_context(
     opts: &DispatchOptions,
     env: &dyn Fn(&str) -> Option<OsString>,

@@ -2,7 +2,7 @@
 //!
 //! Every variant names the input that failed and, where there is one, the fix. `run_dispatch`
 //! never returns these: it turns them into an `allow` whose reason is the error's text
-//! (SPEC §8, fail-open), so the text is written for the person who reads that reason.
+//! (spec §8, fail-open), so the text is written for the person who reads that reason.
 
 use std::path::PathBuf;
 
@@ -13,7 +13,7 @@ pub enum Error {
     #[error("hook stdin is not one JSON object ({reason}); expected the common hook shape, e.g. {{\"hook_event_name\":…,\"tool_name\":…}}")]
     InvalidStdin { reason: String },
 
-    /// The harness did not close the hook's stdin in time (SPEC §8: nothing waits forever).
+    /// The harness did not close the hook's stdin in time (spec §8: nothing waits forever).
     #[error("hook stdin was not closed within {waited_ms} ms; no handler ran (the harness must write the hook JSON and close stdin)")]
     StdinNotClosed { waited_ms: u128 },
 
@@ -99,7 +99,7 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    /// The spool is owned by someone else or readable/writable by others (SPEC §12).
+    /// The spool is owned by someone else or readable/writable by others (spec §12).
     #[error("spool {path} {problem}; refusing to use it. Fix: {fix}")]
     SpoolInsecure {
         path: PathBuf,

@@ -1,6 +1,6 @@
 //! The hooks file: its JSON schema, loading, validation and the security check.
 //!
-//! The file is compiled from the canonical hook file by `belfry hooks` (SPEC §9) and read by
+//! The file is compiled from the canonical hook file by `belfry hooks` (spec §9) and read by
 //! every dispatch, so it is plain JSON with a version number and nothing to evaluate:
 //!
 //! ```json
@@ -33,8 +33,8 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 /// The longest timeout a handler may ask for (ten minutes); a longer one is a typo.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 
-/// What a handler is for (SPEC §9). Dispatch runs every intent the same way, so that an explicit
-/// refusal is always a deny (SPEC §8); `belfry hooks` uses the intent to decide which native
+/// What a handler is for (spec §9). Dispatch runs every intent the same way, so that an explicit
+/// refusal is always a deny (spec §8); `belfry hooks` uses the intent to decide which native
 /// projections must be exact.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -49,7 +49,7 @@ pub enum Intent {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FailureMode {
-    /// The failure is noted in the reason and the chain goes on (SPEC §8 fail-open).
+    /// The failure is noted in the reason and the chain goes on (spec §8 fail-open).
     #[default]
     Open,
     /// The failure is a deny: the guard could not vouch for the action.
@@ -60,7 +60,7 @@ pub enum FailureMode {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Handler {
-    /// Program and arguments, executed directly: no shell interprets them (SPEC §12).
+    /// Program and arguments, executed directly: no shell interprets them (spec §12).
     pub argv: Vec<String>,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
@@ -113,7 +113,7 @@ fn default_timeout_ms() -> u64 {
 
 impl HooksFile {
     /// Opens, checks and parses a hooks file. The ownership and mode check runs on the opened
-    /// file before a byte is parsed: an insecure file is not run (SPEC §8).
+    /// file before a byte is parsed: an insecure file is not run (spec §8).
     pub fn load(path: &Path) -> Result<HooksFile, Error> {
         let bytes = match read_checked(path, AllowedOwners::UserOrRoot) {
             Ok(bytes) => bytes,

@@ -1,8 +1,8 @@
-//! `belfry-hooks`: the one provider-neutral hook dispatcher (SPEC §8).
+//! `belfry-hooks`: the one provider-neutral hook dispatcher (spec §8).
 //!
 //! Every harness's native hooks call `belfry dispatch --event EVENT`. The dispatcher reads one
 //! JSON object in the common hook shape from stdin, runs the user's handlers for that event
-//! from the hooks file (`$BELFRY_HOOKS_FILE`, compiled by `belfry hooks`, SPEC §9), and answers
+//! from the hooks file (`$BELFRY_HOOKS_FILE`, compiled by `belfry hooks`, spec §9), and answers
 //! with exactly one neutral JSON object `{"decision","reason","context"}` and exit 0 — or, with
 //! `--native DIALECT`, in a harness's own output contract described by dialect data. Nothing in
 //! this crate knows any particular harness: harness literals arrive as data.
@@ -16,7 +16,7 @@
 //! host to drain later, and [`native`] renders the outcome for a dialect. [`error`] holds the
 //! one error enum.
 //!
-//! Two modules serve `belfry hooks` (SPEC §9) rather than a dispatch: [`canonical`] reads
+//! Two modules serve `belfry hooks` (spec §9) rather than a dispatch: [`canonical`] reads
 //! the canonical hook file (`belfry-hooks.kdl`, the user's `hooks.kdl`) and compiles it into
 //! the hooks file above, and [`project`] projects it into each harness's native config from
 //! adapter data built into the binary (`build.rs`), with plan, apply, status and uninstall.

@@ -5,12 +5,12 @@
 //! - a canonical tool class (`shell`, `edit`, `read`, `web`, `mcp`, …), compared exactly and
 //!   case-sensitively with the hook's tool class;
 //! - `any`, the class of every tool: it selects every hook that names a tool;
-//! - `native:<ExactName>`, the escape hatch of SPEC §9, compared exactly with the harness's own
+//! - `native:<ExactName>`, the escape hatch of spec §9, compared exactly with the harness's own
 //!   `tool_name`;
 //! - `*` (alone or as one alternative): everything, with or without a tool.
 //!
 //! An empty string or an absent matcher match everything too. Matchers are written by
-//! `belfry hooks` from canonical selectors (SPEC §9), so exact names are all they need, and a
+//! `belfry hooks` from canonical selectors (spec §9), so exact names are all they need, and a
 //! file read on every tool call is not the place to compile regexes. Where the class comes from
 //! (a dialect's tool map, or the `tool_name` itself without `--native`) is the caller's
 //! business: see [`ToolRef`].

@@ -1,6 +1,6 @@
 //! `--native DIALECT`: renders a neutral [`Outcome`] in a harness's own output contract.
 //!
-//! SPEC §8 and §10: the rendering logic lives here once; the literals (exit codes, field names,
+//! spec §8 and §10: the rendering logic lives here once; the literals (exit codes, field names,
 //! which stream carries what, which events can block, where context reaches the model, the
 //! tool-name map) are data. Adapters ship them as `adapters/<name>/dialect.json` and
 //! `build.rs` embeds every one of them, so an installed binary knows them; a
@@ -17,7 +17,7 @@
 //! harness that rejects an empty wrapper object never sees one. Per-event renderings override
 //! the default one.
 //!
-//! Two rules keep a rendering honest about what the harness will do (SPEC §7.5, §9):
+//! Two rules keep a rendering honest about what the harness will do (spec §7.5, §9):
 //! - a deny on an event the dialect does not list as blocking cannot be enforced by that
 //!   harness, so it is rendered as an allow whose reason says the deny was degraded;
 //! - context reaches the model only on the events listed in `context_events`, each with an
@@ -98,7 +98,7 @@ struct RawDialect {
     events: BTreeMap<String, EventRenderings>,
 }
 
-/// The part of an adapter's `declaration.json` a dialect reads: its tool map (SPEC §10).
+/// The part of an adapter's `declaration.json` a dialect reads: its tool map (spec §10).
 #[derive(Deserialize)]
 struct RawDeclarationTools {
     #[serde(default)]
@@ -240,7 +240,7 @@ impl Dialect {
         Dialect::parse_with_declaration(name, bytes, None)
     }
 
-    /// Parses a dialect whose tool map may live in its adapter's `declaration.json` (SPEC §10
+    /// Parses a dialect whose tool map may live in its adapter's `declaration.json` (spec §10
     /// puts the tool-name map in the declaration). A map in the dialect itself wins.
     pub fn parse_with_declaration(
         name: &str,
@@ -326,14 +326,14 @@ impl Dialect {
 
     /// How much context an allow on `event` can carry to the model, in UTF-16 code units:
     /// `None` when the harness takes no context on that event, `Some(usize::MAX)` when it takes
-    /// any amount. The turn-boundary path (SPEC §7.5) claims only the notices that fit.
+    /// any amount. The turn-boundary path (spec §7.5) claims only the notices that fit.
     pub fn context_capacity(&self, event: &str) -> Option<usize> {
         self.context_events
             .get(event)
             .map(|carriage| carriage.max_chars.unwrap_or(usize::MAX))
     }
 
-    /// The canonical class of a native tool name (SPEC §10 tool map): an exact entry, else the
+    /// The canonical class of a native tool name (spec §10 tool map): an exact entry, else the
     /// longest `prefix*` pattern that matches; `None` when the map does not know the tool.
     pub fn tool_class(&self, native_name: &str) -> Option<&str> {
         self.tool_classes.class_of(native_name)

@@ -1,4 +1,4 @@
-//! The neutral answer of a dispatch (SPEC §8): a decision, a reason and a context.
+//! The neutral answer of a dispatch (spec §8): a decision, a reason and a context.
 
 use serde::{Deserialize, Serialize};
 
@@ -45,7 +45,7 @@ impl Outcome {
         }
     }
 
-    /// SPEC §8 fail-open: an internal error becomes `allow` with empty context and the error in
+    /// spec §8 fail-open: an internal error becomes `allow` with empty context and the error in
     /// the reason.
     pub fn fail_open(error: &dyn std::fmt::Display) -> Outcome {
         Outcome {

@@ -1,6 +1,6 @@
 //! What `belfry dispatch` does when it runs inside a belfry pane (`$BELFRY_SESSION` set):
 //! forward the hook event to the daemon's bus, and at a turn boundary claim unread inbox
-//! messages for the harness's next context (SPEC §7.5, §8).
+//! messages for the harness's next context (spec §7.5, §8).
 //!
 //! Both are best effort and bounded: a daemon that is down or slow never delays or changes the
 //! dispatcher's answer beyond leaving the notices unclaimed.
@@ -28,7 +28,7 @@ pub use belfry_proto::PaneEnv;
 /// How long dispatch waits on the daemon at most.
 const DAEMON_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// One `belfry dispatch` run, in its one order (SPEC §7.5, §8): read the hook's stdin (capped
+/// One `belfry dispatch` run, in its one order (spec §7.5, §8): read the hook's stdin (capped
 /// and with a deadline), run the handlers, then, when the event is this pane's turn boundary
 /// and the answer can carry context to the harness, claim the inbox notices that fit and add
 /// them to the context, then forward the event to the daemon's bus. The CLI writes the output
@@ -69,7 +69,7 @@ pub fn is_turn_boundary(event: &str, flag: bool) -> bool {
 
 /// Asks the daemon at `socket` one typed op through belfry's one client, every step bounded by
 /// [`DAEMON_TIMEOUT`]. The client checks that the server runs as our uid or root before it
-/// writes anything (SPEC §6.1: the claimed messages go only to a daemon of this user) and tries
+/// writes anything (spec §6.1: the claimed messages go only to a daemon of this user) and tries
 /// the connect once, so a stopped daemon with a full backlog never holds up the harness.
 /// `None` when no daemon of ours answered.
 fn ask<T: serde::de::DeserializeOwned>(socket: &Path, op: impl Into<Op>) -> Option<Reply<T>> {
@@ -149,7 +149,7 @@ pub fn turn_boundary_notices(pane: &PaneEnv, room: usize) -> Vec<String> {
         return Vec::new();
     }
     let session = inbox.session().clone();
-    // A protocol v1 turn-boundary event (SPEC §7.4), checked by the pane's DING worker.
+    // A protocol v1 turn-boundary event (spec §7.4), checked by the pane's DING worker.
     let event = json!({"v": 1, "kind": "turn-boundary", "session": pane.session,
         "incarnation": pane.incarnation.as_deref().unwrap_or_default(),
         "generation": pane.generation.as_deref().unwrap_or_default(),

@@ -1,7 +1,7 @@
 //! The ownership and mode check shared by the hooks file, dialect files and the spool.
 //!
-//! SPEC §8: a hooks file names programs that run on every tool call, so a file another user can
-//! change is a way to run code as this user. SPEC §12: other users cannot write a spool, because
+//! spec §8: a hooks file names programs that run on every tool call, so a file another user can
+//! change is a way to run code as this user. spec §12: other users cannot write a spool, because
 //! its text is injected into the model. Both checks look at the metadata of the already opened
 //! file (`fstat`), not at the path, so the file checked is the file read.
 
@@ -37,7 +37,7 @@ pub(crate) enum CheckedReadError {
 ///
 /// The open is non-blocking and anything but a regular file is refused before a byte is read:
 /// opening a FIFO with no writer, or reading one whose writer never closes, would otherwise hang
-/// the dispatcher in front of every tool call (SPEC §8 fail-open needs an answer to give).
+/// the dispatcher in front of every tool call (spec §8 fail-open needs an answer to give).
 pub(crate) fn read_checked(
     path: &Path,
     owners: AllowedOwners,

@@ -1,6 +1,6 @@
 //! Runs one handler program with a deadline and collects what it said.
 //!
-//! The handler is started from its argv (no shell, SPEC §12) in a process group of its own, so
+//! The handler is started from its argv (no shell, spec §12) in a process group of its own, so
 //! a timeout can kill it together with anything it started. Four short-lived threads do the
 //! blocking work: one writes the hook JSON to the child's stdin (a child that never reads must
 //! not stall us on a full pipe), two drain stdout and stderr, one waits for the exit. The
@@ -221,7 +221,7 @@ fn collect(mut child: Child, events: &Receiver<ChildEvent>, deadline: Instant) -
 }
 
 fn kill_group(child: &Child) {
-    // SPEC §8: a timed-out handler is killed with everything it started. ESRCH (the group is
+    // spec §8: a timed-out handler is killed with everything it started. ESRCH (the group is
     // already gone) is the only expected error and needs no handling.
     let _ = rustix::process::kill_process_group(Pid::from_child(child), Signal::KILL);
 }

@@ -1,11 +1,11 @@
-//! The hook-context spool (SPEC §8 `--spool`): context that dispatch produced, kept until the
+//! The hook-context spool (spec §8 `--spool`): context that dispatch produced, kept until the
 //! host can hand it to the model at the next prompt.
 //!
 //! The spool is a JSON-lines file, one `{"event":E,"text":T}` per line. Writers and the drainer
 //! serialize on an exclusive `flock` of the file: a writer appends one whole line under the
 //! lock; the drainer reads everything and truncates to zero under the same lock, so a line is
 //! read exactly once and never torn. The file is created 0600 and must stay owned by the user
-//! and unwritable by others (SPEC §12), because its text reaches the model. It is opened with
+//! and unwritable by others (spec §12), because its text reaches the model. It is opened with
 //! `O_NOFOLLOW`, so a symlink planted at the spool path cannot redirect the appends into
 //! another file of the user's.
 

@@ -1,4 +1,4 @@
-//! SPEC §8 dispatch contract, with real handler processes (small `/bin/sh` scripts run by argv).
+//! spec §8 dispatch contract, with real handler processes (small `/bin/sh` scripts run by argv).
 
 mod common;
 

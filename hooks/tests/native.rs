@@ -1,4 +1,4 @@
-//! SPEC §8 `--native DIALECT`, against the built-in `test` dialect (`hooks/dialects/test.json`)
+//! spec §8 `--native DIALECT`, against the built-in `test` dialect (`hooks/dialects/test.json`)
 //! and dialect files in a dialects directory.
 
 mod common;

@@ -1,4 +1,4 @@
-//! The canonical hook file (SPEC §9): every invalid file of the fixture set gets its precise
+//! The canonical hook file (spec §9): every invalid file of the fixture set gets its precise
 //! error (`FILE:LINE:COL: problem`), and a valid file lowers and compiles to the hooks file
 //! dispatch reads. The target names here are made up; the real adapters are tested in
 //! `tests/tests/hooks_projection.rs`.

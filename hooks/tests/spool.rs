@@ -1,4 +1,4 @@
-//! SPEC §8 `--spool` and `belfry spool drain`: line shape, mode, locking under concurrent
+//! spec §8 `--spool` and `belfry spool drain`: line shape, mode, locking under concurrent
 //! writers (threads and processes), drain-and-truncate, and refusal of unsafe spools.
 
 mod common;

@@ -8,11 +8,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Files other engineers were editing when the citations were rewritten, which still cite the
-/// old specification by its section numbers (the same numbers `docs/spec.md` keeps). The test
-/// fails once one of them no longer does, so the list only shrinks.
-const NOT_YET_REWRITTEN: &[&str] = &["docs/hooks.md", "hooks/"];
-
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -70,34 +65,14 @@ fn has_machine_path(text: &str) -> bool {
     })
 }
 
-fn pending(path: &str) -> bool {
-    NOT_YET_REWRITTEN
-        .iter()
-        .any(|prefix| path == *prefix || (prefix.ends_with('/') && path.starts_with(prefix)))
-}
-
 #[test]
 fn no_file_refers_to_a_file_outside_the_repository() {
     let root = repository();
     let mut offending = Vec::new();
-    let mut still_pending = BTreeSet::new();
     for (path, text) in text_files(&root) {
-        {
-            for (number, line) in text.lines().enumerate() {
-                if !refers_outside(line) {
-                    continue;
-                }
-                if pending(&path) {
-                    still_pending.insert(
-                        NOT_YET_REWRITTEN
-                            .iter()
-                            .find(|p| path.starts_with(*p))
-                            .copied()
-                            .unwrap_or_default(),
-                    );
-                } else {
-                    offending.push(format!("{path}:{}: {}", number + 1, line.trim()));
-                }
+        for (number, line) in text.lines().enumerate() {
+            if refers_outside(line) {
+                offending.push(format!("{path}:{}: {}", number + 1, line.trim()));
             }
         }
         if has_machine_path(&text) {
@@ -111,14 +86,6 @@ fn no_file_refers_to_a_file_outside_the_repository() {
         "{} reference(s) to files outside the repository (cite `spec §N`, a section of docs/spec.md, instead):\n{}",
         offending.len(),
         offending.join("\n")
-    );
-    let done: Vec<_> = NOT_YET_REWRITTEN
-        .iter()
-        .filter(|p| !still_pending.contains(*p))
-        .collect();
-    assert!(
-        done.is_empty(),
-        "{done:?} no longer cite the old specification: take them off NOT_YET_REWRITTEN"
     );
 }
 

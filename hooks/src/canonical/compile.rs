@@ -1,4 +1,4 @@
-//! Compiling canonical hooks into the JSON hooks file `belfry dispatch` reads (SPEC §8,
+//! Compiling canonical hooks into the JSON hooks file `belfry dispatch` reads (spec §8,
 //! format in `crate::handlers`).
 //!
 //! One compiled file per target and per wait mode: a native entry names the file of its own

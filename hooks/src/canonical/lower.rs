@@ -39,7 +39,7 @@ const TARGETS_EXAMPLE: &str = "targets \"ADAPTER\" \"ADAPTER\"…";
 
 /// The most `{` and `/*` a canonical file may hold. The `kdl` parser recurses once per block
 /// and nested comment, and a hook file needs two levels; this bound keeps the recursion far
-/// from the parser thread's stack (SPEC §12: bad input gets an error, never a crash).
+/// from the parser thread's stack (spec §12: bad input gets an error, never a crash).
 const MAX_OPENERS: usize = 256;
 
 /// The stack of the parser thread: room for [`MAX_OPENERS`] levels many times over.

@@ -1,4 +1,4 @@
-//! The canonical hook file (SPEC §9): the one place a user writes hooks.
+//! The canonical hook file (spec §9): the one place a user writes hooks.
 //!
 //! Two files, kept apart: the project's `belfry-hooks.kdl` and the user's
 //! `$XDG_CONFIG_HOME/belfry/hooks.kdl`. A hook's identity is its name *and* the file it came
@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::{CanonicalError, Location, Problem};
 
-/// The semantic events a canonical hook may name (SPEC §9), in the order documents list them.
+/// The semantic events a canonical hook may name (spec §9), in the order documents list them.
 pub const SEMANTIC_EVENTS: &[&str] = &[
     "session-start",
     "session-end",
@@ -73,7 +73,7 @@ pub const CONTEXT_EVENTS: &[&str] = &[
     "subagent-start",
 ];
 
-/// The canonical tool classes a `select tool=` may name (SPEC §9).
+/// The canonical tool classes a `select tool=` may name (spec §9).
 pub const TOOL_CLASSES: &[&str] = &["shell", "edit", "read", "web", "mcp", "any"];
 
 /// The largest `timeout-ms` (ten minutes), the same bound the hooks file has.
@@ -132,7 +132,7 @@ impl fmt::Display for HookId {
     }
 }
 
-/// What a hook is for (SPEC §9). Projection uses it to decide which cells must be exact: an
+/// What a hook is for (spec §9). Projection uses it to decide which cells must be exact: an
 /// `enforce` hook on a target that cannot carry its deny exactly fails that target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Intent {

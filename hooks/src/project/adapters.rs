@@ -1,6 +1,6 @@
 //! The projection data of each adapter: its capability matrix (`matrix.json`) and its
 //! renderer's shape (`render.json` plus templates), built into the binary by `build.rs`
-//! (SPEC §9–§10). Everything a renderer needs to know about a harness arrives here as data;
+//! (spec §9–§10). Everything a renderer needs to know about a harness arrives here as data;
 //! this module only reads and checks it.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! `belfry hooks apply`: writes the plan target by target, after every check that must fail a
-//! target has run (SPEC §9: an enforce hook on a non-exact cell, drift without --force).
+//! target has run (spec §9: an enforce hook on a non-exact cell, drift without --force).
 
 use super::adapters::{AdapterData, Adapters, Render};
 use super::plan::{plan, Plan, TargetPlan};
@@ -42,7 +42,7 @@ impl ApplyReport {
 }
 
 /// Writes the plan, target by target. Every target that must fail fails before any write
-/// (SPEC §9); a write that fails fails its target and the others still settle.
+/// (spec §9); a write that fails fails its target and the others still settle.
 pub fn apply(context: &Context, options: ApplyOptions) -> Result<ApplyReport, ProjectError> {
     let plan = plan(context)?;
     let state_path = context.state_path();

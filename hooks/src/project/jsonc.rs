@@ -1,6 +1,6 @@
 //! A JSON-with-comments reader that keeps byte spans, so that the merge engine can change one
 //! array element of a settings file and leave every other byte — comments, key order,
-//! spacing, unrelated fields — as it was (SPEC §9: merges preserve unmanaged native hooks and
+//! spacing, unrelated fields — as it was (spec §9: merges preserve unmanaged native hooks and
 //! unrelated fields byte for byte).
 //!
 //! It reads JSON plus `//` and `/* */` comments and trailing commas, which is what the

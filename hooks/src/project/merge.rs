@@ -1,5 +1,5 @@
 //! The merge engine for settings-file targets: puts belfry's managed hook groups into a
-//! JSON(C) settings file and takes them out again, touching no other byte (SPEC §9).
+//! JSON(C) settings file and takes them out again, touching no other byte (spec §9).
 //!
 //! Each edit is a splice of the text at spans found by [`super::jsonc`], followed by a fresh
 //! parse, so offsets are never stale. A managed group is recognised by its command (`belfry

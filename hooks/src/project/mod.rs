@@ -1,5 +1,5 @@
 //! `belfry hooks`: the canonical hook file projected into each harness's native config, with
-//! an honest account of what each harness will do (SPEC §9).
+//! an honest account of what each harness will do (spec §9).
 //!
 //! The lifecycle is four calls on one [`Context`] (which scope, which directories, which
 //! environment), one module each: [`plan()`] (`plan.rs`) computes every target's cells, files

@@ -1,5 +1,5 @@
 //! `belfry hooks plan`: every target's cells, files and diffs, computed from the canonical
-//! file, the adapter data and the live files; nothing is written (SPEC §9).
+//! file, the adapter data and the live files; nothing is written (spec §9).
 
 use std::path::PathBuf;
 

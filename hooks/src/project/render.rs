@@ -5,7 +5,7 @@
 //! <path>`: `belfry` is resolved on `PATH` (no absolute build path), and the entry depends only
 //! on the event, the target and the compiled file's path, so its bytes do not change across
 //! installs or upgrades of belfry. That matters to a harness that trusts an entry by its hash
-//! and position and silently disables it when either changes (SPEC §9).
+//! and position and silently disables it when either changes (spec §9).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! The install state, `.belfry/hooks-state.json` (SPEC §9): which canonical file was
+//! The install state, `.belfry/hooks-state.json` (spec §9): which canonical file was
 //! projected (path and sha256), and per target the adapter data and harness versions, every
 //! managed artifact with its digest (compiled hooks files, generated files, the managed groups
 //! of a settings file with what apply had to create, trust entries with the exact text

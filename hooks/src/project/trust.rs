@@ -1,4 +1,4 @@
-//! Hook trust kept by a harness in a TOML file (SPEC §9: a hook the harness will skip is
+//! Hook trust kept by a harness in a TOML file (spec §9: a hook the harness will skip is
 //! inert, never reported active). The rule is data ([`TrustRule`]): one table per entry key
 //! `"<settings path>:<event label>:<group index>:<handler index>"` holding the entry's hash,
 //! `sha256:` of the canonical JSON (keys sorted, compact) of `{event_name, matcher?,

@@ -1,5 +1,5 @@
 //! `belfry hooks uninstall`: removes exactly the managed artifacts the install state records,
-//! so everything else stays byte-identical (SPEC §9).
+//! so everything else stays byte-identical (spec §9).
 
 use std::path::Path;
 

@@ -82,7 +82,7 @@ pub struct Neutral {
     pub context: String,
 }
 
-/// Asserts the SPEC §8 stdout contract: exit 0, nothing on stderr, and stdout exactly one JSON
+/// Asserts the spec §8 stdout contract: exit 0, nothing on stderr, and stdout exactly one JSON
 /// object with exactly the string fields decision (allow|deny), reason and context.
 pub fn neutral(output: &DispatchOutput) -> Neutral {
     assert_eq!(output.exit_code, 0, "neutral dispatch must exit 0");
