@@ -1345,7 +1345,9 @@ fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declaratio
 /// prints what it did, or why nothing (or only part) was done.
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     use belfry_mux::declare::{report, DriftPolicy};
+    let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
     let decls = declarations(file)?;
+    crate::hooks::refuse_unguarded_agents(&decls, &path)?;
     let mut client = daemon()?;
     let drift = if replace {
         DriftPolicy::Replace

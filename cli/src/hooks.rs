@@ -140,7 +140,82 @@ pub fn run(scope: ScopeArgs, command: HooksCommand) -> Result<i32> {
     }
 }
 
+/// spec §9 and §11: `belfry up` refuses, before anything launches, an agent of `decls` that
+/// names a canonical hook it must run under which its harness would not run as written: one
+/// missing, not targeting the agent's adapter, or enforcing lossily there. The hooks are looked
+/// for in `dir`'s `belfry-hooks.kdl` (the declaration file's directory), then the user's.
+pub(crate) fn refuse_unguarded_agents(
+    decls: &belfry_mux::declare::Declarations,
+    file: &std::path::Path,
+) -> Result<()> {
+    let dependent: Vec<_> = decls
+        .agents
+        .iter()
+        .filter(|a| !a.hooks.is_empty())
+        .collect();
+    if dependent.is_empty() {
+        return Ok(());
+    }
+    let dir = match file.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let mut problems = Vec::new();
+    for agent in dependent {
+        let Some(target) = &agent.adapter else {
+            problems.push(format!(
+                "agent {:?} names hooks but no adapter: the adapter says which harness they are \
+                 projected to",
+                agent.name
+            ));
+            continue;
+        };
+        for name in &agent.hooks {
+            let mut reasons = Vec::new();
+            let mut allowed = false;
+            for user in [false, true] {
+                let context = context_undetected(&ScopeArgs {
+                    dir: Some(dir.clone()),
+                    user,
+                })?;
+                match belfry_hooks::project::dependency_refusal(&context, target, name) {
+                    Ok(None) => {
+                        allowed = true;
+                        break;
+                    }
+                    Ok(Some(reason)) => reasons.push(reason),
+                    Err(err) => reasons.push(err.to_string()),
+                }
+            }
+            if !allowed {
+                problems.push(format!(
+                    "agent {:?} must run under hook {name:?} on {target}, but {}",
+                    agent.name,
+                    reasons.join("; and ")
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{}: nothing was launched:\n  {}",
+        file.display(),
+        problems.join("\n  ")
+    )
+}
+
 fn context(scope: &ScopeArgs) -> Result<Context> {
+    let mut context = context_undetected(scope)?;
+    let adapters = Adapters::embedded().map_err(anyhow::Error::msg)?;
+    context.harness_versions = detect_versions(&adapters);
+    Ok(context)
+}
+
+/// The context without asking each harness its version (which `plan` and `status` show, and
+/// a dependency check does not need).
+fn context_undetected(scope: &ScopeArgs) -> Result<Context> {
     let dir = match &scope.dir {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -152,7 +227,6 @@ fn context(scope: &ScopeArgs) -> Result<Context> {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(env.get("HOME").cloned().unwrap_or_default()).join(".config"),
     };
-    let adapters = Adapters::embedded().map_err(anyhow::Error::msg)?;
     Ok(Context {
         scope: if scope.user {
             Scope::User
@@ -163,7 +237,7 @@ fn context(scope: &ScopeArgs) -> Result<Context> {
         config_home,
         env,
         belfry_version: env!("CARGO_PKG_VERSION").to_string(),
-        harness_versions: detect_versions(&adapters),
+        harness_versions: BTreeMap::new(),
     })
 }
 

@@ -55,6 +55,7 @@ fn the_full_example_parses_field_by_field() {
             ding: DeliveryPolicy::Rich {
                 adapter_command: strings(&["$BELFRY_ADAPTERS/belfry-adapter-x", "--arg"]),
             },
+            hooks: Vec::new(),
         }
     );
 
@@ -202,7 +203,7 @@ fn validation_errors_carry_a_structured_problem() {
         Some(&Problem::UnknownNode {
             name: "comand".into(),
             block: "agent \"w\"".into(),
-            expected: "command, cwd, env, size, charter, adapter, ding".into(),
+            expected: "command, cwd, env, size, charter, adapter, ding, hooks".into(),
             suggestion: Some("command"),
         })
     );

@@ -28,7 +28,7 @@ pub mod trust;
 mod uninstall;
 
 pub use apply::{apply, ApplyOptions, ApplyReport, Settlement};
-pub use plan::{plan, FileChange, HookPlan, Plan, TargetPlan};
+pub use plan::{dependency_refusal, plan, FileChange, HookPlan, Plan, TargetPlan};
 pub use status::{status, TargetStatus};
 pub use uninstall::uninstall;
 

@@ -356,3 +356,34 @@ fn predicted_inert(
     };
     super::status::inert_reasons(context, data, &target, after.as_deref())
 }
+
+/// spec §9 and §11: why an agent whose harness is `target` may not depend on the canonical hook
+/// `name` of `context`'s scope, if it may not. An agent depends on a hook to have it enforced,
+/// so the hook must exist, target the harness, and, when its intent is `enforce`, be exact
+/// there: an enforce hook the harness would carry lossily (or not at all) is no guard, and
+/// `belfry up` refuses to launch the agent rather than run it unguarded. `Ok(None)`: it may.
+pub fn dependency_refusal(
+    context: &Context,
+    target: &str,
+    name: &str,
+) -> Result<Option<String>, ProjectError> {
+    let (adapters, canonical) = super::load(context)?;
+    let path = context.canonical_path();
+    let Some(hook) = canonical.hooks.iter().find(|hook| hook.id.name == name) else {
+        return Ok(Some(format!(
+            "{} declares no hook named {name:?}",
+            path.display()
+        )));
+    };
+    if !hook.targets.iter().any(|t| t == target) {
+        return Ok(Some(format!(
+            "{} does not target {target:?} (its targets: {})",
+            hook.id,
+            hook.targets.join(", ")
+        )));
+    }
+    let Some(data) = adapters.by_name.get(target) else {
+        return Ok(Some(format!("there is no adapter named {target:?}")));
+    };
+    Ok(render::cells(hook, data).enforce_refusal())
+}

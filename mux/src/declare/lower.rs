@@ -17,7 +17,7 @@ use crate::kdl_depth::{
 
 const TOP_LEVEL_NODES: &[&str] = &["agent"];
 const AGENT_NODES: &[&str] = &[
-    "command", "cwd", "env", "size", "charter", "adapter", "ding",
+    "command", "cwd", "env", "size", "charter", "adapter", "ding", "hooks",
 ];
 const DING_NODES: &[&str] = &["delivery", "adapter"];
 const DING_ADAPTER_NODES: &[&str] = &["command"];
@@ -29,6 +29,7 @@ const ENV_EXAMPLE: &str = "env { KEY \"value\"; OTHER \"value\" }";
 const ENV_VAR_EXAMPLE: &str = "KEY \"value\" inside `env { … }`";
 const SIZE_EXAMPLE: &str = "size rows=40 cols=120";
 const CHARTER_EXAMPLE: &str = "charter \"FILE.md\"";
+const HOOKS_EXAMPLE: &str = "hooks \"HOOK-NAME\" \"OTHER-HOOK\"";
 const ADAPTER_NAME_EXAMPLE: &str =
     "adapter \"NAME\" (a DING adapter command goes in `ding { adapter { command \"PATH\" } }`)";
 const DING_EXAMPLE: &str =
@@ -209,6 +210,7 @@ impl<'a> Lowering<'a> {
             charter: None,
             adapter: None,
             ding: DeliveryPolicy::Aggressive,
+            hooks: Vec::new(),
         };
         let mut places = AgentPlaces {
             agent: self.location(node.span().offset()),
@@ -242,6 +244,13 @@ impl<'a> Lowering<'a> {
                         self.single_string(child, "adapter", ADAPTER_NAME_EXAMPLE)?;
                     self.no_block(child, "adapter", ADAPTER_NAME_EXAMPLE)?;
                     agent.adapter = Some(adapter);
+                }
+                "hooks" => {
+                    agent.hooks = self
+                        .strings(child, "hooks", HOOKS_EXAMPLE)?
+                        .into_iter()
+                        .map(|(name, _)| name)
+                        .collect();
                 }
                 _ => agent.ding = self.ding(child)?,
             }

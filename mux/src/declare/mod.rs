@@ -173,6 +173,10 @@ pub struct AgentDecl {
     pub adapter: Option<String>,
     /// The DING delivery policy: [`DeliveryPolicy::Aggressive`] when there is no `ding` block.
     pub ding: DeliveryPolicy,
+    /// The canonical hooks (`belfry-hooks.kdl`, by name) this agent must run under: `belfry
+    /// up` refuses to launch it unless each targets its adapter's harness, exactly where the
+    /// hook enforces (spec §9). Not part of the generation.
+    pub hooks: Vec<String>,
 }
 
 impl AgentDecl {
