@@ -273,3 +273,43 @@ fn a_turn_that_starts_again_holds_as_active() {
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(log_text(&log), "");
 }
+
+/// Bad input gets a clear error and exit 2, never a hang: an unknown provider names the ones
+/// built in, a missing pane environment names the variables.
+#[test]
+fn bad_arguments_are_refused_in_words() {
+    let run = |args: &[&str], with_env: bool| {
+        let mut cmd = std::process::Command::new(engine_adapter_bin());
+        cmd.args(args)
+            .env_remove("BELFRY_SESSION")
+            .env_remove("BELFRY_SOCKET");
+        if with_env {
+            cmd.env("BELFRY_SESSION", "agent")
+                .env("BELFRY_SOCKET", "/nonexistent/belfry.sock");
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["--provider", "nosuch"], true);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("no screen grammar named \"nosuch\"") && err.contains("pi"),
+        "{err}"
+    );
+    let (code, err) = run(&[], true);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("give --provider NAME"), "{err}");
+    let (code, err) = run(&["--provider", "pi"], false);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("BELFRY_SESSION"), "{err}");
+    let (code, err) = run(&["--provider", "pi", "--valid-for-ms", "soon"], true);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("\"soon\" is not a whole number"), "{err}");
+    // No daemon at the socket: it says so and fails (the daemon restarts it with backoff).
+    let (code, err) = run(&["--provider", "pi"], true);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("cannot reach the daemon"), "{err}");
+}

@@ -9,7 +9,8 @@
 //! The lease the daemon grants from it authorizes a guarded send that expects exactly that
 //! revision, so a screen that moved since is a conflict, never a typed-over draft.
 //!
-//! Exit codes: 0 when the daemon or the pane went away, 2 on bad arguments or environment.
+//! Exit codes: 0 when the pane's program or the subscription ended, 1 when the daemon could
+//! not be reached or refused a request, 2 on bad arguments or environment.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -69,8 +70,20 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let reason = run(&options, &session, &socket);
+    let (code, reason) = match run(&options, &session, &socket) {
+        End::Gone(reason) => (0, reason),
+        End::Failed(reason) => (1, reason),
+    };
     eprintln!("belfry-adapter: {reason}");
+    std::process::exit(code);
+}
+
+/// Why the adapter stopped.
+enum End {
+    /// What it speaks about went away (the program exited, the subscription ended).
+    Gone(String),
+    /// The daemon could not be reached or refused a request.
+    Failed(String),
 }
 
 fn parse_args(args: Vec<String>) -> Result<Options, String> {
@@ -120,21 +133,21 @@ fn number(text: &str) -> Result<u64, String> {
 }
 
 /// Serves until the daemon or the pane goes away; returns why.
-fn run(options: &Options, session: &str, socket: &std::path::Path) -> String {
+fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
     let (tx, rx) = mpsc::channel();
     let mut subscription = match Client::connect(socket) {
         Ok(client) => client,
-        Err(err) => return format!("cannot reach the daemon: {err}"),
+        Err(err) => return End::Failed(format!("cannot reach the daemon: {err}")),
     };
     match subscription.request(json!({"op": "subscribe", "session": session})) {
         Ok(reply) if reply["ok"] == Value::Bool(true) => {}
-        Ok(reply) => return format!("subscribe refused: {reply}"),
-        Err(err) => return format!("subscribe failed: {err}"),
+        Ok(reply) => return End::Failed(format!("subscribe refused: {reply}")),
+        Err(err) => return End::Failed(format!("subscribe failed: {err}")),
     }
     std::thread::spawn(move || forward_events(subscription, &tx));
     let mut snapshots = match Client::connect(socket) {
         Ok(client) => client,
-        Err(err) => return format!("cannot reach the daemon: {err}"),
+        Err(err) => return End::Failed(format!("cannot reach the daemon: {err}")),
     };
     let mut turn = Turn::Unknown;
     let mut incarnation: Option<String> = None;
@@ -164,18 +177,20 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> String {
                                 turn = turn.after(&hook);
                             }
                         }
-                        Seen::Gone(why) => return why,
+                        Seen::Gone(why) => return End::Gone(why),
                     }
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return "the subscription ended".into(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return End::Gone("the subscription ended".into())
+            }
         }
         let snapshot =
             match snapshots.request(json!({"op": "snapshot", "session": session, "cells": true})) {
                 Ok(reply) if reply["ok"] == Value::Bool(true) => reply,
-                Ok(reply) => return format!("snapshot refused: {}", reply["error"]),
-                Err(err) => return format!("snapshot failed: {err}"),
+                Ok(reply) => return End::Failed(format!("snapshot refused: {}", reply["error"])),
+                Err(err) => return End::Failed(format!("snapshot failed: {err}")),
             };
         let (Some(pane), Ok(screen)) = (
             PaneSeen::from_snapshot(&snapshot),
@@ -199,7 +214,7 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> String {
             .and_then(|()| stdout.flush())
             .is_err()
         {
-            return "the daemon stopped reading".into();
+            return End::Gone("the daemon stopped reading".into());
         }
     }
 }
