@@ -313,3 +313,40 @@ fn bad_arguments_are_refused_in_words() {
     assert_eq!(code, Some(1));
     assert!(err.contains("cannot reach the daemon"), "{err}");
 }
+
+/// A restarted program (a new incarnation) has proved nothing about its turns: the idle its
+/// predecessor reported does not carry over, and nothing is typed until a turn-stop of the new
+/// incarnation.
+#[test]
+fn a_restarted_program_is_unknown_until_its_own_turn_stop() {
+    let env = Env::new();
+    let log = fake_harness_pane(&env);
+    hook(&env, "turn-stop");
+    wait_for_summary(&env, "idle, composer empty");
+    let before = env.snapshot("agent")["incarnation"].clone();
+    env.ok(&["restart", "agent"]);
+    let ok = eventually(Duration::from_secs(8), || {
+        env.snapshot("agent")["incarnation"] != before
+    });
+    assert!(ok, "the pane got a new incarnation");
+    env.wait_screen("agent", "READY fake composer");
+    let name = post(&env, "after restart");
+    let ok = eventually(Duration::from_secs(8), || {
+        states(&env)
+            .iter()
+            .all(|s| s.starts_with("held:") && s != "held:composer-nonempty")
+    });
+    assert!(ok, "held after the restart; status: {}", status(&env));
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(log_text(&log), "", "nothing typed into the new incarnation");
+    // The new incarnation's own turn-stop makes it idle.
+    wait_for_summary(&env, "unknown, composer empty");
+    hook(&env, "turn-stop");
+    let want = submitted_notice(&name, "after restart");
+    assert!(
+        eventually(Duration::from_secs(8), || log_text(&log) == want),
+        "pane got {:?}; status: {}",
+        log_text(&log),
+        status(&env)
+    );
+}

@@ -38,6 +38,8 @@ enum Seen {
         hook: String,
         incarnation: Option<String>,
     },
+    /// The subscription fell behind and missed events, hook events perhaps among them.
+    Lagged,
     /// The subscription ended: the daemon went away or refused it.
     Gone(String),
 }
@@ -155,6 +157,8 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
     let mut stdout = std::io::stdout().lock();
     loop {
         // Either something happened or the refresh interval passed; both end in one event.
+        // Hook events wait for the snapshot, which says which incarnation is current.
+        let mut hooks: Vec<(String, Option<String>)> = Vec::new();
         match rx.recv_timeout(options.refresh) {
             Ok(seen) => {
                 let deadline = Instant::now() + COALESCE;
@@ -168,14 +172,12 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
                 for seen in batch {
                     match seen {
                         Seen::Revision => {}
-                        Seen::Hook {
-                            hook,
-                            incarnation: of,
-                        } => {
-                            // A hook of another incarnation speaks of a program that is gone.
-                            if of.is_none() || of == incarnation {
-                                turn = turn.after(&hook);
-                            }
+                        Seen::Hook { hook, incarnation } => hooks.push((hook, incarnation)),
+                        // A missed prompt-submit would leave a running turn reported idle;
+                        // after a gap nothing is known until the next turn-stop.
+                        Seen::Lagged => {
+                            hooks.clear();
+                            turn = Turn::Unknown;
                         }
                         Seen::Gone(why) => return End::Gone(why),
                     }
@@ -197,15 +199,23 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
             Screen::from_value(&snapshot),
         ) else {
             // A snapshot this build cannot read proves nothing; say nothing rather than guess,
-            // and the daemon's lease simply expires.
+            // and the daemon's lease simply expires. Hook events of this batch cannot be placed
+            // in an incarnation, so the turn is unknown again.
+            if !hooks.is_empty() {
+                turn = Turn::Unknown;
+            }
             continue;
         };
         if incarnation.as_deref() != Some(pane.incarnation.as_str()) {
             // A new program incarnation has proved nothing about its turns yet.
-            if incarnation.is_some() {
-                turn = Turn::Unknown;
-            }
+            turn = Turn::Unknown;
             incarnation = Some(pane.incarnation.clone());
+        }
+        for (hook, of) in hooks {
+            // A hook of another incarnation speaks of a program that is gone.
+            if of.is_none() || of.as_deref() == Some(pane.incarnation.as_str()) {
+                turn = turn.after(&hook);
+            }
         }
         let verdict = classify(&options.grammar, &screen);
         sequence += 1;
@@ -241,6 +251,7 @@ fn forward_events(mut client: Client, tx: &mpsc::Sender<Seen>) {
             // The program ended: its screen proves nothing more, and the daemon restarts the
             // adapter with the next incarnation's environment.
             Some("exit") => Seen::Gone("the pane's program exited".into()),
+            Some("lagged") => Seen::Lagged,
             _ => continue,
         };
         if tx.send(seen).is_err() {
