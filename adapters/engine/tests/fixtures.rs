@@ -1,0 +1,539 @@
+//! spec §7.4: the composer guard, replayed over the real screens captured from every pinned
+//! harness (`adapters/<name>/fixtures/screens/`, `belfry peek --json --cells`). Each state has
+//! one expected class; `empty` is only ever a positive proof, so a mutated composer, a screen
+//! without cell attributes and a dialog are never `empty`.
+
+use std::path::{Path, PathBuf};
+
+use belfry_adapter_engine::{classify, embedded, Composer, EmptyBy, Grammar, Screen};
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+
+/// The class a state must get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Empty,
+    Nonempty,
+    Unknown,
+}
+use Class::{Empty, Nonempty, Unknown};
+
+/// Every harness's expected class per captured state, with why where it is not obvious.
+///
+/// - `after-submit` shows the submitted prompt still in the box for some harnesses 300 ms
+///   after Enter (Claude Code, Codex, OpenCode): it is text in the composer, so `nonempty`;
+///   Pi and Gemini CLI had cleared it already, so `empty`.
+/// - `streaming`, `tool-running`, `queued-message`, `api-error`: the composer itself is empty
+///   (blank, or its placeholder: Claude Code shows "Press up to edit queued messages" while a
+///   message is queued). The screen proves only the composer; the turn state comes from hooks.
+/// - `after-interrupt`: Pi put the interrupted queued message back into its editor, so
+///   `nonempty`; the others left an empty composer.
+/// - `permission-dialog`: always `unknown` (Pi asks no permission: not captured).
+const EXPECTED: &[(&str, &[(&str, Class)])] = &[
+    (
+        "claude",
+        &[
+            ("idle-empty", Empty),
+            ("draft", Nonempty),
+            ("paste-before-enter", Nonempty),
+            ("after-submit", Nonempty),
+            ("streaming", Empty),
+            ("idle-answered", Empty),
+            ("permission-dialog", Unknown),
+            ("tool-running", Empty),
+            ("queued-message", Empty),
+            ("after-interrupt", Empty),
+            ("api-error", Empty),
+        ],
+    ),
+    (
+        "codex",
+        &[
+            ("idle-empty", Empty),
+            ("draft", Nonempty),
+            ("paste-before-enter", Nonempty),
+            ("after-submit", Nonempty),
+            ("streaming", Empty),
+            ("idle-answered", Empty),
+            ("permission-dialog", Unknown),
+            ("tool-running", Empty),
+            ("queued-message", Empty),
+            ("after-interrupt", Empty),
+            ("api-error", Empty),
+        ],
+    ),
+    (
+        "gemini",
+        &[
+            ("idle-empty", Empty),
+            ("draft", Nonempty),
+            ("paste-before-enter", Nonempty),
+            ("after-submit", Empty),
+            ("streaming", Empty),
+            ("idle-answered", Empty),
+            ("permission-dialog", Unknown),
+            ("tool-running", Empty),
+            ("queued-message", Empty),
+            ("after-interrupt", Empty),
+            ("api-error", Empty),
+        ],
+    ),
+    (
+        "opencode",
+        &[
+            ("idle-empty", Empty),
+            ("draft", Nonempty),
+            ("paste-before-enter", Nonempty),
+            ("after-submit", Nonempty),
+            ("streaming", Empty),
+            ("idle-answered", Empty),
+            ("permission-dialog", Unknown),
+            ("tool-running", Empty),
+            ("queued-message", Empty),
+            ("after-interrupt", Empty),
+            ("api-error", Empty),
+        ],
+    ),
+    (
+        "pi",
+        &[
+            ("idle-empty", Empty),
+            ("draft", Nonempty),
+            ("paste-before-enter", Nonempty),
+            ("after-submit", Empty),
+            ("streaming", Empty),
+            ("idle-answered", Empty),
+            ("tool-running", Empty),
+            ("queued-message", Empty),
+            ("after-interrupt", Nonempty),
+            ("api-error", Empty),
+        ],
+    ),
+];
+
+fn adapters_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The states `index.json` says were captured for `provider`.
+fn captured(provider: &str) -> Vec<String> {
+    let index = read_json(
+        &adapters_dir()
+            .join(provider)
+            .join("fixtures/screens/index.json"),
+    );
+    index["captured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn fixture(provider: &str, state: &str) -> Screen {
+    let path = adapters_dir()
+        .join(provider)
+        .join(format!("fixtures/screens/{state}.json"));
+    Screen::from_value(&read_json(&path)["peek"]).unwrap()
+}
+
+fn grammar(provider: &str) -> Grammar {
+    embedded::grammar(provider).unwrap()
+}
+
+fn class_of(composer: &Composer) -> Class {
+    match composer {
+        Composer::Empty(_) => Empty,
+        Composer::Nonempty => Nonempty,
+        Composer::Unknown(_) => Unknown,
+    }
+}
+
+#[test]
+fn every_real_screen_classifies_as_its_state() {
+    let mut judged = 0;
+    for (provider, states) in EXPECTED {
+        let grammar = grammar(provider);
+        let mut listed: Vec<String> = states.iter().map(|(s, _)| s.to_string()).collect();
+        let mut on_disk = captured(provider);
+        listed.sort();
+        on_disk.sort();
+        assert_eq!(
+            listed, on_disk,
+            "{provider}: every captured state has an expectation"
+        );
+        for (state, want) in *states {
+            let verdict = classify(&grammar, &fixture(provider, state));
+            assert_eq!(
+                class_of(&verdict.composer),
+                *want,
+                "{provider}/{state}: {:?}",
+                verdict.composer
+            );
+            judged += 1;
+        }
+    }
+    assert_eq!(judged, 54, "all 54 real screens are judged");
+}
+
+#[test]
+fn every_harness_with_fixtures_has_a_built_in_grammar() {
+    let mut with_fixtures: Vec<String> = std::fs::read_dir(adapters_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("fixtures/screens/index.json").is_file())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    with_fixtures.sort();
+    let built_in: Vec<String> = embedded::names().iter().map(|s| s.to_string()).collect();
+    assert_eq!(built_in, with_fixtures);
+    let expected: Vec<&str> = EXPECTED.iter().map(|(p, _)| *p).collect();
+    assert_eq!(built_in, expected);
+}
+
+/// Each rule's `proved_by` names captured states, and on those states the rule really fires:
+/// a placeholder proves the composer empty, a dialog signature matches a row.
+#[test]
+fn every_rule_is_proved_by_the_fixtures_it_names() {
+    for (provider, _) in EXPECTED {
+        let grammar = grammar(provider);
+        let text =
+            std::fs::read_to_string(adapters_dir().join(provider).join("screen.json")).unwrap();
+        let file: Value = serde_json::from_str(&text).unwrap();
+        let states = captured(provider);
+        let mut named = Vec::new();
+        collect_proved_by(&file, &mut named);
+        for state in &named {
+            assert!(
+                states.contains(state),
+                "{provider}: proved_by names {state:?}, not captured"
+            );
+        }
+        for (index, placeholder) in grammar.composer.placeholders.iter().enumerate() {
+            assert!(
+                !placeholder.proved_by.is_empty(),
+                "{provider}: placeholder {index} unproved"
+            );
+            for state in &placeholder.proved_by {
+                let verdict = classify(&grammar, &fixture(provider, state));
+                assert_eq!(
+                    verdict.composer,
+                    Composer::Empty(EmptyBy::Placeholder(index)),
+                    "{provider}/{state}: placeholder {index}"
+                );
+            }
+        }
+        for modal in &grammar.modals {
+            assert!(
+                !modal.proved_by.is_empty(),
+                "{provider}: modal {} unproved",
+                modal.name
+            );
+            for state in &modal.proved_by {
+                let screen = fixture(provider, state);
+                assert!(
+                    screen.lines.iter().any(|line| modal.regex.is_match(line)),
+                    "{provider}/{state}: modal {} matches no row",
+                    modal.name
+                );
+            }
+        }
+    }
+}
+
+fn collect_proved_by(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                if key == "proved_by" {
+                    out.extend(
+                        value
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|s| s.as_str().unwrap().to_string()),
+                    );
+                } else {
+                    collect_proved_by(value, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_proved_by(v, out)),
+        _ => {}
+    }
+}
+
+/// A dialog stays `unknown` even where the rest of the screen is not touched: the dialog rows
+/// pasted over an idle screen's transcript make it unknown too.
+#[test]
+fn a_dialog_anywhere_is_unknown() {
+    for (provider, states) in EXPECTED {
+        if !states.iter().any(|(s, _)| *s == "permission-dialog") {
+            continue;
+        }
+        let grammar = grammar(provider);
+        let dialog = fixture(provider, "permission-dialog");
+        let mut screen = fixture(provider, "idle-answered");
+        let verdict = classify(&grammar, &screen);
+        let top = verdict.frame_rows.unwrap().0;
+        // The dialog's signature rows, copied into the rows above the live composer.
+        let rows: Vec<usize> = (0..dialog.lines.len())
+            .filter(|&r| {
+                grammar
+                    .modals
+                    .iter()
+                    .any(|m| m.regex.is_match(&dialog.lines[r]))
+            })
+            .collect();
+        assert!(!rows.is_empty());
+        for (offset, &row) in rows.iter().enumerate().take(top) {
+            copy_row(&dialog, row, &mut screen, offset);
+        }
+        assert_eq!(
+            class_of(&classify(&grammar, &screen).composer),
+            Unknown,
+            "{provider}"
+        );
+    }
+}
+
+/// Acceptance (issue 10): a screen with another harness's composer pasted into its transcript
+/// is judged by its live composer only — an empty one stays empty, a draft stays a draft.
+#[test]
+fn another_harness_composer_in_the_transcript_is_ignored() {
+    let mut pasted = 0;
+    for (own, _) in EXPECTED {
+        let grammar = grammar(own);
+        for (base, want) in [("idle-answered", Empty), ("draft", Nonempty)] {
+            for (other, _) in EXPECTED.iter().filter(|(p, _)| p != own) {
+                let mut screen = fixture(own, base);
+                let top = classify(&grammar, &screen).frame_rows.unwrap().0;
+                let donor_grammar = embedded::grammar(other).unwrap();
+                let donor = fixture(other, "draft");
+                let (from, to) = classify(&donor_grammar, &donor).frame_rows.unwrap();
+                // Framed donors bring their borders; prompt-line donors just their rows.
+                let (from, to) = (from, (to + 1).min(donor.lines.len() - 1));
+                let height = to - from + 1;
+                if height + 1 >= top {
+                    continue;
+                }
+                for (offset, row) in (from..=to).enumerate() {
+                    copy_row(&donor, row, &mut screen, top - 1 - height + offset);
+                }
+                let verdict = classify(&grammar, &screen);
+                assert_eq!(
+                    class_of(&verdict.composer),
+                    want,
+                    "{own}/{base} with {other}'s composer above: {:?}",
+                    verdict.composer
+                );
+                pasted += 1;
+            }
+        }
+    }
+    // Every pair fits except where the live composer sits too high on the screen.
+    assert!(
+        pasted >= 30,
+        "only {pasted} screens had room for another composer"
+    );
+    eprintln!("{pasted} screens judged with another harness's composer in the transcript");
+}
+
+/// Without cell attributes a placeholder cannot be told from the same words typed, so it is
+/// `unknown`; a blank body needs no attributes.
+#[test]
+fn a_placeholder_without_cells_is_unknown() {
+    for (provider, states) in EXPECTED {
+        let grammar = grammar(provider);
+        for (state, want) in *states {
+            let mut screen = fixture(provider, state);
+            let with_cells = classify(&grammar, &screen).composer;
+            screen.cells = None;
+            let without = classify(&grammar, &screen).composer;
+            match with_cells {
+                Composer::Empty(EmptyBy::Placeholder(_)) => {
+                    assert_eq!(class_of(&without), Unknown, "{provider}/{state}")
+                }
+                _ => assert_eq!(class_of(&without), *want, "{provider}/{state}"),
+            }
+        }
+    }
+}
+
+/// The placeholder's words typed by a human (drawn in the normal style) are a draft.
+#[test]
+fn placeholder_words_typed_are_a_draft() {
+    for (provider, _) in EXPECTED {
+        let grammar = grammar(provider);
+        for state in ["idle-empty", "idle-answered"] {
+            let mut screen = fixture(provider, state);
+            let verdict = classify(&grammar, &screen);
+            if !matches!(verdict.composer, Composer::Empty(EmptyBy::Placeholder(_))) {
+                continue;
+            }
+            let cells = screen.cells.as_mut().unwrap();
+            for body in &verdict.body {
+                for run in &mut cells[body.row] {
+                    run.style = Map::new();
+                }
+            }
+            assert_eq!(
+                classify(&grammar, &screen).composer,
+                Composer::Nonempty,
+                "{provider}/{state}"
+            );
+        }
+    }
+}
+
+/// Copies row `from` of `donor` over row `to` of `screen`, text and cells.
+fn copy_row(donor: &Screen, from: usize, screen: &mut Screen, to: usize) {
+    screen.lines[to] = donor.lines[from].clone();
+    if let (Some(cells), Some(donor_cells)) = (screen.cells.as_mut(), donor.cells.as_ref()) {
+        cells[to] = donor_cells[from].clone();
+    }
+}
+
+/// Writes `ch` with `style` at character `index` of row `row`, padding with spaces.
+fn put_char(screen: &mut Screen, row: usize, index: usize, ch: char, style: Map<String, Value>) {
+    let cells = screen.cells.as_mut().unwrap();
+    let mut chars: Vec<(char, Map<String, Value>)> = cells[row]
+        .iter()
+        .flat_map(|run| {
+            run.text
+                .chars()
+                .map(|c| (c, run.style.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    while chars.len() <= index {
+        chars.push((' ', Map::new()));
+    }
+    chars[index] = (ch, style);
+    cells[row] = chars
+        .into_iter()
+        .map(|(c, style)| belfry_adapter_engine::screen::Run {
+            text: c.to_string(),
+            style,
+        })
+        .collect();
+    let text: String = cells[row].iter().map(|r| r.text.as_str()).collect();
+    screen.lines[row] = text.trim_end().to_string();
+}
+
+/// Every screen a fixture proves empty, with its grammar.
+fn empty_screens() -> Vec<(String, String, Grammar, Screen)> {
+    let mut out = Vec::new();
+    for (provider, states) in EXPECTED {
+        for (state, want) in *states {
+            if *want == Empty {
+                out.push((
+                    provider.to_string(),
+                    state.to_string(),
+                    grammar(provider),
+                    fixture(provider, state),
+                ));
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Property: one visible character written anywhere in an empty composer's input, in the
+    /// normal style, the placeholder's style or the harness's cursor style, is never `empty`.
+    #[test]
+    fn a_mutated_empty_composer_is_never_empty(
+        which in any::<prop::sample::Index>(),
+        row_pick in any::<prop::sample::Index>(),
+        column in 0usize..110,
+        ch in prop::char::range('!', '~'),
+        style_pick in 0usize..3,
+    ) {
+        let screens = empty_screens();
+        let (provider, state, grammar, mut screen) = screens[which.index(screens.len())].clone();
+        let verdict = classify(&grammar, &screen);
+        let body = verdict.body[row_pick.index(verdict.body.len())];
+        let style = match style_pick {
+            0 => Map::new(),
+            1 => grammar.composer.placeholders.first().map(|p| p.style.clone()).unwrap_or_default(),
+            _ => grammar.composer.fake_cursor.clone().unwrap_or_default(),
+        };
+        let index = body.start + column;
+        let before: Vec<char> = screen.lines[body.row].chars().collect();
+        // Writing the very character a placeholder already has there changes nothing.
+        prop_assume!(before.get(index) != Some(&ch));
+        put_char(&mut screen, body.row, index, ch, style);
+        let after = classify(&grammar, &screen).composer;
+        prop_assert!(
+            !matches!(after, Composer::Empty(_)),
+            "{}/{}: {:?} at row {} char {} still empty", provider, state, ch, body.row, index
+        );
+    }
+}
+
+#[test]
+fn a_bad_grammar_is_refused_naming_the_place() {
+    let err = Grammar::parse("x/screen.json", "{\"schema\": 1,\n \"harness\": 3}").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("screen grammar x/screen.json:2:"),
+        "{err}"
+    );
+    let mut file: Value = serde_json::from_str(
+        &std::fs::read_to_string(adapters_dir().join("claude/screen.json")).unwrap(),
+    )
+    .unwrap();
+    file["composer"]["frame"]["bottom"] = Value::from("(");
+    let err = Grammar::parse("y/screen.json", &file.to_string()).unwrap_err();
+    assert!(
+        err.to_string().contains("composer.frame.bottom \"(\""),
+        "{err}"
+    );
+    let err = embedded::grammar("nosuch").unwrap_err();
+    assert!(err.to_string().contains("there are: claude"), "{err}");
+}
+
+/// Prints every real screen's verdict (run with `--nocapture` for the report).
+#[test]
+fn print_verdicts() {
+    for (provider, states) in EXPECTED {
+        let grammar = grammar(provider);
+        for (state, _) in *states {
+            let verdict = classify(&grammar, &fixture(provider, state));
+            let why = match &verdict.composer {
+                Composer::Unknown(reason) => format!("unknown: {reason}"),
+                other => format!("{other:?}"),
+            };
+            eprintln!("{provider:9} {state:19} {why}");
+        }
+    }
+}
+
+/// Defence in depth: with its dialog signatures removed, each grammar still finds no live
+/// composer on its harness's permission dialog (the frame is gone or the cursor is elsewhere).
+#[test]
+fn a_dialog_is_unknown_even_without_its_signatures() {
+    for (provider, states) in EXPECTED {
+        if !states.iter().any(|(s, _)| *s == "permission-dialog") {
+            continue;
+        }
+        let mut grammar = grammar(provider);
+        grammar.modals.clear();
+        let verdict = classify(&grammar, &fixture(provider, "permission-dialog"));
+        assert_eq!(
+            class_of(&verdict.composer),
+            Unknown,
+            "{provider}: {:?}",
+            verdict.composer
+        );
+        eprintln!("{provider}: without signatures: {:?}", verdict.composer);
+    }
+}
