@@ -466,7 +466,22 @@ impl Live {
         args.extend(profile.argv(&fill, &options.extra_args));
         let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let started = Instant::now();
-        env.ok(&arg_refs);
+        // A harness in a user's pane does not run under CI. The pane's environment is the
+        // spawning command's, and `.ci/run`'s `CI=true` there makes Gemini CLI take its
+        // terminal for a pipe and refuse to start interactively.
+        let mut spawn = env.cmd(&arg_refs);
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key == "CI" || key == "CONTINUOUS_INTEGRATION" || key.starts_with("CI_") {
+                spawn.env_remove(key.as_ref());
+            }
+        }
+        let out = spawn.output().expect("run belfry new");
+        assert!(
+            out.status.success(),
+            "belfry new {session} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Live {
             env,
             server,
