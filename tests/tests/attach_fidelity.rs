@@ -750,3 +750,49 @@ fn a_client_smaller_than_the_pane_sees_the_part_around_the_cursor_in_a_real_term
     );
     assert!(tmux.lines()[22].starts_with("row-41 after"));
 }
+
+/// docs/attach.md: a colour query the program makes while no client is attached is answered
+/// with the last attached terminal's colours (learned from the client's own query on attach),
+/// not a fixed black. The terminal is a real tmux whose window style sets the background.
+#[test]
+fn a_colour_query_while_detached_gets_the_last_attached_terminals_colour() {
+    let env = Env::new();
+    // Asks for the background (OSC 11, BEL-terminated: the answer is 24 bytes) once `go`
+    // exists, and prints the answer without its control bytes.
+    let query = |go: &Path| {
+        format!(
+            "{}; stty raw -echo; printf '\\033]11;?\\007'; ans=$(dd bs=1 count=24 2>/dev/null); \
+             stty sane; printf 'BG:%s\\n' \"$(printf '%s' \"$ans\" | tr -d '\\033\\007')\"; \
+             sleep 600",
+            wait_for_file(go)
+        )
+    };
+    // Never attached: the model's own default.
+    let now = env.path("now");
+    std::fs::write(&now, "").expect("touch now");
+    env.spawn("never", "24x80", &["sh", "-c", &query(&now)], None);
+    env.wait_screen("never", "BG:]11;rgb:0000/0000/0000");
+
+    let go = env.path("go");
+    env.spawn("app", "24x80", &["sh", "-c", &query(&go)], None);
+    let attach = env.path("attach");
+    let script = format!(
+        "{}; \"$BELFRY_BIN\" attach app; sleep 600",
+        wait_for_file(&attach)
+    );
+    let tmux = Tmux::start(&env, "colours", &script);
+    tmux.run(&["set", "-g", "window-style", "bg=#282c34"]);
+    std::fs::write(&attach, "").expect("touch attach");
+    assert!(eventually(Duration::from_secs(10), || env.snapshot("app")
+        ["clients"]
+        == 1));
+    // The client looks for its terminal's answer for 2 s after attaching (a local tmux
+    // answers at once); only then does it leave.
+    std::thread::sleep(Duration::from_millis(2500));
+    env.ok(&["detach", "app"]);
+    assert!(eventually(Duration::from_secs(10), || env.snapshot("app")
+        ["clients"]
+        == 0));
+    std::fs::write(&go, "").expect("touch go");
+    env.wait_screen("app", "BG:]11;rgb:2828/2c2c/3434");
+}
