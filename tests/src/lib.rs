@@ -7,6 +7,7 @@
 //! started.
 
 pub mod live;
+pub mod projection_live;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -14,31 +14,14 @@
 //! `belfry`. It fails with the reason when something is missing; it never skips. (Run on
 //! 2026-12-01 with the three branches' binaries: passed.)
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use belfry_tests::{belfry_bin, bin_dir};
+use belfry_tests::bin_dir;
+use belfry_tests::projection_live::{self, found, target_dir};
 use serde_json::Value;
 
 const GEMINI_VERSION: &str = "0.61.0";
-
-fn found(variable: &str, default: PathBuf, what: &str) -> PathBuf {
-    let path = std::env::var(variable)
-        .map(PathBuf::from)
-        .unwrap_or(default);
-    assert!(
-        path.exists(),
-        "{what} is not at {} (set {variable}): this live test cannot run here",
-        path.display()
-    );
-    path
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
 
 #[test]
 #[ignore = "live: needs Gemini CLI 0.61.0, belfry-model-server, the gemini dialect and a network namespace"]
@@ -69,22 +52,7 @@ fn gemini_runs_the_projection_a_deny_blocks_and_a_context_arrives() {
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
         }
     };
-    write(
-        project.join("scripts/guard.sh"),
-        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *--force*) echo \"force push refused by the belfry guard\" >&2; exit 2;; esac\nexit 0\n",
-        true,
-    );
-    write(
-        project.join("scripts/notes.sh"),
-        "#!/bin/sh\ncat >/dev/null\necho \"REPO-NOTE-9090: run the tests with nice\"\n",
-        true,
-    );
-    write(
-        project.join("belfry-hooks.kdl"),
-        "hook \"no-force-push\" { event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; command \"scripts/guard.sh\"; failure \"closed\"; targets \"gemini\" }\n\
-         hook \"notes\" { event \"prompt-submit\"; command \"scripts/notes.sh\"; targets \"gemini\" }\n",
-        false,
-    );
+    projection_live::guarded_project(&project, "gemini", "REPO-NOTE-9090");
     // API-key auth (so the base URL applies), no update check or telemetry, the folder trusted.
     write(
         home.join(".gemini/settings.json"),
@@ -103,36 +71,13 @@ fn gemini_runs_the_projection_a_deny_blocks_and_a_context_arrives() {
         &serde_json::json!({ project.display().to_string(): "TRUST_FOLDER" }).to_string(),
         false,
     );
-    write(
-        base.join("script.json"),
-        &serde_json::json!({
-            "turns": [{
-                "match": "push it",
-                "tool": { "command": format!("touch {} && echo git push --force origin main", marker.display()) },
-                "then": { "text": "DONE-AFTER-TOOL" },
-            }],
-            "fallback": { "text": "FALLBACK" },
-        })
-        .to_string(),
-        false,
-    );
+    projection_live::force_push_script(&base.join("script.json"), &marker);
     let path = format!(
         "{}:{}",
         bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let apply = Command::new(belfry_bin())
-        .args(["hooks", "apply"])
-        .current_dir(&project)
-        .env("HOME", &home)
-        .env("BELFRY_HOOKS_DETECT", "0")
-        .output()
-        .unwrap_or_else(|err| panic!("{err}"));
-    assert!(
-        apply.status.success(),
-        "{}",
-        String::from_utf8_lossy(&apply.stdout)
-    );
+    projection_live::apply(&project, &home);
 
     let requests = base.join("requests.ndjson");
     let runner = format!(

@@ -15,28 +15,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use belfry_tests::projection_live::{self, found, target_dir};
 use belfry_tests::{belfry_bin, bin_dir};
 use serde_json::Value;
 
 const OPENCODE_VERSION: &str = "1.18.33";
-
-fn found(variable: &str, default: PathBuf, what: &str) -> PathBuf {
-    let path = std::env::var(variable)
-        .map(PathBuf::from)
-        .unwrap_or(default);
-    assert!(
-        path.exists(),
-        "{what} is not at {} (set {variable}): this live test cannot run here",
-        path.display()
-    );
-    path
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
 
 #[test]
 #[ignore = "live: needs OpenCode 1.18.33, belfry-model-server and a network namespace"]
@@ -83,35 +66,8 @@ fn opencode_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
         let path = PathBuf::from(fill(file["path"].as_str().unwrap_or_default()));
         write(&path, &fill(&file["json"].to_string()), false);
     }
-    write(
-        &project.join("scripts/guard.sh"),
-        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *--force*) echo \"force push refused by the belfry guard\" >&2; exit 2;; esac\nexit 0\n",
-        true,
-    );
-    write(
-        &project.join("scripts/notes.sh"),
-        "#!/bin/sh\ncat >/dev/null\necho \"REPO-NOTE-2718: run the tests with nice\"\n",
-        true,
-    );
-    write(
-        &project.join("belfry-hooks.kdl"),
-        "hook \"no-force-push\" { event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; command \"scripts/guard.sh\"; failure \"closed\"; targets \"opencode\" }\n\
-         hook \"notes\" { event \"prompt-submit\"; command \"scripts/notes.sh\"; targets \"opencode\" }\n",
-        false,
-    );
-    write(
-        &base.join("script.json"),
-        &serde_json::json!({
-            "turns": [{
-                "match": "push it",
-                "tool": { "command": format!("touch {} && echo git push --force origin main", marker.display()) },
-                "then": { "text": "DONE-AFTER-TOOL" },
-            }],
-            "fallback": { "text": "FALLBACK" },
-        })
-        .to_string(),
-        false,
-    );
+    projection_live::guarded_project(&project, "opencode", "REPO-NOTE-2718");
+    projection_live::force_push_script(&base.join("script.json"), &marker);
     let apply = Command::new(belfry_bin())
         .args(["hooks", "apply"])
         .current_dir(&project)

@@ -12,31 +12,13 @@
 //! `$BELFRY_MODEL_SERVER` or beside `belfry`. It fails with the reason when something is
 //! missing; it never skips. (Run on 2026-12-01: passed.)
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use belfry_tests::{belfry_bin, bin_dir};
+use belfry_tests::bin_dir;
+use belfry_tests::projection_live::{self, found, target_dir};
 use serde_json::Value;
 
 const PI_VERSION: &str = "0.73.1";
-
-fn found(variable: &str, default: PathBuf, what: &str) -> PathBuf {
-    let path = std::env::var(variable)
-        .map(PathBuf::from)
-        .unwrap_or(default);
-    assert!(
-        path.exists(),
-        "{what} is not at {} (set {variable}): this live test cannot run here",
-        path.display()
-    );
-    path
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
 
 #[test]
 #[ignore = "live: needs Pi 0.73.1, belfry-model-server and a network namespace"]
@@ -58,59 +40,14 @@ fn pi_runs_the_generated_extension_a_deny_blocks_and_a_context_arrives() {
     for dir in [home.join(".pi/agent"), project.join("scripts")] {
         std::fs::create_dir_all(dir).unwrap_or_else(|err| panic!("{err}"));
     }
-    let write = |path: PathBuf, text: &str, executable: bool| {
-        std::fs::write(&path, text).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-        if executable {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
-        }
-    };
-    write(
-        project.join("scripts/guard.sh"),
-        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *--force*) echo \"force push refused by the belfry guard\" >&2; exit 2;; esac\nexit 0\n",
-        true,
-    );
-    write(
-        project.join("scripts/notes.sh"),
-        "#!/bin/sh\ncat >/dev/null\necho \"REPO-NOTE-3141: run the tests with nice\"\n",
-        true,
-    );
-    write(
-        project.join("belfry-hooks.kdl"),
-        "hook \"no-force-push\" { event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; command \"scripts/guard.sh\"; failure \"closed\"; targets \"pi\" }\n\
-         hook \"notes\" { event \"prompt-submit\"; command \"scripts/notes.sh\"; targets \"pi\" }\n",
-        false,
-    );
-    write(
-        base.join("script.json"),
-        &serde_json::json!({
-            "turns": [{
-                "match": "push it",
-                "tool": { "command": format!("touch {} && echo git push --force origin main", marker.display()) },
-                "then": { "text": "DONE-AFTER-TOOL" },
-            }],
-            "fallback": { "text": "FALLBACK" },
-        })
-        .to_string(),
-        false,
-    );
+    projection_live::guarded_project(&project, "pi", "REPO-NOTE-3141");
+    projection_live::force_push_script(&base.join("script.json"), &marker);
     let path = format!(
         "{}:{}",
         bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let apply = Command::new(belfry_bin())
-        .args(["hooks", "apply"])
-        .current_dir(&project)
-        .env("HOME", &home)
-        .env("BELFRY_HOOKS_DETECT", "0")
-        .output()
-        .unwrap_or_else(|err| panic!("{err}"));
-    assert!(
-        apply.status.success(),
-        "{}",
-        String::from_utf8_lossy(&apply.stdout)
-    );
+    projection_live::apply(&project, &home);
 
     let requests = base.join("requests.ndjson");
     let runner = format!(
