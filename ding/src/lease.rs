@@ -104,6 +104,11 @@ pub enum LeaseInput<'a> {
     Compaction,
     /// The harness cleared its context (lifecycle event).
     Clear,
+    /// The harness started a turn (a prompt-submit or before-tool hook, seen through
+    /// dispatch): it is busy now, whatever its adapter last said. The adapter reports `active`
+    /// too, but only once it has seen the same hook; until then an idle lease would outlive
+    /// the turn's start.
+    TurnStarted,
     /// The daemon restarted and cannot trust anything it did not see.
     DaemonRestarted,
     /// A guarded send found the pane changed and wrote nothing.
@@ -210,6 +215,7 @@ impl LeaseMachine {
             }
             LeaseInput::Compaction => Current::Hold(HoldReason::Compaction),
             LeaseInput::Clear => Current::Hold(HoldReason::Clear),
+            LeaseInput::TurnStarted => Current::Hold(HoldReason::Active),
             LeaseInput::DaemonRestarted => Current::Hold(HoldReason::Crash),
             LeaseInput::SendConflict => Current::Hold(HoldReason::Conflict),
         };

@@ -318,6 +318,14 @@ fn every_spec_hold_reason_is_reachable_and_sends_nothing() {
         HoldReason::Clear,
         hold_after(|machine, now| machine.apply(LeaseInput::Clear, now), 1_000),
     );
+    // A turn that starts ends the idle lease at once (the hook, before the adapter's `active`).
+    expect(
+        HoldReason::Active,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::TurnStarted, now),
+            1_000,
+        ),
+    );
     expect(
         HoldReason::Crash,
         hold_after(
@@ -483,6 +491,7 @@ enum Op {
     PaneExited,
     Compaction,
     Clear,
+    TurnStarted,
     DaemonRestarted,
     SendConflict,
     Take,
@@ -537,6 +546,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::PaneExited),
         1 => Just(Op::Compaction),
         1 => Just(Op::Clear),
+        1 => Just(Op::TurnStarted),
         1 => Just(Op::DaemonRestarted),
         1 => Just(Op::SendConflict),
     ]
@@ -678,6 +688,7 @@ proptest! {
                         }
                         Op::Compaction => LeaseInput::Compaction,
                         Op::Clear => LeaseInput::Clear,
+                        Op::TurnStarted => LeaseInput::TurnStarted,
                         Op::DaemonRestarted => LeaseInput::DaemonRestarted,
                         Op::SendConflict => LeaseInput::SendConflict,
                         Op::Activity { .. } | Op::Take | Op::Advance(_) => unreachable!(),

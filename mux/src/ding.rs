@@ -1074,6 +1074,10 @@ impl Worker {
                     self.apply(LeaseInput::Compaction);
                 } else if hook == "session-start" && source == "clear" {
                     self.apply(LeaseInput::Clear);
+                } else if hook == "prompt-submit" || hook == "before-tool" {
+                    // A turn started: the lease ends at once, not when the adapter has seen
+                    // the same hook and reported `active` (spec §7.4, one lease per idle).
+                    self.apply(LeaseInput::TurnStarted);
                 }
             }
             DingMsg::TurnBoundary { event, reply } => {

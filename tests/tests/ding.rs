@@ -343,6 +343,19 @@ fn a_compaction_source_from_the_adapter_declaration_invalidates_the_lease() {
     );
 }
 
+/// A turn that starts (prompt-submit or before-tool, seen through dispatch) ends the idle
+/// lease at once: a notice must not go in the moment between the turn's start and the
+/// adapter's own `active`.
+#[test]
+fn a_turn_that_starts_ends_the_idle_lease_before_the_adapter_says_so() {
+    let stdin = json!({"hook_event_name": "user_prompt_submit", "session_id": "s", "cwd": "/",
+                       "prompt": "go on"});
+    lifecycle_case("compaction", "prompt-submit", stdin, "active");
+    let stdin = json!({"hook_event_name": "pre_tool_use", "session_id": "s", "cwd": "/",
+                       "tool_name": "shell", "tool_input": {"command": "true"}});
+    lifecycle_case("compaction", "before-tool", stdin, "active");
+}
+
 #[test]
 fn clear_invalidates_the_lease() {
     let stdin = json!({"hook_event_name": "session_start", "session_id": "s", "cwd": "/", "source": "clear"});
