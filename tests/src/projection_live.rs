@@ -97,3 +97,43 @@ pub fn apply(project: &Path, home: &Path) {
         String::from_utf8_lossy(&apply.stdout)
     );
 }
+
+/// The verdict every guarded run must reach, for the harness named `label`: it ended well and
+/// answered after the tool; the refused command's side effect (`marker`) never happened; the
+/// first request the model server logged (`requests`) carried the enricher's `note`; and some
+/// request carried the guard's refusal.
+pub fn assert_guarded_run(
+    label: &str,
+    output: &std::process::Output,
+    marker: &Path,
+    requests: &Path,
+    note: &str,
+) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{label}: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains("DONE-AFTER-TOOL"),
+        "{label}: {stdout}\n{stderr}"
+    );
+    assert!(
+        !marker.exists(),
+        "{label} ran the force push the guard refused"
+    );
+    let log = std::fs::read_to_string(requests).unwrap_or_default();
+    let bodies: Vec<String> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .map(|request| request["body"].to_string())
+        .collect();
+    assert!(
+        bodies.first().is_some_and(|body| body.contains(note)),
+        "{label}: the enrich hook's context did not reach the model: {log}"
+    );
+    assert!(
+        bodies
+            .iter()
+            .any(|body| body.contains("force push refused by the belfry guard")),
+        "{label}: the model never saw the refusal: {log}"
+    );
+}

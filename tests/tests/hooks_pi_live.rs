@@ -16,7 +16,6 @@ use std::process::Command;
 
 use belfry_tests::bin_dir;
 use belfry_tests::projection_live::{self, found, target_dir};
-use serde_json::Value;
 
 const PI_VERSION: &str = "0.73.1";
 
@@ -79,36 +78,11 @@ fn pi_runs_the_generated_extension_a_deny_blocks_and_a_context_arrives() {
         .env("PI_TELEMETRY", "0")
         .output()
         .unwrap_or_else(|err| panic!("unshare -n: {err} (no network namespace here?)"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "Pi {PI_VERSION}: {stdout}\n{stderr}"
-    );
-    assert!(
-        stdout.contains("DONE-AFTER-TOOL"),
-        "Pi {PI_VERSION}: {stdout}\n{stderr}"
-    );
-    assert!(
-        !marker.exists(),
-        "Pi {PI_VERSION} ran the force push the guard refused"
-    );
-    let log = std::fs::read_to_string(&requests).unwrap_or_default();
-    let bodies: Vec<String> = log
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .map(|request| request["body"].to_string())
-        .collect();
-    assert!(
-        bodies
-            .first()
-            .is_some_and(|body| body.contains("REPO-NOTE-3141")),
-        "Pi {PI_VERSION}: the enrich hook's context did not reach the model: {log}"
-    );
-    assert!(
-        bodies
-            .iter()
-            .any(|body| body.contains("force push refused by the belfry guard")),
-        "Pi {PI_VERSION}: the model never saw the refusal: {log}"
+    projection_live::assert_guarded_run(
+        &format!("Pi {PI_VERSION}"),
+        &output,
+        &marker,
+        &requests,
+        "REPO-NOTE-3141",
     );
 }
