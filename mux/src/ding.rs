@@ -45,6 +45,7 @@ use belfry_ding::{
     DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, MessageName, OwnershipStore,
     PaneIdentity, SessionName,
 };
+use belfry_proto::event::HookSeen;
 use belfry_proto::reply::{Reply, Sent};
 use belfry_proto::request::{self as req, InputStep};
 use belfry_proto::{Event, Expect, Request};
@@ -90,7 +91,7 @@ pub enum DingMsg {
     /// An event from the pane host (exit, lifecycle restart).
     Pane(Event),
     /// A hook event forwarded by `belfry dispatch` inside the pane.
-    Hook(Value),
+    Hook(HookSeen),
     /// A turn-boundary claim from `belfry dispatch` (spec §7.5).
     TurnBoundary {
         event: Value,
@@ -1059,8 +1060,8 @@ impl Worker {
                 _ => {}
             },
             DingMsg::Hook(event) => {
-                let hook = event["hook"].as_str().unwrap_or("");
-                let source = event["source"].as_str().unwrap_or("");
+                let hook = event.hook.as_str();
+                let source = event.source.as_deref().unwrap_or("");
                 // spec §7.4: a compaction invalidates the lease. `pre-compact` is the semantic
                 // event; a harness that also (or only) reports it as another event's `source`
                 // says so in its adapter declaration.

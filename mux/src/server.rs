@@ -1353,16 +1353,15 @@ fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) -> Value {
         Ok(session) => session,
         Err(reply) => return reply,
     };
-    let event = Event::Hook(HookSeen {
+    let seen = HookSeen {
         session: session.clone(),
         hook: op.hook.clone(),
         source: op.source.clone(),
         tool_name: op.tool_name.clone(),
         hook_event_name: op.hook_event_name.clone(),
         incarnation: op.incarnation.clone(),
-    })
-    .to_value();
-    daemon.ding.tell(&session, DingMsg::Hook(event.clone()));
-    publish(daemon, event);
+    };
+    daemon.ding.tell(&session, DingMsg::Hook(seen.clone()));
+    publish(daemon, Event::Hook(seen).to_value());
     reply::ok(id, &belfry_proto::reply::Published { published: true })
 }

@@ -8,6 +8,7 @@
 //! - [`request`]: [`Request`], one enum of every op, tagged by `op`, and [`BadRequest`], the
 //!   named error a line that is not a valid request gets.
 //! - [`reply`]: the reply envelope (`ok`, `error`) and the typed bodies of replies.
+//! - [`attach`]: [`Control`], the control messages of an attach stream.
 //! - [`event`]: the events of `subscribe` streams and the daemon's bus.
 //! - [`identity`]: what a guarded send expects ([`Expect`]) and what a pane is ([`Identity`]).
 //! - [`name`]: [`SessionName`], the one validator of session (and adapter) names.
@@ -17,6 +18,7 @@
 //! - [`de`]: the deserializer that turns a JSON value into a typed request with errors that
 //!   name the field and the problem.
 
+pub mod attach;
 pub mod code;
 pub mod de;
 pub mod env;
@@ -27,6 +29,7 @@ pub mod name;
 pub mod reply;
 pub mod request;
 
+pub use attach::Control;
 pub use code::ErrorCode;
 pub use env::PaneEnv;
 pub use event::Event;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use belfry_proto::event::Event;
 use belfry_proto::reply::{self, ErrorBody};
 use belfry_proto::request::{self as req, Op};
-use belfry_proto::{ErrorCode, Side};
+use belfry_proto::{Control, ErrorCode, Side};
 use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
@@ -865,7 +865,7 @@ async fn attach(
     if let Some(exit) = exited {
         // The program already ended: show its last screen, then say so.
         let _ = writer
-            .write_all(&Frame::Control(json!({"exited": exit})).encode())
+            .write_all(&Frame::Control(Control::Exited(exit)).encode())
             .await;
         pane.detach(client);
         return;
@@ -878,7 +878,7 @@ async fn attach(
             tokio::select! {
                 frame = handle.rx.recv() => {
                     let Some(frame) = frame else { return };
-                    let last = matches!(&frame, Frame::Control(v) if v.get("detach").is_some());
+                    let last = matches!(&frame, Frame::Control(c) if c.is_last());
                     if writer.write_all(&frame.encode()).await.is_err() || last {
                         return;
                     }
@@ -886,7 +886,7 @@ async fn attach(
                 _ = handle.wake.notified() => {
                     if handle.lagged.load(std::sync::atomic::Ordering::Relaxed) {
                         for frame in pane.resync(&mut handle) {
-                            let last = matches!(&frame, Frame::Control(v) if v.get("detach").is_some());
+                            let last = matches!(&frame, Frame::Control(c) if c.is_last());
                             if writer.write_all(&frame.encode()).await.is_err() || last {
                                 return;
                             }
@@ -914,25 +914,19 @@ async fn attach(
                         tracing::warn!("attached input not written: {err}");
                     }
                 }
-                Ok(Some(Frame::Control(control))) => {
-                    if control.get("detach").is_some() {
-                        return;
-                    }
-                    if let Some(answers) = control.get("colors").and_then(Value::as_str) {
-                        pane.learn_colors(answers.as_bytes());
-                    }
-                    if control.get("redraw").is_some() {
+                // A resize out of range never arrives here (`Frame::read` passes it over): the
+                // client's terminal is what it is, and the pane keeps its size.
+                Ok(Some(Frame::Control(control))) => match control {
+                    Control::Detach { .. } => return,
+                    Control::Colors(answers) => pane.learn_colors(answers.as_bytes()),
+                    Control::Redraw => {
                         redraw_wanted.store(true, std::sync::atomic::Ordering::Relaxed);
                         redraw_wake.notify_one();
                     }
-                    if let Some(size) = control.get("resize") {
-                        // A resize out of range is ignored: the client's terminal is what it
-                        // is, and the pane keeps its size.
-                        if let Ok(size) = belfry_proto::de::from_value::<belfry_proto::Size>(size) {
-                            pane.client_activity(client, Some(size.pair()));
-                        }
-                    }
-                }
+                    Control::Resize(size) => pane.client_activity(client, Some(size.pair())),
+                    // Only a pane host sends these.
+                    Control::Exited(_) => {}
+                },
                 Ok(None) | Err(_) => return,
             }
         }

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use serde_json::json;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{broadcast, mpsc, watch, Notify};
 
@@ -30,6 +29,7 @@ use crate::spec::{new_incarnation, LaunchSpec, SizePolicy};
 use crate::wire::Frame;
 
 use belfry_proto::event::{Event, Lifecycle};
+use belfry_proto::Control;
 /// How a child ended, what a guarded send expects (spec §3; absent fields are not compared)
 /// and the pane's identity at one instant: the protocol's types.
 pub use belfry_proto::{ExitStatus, Expect, Identity};
@@ -832,7 +832,7 @@ impl Pane {
             self.drain_pending(&mut st);
             st.exited = Some(exit);
             st.bump(&self.revision_tx);
-            st.broadcast(&Frame::Control(json!({"exited": exit})));
+            st.broadcast(&Frame::Control(Control::Exited(exit)));
             Event::exit(&self.spec.session, &incarnation, st.revision, exit)
         };
         tracing::info!("child exited: {event:?}");
@@ -1020,7 +1020,9 @@ impl Pane {
     pub fn detach_all(&self) -> usize {
         let mut st = self.state.lock();
         let n = st.clients.len();
-        st.broadcast(&Frame::Control(json!({"detach": "requested"})));
+        st.broadcast(&Frame::Control(Control::Detach {
+            reason: Some("requested".into()),
+        }));
         st.clients.clear();
         n
     }

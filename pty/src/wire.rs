@@ -7,7 +7,7 @@
 //! an error and the connection is closed. Attach streams switch to framed binary after their
 //! reply line (see [`Frame`]).
 
-use belfry_proto::{reply, ErrorCode, Request, Side};
+use belfry_proto::{reply, Control, ErrorCode, Request, Side};
 use serde_json::Value;
 use tokio::io::{
     AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt,
@@ -125,8 +125,8 @@ pub async fn write_json<W: AsyncWrite + Unpin>(
 pub enum Frame {
     /// Terminal bytes: pane output to the client, keystrokes to the pane.
     Data(Vec<u8>),
-    /// A JSON control message (resize, detach, exited).
-    Control(Value),
+    /// A control message (resize, detach, exited, ...), parsed once where it is read.
+    Control(Control),
 }
 
 const FRAME_DATA: u8 = 1;
@@ -137,7 +137,10 @@ impl Frame {
     pub fn encode(&self) -> Vec<u8> {
         let (kind, payload) = match self {
             Frame::Data(bytes) => (FRAME_DATA, bytes.clone()),
-            Frame::Control(value) => (FRAME_CONTROL, serde_json::to_vec(value).unwrap_or_default()),
+            Frame::Control(control) => (
+                FRAME_CONTROL,
+                serde_json::to_vec(&control.to_value()).unwrap_or_default(),
+            ),
         };
         let mut out = Vec::with_capacity(5 + payload.len());
         out.push(kind);
@@ -146,8 +149,24 @@ impl Frame {
         out
     }
 
-    /// Reads one frame; `Ok(None)` on a clean EOF.
+    /// Reads one frame; `Ok(None)` on a clean EOF. A control frame whose JSON is not a control
+    /// this version knows (one from a newer peer, or a size out of range) is logged and passed
+    /// over: the peers of an attach may be of different versions, and an attach is not ended
+    /// for a message it can do without.
     pub async fn read<R: AsyncRead + Unpin>(reader: &mut R) -> std::io::Result<Option<Frame>> {
+        loop {
+            match Self::read_one(reader).await? {
+                Some(Err(ignored)) => tracing::warn!("{ignored}; ignored"),
+                Some(Ok(frame)) => return Ok(Some(frame)),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Reads one frame, or the reason a control frame was not understood.
+    async fn read_one<R: AsyncRead + Unpin>(
+        reader: &mut R,
+    ) -> std::io::Result<Option<Result<Frame, String>>> {
         let mut header = [0u8; 5];
         match reader.read_exact(&mut header).await {
             Ok(_) => {}
@@ -164,7 +183,7 @@ impl Frame {
         let mut payload = vec![0u8; len];
         reader.read_exact(&mut payload).await?;
         match header[0] {
-            FRAME_DATA => Ok(Some(Frame::Data(payload))),
+            FRAME_DATA => Ok(Some(Ok(Frame::Data(payload)))),
             FRAME_CONTROL => {
                 let value = serde_json::from_slice(&payload).map_err(|err| {
                     std::io::Error::new(
@@ -172,7 +191,7 @@ impl Frame {
                         format!("attach control frame is not JSON: {err}"),
                     )
                 })?;
-                Ok(Some(Frame::Control(value)))
+                Ok(Some(Control::from_value(value).map(Frame::Control)))
             }
             other => Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -188,13 +207,26 @@ mod tests {
     use serde_json::json;
 
     #[tokio::test]
-    async fn frames_round_trip() {
+    async fn frames_round_trip_and_a_control_not_understood_is_passed_over() {
         let frames = [
             Frame::Data(b"abc".to_vec()),
-            Frame::Control(json!({"resize":{"rows":3}})),
+            Frame::Control(Control::Resize(
+                belfry_proto::Size::new(3, 9).expect("in range"),
+            )),
+            Frame::Control(Control::Detach { reason: None }),
         ];
         let mut bytes = Vec::new();
-        for f in &frames {
+        for (i, f) in frames.iter().enumerate() {
+            // Before each frame, a control this version does not read: a newer peer's, and a
+            // resize out of range.
+            let unknown = [
+                json!({"zoom": i}),
+                json!({"resize": {"rows": 0, "cols": 9}}),
+            ];
+            let payload = serde_json::to_vec(&unknown[i % 2]).unwrap();
+            bytes.push(FRAME_CONTROL);
+            bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(&payload);
             bytes.extend(f.encode());
         }
         let mut reader = &bytes[..];

@@ -14,13 +14,13 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 use belfry_proto::reply::{Attached, Hello, Screen};
 use belfry_proto::request as op;
-use belfry_proto::{ExitStatus, Reply, Request};
+use belfry_proto::{Control, ExitStatus, Reply, Request, Size};
 use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
 use restore::Outer;
 
@@ -66,7 +66,7 @@ fn restore_terminal(raw: bool, outer: &SharedOuter) {
 /// How an attach session ended.
 pub enum Ended {
     Detached,
-    Exited(Value),
+    Exited(ExitStatus),
     Closed,
     Signal(&'static str),
     /// The user chose another pane: attach to it, served at this socket.
@@ -196,16 +196,16 @@ pub fn terminal_size() -> Option<(u16, u16)> {
 
 /// How the pane's program ended, in words: `NAME exited with code N`, `NAME killed by signal
 /// SIGNAME`, or the pane host's status as it came when it is neither.
-fn exit_line(session: &str, status: &Value) -> String {
-    match belfry_proto::de::from_value::<ExitStatus>(status) {
-        Ok(ExitStatus {
+fn exit_line(session: &str, status: &ExitStatus) -> String {
+    match status {
+        ExitStatus {
             code: Some(code), ..
-        }) => format!("{session} exited with code {code}"),
-        Ok(ExitStatus {
+        } => format!("{session} exited with code {code}"),
+        ExitStatus {
             signal: Some(signal),
             ..
-        }) => format!("{session} killed by signal {}", signal_name(signal)),
-        _ => format!("{session} exited: {status}"),
+        } => format!("{session} killed by signal {}", signal_name(*signal)),
+        ExitStatus { .. } => format!("{session} exited"),
     }
 }
 
@@ -387,7 +387,7 @@ async fn session_loop(
     let mut partial_until: Option<tokio::time::Instant> = None;
     // The chooser or the history view, while one is open over the pane.
     let mut view: Option<View> = None;
-    let redraw = Frame::Control(json!({"redraw": true})).encode();
+    let redraw = Frame::Control(Control::Redraw).encode();
     loop {
         let clear_message = async {
             match message_until {
@@ -414,14 +414,12 @@ async fn session_loop(
                         message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
                     }
                 },
-                Some(Frame::Control(control)) => {
-                    if let Some(status) = control.get("exited") {
-                        return Ok(Ended::Exited(status.clone()));
-                    }
-                    if control.get("detach").is_some() {
-                        return Ok(Ended::Detached);
-                    }
-                }
+                Some(Frame::Control(control)) => match control {
+                    Control::Exited(status) => return Ok(Ended::Exited(status)),
+                    Control::Detach { .. } => return Ok(Ended::Detached),
+                    // Only a client sends these.
+                    Control::Redraw | Control::Colors(_) | Control::Resize(_) => {}
+                },
                 None => return Ok(Ended::Closed),
             },
             keys = keys_rx.recv(), if stdin_open => match keys {
@@ -447,7 +445,7 @@ async fn session_loop(
                     let keys = if tokio::time::Instant::now() < colors_until {
                         let (keys, answers) = take_color_answers(&keys);
                         if !answers.is_empty() {
-                            let colors = json!({"colors": String::from_utf8_lossy(&answers)});
+                            let colors = Control::Colors(String::from_utf8_lossy(&answers).into());
                             writer.write_all(&Frame::Control(colors).encode()).await?;
                         }
                         if keys.is_empty() {
@@ -458,7 +456,7 @@ async fn session_loop(
                         keys
                     };
                     if message_until.take().is_some() {
-                        writer.write_all(&Frame::Control(json!({"redraw": true})).encode()).await?;
+                        writer.write_all(&redraw).await?;
                     }
                     let mut out = Vec::with_capacity(keys.len());
                     let action = filter.feed(&keys, &mut out);
@@ -471,9 +469,9 @@ async fn session_loop(
                 None => stdin_open = false,
             },
             _ = winch.recv() => {
-                if let Some((rows, cols)) = terminal_size() {
-                    let resize = json!({"resize": {"rows": rows, "cols": cols}});
-                    writer.write_all(&Frame::Control(resize).encode()).await?;
+                // A terminal larger than a pane can be says nothing: the pane keeps its size.
+                if let Some(size) = terminal_size().and_then(|(rows, cols)| Size::new(rows.into(), cols.into()).ok()) {
+                    writer.write_all(&Frame::Control(Control::Resize(size)).encode()).await?;
                 }
                 if let Some(open) = view.as_mut() {
                     write_terminal(&open.render(), outer)?;
@@ -505,7 +503,7 @@ async fn session_loop(
             Action::None => {}
             Action::Detach => {
                 let _ = writer
-                    .write_all(&Frame::Control(json!({"detach": true})).encode())
+                    .write_all(&Frame::Control(Control::Detach { reason: None }).encode())
                     .await;
                 return Ok(Ended::Detached);
             }

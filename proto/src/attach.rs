@@ -1,0 +1,161 @@
+//! The control messages of an attach stream (spec §6.1).
+//!
+//! After the attach reply, a client and its pane host exchange binary frames (`pty::wire`):
+//! terminal bytes, or a control frame holding one JSON object with a single key. A control is
+//! parsed once, where the frame is read, into a [`Control`]. The JSON is the one every belfry
+//! version has sent, so an attach client and a pane host of different versions (a pane host
+//! outlives upgrades) still understand each other; a control this side does not know is an
+//! error the reader logs and ignores, never a reason to end the attach.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::identity::ExitStatus;
+use crate::limits::Size;
+
+/// One control message of an attach stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    /// Client to host: the client is leaving (`{"detach":true}`). Host to client: the pane host
+    /// let the client go, for `reason` (`{"detach":"requested"}`, after `belfry detach`).
+    Detach { reason: Option<String> },
+    /// Client to host: draw the whole screen again, after the client drew over it
+    /// (`{"redraw":true}`).
+    Redraw,
+    /// Client to host: the terminal's answers to colour queries, as the terminal sent them
+    /// (`{"colors":"…"}`).
+    Colors(String),
+    /// Client to host: the size of the client's terminal (`{"resize":{"rows":R,"cols":C}}`).
+    Resize(Size),
+    /// Host to client: the program ended (`{"exited":{"code":C,"signal":S}}`).
+    Exited(ExitStatus),
+}
+
+/// The one-key objects of the wire, for serde.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Wire {
+    Detach(Value),
+    Redraw(Value),
+    Colors(String),
+    Resize(Size),
+    Exited(ExitStatus),
+}
+
+impl Control {
+    /// The JSON object of this control, as it goes in a frame.
+    pub fn to_value(&self) -> Value {
+        let wire = match self {
+            // A client says `true`; a pane host gives its reason.
+            Control::Detach { reason: None } => Wire::Detach(Value::Bool(true)),
+            Control::Detach {
+                reason: Some(reason),
+            } => Wire::Detach(Value::String(reason.clone())),
+            Control::Redraw => Wire::Redraw(Value::Bool(true)),
+            Control::Colors(answers) => Wire::Colors(answers.clone()),
+            Control::Resize(size) => Wire::Resize(*size),
+            Control::Exited(status) => Wire::Exited(*status),
+        };
+        serde_json::to_value(wire).unwrap_or(Value::Null)
+    }
+
+    /// Parses a control frame's JSON (`detach` and `redraw` take any value, as they always
+    /// have). The error names the problem: not an object of one key, a
+    /// key this version does not know, or a value that is not what the key takes (a size out of
+    /// range among them).
+    pub fn from_value(value: Value) -> Result<Control, String> {
+        let shown = value.to_string();
+        match &value {
+            Value::Object(map) if map.len() == 1 => {}
+            _ => {
+                return Err(format!(
+                    "attach control {shown} is not an object of one key"
+                ))
+            }
+        }
+        let wire: Wire = serde_json::from_value(value)
+            .map_err(|err| format!("attach control {shown}: {err}"))?;
+        Ok(match wire {
+            // `detach` and `redraw` have always taken any value.
+            Wire::Detach(Value::String(reason)) => Control::Detach {
+                reason: Some(reason),
+            },
+            Wire::Detach(_) => Control::Detach { reason: None },
+            Wire::Redraw(_) => Control::Redraw,
+            Wire::Colors(answers) => Control::Colors(answers),
+            Wire::Resize(size) => Control::Resize(size),
+            Wire::Exited(status) => Control::Exited(status),
+        })
+    }
+
+    /// True for the controls after which the sender ends the stream (a detach).
+    pub fn is_last(&self) -> bool {
+        matches!(self, Control::Detach { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_control_keeps_the_bytes_every_version_has_sent() {
+        let cases = [
+            (Control::Detach { reason: None }, json!({"detach": true})),
+            (
+                Control::Detach {
+                    reason: Some("requested".into()),
+                },
+                json!({"detach": "requested"}),
+            ),
+            (Control::Redraw, json!({"redraw": true})),
+            (
+                Control::Colors("\u{1b}]11;rgb:0000/0000/0000\u{7}".into()),
+                json!({"colors": "\u{1b}]11;rgb:0000/0000/0000\u{7}"}),
+            ),
+            (
+                Control::Resize(Size::new(40, 120).expect("in range")),
+                json!({"resize": {"rows": 40, "cols": 120}}),
+            ),
+            (
+                Control::Exited(ExitStatus {
+                    code: Some(3),
+                    signal: None,
+                }),
+                json!({"exited": {"code": 3, "signal": null}}),
+            ),
+        ];
+        for (control, wire) in cases {
+            assert_eq!(control.to_value(), wire, "{control:?}");
+            assert_eq!(Control::from_value(wire.clone()), Ok(control), "{wire}");
+        }
+        for any in [json!(null), json!(1), json!({"x": []})] {
+            assert_eq!(
+                Control::from_value(json!({ "detach": any })),
+                Ok(Control::Detach { reason: None })
+            );
+            assert_eq!(
+                Control::from_value(json!({ "redraw": any })),
+                Ok(Control::Redraw)
+            );
+        }
+    }
+
+    #[test]
+    fn a_control_that_does_not_parse_names_the_problem() {
+        for (wire, part) in [
+            (json!({"resize": {"rows": 0, "cols": 80}}), "1..=1000"),
+            (json!({"zoom": true}), "unknown variant `zoom`"),
+            (
+                json!({"redraw": true, "detach": true}),
+                "not an object of one key",
+            ),
+            (json!([1]), "not an object of one key"),
+            (json!({"colors": 7}), "attach control {\"colors\":7}"),
+        ] {
+            let err = Control::from_value(wire.clone()).expect_err("must not parse");
+            assert!(err.contains(part), "{wire}: {err}");
+        }
+    }
+}
