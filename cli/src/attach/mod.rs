@@ -233,7 +233,14 @@ pub fn run(
             0
         }
         Ok(Ended::Closed) => {
-            eprintln!("[{session}: pane host closed the connection]");
+            match &socket {
+                // The ssh connection ended (or the far pane host): the pane itself runs on.
+                Endpoint::Remote(remote, _) => eprintln!(
+                    "[{session}: the connection to {} closed; the pane keeps running there]",
+                    remote.label
+                ),
+                Endpoint::Socket(_) => eprintln!("[{session}: pane host closed the connection]"),
+            }
             0
         }
         Ok(Ended::Signal(name)) => {
