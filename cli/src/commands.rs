@@ -42,15 +42,15 @@ struct Cli {
     /// Run the command on another machine, through `ssh -T [-p PORT] DEST belfry proxy`
     /// ([user@]box[:port], or a `hosts` alias of the user config). A pane address HOST:NAME
     /// picks the host of that one command.
-    #[arg(long, global = true, env = "BELFRY_HOST", value_name = "HOST")]
+    #[arg(long, env = "BELFRY_HOST", value_name = "HOST")]
     host: Option<String>,
     /// The ssh command for --host and HOST:NAME, as words (not run by a shell), for example
     /// "ssh -F ~/.ssh/belfry_config" (default: ssh, from PATH, with ~/.ssh/config).
-    #[arg(long, global = true, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND")]
     ssh_command: Option<String>,
     /// How long reaching another machine may take, ssh's connect and login included, in
     /// seconds (default 10).
-    #[arg(long, global = true, value_name = "SECS")]
+    #[arg(long, value_name = "SECS")]
     connect_timeout: Option<f64>,
     #[command(subcommand)]
     command: Command,
