@@ -276,6 +276,18 @@ impl Ssh {
         Ok(words)
     }
 
+    /// An ssh command with no program (an empty `argv` set by a caller) is refused before
+    /// anything runs.
+    fn check(&self) -> Result<(), RemoteError> {
+        if self.argv.is_empty() {
+            return Err(RemoteError::BadSshCommand {
+                given: String::new(),
+                reason: "it names no program".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// The full argv that runs `remote` (words, quoted here for the far side's shell, which
     /// ssh always hands its command to) on `host`.
     fn argv_for(&self, host: &Host, remote: &[&str]) -> Vec<String> {
@@ -442,12 +454,13 @@ pub fn open(
     ssh: &Ssh,
     remote: &[&str],
 ) -> Result<(UnixStream, SshChild), RemoteError> {
+    ssh.check()?;
+    let argv = ssh.argv_for(host, remote);
     let (ours, theirs) = UnixStream::pair().map_err(|source| RemoteError::SshNotRun {
-        program: ssh.argv[0].clone(),
+        program: argv[0].clone(),
         host: host.to_string(),
         source,
     })?;
-    let argv = ssh.argv_for(host, remote);
     let not_run = |source| RemoteError::SshNotRun {
         program: argv[0].clone(),
         host: host.to_string(),
@@ -541,6 +554,7 @@ pub fn exec(
     args: &[&str],
     input: Option<&[u8]>,
 ) -> Result<i32, RemoteError> {
+    ssh.check()?;
     let mut remote = vec!["belfry"];
     remote.extend_from_slice(args);
     let argv = ssh.argv_for(host, &remote);
@@ -561,7 +575,8 @@ pub fn exec(
             let _ = pipe.write_all(&input);
         });
     }
-    // stderr is passed on as it comes, and its end kept to explain a failure.
+    // stderr is kept (its end, bounded) to explain a failure, and printed once the far
+    // command has ended when it was not ssh's own failure.
     let mut said = Vec::new();
     if let Some(mut pipe) = child.stderr.take() {
         let mut buf = [0u8; 4096];
