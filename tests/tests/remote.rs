@@ -327,6 +327,18 @@ fn attach_over_ssh_types_detaches_and_reattach_redraws_what_peek_shows() {
     far.wait_screen("inner", "hi-42");
     near.wait_screen("outer", "hi-42");
 
+    // A resize of the local terminal reaches the far pane (SIGWINCH, then a resize frame over
+    // ssh).
+    near.ok(&["resize", "outer", "30x100"]);
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let size = &far.snapshot("inner")["size"];
+            size["rows"] == 30 && size["cols"] == 100
+        }),
+        "the far pane is {}",
+        far.snapshot("inner")["size"]
+    );
+
     // The detach key ends the client, exit 0, terminal cooked; the far pane runs on.
     near.ok(&["send", "outer", "--key", "C-b", "--text", "d"]);
     near.wait_screen("outer", "ATTACH-EXIT=0");
