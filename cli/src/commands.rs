@@ -26,9 +26,10 @@ use belfry_proto::request as op;
 use belfry_proto::{ErrorBody, ErrorCode, Event, Expect, Op, SessionName, Size};
 use belfry_pty::paths;
 
-use crate::attach::{self, DetachKey};
+use crate::attach::{self, DetachKey, Endpoint};
 use crate::direct;
 use crate::exit::{EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK};
+use crate::remote::{self, Place};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,14 +39,51 @@ use crate::exit::{EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK};
     after_help = "Exit codes: 0 ok, 1 not found, 2 error, 3 guarded-send conflict."
 )]
 struct Cli {
+    /// Run the command on another machine, through `ssh -T [-p PORT] DEST belfry proxy`
+    /// ([user@]box[:port], or a `hosts` alias of the user config). A pane address HOST:NAME
+    /// picks the host of that one command.
+    #[arg(long, env = "BELFRY_HOST", value_name = "HOST")]
+    host: Option<String>,
+    /// The ssh command for --host and HOST:NAME, as words (not run by a shell), for example
+    /// "ssh -F ~/.ssh/belfry_config" (default: ssh, from PATH, with ~/.ssh/config).
+    #[arg(long, value_name = "COMMAND")]
+    ssh_command: Option<String>,
+    /// How long reaching another machine may take, ssh's connect and login included, in
+    /// seconds (default 10).
+    #[arg(long, value_name = "SECS")]
+    connect_timeout: Option<f64>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The subcommand's name in an argv (without the program), past the global options, for
+/// `main` to set up signals before anything is parsed.
+pub fn subcommand_name(mut args: impl Iterator<Item = String>) -> String {
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--host" | "--ssh-command" | "--connect-timeout" => {
+                args.next();
+            }
+            flag if flag.starts_with("--host=")
+                || flag.starts_with("--ssh-command=")
+                || flag.starts_with("--connect-timeout=") => {}
+            other => return other.to_owned(),
+        }
+    }
+    String::new()
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the control-plane daemon in the foreground.
     Server,
+    /// Bridge stdin and stdout to this machine's daemon (started on demand) or, with --pane,
+    /// to a pane host: the far end of `belfry --host`, run by ssh. Bytes pass unchanged.
+    Proxy {
+        /// Bridge to this pane's host instead of the daemon (for attach).
+        #[arg(long, value_name = "NAME")]
+        pane: Option<String>,
+    },
     /// Serve one pane (started by the daemon; not for direct use).
     #[command(hide = true)]
     PaneHost {
@@ -71,6 +109,10 @@ enum Command {
         /// Keep a live, full-screen view of every pane open (the same view as `belfry top`).
         #[arg(long)]
         watch: bool,
+        /// Also list the panes of every host of the user config's `hosts`, each under its
+        /// alias; a host that cannot be reached gets an error line of its own.
+        #[arg(long, conflicts_with = "watch")]
+        all_hosts: bool,
         /// With --watch: how often ages, rates and mail are asked again, in milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 1_000, requires = "watch")]
         interval_ms: u64,
@@ -507,7 +549,7 @@ pub(crate) fn daemon() -> Result<Client> {
 
 /// Sends a typed op and reads its reply body; an error reply becomes an error (not-found →
 /// exit 1).
-fn ask<T: DeserializeOwned>(client: &mut Client, op: impl Into<Op>) -> Result<T> {
+pub(crate) fn ask<T: DeserializeOwned>(client: &mut Client, op: impl Into<Op>) -> Result<T> {
     client.call(op)?.into_result().map_err(refusal)
 }
 
@@ -531,11 +573,6 @@ pub(crate) fn refusal(err: ErrorBody) -> anyhow::Error {
     }
 }
 
-/// A session name given on the command line, checked before anything is asked.
-fn session(name: &str) -> Result<SessionName> {
-    Ok(SessionName::parse(name)?)
-}
-
 /// Prints `value` as pretty JSON. It goes through a JSON value first, so the keys are in the
 /// same (sorted) order whatever type holds them.
 fn print_json(value: &impl Serialize) {
@@ -549,7 +586,31 @@ fn print_json(value: &impl Serialize) {
 }
 
 fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
+    // The processes that serve this machine never go elsewhere: a `BELFRY_HOST` in their
+    // environment is not for them, and `--host` on their command line is a mistake.
+    let local_only = match &cli.command {
+        Command::Server => Some("server"),
+        Command::PaneHost { .. } => Some("pane-host"),
+        Command::Proxy { .. } => Some("proxy"),
+        Command::Dispatch(_) => Some("dispatch"),
+        Command::Hooks { .. } => Some("hooks"),
+        Command::Spool { .. } => Some("spool"),
+        Command::Completions { .. } => Some("completions"),
+        Command::Man { .. } => Some("man"),
+        _ => None,
+    };
+    if let Some(name) = local_only {
+        if matches.value_source("host") == Some(clap::parser::ValueSource::CommandLine) {
+            bail!("--host does not apply to `belfry {name}`: it works on this machine only");
+        }
+    }
+    crate::remote::init(
+        cli.host.clone().filter(|_| local_only.is_none()),
+        cli.ssh_command.as_deref(),
+        cli.connect_timeout,
+    )?;
     match cli.command {
+        Command::Proxy { pane } => crate::proxy::run(pane.as_deref()),
         Command::Server => {
             init_logging("daemon.log");
             let config = belfry_mux::server::DaemonConfig {
@@ -590,21 +651,40 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             interval_ms,
             ..
         }
-        | Command::Top { interval_ms } => crate::top::run(watch_interval(interval_ms)?),
-        Command::Ls { json, .. } => ls(json),
+        | Command::Top { interval_ms } => {
+            if let Some(remote) = remote::default_place()?.remote() {
+                bail!(
+                    "the live view does not work over --host yet: `belfry --host {} ls` lists \
+                     that machine's panes, and `ssh -t {} belfry top` shows its view",
+                    remote.label,
+                    remote.host
+                );
+            }
+            crate::top::run(watch_interval(interval_ms)?)
+        }
+        Command::Ls {
+            json, all_hosts, ..
+        } => ls(json, all_hosts),
         Command::Attach {
             name,
             read_only,
             detach_key,
         } => attach_cmd(&name, read_only, &detach_key),
-        Command::Detach { name } => simple(op::Detach::of(session(&name)?), |r: Detached| {
-            format!("detached {} client(s)", r.detached)
-        }),
-        Command::Kill { name } => simple(op::Kill::of(session(&name)?), |r: Killed| {
-            format!("killed {}", r.killed)
-        }),
+        Command::Detach { name } => {
+            let (place, name) = remote::place_of(&name)?;
+            simple(&place, op::Detach::of(name), |r: Detached| {
+                format!("detached {} client(s)", r.detached)
+            })
+        }
+        Command::Kill { name } => {
+            let (place, name) = remote::place_of(&name)?;
+            simple(&place, op::Kill::of(name), |r: Killed| {
+                format!("killed {}", r.killed)
+            })
+        }
         Command::Restart { name, json } => {
-            let restarted: Restarted = ask(&mut daemon()?, op::Restart::of(session(&name)?))?;
+            let (place, session) = remote::place_of(&name)?;
+            let restarted: Restarted = ask(&mut place.daemon()?, op::Restart::of(session))?;
             if json {
                 print_json(&restarted.identity);
             } else {
@@ -617,18 +697,22 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         }
         Command::Resize { name, size } => {
             let size = parse_size(&size)?;
+            let (place, name) = remote::place_of(&name)?;
             let resize = op::Resize {
-                session: Some(session(&name)?),
+                session: Some(name),
                 rows: size.rows().into(),
                 cols: size.cols().into(),
             };
-            simple(resize, |r: Resized| {
+            simple(&place, resize, |r: Resized| {
                 format!("resized to {size} (revision {})", r.revision)
             })
         }
-        Command::Clear { name } => simple(op::Clear::of(session(&name)?), |r: Cleared| {
-            format!("cleared (revision {})", r.revision)
-        }),
+        Command::Clear { name } => {
+            let (place, name) = remote::place_of(&name)?;
+            simple(&place, op::Clear::of(name), |r: Cleared| {
+                format!("cleared (revision {})", r.revision)
+            })
+        }
         Command::Send(args) => {
             let sub = matches
                 .subcommand_matches("send")
@@ -651,15 +735,16 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             timeout_ms,
             json,
         } => {
+            let (place, name) = remote::place_of(&name)?;
             let wait = op::Wait {
-                session: Some(session(&name)?),
+                session: Some(name),
                 revision,
                 exit: exit.then_some(true),
                 regex,
                 quiet_ms,
                 timeout_ms: Some(timeout_ms),
             };
-            let waited: Waited = ask(&mut daemon()?, wait)?;
+            let waited: Waited = ask(&mut place.daemon()?, wait)?;
             if json {
                 print_json(&waited.state);
             } else {
@@ -670,13 +755,18 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         Command::Events { name, json } => events(name, json),
         Command::Shutdown { kill_panes } => {
             let socket = paths::daemon_socket();
-            let mut client = match Client::connect(&socket) {
-                Ok(client) => client,
-                Err(ClientError::Connect { .. }) => {
-                    println!("no daemon running at {}", socket.display());
-                    return Ok(EXIT_OK);
-                }
-                Err(err) => return Err(err.into()),
+            let place = remote::default_place()?;
+            let mut client = match &place {
+                // Over ssh the far side's proxy starts a daemon to bridge to, and this stops it.
+                Place::Remote(remote) => remote.daemon()?,
+                Place::Local => match Client::connect(&socket) {
+                    Ok(client) => client,
+                    Err(ClientError::Connect { .. }) => {
+                        println!("no daemon running at {}", socket.display());
+                        return Ok(EXIT_OK);
+                    }
+                    Err(err) => return Err(err.into()),
+                },
             };
             let shutdown = op::Shutdown {
                 kill_panes: Some(kill_panes),
@@ -708,21 +798,34 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             print!("{}", belfry_hooks::spool_drain(&path)?);
             Ok(EXIT_OK)
         }
-        Command::Inbox { action } => crate::inbox::run(action),
+        Command::Inbox { action } => match remote::inbox_elsewhere(&action)? {
+            Some(code) => Ok(code),
+            None => crate::inbox::run(action),
+        },
         Command::Presence {
             state,
             session,
             session_flag,
-        } => crate::inbox::presence(&state, session, session_flag),
+        } => match remote::presence_elsewhere(&state, &session, &session_flag)? {
+            Some(code) => Ok(code),
+            None => crate::inbox::presence(&state, session, session_flag),
+        },
         Command::Ding {
             action: DingAction::Status { session, json },
         } => {
-            let name = self::session(&crate::inbox::one_session(session, None)?)?;
-            paths::private_runtime_dir()?;
+            let (place, name) = remote::place_of(&crate::inbox::one_session(session, None)?)?;
             let socket = paths::daemon_socket();
             // DING state (policy, adapter, lease, holds) lives in the daemon alone, so with no
-            // daemon there is nothing to show, and a read-only command does not start one.
-            let Some(mut client) = direct::running_daemon(&socket)? else {
+            // daemon there is nothing to show, and a read-only command does not start one
+            // here (over ssh the far side's proxy bridges to its daemon, started on demand).
+            let running = match &place {
+                Place::Remote(remote) => Some(remote.daemon()?),
+                Place::Local => {
+                    paths::private_runtime_dir()?;
+                    direct::running_daemon(&socket)?
+                }
+            };
+            let Some(mut client) = running else {
                 return Err(NotFound(format!(
                     "no daemon running at {}: DING status is kept by the daemon, and \
                      `belfry ding status` does not start one (`belfry inbox ls {name}` lists \
@@ -747,7 +850,10 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             json,
         } => up(file, replace, json),
         Command::Down { file } => down(file),
-        Command::Logs { name, follow } => crate::logs::run(name.as_deref(), follow),
+        Command::Logs { name, follow } => match remote::logs_elsewhere(name.as_deref(), follow)? {
+            Some(code) => Ok(code),
+            None => crate::logs::run(name.as_deref(), follow),
+        },
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
             Ok(EXIT_OK)
@@ -803,9 +909,13 @@ fn dispatch(args: DispatchArgs) -> i32 {
     output.exit_code
 }
 
-/// Asks `op` and prints one line describing its answer.
-fn simple<T: DeserializeOwned>(op: impl Into<Op>, describe: impl Fn(T) -> String) -> Result<i32> {
-    let answer: T = ask(&mut daemon()?, op)?;
+/// Asks `op` of the daemon at `place` and prints one line describing its answer.
+fn simple<T: DeserializeOwned>(
+    place: &Place,
+    op: impl Into<Op>,
+    describe: impl Fn(T) -> String,
+) -> Result<i32> {
+    let answer: T = ask(&mut place.daemon()?, op)?;
     println!("{}", describe(answer));
     Ok(EXIT_OK)
 }
@@ -849,7 +959,7 @@ fn size_part(size: &str, what: &str, text: &str) -> Result<u64> {
 
 /// Starts a pane; with `attach_with` (a detach key) attaches to it after, as `belfry run` does.
 fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
-    let name = session(&args.name)?;
+    let (place, name) = remote::place_of(&args.name)?;
     // A bad detach key is refused before the pane is started.
     if let Some(detach_key) = attach_with {
         DetachKey::parse(detach_key)?;
@@ -870,16 +980,18 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
         Some(size) => parse_size(size)?.pair(),
         None => attach::terminal_size().unwrap_or((24, 80)),
     };
-    let cwd = match &args.cwd {
-        Some(cwd) => cwd.clone(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
+    let cwd = match (&place, &args.cwd) {
+        // A remote pane's directory is on that machine: `--cwd` goes there as written (its
+        // daemon refuses one that is not a directory), and without it the pane starts where
+        // the far daemon runs, not in this machine's current directory.
+        (Place::Remote(_), Some(cwd)) => Some(
+            cwd.to_str()
+                .ok_or_else(|| anyhow!("--cwd {}: the path is not UTF-8", cwd.display()))?
+                .to_string(),
+        ),
+        (Place::Remote(_), None) => None,
+        (Place::Local, cwd) => Some(local_cwd(cwd.as_deref())?),
     };
-    let cwd = std::fs::canonicalize(&cwd)
-        .with_context(|| format!("--cwd {}: no such directory", cwd.display()))?;
-    let cwd = cwd
-        .to_str()
-        .ok_or_else(|| anyhow!("--cwd {}: the path is not UTF-8", cwd.display()))?
-        .to_string();
     let size_policy = match args.size_policy.as_str() {
         "latest" => op::SizePolicy::Latest,
         "smallest" => op::SizePolicy::Smallest,
@@ -893,14 +1005,21 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
             None => None,
         };
     // An adapter that exists nowhere is refused here, before any pane starts, rather than
-    // found missing by the daemon later (in its log only). The lookup is the daemon's own.
-    if let Some(adapter) = &adapter {
+    // found missing by the daemon later (in its log only). The lookup is the daemon's own;
+    // a remote daemon has its own adapters and judges the name itself.
+    if let (Some(adapter), Place::Local) = (&adapter, &place) {
         belfry_mux::adapters::Adapters::of_this_binary().require(adapter.as_str())?;
     }
+    // This machine's environment (its PATH, HOME, …) means nothing on another one: a remote
+    // pane starts from the far daemon's, as a pane started there would.
+    let base_env = match place {
+        Place::Local => std::env::vars().collect(),
+        Place::Remote(_) => BTreeMap::new(),
+    };
     let spawn = op::Spawn {
-        cwd: Some(cwd),
+        cwd,
         env,
-        base_env: std::env::vars().collect(),
+        base_env,
         rows: Some(rows.into()),
         cols: Some(cols.into()),
         size_policy: Some(size_policy),
@@ -909,8 +1028,9 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
         adapter,
         ..op::Spawn::new(name, args.command.clone())
     };
-    let mut client = daemon()?;
+    let mut client = place.daemon()?;
     let (id, reply) = client.call_numbered(spawn)?;
+    drop(client);
     let pane: PaneRecord = match reply.into_result() {
         Ok(pane) => pane,
         Err(err) if err.code == ErrorCode::Exists => {
@@ -943,15 +1063,15 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
 fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result<i32> {
     if let Some(detach_key) = attach_with {
         let key = DetachKey::parse(detach_key)?;
-        let session = session(name)?;
+        let (place, session) = remote::place_of(name)?;
         let snapshot = op::Snapshot {
             session: Some(session.clone()),
             ..op::Snapshot::default()
         };
-        let screen: Screen = ask(&mut daemon()?, snapshot)?;
+        let screen: Screen = ask(&mut place.daemon()?, snapshot)?;
         let mut note = None;
         if let Some(status) = &screen.exited {
-            let _: Restarted = ask(&mut daemon()?, op::Restart::of(session))?;
+            let _: Restarted = ask(&mut place.daemon()?, op::Restart::of(session))?;
             let how = match (status.code, status.signal) {
                 (Some(code), _) => format!("exited with code {code}"),
                 (None, Some(signal)) => format!("was killed by signal {signal}"),
@@ -962,7 +1082,7 @@ fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result
             ));
         }
         let socket = attach_socket(name)?;
-        return attach::run(&socket, name, false, key, &AttachPanes, note);
+        return attach::run(&socket, name, false, key, &AttachPanes { place }, note);
     }
     bail!(
         "{}; `belfry attach {name}` attaches to it (`belfry run {name} -- CMD` attaches, or \
@@ -974,47 +1094,65 @@ fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result
 fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     let key = DetachKey::parse(detach_key)?;
     let socket = attach_socket(name)?;
-    attach::run(&socket, name, read_only, key, &AttachPanes, None)
+    let (place, _) = remote::place_of(name)?;
+    attach::run(&socket, name, read_only, key, &AttachPanes { place }, None)
 }
 
-/// The pane host socket to attach to for `name`, refusing a pane that would show itself.
-/// Attach talks to the pane host directly, so a human stays attached while the daemon
-/// restarts (spec §6.0). The daemon is asked only when the socket is not where expected.
-fn attach_socket(name: &str) -> Result<PathBuf> {
-    let session = session(name)?;
+/// The pane host to attach to for `name` (an address: `NAME` or `HOST:NAME`), refusing a
+/// pane that would show itself. Attach talks to the pane host directly, so a human stays
+/// attached while the daemon restarts (spec §6.0). The daemon is asked only when the socket is
+/// not where expected. A remote pane's host is reached through `belfry proxy --pane` there,
+/// which does the same on its machine.
+fn attach_socket(name: &str) -> Result<Endpoint> {
+    let (place, session) = remote::place_of(name)?;
+    if let Place::Remote(remote) = place {
+        return Ok(Endpoint::Remote(remote, session));
+    }
+    let name = session.as_str();
     attach::refuse_cycle(name)?;
     let socket = paths::pane_socket(&paths::private_runtime_dir()?, name);
     if socket.exists() {
-        return Ok(socket);
+        return Ok(Endpoint::Socket(socket));
     }
     let attach = op::Attach {
         session: Some(session),
         ..op::Attach::default()
     };
     let target: AttachTarget = ask(&mut daemon()?, attach)?;
-    Ok(PathBuf::from(target.socket))
+    Ok(Endpoint::Socket(PathBuf::from(target.socket)))
 }
 
 /// The panes an attached client can move to: the daemon's listing, or the pane hosts asked
-/// directly when no daemon runs (moving between panes never starts one).
-struct AttachPanes;
+/// directly when no daemon runs (moving between panes never starts one). For a remote pane,
+/// the panes of its machine.
+struct AttachPanes {
+    place: Place,
+}
 
 impl attach::Panes for AttachPanes {
     fn list(&self) -> Result<Vec<attach::PaneEntry>> {
         let socket = paths::daemon_socket();
-        let mut panes = match direct::running_daemon(&socket)? {
-            Some(mut client) => ask::<Listing>(&mut client, op::List {})?.panes,
-            None => direct::list(&paths::runtime_dir()),
+        let remote = self.place.remote();
+        let mut panes = match remote {
+            Some(remote) => ask::<Listing>(&mut remote.daemon()?, op::List {})?.panes,
+            None => match direct::running_daemon(&socket)? {
+                Some(mut client) => ask::<Listing>(&mut client, op::List {})?.panes,
+                None => direct::list(&paths::runtime_dir()),
+            },
         };
         panes.sort_by(|a, b| a.session.cmp(&b.session));
         let state = paths::state_dir();
         Ok(panes
             .into_iter()
             .map(|pane| {
-                let unread = belfry_ding::Inbox::open_existing(&state, &pane.session)
-                    .and_then(|inbox| inbox.list_unread())
-                    .map(|unread| unread.len())
-                    .unwrap_or(0);
+                // Another machine's inboxes are its files: not counted from here.
+                let unread = match remote {
+                    Some(_) => 0,
+                    None => belfry_ding::Inbox::open_existing(&state, &pane.session)
+                        .and_then(|inbox| inbox.list_unread())
+                        .map(|unread| unread.len())
+                        .unwrap_or(0),
+                };
                 attach::PaneEntry {
                     detail: chooser_detail(&pane, unread),
                     name: pane.session,
@@ -1023,9 +1161,30 @@ impl attach::Panes for AttachPanes {
             .collect())
     }
 
-    fn socket(&self, name: &str) -> Result<PathBuf> {
-        attach_socket(name)
+    fn socket(&self, name: &str) -> Result<Endpoint> {
+        match self.place.remote() {
+            Some(remote) => Ok(Endpoint::Remote(
+                Box::new(remote.clone()),
+                SessionName::parse(name)?,
+            )),
+            None => attach_socket(name),
+        }
     }
+}
+
+/// A local pane's working directory: `--cwd`, else this one, with its links resolved as
+/// `belfry.kdl` resolves an agent's.
+fn local_cwd(cwd: Option<&std::path::Path>) -> Result<String> {
+    let cwd = match cwd {
+        Some(cwd) => cwd.to_path_buf(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let cwd = std::fs::canonicalize(&cwd)
+        .with_context(|| format!("--cwd {}: no such directory", cwd.display()))?;
+    Ok(cwd
+        .to_str()
+        .ok_or_else(|| anyhow!("--cwd {}: the path is not UTF-8", cwd.display()))?
+        .to_string())
 }
 
 /// A pane's line in the chooser after its name: its state, revision and unread mail.
@@ -1052,7 +1211,14 @@ fn chooser_detail(pane: &PaneRecord, unread: usize) -> String {
 /// `belfry ls`: the daemon's listing, or with no daemon running the pane hosts asked directly
 /// (marked as such on the first line, or on stderr with `--json` so the JSON stays the same
 /// data); a read-only command never starts a daemon.
-fn ls(json: bool) -> Result<i32> {
+fn ls(json: bool, all_hosts: bool) -> Result<i32> {
+    if all_hosts {
+        return ls_all_hosts(json);
+    }
+    if let Place::Remote(remote) = remote::default_place()? {
+        let panes = ask::<Listing>(&mut remote.daemon()?, op::List {})?.panes;
+        return print_panes(&panes, json);
+    }
     paths::private_runtime_dir()?;
     let socket = paths::daemon_socket();
     let panes = match direct::running_daemon(&socket)? {
@@ -1067,6 +1233,11 @@ fn ls(json: bool) -> Result<i32> {
             direct::list(&paths::runtime_dir())
         }
     };
+    print_panes(&panes, json)
+}
+
+/// Prints a listing: JSON, or the table.
+fn print_panes(panes: &[PaneRecord], json: bool) -> Result<i32> {
     if json {
         print_json(&panes);
         return Ok(EXIT_OK);
@@ -1075,8 +1246,93 @@ fn ls(json: bool) -> Result<i32> {
         println!("no panes");
         return Ok(EXIT_OK);
     }
-    print!("{}", ls_table(&panes, crate::human::now_unix_ms()));
+    print!("{}", ls_table(panes, crate::human::now_unix_ms()));
     Ok(EXIT_OK)
+}
+
+/// `belfry ls --all-hosts`: this machine's panes (or the `--host` one's), then every host of
+/// the user config's `hosts`, asked at once, one ssh connection each. A pane of a host is
+/// named `HOST:NAME`, the address every command takes; a host that cannot be reached is one
+/// line (or one `{"host", "error"}` object) saying why, and the others are still listed.
+/// The exit code is 2 when any host failed, after everything was printed.
+fn ls_all_hosts(json: bool) -> Result<i32> {
+    let hosts = remote::configured_hosts()?;
+    let asked: Vec<_> = hosts
+        .into_iter()
+        .map(|host| {
+            std::thread::spawn(move || {
+                let panes = host
+                    .daemon()
+                    .and_then(|mut client| Ok(ask::<Listing>(&mut client, op::List {})?.panes));
+                (host.label, panes)
+            })
+        })
+        .collect();
+    let here = match remote::default_place()? {
+        Place::Remote(remote) => {
+            let label = remote.label.clone();
+            (
+                Some(label),
+                remote
+                    .daemon()
+                    .and_then(|mut client| Ok(ask::<Listing>(&mut client, op::List {})?.panes)),
+            )
+        }
+        Place::Local => {
+            paths::private_runtime_dir()?;
+            let socket = paths::daemon_socket();
+            let panes = match direct::running_daemon(&socket)? {
+                Some(mut client) => ask::<Listing>(&mut client, op::List {})?.panes,
+                None => direct::list(&paths::runtime_dir()),
+            };
+            (None, Ok(panes))
+        }
+    };
+    let mut results = vec![here];
+    for handle in asked {
+        match handle.join() {
+            Ok((label, panes)) => results.push((Some(label), panes)),
+            Err(_) => bail!("listing a host failed unexpectedly"),
+        }
+    }
+    let mut panes = Vec::new();
+    let mut failures = Vec::new();
+    for (label, listed) in results {
+        match (label, listed) {
+            (None, Ok(listed)) => panes.extend(listed),
+            (Some(label), Ok(listed)) => panes.extend(listed.into_iter().map(|mut pane| {
+                pane.session = format!("{label}:{}", pane.session);
+                pane
+            })),
+            (label, Err(err)) => {
+                failures.push((label.unwrap_or_else(|| "this machine".into()), err))
+            }
+        }
+    }
+    if json {
+        let mut shown: Vec<Value> = panes
+            .iter()
+            .map(|pane| serde_json::to_value(pane).unwrap_or(Value::Null))
+            .collect();
+        for (host, err) in &failures {
+            shown.push(json!({"host": host, "error": without_repeats(err)}));
+        }
+        print_json(&shown);
+    } else {
+        if panes.is_empty() {
+            println!("no panes");
+        } else {
+            print!("{}", ls_table(&panes, crate::human::now_unix_ms()));
+        }
+        for (host, err) in &failures {
+            println!("{host}: {}", without_repeats(err));
+        }
+    }
+    Ok(if failures.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_ERROR
+    })
 }
 
 /// The `belfry ls` table at `now_ms` (for the panes' ages): a heading, then one row a pane.
@@ -1195,14 +1451,17 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
     if steps.is_empty() {
         bail!("nothing to send: give --paste, --text, --key or --delay-ms");
     }
+    let (place, name) = remote::place_of(&args.name)?;
     let send = op::Send {
-        session: Some(session(&args.name)?),
+        session: Some(name),
         expect: send_expectation(args)?,
         input: steps.into_iter().map(|(_, step)| step).collect(),
         txn: None,
         timeout_ms: args.timeout_ms,
     };
-    let (whole, sent): (Value, Sent) = ask_whole(&mut daemon()?, send)?;
+    // spec §6.2: over ssh the compare still happens in the pane host, so latency can only
+    // make a conflict likelier, never a write against a screen the caller did not see.
+    let (whole, sent): (Value, Sent) = ask_whole(&mut place.daemon()?, send)?;
     let conflict = matches!(sent, Sent::Conflict { .. });
     if args.json {
         print_json(&whole);
@@ -1245,20 +1504,27 @@ fn send_expectation(args: &SendArgs) -> Result<Option<Expect>> {
 }
 
 fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool) -> Result<i32> {
+    let (place, session) = remote::place_of(name)?;
     let snapshot = op::Snapshot {
-        session: Some(session(name)?),
+        session: Some(session.clone()),
         cells: Some(cells),
         ansi: Some(ansi),
         scrollback,
     };
-    paths::private_runtime_dir()?;
-    let socket = paths::daemon_socket();
-    let screen: Screen = match direct::running_daemon(&socket)? {
-        Some(mut client) => ask(&mut client, snapshot)?,
-        None => {
-            // On stderr, so the screen (or its JSON) on stdout is the same data either way.
-            eprintln!("belfry: {}", direct::no_daemon_note(&socket));
-            direct::snapshot(&paths::runtime_dir(), snapshot, &session(name)?)?
+    let screen: Screen = match &place {
+        Place::Remote(remote) => ask(&mut remote.daemon()?, snapshot)?,
+        Place::Local => {
+            paths::private_runtime_dir()?;
+            let socket = paths::daemon_socket();
+            match direct::running_daemon(&socket)? {
+                Some(mut client) => ask(&mut client, snapshot)?,
+                None => {
+                    // On stderr, so the screen (or its JSON) on stdout is the same data either
+                    // way.
+                    eprintln!("belfry: {}", direct::no_daemon_note(&socket));
+                    direct::snapshot(&paths::runtime_dir(), snapshot, &session)?
+                }
+            }
         }
     };
     if json {
@@ -1285,15 +1551,25 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
 }
 
 fn events(name: Option<String>, json: bool) -> Result<i32> {
-    let mut client = daemon()?;
     // A subscription to one pane has always answered a name outside the grammar as it answers
     // any name no pane has: not found (exit 1). No pane can have such a name.
-    let session = match name.as_deref() {
-        Some(name) => Some(
-            SessionName::parse(name).map_err(|_| NotFound(format!("no pane named {name:?}")))?,
-        ),
-        None => None,
+    let (place, session) = match name.as_deref() {
+        Some(address) => {
+            let (host, name) = match address.rsplit_once(':') {
+                Some((host, name)) => (Some(host), name),
+                None => (None, address),
+            };
+            let session = SessionName::parse(name)
+                .map_err(|_| NotFound(format!("no pane named {name:?}")))?;
+            let place = match host {
+                Some(host) => remote::host_place(host)?,
+                None => remote::default_place()?,
+            };
+            (place, Some(session))
+        }
+        None => (remote::default_place()?, None),
     };
+    let mut client = place.daemon()?;
     let subscribe = op::Subscribe {
         session,
         revisions: None,
@@ -1346,36 +1622,59 @@ fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declaratio
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     use belfry_mux::declare::{report, DriftPolicy};
     let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
-    let decls = declarations(file)?;
-    crate::hooks::refuse_unguarded_agents(&decls, &path)?;
-    let mut client = daemon()?;
+    let all = declarations(file)?;
+    crate::hooks::refuse_unguarded_agents(&all, &path)?;
     let drift = if replace {
         DriftPolicy::Replace
     } else {
         DriftPolicy::Report
     };
-    let base_env: BTreeMap<String, String> = std::env::vars().collect();
-    match belfry_mux::declare::up(&mut client, &decls, drift, &base_env) {
-        Ok(applied) => {
-            if json_out {
-                print_json(&json!(applied.actions));
-            } else {
-                print!("{}", report(&applied.actions));
-            }
-            Ok(EXIT_OK)
+    // One plan per machine (spec §6.2): this one's agents through the local daemon, each
+    // `host`'s through its own. A remote pane starts from the far daemon's environment, not
+    // this machine's.
+    let mut actions = Vec::new();
+    for (host, decls) in all.by_host() {
+        let (mut client, base_env) = match host_or_default(host.as_deref())? {
+            Place::Local => (daemon()?, std::env::vars().collect()),
+            Place::Remote(remote) => (remote.daemon()?, BTreeMap::new()),
+        };
+        match belfry_mux::declare::up(&mut client, &decls, drift, &base_env) {
+            Ok(applied) => actions.extend(applied.actions),
+            Err(err) => return up_failed(err),
         }
-        Err(MuxError::Preflight(errors)) => {
+    }
+    if json_out {
+        print_json(&json!(actions));
+    } else {
+        print!("{}", report(&actions));
+    }
+    Ok(EXIT_OK)
+}
+
+/// The place of a declared agent's `host`, or the command's own (`--host`) without one.
+fn host_or_default(host: Option<&str>) -> Result<Place> {
+    match host {
+        Some(host) => remote::host_place(host),
+        None => remote::default_place(),
+    }
+}
+
+/// What `belfry up` says when one machine's plan fails: that plan's own undo (spec §11); the
+/// machines done before it keep what they launched.
+fn up_failed(err: MuxError) -> Result<i32> {
+    match err {
+        MuxError::Preflight(errors) => {
             for error in &errors {
                 eprintln!("belfry: {error}");
             }
             eprintln!("belfry up: nothing was launched");
             Ok(EXIT_ERROR)
         }
-        Err(MuxError::Launch {
+        MuxError::Launch {
             agent,
             source,
             stopped,
-        }) => {
+        } => {
             eprintln!("belfry up: {agent}: {}", chain(&source));
             for (name, outcome) in &stopped {
                 match outcome {
@@ -1391,15 +1690,21 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
             }
             Ok(EXIT_ERROR)
         }
-        Err(err) => Err(mux_error(err)),
+        err => Err(mux_error(err)),
     }
 }
 
 fn down(file: Option<PathBuf>) -> Result<i32> {
-    let decls = declarations(file)?;
-    let mut client = daemon()?;
-    belfry_mux::declare::down(&mut client, &decls, |name| println!("stopped {name}"))
+    let all = declarations(file)?;
+    for (host, decls) in all.by_host() {
+        let place = host_or_default(host.as_deref())?;
+        let mut client = place.daemon()?;
+        let prefix = host.map(|host| format!("{host}:")).unwrap_or_default();
+        belfry_mux::declare::down(&mut client, &decls, |name| {
+            println!("stopped {prefix}{name}")
+        })
         .map_err(mux_error)?;
+    }
     Ok(EXIT_OK)
 }
 

@@ -5,6 +5,8 @@
 //! `commands` parses the arguments and runs each command; `attach` is the interactive attach
 //! loop; `inbox` is `belfry inbox …` and `belfry presence`; `logs` is
 //! `belfry logs`; `direct` answers `ls` and `peek` from the pane hosts when no daemon runs;
+//! `remote` says where a command goes (`--host`, `box:worker`) and `proxy` is the far end
+//! of that, `belfry proxy`, bridging stdio to this machine's sockets;
 //! `top` is the live view of `belfry top` and `ls --watch`; `human` says times and durations
 //! the way a person reads them; [`exit`] holds the exit codes: 0 ok, 1 not found, 2 error,
 //! 3 guarded-send conflict.
@@ -17,15 +19,17 @@ mod hooks;
 mod human;
 mod inbox;
 mod logs;
+mod proxy;
+mod remote;
 mod top;
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let first = std::env::args().nth(1).unwrap_or_default();
+    let first = commands::subcommand_name(std::env::args().skip(1));
     if !matches!(
         first.as_str(),
-        "server" | "pane-host" | "attach" | "run" | "dispatch"
+        "server" | "pane-host" | "attach" | "run" | "dispatch" | "proxy"
     ) {
         // Printing commands die quietly when their reader goes away (`belfry ls | head`), as
         // other Unix tools do. Long-running processes keep Rust's default (EPIPE as an error).

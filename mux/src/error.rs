@@ -27,6 +27,10 @@ pub enum Error {
     /// deadline passed, or a server of another uid.
     #[error(transparent)]
     Client(#[from] belfry_pty::client::ClientError),
+    /// Another machine could not be reached over ssh, or its belfry did not answer
+    /// (spec §6.2).
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
     /// The daemon could not be started on demand.
     #[error("cannot start the belfry daemon ({exe}): {reason}")]
     Start {

@@ -17,6 +17,8 @@
 //! - [`lifecycle`]: adapter declarations (`adapters/<name>/declaration.json`, read as
 //!   [`lifecycle::AdapterDeclaration`]) and the lifecycle events the host fires for a harness.
 //! - [`client`]: the blocking client the CLI uses, which also starts the daemon on demand.
+//! - [`remote`]: reaching another machine's belfry through `ssh … belfry proxy` (spec §6.2):
+//!   hosts, the `hosts` aliases of the user's config, the ssh process and its failures.
 //! - [`Error`] (`error.rs`): the one error type of every public function outside the
 //!   daemon's request handlers; each message names what failed and on what.
 //! - [`deadline`]: how long every request may take, at the daemon and at its clients.
@@ -40,6 +42,7 @@ pub mod kdl_depth;
 pub mod lifecycle;
 pub mod preflight;
 pub mod registry;
+pub mod remote;
 pub mod server;
 
 pub use error::Error;

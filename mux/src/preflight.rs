@@ -122,7 +122,12 @@ fn prepare_agent<'a>(
 ) -> Result<Prepared<'a>, Vec<LaunchError>> {
     let mut errors = Vec::new();
     let at = |place: &Option<Location>| place.clone().unwrap_or_else(|| places.agent.clone());
+    // A remote agent's directory and program are on the far machine (spec §6.2): its daemon
+    // refuses a cwd that is not a directory and its pane says a program it cannot start, so
+    // nothing of them is judged by this machine's files.
+    let remote = agent.host.is_some();
     let cwd_ok = match &agent.cwd {
+        Some(_) if remote => false,
         Some(cwd) => match check_cwd(cwd) {
             Ok(()) => true,
             Err(reason) => {
@@ -137,7 +142,7 @@ fn prepare_agent<'a>(
                 false
             }
         },
-        None => true,
+        None => !remote,
     };
     // A relative program path is relative to the cwd; with the cwd missing it cannot be
     // judged, and the cwd error already says what to fix.

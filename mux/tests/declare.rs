@@ -56,6 +56,7 @@ fn the_full_example_parses_field_by_field() {
                 adapter_command: strings(&["$BELFRY_ADAPTERS/belfry-adapter-x", "--arg"]),
             },
             hooks: Vec::new(),
+            host: None,
         }
     );
 
@@ -203,7 +204,7 @@ fn validation_errors_carry_a_structured_problem() {
         Some(&Problem::UnknownNode {
             name: "comand".into(),
             block: "agent \"w\"".into(),
-            expected: "command, cwd, env, size, charter, adapter, ding, hooks".into(),
+            expected: "command, cwd, env, size, charter, adapter, ding, hooks, host".into(),
             suggestion: Some("command"),
         })
     );

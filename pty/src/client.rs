@@ -7,6 +7,17 @@
 //! Every request has a deadline ([`crate::deadline::daemon_reply`], from its op, unless the
 //! connection was opened with one of its own): a server that is stopped or hung gives
 //! [`ClientError::Timeout`], naming its socket and pid, never a hang.
+//!
+//! The transport is a Unix stream either way: a connection to a socket ([`Client::connect`]),
+//! or one end of a socket pair whose other end is a child process's stdin and stdout
+//! ([`Client::over`]), which is how `belfry --host` speaks the same protocol through
+//! `ssh … belfry proxy` (spec §6.2). A socket pair keeps the read and write deadlines of a
+//! socket, which a pipe would not have.
+//!
+//! Version skew (spec §6.1): the hello's answer is kept, and an `unknown-op` reply to a
+//! typed call is reworded to say which op the other side lacks and which build it runs, so a
+//! client talking to an older daemon works for every op both know and says plainly what the
+//! other one does not.
 
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
@@ -82,8 +93,14 @@ fn describe_peer(path: &Path, pid: Option<u32>) -> String {
 
 use ClientError as Error;
 
+/// Whatever must live as long as a connection made by [`Client::over`]: the child process at
+/// the far end of the socket pair (an `ssh` client), ended when it is dropped.
+pub type Keep = Box<dyn std::any::Any + Send>;
+
 /// One connection to a belfry socket (the daemon's or a pane host's).
 pub struct Client {
+    /// The socket, or for a connection over a child process the name it is known by
+    /// (`ssh:box`), named in every error.
     path: PathBuf,
     /// The pid that listens on `path` (from the socket's peer credentials), named in timeouts.
     peer_pid: Option<u32>,
@@ -92,6 +109,11 @@ pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     next_id: u64,
+    /// The server's answer to our hello: its build, named when it lacks an op.
+    hello: Option<belfry_proto::reply::Hello>,
+    /// Declared last so it is dropped last: the stream is closed first, and the far side sees
+    /// end-of-file before its process is ended.
+    keep: Option<Keep>,
 }
 
 impl Client {
@@ -148,14 +170,85 @@ impl Client {
             reader: BufReader::new(stream),
             writer,
             next_id: 1,
+            hello: None,
+            keep: None,
         };
-        match client.call::<belfry_proto::reply::Hello>(belfry_proto::request::Hello::ours())? {
-            belfry_proto::Reply::Ok(_) => Ok(client),
+        client.say_hello(deadline)?;
+        Ok(client)
+    }
+
+    /// Speaks the protocol over `stream`, one end of a socket pair whose other end is the
+    /// stdin and stdout of a process that bridges to a belfry socket (`ssh … belfry proxy`,
+    /// spec §6.2). `name` stands for the socket in errors. The hello waits at most
+    /// `hello_within` (the far side may first have to connect and log in); later requests
+    /// have their op's deadline. There is no peer-uid check here: the stream is our own, and
+    /// the process at its other end checks the socket it connects to. `keep` lives as long as
+    /// the client and is dropped after the stream is closed.
+    pub fn over(
+        stream: UnixStream,
+        name: impl Into<PathBuf>,
+        hello_within: Duration,
+        keep: Keep,
+    ) -> Result<Client, Error> {
+        let path = name.into();
+        let writer = stream.try_clone().map_err(|source| Error::Connection {
+            path: path.clone(),
+            source,
+        })?;
+        let mut client = Client {
+            path,
+            peer_pid: None,
+            deadline: None,
+            reader: BufReader::new(stream),
+            writer,
+            next_id: 1,
+            hello: None,
+            keep: Some(keep),
+        };
+        client.say_hello(Some(hello_within))?;
+        Ok(client)
+    }
+
+    /// Sends our hello within `within` (or the hello's own deadline) and keeps the answer.
+    fn say_hello(&mut self, within: Option<Duration>) -> Result<(), Error> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = belfry_proto::Request::new(id, belfry_proto::request::Hello::ours());
+        let own = within.unwrap_or_else(|| crate::deadline::daemon_reply(&request.op));
+        let reply = self.exchange(&request.to_value(), "hello", own)?;
+        let reply =
+            belfry_proto::Reply::<belfry_proto::reply::Hello>::read(&reply).map_err(|err| {
+                Error::BadReply {
+                    path: self.path.clone(),
+                    reason: format!("hello: {err}"),
+                }
+            })?;
+        match reply {
+            belfry_proto::Reply::Ok(hello) => {
+                self.hello = Some(hello);
+                Ok(())
+            }
             belfry_proto::Reply::Err(err) => Err(Error::BadReply {
-                path: path.to_path_buf(),
-                reason: format!("hello refused: {err}"),
+                path: self.path.clone(),
+                reason: format!(
+                    "hello refused: {err} (this belfry is {} and speaks protocol {}..={})",
+                    env!("CARGO_PKG_VERSION"),
+                    crate::wire::MIN_PROTOCOL_VERSION,
+                    crate::wire::PROTOCOL_VERSION
+                ),
             }),
         }
+    }
+
+    /// The server's answer to our hello (its role, build and protocol version).
+    pub fn hello(&self) -> Option<&belfry_proto::reply::Hello> {
+        self.hello.as_ref()
+    }
+
+    /// Takes what keeps the far side of a [`Client::over`] connection alive, for a caller
+    /// that goes on with the raw stream ([`Client::into_parts`]) and must keep it running.
+    pub fn take_keep(&mut self) -> Option<Keep> {
+        self.keep.take()
     }
 
     /// The pid serving this connection's socket, if the kernel told us.
@@ -301,9 +394,11 @@ impl Client {
 
     /// Gives the raw stream back (for attach, which switches to frames), with no deadlines
     /// left on it: an attached pane may be quiet for hours.
-    pub fn into_parts(self) -> (BufReader<UnixStream>, UnixStream) {
+    pub fn into_parts(mut self) -> (BufReader<UnixStream>, UnixStream) {
         let _ = self.writer.set_read_timeout(None);
         let _ = self.writer.set_write_timeout(None);
+        // A caller that wanted the far side kept took it first ([`Client::take_keep`]).
+        drop(self.keep.take());
         (self.reader, self.writer)
     }
 }
@@ -419,7 +514,35 @@ impl Client {
             path: self.path.clone(),
             reason: err.to_string(),
         })?;
-        Ok((id, reply))
+        Ok((id, self.name_missing_op(request.op.name(), reply)))
+    }
+
+    /// An `unknown-op` answer to an op this build knows means the server is another build
+    /// (spec §6.1, version skew): the message says which op it lacks, which build it runs and
+    /// which this one is, instead of listing what it does know.
+    fn name_missing_op<T>(
+        &self,
+        op: &str,
+        reply: belfry_proto::Reply<T>,
+    ) -> belfry_proto::Reply<T> {
+        match reply {
+            belfry_proto::Reply::Err(mut err) if err.code == belfry_proto::ErrorCode::UnknownOp => {
+                let (role, build) = match &self.hello {
+                    Some(hello) => (hello.role.as_str(), hello.build.as_str()),
+                    None => ("server", "an unknown build"),
+                };
+                err.message = format!(
+                    "the {role} at {} (belfry {build}) does not know the op {op:?}, which this \
+                     belfry ({}) sends: run the same belfry version on both sides, or use a \
+                     command that needs only what it knows ({})",
+                    self.path.display(),
+                    env!("CARGO_PKG_VERSION"),
+                    err.message
+                );
+                belfry_proto::Reply::Err(err)
+            }
+            other => other,
+        }
     }
 }
 
@@ -535,5 +658,43 @@ mod tests {
         let seen = server.join().unwrap();
         assert_eq!(seen[1], json!({"id": 2, "op": "kill", "session": "w"}));
         assert_eq!(seen[3]["id"], 4);
+    }
+
+    #[test]
+    fn an_op_the_other_side_lacks_is_named_with_both_builds() {
+        use belfry_proto::reply::DingState;
+        use belfry_proto::request::DingStatus;
+        use belfry_proto::{Reply, SessionName};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sock");
+        // An older daemon: it answers the hello with its build, and an op it does not know
+        // with `unknown-op` listing what it does know.
+        let server = scripted_server(
+            &path,
+            vec![json!({"ok": false, "error": {"code": "unknown-op",
+                "message": "unknown op \"ding.status\" (known: hello, list)"}})],
+        );
+        let mut client = Client::connect(&path).unwrap();
+        assert_eq!(client.hello().map(|hello| hello.build.as_str()), Some("t"));
+        let reply = client
+            .call::<DingState>(DingStatus::of(SessionName::parse("w").unwrap()))
+            .unwrap();
+        let Reply::Err(err) = reply else {
+            panic!("an unknown op read as a body");
+        };
+        assert_eq!(err.code, belfry_proto::ErrorCode::UnknownOp);
+        for part in [
+            "the daemon at",
+            "(belfry t) does not know the op \"ding.status\"",
+            &format!("this belfry ({})", env!("CARGO_PKG_VERSION")),
+            "known: hello, list",
+        ] {
+            assert!(
+                err.message.contains(part),
+                "{part:?} not in {}",
+                err.message
+            );
+        }
+        server.join().unwrap();
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod live;
 pub mod projection_live;
+pub mod sshd;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

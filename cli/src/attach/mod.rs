@@ -9,7 +9,7 @@
 //! the whole for users.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -39,9 +39,77 @@ use views::{Chooser, History, Outcome};
 pub trait Panes {
     /// Every pane, in name order.
     fn list(&self) -> Result<Vec<PaneEntry>>;
-    /// The pane host socket serving `name`; an error when there is none, or when attaching to
-    /// it from here would show a pane inside itself.
-    fn socket(&self, name: &str) -> Result<PathBuf>;
+    /// The pane host serving `name`; an error when there is none, or when attaching to it
+    /// from here would show a pane inside itself.
+    fn socket(&self, name: &str) -> Result<Endpoint>;
+}
+
+/// Where the pane host of an attach is: a socket of this machine, or a pane of another one
+/// reached through `ssh … belfry proxy --pane NAME` (spec §6.2), whose bytes (the NDJSON
+/// handshake, then the frames) travel unchanged.
+#[derive(Debug, Clone)]
+pub enum Endpoint {
+    /// A pane host socket here.
+    Socket(PathBuf),
+    /// A pane on another machine.
+    Remote(Box<crate::remote::Remote>, belfry_proto::SessionName),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Socket(path) => write!(f, "{}", path.display()),
+            Endpoint::Remote(remote, session) => write!(f, "{}:{session} over ssh", remote.label),
+        }
+    }
+}
+
+/// An open attach connection: the stream, the pane host's pid when the kernel said it, and
+/// the ssh process of a remote one (ended when this is dropped).
+struct Link {
+    stream: UnixStream,
+    pid: Option<i32>,
+    ssh: Option<belfry_mux::remote::SshChild>,
+}
+
+impl Endpoint {
+    async fn connect(&self) -> Result<Link> {
+        match self {
+            Endpoint::Socket(socket) => {
+                let stream = UnixStream::connect(socket)
+                    .await
+                    .with_context(|| format!("cannot connect to {}", socket.display()))?;
+                // spec §6.1: keystrokes go only to a pane host of our own uid (or root).
+                belfry_pty::paths::check_server(socket, &stream)?;
+                let pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
+                Ok(Link {
+                    stream,
+                    pid,
+                    ssh: None,
+                })
+            }
+            Endpoint::Remote(remote, session) => {
+                // The far side's `belfry proxy` checks the pane host's owner (spec §6.1).
+                let far = belfry_mux::remote::Far::Pane(session.clone());
+                let args = belfry_mux::remote::proxy_args(&far);
+                let (stream, ssh) = belfry_mux::remote::open(&remote.host, &remote.ssh, &args)?;
+                stream.set_nonblocking(true)?;
+                Ok(Link {
+                    stream: UnixStream::from_std(stream)?,
+                    pid: None,
+                    ssh: Some(ssh),
+                })
+            }
+        }
+    }
+
+    /// How long the handshake may take: a remote one includes ssh's connect and login.
+    fn handshake_deadline(&self) -> std::time::Duration {
+        match self {
+            Endpoint::Socket(_) => ATTACH_HANDSHAKE,
+            Endpoint::Remote(remote, _) => ATTACH_HANDSHAKE + remote.ssh.connect_timeout,
+        }
+    }
 }
 
 /// The record of what the client wrote to the outer terminal, shared with the panic hook.
@@ -69,14 +137,14 @@ pub enum Ended {
     Exited(ExitStatus),
     Closed,
     Signal(&'static str),
-    /// The user chose another pane: attach to it, served at this socket.
-    Switch(String, PathBuf),
+    /// The user chose another pane: attach to it, served there.
+    Switch(String, Endpoint),
 }
 
 /// Attaches to the pane host at `socket` until detach, exit or a signal, moving to the panes
 /// the user switches to on the way.
 pub fn run(
-    socket: &Path,
+    socket: &Endpoint,
     session: &str,
     read_only: bool,
     detach: DetachKey,
@@ -120,7 +188,7 @@ pub fn run(
             }
         });
     }
-    let (mut socket, mut session) = (socket.to_path_buf(), session.to_string());
+    let (mut socket, mut session) = (socket.clone(), session.to_string());
     let mut note = note;
     let ended = loop {
         let ended = runtime.block_on(session_loop(
@@ -165,7 +233,14 @@ pub fn run(
             0
         }
         Ok(Ended::Closed) => {
-            eprintln!("[{session}: pane host closed the connection]");
+            match &socket {
+                // The ssh connection ended (or the far pane host): the pane itself runs on.
+                Endpoint::Remote(remote, _) => eprintln!(
+                    "[{session}: the connection to {} closed; the pane keeps running there]",
+                    remote.label
+                ),
+                Endpoint::Socket(_) => eprintln!("[{session}: pane host closed the connection]"),
+            }
             0
         }
         Ok(Ended::Signal(name)) => {
@@ -289,8 +364,13 @@ const HISTORY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 const HISTORY_LINES: u64 = 100_000;
 
 /// The pane's scrollback and then its screen, as text, asked of its pane host.
-fn history_lines(socket: &Path) -> Result<Vec<String>> {
-    let mut client = belfry_pty::client::Client::connect_within(socket, HISTORY_DEADLINE)?;
+fn history_lines(socket: &Endpoint) -> Result<Vec<String>> {
+    let mut client = match socket {
+        Endpoint::Socket(socket) => {
+            belfry_pty::client::Client::connect_within(socket, HISTORY_DEADLINE)?
+        }
+        Endpoint::Remote(remote, session) => remote.pane(session)?,
+    };
     let screen: Screen = client
         .call::<Screen>(op::Snapshot {
             scrollback: Some(HISTORY_LINES),
@@ -305,7 +385,7 @@ fn history_lines(socket: &Path) -> Result<Vec<String>> {
 
 #[allow(clippy::too_many_arguments)]
 async fn session_loop(
-    socket: &Path,
+    socket: &Endpoint,
     session: &str,
     read_only: bool,
     detach: DetachKey,
@@ -316,12 +396,11 @@ async fn session_loop(
     keys_rx: &mut tokio::sync::mpsc::Receiver<Vec<u8>>,
     mut note: Option<String>,
 ) -> Result<Ended> {
-    let stream = UnixStream::connect(socket)
-        .await
-        .with_context(|| format!("cannot connect to {}", socket.display()))?;
-    // spec §6.1: keystrokes go only to a pane host of our own uid (or root).
-    belfry_pty::paths::check_server(socket, &stream)?;
-    let pane_host_pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
+    let Link {
+        stream,
+        pid: pane_host_pid,
+        mut ssh,
+    } = socket.connect().await?;
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let hello = op::Hello {
@@ -350,15 +429,26 @@ async fn session_loop(
         let _: Attached = exchange(&mut reader, &mut writer, &Request::new(1, attach)).await?;
         anyhow::Ok(())
     };
-    match tokio::time::timeout(ATTACH_HANDSHAKE, handshake).await {
-        Ok(result) => result?,
+    let handshake_deadline = socket.handshake_deadline();
+    match tokio::time::timeout(handshake_deadline, handshake).await {
+        // A remote handshake that failed because ssh did says what ssh said.
+        Ok(Err(err)) => match ssh.as_mut() {
+            Some(ssh) if err.is::<NoReply>() => return Err(ssh.failure(None).into()),
+            _ => return Err(err),
+        },
+        Ok(Ok(())) => {}
+        Err(_) if ssh.is_some() => {
+            if let Some(ssh) = ssh.as_mut() {
+                return Err(ssh.failure(Some(handshake_deadline)).into());
+            }
+        }
         Err(_) => {
             bail!(
             "the pane host{} serving {} did not answer the attach handshake within {} s; it may \
              be stopped or hung",
             pane_host_pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default(),
-            socket.display(),
-            ATTACH_HANDSHAKE.as_secs()
+            socket,
+            handshake_deadline.as_secs()
         )
         }
     }
@@ -597,15 +687,46 @@ fn show_message(message: &str, outer: &SharedOuter) -> std::io::Result<()> {
     write_terminal(line.as_bytes(), outer)
 }
 
+/// The pane host (or the ssh connection to it) gave no reply to a handshake request: the
+/// connection failed, as opposed to a reply that refused.
+#[derive(Debug)]
+struct NoReply {
+    op: &'static str,
+    reason: String,
+}
+
+impl std::fmt::Display for NoReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no reply from the pane host to {:?}: {}",
+            self.op, self.reason
+        )
+    }
+}
+
+impl std::error::Error for NoReply {}
+
 /// One request of the attach handshake and its reply, read as `T`.
 async fn exchange<T: DeserializeOwned>(
     reader: &mut (impl AsyncBufRead + Unpin),
     writer: &mut (impl AsyncWrite + Unpin),
     request: &Request,
 ) -> Result<T> {
-    writer.write_all(&request.to_line()).await?;
+    let no_reply = |reason: String| NoReply {
+        op: request.op.name(),
+        reason,
+    };
+    writer
+        .write_all(&request.to_line())
+        .await
+        .map_err(|err| no_reply(err.to_string()))?;
     let mut line = String::new();
-    reader.read_line(&mut line).await?;
+    match reader.read_line(&mut line).await {
+        Ok(0) => return Err(no_reply("the connection closed".to_owned()).into()),
+        Ok(_) => {}
+        Err(err) => return Err(no_reply(err.to_string()).into()),
+    }
     let reply: Value =
         serde_json::from_str(&line).map_err(|err| anyhow!("pane host reply is not JSON: {err}"))?;
     match Reply::<T>::read(&reply) {

@@ -51,6 +51,12 @@ pub enum Problem {
         /// The rejected name.
         name: String,
     },
+    /// A `host` that is neither an alias nor `[user@]box[:port]`.
+    #[error("{reason}: give a `hosts` alias of the user config, or [user@]box[:port]")]
+    InvalidHost {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A node with the wrong number of arguments.
     #[error("`{node}` takes {expected}, found {found} argument(s): {example}")]
     Arity {

@@ -17,7 +17,7 @@ use crate::kdl_depth::{
 
 const TOP_LEVEL_NODES: &[&str] = &["agent"];
 const AGENT_NODES: &[&str] = &[
-    "command", "cwd", "env", "size", "charter", "adapter", "ding", "hooks",
+    "command", "cwd", "env", "size", "charter", "adapter", "ding", "hooks", "host",
 ];
 const DING_NODES: &[&str] = &["delivery", "adapter"];
 const DING_ADAPTER_NODES: &[&str] = &["command"];
@@ -30,6 +30,7 @@ const ENV_VAR_EXAMPLE: &str = "KEY \"value\" inside `env { … }`";
 const SIZE_EXAMPLE: &str = "size rows=40 cols=120";
 const CHARTER_EXAMPLE: &str = "charter \"FILE.md\"";
 const HOOKS_EXAMPLE: &str = "hooks \"HOOK-NAME\" \"OTHER-HOOK\"";
+const HOST_EXAMPLE: &str = "host \"ALIAS\" (or \"[user@]box[:port]\")";
 const ADAPTER_NAME_EXAMPLE: &str =
     "adapter \"NAME\" (a DING adapter command goes in `ding { adapter { command \"PATH\" } }`)";
 const DING_EXAMPLE: &str =
@@ -211,6 +212,7 @@ impl<'a> Lowering<'a> {
             adapter: None,
             ding: DeliveryPolicy::Aggressive,
             hooks: Vec::new(),
+            host: None,
         };
         let mut places = AgentPlaces {
             agent: self.location(node.span().offset()),
@@ -245,6 +247,19 @@ impl<'a> Lowering<'a> {
                     self.no_block(child, "adapter", ADAPTER_NAME_EXAMPLE)?;
                     agent.adapter = Some(adapter);
                 }
+                "host" => {
+                    let (host, entry) = self.single_string(child, "host", HOST_EXAMPLE)?;
+                    self.no_block(child, "host", HOST_EXAMPLE)?;
+                    if let Err(err) = crate::remote::Host::parse(&host) {
+                        return Err(self.invalid(
+                            entry.span().offset(),
+                            Problem::InvalidHost {
+                                reason: err.to_string(),
+                            },
+                        ));
+                    }
+                    agent.host = Some(host);
+                }
                 "hooks" => {
                     agent.hooks = self
                         .strings(child, "hooks", HOOKS_EXAMPLE)?
@@ -254,6 +269,11 @@ impl<'a> Lowering<'a> {
                 }
                 _ => agent.ding = self.ding(child)?,
             }
+        }
+        // A remote agent's default directory is the far side's (the daemon there, started
+        // in the ssh login's directory), not this file's, which that machine may not have.
+        if agent.host.is_some() && places.cwd.is_none() {
+            agent.cwd = None;
         }
         if agent.argv.is_empty() {
             return Err(self.invalid(

@@ -11,6 +11,7 @@
 //!     size rows=40 cols=120                   // optional; default 24x80, each 1..=1000
 //!     charter "charters/worker.md"            // optional; a file handed to the program
 //!     adapter "provider-name"                 // optional; an opaque adapter name
+//!     host "build1"                           // optional; a `hosts` alias or [user@]box[:port]
 //!     ding {                                  // optional; without it delivery is aggressive
 //!         delivery "turn-boundary+fresh-idle"
 //!         adapter { command "$BELFRY_ADAPTERS/belfry-adapter-x" "--arg" }
@@ -147,6 +148,29 @@ impl Declarations {
     pub fn get(&self, name: &str) -> Option<&AgentDecl> {
         self.agents.iter().find(|agent| agent.name == name)
     }
+
+    /// The declarations split by the machine their agents run on (spec §6.2), this machine's
+    /// (`None`) first, then each `host` in the order it first appears; each part keeps its
+    /// agents in file order, so `belfry up` runs one plan per daemon.
+    pub fn by_host(&self) -> Vec<(Option<String>, Declarations)> {
+        let mut parts: Vec<(Option<String>, Declarations)> = vec![(None, Declarations::default())];
+        for agent in &self.agents {
+            let index = match parts.iter().position(|(host, _)| *host == agent.host) {
+                Some(index) => index,
+                None => {
+                    parts.push((agent.host.clone(), Declarations::default()));
+                    parts.len() - 1
+                }
+            };
+            let part = &mut parts[index].1;
+            part.agents.push(agent.clone());
+            if let Some(places) = self.places.get(&agent.name) {
+                part.places.insert(agent.name.clone(), places.clone());
+            }
+        }
+        parts.retain(|(host, part)| host.is_some() || !part.agents.is_empty());
+        parts
+    }
 }
 
 /// One `agent "name" { … }` node, validated and with its paths resolved.
@@ -177,6 +201,11 @@ pub struct AgentDecl {
     /// up` refuses to launch it unless each targets its adapter's harness, exactly where the
     /// hook enforces (spec §9). Not part of the generation.
     pub hooks: Vec<String>,
+    /// The machine the agent runs on (spec §6.2): a `hosts` alias of the user's config or
+    /// `[user@]box[:port]`, reached through `ssh … belfry proxy`; `None` for this machine.
+    /// Not part of the generation: where a pane runs is not what it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl AgentDecl {
@@ -246,7 +275,12 @@ pub fn load(path: &Path) -> Result<Declarations, Error> {
     let real_file = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let base_dir = real_file.parent().unwrap_or(Path::new("")).to_path_buf();
     let mut declarations = Lowering::new(&source, path, base_dir).document()?;
-    for agent in &mut declarations.agents {
+    // A remote agent's directory is on the far machine: nothing of it is looked up here.
+    for agent in declarations
+        .agents
+        .iter_mut()
+        .filter(|agent| agent.host.is_none())
+    {
         let canonical = agent
             .cwd
             .as_deref()

@@ -1,0 +1,826 @@
+//! Reaching a belfry on another machine (spec §6.2): belfry adds no network protocol, no
+//! listener and no authentication of its own. A remote daemon or pane host is reached by
+//! running `ssh -T [-p PORT] DEST belfry proxy [--pane NAME]` and speaking the usual NDJSON
+//! protocol (and, for attach, its binary frames) over that process's stdin and stdout; SSH
+//! authenticates, encrypts and picks the user, and the far side's `belfry proxy` connects to
+//! its own sockets with the same peer-uid rule as any local client.
+//!
+//! This module owns the ssh side of that: where a host is ([`Host`], `[user@]box[:port]`, and
+//! the `hosts` aliases of the user's config, [`HostsConfig`]), how ssh is run ([`Ssh`]: the
+//! `ssh` on `PATH` or an argv given by the user, never a shell on this side), the process at
+//! the far end of the socket pair ([`SshChild`], ended and reaped when dropped), and what a
+//! failed connection means in words ([`RemoteError`]: unreachable, no belfry installed there,
+//! no answer within the connect timeout). Every wait has a deadline: the connection's hello
+//! waits at most the connect timeout, and every later request its op's own deadline.
+
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use belfry_proto::SessionName;
+use belfry_pty::client::{Client, ClientError};
+
+/// How long a connection may take, ssh's own connect and login included, unless told.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How much of ssh's stderr is kept to explain a failure: its last lines are what matter.
+const STDERR_KEPT: usize = 16 * 1024;
+
+/// How long an ssh that lost its connection gets to exit and say why before it is ended.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// What went wrong reaching another machine.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// A `--host` value (or an address's host part) that is not `[user@]box[:port]`.
+    #[error("host {given:?} is not [user@]box[:port]: {reason}")]
+    BadHost {
+        /// The value as given.
+        given: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `--ssh-command` that is not an argv.
+    #[error("--ssh-command {given:?}: {reason}")]
+    BadSshCommand {
+        /// The value as given.
+        given: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The ssh program could not be started.
+    #[error("cannot run {program:?} to reach {host}: {source}")]
+    SshNotRun {
+        /// The program (the first word of the ssh command).
+        program: String,
+        /// The host it was to reach.
+        host: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// ssh itself failed (exit 255): no route, refused, unknown host key, authentication.
+    #[error("cannot reach {host} over ssh: {reason}")]
+    Unreachable {
+        /// The host.
+        host: String,
+        /// ssh's own last words.
+        reason: String,
+    },
+    /// The far side's shell found no `belfry` (exit 127, "command not found").
+    #[error(
+        "belfry is not installed on {host} (or not on the PATH of a non-interactive ssh \
+         session there): install it, or put it on that PATH ({reason})"
+    )]
+    NotInstalled {
+        /// The host.
+        host: String,
+        /// The far side's words.
+        reason: String,
+    },
+    /// Nothing answered within the connect timeout (ssh still connecting or logging in, or a
+    /// far side that never speaks).
+    #[error(
+        "{host} did not answer within {} s (ssh was still connecting or logging in{}); \
+         check the host, or give a longer --connect-timeout",
+        after.as_secs_f64(),
+        stderr_note(reason)
+    )]
+    NoAnswer {
+        /// The host.
+        host: String,
+        /// The connect timeout that passed.
+        after: Duration,
+        /// What ssh had said by then, if anything.
+        reason: String,
+    },
+    /// ssh connected but the far side ended before belfry answered: the far belfry's own
+    /// error, such as a daemon that cannot start there.
+    #[error(
+        "belfry on {host} ended before it answered ({status}){}",
+        stderr_note(reason)
+    )]
+    Ended {
+        /// The host.
+        host: String,
+        /// How ssh exited.
+        status: String,
+        /// The far side's last words.
+        reason: String,
+    },
+    /// The user config naming hosts could not be read or is not valid.
+    #[error("{0}")]
+    Config(String),
+}
+
+fn stderr_note(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    }
+}
+
+/// An ssh destination: `[user@]box`, and a port when not ssh's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// What ssh is given as its destination (`user@box` or `box`; a `~/.ssh/config` alias
+    /// works as it does for ssh).
+    pub destination: String,
+    /// `-p PORT`, when given.
+    pub port: Option<u16>,
+}
+
+impl Host {
+    /// Parses `[user@]box[:port]`. The box is a name, an IPv4 address, or an IPv6 address
+    /// in brackets (`[::1]:2222`).
+    pub fn parse(given: &str) -> Result<Host, RemoteError> {
+        let bad = |reason: &str| RemoteError::BadHost {
+            given: given.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if given.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if given.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(bad("it holds a space or a control character"));
+        }
+        // A leading dash would be taken by ssh as an option.
+        if given.starts_with('-') {
+            return Err(bad("it starts with '-'"));
+        }
+        let (user, rest) = match given.rsplit_once('@') {
+            Some((user, rest)) if !user.is_empty() => (Some(user), rest),
+            Some(_) => return Err(bad("the user before '@' is empty")),
+            None => (None, given),
+        };
+        let (name, port) = if let Some(bracketed) = rest.strip_prefix('[') {
+            let (inner, after) = bracketed
+                .split_once(']')
+                .ok_or_else(|| bad("an IPv6 address in '[' has no ']'"))?;
+            let port = match after {
+                "" => None,
+                after => Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or_else(|| bad("after ']' only :PORT may follow"))?,
+                ),
+            };
+            (inner, port)
+        } else {
+            match rest.split_once(':') {
+                Some((name, port)) => (name, Some(port)),
+                None => (rest, None),
+            }
+        };
+        if name.is_empty() {
+            return Err(bad("the box name is empty"));
+        }
+        let port = match port {
+            None => None,
+            Some(port) => match port.parse::<u16>() {
+                Ok(port) if port > 0 => Some(port),
+                _ => return Err(bad(&format!("port {port:?} is not 1..=65535"))),
+            },
+        };
+        let destination = match user {
+            Some(user) => format!("{user}@{name}"),
+            None => name.to_owned(),
+        };
+        Ok(Host { destination, port })
+    }
+}
+
+impl std::fmt::Display for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.port {
+            Some(port) => write!(f, "{}:{port}", self.destination),
+            None => f.write_str(&self.destination),
+        }
+    }
+}
+
+/// How ssh is run: the program and its own arguments, and the connect timeout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ssh {
+    /// The ssh command as an argv (`["ssh"]`, or `["ssh", "-F", "/x/config"]`).
+    pub argv: Vec<String>,
+    /// How long a connection may take to answer, ssh's connect and login included.
+    pub connect_timeout: Duration,
+}
+
+impl Default for Ssh {
+    fn default() -> Self {
+        Ssh {
+            argv: vec!["ssh".to_owned()],
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+}
+
+impl Ssh {
+    /// Splits `--ssh-command` into an argv the way a shell splits words (spaces, `'…'`,
+    /// `"…"`, `\`), with nothing expanded and nothing run by a shell.
+    pub fn parse_command(given: &str) -> Result<Vec<String>, RemoteError> {
+        let bad = |reason: &str| RemoteError::BadSshCommand {
+            given: given.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let mut words = Vec::new();
+        let mut word: Option<String> = None;
+        let mut chars = given.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                c if c.is_whitespace() => {
+                    if let Some(done) = word.take() {
+                        words.push(done);
+                    }
+                }
+                '\'' => {
+                    let current = word.get_or_insert_with(String::new);
+                    loop {
+                        match chars.next() {
+                            Some('\'') => break,
+                            Some(c) => current.push(c),
+                            None => return Err(bad("a ' is not closed")),
+                        }
+                    }
+                }
+                '"' => {
+                    let current = word.get_or_insert_with(String::new);
+                    loop {
+                        match chars.next() {
+                            Some('"') => break,
+                            Some('\\') => match chars.next() {
+                                Some(c) => current.push(c),
+                                None => return Err(bad("it ends with a \\")),
+                            },
+                            Some(c) => current.push(c),
+                            None => return Err(bad("a \" is not closed")),
+                        }
+                    }
+                }
+                '\\' => match chars.next() {
+                    Some(c) => word.get_or_insert_with(String::new).push(c),
+                    None => return Err(bad("it ends with a \\")),
+                },
+                c => word.get_or_insert_with(String::new).push(c),
+            }
+        }
+        words.extend(word);
+        if words.is_empty() {
+            return Err(bad("it names no program"));
+        }
+        Ok(words)
+    }
+
+    /// An ssh command with no program (an empty `argv` set by a caller) is refused before
+    /// anything runs.
+    fn check(&self) -> Result<(), RemoteError> {
+        if self.argv.is_empty() {
+            return Err(RemoteError::BadSshCommand {
+                given: String::new(),
+                reason: "it names no program".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The full argv that runs `remote` (words, quoted here for the far side's shell, which
+    /// ssh always hands its command to) on `host`.
+    fn argv_for(&self, host: &Host, remote: &[&str]) -> Vec<String> {
+        let mut argv = self.argv.clone();
+        argv.push("-T".to_owned());
+        // ssh's own connect timeout covers the TCP connect; the hello's deadline covers the
+        // rest (login, the far side starting). Whole seconds, at least one.
+        let secs = self.connect_timeout.as_secs().max(1);
+        argv.push("-o".to_owned());
+        argv.push(format!("ConnectTimeout={secs}"));
+        if let Some(port) = host.port {
+            argv.push("-p".to_owned());
+            argv.push(port.to_string());
+        }
+        // `--` so a destination can never be read as an option (it cannot start with '-'
+        // anyway, see `Host::parse`).
+        argv.push("--".to_owned());
+        argv.push(host.destination.clone());
+        argv.push(
+            remote
+                .iter()
+                .map(|word| shell_quote(word))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        argv
+    }
+}
+
+/// `word` quoted for a POSIX shell: as it is when it is plainly safe, else in single quotes.
+pub fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@,+%".contains(&b));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Which socket the far side's `belfry proxy` bridges to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Far {
+    /// The daemon's (started there on demand).
+    Daemon,
+    /// The pane host of this pane (for attach and its history view).
+    Pane(SessionName),
+}
+
+/// The ssh process at the far end of a socket pair. Dropping it gives ssh a moment to exit
+/// on its own (its stdin has closed by then), then ends and reaps it.
+pub struct SshChild {
+    host: String,
+    child: Child,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SshChild {
+    /// Waits at most `within` for ssh to exit, then says what the failure was, from its exit
+    /// status and its last words on stderr. `timed_out` says the hello's deadline passed.
+    fn diagnose(&mut self, within: Duration, timed_out: Option<Duration>) -> RemoteError {
+        let deadline = Instant::now() + within;
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => break None,
+            }
+        };
+        if status.is_some() {
+            // ssh has exited: its stderr is complete once the reader reaches end of file.
+            if let Some(reader) = self.reader.take() {
+                let _ = reader.join();
+            }
+        }
+        let said = self.stderr_tail();
+        let code = status.and_then(|status| status.code());
+        let missing = code == Some(127)
+            || said.contains("command not found")
+            || said.contains("belfry: not found");
+        if missing {
+            return RemoteError::NotInstalled {
+                host: self.host.clone(),
+                reason: if said.is_empty() {
+                    "exit status 127".to_owned()
+                } else {
+                    said
+                },
+            };
+        }
+        match (status, timed_out) {
+            (Some(_), _) if code == Some(255) => RemoteError::Unreachable {
+                host: self.host.clone(),
+                reason: if said.is_empty() {
+                    "ssh exited with status 255".to_owned()
+                } else {
+                    said
+                },
+            },
+            (None, Some(after)) => RemoteError::NoAnswer {
+                host: self.host.clone(),
+                after,
+                reason: said,
+            },
+            (Some(status), _) => RemoteError::Ended {
+                host: self.host.clone(),
+                status: status.to_string(),
+                reason: said,
+            },
+            (None, None) => RemoteError::Ended {
+                host: self.host.clone(),
+                status: "ssh still running".to_owned(),
+                reason: said,
+            },
+        }
+    }
+
+    /// The last non-empty lines ssh wrote to stderr, joined with "; ".
+    fn stderr_tail(&self) -> String {
+        let bytes = match self.stderr.lock() {
+            Ok(bytes) => bytes.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .collect();
+        let tail = &lines[lines.len().saturating_sub(3)..];
+        tail.join("; ")
+    }
+
+    /// What went wrong, for a caller whose own handshake over the stream failed (`attach`):
+    /// `timed_out` when its deadline passed.
+    pub fn failure(&mut self, timed_out: Option<Duration>) -> RemoteError {
+        self.diagnose(EXIT_GRACE, timed_out)
+    }
+}
+
+impl Drop for SshChild {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                _ => return,
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts ssh running `belfry ARGS` on `host`, its stdin and stdout one end of a socket pair,
+/// and returns the other end. Its stderr is kept (bounded) to explain a failure.
+pub fn open(
+    host: &Host,
+    ssh: &Ssh,
+    remote: &[&str],
+) -> Result<(UnixStream, SshChild), RemoteError> {
+    ssh.check()?;
+    let argv = ssh.argv_for(host, remote);
+    let (ours, theirs) = UnixStream::pair().map_err(|source| RemoteError::SshNotRun {
+        program: argv[0].clone(),
+        host: host.to_string(),
+        source,
+    })?;
+    let not_run = |source| RemoteError::SshNotRun {
+        program: argv[0].clone(),
+        host: host.to_string(),
+        source,
+    };
+    let stdin = theirs.try_clone().map_err(not_run)?;
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(stdin)))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(not_run)?;
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let reader = child.stderr.take().map(|mut pipe| {
+        let kept = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if let Ok(mut kept) = kept.lock() {
+                            kept.extend_from_slice(&buf[..n]);
+                            let over = kept.len().saturating_sub(STDERR_KEPT);
+                            kept.drain(..over);
+                        }
+                    }
+                }
+            }
+        })
+    });
+    Ok((
+        ours,
+        SshChild {
+            host: host.to_string(),
+            child,
+            stderr,
+            reader,
+        },
+    ))
+}
+
+/// The words after `belfry` that make the far side bridge to `far`.
+pub fn proxy_args(far: &Far) -> Vec<&str> {
+    match far {
+        Far::Daemon => vec!["belfry", "proxy"],
+        Far::Pane(name) => vec!["belfry", "proxy", "--pane", name.as_str()],
+    }
+}
+
+/// A client of the daemon (or a pane host) on `host`, through `ssh … belfry proxy`: the same
+/// client, the same typed ops and the same per-op deadlines as a local one. A connection
+/// that fails before belfry answers says why in words ([`RemoteError`]).
+pub fn connect(host: &Host, ssh: &Ssh, far: &Far) -> Result<Client, crate::Error> {
+    let (stream, mut child) = open(host, ssh, &proxy_args(far))?;
+    let name = PathBuf::from(format!("ssh:{host}"));
+    let started = Instant::now();
+    // The client keeps the ssh child once the hello is answered; until then it is kept here,
+    // where a failed hello needs it to say why.
+    let slot = Arc::new(Mutex::new(None::<SshChild>));
+    match Client::over(
+        stream,
+        &name,
+        ssh.connect_timeout,
+        Box::new(Arc::clone(&slot)),
+    ) {
+        Ok(client) => {
+            if let Ok(mut slot) = slot.lock() {
+                *slot = Some(child);
+            }
+            Ok(client)
+        }
+        Err(err) => {
+            let timed_out = matches!(err, ClientError::Timeout { .. })
+                .then(|| started.elapsed().max(ssh.connect_timeout));
+            Err(child.diagnose(EXIT_GRACE, timed_out).into())
+        }
+    }
+}
+
+/// Runs `belfry ARGS` on `host` with this process's stdin, stdout and stderr, and returns its
+/// exit code: for the commands that work on files of the far machine (its inboxes), which
+/// belfry there does exactly as it does here. ssh's own failure and a missing belfry say so.
+///
+/// With `input`, that is the far command's stdin (a message body read here), written by a
+/// thread so a far side that does not read it cannot block this one.
+pub fn exec(
+    host: &Host,
+    ssh: &Ssh,
+    args: &[&str],
+    input: Option<&[u8]>,
+) -> Result<i32, RemoteError> {
+    ssh.check()?;
+    let mut remote = vec!["belfry"];
+    remote.extend_from_slice(args);
+    let argv = ssh.argv_for(host, &remote);
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]).stderr(Stdio::piped());
+    if input.is_some() {
+        command.stdin(Stdio::piped());
+    }
+    let mut child = command.spawn().map_err(|source| RemoteError::SshNotRun {
+        program: argv[0].clone(),
+        host: host.to_string(),
+        source,
+    })?;
+    if let (Some(input), Some(mut pipe)) = (input, child.stdin.take()) {
+        let input = input.to_vec();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = pipe.write_all(&input);
+        });
+    }
+    // stderr is kept (its end, bounded) to explain a failure, and printed once the far
+    // command has ended when it was not ssh's own failure.
+    let mut said = Vec::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let mut buf = [0u8; 4096];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    said.extend_from_slice(&buf[..n]);
+                    let over = said.len().saturating_sub(STDERR_KEPT);
+                    said.drain(..over);
+                }
+            }
+        }
+    }
+    let status = child.wait().map_err(|source| RemoteError::SshNotRun {
+        program: argv[0].clone(),
+        host: host.to_string(),
+        source,
+    })?;
+    let text = String::from_utf8_lossy(&said).trim().to_owned();
+    match status.code() {
+        Some(127) => Err(RemoteError::NotInstalled {
+            host: host.to_string(),
+            reason: text,
+        }),
+        Some(255) => Err(RemoteError::Unreachable {
+            host: host.to_string(),
+            reason: text,
+        }),
+        Some(code) => {
+            if !text.is_empty() {
+                eprintln!("{text}");
+            }
+            Ok(code)
+        }
+        None => Err(RemoteError::Ended {
+            host: host.to_string(),
+            status: status.to_string(),
+            reason: text,
+        }),
+    }
+}
+
+/// The `hosts` section of the user's config, `$XDG_CONFIG_HOME/belfry/config.kdl` (the
+/// directory of the user's `hooks.kdl`): one alias a node, its value an ssh destination.
+///
+/// ```kdl
+/// hosts {
+///     build1 "ci@build1.example.com"
+///     gpu "me@10.0.0.7:2222"
+/// }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostsConfig {
+    /// Alias → host, in file order.
+    pub hosts: Vec<(String, Host)>,
+}
+
+impl HostsConfig {
+    /// The config file: `$XDG_CONFIG_HOME/belfry/config.kdl`, else `~/.config/belfry/config.kdl`.
+    pub fn path() -> Option<PathBuf> {
+        let home = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+        Some(home.join("belfry").join("config.kdl"))
+    }
+
+    /// Reads the user's config; a missing file has no hosts.
+    pub fn load() -> Result<HostsConfig, RemoteError> {
+        match HostsConfig::path() {
+            Some(path) if path.exists() => HostsConfig::read(&path),
+            _ => Ok(HostsConfig::default()),
+        }
+    }
+
+    /// Reads `path`.
+    pub fn read(path: &Path) -> Result<HostsConfig, RemoteError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| RemoteError::Config(format!("cannot read {}: {err}", path.display())))?;
+        HostsConfig::parse(&text, path)
+    }
+
+    /// Parses a config's text, as if read from `path`; errors name `path:line:col`.
+    pub fn parse(text: &str, path: &Path) -> Result<HostsConfig, RemoteError> {
+        if text.len() > 1 << 20 {
+            return Err(RemoteError::Config(format!(
+                "{}: the file is over 1 MiB; it is not a config",
+                path.display()
+            )));
+        }
+        let at = |offset: usize| {
+            let offset = offset.min(text.len());
+            let before = text.get(..offset).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+            format!("{}:{line}:{column}", path.display())
+        };
+        crate::kdl_depth::check_nesting(text, crate::kdl_depth::MAX_NESTING)
+            .map_err(|_| RemoteError::Config(format!("{}: nested too deeply", at(0))))?;
+        let document = kdl::KdlDocument::parse_v2(text).map_err(|err| {
+            let first = err.diagnostics.first();
+            let offset = first.map_or(0, |d| d.span.offset());
+            let message = first.map_or_else(|| "not valid KDL v2".to_owned(), ToString::to_string);
+            RemoteError::Config(format!("{}: not valid KDL v2: {message}", at(offset)))
+        })?;
+        let mut config = HostsConfig::default();
+        for node in document.nodes() {
+            if node.name().value() != "hosts" {
+                return Err(RemoteError::Config(format!(
+                    "{}: unknown node {:?} (the config holds `hosts {{ ALIAS \"[user@]box[:port]\" }}`)",
+                    at(node.span().offset()),
+                    node.name().value()
+                )));
+            }
+            let Some(children) = node.children() else {
+                return Err(RemoteError::Config(format!(
+                    "{}: `hosts` takes a block: hosts {{ ALIAS \"[user@]box[:port]\" }}",
+                    at(node.span().offset())
+                )));
+            };
+            for alias in children.nodes() {
+                let name = alias.name().value().to_owned();
+                if SessionName::parse(&name).is_err() {
+                    return Err(RemoteError::Config(format!(
+                        "{}: host alias {name:?} must match [A-Za-z0-9._-]{{1,64}}",
+                        at(alias.span().offset())
+                    )));
+                }
+                if config.hosts.iter().any(|(known, _)| *known == name) {
+                    return Err(RemoteError::Config(format!(
+                        "{}: host alias {name:?} is given twice",
+                        at(alias.span().offset())
+                    )));
+                }
+                let value = match alias.entries() {
+                    [entry] if entry.name().is_none() => entry.value().as_string(),
+                    _ => None,
+                };
+                let Some(value) = value else {
+                    return Err(RemoteError::Config(format!(
+                        "{}: host alias {name:?} takes one string, its ssh destination: \
+                         {name} \"[user@]box[:port]\"",
+                        at(alias.span().offset())
+                    )));
+                };
+                let host = Host::parse(value).map_err(|err| {
+                    RemoteError::Config(format!("{}: {err}", at(alias.span().offset())))
+                })?;
+                config.hosts.push((name, host));
+            }
+        }
+        Ok(config)
+    }
+
+    /// The host an alias names.
+    pub fn get(&self, alias: &str) -> Option<&Host> {
+        self.hosts
+            .iter()
+            .find(|(name, _)| name == alias)
+            .map(|(_, host)| host)
+    }
+
+    /// `given` as an alias of this config, else as `[user@]box[:port]` itself.
+    pub fn resolve(&self, given: &str) -> Result<Host, RemoteError> {
+        match self.get(given) {
+            Some(host) => Ok(host.clone()),
+            None => Host::parse(given),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_parse_user_box_and_port() {
+        let host = Host::parse("me@box.example:2222").unwrap();
+        assert_eq!(host.destination, "me@box.example");
+        assert_eq!(host.port, Some(2222));
+        assert_eq!(Host::parse("box").unwrap().port, None);
+        let v6 = Host::parse("[::1]:22").unwrap();
+        assert_eq!((v6.destination.as_str(), v6.port), ("::1", Some(22)));
+        for bad in [
+            "",
+            "-oProxyCommand=x",
+            "box:0",
+            "box:99999",
+            "@box",
+            "a b",
+            "box:x",
+        ] {
+            let err = Host::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_ssh_command_is_split_like_words_and_never_expanded() {
+        assert_eq!(
+            Ssh::parse_command("ssh -F '/tmp/my dir/config' -o \"A=b c\" $HOME").unwrap(),
+            ["ssh", "-F", "/tmp/my dir/config", "-o", "A=b c", "$HOME"]
+        );
+        assert!(Ssh::parse_command("ssh 'open").is_err());
+        assert!(Ssh::parse_command("   ").is_err());
+    }
+
+    #[test]
+    fn the_far_command_is_quoted_for_its_shell() {
+        assert_eq!(shell_quote("worker.1"), "worker.1");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+        let ssh = Ssh::default();
+        let argv = ssh.argv_for(&Host::parse("me@b:2").unwrap(), &["belfry", "proxy"]);
+        assert_eq!(
+            argv,
+            [
+                "ssh",
+                "-T",
+                "-o",
+                "ConnectTimeout=10",
+                "-p",
+                "2",
+                "--",
+                "me@b",
+                "belfry proxy"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_config_names_hosts_and_its_errors_name_the_place() {
+        let path = Path::new("/c/config.kdl");
+        let config =
+            HostsConfig::parse("hosts {\n  box \"me@b:2222\"\n  gpu \"g\"\n}\n", path).unwrap();
+        assert_eq!(config.get("box").unwrap().port, Some(2222));
+        assert_eq!(config.resolve("gpu").unwrap().destination, "g");
+        assert_eq!(config.resolve("other@x").unwrap().destination, "other@x");
+        let err = HostsConfig::parse("hosts {\n  box 5\n}\n", path).unwrap_err();
+        assert!(err.to_string().starts_with("/c/config.kdl:2:3:"), "{err}");
+        let err = HostsConfig::parse("host {}\n", path).unwrap_err();
+        assert!(err.to_string().contains("unknown node \"host\""), "{err}");
+        let err = HostsConfig::parse("hosts {\n  b \"x:0\"\n}\n", path).unwrap_err();
+        assert!(err.to_string().contains("/c/config.kdl:2:3"), "{err}");
+    }
+}
