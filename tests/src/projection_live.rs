@@ -167,6 +167,8 @@ pub const AFTER_WORD: &str = "CELLS-RAN-THEN-FLAGGED";
 /// The reasons the two refusals give, which the model server must (or must not) see.
 pub const BEFORE_REFUSAL: &str = "CELLS-BEFORE-REFUSAL by the observer";
 pub const AFTER_REFUSAL: &str = "CELLS-AFTER-REFUSAL by the observer";
+/// A prompt holding this gets an API error (400) from the model server instead of an answer.
+pub const FAIL_WORD: &str = "CELLS-FAIL-NOW";
 /// The prompt of the cells run and the model's last answer.
 pub const CELLS_PROMPT: &str = "please run the cells";
 pub const CELLS_DONE: &str = "CELLS-DONE";
@@ -277,23 +279,34 @@ impl CellsRun {
             })
             .collect();
         write(&run.project.join("belfry-hooks.kdl"), &hooks, false);
+        run.script_turns(Vec::new());
+        run
+    }
+
+    /// Writes the model's script: the cells turn (see [`CellsRun::new`]), a turn that fails
+    /// with an API error for a prompt holding [`FAIL_WORD`] (for the `stop-failure` cell), and
+    /// `extra` turns a harness's test adds.
+    pub fn script_turns(&self, extra: Vec<Value>) {
+        let mut turns = vec![
+            serde_json::json!({
+                "match": CELLS_PROMPT,
+                "tool": { "command": format!("touch {} && echo {BLOCK_WORD}", self.blocked_marker.display()) },
+                "then": {
+                    "tool": { "command": format!("touch {} && echo {AFTER_WORD}", self.ran_marker.display()) },
+                    "then": { "text": CELLS_DONE },
+                },
+            }),
+            serde_json::json!({
+                "match": FAIL_WORD,
+                "error": { "status": 400, "message": "CELLS scripted API failure" },
+            }),
+        ];
+        turns.extend(extra);
         write(
-            &run.script,
-            &serde_json::json!({
-                "turns": [{
-                    "match": CELLS_PROMPT,
-                    "tool": { "command": format!("touch {} && echo {BLOCK_WORD}", run.blocked_marker.display()) },
-                    "then": {
-                        "tool": { "command": format!("touch {} && echo {AFTER_WORD}", run.ran_marker.display()) },
-                        "then": { "text": CELLS_DONE },
-                    },
-                }],
-                "fallback": { "text": "FALLBACK" },
-            })
-            .to_string(),
+            &self.script,
+            &serde_json::json!({ "turns": turns, "fallback": { "text": "FALLBACK" } }).to_string(),
             false,
         );
-        run
     }
 
     /// `belfry hooks apply` (and `extra` arguments) in the project with `env`; fails the test
@@ -398,6 +411,23 @@ impl CellsRun {
     /// Whether any request the model saw holds `text`.
     pub fn model_saw(&self, text: &str) -> bool {
         self.request_bodies().iter().any(|body| body.contains(text))
+    }
+
+    /// Prints how the run of a [`FAIL_WORD`] prompt ended and checks that the prompt reached
+    /// the model server, so that the API error really happened.
+    pub fn assert_failed_turn(&self, output: &std::process::Output) {
+        println!(
+            "{}: the turn the server failed: exit {:?}",
+            self.label,
+            output.status.code()
+        );
+        assert!(
+            self.model_saw(FAIL_WORD),
+            "{}: the failing prompt never reached the model server: {}{}",
+            self.label,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 
     /// Everything a failing assertion should show.

@@ -7,9 +7,12 @@
 //! call log), and drives one scripted turn inside a loopback-only network namespace against the
 //! project's model server: the prompt, a shell call the before-tool observer refuses, a shell
 //! call that runs and that the after-tool observer refuses after the fact, a final answer, and
-//! exit. [`projection_live::assert_cells`] then holds the call log, the observers' log and the
-//! requests the model saw to the matrix. An exact event the turn cannot drive (a compaction, a
-//! subagent, a notification, a failed turn) is printed as `not exercised: <harness> <version>
+//! exit. A second short run sends a prompt the server fails with an API error (the
+//! `stop-failure` cell: a call where it is exact or lossy, none where it is unsupported); for
+//! Claude Code two more drive a manual compaction (`/compact` on the session) and a subagent.
+//! [`projection_live::assert_cells`] then holds the call log, the observers' log and the
+//! requests the model saw to the matrix. An exact event the runs cannot drive (a compaction
+//! elsewhere, a subagent, a notification) is printed as `not exercised: <harness> <version>
 //! <cell>: <reason>`, never skipped silently; every message names the harness and its version.
 //!
 //! Ignored by default: they need the harnesses `scripts/install-harnesses` puts in
@@ -23,7 +26,7 @@ use std::path::{Path, PathBuf};
 use belfry_tests::bin_dir;
 use belfry_tests::projection_live::{
     assert_cells, found, pinned_version, target_dir, write, CellCheck, CellsRun, AFTER_WORD,
-    BLOCK_WORD, CELLS_PROMPT,
+    BLOCK_WORD, CELLS_PROMPT, FAIL_WORD,
 };
 use serde_json::Value;
 
@@ -46,6 +49,8 @@ fn harness_bin(target: &str, variable: &str, relative: &str) -> PathBuf {
 }
 
 const COMPACTION: &str = "a one-shot turn this short never compacts its context";
+const SUBAGENT_PROMPT: &str = "CELLS-SUBAGENT-GO";
+const SUBAGENT_TASK: &str = "CELLS-SUBAGENT-TASK";
 const SUBAGENT: &str = "the scripted model calls no subagent tool";
 
 #[test]
@@ -77,38 +82,73 @@ fn claude_calls_dispatch_for_every_exact_cell() {
         .to_string(),
         false,
     );
+    // A subagent: the model calls Claude Code's Agent tool (not in the background), the
+    // subagent answers its task, and the main agent finishes.
+    run.script_turns(vec![
+        serde_json::json!({
+            "match": SUBAGENT_PROMPT,
+            "tool": { "name": "Agent", "input": {
+                "description": "cells subagent", "prompt": SUBAGENT_TASK,
+                "subagent_type": "general-purpose", "run_in_background": false,
+            } },
+            "then": { "text": "CELLS-SUBAGENT-DONE" },
+        }),
+        serde_json::json!({ "match": SUBAGENT_TASK, "text": "CELLS-SUBAGENT-ANSWER" }),
+    ]);
     run.apply(&[], &[]);
-    let output = run.run(
-        &model_server(),
-        "",
-        &format!(
-            "ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} -p '{CELLS_PROMPT}' --allowedTools Bash",
-            claude.display()
-        ),
-        &[
-            ("ANTHROPIC_API_KEY", key.to_string()),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-            ("DISABLE_AUTOUPDATER", "1".into()),
-        ],
+    let env = [
+        ("ANTHROPIC_API_KEY", key.to_string()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+    ];
+    let claude_p = |prompt: &str, extra: &str| {
+        run.run(
+            &model_server(),
+            "",
+            &format!(
+                "ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} -p '{prompt}' --allowedTools Bash {extra}",
+                claude.display()
+            ),
+            &env,
+        )
+    };
+    let output = claude_p(CELLS_PROMPT, "");
+    // The cells one turn cannot reach, each in a short run of its own: a manual compaction of
+    // that session (`/compact` with --continue), a turn the server fails with an API error, and
+    // a turn that runs a subagent.
+    let compacted = claude_p("/compact", "--continue");
+    let failed = claude_p(FAIL_WORD, "");
+    let delegated = claude_p(SUBAGENT_PROMPT, "");
+    let label = &run.label;
+    run.assert_failed_turn(&failed);
+    for (what, run_output) in [("/compact", &compacted), ("the subagent turn", &delegated)] {
+        println!(
+            "{label}: {what}: exit {:?}: {}",
+            run_output.status.code(),
+            String::from_utf8_lossy(&run_output.stdout).trim()
+        );
+    }
+    let compactions = run.observed("pre-compact");
+    assert!(
+        compactions.iter().any(|input| input["trigger"] == "manual"),
+        "{label}: /compact did not call pre-compact with trigger manual: {compactions:?}\n{}",
+        run.evidence()
+    );
+    assert!(
+        String::from_utf8_lossy(&delegated.stdout).contains("CELLS-SUBAGENT-DONE"),
+        "{label}: the subagent turn did not finish: {}\n{}",
+        String::from_utf8_lossy(&delegated.stdout),
+        run.evidence()
     );
     assert_cells(
         &run,
         &output,
-        &[
-            (
-                "stop-failure",
-                CellCheck::NotExercised("the scripted turn ends well; no API error ends it"),
+        &[(
+            "notification",
+            CellCheck::NotExercised(
+                "claude -p with the tool allowed asks no permission and is never idle",
             ),
-            ("pre-compact", CellCheck::NotExercised(COMPACTION)),
-            ("subagent-start", CellCheck::NotExercised(SUBAGENT)),
-            ("subagent-stop", CellCheck::NotExercised(SUBAGENT)),
-            (
-                "notification",
-                CellCheck::NotExercised(
-                    "claude -p with the tool allowed asks no permission and is never idle",
-                ),
-            ),
-        ],
+        )],
     );
 }
 
@@ -153,7 +193,24 @@ fn codex_calls_dispatch_for_every_exact_cell() {
             ("MOCK_API_KEY", "belfry-live-key".into()),
         ],
     );
+    // A turn the server fails with an API error: stop-failure is unsupported, so no call.
+    let failed = run.run(
+        &model_server(),
+        &format!(
+            "sed -i \"s/127.0.0.1:[0-9]*\\//127.0.0.1:$PORT\\//\" {}",
+            codex_home.join("config.toml").display()
+        ),
+        &format!(
+            "timeout 120 {} exec --dangerously-bypass-approvals-and-sandbox '{FAIL_WORD}'",
+            codex.display()
+        ),
+        &[
+            ("CODEX_HOME", codex_home.display().to_string()),
+            ("MOCK_API_KEY", "belfry-live-key".into()),
+        ],
+    );
     let label = &run.label;
+    run.assert_failed_turn(&failed);
     // codex:session-start-at-first-prompt: in `codex exec` the launch and the first prompt
     // are one moment, so the run can only show that the event fires, and no later than the
     // prompt.
@@ -237,6 +294,17 @@ fn gemini_calls_dispatch_for_every_exact_cell() {
         ),
         &[("GEMINI_API_KEY", "belfry-live-key".into())],
     );
+    // A turn the server fails with an API error: stop-failure is unsupported, so no call.
+    let failed = run.run(
+        &model_server(),
+        "",
+        &format!(
+            "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} --yolo -p '{FAIL_WORD}'",
+            gemini.display()
+        ),
+        &[("GEMINI_API_KEY", "belfry-live-key".into())],
+    );
+    run.assert_failed_turn(&failed);
     let ended = run.calls("session-end").len();
     let session_end = if ended == 0 {
         CellCheck::NotExercised(
@@ -317,7 +385,24 @@ fn opencode_calls_dispatch_for_every_exact_cell() {
         &format!("timeout 150 {} run '{CELLS_PROMPT}'", opencode.display()),
         &env,
     );
+    // A turn the server fails with an API error, for stop-failure (observed from the
+    // session.error bus event).
+    let failed = run.run(
+        &model_server(),
+        &format!(
+            "sed -i \"s/127.0.0.1:[0-9]*\\//127.0.0.1:$PORT\\//\" {}",
+            run.home.join(".config/opencode/opencode.json").display()
+        ),
+        &format!("timeout 150 {} run '{FAIL_WORD}'", opencode.display()),
+        &env,
+    );
     let label = &run.label;
+    run.assert_failed_turn(&failed);
+    assert!(
+        !run.calls("stop-failure").is_empty(),
+        "{label}: an API error did not reach dispatch as stop-failure (session.error)\n{}",
+        run.evidence()
+    );
     // opencode:session-start-observed: the session.created bus event, once the session exists.
     assert!(
         !run.calls("session-start").is_empty(),
@@ -345,7 +430,7 @@ fn opencode_calls_dispatch_for_every_exact_cell() {
             ("turn-stop", turn_stop),
             (
                 "stop-failure",
-                CellCheck::NotExercised("the scripted turn ends well; no session.error"),
+                CellCheck::Checked("observed from session.error after an API error"),
             ),
             ("pre-compact", CellCheck::NotExercised(COMPACTION)),
         ],
@@ -361,6 +446,12 @@ fn pi_calls_dispatch_for_every_exact_cell() {
     let agent_dir = run.home.join(".pi/agent");
     std::fs::create_dir_all(&agent_dir).unwrap_or_else(|err| panic!("{err}"));
     run.apply(&[], &[]);
+    let pi_env = [
+        ("PI_CODING_AGENT_DIR", agent_dir.display().to_string()),
+        ("PI_OFFLINE", "1".into()),
+        ("PI_SKIP_VERSION_CHECK", "1".into()),
+        ("PI_TELEMETRY", "0".into()),
+    ];
     let output = run.run(
         &model_server(),
         &format!(
@@ -371,14 +462,23 @@ fn pi_calls_dispatch_for_every_exact_cell() {
             "timeout 120 {} --offline --provider mock --model scripted-model -p '{CELLS_PROMPT}'",
             pi.display()
         ),
-        &[
-            ("PI_CODING_AGENT_DIR", agent_dir.display().to_string()),
-            ("PI_OFFLINE", "1".into()),
-            ("PI_SKIP_VERSION_CHECK", "1".into()),
-            ("PI_TELEMETRY", "0".into()),
-        ],
+        &pi_env,
+    );
+    // A turn the server fails with an API error: stop-failure is unsupported, so no call.
+    let failed = run.run(
+        &model_server(),
+        &format!(
+            "sed -i \"s/127.0.0.1:[0-9]*\\//127.0.0.1:$PORT\\//\" {}",
+            agent_dir.join("models.json").display()
+        ),
+        &format!(
+            "timeout 120 {} --offline --provider mock --model scripted-model -p '{FAIL_WORD}'",
+            pi.display()
+        ),
+        &pi_env,
     );
     let label = &run.label;
+    run.assert_failed_turn(&failed);
     // pi:after-tool-not-on-block: tool_result fires for the call that ran, never for the one
     // the before-tool observer blocked.
     let after = run.observed("after-tool");
@@ -399,7 +499,12 @@ fn pi_calls_dispatch_for_every_exact_cell() {
                 "after-tool",
                 CellCheck::Checked("fired for the call that ran, not for the blocked one"),
             ),
-            ("pre-compact", CellCheck::NotExercised(COMPACTION)),
+            (
+                "pre-compact",
+                CellCheck::NotExercised(
+                    "a one-shot turn this short never compacts, and pi -p sends /compact to the model as a plain prompt (tried live: the scripted fallback answered it)",
+                ),
+            ),
         ],
     );
 }
