@@ -413,6 +413,59 @@ impl CellsRun {
         self.request_bodies().iter().any(|body| body.contains(text))
     }
 
+    /// `belfry hooks status` in the project with `env`, its stdout.
+    pub fn status(&self, env: &[(&str, &Path)]) -> String {
+        let mut command = Command::new(belfry_bin());
+        command
+            .args(["hooks", "status"])
+            .current_dir(&self.project)
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("BELFRY_HOOKS_DETECT", "0");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap_or_else(|err| panic!("{err}"));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The inert state (spec §9): once the harness's own setting switched its hooks off,
+    /// `belfry hooks status` must say `inert` with `reason`, and a full cells turn
+    /// (`run_turn`) must not call dispatch once. Run it after [`assert_cells`]: with the hooks
+    /// off, the refused command runs.
+    pub fn assert_inert(
+        &self,
+        reason: &str,
+        status_env: &[(&str, &Path)],
+        run_turn: impl FnOnce() -> std::process::Output,
+    ) {
+        let label = &self.label;
+        let status = self.status(status_env);
+        assert!(
+            status.contains("inert") && status.contains(reason),
+            "{label}: status does not report the hooks inert ({reason}): {status}"
+        );
+        let before = ndjson(&self.calls).len();
+        let output = run_turn();
+        assert!(
+            String::from_utf8_lossy(&output.stdout).contains(CELLS_DONE),
+            "{label}: the turn with the hooks off did not finish: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let after = ndjson(&self.calls).len();
+        assert_eq!(
+            before,
+            after,
+            "{label}: status says inert ({reason}), but the harness called dispatch\n{}",
+            self.evidence()
+        );
+        println!(
+            "inert: {label}: status says \"{}\"; a full turn called dispatch 0 times",
+            status.trim()
+        );
+    }
+
     /// Prints how the run of a [`FAIL_WORD`] prompt ended and checks that the prompt reached
     /// the model server, so that the API error really happened.
     pub fn assert_failed_turn(&self, output: &std::process::Output) {

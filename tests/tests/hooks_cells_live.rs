@@ -14,6 +14,10 @@
 //! requests the model saw to the matrix. An exact event the runs cannot drive (a compaction
 //! elsewhere, a subagent, a notification) is printed as `not exercised: <harness> <version>
 //! <cell>: <reason>`, never skipped silently; every message names the harness and its version.
+//! Last, for Claude Code and Gemini CLI, the harness's own switch turns the hooks off
+//! (`disableAllHooks`, `hooksConfig.enabled: false`): `belfry hooks status` must say inert and
+//! a full turn must not call dispatch once. (Codex's untrusted entries, the third inert state,
+//! are proven the same way by `hooks_codex_trust_live.rs`.)
 //!
 //! Ignored by default: they need the harnesses `scripts/install-harnesses` puts in
 //! `target/harnesses` (pins in `tests/harnesses.json`; or `$BELFRY_<NAME>_BIN`), the scripted
@@ -150,6 +154,13 @@ fn claude_calls_dispatch_for_every_exact_cell() {
             ),
         )],
     );
+    // Inert: disableAllHooks in the local settings switches every hook off.
+    write(
+        &run.project.join(".claude/settings.local.json"),
+        "{\"disableAllHooks\": true}\n",
+        false,
+    );
+    run.assert_inert("disableAllHooks is set", &[], || claude_p(CELLS_PROMPT, ""));
 }
 
 #[test]
@@ -339,6 +350,25 @@ fn gemini_calls_dispatch_for_every_exact_cell() {
             ),
         ],
     );
+    // Inert: hooksConfig.enabled false in the user's settings switches every hook off.
+    let settings_path = run.home.join(".gemini/settings.json");
+    let mut settings: Value = std::fs::read_to_string(&settings_path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_else(|| panic!("{}", settings_path.display()));
+    settings["hooksConfig"] = serde_json::json!({"enabled": false});
+    write(&settings_path, &settings.to_string(), false);
+    run.assert_inert("hooksConfig.enabled is false", &[], || {
+        run.run(
+            &model_server(),
+            "",
+            &format!(
+                "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} --yolo -p '{CELLS_PROMPT}'",
+                gemini.display()
+            ),
+            &[("GEMINI_API_KEY", "belfry-live-key".into())],
+        )
+    });
 }
 
 #[test]
