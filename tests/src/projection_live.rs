@@ -346,8 +346,12 @@ impl CellsRun {
         env: &[(&str, String)],
     ) -> std::process::Output {
         let port = self.base.join("port");
+        // A port file left by an earlier run of this project would be read before the new
+        // server's redirection empties it (the redirection happens in the child, after the
+        // fork), so it goes first.
         let runner = format!(
             "ip link set lo up\n\
+             rm -f {port}\n\
              {server} --script {script} --log {requests} > {port} 2>/dev/null &\n\
              SERVER=$!\n\
              for i in $(seq 1 100); do [ -s {port} ] && break; sleep 0.1; done\n\
