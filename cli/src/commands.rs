@@ -901,6 +901,9 @@ fn dispatch(args: DispatchArgs) -> i32 {
         native: args.native,
         dialects_dir: args.dialects,
         extra_context: Vec::new(),
+        // The call log is named by $BELFRY_DISPATCH_LOG only: a projected entry's command
+        // must stay byte-stable, so no flag could be added to it.
+        call_log: None,
     };
     let output = belfry_hooks::run_hook(options, args.turn_boundary);
     let _ = std::io::stdout().write_all(&output.stdout);

@@ -9,6 +9,9 @@
 //!
 //! With `--native`, the dialect's tool map gives the hook's tool its canonical class, which
 //! the group matchers select on and which handlers see as `belfry.tool_class` in their stdin.
+//!
+//! Every run, answered or failed open, is one line of the call log when one is asked for
+//! ([`crate::call_log`]), written once the answer is decided.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -21,6 +24,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 
 use serde_json::{Map, Value};
 
+use crate::call_log::{call_log_path, log_call, CallFacts};
 use crate::chain::run_chain;
 use crate::error::Error;
 use crate::handlers::{resolve_hooks_file, HooksFile};
@@ -78,6 +82,9 @@ pub struct DispatchOptions {
     /// through [`run_dispatch_claiming`], so that only the notices the harness will receive
     /// are claimed.
     pub extra_context: Vec<String>,
+    /// The call log to append this run's line to; `None` falls back to
+    /// `$BELFRY_DISPATCH_LOG`, and if that is unset or empty nothing is logged.
+    pub call_log: Option<PathBuf>,
 }
 
 /// At a turn boundary: given the room left for context (UTF-16 code units, `usize::MAX` for no
@@ -197,11 +204,17 @@ pub(crate) fn run_dispatch_with_env(
 ) -> DispatchOutput {
     // A panic is a bug, but a bug in the dispatcher must not block every tool call of the
     // harness, so it fails open like any other internal error.
-    catch_unwind(AssertUnwindSafe(|| dispatch(opts, stdin, env, claim))).unwrap_or_else(|_| {
-        neutral(Outcome::fail_open(
-            &"internal error (panic); please report it with the hook input",
-        ))
-    })
+    let (output, facts) = catch_unwind(AssertUnwindSafe(|| dispatch(opts, stdin, env, claim)))
+        .unwrap_or_else(|_| {
+            let output = neutral(Outcome::fail_open(
+                &"internal error (panic); please report it with the hook input",
+            ));
+            (output, CallFacts::default())
+        });
+    if let Some(path) = call_log_path(opts, env) {
+        log_call(&path, opts, &facts, &output);
+    }
+    output
 }
 
 fn dispatch(
@@ -209,7 +222,7 @@ fn dispatch(
     stdin: Result<&[u8], &Error>,
     env: &dyn Fn(&str) -> Option<OsString>,
     claim: Option<ClaimNotices<'_>>,
-) -> DispatchOutput {
+) -> (DispatchOutput, CallFacts) {
     // The dialect is loaded first: if it cannot be, no outcome could be delivered in the form
     // the harness reads, so nothing runs and the error goes to stderr with a non-zero exit.
     let dialect = match &opts.native {
@@ -221,13 +234,14 @@ fn dispatch(
                 .or_else(|| env_path(env, DIALECTS_ENV));
             match Dialect::load(name, dir.as_deref()) {
                 Ok(dialect) => Some(dialect),
-                Err(err) => return unrenderable(&err),
+                Err(err) => return (unrenderable(&err), CallFacts::default()),
             }
         }
     };
     let input = stdin.map(|bytes| (bytes, HookInput::parse(bytes)));
+    let mut facts = CallFacts::default();
     let mut outcome = match &input {
-        Ok((bytes, Ok(input))) => decide(opts, dialect.as_ref(), input, bytes, env),
+        Ok((bytes, Ok(input))) => decide(opts, dialect.as_ref(), input, bytes, env, &mut facts),
         Ok((_, Err(err))) => Outcome::fail_open(err),
         Err(err) => Outcome::fail_open(err),
     };
@@ -237,7 +251,7 @@ fn dispatch(
     if opts.spool {
         spool_context(opts, env, &mut outcome);
     }
-    match dialect {
+    let output = match dialect {
         None => neutral(outcome),
         Some(dialect) => {
             let hook_event_name = match &input {
@@ -252,7 +266,8 @@ fn dispatch(
                 outcome: rendered.outcome,
             }
         }
-    }
+    };
+    (output, facts)
 }
 
 /// Adds [`DispatchOptions::extra_context`] and, at a turn boundary, the claimed notices to an
@@ -294,14 +309,26 @@ fn push_line(context: &mut String, line: &str) {
     context.push_str(line);
 }
 
-/// Loads the hooks file and runs the handlers that apply.
+/// Loads the hooks file and runs the handlers that apply, noting in `facts` what the call
+/// was about and how many handlers ran.
 fn decide(
     opts: &DispatchOptions,
     dialect: Option<&Dialect>,
     input: &HookInput,
     stdin: &[u8],
     env: &dyn Fn(&str) -> Option<OsString>,
+    facts: &mut CallFacts,
 ) -> Outcome {
+    let native_name = input.tool_name.as_deref();
+    // Without a dialect the stdin is already in the common shape, so its `tool_name` is the
+    // class (spec §10); with one, the dialect's tool map says which class the native name is.
+    let class = match dialect {
+        None => native_name,
+        Some(dialect) => native_name.and_then(|name| dialect.tool_class(name)),
+    };
+    facts.hook_event_name = Some(input.hook_event_name.clone()).filter(|name| !name.is_empty());
+    facts.tool_name = input.tool_name.clone();
+    facts.tool_class = class.map(str::to_string);
     if opts.event.is_empty() {
         return Outcome::fail_open(&"--event is empty; give a semantic event such as before-tool");
     }
@@ -312,20 +339,14 @@ fn decide(
         Ok(hooks) => hooks,
         Err(err) => return Outcome::fail_open(&err),
     };
-    let native_name = input.tool_name.as_deref();
-    // Without a dialect the stdin is already in the common shape, so its `tool_name` is the
-    // class (spec §10); with one, the dialect's tool map says which class the native name is.
-    let class = match dialect {
-        None => native_name,
-        Some(dialect) => native_name.and_then(|name| dialect.tool_class(name)),
-    };
     let tool = ToolRef { native_name, class };
-    let mut handlers = hooks.handlers_for(&opts.event, tool).peekable();
-    if handlers.peek().is_none() {
+    let handlers: Vec<_> = hooks.handlers_for(&opts.event, tool).collect();
+    if handlers.is_empty() {
         return Outcome::allow_silently();
     }
+    facts.handlers = handlers.len();
     let handler_stdin = with_tool_class(stdin, input, class);
-    run_chain(handlers, &opts.event, &handler_stdin)
+    run_chain(handlers.into_iter(), &opts.event, &handler_stdin)
 }
 
 /// The stdin handlers receive: the harness's bytes, untouched, with

@@ -57,9 +57,11 @@
 //! `belfry spool drain`: print [`spool_drain`]'s string as is (it is empty, or ends in a
 //! newline). Its error is for the CLI to report with a non-zero exit.
 //!
-//! Environment fallbacks: [`HOOKS_FILE_ENV`], [`HOOK_CONTEXT_ENV`], [`DIALECTS_ENV`]. Handlers
+//! Environment fallbacks: [`HOOKS_FILE_ENV`], [`HOOK_CONTEXT_ENV`], [`DIALECTS_ENV`], and
+//! [`DISPATCH_LOG_ENV`], which [`call_log`] appends one line per run to. Handlers
 //! see [`EVENT_ENV`] set to the semantic event. The formats are documented in `docs/hooks.md`.
 
+pub mod call_log;
 pub mod canonical;
 mod chain;
 pub mod dispatch;
@@ -74,6 +76,7 @@ mod process;
 pub mod project;
 pub mod spool;
 
+pub use call_log::DISPATCH_LOG_ENV;
 pub use chain::{EVENT_ENV, REFUSAL_EXIT_CODE};
 pub use dispatch::{
     read_hook_stdin, run_dispatch, run_dispatch_claiming, run_dispatch_without_input,

@@ -1,0 +1,540 @@
+//! spec §9, live, per cell: with the projection `belfry hooks apply` writes, each real harness
+//! calls `belfry dispatch` for every event its capability matrix (`adapters/<target>/matrix.json`)
+//! calls exact, never for one it calls unsupported, and a lossy cell behaves as its loss says.
+//!
+//! Each test projects one `observe` hook per semantic event for one harness, sets
+//! `$BELFRY_DISPATCH_LOG` so that dispatch logs every call it gets (docs/hooks.md, The dispatch
+//! call log), and drives one scripted turn inside a loopback-only network namespace against the
+//! project's model server: the prompt, a shell call the before-tool observer refuses, a shell
+//! call that runs and that the after-tool observer refuses after the fact, a final answer, and
+//! exit. A second short run sends a prompt the server fails with an API error (the
+//! `stop-failure` cell: a call where it is exact or lossy, none where it is unsupported); for
+//! Claude Code two more drive a manual compaction (`/compact` on the session) and a subagent.
+//! [`projection_live::assert_cells`] then holds the call log, the observers' log and the
+//! requests the model saw to the matrix. An exact event the runs cannot drive (a compaction
+//! elsewhere, a subagent, a notification) is printed as `not exercised: <harness> <version>
+//! <cell>: <reason>`, never skipped silently; every message names the harness and its version.
+//! Last, for Claude Code and Gemini CLI, the harness's own switch turns the hooks off
+//! (`disableAllHooks`, `hooksConfig.enabled: false`): `belfry hooks status` must say inert and
+//! a full turn must not call dispatch once. (Codex's untrusted entries, the third inert state,
+//! are proven the same way by `hooks_codex_trust_live.rs`.)
+//!
+//! Ignored by default: they need the harnesses `scripts/install-harnesses` puts in
+//! `target/harnesses` (pins in `tests/harnesses.json`; or `$BELFRY_<NAME>_BIN`), the scripted
+//! model server (`belfry-model-server` beside `belfry`, or `$BELFRY_MODEL_SERVER`) and `unshare
+//! -n`. Run them with `cargo test -p belfry-tests --test hooks_cells_live -- --ignored
+//! --test-threads=1 --nocapture`. Each fails with the reason when something is missing.
+
+use std::path::{Path, PathBuf};
+
+use belfry_tests::bin_dir;
+use belfry_tests::projection_live::{
+    assert_cells, found, pinned_version, target_dir, write, CellCheck, CellsRun, AFTER_WORD,
+    BLOCK_WORD, CELLS_PROMPT, FAIL_WORD,
+};
+use serde_json::Value;
+
+fn model_server() -> PathBuf {
+    found(
+        "BELFRY_MODEL_SERVER",
+        bin_dir().join("belfry-model-server"),
+        "the scripted model server",
+    )
+}
+
+/// The installed harness `target` at `relative` under its pinned install directory.
+fn harness_bin(target: &str, variable: &str, relative: &str) -> PathBuf {
+    let version = pinned_version(target);
+    found(
+        variable,
+        target_dir().join(format!("harnesses/{target}-{version}/{relative}")),
+        &format!("{target} {version}"),
+    )
+}
+
+const COMPACTION: &str = "a one-shot turn this short never compacts its context";
+const SUBAGENT_PROMPT: &str = "CELLS-SUBAGENT-GO";
+const SUBAGENT_TASK: &str = "CELLS-SUBAGENT-TASK";
+const CODEX_SUBAGENT: &str = "Codex offers its subagent tools in the multi_agent_v1 namespace (seen in the live request), which the scripted model server cannot call";
+
+#[test]
+#[ignore = "live: needs Claude Code, belfry-model-server and a network namespace"]
+fn claude_calls_dispatch_for_every_exact_cell() {
+    let claude = harness_bin(
+        "claude",
+        "BELFRY_CLAUDE_BIN",
+        "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    );
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "claude");
+    // Strict JSON (Claude Code reads nothing from a settings file with a comment); the shell
+    // tool allowed, so that only belfry's hooks decide.
+    write(
+        &run.project.join(".claude/settings.json"),
+        "{\n  \"permissions\": {\"allow\": [\"Bash\"]}\n}\n",
+        false,
+    );
+    // Onboarding done, the workspace trusted, the key approved: the dialogs whose default is No.
+    let key = "sk-ant-belfry-live-0123456789abcdefghij";
+    write(
+        &run.home.join(".claude.json"),
+        &serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "projects": { run.project.display().to_string(): { "hasTrustDialogAccepted": true } },
+            "customApiKeyResponses": { "approved": [&key[key.len() - 20..]], "rejected": [] },
+        })
+        .to_string(),
+        false,
+    );
+    // A subagent: the model calls Claude Code's Agent tool (not in the background), the
+    // subagent answers its task, and the main agent finishes.
+    run.script_turns(vec![
+        serde_json::json!({
+            "match": SUBAGENT_PROMPT,
+            "tool": { "name": "Agent", "input": {
+                "description": "cells subagent", "prompt": SUBAGENT_TASK,
+                "subagent_type": "general-purpose", "run_in_background": false,
+            } },
+            "then": { "text": "CELLS-SUBAGENT-DONE" },
+        }),
+        serde_json::json!({ "match": SUBAGENT_TASK, "text": "CELLS-SUBAGENT-ANSWER" }),
+    ]);
+    run.apply(&[], &[]);
+    let env = [
+        ("ANTHROPIC_API_KEY", key.to_string()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+    ];
+    let claude_p = |prompt: &str, extra: &str| {
+        run.run(
+            &model_server(),
+            "",
+            &format!(
+                "ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} -p '{prompt}' --allowedTools Bash {extra}",
+                claude.display()
+            ),
+            &env,
+        )
+    };
+    let output = claude_p(CELLS_PROMPT, "");
+    // The cells one turn cannot reach, each in a short run of its own: a manual compaction of
+    // that session (`/compact` with --continue), a turn the server fails with an API error, and
+    // a turn that runs a subagent.
+    let compacted = claude_p("/compact", "--continue");
+    let failed = claude_p(FAIL_WORD, "");
+    let delegated = claude_p(SUBAGENT_PROMPT, "");
+    let label = &run.label;
+    run.assert_failed_turn(&failed);
+    for (what, run_output) in [("/compact", &compacted), ("the subagent turn", &delegated)] {
+        println!(
+            "{label}: {what}: exit {:?}: {}",
+            run_output.status.code(),
+            String::from_utf8_lossy(&run_output.stdout).trim()
+        );
+    }
+    let compactions = run.observed("pre-compact");
+    assert!(
+        compactions.iter().any(|input| input["trigger"] == "manual"),
+        "{label}: /compact did not call pre-compact with trigger manual: {compactions:?}\n{}",
+        run.evidence()
+    );
+    assert!(
+        String::from_utf8_lossy(&delegated.stdout).contains("CELLS-SUBAGENT-DONE"),
+        "{label}: the subagent turn did not finish: {}\n{}",
+        String::from_utf8_lossy(&delegated.stdout),
+        run.evidence()
+    );
+    assert_cells(
+        &run,
+        &output,
+        &[(
+            "notification",
+            CellCheck::NotExercised(
+                "claude -p never prompts: a tool outside the allowed list is refused without asking, and no Notification fired (tried live with Write); the idle notice needs an interactive session",
+            ),
+        )],
+    );
+    // Inert: disableAllHooks in the local settings switches every hook off.
+    write(
+        &run.project.join(".claude/settings.local.json"),
+        "{\"disableAllHooks\": true}\n",
+        false,
+    );
+    run.assert_inert("disableAllHooks is set", &[], || claude_p(CELLS_PROMPT, ""));
+}
+
+#[test]
+#[ignore = "live: needs Codex, belfry-model-server and a network namespace"]
+fn codex_calls_dispatch_for_every_exact_cell() {
+    let codex = harness_bin(
+        "codex",
+        "BELFRY_CODEX_BIN",
+        "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+    );
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "codex");
+    let codex_home = run.home.join(".codex");
+    // The provider on the local server (its port filled in once the server listens), and the
+    // project trusted, so that Codex loads the project's .codex/ layer at all.
+    write(
+        &codex_home.join("config.toml"),
+        &format!(
+            "model = \"scripted-model\"\nmodel_provider = \"mock\"\ncheck_for_update_on_startup = false\n\n\
+             [model_providers.mock]\nname = \"Scripted model\"\nbase_url = \"http://127.0.0.1:PORT/v1\"\n\
+             env_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n\
+             [analytics]\nenabled = false\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            run.project.display()
+        ),
+        false,
+    );
+    // Codex runs only the hooks it trusts: --trust writes the entries' trusted hashes.
+    run.apply(&["--trust"], &[("CODEX_HOME", &codex_home)]);
+    let output = run.run(
+        &model_server(),
+        &format!(
+            "sed -i \"s/127.0.0.1:PORT/127.0.0.1:$PORT/\" {}",
+            codex_home.join("config.toml").display()
+        ),
+        &format!(
+            "timeout 120 {} exec --dangerously-bypass-approvals-and-sandbox '{CELLS_PROMPT}'",
+            codex.display()
+        ),
+        &[
+            ("CODEX_HOME", codex_home.display().to_string()),
+            ("MOCK_API_KEY", "belfry-live-key".into()),
+        ],
+    );
+    // A turn the server fails with an API error: stop-failure is unsupported, so no call.
+    let failed = run.run(
+        &model_server(),
+        &format!(
+            "sed -i \"s/127.0.0.1:[0-9]*\\//127.0.0.1:$PORT\\//\" {}",
+            codex_home.join("config.toml").display()
+        ),
+        &format!(
+            "timeout 120 {} exec --dangerously-bypass-approvals-and-sandbox '{FAIL_WORD}'",
+            codex.display()
+        ),
+        &[
+            ("CODEX_HOME", codex_home.display().to_string()),
+            ("MOCK_API_KEY", "belfry-live-key".into()),
+        ],
+    );
+    let label = &run.label;
+    run.assert_failed_turn(&failed);
+    // codex:session-start-at-first-prompt: in `codex exec` the launch and the first prompt
+    // are one moment, so the run can only show that the event fires, and no later than the
+    // prompt.
+    let started = run.calls("session-start");
+    let prompted = run.calls("prompt-submit");
+    assert!(
+        !started.is_empty() && !prompted.is_empty(),
+        "{label}: session-start or prompt-submit never reached dispatch\n{}",
+        run.evidence()
+    );
+    assert!(
+        started[0]["ms"].as_u64() <= prompted[0]["ms"].as_u64(),
+        "{label}: session-start came after the first prompt-submit\n{}",
+        run.evidence()
+    );
+    // codex:after-tool-response-string: the observer's stdin holds the response as a string.
+    let after = run.observed("after-tool");
+    assert!(
+        !after.is_empty() && after.iter().all(|input| input["tool_response"].is_string()),
+        "{label}: after-tool did not run with a string tool_response: {after:?}"
+    );
+    let ended = run.calls("session-end").len();
+    let session_end = if ended == 0 {
+        CellCheck::NotExercised(
+            "codex exec ended without stopping a background app-server, so SessionEnd never fired, as the loss says",
+        )
+    } else {
+        CellCheck::Checked("fired when codex exec shut down")
+    };
+    assert_cells(
+        &run,
+        &output,
+        &[
+            (
+                "session-start",
+                CellCheck::Checked("fired, no later than the first prompt-submit"),
+            ),
+            ("session-end", session_end),
+            (
+                "after-tool",
+                CellCheck::Checked("fired with tool_response a string"),
+            ),
+            ("pre-compact", CellCheck::NotExercised(COMPACTION)),
+            ("subagent-start", CellCheck::NotExercised(CODEX_SUBAGENT)),
+            ("subagent-stop", CellCheck::NotExercised(CODEX_SUBAGENT)),
+        ],
+    );
+}
+
+#[test]
+#[ignore = "live: needs Gemini CLI, belfry-model-server and a network namespace"]
+fn gemini_calls_dispatch_for_every_exact_cell() {
+    let gemini = harness_bin("gemini", "BELFRY_GEMINI_BIN", "node_modules/.bin/gemini");
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "gemini");
+    // API-key auth (so the base URL applies), no update check or telemetry, the folder trusted.
+    write(
+        &run.home.join(".gemini/settings.json"),
+        &serde_json::json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false},
+            "ide": {"enabled": false, "hasSeenNudge": true},
+        })
+        .to_string(),
+        false,
+    );
+    write(
+        &run.home.join(".gemini/trustedFolders.json"),
+        &serde_json::json!({ run.project.display().to_string(): "TRUST_FOLDER" }).to_string(),
+        false,
+    );
+    run.apply(&[], &[]);
+    let output = run.run(
+        &model_server(),
+        "",
+        &format!(
+            "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} --yolo -p '{CELLS_PROMPT}'",
+            gemini.display()
+        ),
+        &[("GEMINI_API_KEY", "belfry-live-key".into())],
+    );
+    // A turn the server fails with an API error: stop-failure is unsupported, so no call.
+    let failed = run.run(
+        &model_server(),
+        "",
+        &format!(
+            "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} --yolo -p '{FAIL_WORD}'",
+            gemini.display()
+        ),
+        &[("GEMINI_API_KEY", "belfry-live-key".into())],
+    );
+    run.assert_failed_turn(&failed);
+    let ended = run.calls("session-end").len();
+    let session_end = if ended == 0 {
+        CellCheck::NotExercised(
+            "the CLI exited without waiting for the SessionEnd hook, as the loss says",
+        )
+    } else {
+        CellCheck::Checked("fired at exit (not awaited; this run's hook finished first)")
+    };
+    // gemini:pre-compact-fires-without-compaction: PreCompress (trigger auto) comes before
+    // every model request's compression check, so this short turn, which compresses nothing,
+    // calls it all the same.
+    let label = &run.label;
+    let compress = run.observed("pre-compact");
+    assert!(
+        !compress.is_empty() && compress.iter().all(|input| input["trigger"] == "auto"),
+        "{label}: pre-compact did not fire with trigger auto in a turn that compressed nothing: {compress:?}\n{}",
+        run.evidence()
+    );
+    let compress_note = format!(
+        "fired {}x with trigger auto in a turn that compressed nothing",
+        compress.len()
+    );
+    assert_cells(
+        &run,
+        &output,
+        &[
+            ("session-end", session_end),
+            ("pre-compact", CellCheck::Checked(&compress_note)),
+            (
+                "notification",
+                CellCheck::NotExercised("with --yolo no tool asks for permission"),
+            ),
+        ],
+    );
+    // Inert: hooksConfig.enabled false in the user's settings switches every hook off.
+    let settings_path = run.home.join(".gemini/settings.json");
+    let mut settings: Value = std::fs::read_to_string(&settings_path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_else(|| panic!("{}", settings_path.display()));
+    settings["hooksConfig"] = serde_json::json!({"enabled": false});
+    write(&settings_path, &settings.to_string(), false);
+    run.assert_inert("hooksConfig.enabled is false", &[], || {
+        run.run(
+            &model_server(),
+            "",
+            &format!(
+                "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} --yolo -p '{CELLS_PROMPT}'",
+                gemini.display()
+            ),
+            &[("GEMINI_API_KEY", "belfry-live-key".into())],
+        )
+    });
+}
+
+#[test]
+#[ignore = "live: needs OpenCode, belfry-model-server and a network namespace"]
+fn opencode_calls_dispatch_for_every_exact_cell() {
+    let opencode = harness_bin(
+        "opencode",
+        "BELFRY_OPENCODE_BIN",
+        "node_modules/.bin/opencode",
+    );
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "opencode");
+    // The adapter's offline profile: the provider on the server (its port filled in once the
+    // server listens) and the plugin package stubs that spare a registry install.
+    let profile_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters/opencode/live.json");
+    let profile: Value = std::fs::read_to_string(&profile_path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_else(|| panic!("{}", profile_path.display()));
+    let fill = |text: &str| {
+        text.replace("{home}", &run.home.display().to_string())
+            .replace("{work}", &run.project.display().to_string())
+            .replace("{base_url}", "http://127.0.0.1:PORT")
+    };
+    for file in profile["files"].as_array().cloned().unwrap_or_default() {
+        let path = PathBuf::from(fill(file["path"].as_str().unwrap_or_default()));
+        write(&path, &fill(&file["json"].to_string()), false);
+    }
+    run.apply(&[], &[]);
+    let env: Vec<(&str, String)> = profile["env"]
+        .as_object()
+        .map(|env| {
+            env.iter()
+                .map(|(name, value)| (name.as_str(), fill(value.as_str().unwrap_or_default())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let output = run.run(
+        &model_server(),
+        &format!(
+            "sed -i \"s/127.0.0.1:PORT/127.0.0.1:$PORT/\" {}",
+            run.home.join(".config/opencode/opencode.json").display()
+        ),
+        &format!("timeout 150 {} run '{CELLS_PROMPT}'", opencode.display()),
+        &env,
+    );
+    // A turn the server fails with an API error, for stop-failure (observed from the
+    // session.error bus event).
+    let failed = run.run(
+        &model_server(),
+        &format!(
+            "sed -i \"s/127.0.0.1:[0-9]*\\//127.0.0.1:$PORT\\//\" {}",
+            run.home.join(".config/opencode/opencode.json").display()
+        ),
+        &format!("timeout 150 {} run '{FAIL_WORD}'", opencode.display()),
+        &env,
+    );
+    let label = &run.label;
+    run.assert_failed_turn(&failed);
+    assert!(
+        !run.calls("stop-failure").is_empty(),
+        "{label}: an API error did not reach dispatch as stop-failure (session.error)\n{}",
+        run.evidence()
+    );
+    // opencode:session-start-observed: the session.created bus event, once the session exists.
+    assert!(
+        !run.calls("session-start").is_empty(),
+        "{label}: session-start (observed from session.created) never reached dispatch\n{}",
+        run.evidence()
+    );
+    // opencode:turn-stop-observed: the plugin does not wait for the session.idle call, so
+    // `opencode run` may exit before it is made; either way is the loss as stated.
+    let idle = run.calls("turn-stop").len();
+    let turn_stop = if idle == 0 {
+        CellCheck::NotExercised(
+            "opencode run exited before the unawaited session.idle call reached dispatch, as the loss says",
+        )
+    } else {
+        CellCheck::Checked("observed from session.idle")
+    };
+    assert_cells(
+        &run,
+        &output,
+        &[
+            (
+                "session-start",
+                CellCheck::Checked("observed from session.created"),
+            ),
+            ("turn-stop", turn_stop),
+            (
+                "stop-failure",
+                CellCheck::Checked("observed from session.error after an API error"),
+            ),
+            ("pre-compact", CellCheck::NotExercised(COMPACTION)),
+        ],
+    );
+}
+
+#[test]
+#[ignore = "live: needs Pi, belfry-model-server and a network namespace"]
+fn pi_calls_dispatch_for_every_exact_cell() {
+    let pi = harness_bin("pi", "BELFRY_PI_BIN", "node_modules/.bin/pi");
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "pi");
+    let agent_dir = run.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent_dir).unwrap_or_else(|err| panic!("{err}"));
+    run.apply(&[], &[]);
+    let pi_env = [
+        ("PI_CODING_AGENT_DIR", agent_dir.display().to_string()),
+        ("PI_OFFLINE", "1".into()),
+        ("PI_SKIP_VERSION_CHECK", "1".into()),
+        ("PI_TELEMETRY", "0".into()),
+    ];
+    let output = run.run(
+        &model_server(),
+        &format!(
+            "printf '{{\"providers\":{{\"mock\":{{\"baseUrl\":\"http://127.0.0.1:%s/v1\",\"api\":\"openai-completions\",\"apiKey\":\"belfry-live-key\",\"models\":[{{\"id\":\"scripted-model\",\"name\":\"Scripted model\"}}]}}}}}}' $PORT > {}",
+            agent_dir.join("models.json").display()
+        ),
+        &format!(
+            "timeout 120 {} --offline --provider mock --model scripted-model -p '{CELLS_PROMPT}'",
+            pi.display()
+        ),
+        &pi_env,
+    );
+    // A turn the server fails with an API error: stop-failure is unsupported, so no call.
+    let failed = run.run(
+        &model_server(),
+        &format!(
+            "sed -i \"s/127.0.0.1:[0-9]*\\//127.0.0.1:$PORT\\//\" {}",
+            agent_dir.join("models.json").display()
+        ),
+        &format!(
+            "timeout 120 {} --offline --provider mock --model scripted-model -p '{FAIL_WORD}'",
+            pi.display()
+        ),
+        &pi_env,
+    );
+    let label = &run.label;
+    run.assert_failed_turn(&failed);
+    // pi:after-tool-not-on-block: tool_result fires for the call that ran, never for the one
+    // the before-tool observer blocked.
+    let after = run.observed("after-tool");
+    let text: Vec<String> = after.iter().map(Value::to_string).collect();
+    assert!(
+        text.iter().any(|input| input.contains(AFTER_WORD)),
+        "{label}: after-tool never fired for the call that ran: {text:?}"
+    );
+    assert!(
+        !text.iter().any(|input| input.contains(BLOCK_WORD)),
+        "{label}: after-tool fired for the blocked call, which the matrix says it does not: {text:?}"
+    );
+    assert_cells(
+        &run,
+        &output,
+        &[
+            (
+                "after-tool",
+                CellCheck::Checked("fired for the call that ran, not for the blocked one"),
+            ),
+            (
+                "pre-compact",
+                CellCheck::NotExercised(
+                    "a one-shot turn this short never compacts, and pi -p sends /compact to the model as a plain prompt (tried live: the scripted fallback answered it)",
+                ),
+            ),
+        ],
+    );
+}
