@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import signal
 import socket
 import statistics
@@ -141,7 +142,16 @@ class Bench:
         return reply
 
     def start_daemon(self):
-        self.run([self.belfry, "ls"], timeout=30)
+        # `belfry ls` no longer starts a daemon (it reads the pane records when none runs),
+        # so the daemon is started as `belfry server` in a session of its own.
+        subprocess.Popen([self.belfry, "server"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+        deadline = time.monotonic() + 15
+        while not self.daemon_sock.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"belfry server did not listen on {self.daemon_sock}")
+            time.sleep(0.02)
         hello = self.daemon({"op": "hello", "versions": [1]})
         self.daemon_pid = hello["pid"]
         (self.tmp / "daemon.pid").write_text(str(self.daemon_pid))
@@ -627,6 +637,174 @@ class Bench:
             for name in panes.values():
                 self.kill_pane(name)
 
+    # ---- remote (spec §6.2) ----------------------------------------------------------
+
+    def start_sshd(self):
+        """A real sshd on 127.0.0.1 whose sessions see this run's belfry and tmux (the far
+        machine is this one), with a throwaway host key and user key, and a client config
+        that keeps one master connection (ControlMaster), as docs/remote.md advises."""
+        d = self.tmp / "sshd"
+        d.mkdir(exist_ok=True)
+        for key in ("host_key", "user_key"):
+            self.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)])
+        shutil.copy(d / "user_key.pub", d / "authorized_keys")
+        os.makedirs("/run/sshd", exist_ok=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {k: os.environ[k] for k in ("BELFRY_RUNTIME_DIR", "BELFRY_STATE",
+                                          "XDG_STATE_HOME", "TMUX_TMPDIR") if k in os.environ}
+        env["PATH"] = f"{Path(self.belfry).parent}:/usr/bin:/bin"
+        set_env = " ".join(f'"{k}={v}"' for k, v in env.items())
+        (d / "sshd_config").write_text(
+            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
+            f"AuthorizedKeysFile {d / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+            f"StrictModes no\nPidFile none\nPrintMotd no\nSetEnv {set_env}\n")
+        host_key = (d / "host_key.pub").read_text().strip()
+        (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key}\n")
+        user = self.run(["id", "-un"]).stdout.strip()
+        (d / "ssh_config").write_text(
+            f"Host box\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
+            f"  IdentityFile {d / 'user_key'}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {d / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
+            f"  BatchMode yes\n  LogLevel ERROR\n  ControlMaster auto\n"
+            f"  ControlPath {d}/cm-%C\n  ControlPersist 120\n")
+        self.sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=open(d / "sshd.log", "w"))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"sshd did not listen: {(d / 'sshd.log').read_text()}")
+                time.sleep(0.05)
+        self.ssh = ["ssh", "-F", str(d / "ssh_config")]
+        # The master connection, opened once: what every later ssh of the run reuses.
+        self.run([*self.ssh, "box", "true"], timeout=60)
+
+    def remote(self):
+        if not Path("/usr/sbin/sshd").exists():
+            raise RuntimeError("/usr/sbin/sshd is missing (Debian's openssh-server)")
+        self.start_sshd()
+        name = "rquiet"
+        quiet = "stty raw -echo; exec cat >/dev/null"
+        self.new_pane(name, ["sh", "-c", quiet])
+        prog = "stty raw -echo; exec cat"
+        self.new_pane("recho", ["sh", "-c", prog])
+        self.tmux("new-session", "-d", "-s", "recho", "-x", "80", "-y", "24", prog)
+        proxy = None
+        try:
+            self.wait_pane(name, 10, quiet_ms=300)
+            self.wait_pane("recho", 10, quiet_ms=200)
+            # 1. The guarded send's round trip: one request at a time on one kept connection,
+            # local (the daemon's socket) and over ssh (`belfry proxy` at the far end),
+            # interleaved so both see the same load.
+            proxy = subprocess.Popen([*self.ssh, "-T", "box", "belfry", "proxy"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            local = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            local.settimeout(30)
+            local.connect(str(self.daemon_sock))
+            local_file = local.makefile("rwb")
+
+            def call(stream_in, stream_out, request):
+                stream_in.write((json.dumps(request) + "\n").encode())
+                stream_in.flush()
+                line = stream_out.readline()
+                if not line:
+                    raise RuntimeError("the connection closed")
+                return json.loads(line)
+
+            paths = {"local": (local_file, local_file), "ssh": (proxy.stdin, proxy.stdout)}
+            for label, (w, r) in paths.items():
+                hello = call(w, r, {"id": 0, "op": "hello", "versions": [1]})
+                if not hello.get("ok"):
+                    raise RuntimeError(f"{label} hello refused: {hello}")
+            revision = self.daemon({"op": "snapshot", "session": name})["revision"]
+            n, warm = self.args.remote_sends, 20
+            samples = {"local": [], "ssh": []}
+            conflicts = 0
+            for i in range(2 * (n + warm)):
+                label = ("local", "ssh")[i % 2]
+                w, r = paths[label]
+                request = {"id": i + 1, "op": "send", "session": name,
+                           "expect": {"revision": revision}, "input": [{"text": "x"}]}
+                t0 = time.perf_counter_ns()
+                reply = call(w, r, request)
+                elapsed = time.perf_counter_ns() - t0
+                if reply.get("result") == "sent":
+                    revision = reply["revision"]
+                    if i // 2 >= warm:
+                        samples[label].append(elapsed)
+                elif reply.get("result") == "conflict":
+                    conflicts += 1
+                    revision = reply["actual"]["revision"]
+                else:
+                    raise RuntimeError(f"{label} send: {reply}")
+            res = {k: summary_ns(v) for k, v in samples.items()}
+            res["conflicts"] = conflicts
+            # 2. A whole `belfry send --expect-revision` command, local and with --host (one
+            # ssh per command over the kept master connection).
+            ssh_command = " ".join(self.ssh)
+            runs = max(3, self.args.remote_cli_runs)
+            # `ssh box true` is the floor of any command over ssh: the far login shell's
+            # start-up included.
+            cli = {"local": [], "ssh": [], "ssh box true": []}
+            for i in range(runs + 2):
+                for label in ("local", "ssh", "ssh box true"):
+                    rev = self.daemon({"op": "snapshot", "session": name})["revision"]
+                    host = ["--host", "box", "--ssh-command", ssh_command] if label == "ssh" else []
+                    argv = [self.belfry, *host, "send", name, "--expect-revision", str(rev),
+                            "--text", "y"]
+                    if label == "ssh box true":
+                        argv = [*self.ssh, "box", "true"]
+                    t0 = time.perf_counter_ns()
+                    out = self.run(argv, timeout=60, check=False)
+                    elapsed = time.perf_counter_ns() - t0
+                    if out.returncode != 0:
+                        raise RuntimeError(f"{label} belfry send exited {out.returncode}: "
+                                           f"{out.stderr.strip()}")
+                    if i >= 2:
+                        cli[label].append(elapsed)
+            res["cli"] = {k: summary_ns(v) for k, v in cli.items()}
+            # 3. Key echo through an attach client: belfry and tmux, each local and over ssh
+            # (`belfry --host box attach` against `ssh -t box tmux attach`).
+            tmux_attach = " ".join([*self.tmux_prefix, "attach-session", "-t", "recho"])
+            clients = (
+                ("belfry attach", [self.belfry, "attach", "recho"]),
+                ("tmux attach", [*self.tmux_prefix, "attach-session", "-t", "recho"]),
+                ("belfry --host box attach", [self.belfry, "--host", "box", "--ssh-command",
+                                              ssh_command, "attach", "recho"]),
+                ("ssh -t box tmux attach", [*self.ssh, "-t", "box", tmux_attach]),
+            )
+            keys = max(1, self.args.keys // 4)
+            echo = {}
+            for label, argv in clients:
+                out = self.bench_json(["echo-latency", "--keys", str(keys), "--warmup", "50",
+                                       "--", *argv], timeout=600)
+                echo[label] = {**summary_ns(out["samples_ns"]), "timeouts": out["timeouts"]}
+                log(f"remote echo {label}: p50 {echo[label]['p50_ms']:.3f} ms "
+                    f"p99 {echo[label]['p99_ms']:.3f} ms")
+            res["echo"] = echo
+            self.results["remote"] = res
+        finally:
+            if proxy is not None:
+                proxy.stdin.close()
+                try:
+                    proxy.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proxy.kill()
+            self.kill_pane(name)
+            self.kill_pane("recho")
+            self.tmux("kill-session", "-t", "recho", check=False)
+            if getattr(self, "sshd", None) is not None:
+                self.run([*self.ssh, "-O", "exit", "box"], timeout=10, check=False)
+                self.sshd.kill()
+                self.sshd.wait()
+
     # ---- cleanup ---------------------------------------------------------------------
 
     def cleanup(self):
@@ -916,6 +1094,40 @@ def render(results, args):
         add("Worker counters (`ding.status`): " + "; ".join(notes) + ". "
             + ("; ".join(odd) if odd else "No stray input, every notice named its message."))
         add("")
+    rm = results.get("remote")
+    if rm:
+        add("### Remote: over ssh to this machine (a real sshd on 127.0.0.1, one ControlMaster "
+            "connection)")
+        add("")
+        add("| what | local p50 ms | local p99 ms | over ssh p50 ms | over ssh p99 ms | "
+            "ssh ÷ local (p50) |")
+        add("|---|---:|---:|---:|---:|---:|")
+
+        def pair(label, local, far):
+            ratio = far["p50_ms"] / local["p50_ms"] if local["p50_ms"] else float("nan")
+            add(f"| {label} | {fmt_ms(local['p50_ms'])} | {fmt_ms(local['p99_ms'])} | "
+                f"{fmt_ms(far['p50_ms'])} | {fmt_ms(far['p99_ms'])} | {ratio:.2f}× |")
+
+        pair(f"guarded send round trip, one kept connection (n {rm['local']['n']})",
+             rm["local"], rm["ssh"])
+        pair(f"`belfry send --expect-revision`, whole command (n {rm['cli']['local']['n']})",
+             rm["cli"]["local"], rm["cli"]["ssh"])
+        floor = rm["cli"].get("ssh box true")
+        if floor:
+            add(f"| `ssh box true` over the same master connection: the floor of any command "
+                f"over ssh | — | — | {fmt_ms(floor['p50_ms'])} | {fmt_ms(floor['p99_ms'])} | — |")
+        e = rm["echo"]
+        pair("key echo: `belfry attach` / `belfry --host box attach`", e["belfry attach"],
+             e["belfry --host box attach"])
+        pair("key echo: `tmux attach` / `ssh -t box tmux attach`", e["tmux attach"],
+             e["ssh -t box tmux attach"])
+        far_b, far_t = e["belfry --host box attach"], e["ssh -t box tmux attach"]
+        add("")
+        add(f"Key echo over ssh, belfry ÷ tmux: p50 {far_b['p50_ms'] / far_t['p50_ms']:.2f}×, "
+            f"p99 {far_b['p99_ms'] / far_t['p99_ms']:.2f}× (timeouts: belfry "
+            f"{far_b['timeouts']}, tmux {far_t['timeouts']}). Conflicts in the send loop: "
+            f"{rm['conflicts']}.")
+        add("")
     if targets:
         add("### Targets")
         add("")
@@ -950,7 +1162,10 @@ def main():
     p.add_argument("--ding-n", type=int, default=1000)
     p.add_argument("--ding-poll-n", type=int, default=100)
     p.add_argument("--ding-slot-ms", type=int, default=200)
-    p.add_argument("--only", default="throughput,send,cli,busy,echo,memory,dispatch,ding")
+    p.add_argument("--remote-sends", type=int, default=1000)
+    p.add_argument("--remote-cli-runs", type=int, default=30)
+    p.add_argument("--only",
+                   default="throughput,send,cli,busy,echo,memory,dispatch,ding,remote")
     p.add_argument("--out", default="")
     args = p.parse_args()
 
@@ -991,6 +1206,8 @@ def main():
                     b.dispatch()
                 elif section == "ding":
                     b.ding()
+                elif section == "remote":
+                    b.remote()
                 else:
                     raise ValueError(f"unknown section {section!r}")
             except Exception as err:  # noqa: BLE001 - report and go on with the others

@@ -18,7 +18,10 @@
 #   BENCH_DING_POLL_N=100   DING messages posted without a nudge (found by the 200 ms poll)
 #   BENCH_DING_SLOT_MS=200  0 = one DING message at a time (~3x slower; a check that the
 #                           slots do not change the numbers)
-#   BENCH_ONLY=throughput,send,cli,busy,echo,memory,dispatch,ding   sections to run
+#   BENCH_REMOTE_SENDS=1000 guarded sends per path (local socket, ssh) in the remote section
+#   BENCH_REMOTE_CLI_RUNS=30 whole `belfry send` commands per path in the remote section
+#   BENCH_ONLY=throughput,send,cli,busy,echo,memory,dispatch,ding,remote   sections to run
+#                           (remote starts a real sshd on 127.0.0.1: Debian's openssh-server)
 #   BENCH_OUT=DIR           also write results.json and results.md there
 #   BELFRY_BIN, BENCH_BIN   use these binaries instead of building them
 #   BENCH_COMMIT=TEXT       the belfry version to print (default: git HEAD of this checkout)
@@ -86,7 +89,9 @@ python3 "$here/bench.py" \
   --busy-runs "${BENCH_BUSY_RUNS:-100}" \
   --ding-n "${BENCH_DING_N:-1000}" --ding-poll-n "${BENCH_DING_POLL_N:-100}" \
   --ding-slot-ms "${BENCH_DING_SLOT_MS:-200}" \
-  --only "${BENCH_ONLY:-throughput,send,cli,busy,echo,memory,dispatch,ding}" \
+  --remote-sends "${BENCH_REMOTE_SENDS:-1000}" \
+  --remote-cli-runs "${BENCH_REMOTE_CLI_RUNS:-30}" \
+  --only "${BENCH_ONLY:-throughput,send,cli,busy,echo,memory,dispatch,ding,remote}" \
   --out "${BENCH_OUT:-}" &
 py=$!
 interrupted=""
