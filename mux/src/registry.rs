@@ -162,7 +162,10 @@ impl Registry {
 /// Why a request to a pane host failed.
 #[derive(Debug)]
 pub enum PaneError {
-    /// The pane host could not be reached, broke the connection or answered garbage.
+    /// Nothing accepts connections on the socket (missing, refused): the request was never
+    /// sent, so nothing of it can have reached the pane.
+    Unreachable(String),
+    /// The pane host broke the connection or answered garbage after the request was sent.
     Failed(String),
     /// The socket is served by another uid (spec §6.1): nothing was sent, and it is never a
     /// pane host of ours, however alive the recorded pid.
@@ -180,7 +183,9 @@ impl PaneError {
     /// The wire error code for this failure.
     pub fn code(&self) -> ErrorCode {
         match self {
-            PaneError::Failed(_) | PaneError::Busy(_) => ErrorCode::Unavailable,
+            PaneError::Unreachable(_) | PaneError::Failed(_) | PaneError::Busy(_) => {
+                ErrorCode::Unavailable
+            }
             PaneError::Foreign(_) => ErrorCode::Forbidden,
             PaneError::TimedOut { .. } => ErrorCode::Timeout,
         }
@@ -189,7 +194,9 @@ impl PaneError {
     /// The failure as a message naming the pane and its pane host process.
     pub fn describe(&self, entry: &PaneEntry) -> String {
         match self {
-            PaneError::Failed(message) | PaneError::Foreign(message) => {
+            PaneError::Unreachable(message)
+            | PaneError::Failed(message)
+            | PaneError::Foreign(message) => {
                 format!("{message} (pane {:?}, pid {})", entry.session, entry.pid)
             }
             PaneError::Busy(message) => format!(
@@ -212,9 +219,10 @@ impl PaneError {
 impl std::fmt::Display for PaneError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PaneError::Failed(message) | PaneError::Busy(message) | PaneError::Foreign(message) => {
-                f.write_str(message)
-            }
+            PaneError::Unreachable(message)
+            | PaneError::Failed(message)
+            | PaneError::Busy(message)
+            | PaneError::Foreign(message) => f.write_str(message),
             PaneError::TimedOut { op, after } => write!(
                 f,
                 "pane host did not answer {op:?} within {} s",
@@ -228,9 +236,10 @@ impl std::fmt::Display for PaneError {
 /// op's deadline ([`deadline::pane_reply`]).
 pub(crate) async fn pane_request(socket: &Path, request: &Request) -> Result<Value, String> {
     pane_call(socket, request).await.map_err(|err| match err {
-        PaneError::Failed(message) | PaneError::Busy(message) | PaneError::Foreign(message) => {
-            message
-        }
+        PaneError::Unreachable(message)
+        | PaneError::Failed(message)
+        | PaneError::Busy(message)
+        | PaneError::Foreign(message) => message,
         timed_out => format!("{timed_out} (socket {})", socket.display()),
     })
 }
@@ -336,7 +345,7 @@ async fn connect(socket: &Path) -> Result<UnixStream, PaneError> {
         if err.kind() == std::io::ErrorKind::WouldBlock {
             PaneError::Busy(message)
         } else {
-            PaneError::Failed(message)
+            PaneError::Unreachable(message)
         }
     })?;
     paths::check_server(socket, &stream).map_err(|err| PaneError::Foreign(err.to_string()))?;
@@ -363,7 +372,9 @@ pub async fn probe_status(socket: &Path) -> Probe {
             // At its connection cap a live pane host refuses with `busy`: it is alive and
             // owns its socket, so it is retried like a silent one, never dropped.
             Ok(Ok(reply)) if error_code(&reply) == Some(ErrorCode::Busy) => return Probe::Silent,
-            Ok(Ok(_)) | Ok(Err(PaneError::Failed(_))) => return Probe::Unreachable,
+            Ok(Ok(_)) | Ok(Err(PaneError::Unreachable(_) | PaneError::Failed(_))) => {
+                return Probe::Unreachable
+            }
             Ok(Err(PaneError::Foreign(_))) => return Probe::Foreign,
             Ok(Err(PaneError::Busy(_) | PaneError::TimedOut { .. })) | Err(_) => {
                 return Probe::Silent
