@@ -18,7 +18,10 @@
 #   BENCH_DING_POLL_N=100   DING messages posted without a nudge (found by the 200 ms poll)
 #   BENCH_DING_SLOT_MS=200  0 = one DING message at a time (~3x slower; a check that the
 #                           slots do not change the numbers)
-#   BENCH_ONLY=throughput,send,cli,busy,echo,memory,dispatch,ding   sections to run
+#   BENCH_IDLE_PANES=200    idle panes in the idle test (half rich, half aggressive)
+#   BENCH_IDLE_HELD=1000    held messages in each rich pane's inbox in the idle test
+#   BENCH_IDLE_SECS=60      how long the idle test measures
+#   BENCH_ONLY=throughput,send,cli,busy,echo,memory,dispatch,ding,idle   sections to run
 #   BENCH_OUT=DIR           also write results.json and results.md there
 #   BELFRY_BIN, BENCH_BIN   use these binaries instead of building them
 #   BENCH_COMMIT=TEXT       the belfry version to print (default: git HEAD of this checkout)
@@ -86,7 +89,9 @@ python3 "$here/bench.py" \
   --busy-runs "${BENCH_BUSY_RUNS:-100}" \
   --ding-n "${BENCH_DING_N:-1000}" --ding-poll-n "${BENCH_DING_POLL_N:-100}" \
   --ding-slot-ms "${BENCH_DING_SLOT_MS:-200}" \
-  --only "${BENCH_ONLY:-throughput,send,cli,busy,echo,memory,dispatch,ding}" \
+  --idle-panes "${BENCH_IDLE_PANES:-200}" --idle-held "${BENCH_IDLE_HELD:-1000}" \
+  --idle-secs "${BENCH_IDLE_SECS:-60}" \
+  --only "${BENCH_ONLY:-throughput,send,cli,busy,echo,memory,dispatch,ding,idle}" \
   --out "${BENCH_OUT:-}" &
 py=$!
 interrupted=""

@@ -31,7 +31,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::BufReader;
 use tokio::sync::{mpsc, oneshot};
 
-use belfry_ding::inbox::RefusedEntry;
+use belfry_ding::inbox::{RefusedEntry, UnreadScan};
 use belfry_ding::lease::LeaseConfig;
 use belfry_ding::notice::{notice_line, recovery_notice};
 use belfry_ding::ownership::StageOutcome;
@@ -43,8 +43,8 @@ use belfry_ding::status::{
 };
 use belfry_ding::watch::{InboxWatch, InboxWatcher, ScanCache, Scanned};
 use belfry_ding::{
-    DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, MessageName, OwnershipStore,
-    PaneIdentity, SessionName,
+    DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, LeaseState, MessageName,
+    OwnershipStore, PaneIdentity, SessionName,
 };
 use belfry_proto::reply::{Reply, Sent};
 use belfry_proto::request::{self as req, InputStep};
@@ -382,6 +382,19 @@ fn unix_ms() -> u64 {
     belfry_ding::inbox::now_unix_ms()
 }
 
+/// The next safety poll: the next multiple of [`SAFETY_POLL`] since the daemon's first call.
+/// Every watched worker looks at the same instants, so an idle daemon wakes once per period
+/// for all its workers rather than once per worker.
+fn next_safety_poll() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    let periods = epoch.elapsed().as_nanos() / SAFETY_POLL.as_nanos() + 1;
+    u32::try_from(periods)
+        .ok()
+        .and_then(|periods| epoch.checked_add(SAFETY_POLL * periods))
+        .unwrap_or_else(|| Instant::now() + SAFETY_POLL)
+}
+
 /// What a worker needs to have its inbox watched.
 struct Wake {
     wakeups: Arc<InboxWakeups>,
@@ -543,6 +556,31 @@ impl Worker {
                 return Vec::new();
             }
         };
+        self.reconcile_listing(scan)
+    }
+
+    /// Whether an unread message has no owner yet: [`Worker::pending`] without the copy of
+    /// the unread names when the inbox is unchanged since its last listing (an agent busy for
+    /// long keeps a thousand there, and every look of its worker would copy them all).
+    fn has_pending(&mut self) -> bool {
+        self.reopen_removed_inbox();
+        let scan = match self.scans.scan(&self.inbox) {
+            Ok(Scanned::Unchanged(scan)) => {
+                return !self.ownership.pending(&scan.unread).is_empty()
+            }
+            Ok(Scanned::Fresh(scan)) => scan.clone(),
+            Err(err) => {
+                tracing::warn!(session = self.info.session, "cannot list inbox: {err}");
+                return false;
+            }
+        };
+        let unread = self.reconcile_listing(scan);
+        !self.ownership.pending(&unread).is_empty()
+    }
+
+    /// Logs and reconciles a fresh listing (see [`Worker::unread_reconciled`]); the unread
+    /// messages.
+    fn reconcile_listing(&mut self, scan: UnreadScan) -> Vec<MessageName> {
         self.log_refused(scan.refused);
         let mut present = scan.unread.clone();
         present.extend(scan.held);
@@ -569,23 +607,25 @@ impl Worker {
         };
     }
 
-    /// How long the worker waits for a message before it looks at the inbox anyway: the
-    /// safety poll when wake-ups come, the plain poll when they do not. While a staged notice's
+    /// When the worker looks at the inbox anyway if no message came: at the next safety poll
+    /// when wake-ups come, after the plain poll when they do not. While a staged notice's
     /// outcome is unknown it looks at least every [`UNRESOLVED_RECHECK`], to ask again.
-    fn look_again_in(&mut self) -> Duration {
+    fn look_again_at(&mut self) -> tokio::time::Instant {
         if self.watch.is_some() && !self.wake.wakeups.working() {
             self.watch_inbox();
         }
+        let now = Instant::now();
         let look = if self.watch.is_some() {
-            SAFETY_POLL
+            next_safety_poll()
         } else {
-            POLL
+            now + POLL
         };
-        if self.ownership.unresolved_transactions().is_empty() {
+        let look = if self.ownership.unresolved_transactions().is_empty() {
             look
         } else {
-            look.min(UNRESOLVED_RECHECK)
-        }
+            look.min(now + UNRESOLVED_RECHECK)
+        };
+        tokio::time::Instant::from_std(look)
     }
 
     /// The inbox works on the directory handles it opened; after someone removed the inbox
@@ -942,10 +982,10 @@ impl Worker {
     async fn run_aggressive(&mut self, rx: &mut mpsc::UnboundedReceiver<DingMsg>) {
         loop {
             self.deliver_aggressive().await;
-            let look_again_in = self.look_again_in();
+            let look_again_at = self.look_again_at();
             let msg = tokio::select! {
                 msg = rx.recv() => match msg { Some(msg) => Some(msg), None => return },
-                _ = tokio::time::sleep(look_again_in) => None,
+                _ = tokio::time::sleep_until(look_again_at) => None,
             };
             if let Some(msg) = msg {
                 self.handle_common(msg).await;
@@ -958,14 +998,17 @@ impl Worker {
         if self.exited {
             return;
         }
-        let pending = self.pending();
-        if pending.is_empty() {
+        if !self.has_pending() {
             return;
         }
         if let Ok(Some(presence)) = Presence::load(&self.inbox) {
             if presence.is_fresh_dnd(unix_ms(), DND_MAX_AGE) {
                 return;
             }
+        }
+        let pending = self.pending();
+        if pending.is_empty() {
+            return;
         }
         let (names, notice) = self.next_notice(&pending);
         // The notice is for this worker's pane host and program only: if another pane host
@@ -1003,7 +1046,7 @@ impl Worker {
             // Serve until the adapter ends.
             loop {
                 self.deliver_rich().await;
-                let look_again_in = self.look_again_in();
+                let look_again_at = self.look_again_at();
                 let line = tokio::select! {
                     msg = rx.recv() => {
                         match msg {
@@ -1021,7 +1064,7 @@ impl Worker {
                     // Leases come with adapter events and posts with nudges or inbox wake-ups,
                     // each of which delivers at once; the tick only catches what neither
                     // announced.
-                    _ = tokio::time::sleep(look_again_in) => continue,
+                    _ = tokio::time::sleep_until(look_again_at) => continue,
                     _ = tokio::time::sleep_until(tokio::time::Instant::from_std(started + backoff)), if lines.is_none() => break,
                 };
                 let end = match line {
@@ -1268,11 +1311,20 @@ impl Worker {
 
     async fn deliver_rich(&mut self) {
         self.recheck_unresolved().await;
+        // Most looks find the lease held (the agent is busy) with the same mail waiting: they
+        // only note the hold, without copying the list of unread names.
+        if !self.has_pending() {
+            return;
+        }
+        let now = self.clock.now();
+        if let LeaseState::Held(reason) = self.lease.state(now) {
+            self.note_hold(reason);
+            return;
+        }
         let pending = self.pending();
         if pending.is_empty() {
             return;
         }
-        let now = self.clock.now();
         match self.lease.take_lease(now) {
             Err(reason) => self.note_hold(reason),
             Ok(expect) => {
