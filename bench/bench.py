@@ -625,8 +625,11 @@ class Bench:
         alog.touch()
         panes = {"cli": "dingcli", "direct": "dingdirect", "rich": "dingrich"}
         try:
-            self.new_pane(panes["cli"], [*prog, str(logs["cli"])])
-            self.new_pane(panes["direct"], [*prog, str(logs["direct"])])
+            # Only a pane declared an agent gets notices (a plain `belfry new` has policy
+            # none), so the aggressive panes say so.
+            for k in ("cli", "direct"):
+                self.run([self.belfry, "new", panes[k], "--size", "24x80", "--ding-delivery",
+                          "aggressive", "--", *prog, str(logs[k])], timeout=30)
             self.run([self.belfry, "new", panes["rich"], "--size", "24x80",
                       "--ding-delivery", "turn-boundary+fresh-idle",
                       "--ding-adapter", self.bench, "--ding-adapter", "bench-adapter",
@@ -973,7 +976,7 @@ def render(results, args):
                 ("aggressive: `belfry inbox post` process start → first notice byte", cli),
                 ("aggressive: direct post (tmp, fsync, rename, fsync dir) + `ding.nudge` → "
                  "first notice byte", direct),
-                ("aggressive: direct post, no nudge (found by the worker's 200 ms poll) → "
+                ("aggressive: direct post, no nudge (the worker woken by inotify) → "
                  "first notice byte", poll),
                 ("rich: adapter `activity` event written → first notice byte", rich)):
             if s_["to_first_ns"] or s_["lost"]:
