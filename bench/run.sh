@@ -15,7 +15,7 @@
 #   BENCH_DING_N=1000       DING messages per path (CLI post, direct post + nudge, rich). Each
 #                           waits for the notice's 500 ms pause before Enter; the three panes
 #                           take turns in 200 ms slots, so 1000 take ~10 min (+1 min poll-only)
-#   BENCH_DING_POLL_N=100   DING messages posted without a nudge (found by the 200 ms poll)
+#   BENCH_DING_POLL_N=100   DING messages posted without a nudge (found through inotify)
 #   BENCH_DING_SLOT_MS=200  0 = one DING message at a time (~3x slower; a check that the
 #                           slots do not change the numbers)
 #   BENCH_IDLE_PANES=200    idle panes in the idle test (half rich, half aggressive)
