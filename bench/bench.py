@@ -79,6 +79,25 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def sched_totals(pid):
+    """(ns on a CPU, times scheduled in) summed over every thread of a process, from
+    /proc/PID/task/*/schedstat: exact, unlike the 10 ms ticks of /proc/PID/stat. None if it is
+    gone."""
+    ns = runs = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            fields = (task / "schedstat").read_text().split()
+        except OSError:
+            continue
+        ns += int(fields[0])
+        runs += int(fields[2])
+    return ns, runs
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -142,17 +161,20 @@ class Bench:
         return reply
 
     def start_daemon(self):
-        # `belfry ls` no longer starts a daemon (it reads the pane records when none runs),
-        # so the daemon is started as `belfry server` in a session of its own.
+        # `belfry ls` no longer starts a daemon (the read-only commands never do), so start
+        # `belfry server` the way the CLI does: in a session of its own, detached.
         subprocess.Popen([self.belfry, "server"], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
-        deadline = time.monotonic() + 15
-        while not self.daemon_sock.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"belfry server did not listen on {self.daemon_sock}")
-            time.sleep(0.02)
-        hello = self.daemon({"op": "hello", "versions": [1]})
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                hello = self.daemon({"op": "hello", "versions": [1]})
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         self.daemon_pid = hello["pid"]
         (self.tmp / "daemon.pid").write_text(str(self.daemon_pid))
 
@@ -604,8 +626,11 @@ class Bench:
         alog.touch()
         panes = {"cli": "dingcli", "direct": "dingdirect", "rich": "dingrich"}
         try:
-            self.new_pane(panes["cli"], [*prog, str(logs["cli"])])
-            self.new_pane(panes["direct"], [*prog, str(logs["direct"])])
+            # Only a pane declared an agent gets notices (a plain `belfry new` has policy
+            # none), so the aggressive panes say so.
+            for k in ("cli", "direct"):
+                self.run([self.belfry, "new", panes[k], "--size", "24x80", "--ding-delivery",
+                          "aggressive", "--", *prog, str(logs[k])], timeout=30)
             self.run([self.belfry, "new", panes["rich"], "--size", "24x80",
                       "--ding-delivery", "turn-boundary+fresh-idle",
                       "--ding-adapter", self.bench, "--ding-adapter", "bench-adapter",
@@ -804,6 +829,76 @@ class Bench:
                 self.run([*self.ssh, "-O", "exit", "box"], timeout=10, check=False)
                 self.sshd.kill()
                 self.sshd.wait()
+    def idle(self):
+        """What idle panes cost: `--idle-panes` panes, half aggressive agents, half with the
+        rich policy and `--idle-held` held messages each, whose adapter never speaks (so
+        every message stays held, and nothing but belfry itself runs). After a settling
+        pause, the CPU time and the times scheduled in of the daemon and every pane host
+        (every thread, /proc/PID/task/*/schedstat) over `--idle-secs`; tmux's server with as
+        many idle windows over the same window, for scale."""
+        n, held, secs = self.args.idle_panes, self.args.idle_held, self.args.idle_secs
+        rich = [f"idr{i}" for i in range(n // 2)]
+        aggressive = [f"ida{i}" for i in range(n - n // 2)]
+        state = self.tmp / "state"
+        try:
+            t0 = time.monotonic()
+            stamp = int(time.time() * 1000) - 10_000_000
+            for i, name in enumerate(rich):
+                new = state / "inbox" / name / "new"
+                new.mkdir(parents=True, exist_ok=True, mode=0o700)
+                for d in (new.parent, new.parent.parent, state):
+                    os.chmod(d, 0o700)
+                for j in range(held):
+                    rand6 = f"{(i * held + j) % 16**6:06x}"
+                    (new / f"{stamp + j}-{rand6}.md").write_text(
+                        f"---\nfrom: bench\nsubject: held {j}\n---\nheld message {j}\n")
+            log(f"idle: {len(rich) * held} held messages written in "
+                f"{time.monotonic() - t0:.1f} s")
+            for name in aggressive:
+                self.run([self.belfry, "new", name, "--size", "24x80", "--ding-delivery",
+                          "aggressive", "--", "sleep", "1000000"], timeout=30)
+            for name in rich:
+                self.run([self.belfry, "new", name, "--size", "24x80", "--ding-delivery",
+                          "turn-boundary+fresh-idle", "--ding-adapter", "sleep",
+                          "--ding-adapter", "1000000", "--", "sleep", "1000000"], timeout=30)
+            self.run([*self.tmux_prefix, "new-session", "-d", "-s", "idle", "-x", "80", "-y",
+                      "24", "sleep 1000000"], timeout=30)
+            for _ in range(n - 1):
+                self.tmux("new-window", "-t", "idle", "sleep 1000000")
+            # Every worker lists its inbox once at start; give them and the panes time.
+            time.sleep(self.args.idle_settle)
+            probe = rich[0] if rich else None
+            if probe:
+                st = self.daemon({"op": "ding.status", "session": probe})["status"]
+                if len(st["messages"]) != held:
+                    raise RuntimeError(f"{probe}: {len(st['messages'])} messages listed, "
+                                       f"not {held}")
+            hosts = [self.pane_pid(name) for name in rich + aggressive]
+            procs = {"daemon": [self.daemon_pid], "pane hosts": hosts,
+                     "tmux server": [self.tmux_pid]}
+            before = {k: [sched_totals(p) for p in v] for k, v in procs.items()}
+            w0 = time.monotonic()
+            time.sleep(secs)
+            wall = time.monotonic() - w0
+            after = {k: [sched_totals(p) for p in v] for k, v in procs.items()}
+            res = {"panes": n, "rich_panes": len(rich), "held_per_rich_pane": held,
+                   "seconds": wall}
+            for k in procs:
+                pairs = [(a, b) for a, b in zip(before[k], after[k]) if a and b]
+                cpu_ns = [b[0] - a[0] for a, b in pairs]
+                runs = [b[1] - a[1] for a, b in pairs]
+                res[k] = {"processes": len(pairs),
+                          "cpu_percent": 100.0 * sum(cpu_ns) / (wall * 1e9),
+                          "wakeups_per_s": sum(runs) / wall,
+                          "max_process_cpu_percent": 100.0 * max(cpu_ns) / (wall * 1e9),
+                          "max_process_wakeups_per_s": max(runs) / wall}
+                log(f"idle {k}: {res[k]['cpu_percent']:.3f} % of a core, "
+                    f"{res[k]['wakeups_per_s']:.1f} wake-ups/s")
+            self.results["idle"] = res
+        finally:
+            for name in rich + aggressive:
+                self.kill_pane(name)
+            self.tmux("kill-session", "-t", "idle", check=False)
 
     # ---- cleanup ---------------------------------------------------------------------
 
@@ -1049,7 +1144,7 @@ def render(results, args):
                 ("aggressive: `belfry inbox post` process start → first notice byte", cli),
                 ("aggressive: direct post (tmp, fsync, rename, fsync dir) + `ding.nudge` → "
                  "first notice byte", direct),
-                ("aggressive: direct post, no nudge (found by the worker's 200 ms poll) → "
+                ("aggressive: direct post, no nudge (the worker woken by inotify) → "
                  "first notice byte", poll),
                 ("rich: adapter `activity` event written → first notice byte", rich)):
             if s_["to_first_ns"] or s_["lost"]:
@@ -1128,6 +1223,26 @@ def render(results, args):
             f"{far_b['timeouts']}, tmux {far_t['timeouts']}). Conflicts in the send loop: "
             f"{rm['conflicts']}.")
         add("")
+    idl = results.get("idle")
+    if idl:
+        add(f"### 9. Idle: {idl['panes']} idle panes ({idl['rich_panes']} rich with "
+            f"{idl['held_per_rich_pane']} held messages each, the rest aggressive), "
+            f"{idl['seconds']:.0f} s")
+        add("")
+        add("| processes | n | CPU, % of one core | wake-ups/s | busiest one: CPU % / wake-ups/s |")
+        add("|---|---:|---:|---:|---:|")
+        for k in ("daemon", "pane hosts", "tmux server"):
+            r = idl[k]
+            add(f"| {k} | {r['processes']} | {r['cpu_percent']:.3f} | "
+                f"{r['wakeups_per_s']:.1f} | {r['max_process_cpu_percent']:.3f} / "
+                f"{r['max_process_wakeups_per_s']:.1f} |")
+        total = idl["daemon"]["cpu_percent"] + idl["pane hosts"]["cpu_percent"]
+        wakes = idl["daemon"]["wakeups_per_s"] + idl["pane hosts"]["wakeups_per_s"]
+        add(f"| belfry total | {idl['daemon']['processes'] + idl['pane hosts']['processes']} | "
+            f"{total:.3f} | {wakes:.1f} | |")
+        targets.append((f"idle CPU, daemon + {idl['panes']} pane hosts", "≤ 0.5 % of one core",
+                        f"{total:.3f} % ({wakes:.0f} wake-ups/s)", total <= 0.5))
+        add("")
     if targets:
         add("### Targets")
         add("")
@@ -1164,8 +1279,12 @@ def main():
     p.add_argument("--ding-slot-ms", type=int, default=200)
     p.add_argument("--remote-sends", type=int, default=1000)
     p.add_argument("--remote-cli-runs", type=int, default=30)
+    p.add_argument("--idle-panes", type=int, default=200)
+    p.add_argument("--idle-held", type=int, default=1000)
+    p.add_argument("--idle-secs", type=float, default=60)
+    p.add_argument("--idle-settle", type=float, default=15)
     p.add_argument("--only",
-                   default="throughput,send,cli,busy,echo,memory,dispatch,ding,remote")
+                   default="throughput,send,cli,busy,echo,memory,dispatch,ding,idle,remote")
     p.add_argument("--out", default="")
     args = p.parse_args()
 
@@ -1208,6 +1327,8 @@ def main():
                     b.ding()
                 elif section == "remote":
                     b.remote()
+                elif section == "idle":
+                    b.idle()
                 else:
                     raise ValueError(f"unknown section {section!r}")
             except Exception as err:  # noqa: BLE001 - report and go on with the others

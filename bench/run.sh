@@ -15,12 +15,15 @@
 #   BENCH_DING_N=1000       DING messages per path (CLI post, direct post + nudge, rich). Each
 #                           waits for the notice's 500 ms pause before Enter; the three panes
 #                           take turns in 200 ms slots, so 1000 take ~10 min (+1 min poll-only)
-#   BENCH_DING_POLL_N=100   DING messages posted without a nudge (found by the 200 ms poll)
+#   BENCH_DING_POLL_N=100   DING messages posted without a nudge (found through inotify)
 #   BENCH_DING_SLOT_MS=200  0 = one DING message at a time (~3x slower; a check that the
 #                           slots do not change the numbers)
 #   BENCH_REMOTE_SENDS=1000 guarded sends per path (local socket, ssh) in the remote section
 #   BENCH_REMOTE_CLI_RUNS=30 whole `belfry send` commands per path in the remote section
-#   BENCH_ONLY=throughput,send,cli,busy,echo,memory,dispatch,ding,remote   sections to run
+#   BENCH_IDLE_PANES=200    idle panes in the idle test (half rich, half aggressive)
+#   BENCH_IDLE_HELD=1000    held messages in each rich pane's inbox in the idle test
+#   BENCH_IDLE_SECS=60      how long the idle test measures
+#   BENCH_ONLY=throughput,send,cli,busy,echo,memory,dispatch,ding,idle,remote   sections to run
 #                           (remote starts a real sshd on 127.0.0.1: Debian's openssh-server)
 #   BENCH_OUT=DIR           also write results.json and results.md there
 #   BELFRY_BIN, BENCH_BIN   use these binaries instead of building them
@@ -91,7 +94,9 @@ python3 "$here/bench.py" \
   --ding-slot-ms "${BENCH_DING_SLOT_MS:-200}" \
   --remote-sends "${BENCH_REMOTE_SENDS:-1000}" \
   --remote-cli-runs "${BENCH_REMOTE_CLI_RUNS:-30}" \
-  --only "${BENCH_ONLY:-throughput,send,cli,busy,echo,memory,dispatch,ding,remote}" \
+  --idle-panes "${BENCH_IDLE_PANES:-200}" --idle-held "${BENCH_IDLE_HELD:-1000}" \
+  --idle-secs "${BENCH_IDLE_SECS:-60}" \
+  --only "${BENCH_ONLY:-throughput,send,cli,busy,echo,memory,dispatch,ding,idle,remote}" \
   --out "${BENCH_OUT:-}" &
 py=$!
 interrupted=""

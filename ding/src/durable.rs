@@ -209,6 +209,12 @@ impl PrivateDir {
             .map_err(|errno| Error::io("inspect directory", &self.path, errno.into()))
     }
 
+    /// The directory's checked handle, for watching exactly the directory that was opened
+    /// (see [`crate::watch::InboxWatcher`]).
+    pub(crate) fn handle(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
     /// The directory's path, for messages and for callers that show it.
     pub(crate) fn path(&self) -> &Path {
         &self.path

@@ -34,6 +34,7 @@ use crate::durable::{BoundedRead, EntryKind, IfMissing, PrivateDir};
 use crate::error::{Error, Result};
 use crate::message::{self, FrontMatter, Message, MessageStatus};
 use crate::names::{MessageName, SessionName};
+use crate::watch::WatchedDir;
 
 /// The largest message file the inbox writes or reads, 8 MiB. Messages are for agents to read
 /// into a context window, so anything larger is a mistake, and the bound keeps a stray huge file
@@ -266,6 +267,16 @@ impl Inbox {
     /// The checked handle of `<state>/inbox/<session>`, for files kept beside the messages.
     pub(crate) fn session_dir(&self) -> &PrivateDir {
         &self.dirs.session
+    }
+
+    /// The session's directory, `new/` and `archive/`: the directories whose entries change
+    /// when a message is posted or archived, or the presence is declared.
+    pub(crate) fn watched_dirs(&self) -> [(WatchedDir, &PrivateDir); 3] {
+        [
+            (WatchedDir::Session, &self.dirs.session),
+            (WatchedDir::New, &self.dirs.new),
+            (WatchedDir::Archive, &self.dirs.archive),
+        ]
     }
 
     /// Posts a message and returns its name once it is durably in `new/`.

@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use tokio::io::unix::AsyncFd;
 use tokio::io::BufReader;
 use tokio::sync::{mpsc, oneshot};
 
-use belfry_ding::inbox::RefusedEntry;
+use belfry_ding::inbox::{RefusedEntry, UnreadScan};
 use belfry_ding::lease::LeaseConfig;
 use belfry_ding::notice::{notice_line, recovery_notice};
 use belfry_ding::ownership::StageOutcome;
@@ -40,10 +41,10 @@ use belfry_ding::protocol::{EventBody, EventValidator};
 use belfry_ding::status::{
     AdapterProcessState, Counters, DingStatus, LastEvent, LeaseStatus, MessageState, MessageStatus,
 };
-use belfry_ding::watch::{ScanCache, Scanned};
+use belfry_ding::watch::{InboxWatch, InboxWatcher, ScanCache, Scanned};
 use belfry_ding::{
-    DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, MessageName, OwnershipStore,
-    PaneIdentity, SessionName,
+    DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, LeaseState, MessageName,
+    OwnershipStore, PaneIdentity, SessionName,
 };
 use belfry_proto::event::HookSeen;
 use belfry_proto::reply::{Reply, Sent};
@@ -57,12 +58,18 @@ use belfry_pty::txn::TxnState;
 
 use crate::adapter_lines::{AdapterLine, BoundedLines, MAX_LINE};
 use crate::lifecycle::HookSource;
-use crate::registry;
+use crate::registry::{self, PaneError};
 
 /// How fresh a `dnd` declaration must be to defer delivery.
 const DND_MAX_AGE: Duration = Duration::from_secs(30 * 60);
-/// How often a worker looks at the inbox even without a nudge (other tools may post).
+/// How often a worker whose inbox is not watched (see [`InboxWakeups`]) looks at it without a
+/// nudge: other tools may post without one.
 const POLL: Duration = Duration::from_millis(200);
+/// How often a worker whose inbox is watched looks at it anyway. inotify is only a wake-up and
+/// the inbox on disk the truth (spec §7.1): this catches what no event announced (a dnd that
+/// went stale, a filesystem whose changes inotify does not see) at a cost that is nothing at
+/// idle.
+const SAFETY_POLL: Duration = Duration::from_secs(5);
 /// How long a killed or exited adapter gets to be reaped before the worker moves on.
 const ADAPTER_REAP: Duration = Duration::from_secs(2);
 /// The deadline of one transaction query to the pane host.
@@ -88,6 +95,8 @@ enum AdapterEnd {
 pub enum DingMsg {
     /// Something may have been posted or archived: look now.
     Nudge,
+    /// The inbox's watch saw a change (or the watcher lost events): list it afresh now.
+    InboxChanged,
     /// An event from the pane host (exit, lifecycle restart).
     Pane(Event),
     /// A hook event forwarded by `belfry dispatch` inside the pane.
@@ -122,12 +131,188 @@ pub struct PaneInfo {
     pub compaction_events: Vec<HookSource>,
 }
 
+/// The workers' channels, by session.
+type Workers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<DingMsg>>>>;
+
 /// The set of DING workers, by session.
 #[derive(Default)]
 pub struct DingEngine {
-    workers: Mutex<HashMap<String, mpsc::UnboundedSender<DingMsg>>>,
+    workers: Workers,
     /// One slot per session, held by its worker for the worker's whole life.
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The daemon's inotify instance, which wakes the workers when their inboxes change.
+    wakeups: Arc<InboxWakeups>,
+}
+
+/// The daemon's one [`InboxWatcher`] and the task that turns its events into
+/// [`DingMsg::InboxChanged`] for the worker whose inbox changed. It is made with the first
+/// worker; a daemon that cannot make one (or whose watcher fails later) leaves its workers on
+/// the [`POLL`] timer.
+#[derive(Default)]
+struct InboxWakeups {
+    watcher: std::sync::OnceLock<Option<Arc<InboxWatcher>>>,
+    /// The session each watch descriptor belongs to.
+    sessions: Arc<Mutex<HashMap<i32, String>>>,
+    /// Set when reading the watcher failed: no wake-up comes any more.
+    failed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A worker's watch on its inbox, removed when it is dropped.
+struct InboxRegistration {
+    watcher: Arc<InboxWatcher>,
+    watch: InboxWatch,
+    sessions: Arc<Mutex<HashMap<i32, String>>>,
+}
+
+impl Drop for InboxRegistration {
+    fn drop(&mut self) {
+        let mut sessions = self.sessions.lock();
+        for descriptor in self.watch.descriptors() {
+            sessions.remove(descriptor);
+        }
+        self.watcher.unwatch(&self.watch);
+    }
+}
+
+/// The watcher's descriptor, for [`AsyncFd`] (which wants an owner of a raw descriptor).
+struct WatcherFd(Arc<InboxWatcher>);
+
+impl std::os::fd::AsRawFd for WatcherFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsFd;
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+impl InboxWakeups {
+    /// Watches `inbox` for its worker; `None` (and a log line) when it cannot be watched, and
+    /// the worker then polls.
+    fn watch(&self, inbox: &Inbox, workers: &Workers) -> Option<InboxRegistration> {
+        let watcher = self.watcher(workers)?;
+        if self.failed.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let session = inbox.session().to_string();
+        match watcher.watch(inbox) {
+            Ok(watch) => {
+                let mut sessions = self.sessions.lock();
+                for &descriptor in watch.descriptors() {
+                    sessions.insert(descriptor, session.clone());
+                }
+                drop(sessions);
+                Some(InboxRegistration {
+                    watcher,
+                    watch,
+                    sessions: Arc::clone(&self.sessions),
+                })
+            }
+            Err(err) => {
+                tracing::warn!(
+                    session,
+                    "cannot watch the inbox ({err}); looking at it every {POLL:?} instead"
+                );
+                None
+            }
+        }
+    }
+
+    /// Whether wake-ups still come.
+    fn working(&self) -> bool {
+        !self.failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The watcher, made (with its reading task) on first use.
+    fn watcher(&self, workers: &Workers) -> Option<Arc<InboxWatcher>> {
+        self.watcher
+            .get_or_init(|| {
+                let watcher = match InboxWatcher::new() {
+                    Ok(watcher) => Arc::new(watcher),
+                    Err(err) => {
+                        tracing::warn!("no inbox watcher ({err}); DING workers poll instead");
+                        return None;
+                    }
+                };
+                // SAFETY: the descriptor is owned by the watcher, which `WatcherFd` keeps alive
+                // (an `Arc`) for as long as the `AsyncFd` exists, and nothing closes or
+                // replaces it meanwhile.
+                let registered = unsafe {
+                    AsyncFd::register_with_interest(
+                        WatcherFd(Arc::clone(&watcher)),
+                        tokio::io::Interest::READABLE,
+                    )
+                };
+                let readable = match registered {
+                    Ok(readable) => readable,
+                    Err(err) => {
+                        tracing::warn!(
+                            "cannot wait on the inbox watcher ({err}); DING workers poll instead"
+                        );
+                        return None;
+                    }
+                };
+                tokio::spawn(forward_wakes(
+                    readable,
+                    Arc::clone(&self.sessions),
+                    Arc::clone(workers),
+                    Arc::clone(&self.failed),
+                ));
+                Some(watcher)
+            })
+            .clone()
+    }
+}
+
+/// Reads the watcher's events as they come and tells each worker whose inbox changed, once
+/// per read however many events it had; after an overflow, every worker. A read that fails
+/// ends the task and sets `failed`, and the workers poll from then on.
+async fn forward_wakes(
+    readable: AsyncFd<WatcherFd>,
+    sessions: Arc<Mutex<HashMap<i32, String>>>,
+    workers: Workers,
+    failed: Arc<std::sync::atomic::AtomicBool>,
+) {
+    loop {
+        let mut ready = match readable.readable().await {
+            Ok(ready) => ready,
+            Err(err) => {
+                tracing::error!("inbox watcher failed ({err}); DING workers poll instead");
+                break;
+            }
+        };
+        let wakes = match readable.get_ref().0.read() {
+            Ok(wakes) => wakes,
+            Err(err) => {
+                tracing::error!("inbox watcher failed ({err}); DING workers poll instead");
+                break;
+            }
+        };
+        if wakes.is_empty() {
+            ready.clear_ready();
+            continue;
+        }
+        let woken: HashSet<String> = if wakes.overflowed {
+            tracing::warn!("inbox watcher lost events; every DING worker looks again");
+            workers.lock().keys().cloned().collect()
+        } else {
+            let sessions = sessions.lock();
+            wakes
+                .changed
+                .iter()
+                .filter_map(|descriptor| sessions.get(descriptor).cloned())
+                .collect()
+        };
+        let workers = workers.lock();
+        for session in woken {
+            if let Some(tx) = workers.get(&session) {
+                let _ = tx.send(DingMsg::InboxChanged);
+            }
+        }
+    }
+    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Wake every worker so each notices at once that it must poll.
+    for tx in workers.lock().values() {
+        let _ = tx.send(DingMsg::InboxChanged);
+    }
 }
 
 impl DingEngine {
@@ -143,10 +328,14 @@ impl DingEngine {
         let (tx, rx) = mpsc::unbounded_channel();
         self.workers.lock().insert(info.session.clone(), tx);
         let slot = Arc::clone(self.slots.lock().entry(info.session.clone()).or_default());
+        let wake = Wake {
+            wakeups: Arc::clone(&self.wakeups),
+            workers: Arc::clone(&self.workers),
+        };
         tokio::spawn(async move {
             let _slot = slot.lock_owned().await;
             let session = info.session.clone();
-            if let Err(err) = run_worker(info, state_dir, log_dir, rx).await {
+            if let Err(err) = run_worker(info, state_dir, log_dir, wake, rx).await {
                 tracing::error!(session, "DING worker stopped: {err}");
             }
         });
@@ -194,6 +383,25 @@ fn unix_ms() -> u64 {
     belfry_ding::inbox::now_unix_ms()
 }
 
+/// The next safety poll: the next multiple of [`SAFETY_POLL`] since the daemon's first call.
+/// Every watched worker looks at the same instants, so an idle daemon wakes once per period
+/// for all its workers rather than once per worker.
+fn next_safety_poll() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    let periods = epoch.elapsed().as_nanos() / SAFETY_POLL.as_nanos() + 1;
+    u32::try_from(periods)
+        .ok()
+        .and_then(|periods| epoch.checked_add(SAFETY_POLL * periods))
+        .unwrap_or_else(|| Instant::now() + SAFETY_POLL)
+}
+
+/// What a worker needs to have its inbox watched.
+struct Wake {
+    wakeups: Arc<InboxWakeups>,
+    workers: Workers,
+}
+
 /// The worker's own monotonic clock, in milliseconds, for the lease machine.
 struct Clock(Instant);
 
@@ -225,6 +433,9 @@ struct Worker {
     next_recheck: Instant,
     /// The inbox's last listing, reused while the inbox cannot have changed.
     scans: ScanCache,
+    wake: Wake,
+    /// The watch on the inbox; without one the worker looks every [`POLL`].
+    watch: Option<InboxRegistration>,
 }
 
 /// What the worker did with a staged notice whose send outcome it did not know.
@@ -242,6 +453,7 @@ async fn run_worker(
     info: PaneInfo,
     state_dir: PathBuf,
     log_dir: PathBuf,
+    wake: Wake,
     mut rx: mpsc::UnboundedReceiver<DingMsg>,
 ) -> Result<(), String> {
     let session = SessionName::parse(&info.session).map_err(|e| e.to_string())?;
@@ -294,7 +506,10 @@ async fn run_worker(
         refused_logged: HashSet::new(),
         next_recheck: Instant::now() + UNRESOLVED_RECHECK,
         scans: ScanCache::default(),
+        wake,
+        watch: None,
     };
+    worker.watch_inbox();
     // spec §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
     // the pane host knows whether it was ever written. Ask before announcing anything.
     worker.resolve_stranded().await;
@@ -342,6 +557,31 @@ impl Worker {
                 return Vec::new();
             }
         };
+        self.reconcile_listing(scan)
+    }
+
+    /// Whether an unread message has no owner yet: [`Worker::pending`] without the copy of
+    /// the unread names when the inbox is unchanged since its last listing (an agent busy for
+    /// long keeps a thousand there, and every look of its worker would copy them all).
+    fn has_pending(&mut self) -> bool {
+        self.reopen_removed_inbox();
+        let scan = match self.scans.scan(&self.inbox) {
+            Ok(Scanned::Unchanged(scan)) => {
+                return !self.ownership.pending(&scan.unread).is_empty()
+            }
+            Ok(Scanned::Fresh(scan)) => scan.clone(),
+            Err(err) => {
+                tracing::warn!(session = self.info.session, "cannot list inbox: {err}");
+                return false;
+            }
+        };
+        let unread = self.reconcile_listing(scan);
+        !self.ownership.pending(&unread).is_empty()
+    }
+
+    /// Logs and reconciles a fresh listing (see [`Worker::unread_reconciled`]); the unread
+    /// messages.
+    fn reconcile_listing(&mut self, scan: UnreadScan) -> Vec<MessageName> {
         self.log_refused(scan.refused);
         let mut present = scan.unread.clone();
         present.extend(scan.held);
@@ -354,6 +594,39 @@ impl Worker {
             self.scans.forget();
         }
         scan.unread
+    }
+
+    /// Watches the inbox the worker has open (replacing any earlier watch), and lists it with
+    /// the cache that fits: a watched inbox is listed afresh on every wake-up.
+    fn watch_inbox(&mut self) {
+        self.watch = None;
+        self.watch = self.wake.wakeups.watch(&self.inbox, &self.wake.workers);
+        self.scans = if self.watch.is_some() {
+            ScanCache::watched()
+        } else {
+            ScanCache::default()
+        };
+    }
+
+    /// When the worker looks at the inbox anyway if no message came: at the next safety poll
+    /// when wake-ups come, after the plain poll when they do not. While a staged notice's
+    /// outcome is unknown it looks at least every [`UNRESOLVED_RECHECK`], to ask again.
+    fn look_again_at(&mut self) -> tokio::time::Instant {
+        if self.watch.is_some() && !self.wake.wakeups.working() {
+            self.watch_inbox();
+        }
+        let now = Instant::now();
+        let look = if self.watch.is_some() {
+            next_safety_poll()
+        } else {
+            now + POLL
+        };
+        let look = if self.ownership.unresolved_transactions().is_empty() {
+            look
+        } else {
+            look.min(now + UNRESOLVED_RECHECK)
+        };
+        tokio::time::Instant::from_std(look)
     }
 
     /// The inbox works on the directory handles it opened; after someone removed the inbox
@@ -369,6 +642,7 @@ impl Worker {
                     "inbox directory was removed; opened it again"
                 );
                 self.inbox = inbox;
+                self.watch_inbox();
             }
             Err(err) => {
                 tracing::warn!(session = self.info.session, "cannot reopen inbox: {err}");
@@ -617,12 +891,28 @@ impl Worker {
                 timeout_ms: None,
             },
         );
-        let reply = tokio::time::timeout(
+        let reply = match tokio::time::timeout(
             notice_send_timeout(),
-            registry::pane_request(&self.info.socket, &request),
+            registry::pane_call(&self.info.socket, &request),
         )
         .await
-        .unwrap_or_else(|_| Err("no reply before the notice send deadline".to_string()))
+        {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(
+                err @ (PaneError::Unreachable(_) | PaneError::Busy(_) | PaneError::Foreign(_)),
+            )) => {
+                // The request was never sent (no connection, or one refused before a byte was
+                // written), so no pane host can have written the notice: it may be sent again.
+                // A pane killed while its worker was busy leaves wake-ups queued that try it.
+                tracing::warn!(session = self.info.session, "notice not sent: {err}");
+                if let Err(err) = self.ownership.release_unsent(names) {
+                    tracing::error!(session = self.info.session, "cannot release notice: {err}");
+                }
+                return None;
+            }
+            Ok(Err(err)) => Err(err.to_string()),
+            Err(_) => Err("no reply before the notice send deadline".to_string()),
+        }
         .map(|reply| (Reply::<Sent>::read(&reply), reply));
         match reply {
             Ok((Ok(Reply::Ok(sent @ Sent::Sent { .. })), _)) => {
@@ -693,9 +983,10 @@ impl Worker {
     async fn run_aggressive(&mut self, rx: &mut mpsc::UnboundedReceiver<DingMsg>) {
         loop {
             self.deliver_aggressive().await;
+            let look_again_at = self.look_again_at();
             let msg = tokio::select! {
                 msg = rx.recv() => match msg { Some(msg) => Some(msg), None => return },
-                _ = tokio::time::sleep(POLL) => None,
+                _ = tokio::time::sleep_until(look_again_at) => None,
             };
             if let Some(msg) = msg {
                 self.handle_common(msg).await;
@@ -708,14 +999,17 @@ impl Worker {
         if self.exited {
             return;
         }
-        let pending = self.pending();
-        if pending.is_empty() {
+        if !self.has_pending() {
             return;
         }
         if let Ok(Some(presence)) = Presence::load(&self.inbox) {
             if presence.is_fresh_dnd(unix_ms(), DND_MAX_AGE) {
                 return;
             }
+        }
+        let pending = self.pending();
+        if pending.is_empty() {
+            return;
         }
         let (names, notice) = self.next_notice(&pending);
         // The notice is for this worker's pane host and program only: if another pane host
@@ -753,6 +1047,7 @@ impl Worker {
             // Serve until the adapter ends.
             loop {
                 self.deliver_rich().await;
+                let look_again_at = self.look_again_at();
                 let line = tokio::select! {
                     msg = rx.recv() => {
                         match msg {
@@ -767,9 +1062,10 @@ impl Worker {
                             None => std::future::pending().await,
                         }
                     }, if lines.is_some() => line,
-                    // Leases come with adapter events and posts with nudges, each of which
-                    // delivers at once; the tick only catches posts made without a nudge.
-                    _ = tokio::time::sleep(POLL) => continue,
+                    // Leases come with adapter events and posts with nudges or inbox wake-ups,
+                    // each of which delivers at once; the tick only catches what neither
+                    // announced.
+                    _ = tokio::time::sleep_until(look_again_at) => continue,
                     _ = tokio::time::sleep_until(tokio::time::Instant::from_std(started + backoff)), if lines.is_none() => break,
                 };
                 let end = match line {
@@ -1016,11 +1312,20 @@ impl Worker {
 
     async fn deliver_rich(&mut self) {
         self.recheck_unresolved().await;
+        // Most looks find the lease held (the agent is busy) with the same mail waiting: they
+        // only note the hold, without copying the list of unread names.
+        if !self.has_pending() {
+            return;
+        }
+        let now = self.clock.now();
+        if let LeaseState::Held(reason) = self.lease.state(now) {
+            self.note_hold(reason);
+            return;
+        }
         let pending = self.pending();
         if pending.is_empty() {
             return;
         }
-        let now = self.clock.now();
         match self.lease.take_lease(now) {
             Err(reason) => self.note_hold(reason),
             Ok(expect) => {
@@ -1040,6 +1345,8 @@ impl Worker {
     async fn handle_common(&mut self, msg: DingMsg) {
         match msg {
             DingMsg::Nudge => {}
+            // The next look lists the inbox afresh: the change may be one its stamps miss.
+            DingMsg::InboxChanged => self.scans.forget(),
             DingMsg::Pane(event) => match event {
                 Event::Exit { .. } => {
                     self.exited = true;

@@ -1,7 +1,15 @@
-//! The daemon's registry of pane hosts: adoption at start, launching new ones, and the
-//! per-pane monitor that notices exits and deaths (spec §6.0).
+//! The daemon's registry of pane hosts: adoption at start, launching new ones, the per-pane
+//! monitor that notices exits and deaths (spec §6.0), and the connections the daemon keeps
+//! open to pane hosts for the requests it forwards or makes.
+//!
+//! A pane host serves any number of requests on one connection, one after another, so the
+//! daemon keeps each connection after its reply and takes it for the next request to the same
+//! pane host (see [`pane_call`]). A request in flight owns its connection: two at once use two
+//! connections, so a `peek` never waits behind a long `wait` or a send queued for the input
+//! lock, and a request that times out or is abandoned closes its connection, which is how the
+//! pane host learns that its requester left.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -9,6 +17,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
 use belfry_proto::reply::Reply;
@@ -106,7 +115,11 @@ impl Registry {
     }
 
     pub fn remove(&self, session: &str) -> Option<PaneEntry> {
-        self.panes.lock().remove(session)
+        let entry = self.panes.lock().remove(session);
+        if let Some(entry) = &entry {
+            forget_connections(&entry.socket);
+        }
+        entry
     }
 
     /// Removes `session` only if it is still the pane host with `pid` and no kill is ending it
@@ -116,7 +129,8 @@ impl Registry {
             return false;
         }
         let mut panes = self.panes.lock();
-        if panes.get(session).is_some_and(|e| e.pid == pid) {
+        if let Some(entry) = panes.get(session).filter(|e| e.pid == pid) {
+            forget_connections(&entry.socket);
             panes.remove(session);
             return true;
         }
@@ -162,7 +176,10 @@ impl Registry {
 /// Why a request to a pane host failed.
 #[derive(Debug)]
 pub enum PaneError {
-    /// The pane host could not be reached, broke the connection or answered garbage.
+    /// Nothing accepts connections on the socket (missing, refused): the request was never
+    /// sent, so nothing of it can have reached the pane.
+    Unreachable(String),
+    /// The pane host broke the connection or answered garbage after the request was sent.
     Failed(String),
     /// The socket is served by another uid (spec §6.1): nothing was sent, and it is never a
     /// pane host of ours, however alive the recorded pid.
@@ -180,7 +197,9 @@ impl PaneError {
     /// The wire error code for this failure.
     pub fn code(&self) -> ErrorCode {
         match self {
-            PaneError::Failed(_) | PaneError::Busy(_) => ErrorCode::Unavailable,
+            PaneError::Unreachable(_) | PaneError::Failed(_) | PaneError::Busy(_) => {
+                ErrorCode::Unavailable
+            }
             PaneError::Foreign(_) => ErrorCode::Forbidden,
             PaneError::TimedOut { .. } => ErrorCode::Timeout,
         }
@@ -189,7 +208,9 @@ impl PaneError {
     /// The failure as a message naming the pane and its pane host process.
     pub fn describe(&self, entry: &PaneEntry) -> String {
         match self {
-            PaneError::Failed(message) | PaneError::Foreign(message) => {
+            PaneError::Unreachable(message)
+            | PaneError::Failed(message)
+            | PaneError::Foreign(message) => {
                 format!("{message} (pane {:?}, pid {})", entry.session, entry.pid)
             }
             PaneError::Busy(message) => format!(
@@ -212,9 +233,10 @@ impl PaneError {
 impl std::fmt::Display for PaneError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PaneError::Failed(message) | PaneError::Busy(message) | PaneError::Foreign(message) => {
-                f.write_str(message)
-            }
+            PaneError::Unreachable(message)
+            | PaneError::Failed(message)
+            | PaneError::Busy(message)
+            | PaneError::Foreign(message) => f.write_str(message),
             PaneError::TimedOut { op, after } => write!(
                 f,
                 "pane host did not answer {op:?} within {} s",
@@ -228,9 +250,10 @@ impl std::fmt::Display for PaneError {
 /// op's deadline ([`deadline::pane_reply`]).
 pub(crate) async fn pane_request(socket: &Path, request: &Request) -> Result<Value, String> {
     pane_call(socket, request).await.map_err(|err| match err {
-        PaneError::Failed(message) | PaneError::Busy(message) | PaneError::Foreign(message) => {
-            message
-        }
+        PaneError::Unreachable(message)
+        | PaneError::Failed(message)
+        | PaneError::Busy(message)
+        | PaneError::Foreign(message) => message,
         timed_out => format!("{timed_out} (socket {})", socket.display()),
     })
 }
@@ -269,40 +292,158 @@ pub(crate) async fn pane_ask<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// One request and one reply line over a fresh connection, with no deadline of its own.
+/// One request and one reply line, with no deadline of its own: on a kept connection to the
+/// pane host when there is one, else on a new one, which is kept after its reply.
 async fn exchange(socket: &Path, request: &Request) -> Result<Value, PaneError> {
-    let stream = connect(socket).await?;
-    exchange_on(stream, socket, request)
-        .await
-        .map_err(PaneError::Failed)
-}
-
-/// The write and the reply read of [`exchange`], on a connection already checked.
-async fn exchange_on(
-    stream: UnixStream,
-    socket: &Path,
-    request: &Request,
-) -> Result<Value, String> {
-    let (reader, mut writer) = stream.into_split();
-    let mut reader = BufReader::new(reader);
     let line = request.to_line();
-    let written = writer.write_all(&line).await;
-    let mut reply = String::new();
-    let read = reader.read_line(&mut reply).await;
+    let socket_id = socket_identity(socket);
+    while let Some(mut kept) = take_kept(socket, socket_id) {
+        // A kept connection the pane host closed while it sat idle (a pane host that ended,
+        // a kill that closed it) refuses the write: nothing was sent on it, so the request
+        // goes on another connection. Once the line is written, its outcome is this
+        // connection's, whatever it is.
+        if kept.peer_gone() || kept.writer.write_all(&line).await.is_err() {
+            continue;
+        }
+        let reply = kept.read_reply(socket).await.map_err(PaneError::Failed)?;
+        if reusable_after(request, &reply) {
+            keep(socket, kept);
+        }
+        return Ok(reply);
+    }
+    let stream = connect(socket).await?;
+    let (reader, writer) = stream.into_split();
+    let mut fresh = PaneConnection {
+        reader: BufReader::new(reader),
+        writer,
+        socket_id,
+    };
+    let written = fresh.writer.write_all(&line).await;
+    let reply = fresh.read_reply(socket).await;
     // A pane host at its connection cap sends its `busy` refusal as soon as it accepts, then
     // closes without reading, so the write may fail (`EPIPE`) with the refusal already
     // waiting to be read: a complete reply line wins over the write error.
-    if let (Err(err), false) = (&written, reply.ends_with('\n')) {
-        return Err(format!("pane host at {} failed: {err}", socket.display()));
+    let reply = match (written, reply) {
+        (_, Ok(reply)) => reply,
+        (Err(err), Err(_)) => {
+            return Err(PaneError::Failed(format!(
+                "pane host at {} failed: {err}",
+                socket.display()
+            )))
+        }
+        (Ok(()), Err(err)) => return Err(PaneError::Failed(err)),
+    };
+    if reusable_after(request, &reply) {
+        keep(socket, fresh);
     }
-    let n = read.map_err(|err| format!("pane host at {} failed: {err}", socket.display()))?;
-    if n == 0 {
-        return Err(format!(
-            "pane host at {} closed without a reply",
-            socket.display()
-        ));
+    Ok(reply)
+}
+
+/// Whether the pane host serves on after answering `request` with `reply`: it closes the
+/// connection after a refusal at its connection cap or of an over-long line, and after a kill
+/// it carried out.
+fn reusable_after(request: &Request, reply: &Value) -> bool {
+    !matches!(request.op, request::Op::Kill(_))
+        && !matches!(
+            error_code(reply),
+            Some(ErrorCode::Busy | ErrorCode::TooLong)
+        )
+}
+
+/// How many idle connections the daemon keeps per pane host: enough for the requests that
+/// overlap in practice (a DING worker's send beside a client's peek and an adapter's
+/// snapshot), far below the pane host's connection cap.
+const KEPT_PER_PANE_HOST: usize = 4;
+
+/// Idle connections to pane hosts, by socket path.
+///
+/// They live here, beside the only code that talks to pane hosts, rather than in each
+/// [`PaneEntry`], because requests reach pane hosts by socket path from everywhere in the
+/// daemon (forwarding, DING workers, probes, kills). Entries go when their pane leaves the
+/// registry ([`forget_connections`]); a connection whose pane host ended while it was kept is
+/// found closed when it is next taken.
+static KEPT: std::sync::LazyLock<Mutex<HashMap<PathBuf, Vec<PaneConnection>>>> =
+    std::sync::LazyLock::new(Mutex::default);
+
+/// An open connection to a pane host, checked as ours when it was made.
+struct PaneConnection {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+    /// The socket file it was made through (device, inode): a pane host bound anew under the
+    /// same path is another pane host, which this connection does not reach.
+    socket_id: Option<(u64, u64)>,
+}
+
+impl PaneConnection {
+    /// Reads one reply line.
+    async fn read_reply(&mut self, socket: &Path) -> Result<Value, String> {
+        let mut reply = String::new();
+        let n = self
+            .reader
+            .read_line(&mut reply)
+            .await
+            .map_err(|err| format!("pane host at {} failed: {err}", socket.display()))?;
+        if n == 0 || !reply.ends_with('\n') {
+            return Err(format!(
+                "pane host at {} closed without a reply",
+                socket.display()
+            ));
+        }
+        serde_json::from_str(&reply).map_err(|err| format!("pane host reply is not JSON: {err}"))
     }
-    serde_json::from_str(&reply).map_err(|err| format!("pane host reply is not JSON: {err}"))
+
+    /// True once the pane host has closed its end (checked without blocking).
+    fn peer_gone(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let stream: &UnixStream = self.writer.as_ref();
+        let mut fds = [PollFd::new(stream, PollFlags::RDHUP | PollFlags::IN)];
+        let zero = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // Readable while idle means the pane host closed it or wrote something unasked for;
+        // either way the connection is not one to send a request on.
+        match poll(&mut fds, Some(&zero)) {
+            Ok(0) => false,
+            Ok(_) | Err(_) => true,
+        }
+    }
+}
+
+/// The identity of the socket file at `socket`, or `None` if there is none.
+fn socket_identity(socket: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(socket)
+        .ok()
+        .map(|meta| (meta.dev(), meta.ino()))
+}
+
+/// A kept connection to the pane host now bound at `socket`, if there is one.
+fn take_kept(socket: &Path, socket_id: Option<(u64, u64)>) -> Option<PaneConnection> {
+    let mut kept = KEPT.lock();
+    let list = kept.get_mut(socket)?;
+    while let Some(connection) = list.pop() {
+        if socket_id.is_some() && connection.socket_id == socket_id {
+            return Some(connection);
+        }
+    }
+    kept.remove(socket);
+    None
+}
+
+/// Keeps a connection whose reply was read in full, for the next request.
+fn keep(socket: &Path, connection: PaneConnection) {
+    let mut kept = KEPT.lock();
+    let list = kept.entry(socket.to_path_buf()).or_default();
+    if list.len() < KEPT_PER_PANE_HOST {
+        list.push(connection);
+    }
+}
+
+/// Closes the kept connections to the pane host at `socket` (its pane left the registry).
+pub fn forget_connections(socket: &Path) {
+    let gone = KEPT.lock().remove(socket);
+    drop(gone);
 }
 
 /// What a probe of a pane host's socket found.
@@ -336,7 +477,7 @@ async fn connect(socket: &Path) -> Result<UnixStream, PaneError> {
         if err.kind() == std::io::ErrorKind::WouldBlock {
             PaneError::Busy(message)
         } else {
-            PaneError::Failed(message)
+            PaneError::Unreachable(message)
         }
     })?;
     paths::check_server(socket, &stream).map_err(|err| PaneError::Foreign(err.to_string()))?;
@@ -363,7 +504,9 @@ pub async fn probe_status(socket: &Path) -> Probe {
             // At its connection cap a live pane host refuses with `busy`: it is alive and
             // owns its socket, so it is retried like a silent one, never dropped.
             Ok(Ok(reply)) if error_code(&reply) == Some(ErrorCode::Busy) => return Probe::Silent,
-            Ok(Ok(_)) | Ok(Err(PaneError::Failed(_))) => return Probe::Unreachable,
+            Ok(Ok(_)) | Ok(Err(PaneError::Unreachable(_) | PaneError::Failed(_))) => {
+                return Probe::Unreachable
+            }
             Ok(Err(PaneError::Foreign(_))) => return Probe::Foreign,
             Ok(Err(PaneError::Busy(_) | PaneError::TimedOut { .. })) | Err(_) => {
                 return Probe::Silent

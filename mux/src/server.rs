@@ -1015,7 +1015,9 @@ async fn list(daemon: &Daemon) -> Listing {
                     registry::PaneError::TimedOut { .. } | registry::PaneError::Busy(_) => {
                         "unresponsive"
                     }
-                    registry::PaneError::Failed(_) => "unreachable",
+                    registry::PaneError::Unreachable(_) | registry::PaneError::Failed(_) => {
+                        "unreachable"
+                    }
                     registry::PaneError::Foreign(_) => "foreign",
                 };
                 panes.push(unlisted(&entry, state, err.describe(&entry)));
