@@ -66,6 +66,24 @@ pub struct Dialect {
     tool_classes: ToolClasses,
     default: DecisionRenderings,
     events: BTreeMap<String, EventRenderings>,
+    continue_events: BTreeMap<String, Continuation>,
+    prompt_field: Option<String>,
+}
+
+/// spec §7.5: how a hook makes the agent continue its turn on one event ("continue, because
+/// `$reason`"), for the turn-boundary path to deliver mail as the next step of the agent's own
+/// turn.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Continuation {
+    /// The answer that continues the turn; `$reason` is what the agent is told to do next.
+    rendering: Rendering,
+    /// The longest reason the harness takes, in UTF-16 code units; `None`: no cap known.
+    #[serde(default)]
+    max_chars: Option<usize>,
+    /// Free text: what the harness does with the answer (for people, never read here).
+    #[serde(default, rename = "note")]
+    _note: Option<IgnoredAny>,
 }
 
 /// What a dialect wrote for one outcome.
@@ -96,6 +114,12 @@ struct RawDialect {
     default: DecisionRenderings,
     #[serde(default)]
     events: BTreeMap<String, EventRenderings>,
+    /// spec §7.5: the events whose answer can continue the agent's turn, and how.
+    #[serde(default)]
+    continue_events: BTreeMap<String, Continuation>,
+    /// The stdin field that holds the prompt of a `prompt-submit`, where the harness sends it.
+    #[serde(default)]
+    prompt_field: Option<String>,
 }
 
 /// The part of an adapter's `declaration.json` a dialect reads: its tool map (spec §10).
@@ -289,6 +313,22 @@ impl Dialect {
                 }
             }
         }
+        for (event, continuation) in &raw.continue_events {
+            if continuation.max_chars == Some(0) {
+                return Err(invalid(format!(
+                    "continue_events.{event:?}.max_chars is 0; leave the event out of \
+                     continue_events if its answer cannot continue the turn"
+                )));
+            }
+            validate_rendering(
+                &format!("continue_events.{event:?}.rendering"),
+                &continuation.rendering,
+            )
+            .map_err(invalid)?;
+        }
+        if raw.prompt_field.as_deref() == Some("") {
+            return Err(invalid("prompt_field is empty".to_string()));
+        }
         let tool_map = match (raw.tool_classes, declaration) {
             (Some(map), _) => map,
             (None, Some(declaration)) => serde_json::from_slice::<RawDeclarationTools>(declaration)
@@ -306,6 +346,8 @@ impl Dialect {
             tool_classes,
             default: raw.default,
             events: raw.events,
+            continue_events: raw.continue_events,
+            prompt_field: raw.prompt_field,
         })
     }
 
@@ -331,6 +373,55 @@ impl Dialect {
         self.context_events
             .get(event)
             .map(|carriage| carriage.max_chars.unwrap_or(usize::MAX))
+    }
+
+    /// spec §7.5: whether an answer on `event` can make the agent continue its turn, and if
+    /// so how long a reason the harness takes (UTF-16 code units, `usize::MAX` for no cap).
+    pub fn continuation_capacity(&self, event: &str) -> Option<usize> {
+        self.continue_events
+            .get(event)
+            .map(|continuation| continuation.max_chars.unwrap_or(usize::MAX))
+    }
+
+    /// The stdin field holding a `prompt-submit`'s prompt, when the dialect names one.
+    pub fn prompt_field(&self) -> Option<&str> {
+        self.prompt_field.as_deref()
+    }
+
+    /// Renders the answer that continues the agent's turn on `event` with `reason` as what it
+    /// does next (spec §7.5), cut at the cap; `None` when the event cannot continue a turn.
+    /// The outcome it returns is an allow (the hook refused nothing) whose context is the
+    /// reason as the harness receives it.
+    pub fn render_continuation(
+        &self,
+        event: &str,
+        hook_event_name: &str,
+        reason: &str,
+    ) -> Option<NativeOutput> {
+        let continuation = self.continue_events.get(event)?;
+        let cap = continuation.max_chars.unwrap_or(usize::MAX);
+        let reason = if utf16_len(reason) > cap {
+            cut_to_utf16(reason, cap)
+        } else {
+            reason.to_string()
+        };
+        let values = Values {
+            decision: Decision::Allow.as_str(),
+            reason: &reason,
+            context: "",
+            event,
+            hook_event_name,
+        };
+        Some(NativeOutput {
+            stdout: render_stream(continuation.rendering.stdout.as_ref(), &values),
+            stderr: render_stream(continuation.rendering.stderr.as_ref(), &values),
+            exit_code: i32::from(continuation.rendering.exit_code),
+            outcome: Outcome {
+                decision: Decision::Allow,
+                reason: String::new(),
+                context: reason,
+            },
+        })
     }
 
     /// The canonical class of a native tool name (spec §10 tool map): an exact entry, else the

@@ -1,0 +1,448 @@
+//! spec §7.5 (issue 10 item 3a): delivery at the turn stop, without PTY input. With the real
+//! `belfry dispatch` inside a real pane and the real daemon: a turn stop with unread mail is
+//! answered in the harness's own "continue, because" form with the notice as the reason, and
+//! the message becomes hook-owned; past the pane's cap of consecutive continuations the stop is
+//! allowed and the mail waits for the next tier (the idle lease's guarded send); a prompt the
+//! user wrote resets the cap and one carrying a belfry notice does not; a dispatch that could
+//! not write its answer owns nothing, and a reservation nobody confirms lapses. Receipts: a
+//! prompt-submit whose prompt carries the exact notice DING typed marks the message delivered.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use belfry_tests::{adapter_bin, eventually, fixture, read_or_empty, recorder_bin, Conn, Env};
+use serde_json::{json, Value};
+
+const RICH: &str = "turn-boundary+fresh-idle";
+
+fn adapters_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters")
+}
+
+/// The `continue_events.turn-stop.rendering` of an adapter's dialect: the form under test.
+fn continuation_form(name: &str) -> Value {
+    let path = adapters_dir().join(name).join("dialect.json");
+    let text = std::fs::read_to_string(&path).expect("dialect");
+    let dialect: Value = serde_json::from_str(&text).expect("dialect JSON");
+    dialect["continue_events"]["turn-stop"]["rendering"]["stdout"]["json"].clone()
+}
+
+/// A pane under the rich policy whose adapter replays `fixtures/ding/<case>.jsonl`; returns the
+/// log of everything typed into the program.
+fn rich_pane(env: &Env, case: &str) -> std::path::PathBuf {
+    let log = env.path("pane.log");
+    let (rec, adapter) = (
+        recorder_bin().display().to_string(),
+        adapter_bin().display().to_string(),
+    );
+    let case = fixture(&format!("ding/{case}.jsonl")).display().to_string();
+    let log_s = log.display().to_string();
+    env.ok(&[
+        "new",
+        "agent",
+        "--ding-delivery",
+        RICH,
+        "--ding-adapter",
+        &adapter,
+        "--ding-adapter",
+        &case,
+        "--",
+        &rec,
+        "--log",
+        &log_s,
+    ]);
+    env.wait_screen("agent", "READY");
+    log
+}
+
+/// The pane's own environment, as a hook inside it sees it, with the turn-boundary events an
+/// adapter declaration would give it.
+fn pane_env(env: &Env) -> Vec<(String, String)> {
+    let snap = env.snapshot("agent");
+    let text = |key: &str| snap[key].as_str().unwrap_or_default().to_string();
+    vec![
+        ("BELFRY_SESSION".into(), "agent".into()),
+        ("BELFRY_SOCKET".into(), env.socket().display().to_string()),
+        ("BELFRY_INCARNATION".into(), text("incarnation")),
+        ("BELFRY_GENERATION".into(), text("generation")),
+        (
+            "BELFRY_INBOX".into(),
+            env.state().join("inbox/agent").display().to_string(),
+        ),
+        ("BELFRY_TURN_BOUNDARY_EVENTS".into(), "prompt-submit".into()),
+    ]
+}
+
+/// Posts a message; returns its name.
+fn post(env: &Env, subject: &str) -> String {
+    let body = env.path("body.md");
+    std::fs::write(&body, "details\n").expect("body");
+    env.ok(&[
+        "inbox",
+        "post",
+        "agent",
+        "--from",
+        "lead",
+        "--subject",
+        subject,
+        &body.display().to_string(),
+    ])
+    .trim()
+    .to_string()
+}
+
+fn id_of(name: &str) -> &str {
+    &name[name.len() - 9..name.len() - 3]
+}
+
+fn notice(name: &str, subject: &str) -> String {
+    format!(
+        "[DING] new message: [id:{}] {subject} (from lead); check your inbox",
+        id_of(name)
+    )
+}
+
+/// Every unread message's state in `ding status`, by name.
+fn states(env: &Env) -> Vec<(String, String)> {
+    let status: Value =
+        serde_json::from_str(&env.ok(&["ding", "status", "agent", "--json"])).expect("status");
+    status["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap_or_default().to_string(),
+                m["state"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Asserts that `name` is unread and nobody owns it: `held:<reason>` under these adapters.
+fn assert_free(env: &Env, name: &str, why: &str) {
+    let state = state_of(env, name);
+    assert!(state.starts_with("held:"), "{name} is {state}: {why}");
+}
+
+fn state_of(env: &Env, name: &str) -> String {
+    states(env)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, state)| state)
+        .unwrap_or_else(|| "not unread".to_string())
+}
+
+struct Run {
+    stdout: String,
+    code: Option<i32>,
+}
+
+/// `belfry dispatch --native NAME --event EVENT` inside the pane, its stdout to `stdout` (a
+/// pipe when `None`).
+fn dispatch_to(
+    env: &Env,
+    name: &str,
+    event: &str,
+    stdin: &Value,
+    stdout: Option<std::fs::File>,
+) -> Run {
+    let mut cmd = env.cmd(&["dispatch", "--native", name, "--event", event]);
+    for (key, value) in pane_env(env) {
+        cmd.env(key, value);
+    }
+    cmd.env_remove("BELFRY_HOOKS_FILE")
+        .env_remove("BELFRY_DIALECTS")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped());
+    match stdout {
+        Some(file) => cmd.stdout(Stdio::from(file)),
+        None => cmd.stdout(Stdio::piped()),
+    };
+    let mut child = cmd.spawn().expect("dispatch");
+    let mut input = child.stdin.take().expect("stdin");
+    input
+        .write_all(stdin.to_string().as_bytes())
+        .expect("write stdin");
+    drop(input);
+    let out = child.wait_with_output().expect("dispatch output");
+    Run {
+        stdout: String::from_utf8(out.stdout).expect("utf-8"),
+        code: out.status.code(),
+    }
+}
+
+fn dispatch(env: &Env, name: &str, event: &str, stdin: &Value) -> Run {
+    dispatch_to(env, name, event, stdin, None)
+}
+
+/// A turn stop of `name` (its native event `native`).
+fn stop(env: &Env, name: &str, native: &str) -> Run {
+    let stdin = json!({"hook_event_name": native, "session_id": "s1", "cwd": "/",
+        "stop_hook_active": false});
+    dispatch(env, name, "turn-stop", &stdin)
+}
+
+/// Whether `run` continued the turn in the dialect's form, with `notice` in the reason.
+fn continued_with(name: &str, run: &Run, notice: &str) -> bool {
+    let Ok(answer) = serde_json::from_str::<Value>(&run.stdout) else {
+        return false;
+    };
+    let form = continuation_form(name);
+    answer["decision"] == form["decision"]
+        && answer["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains(notice))
+}
+
+/// A prompt submit in the pane with `prompt`, waited for until the daemon's bus has it: the
+/// DING worker has been told by then, before any later request of the test.
+fn prompt_submit(env: &Env, name: &str, native: &str, prompt: &str) {
+    let mut events = Conn::open(&env.socket()).expect("connect");
+    assert_eq!(
+        events.request(json!({"op": "subscribe", "session": "agent"}))["ok"],
+        true
+    );
+    let stdin = json!({"hook_event_name": native, "session_id": "s1", "cwd": "/",
+        "prompt": prompt});
+    // Not a turn boundary here, so the prompt claims nothing itself: only what it tells the
+    // worker is under test.
+    let mut cmd = env.cmd(&["dispatch", "--native", name, "--event", "prompt-submit"]);
+    for (key, value) in pane_env(env) {
+        if key != "BELFRY_TURN_BOUNDARY_EVENTS" {
+            cmd.env(key, value);
+        }
+    }
+    let mut child = cmd
+        .env_remove("BELFRY_HOOKS_FILE")
+        .env_remove("BELFRY_TURN_BOUNDARY_EVENTS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("dispatch");
+    let mut input = child.stdin.take().expect("stdin");
+    input
+        .write_all(stdin.to_string().as_bytes())
+        .expect("stdin");
+    drop(input);
+    assert!(child.wait().expect("dispatch").success());
+    loop {
+        let event = events
+            .read()
+            .expect("the bus closed before the prompt submit");
+        if event["event"] == "hook" && event["hook"] == "prompt-submit" {
+            return;
+        }
+    }
+}
+
+fn prove_stop_continues(name: &str, native: &str) {
+    let env = Env::new();
+    let log = rich_pane(&env, "silent");
+    let first = post(&env, "review PR 12");
+
+    let run = stop(&env, name, native);
+    assert_eq!(run.code, Some(0), "{name}");
+    assert!(
+        continued_with(name, &run, &notice(&first, "review PR 12")),
+        "{name}: the stop was not continued with the notice: {}",
+        run.stdout
+    );
+    assert_eq!(state_of(&env, &first), "hook-owned", "{name}");
+    // The turn boundary typed nothing.
+    assert!(read_or_empty(&log).is_empty(), "{name}: PTY input");
+
+    // Nothing unread that nobody owns: the stop is allowed, in the dialect's allow form.
+    let run = stop(&env, name, native);
+    assert!(
+        !run.stdout.contains("[DING]") && !continued_with(name, &run, "[DING]"),
+        "{name}: continued without new mail: {}",
+        run.stdout
+    );
+}
+
+#[test]
+fn claude_stop_with_unread_mail_continues_with_the_notice() {
+    prove_stop_continues("claude", "Stop");
+}
+
+#[test]
+fn codex_stop_with_unread_mail_continues_with_the_notice() {
+    prove_stop_continues("codex", "Stop");
+}
+
+#[test]
+fn gemini_after_agent_with_unread_mail_continues_with_the_notice() {
+    prove_stop_continues("gemini", "AfterAgent");
+}
+
+/// OpenCode's `session.idle` and Pi's `agent_end` shims cannot continue a turn (their
+/// matrices: `turn-stop.deny` unsupported), so a stop there claims nothing.
+#[test]
+fn shim_stops_that_cannot_continue_claim_nothing() {
+    let env = Env::new();
+    rich_pane(&env, "silent");
+    let first = post(&env, "review PR 12");
+    for (name, native) in [("opencode", "event:session.idle"), ("pi", "agent_end")] {
+        let run = stop(&env, name, native);
+        assert!(!run.stdout.contains("[DING]"), "{name}: {}", run.stdout);
+        assert_free(&env, &first, name);
+    }
+}
+
+#[test]
+fn past_the_cap_the_stop_is_allowed_and_the_idle_lease_delivers_later() {
+    let env = Env::with_vars(&[("BELFRY_DING_MAX_CONTINUATIONS", "2")]);
+    let log = rich_pane(&env, "idle-on-file");
+    for subject in ["one", "two"] {
+        let name = post(&env, subject);
+        let run = stop(&env, "claude", "Stop");
+        assert!(
+            continued_with("claude", &run, &notice(&name, subject)),
+            "continuation {subject}: {}",
+            run.stdout
+        );
+        assert_eq!(state_of(&env, &name), "hook-owned");
+    }
+    let third = post(&env, "three");
+    let run = stop(&env, "claude", "Stop");
+    assert_eq!(run.code, Some(0));
+    assert_eq!(run.stdout, "", "past the cap, Claude's allow is no output");
+    assert!(
+        state_of(&env, &third).starts_with("held:"),
+        "{}",
+        state_of(&env, &third)
+    );
+    assert!(read_or_empty(&log).is_empty(), "typed before any lease");
+
+    // The next tier: an idle lease with the composer empty sends the notice, once.
+    std::fs::write(env.state().join("go-idle"), b"1").expect("go-idle");
+    let expected = format!("{}\r", notice(&third, "three"));
+    assert!(
+        eventually(Duration::from_secs(10), || read_or_empty(&log)
+            == expected.as_bytes()),
+        "pane got {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    assert_eq!(state_of(&env, &third), "staged");
+}
+
+#[test]
+fn a_prompt_the_user_wrote_resets_the_cap_and_a_belfry_prompt_does_not() {
+    let env = Env::with_vars(&[("BELFRY_DING_MAX_CONTINUATIONS", "1")]);
+    rich_pane(&env, "silent");
+    let first = post(&env, "one");
+    assert!(continued_with(
+        "claude",
+        &stop(&env, "claude", "Stop"),
+        &notice(&first, "one")
+    ));
+    let second = post(&env, "two");
+    assert_eq!(stop(&env, "claude", "Stop").stdout, "", "the cap of 1");
+
+    // A prompt carrying a belfry notice (a continuation's reason, or a notice DING typed) is
+    // not a turn the user started.
+    prompt_submit(&env, "claude", "UserPromptSubmit", &notice(&first, "one"));
+    assert_eq!(
+        stop(&env, "claude", "Stop").stdout,
+        "",
+        "reset by a belfry prompt"
+    );
+    assert_free(&env, &second, "free");
+
+    prompt_submit(&env, "claude", "UserPromptSubmit", "now fix the flaky test");
+    let run = stop(&env, "claude", "Stop");
+    assert!(
+        continued_with("claude", &run, &notice(&second, "two")),
+        "the user's prompt did not reset the cap: {}",
+        run.stdout
+    );
+    assert_eq!(state_of(&env, &second), "hook-owned");
+}
+
+#[test]
+fn a_dispatch_that_cannot_write_its_answer_owns_nothing() {
+    // Reservations that never lapse within the test: only the release can free the message.
+    let env = Env::with_vars(&[("BELFRY_DING_CLAIM_TIMEOUT_MS", "600000")]);
+    rich_pane(&env, "silent");
+    let first = post(&env, "one");
+    let full = OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let stdin = json!({"hook_event_name": "Stop", "session_id": "s1", "cwd": "/"});
+    let run = dispatch_to(&env, "claude", "turn-stop", &stdin, Some(full));
+    assert_eq!(run.code, Some(0));
+    assert_free(&env, &first, "owned unwritten");
+    // The same at a prompt submit, the context form of the turn boundary.
+    let full = OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let stdin = json!({"hook_event_name": "UserPromptSubmit", "session_id": "s1", "cwd": "/",
+        "prompt": "go"});
+    dispatch_to(&env, "claude", "prompt-submit", &stdin, Some(full));
+    assert_free(&env, &first, "owned unwritten");
+    // Released, not merely lapsed: the next dispatch that writes its answer gets it.
+    let run = stop(&env, "claude", "Stop");
+    assert!(
+        continued_with("claude", &run, &notice(&first, "one")),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(state_of(&env, &first), "hook-owned");
+}
+
+#[test]
+fn a_reservation_nobody_confirms_lapses() {
+    let env = Env::with_vars(&[("BELFRY_DING_CLAIM_TIMEOUT_MS", "400")]);
+    rich_pane(&env, "silent");
+    let first = post(&env, "one");
+    let snap = env.snapshot("agent");
+    let event = json!({"v": 1, "kind": "turn-boundary", "session": "agent",
+        "incarnation": snap["incarnation"], "generation": snap["generation"], "sequence": 1,
+        "messages": [first]});
+    let reserve = json!({"op": "ding.turn-boundary", "session": "agent", "event": event,
+        "step": "reserve", "purpose": "continuation"});
+    let mut conn = Conn::open(&env.socket()).expect("connect");
+    let reply = conn.request(reserve.clone());
+    assert_eq!(reply["reserved"], json!([first]), "{reply}");
+    assert!(reply["claim"].is_string(), "{reply}");
+    // Held for that dispatch: neither owned nor offered to another.
+    assert_free(&env, &first, "free");
+    let again = conn.request(reserve.clone());
+    assert_eq!(again["reserved"], Value::Null, "{again}");
+    assert_eq!(again["refused"], json!([first]), "{again}");
+    // Its dispatch died without confirming: after the deadline the message is free again.
+    std::thread::sleep(Duration::from_millis(600));
+    let later = conn.request(reserve);
+    assert_eq!(later["reserved"], json!([first]), "{later}");
+    assert_free(&env, &first, "never confirmed");
+}
+
+#[test]
+fn a_prompt_carrying_the_typed_notice_is_its_accepted_receipt() {
+    let env = Env::new();
+    let log = rich_pane(&env, "fresh-idle");
+    let name = post(&env, "fix the build");
+    let typed = notice(&name, "fix the build");
+    assert!(
+        eventually(Duration::from_secs(10), || read_or_empty(&log)
+            == format!("{typed}\r").as_bytes()),
+        "pane got {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    assert_eq!(state_of(&env, &name), "staged");
+    // A prompt without that exact notice proves nothing: the honest lesser state stays.
+    let other = notice(&name, "something else");
+    prompt_submit(&env, "claude", "UserPromptSubmit", &other);
+    prompt_submit(&env, "claude", "UserPromptSubmit", "fix the build");
+    assert_eq!(state_of(&env, &name), "staged");
+    // The harness submitted the typed notice as a prompt: accepted.
+    prompt_submit(&env, "codex", "UserPromptSubmit", &typed);
+    assert_eq!(state_of(&env, &name), "delivered");
+}
