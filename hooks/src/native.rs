@@ -23,8 +23,12 @@
 //! - context reaches the model only on the events listed in `context_events`, each with an
 //!   optional length cap. Elsewhere the context is left out of the rendering (with a note in
 //!   the reason), and over a cap it is cut, so that [`Dialect::context_capacity`] tells the
-//!   turn-boundary path exactly what the harness will receive. `docs/hooks.md` is the full
-//!   reference.
+//!   turn-boundary path exactly what the harness will receive.
+//!
+//! Two more pieces of data serve the turn-boundary path (spec §7.5): `continue_events` gives,
+//! per event, the answer that makes the agent continue its turn with `$reason` as its next
+//! step ([`Dialect::render_continuation`]), and `prompt_field` names the stdin field holding a
+//! submitted prompt. `docs/hooks.md` is the full reference.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -865,6 +869,58 @@ mod tests {
         }
         let map = [("a".to_string(), "x|y".to_string())].into_iter().collect();
         assert!(ToolClasses::new(map).is_err());
+    }
+
+    #[test]
+    fn a_continuation_renders_the_reason_in_the_dialects_form_within_its_cap() {
+        let dialect = Dialect::load("test", None).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(dialect.continuation_capacity("turn-stop"), Some(400));
+        assert_eq!(dialect.continuation_capacity("prompt-submit"), None);
+        assert!(dialect
+            .render_continuation("prompt-submit", "", "x")
+            .is_none());
+        assert_eq!(dialect.prompt_field(), Some("said"));
+        let Some(rendered) = dialect.render_continuation("turn-stop", "End", "read your mail")
+        else {
+            panic!("turn-stop continues in the test dialect");
+        };
+        assert_eq!(
+            rendered.stdout,
+            b"{\"because\":\"read your mail\",\"go_on\":true}\n".to_vec()
+        );
+        assert_eq!(rendered.exit_code, 0);
+        assert_eq!(rendered.outcome.context, "read your mail");
+        let long = "y".repeat(500);
+        let Some(cut) = dialect.render_continuation("turn-stop", "End", &long) else {
+            panic!("turn-stop continues in the test dialect");
+        };
+        assert_eq!(utf16_len(&cut.outcome.context), 400);
+    }
+
+    #[test]
+    fn continuation_data_is_checked_at_load() {
+        let with = |continuation: &str| {
+            format!(
+                r#"{{"version":1,"blocking_events":[],"context_events":{{}},
+                    "continue_events":{{"turn-stop":{continuation}}},
+                    "default":{{"allow":{{}},"deny":{{"exit_code":2}}}}}}"#
+            )
+        };
+        let cases = [
+            (r#"{"max_chars":0,"rendering":{}}"#, "max_chars is 0"),
+            (
+                r#"{"rendering":{"stdout":{"text":"$nope"}}}"#,
+                "unknown placeholder $nope",
+            ),
+            (r#"{"rendering":{},"extra":1}"#, "unknown field `extra`"),
+        ];
+        for (continuation, expected) in cases {
+            let message = Dialect::parse("x", with(continuation).as_bytes())
+                .err()
+                .map(|err| err.to_string())
+                .unwrap_or_default();
+            assert!(message.contains(expected), "{continuation}: {message}");
+        }
     }
 
     #[test]
