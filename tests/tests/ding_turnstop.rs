@@ -6,6 +6,14 @@
 //! user wrote resets the cap and one carrying a belfry notice does not; a dispatch that could
 //! not write its answer owns nothing, and a reservation nobody confirms lapses. Receipts: a
 //! prompt-submit whose prompt carries the exact notice DING typed marks the message delivered.
+//!
+//! The `live_*` tests (gated, `--ignored`) run the real Claude Code 2.1.328 and Codex 0.169.0
+//! in a loopback-only network namespace (`unshare -rn`) against a scripted model, with their
+//! `Stop` hook calling the real dispatch in the identity of a real pane: mail posted during a
+//! turn reaches the model at the stop, and Codex, which has no cap of its own, stops at
+//! belfry's. They take the harness from `$BELFRY_HARNESS_PKGS/<unpacked npm package>` or `npm
+//! pack` the pinned version:
+//! `cargo test -p belfry-tests --test ding_turnstop -- --ignored live_`.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -610,4 +618,212 @@ fn live_claude_mail_posted_mid_turn_reaches_the_model_at_the_stop() {
     );
     assert_eq!(state_of(&env, &posted), "hook-owned", "{report}");
     assert!(read_or_empty(&log).is_empty(), "PTY input: {report}");
+}
+
+/// The scripted Responses model of the Codex live test: logs every request; at the first turn
+/// (not the title request, which asks for structured output) it posts a message to the pane's
+/// inbox, and every request is answered with the text "done".
+const LIVE_CODEX_SERVER: &str = r#"
+import json, sys, subprocess, http.server
+port, log, belfry, body_file, posted, every = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6] == "every"
+turns = {"n": 0}
+def sse(events):
+    return b"".join(b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events)
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args): pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+        with open(log, "a") as f: f.write(json.dumps(body) + "\n")
+        structured = bool(body.get("text", {}).get("format"))
+        if not structured: turns["n"] += 1
+        if (turns["n"] == 1 or every) and not structured:
+            name = subprocess.run([belfry, "inbox", "post", "agent", "--from", "lead",
+                                   "--subject", "rebase onto main", body_file],
+                                  capture_output=True, text=True).stdout.strip()
+            with open(posted, "a") as f: f.write(name + "\n")
+        rid = "resp_%d" % turns["n"]
+        item = {"type": "message", "role": "assistant", "id": "msg_" + rid,
+                "content": [{"type": "output_text", "text": "done"}]}
+        usage = {"input_tokens": 1, "input_tokens_details": None, "output_tokens": 1,
+                 "output_tokens_details": None, "total_tokens": 2}
+        data = sse([{"type": "response.created", "response": {"id": rid}},
+                    {"type": "response.output_item.done", "output_index": 0, "item": item},
+                    {"type": "response.completed", "response": {"id": rid, "usage": usage}}])
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"#;
+
+/// Inside the namespace: loopback up, the server, one `codex exec`, the server stopped.
+const LIVE_CODEX_RUN: &str = r#"
+set -u
+dir=$1; codex=$2; belfry=$3; posting=$4
+ip link set lo up 2>/dev/null || true
+python3 "$dir/server.py" 18434 "$dir/requests.jsonl" "$belfry" "$dir/body.md" "$dir/posted" "$posting" & server=$!
+for _ in $(seq 50); do
+  python3 -c 'import socket; socket.create_connection(("127.0.0.1", 18434), 0.2)' 2>/dev/null && break
+  sleep 0.1
+done
+cd "$dir/work"
+HOME="$dir/home" CODEX_HOME="$dir/home/codex" MOCK_API_KEY=x SHELL=/bin/sh \
+  timeout 90 "$codex" exec --skip-git-repo-check --dangerously-bypass-hook-trust \
+  --dangerously-bypass-approvals-and-sandbox "tidy the readme" > "$dir/out.txt" 2> "$dir/err.txt"
+echo "exit=$?" >> "$dir/out.txt"
+kill $server
+"#;
+
+/// What one live Codex run left: the pane's environment, the run directory, everything typed
+/// into the pane, the names the server posted, and the turn requests (the title request left
+/// out).
+struct CodexRun {
+    env: Env,
+    dir: tempfile::TempDir,
+    typed: Vec<u8>,
+    posted: Vec<String>,
+    turns: Vec<String>,
+    report: String,
+}
+
+/// Runs the real Codex 0.169.0 (`codex exec`) once, its `Stop` hook the real `belfry dispatch
+/// --native codex --event turn-stop` in a real pane's identity (daemon variables `vars`), against
+/// the scripted Responses model in a loopback-only network namespace; `posting` is `first`
+/// (one message during the first turn) or `every` (one during every turn).
+fn run_live_codex(vars: &[(&str, &str)], posting: &str) -> CodexRun {
+    const CODEX: &str = "@openai/codex@0.169.0-linux-x64";
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let codex = belfry_tests::npm_package(CODEX, "openai-codex-0.169.0-linux-x64", scratch.path())
+        .join("vendor/x86_64-unknown-linux-musl/bin/codex");
+    let env = Env::with_vars(vars);
+    let log = rich_pane(&env, "silent");
+
+    let dir = tempfile::tempdir().expect("run dir");
+    let d = dir.path();
+    for sub in ["home/codex", "work"] {
+        std::fs::create_dir_all(d.join(sub)).expect("mkdir");
+    }
+    let command = format!(
+        "{} dispatch --native codex --event turn-stop | tee -a {}",
+        belfry_tests::belfry_bin().display(),
+        d.join("dispatch.log").display()
+    );
+    let hooks = json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "timeout": 30, "command": command}]}]}});
+    std::fs::write(d.join("home/codex/hooks.json"), hooks.to_string()).expect("hooks");
+    std::fs::write(
+        d.join("home/codex/config.toml"),
+        "model = \"mock-model\"\nmodel_provider = \"mock\"\ncheck_for_update_on_startup = false\n\
+         [model_providers.mock]\nname = \"mock\"\nbase_url = \"http://127.0.0.1:18434/v1\"\n\
+         env_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\nrequest_max_retries = 0\n\
+         stream_max_retries = 0\n[analytics]\nenabled = false\n",
+    )
+    .expect("config");
+    std::fs::write(d.join("server.py"), LIVE_CODEX_SERVER).expect("server");
+    std::fs::write(d.join("run.sh"), LIVE_CODEX_RUN).expect("run");
+    std::fs::write(d.join("body.md"), "please rebase\n").expect("body");
+
+    let mut unshare = Command::new("unshare");
+    unshare
+        .args(["-rn", "bash"])
+        .arg(d.join("run.sh"))
+        .arg(d)
+        .arg(&codex)
+        .arg(belfry_tests::belfry_bin())
+        .arg(posting);
+    for (name, value) in env.vars().into_iter().chain(pane_env(&env)) {
+        unshare.env(name, value);
+    }
+    let status = unshare
+        .env_remove("BELFRY_HOOKS_FILE")
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run unshare -rn: {e}"));
+    let read = |name: &str| std::fs::read_to_string(d.join(name)).unwrap_or_default();
+    let report = format!(
+        "out:\n{}\nerr:\n{}\ndispatch.log:\n{}",
+        read("out.txt"),
+        read("err.txt"),
+        read("dispatch.log")
+    );
+    assert!(status.success(), "{report}");
+    assert!(read("out.txt").contains("exit=0"), "{report}");
+    let posted: Vec<String> = read("posted").lines().map(str::to_string).collect();
+    assert!(
+        !posted.is_empty() && posted.iter().all(|name| name.ends_with(".md")),
+        "the server posted nothing\n{report}"
+    );
+    let turns: Vec<String> = read("requests.jsonl")
+        .lines()
+        .filter(|r| !r.contains("\"format\""))
+        .map(str::to_string)
+        .collect();
+    let typed = read_or_empty(&log);
+    CodexRun {
+        env,
+        dir,
+        typed,
+        posted,
+        turns,
+        report,
+    }
+}
+
+/// Live (issue 10 item 3a): with the real Codex 0.169.0, a message posted during the first turn
+/// reaches the model in the request after the stop, without PTY input.
+#[test]
+#[ignore = "needs unshare -rn, python3 and @openai/codex@0.169.0 (npm); run with --ignored"]
+fn live_codex_mail_posted_mid_turn_reaches_the_model_at_the_stop() {
+    let run = run_live_codex(&[], "first");
+    let (turns, report) = (&run.turns, &run.report);
+    let tag = format!("[id:{}]", id_of(&run.posted[0]));
+    assert!(!turns.is_empty(), "no turn\n{report}");
+    assert!(
+        !turns[0].contains(&tag),
+        "the notice was in the request before it was posted\n{report}"
+    );
+    let reached = turns[1..]
+        .iter()
+        .position(|r| r.contains(&tag))
+        .map(|at| at + 1);
+    eprintln!(
+        "{} turn requests; posted during the first; {tag} first in turn request {reached:?}; \
+         dispatch answered:\n{}",
+        turns.len(),
+        std::fs::read_to_string(run.dir.path().join("dispatch.log")).unwrap_or_default()
+    );
+    assert!(
+        reached.is_some(),
+        "no request after the stop carries {tag}\n{report}"
+    );
+    assert_eq!(state_of(&run.env, &run.posted[0]), "hook-owned", "{report}");
+    assert!(run.typed.is_empty(), "PTY input: {report}");
+}
+
+/// Live: Codex puts no cap on Stop continuations, so mail arriving during every turn would keep
+/// it going for ever; belfry's cap (2 here) ends it. Exactly one first turn and two
+/// continuations reach the model, then the stop is allowed; the last message waits unowned.
+#[test]
+#[ignore = "needs unshare -rn, python3 and @openai/codex@0.169.0 (npm); run with --ignored"]
+fn live_codex_mail_during_every_turn_stops_at_the_cap() {
+    let run = run_live_codex(&[("BELFRY_DING_MAX_CONTINUATIONS", "2")], "every");
+    let report = &run.report;
+    eprintln!(
+        "{} turn requests, {} messages posted; dispatch answered:\n{}",
+        run.turns.len(),
+        run.posted.len(),
+        std::fs::read_to_string(run.dir.path().join("dispatch.log")).unwrap_or_default()
+    );
+    assert_eq!(
+        run.turns.len(),
+        3,
+        "one turn and two continuations\n{report}"
+    );
+    assert_eq!(run.posted.len(), 3, "{report}");
+    for (turn, name) in run.posted.iter().enumerate().take(2) {
+        let tag = format!("[id:{}]", id_of(name));
+        assert!(run.turns[turn + 1].contains(&tag), "{tag}\n{report}");
+        assert_eq!(state_of(&run.env, name), "hook-owned", "{report}");
+    }
+    assert_free(&run.env, &run.posted[2], "past the cap");
+    assert!(run.typed.is_empty(), "PTY input: {report}");
 }
