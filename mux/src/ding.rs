@@ -221,32 +221,6 @@ impl Clock {
     }
 }
 
-struct Worker {
-    info: PaneInfo,
-    state_dir: PathBuf,
-    log_dir: PathBuf,
-    inbox: Inbox,
-    ownership: OwnershipStore,
-    policy: Result<DeliveryPolicy, String>,
-    lease: LeaseMachine,
-    validator: EventValidator,
-    clock: Clock,
-    counters: Counters,
-    last_event: Option<LastEvent>,
-    adapter_state: AdapterProcessState,
-    last_hold: Option<HoldReason>,
-    exited: bool,
-    first_pass: bool,
-    /// Refused entries of `new/` already logged, so each is logged once, not every poll.
-    refused_logged: HashSet<PathBuf>,
-    /// When to ask again about unresolved transactions (see [`Worker::recheck_unresolved`]).
-    next_recheck: Instant,
-    /// The inbox's last listing, reused while the inbox cannot have changed.
-    scans: ScanCache,
-    /// The turn-boundary path's state (spec §7.5).
-    turns: TurnClaims,
-}
-
 /// What the worker keeps for the turn-boundary path (spec §7.5). In memory on purpose: a
 /// reservation lives for one dispatch, and the continuation count for one stretch of turns; a
 /// restarted daemon starts both afresh (a reservation's messages are pending again, and the
@@ -293,6 +267,32 @@ impl TurnClaims {
             .flat_map(|reservation| reservation.names.iter().cloned())
             .collect()
     }
+}
+
+struct Worker {
+    info: PaneInfo,
+    state_dir: PathBuf,
+    log_dir: PathBuf,
+    inbox: Inbox,
+    ownership: OwnershipStore,
+    policy: Result<DeliveryPolicy, String>,
+    lease: LeaseMachine,
+    validator: EventValidator,
+    clock: Clock,
+    counters: Counters,
+    last_event: Option<LastEvent>,
+    /// The turn-boundary path's state (spec §7.5).
+    turns: TurnClaims,
+    adapter_state: AdapterProcessState,
+    last_hold: Option<HoldReason>,
+    exited: bool,
+    first_pass: bool,
+    /// Refused entries of `new/` already logged, so each is logged once, not every poll.
+    refused_logged: HashSet<PathBuf>,
+    /// When to ask again about unresolved transactions (see [`Worker::recheck_unresolved`]).
+    next_recheck: Instant,
+    /// The inbox's last listing, reused while the inbox cannot have changed.
+    scans: ScanCache,
 }
 
 /// What the worker did with a staged notice whose send outcome it did not know.
@@ -355,6 +355,7 @@ async fn run_worker(
         clock: Clock(Instant::now()),
         counters: Counters::default(),
         last_event: None,
+        turns: TurnClaims::new(),
         adapter_state: AdapterProcessState::NotConfigured,
         last_hold: None,
         exited: false,
@@ -362,7 +363,6 @@ async fn run_worker(
         refused_logged: HashSet::new(),
         next_recheck: Instant::now() + UNRESOLVED_RECHECK,
         scans: ScanCache::default(),
-        turns: TurnClaims::new(),
     };
     // spec §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
     // the pane host knows whether it was ever written. Ask before announcing anything.
