@@ -905,10 +905,16 @@ fn dispatch(args: DispatchArgs) -> i32 {
         // must stay byte-stable, so no flag could be added to it.
         call_log: None,
     };
-    let output = belfry_hooks::run_hook(options, args.turn_boundary);
-    let _ = std::io::stdout().write_all(&output.stdout);
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().write_all(&output.stderr);
+    // spec §7.5: the turn-boundary notices become hook-owned only if this write succeeds, so
+    // the answer is written (and flushed) inside the run, which learns whether it was.
+    let mut deliver = |output: &belfry_hooks::DispatchOutput| -> std::io::Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(&output.stdout)?;
+        stdout.flush()?;
+        let _ = std::io::stderr().write_all(&output.stderr);
+        Ok(())
+    };
+    let output = belfry_hooks::run_hook(options, args.turn_boundary, &mut deliver);
     output.exit_code
 }
 

@@ -27,11 +27,21 @@ pub const MAX_RECOVERY_IDS: usize = 10;
 
 const ELLIPSIS: char = '\u{2026}';
 
+/// What every DING notice (one message's, or a backlog's recovery notice) begins with.
+pub const NOTICE_PREFIX: &str = "[DING] ";
+
+/// Whether `text` (a submitted prompt, say) carries a DING notice: belfry typed it, or a
+/// turn-stop continuation's reason became it (spec §7.5: only a prompt without one is a turn
+/// the user started).
+pub fn carries_notice(text: &str) -> bool {
+    text.contains(NOTICE_PREFIX)
+}
+
 /// The notice for one unread message:
 /// `[DING] new message: [id:<rand6>] <subject> (from <from>); check your inbox`.
 pub fn notice_line(name: &MessageName, front_matter: &FrontMatter) -> String {
     format!(
-        "[DING] new message: [id:{}] {} (from {}); check your inbox",
+        "{NOTICE_PREFIX}new message: [id:{}] {} (from {}); check your inbox",
         name.id(),
         display_subject(front_matter),
         display_sender(front_matter)
@@ -59,7 +69,7 @@ pub fn display_sender(front_matter: &FrontMatter) -> String {
 pub fn recovery_notice(count: usize, names: &[MessageName]) -> String {
     let count = count.max(names.len());
     let noun = if count == 1 { "message" } else { "messages" };
-    let mut line = format!("[DING] {count} unread {noun} waiting:");
+    let mut line = format!("{NOTICE_PREFIX}{count} unread {noun} waiting:");
     for name in names.iter().take(MAX_RECOVERY_IDS) {
         line.push_str(" [id:");
         line.push_str(name.id());

@@ -32,9 +32,10 @@
 //! # API for the CLI
 //!
 //! `belfry dispatch --event E [--hooks-file P] [--spool] [--native D] [--turn-boundary]` is
-//! one call to [`run_hook`], which owns the order of the steps (read stdin, claim inbox
-//! notices at a turn boundary, run the handlers, forward the event to the pane's daemon); the
-//! CLI writes its output and exits with its code. The steps themselves, for a caller that is
+//! one call to [`run_hook`], which owns the order of the steps (read stdin, run the handlers,
+//! reserve inbox notices at a turn boundary or a continuable turn stop, write the answer
+//! through the CLI's writer, confirm or release the reservation by whether the write worked,
+//! forward the event to the pane's daemon); the CLI exits with its code. The steps themselves, for a caller that is
 //! not in a pane:
 //!
 //! ```no_run

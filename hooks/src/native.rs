@@ -23,8 +23,12 @@
 //! - context reaches the model only on the events listed in `context_events`, each with an
 //!   optional length cap. Elsewhere the context is left out of the rendering (with a note in
 //!   the reason), and over a cap it is cut, so that [`Dialect::context_capacity`] tells the
-//!   turn-boundary path exactly what the harness will receive. `docs/hooks.md` is the full
-//!   reference.
+//!   turn-boundary path exactly what the harness will receive.
+//!
+//! Two more pieces of data serve the turn-boundary path (spec §7.5): `continue_events` gives,
+//! per event, the answer that makes the agent continue its turn with `$reason` as its next
+//! step ([`Dialect::render_continuation`]), and `prompt_field` names the stdin field holding a
+//! submitted prompt. `docs/hooks.md` is the full reference.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -66,6 +70,24 @@ pub struct Dialect {
     tool_classes: ToolClasses,
     default: DecisionRenderings,
     events: BTreeMap<String, EventRenderings>,
+    continue_events: BTreeMap<String, Continuation>,
+    prompt_field: Option<String>,
+}
+
+/// spec §7.5: how a hook makes the agent continue its turn on one event ("continue, because
+/// `$reason`"), for the turn-boundary path to deliver mail as the next step of the agent's own
+/// turn.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Continuation {
+    /// The answer that continues the turn; `$reason` is what the agent is told to do next.
+    rendering: Rendering,
+    /// The longest reason the harness takes, in UTF-16 code units; `None`: no cap known.
+    #[serde(default)]
+    max_chars: Option<usize>,
+    /// Free text: what the harness does with the answer (for people, never read here).
+    #[serde(default, rename = "note")]
+    _note: Option<IgnoredAny>,
 }
 
 /// What a dialect wrote for one outcome.
@@ -96,6 +118,12 @@ struct RawDialect {
     default: DecisionRenderings,
     #[serde(default)]
     events: BTreeMap<String, EventRenderings>,
+    /// spec §7.5: the events whose answer can continue the agent's turn, and how.
+    #[serde(default)]
+    continue_events: BTreeMap<String, Continuation>,
+    /// The stdin field that holds the prompt of a `prompt-submit`, where the harness sends it.
+    #[serde(default)]
+    prompt_field: Option<String>,
 }
 
 /// The part of an adapter's `declaration.json` a dialect reads: its tool map (spec §10).
@@ -289,6 +317,22 @@ impl Dialect {
                 }
             }
         }
+        for (event, continuation) in &raw.continue_events {
+            if continuation.max_chars == Some(0) {
+                return Err(invalid(format!(
+                    "continue_events.{event:?}.max_chars is 0; leave the event out of \
+                     continue_events if its answer cannot continue the turn"
+                )));
+            }
+            validate_rendering(
+                &format!("continue_events.{event:?}.rendering"),
+                &continuation.rendering,
+            )
+            .map_err(invalid)?;
+        }
+        if raw.prompt_field.as_deref() == Some("") {
+            return Err(invalid("prompt_field is empty".to_string()));
+        }
         let tool_map = match (raw.tool_classes, declaration) {
             (Some(map), _) => map,
             (None, Some(declaration)) => serde_json::from_slice::<RawDeclarationTools>(declaration)
@@ -306,6 +350,8 @@ impl Dialect {
             tool_classes,
             default: raw.default,
             events: raw.events,
+            continue_events: raw.continue_events,
+            prompt_field: raw.prompt_field,
         })
     }
 
@@ -331,6 +377,55 @@ impl Dialect {
         self.context_events
             .get(event)
             .map(|carriage| carriage.max_chars.unwrap_or(usize::MAX))
+    }
+
+    /// spec §7.5: whether an answer on `event` can make the agent continue its turn, and if
+    /// so how long a reason the harness takes (UTF-16 code units, `usize::MAX` for no cap).
+    pub fn continuation_capacity(&self, event: &str) -> Option<usize> {
+        self.continue_events
+            .get(event)
+            .map(|continuation| continuation.max_chars.unwrap_or(usize::MAX))
+    }
+
+    /// The stdin field holding a `prompt-submit`'s prompt, when the dialect names one.
+    pub fn prompt_field(&self) -> Option<&str> {
+        self.prompt_field.as_deref()
+    }
+
+    /// Renders the answer that continues the agent's turn on `event` with `reason` as what it
+    /// does next (spec §7.5), cut at the cap; `None` when the event cannot continue a turn.
+    /// The outcome it returns is an allow (the hook refused nothing) whose context is the
+    /// reason as the harness receives it.
+    pub fn render_continuation(
+        &self,
+        event: &str,
+        hook_event_name: &str,
+        reason: &str,
+    ) -> Option<NativeOutput> {
+        let continuation = self.continue_events.get(event)?;
+        let cap = continuation.max_chars.unwrap_or(usize::MAX);
+        let reason = if utf16_len(reason) > cap {
+            cut_to_utf16(reason, cap)
+        } else {
+            reason.to_string()
+        };
+        let values = Values {
+            decision: Decision::Allow.as_str(),
+            reason: &reason,
+            context: "",
+            event,
+            hook_event_name,
+        };
+        Some(NativeOutput {
+            stdout: render_stream(continuation.rendering.stdout.as_ref(), &values),
+            stderr: render_stream(continuation.rendering.stderr.as_ref(), &values),
+            exit_code: i32::from(continuation.rendering.exit_code),
+            outcome: Outcome {
+                decision: Decision::Allow,
+                reason: String::new(),
+                context: reason,
+            },
+        })
     }
 
     /// The canonical class of a native tool name (spec §10 tool map): an exact entry, else the
@@ -774,6 +869,58 @@ mod tests {
         }
         let map = [("a".to_string(), "x|y".to_string())].into_iter().collect();
         assert!(ToolClasses::new(map).is_err());
+    }
+
+    #[test]
+    fn a_continuation_renders_the_reason_in_the_dialects_form_within_its_cap() {
+        let dialect = Dialect::load("test", None).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(dialect.continuation_capacity("turn-stop"), Some(400));
+        assert_eq!(dialect.continuation_capacity("prompt-submit"), None);
+        assert!(dialect
+            .render_continuation("prompt-submit", "", "x")
+            .is_none());
+        assert_eq!(dialect.prompt_field(), Some("said"));
+        let Some(rendered) = dialect.render_continuation("turn-stop", "End", "read your mail")
+        else {
+            panic!("turn-stop continues in the test dialect");
+        };
+        assert_eq!(
+            rendered.stdout,
+            b"{\"because\":\"read your mail\",\"go_on\":true}\n".to_vec()
+        );
+        assert_eq!(rendered.exit_code, 0);
+        assert_eq!(rendered.outcome.context, "read your mail");
+        let long = "y".repeat(500);
+        let Some(cut) = dialect.render_continuation("turn-stop", "End", &long) else {
+            panic!("turn-stop continues in the test dialect");
+        };
+        assert_eq!(utf16_len(&cut.outcome.context), 400);
+    }
+
+    #[test]
+    fn continuation_data_is_checked_at_load() {
+        let with = |continuation: &str| {
+            format!(
+                r#"{{"version":1,"blocking_events":[],"context_events":{{}},
+                    "continue_events":{{"turn-stop":{continuation}}},
+                    "default":{{"allow":{{}},"deny":{{"exit_code":2}}}}}}"#
+            )
+        };
+        let cases = [
+            (r#"{"max_chars":0,"rendering":{}}"#, "max_chars is 0"),
+            (
+                r#"{"rendering":{"stdout":{"text":"$nope"}}}"#,
+                "unknown placeholder $nope",
+            ),
+            (r#"{"rendering":{},"extra":1}"#, "unknown field `extra`"),
+        ];
+        for (continuation, expected) in cases {
+            let message = Dialect::parse("x", with(continuation).as_bytes())
+                .err()
+                .map(|err| err.to_string())
+                .unwrap_or_default();
+            assert!(message.contains(expected), "{continuation}: {message}");
+        }
     }
 
     #[test]

@@ -82,6 +82,14 @@ const UNRESOLVED_RECHECK: Duration = Duration::from_secs(2);
 /// The default deadline of a notice send (queueing behind other transactions included);
 /// `BELFRY_DING_SEND_TIMEOUT_MS` overrides it.
 const NOTICE_SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a turn-boundary reservation holds its messages for a dispatch that has not yet
+/// confirmed or released them: far longer than writing one answer takes, and short enough that
+/// a dispatch killed by its harness's hook timeout delays the mail only a little (the messages
+/// are pending again after it). `BELFRY_DING_CLAIM_TIMEOUT_MS` overrides it.
+const CLAIM_TIMEOUT: Duration = Duration::from_secs(5);
+/// The default cap of consecutive belfry-caused turn-stop continuations of one pane (spec
+/// §7.5); `BELFRY_DING_MAX_CONTINUATIONS` overrides it.
+const MAX_CONTINUATIONS: u32 = 3;
 
 /// How an adapter process ended, for the restart bookkeeping.
 enum AdapterEnd {
@@ -101,9 +109,9 @@ pub enum DingMsg {
     Pane(Event),
     /// A hook event forwarded by `belfry dispatch` inside the pane.
     Hook(HookSeen),
-    /// A turn-boundary claim from `belfry dispatch` (spec §7.5).
+    /// A turn-boundary claim from `belfry dispatch` (spec §7.5): the op as it arrived.
     TurnBoundary {
-        event: Value,
+        claim: req::DingTurnBoundary,
         reply: oneshot::Sender<Result<Value, String>>,
     },
     /// `belfry ding status`.
@@ -379,6 +387,16 @@ fn notice_send_timeout() -> Duration {
         .map_or(NOTICE_SEND_TIMEOUT, Duration::from_millis)
 }
 
+/// The turn-boundary tunables: how long a reservation holds, and the continuation cap.
+fn claim_config() -> (Duration, u32) {
+    let knob = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let timeout = knob("BELFRY_DING_CLAIM_TIMEOUT_MS").map_or(CLAIM_TIMEOUT, Duration::from_millis);
+    let cap = knob("BELFRY_DING_MAX_CONTINUATIONS")
+        .and_then(|cap| u32::try_from(cap).ok())
+        .unwrap_or(MAX_CONTINUATIONS);
+    (timeout, cap)
+}
+
 fn unix_ms() -> u64 {
     belfry_ding::inbox::now_unix_ms()
 }
@@ -411,6 +429,54 @@ impl Clock {
     }
 }
 
+/// What the worker keeps for the turn-boundary path (spec §7.5). In memory on purpose: a
+/// reservation lives for one dispatch, and the continuation count for one stretch of turns; a
+/// restarted daemon starts both afresh (a reservation's messages are pending again, and the
+/// count starts at zero, allowing at most one more cap's worth of continuations).
+struct TurnClaims {
+    /// Reservations of dispatches that have not yet confirmed or released them, by claim id.
+    reserved: HashMap<String, Reservation>,
+    /// Where the next claim id counts from.
+    next_claim: u64,
+    /// How long a reservation holds.
+    timeout: Duration,
+    /// Consecutive belfry-caused continuations since the last turn the user started.
+    continuations: u32,
+    /// The most of those in a row.
+    max_continuations: u32,
+}
+
+/// Messages held for one dispatch until it has written its answer.
+struct Reservation {
+    names: Vec<MessageName>,
+    until: Instant,
+}
+
+impl TurnClaims {
+    fn new() -> TurnClaims {
+        let (timeout, max_continuations) = claim_config();
+        TurnClaims {
+            reserved: HashMap::new(),
+            next_claim: 1,
+            timeout,
+            continuations: 0,
+            max_continuations,
+        }
+    }
+
+    /// Drops lapsed reservations (their dispatch never settled them) and returns every message
+    /// still held.
+    fn held(&mut self) -> HashSet<MessageName> {
+        let now = Instant::now();
+        self.reserved
+            .retain(|_, reservation| reservation.until > now);
+        self.reserved
+            .values()
+            .flat_map(|reservation| reservation.names.iter().cloned())
+            .collect()
+    }
+}
+
 struct Worker {
     info: PaneInfo,
     state_dir: PathBuf,
@@ -423,6 +489,8 @@ struct Worker {
     clock: Clock,
     counters: Counters,
     last_event: Option<LastEvent>,
+    /// The turn-boundary path's state (spec §7.5).
+    turns: TurnClaims,
     adapter_state: AdapterProcessState,
     last_hold: Option<HoldReason>,
     exited: bool,
@@ -499,6 +567,7 @@ async fn run_worker(
         clock: Clock(Instant::now()),
         counters: Counters::default(),
         last_event: None,
+        turns: TurnClaims::new(),
         adapter_state: AdapterProcessState::NotConfigured,
         last_hold: None,
         exited: false,
@@ -667,12 +736,15 @@ impl Worker {
         }
     }
 
-    /// Unread messages nobody owns yet, FIFO. Ownership of archived messages is released.
+    /// Unread messages nobody owns yet and no dispatch holds, FIFO. Ownership of archived
+    /// messages is released.
     fn pending(&mut self) -> Vec<MessageName> {
         let unread = self.unread_reconciled();
+        let held = self.turns.held();
         self.ownership
             .pending(&unread)
             .into_iter()
+            .filter(|name| !held.contains(*name))
             .cloned()
             .collect()
     }
@@ -1387,9 +1459,12 @@ impl Worker {
                     // the same hook and reported `active` (spec §7.4, one lease per idle).
                     self.apply(LeaseInput::TurnStarted);
                 }
+                if hook == "prompt-submit" {
+                    self.prompt_submitted(&event);
+                }
             }
-            DingMsg::TurnBoundary { event, reply } => {
-                let _ = reply.send(self.turn_boundary(&event));
+            DingMsg::TurnBoundary { claim, reply } => {
+                let _ = reply.send(self.turn_boundary(&claim));
             }
             DingMsg::Status(reply) => {
                 let _ = reply.send(self.status());
@@ -1397,10 +1472,42 @@ impl Worker {
         }
     }
 
-    /// A turn-boundary event from `belfry dispatch`, validated exactly like an adapter's
-    /// (except for the adapter's sequence, which it does not share).
-    fn turn_boundary(&mut self, event: &Value) -> Result<Value, String> {
-        let line = event.to_string();
+    /// A prompt submitted in the pane (spec §7.4, §7.5): a prompt the user wrote ends the run
+    /// of belfry-caused continuations, and a prompt carrying the exact notice DING typed for a
+    /// staged message is that notice's `accepted` receipt (the harness took it as a prompt).
+    fn prompt_submitted(&mut self, event: &HookSeen) {
+        if event.prompt == Some(req::PromptOrigin::User) {
+            self.turns.continuations = 0;
+        }
+        for name in &event.notices {
+            let Ok(name) = MessageName::parse(name) else {
+                continue;
+            };
+            let outcome = self.ownership.record_receipt(
+                &name,
+                belfry_ding::protocol::ReceiptState::Accepted,
+                unix_ms(),
+            );
+            match outcome {
+                Ok(outcome) => tracing::info!(
+                    session = self.info.session,
+                    "prompt submit carries the notice of {name}: {outcome:?}"
+                ),
+                Err(err) => tracing::warn!(
+                    session = self.info.session,
+                    "cannot record the receipt of {name}: {err}"
+                ),
+            }
+        }
+    }
+
+    /// A turn-boundary claim from `belfry dispatch`: its event validated exactly like an
+    /// adapter's (except for the adapter's sequence, which it does not share), then the step it
+    /// asks for (spec §7.5). Without a step (an older dispatcher) the messages are owned at
+    /// once; a `reserve` holds them for the dispatch until its `confirm` (they become
+    /// hook-owned) or `release`, or until the reservation lapses.
+    fn turn_boundary(&mut self, claim: &req::DingTurnBoundary) -> Result<Value, String> {
+        let line = claim.event.to_string();
         let parsed = belfry_ding::protocol::parse_event(&line).map_err(|e| e.to_string())?;
         let EventBody::TurnBoundary { messages, .. } = &parsed.body else {
             return Err(format!(
@@ -1421,23 +1528,114 @@ impl Worker {
         if parsed.header.generation != self.info.generation {
             return Err(HoldReason::GenerationMismatch.as_str().to_string());
         }
-        let unread = self.unread_reconciled();
+        let purpose = claim.purpose.unwrap_or(req::ClaimPurpose::Context);
+        match claim.step {
+            None => self.own_at_once(messages),
+            Some(req::ClaimStep::Reserve) => Ok(self.reserve(messages, purpose)),
+            Some(req::ClaimStep::Confirm) => {
+                self.confirm(messages, claim.claim.as_deref(), purpose)
+            }
+            Some(req::ClaimStep::Release) => {
+                if let Some(id) = &claim.claim {
+                    self.turns.reserved.remove(id);
+                }
+                Ok(json!({"hook_owned": [], "refused": messages}))
+            }
+        }
+    }
+
+    /// The named messages nobody owns and no dispatch holds, in the event's order.
+    fn claimable(&mut self, messages: &[MessageName]) -> Vec<MessageName> {
         // Only messages nobody owns yet may be claimed by the hook: a staged notice already
         // went (or is going) through the PTY.
-        let claimable: Vec<MessageName> = {
-            let pending = self.ownership.pending(&unread);
-            messages
-                .iter()
-                .filter(|m| pending.contains(m))
-                .cloned()
-                .collect()
-        };
+        let pending = self.pending();
+        messages
+            .iter()
+            .filter(|m| pending.contains(m))
+            .cloned()
+            .collect()
+    }
+
+    /// The one-step claim of dispatchers that do not reserve: owned at once.
+    fn own_at_once(&mut self, messages: &[MessageName]) -> Result<Value, String> {
+        let claimable = self.claimable(messages);
+        let unread = self.unread_reconciled();
         let outcome = self
             .ownership
             .record_turn_boundary(&claimable, &unread, unix_ms())
             .map_err(|e| e.to_string())?;
         let refused: Vec<&MessageName> =
             messages.iter().filter(|m| !claimable.contains(m)).collect();
+        Ok(json!({"hook_owned": outcome.hook_owned, "refused": refused}))
+    }
+
+    /// Holds the claimable messages for one dispatch. A continuation past the pane's cap is
+    /// refused as a whole (`held: capped`): the turn stops, and the mail waits for the next
+    /// tier (spec §7.5).
+    fn reserve(&mut self, messages: &[MessageName], purpose: req::ClaimPurpose) -> Value {
+        if purpose == req::ClaimPurpose::Continuation
+            && self.turns.continuations >= self.turns.max_continuations
+        {
+            tracing::info!(
+                session = self.info.session,
+                "turn-stop continuation refused: {} in a row already (the cap)",
+                self.turns.continuations
+            );
+            return json!({"hook_owned": [], "refused": messages, "held": "capped"});
+        }
+        let claimable = self.claimable(messages);
+        let refused: Vec<&MessageName> =
+            messages.iter().filter(|m| !claimable.contains(m)).collect();
+        if claimable.is_empty() {
+            return json!({"hook_owned": [], "refused": refused});
+        }
+        let id = format!("claim-{}", self.turns.next_claim);
+        self.turns.next_claim += 1;
+        let until = Instant::now() + self.turns.timeout;
+        self.turns.reserved.insert(
+            id.clone(),
+            Reservation {
+                names: claimable.clone(),
+                until,
+            },
+        );
+        json!({"hook_owned": [], "reserved": claimable, "refused": refused, "claim": id})
+    }
+
+    /// The dispatch wrote its answer: the messages it reserved (and names again) become
+    /// hook-owned, and a continuation counts towards the cap. A reservation that lapsed before
+    /// the confirm came still gives the hook the messages nobody took meanwhile: the harness has
+    /// their notices.
+    fn confirm(
+        &mut self,
+        messages: &[MessageName],
+        claim: Option<&str>,
+        purpose: req::ClaimPurpose,
+    ) -> Result<Value, String> {
+        let id = claim.ok_or("a confirm must name the claim its reserve answered")?;
+        let names: Vec<MessageName> = match self.turns.reserved.remove(id) {
+            Some(reservation) => messages
+                .iter()
+                .filter(|m| reservation.names.contains(m))
+                .cloned()
+                .collect(),
+            None => {
+                tracing::warn!(
+                    session = self.info.session,
+                    "turn-boundary {id} confirmed after it lapsed"
+                );
+                self.claimable(messages)
+            }
+        };
+        let unread = self.unread_reconciled();
+        let outcome = self
+            .ownership
+            .record_turn_boundary(&names, &unread, unix_ms())
+            .map_err(|e| e.to_string())?;
+        if purpose == req::ClaimPurpose::Continuation && !outcome.hook_owned.is_empty() {
+            self.turns.continuations += 1;
+        }
+        let refused: Vec<&MessageName> = messages.iter().filter(|m| !names.contains(m)).collect();
         Ok(json!({"hook_owned": outcome.hook_owned, "refused": refused}))
     }
 

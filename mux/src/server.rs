@@ -1311,11 +1311,11 @@ async fn ding_turn_boundary(daemon: &Daemon, id: &Value, op: &request::DingTurnB
         Ok(session) => session,
         Err(reply) => return reply,
     };
-    let event = op.event.clone();
+    let claim = op.clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     if !daemon
         .ding
-        .tell(&session, DingMsg::TurnBoundary { event, reply: tx })
+        .tell(&session, DingMsg::TurnBoundary { claim, reply: tx })
     {
         return reply::error(
             id,
@@ -1362,6 +1362,8 @@ fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) -> Value {
         tool_name: op.tool_name.clone(),
         hook_event_name: op.hook_event_name.clone(),
         incarnation: op.incarnation.clone(),
+        prompt: op.prompt,
+        notices: op.notices.clone(),
     };
     daemon.ding.tell(&session, DingMsg::Hook(seen.clone()));
     publish(daemon, Event::Hook(seen).to_value());

@@ -153,6 +153,12 @@ pub struct HookSeen {
     /// The incarnation the event was seen in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<String>,
+    /// At a prompt submit: who wrote the prompt (`user` or `belfry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<crate::request::PromptOrigin>,
+    /// At a prompt submit: the unread messages whose exact notice the prompt carries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 #[cfg(test)]

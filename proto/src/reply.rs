@@ -527,6 +527,16 @@ pub struct Claimed {
     pub hook_owned: Vec<String>,
     /// The rest: already staged or owned, or no longer unread.
     pub refused: Vec<String>,
+    /// A `reserve`'s messages, held for the dispatch until it confirms or releases them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserved: Vec<String>,
+    /// The reservation to name in the `confirm` or `release`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// A continuation refused as a whole: `capped` when the pane already had its cap of
+    /// consecutive belfry-caused continuations (the mail waits for the next tier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// `ding.status`'s answer.

@@ -540,6 +540,41 @@ pub struct DingTurnBoundary {
     /// The event, validated by the DING adapter protocol (spec §7.4).
     #[cfg_attr(test, arbitrary(with = arbitrary_json))]
     pub event: Value,
+    /// Which step of a claim this is (spec §7.5: a message becomes hook-owned only once the
+    /// answer carrying its notice was written). Absent: owned at once, as older dispatchers ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<ClaimStep>,
+    /// The reservation a `confirm` or `release` settles, as the `reserve` answer named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// What the notices are for. Absent: context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<ClaimPurpose>,
+}
+
+/// The steps of a turn-boundary claim (spec §7.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimStep {
+    /// Hold the named messages for this dispatch: no PTY input, not offered to another hook,
+    /// until it confirms or releases them, or the reservation's deadline passes.
+    Reserve,
+    /// The answer carrying the notices was written: the reserved messages become hook-owned.
+    Confirm,
+    /// The answer was not written: the reserved messages are pending again.
+    Release,
+}
+
+/// What a turn-boundary claim's notices are for (spec §7.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimPurpose {
+    /// They join the context of the prompt being sent.
+    Context,
+    /// They are the reason the agent continues its turn at a turn stop: capped per pane.
+    Continuation,
 }
 
 /// `hook`: what `belfry dispatch` saw, published on the bus.
@@ -567,6 +602,25 @@ pub struct Hook {
     /// The incarnation the event was seen in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<String>,
+    /// At a prompt submit: who wrote the prompt, as far as dispatch can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptOrigin>,
+    /// At a prompt submit: the unread messages whose exact notice line the prompt carries
+    /// (spec §7.4 receipts: the harness accepted the notice DING typed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
+}
+
+/// Who wrote a submitted prompt (spec §7.5: the continuation cap resets on a turn the user
+/// started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+#[serde(rename_all = "lowercase")]
+pub enum PromptOrigin {
+    /// No belfry notice in it: a turn the user (or their tooling) started.
+    User,
+    /// It carries a belfry notice: DING typed it, or a continuation's reason became it.
+    Belfry,
 }
 
 /// One step of a send's input. Each is an object of one key: `{"text":…}`, `{"bytes":…}`
