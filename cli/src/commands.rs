@@ -256,6 +256,10 @@ enum Command {
         #[command(subcommand)]
         action: DingAction,
     },
+    /// Say what is missing for each pane (or each agent of belfry.kdl when no pane runs): the
+    /// harness, its version, its hooks and their trust, the adapter, readiness; each with a fix.
+    /// Exit 0 when nothing is missing, 1 when something is.
+    Doctor(crate::doctor::DoctorArgs),
     /// Launch what belfry.kdl declares: start missing agents, adopt running ones, report drift.
     Up {
         /// The declarations file (default: ./belfry.kdl).
@@ -594,6 +598,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         Command::Proxy { .. } => Some("proxy"),
         Command::Dispatch(_) => Some("dispatch"),
         Command::Hooks { .. } => Some("hooks"),
+        Command::Doctor(_) => Some("doctor"),
         Command::Spool { .. } => Some("spool"),
         Command::Completions { .. } => Some("completions"),
         Command::Man { .. } => Some("man"),
@@ -850,6 +855,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             json,
         } => up(file, replace, json),
         Command::Down { file } => down(file),
+        Command::Doctor(args) => crate::doctor::run(args),
         Command::Logs { name, follow } => match remote::logs_elsewhere(name.as_deref(), follow)? {
             Some(code) => Ok(code),
             None => crate::logs::run(name.as_deref(), follow),
