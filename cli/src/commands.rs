@@ -256,9 +256,12 @@ enum Command {
         #[command(subcommand)]
         action: DingAction,
     },
-    /// Say what is missing for each pane (or each agent of belfry.kdl when no pane runs): the
-    /// harness, its version, its hooks and their trust, the adapter, readiness; each with a fix.
-    /// Exit 0 when nothing is missing, 1 when something is.
+    /// Say what is missing for each pane, one line per finding with its fix
+    ///
+    /// Checks each pane (or each agent of belfry.kdl when no pane runs): its program and the
+    /// harness version its adapter admits, its hooks (applied, intact, live, trusted), its
+    /// adapter and DING adapter executable, and whether it is ready for input. Exit 0 when
+    /// nothing is missing, 1 when something is.
     Doctor(crate::doctor::DoctorArgs),
     /// Launch what belfry.kdl declares: start missing agents, adopt running ones, report drift.
     Up {
