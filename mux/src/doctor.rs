@@ -193,6 +193,43 @@ mod tests {
         );
     }
 
+    /// Every built-in adapter's rule judges its harness's real idle screen (the fixture
+    /// captured from the pinned version) ready, and a blank start-up screen not ready.
+    #[test]
+    fn every_readiness_rule_matches_its_harness_real_idle_screen() {
+        let adapters = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+        let mut checked = 0;
+        for name in Adapters::Embedded.names() {
+            let declaration = Adapters::Embedded.declaration(&name).expect("declaration");
+            if declaration.readiness.is_none() {
+                continue;
+            }
+            let path = adapters
+                .join(&name)
+                .join("fixtures/screens/idle-empty.json");
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+            let fixture: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
+            let lines: Vec<&str> = fixture["peek"]["lines"]
+                .as_array()
+                .expect("peek.lines")
+                .iter()
+                .filter_map(serde_json::Value::as_str)
+                .collect();
+            assert_eq!(
+                readiness_finding(&declaration, u64::MAX, &lines.join("\n")),
+                None,
+                "{name}: its idle screen is judged not ready"
+            );
+            assert!(
+                readiness_finding(&declaration, u64::MAX, "\n\n").is_some(),
+                "{name}: a blank screen is judged ready"
+            );
+            checked += 1;
+        }
+        assert!(checked > 0, "no built-in adapter has a readiness rule");
+    }
+
     #[test]
     fn a_readiness_pattern_that_does_not_compile_is_never_ready() {
         let rule = declaration(Some("(unclosed"), 0);
