@@ -273,6 +273,10 @@ enum Command {
         /// Print what was done as JSON.
         #[arg(long)]
         json: bool,
+        /// Check the file as `belfry up` would (every agent's cwd, program, charter and
+        /// hooks) and say what would launch; no daemon is asked and nothing is launched.
+        #[arg(long, conflicts_with = "replace")]
+        dry_run: bool,
     },
     /// Stop the agents belfry.kdl declares.
     Down {
@@ -854,8 +858,14 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         }
         Command::Up {
             file,
+            dry_run: true,
+            ..
+        } => up_dry_run(file),
+        Command::Up {
+            file,
             replace,
             json,
+            ..
         } => up(file, replace, json),
         Command::Down { file } => down(file),
         Command::Doctor(args) => crate::doctor::run(args),
@@ -1656,6 +1666,32 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
         print_json(&json!(actions));
     } else {
         print!("{}", report(&actions));
+    }
+    Ok(EXIT_OK)
+}
+
+/// `belfry up --dry-run`: the checks of `belfry up` with nothing launched. An agent of another
+/// machine is only listed: its files are that machine's to check.
+fn up_dry_run(file: Option<PathBuf>) -> Result<i32> {
+    let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
+    let all = declarations(file)?;
+    crate::hooks::refuse_unguarded_agents(&all, &path)?;
+    for (host, decls) in all.by_host() {
+        match host {
+            None => match belfry_mux::declare::dry_run(&decls, &std::env::vars().collect()) {
+                Ok(names) => {
+                    for name in names {
+                        println!("would launch {name}");
+                    }
+                }
+                Err(err) => return up_failed(err),
+            },
+            Some(host) => {
+                for agent in &decls.agents {
+                    println!("would launch {} on {host} (not checked here)", agent.name);
+                }
+            }
+        }
     }
     Ok(EXIT_OK)
 }
