@@ -42,6 +42,25 @@ pub struct AdapterDeclaration {
     /// lost, so DING holds its notices and `belfry doctor` reports the pane not ready.
     #[serde(default)]
     pub readiness: Option<Readiness>,
+    /// What the harness needs on its command line and in its environment to behave under
+    /// belfry, added to every pane of this adapter at launch (outside the generation, like a
+    /// charter's flag).
+    #[serde(default)]
+    pub launch: Option<Launch>,
+}
+
+/// Arguments and environment an adapter adds to its harness's launch, with the reason.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Launch {
+    /// Appended to the pane's argv.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Added to the pane's environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Why the harness needs them.
+    pub why: String,
 }
 
 /// An adapter's readiness rule: the pane's program accepts input once it has run for

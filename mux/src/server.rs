@@ -856,6 +856,18 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
             event.clone(),
         );
     }
+    // spec §10: what the harness needs on its command line and in its environment under
+    // belfry (for example one process per pane, so each pane's tools and hooks keep that
+    // pane's identity) is the adapter's data.
+    if let Some(Ok(crate::lifecycle::AdapterDeclaration {
+        launch: Some(launch),
+        ..
+    })) = &declaration
+    {
+        spec.extra_args.extend(launch.args.iter().cloned());
+        spec.extra_env
+            .extend(launch.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     let config = &daemon.config;
     let entry = match registry::launch(
         &config.exe,
