@@ -313,6 +313,9 @@ fn check(adapters: &Adapters, hook_adapters: &HookAdapters, facts: Facts) -> Rep
         match mux_doctor::adapter_declaration(adapters, adapter) {
             Err(finding) => found(finding),
             Ok(declaration) => {
+                if let Some(finding) = mux_doctor::hook_shell_finding(&declaration, &subject) {
+                    found(finding);
+                }
                 if let Some((age_ms, screen)) = &running {
                     if let Some(finding) =
                         mux_doctor::readiness_finding(&declaration, *age_ms, screen)

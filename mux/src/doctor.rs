@@ -1,6 +1,7 @@
 //! The checks of `belfry doctor` that need only what the core knows about a pane: whether its
 //! adapter exists, whether its DING adapter executable can be found, whether its program is on
-//! `PATH`, and whether it is ready for input by its adapter's readiness rule (spec §10). The
+//! `PATH`, whether the harness's own hook shell finds `belfry`, and whether it is ready for
+//! input by its adapter's readiness rule (spec §10). The
 //! hook-projection checks live beside the projection (`belfry_hooks::project::doctor`); the CLI
 //! puts both together and prints them. Nothing here names a harness: every fact about one is
 //! the adapter's data.
@@ -163,6 +164,88 @@ pub fn readiness_finding(
               there, `belfry peek` shows what it is waiting for"
             .to_string(),
     })
+}
+
+/// How long the harness's hook shell may take to say where `belfry` is.
+const HOOK_SHELL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The projected hooks call `belfry` by name; a harness that runs hook commands through a
+/// shell of its own (`hook_shell`, for example a login shell whose profile resets `PATH`) must
+/// find it there too, or every hook fails and the harness reports nothing to belfry. Asked the
+/// way the harness would ask, with the pane's environment and a deadline.
+pub fn hook_shell_finding(
+    declaration: &AdapterDeclaration,
+    subject: &Subject<'_>,
+) -> Option<Finding> {
+    let shell = &declaration.hook_shell;
+    let (program, args) = shell.split_first()?;
+    let expand = |word: &str| match word {
+        "$SHELL" => subject
+            .env
+            .get("SHELL")
+            .cloned()
+            .unwrap_or_else(|| "/bin/sh".to_string()),
+        other => other.to_string(),
+    };
+    let program = expand(program);
+    let mut command = std::process::Command::new(&program);
+    command
+        .args(args.iter().map(|arg| expand(arg)))
+        .arg("command -v belfry")
+        .env_clear()
+        .envs(subject.env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    if let Some(cwd) = subject.cwd {
+        command.current_dir(cwd);
+    }
+    let shown = std::iter::once(program.clone())
+        .chain(args.iter().map(|arg| expand(arg)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let found = run_with_deadline(command, HOOK_SHELL_DEADLINE);
+    match found {
+        Some(path) if !path.trim().is_empty() => None,
+        _ => Some(Finding {
+            check: "hooks-no-belfry",
+            problem: format!(
+                "the harness runs hook commands as `{shown} COMMAND`, and that shell does not \
+                 find `belfry`, so every projected hook fails and no hook event reaches belfry"
+            ),
+            fix: "install belfry where that shell's PATH finds it (scripts/install, and its \
+                  bin folder on the login profile's PATH)"
+                .to_string(),
+        }),
+    }
+}
+
+/// The stdout of `command` when it exits within `deadline`; `None` when it cannot start or
+/// runs past the deadline (then it is killed).
+fn run_with_deadline(
+    mut command: std::process::Command,
+    deadline: std::time::Duration,
+) -> Option<String> {
+    let mut child = command.spawn().ok()?;
+    let start = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let output = child.wait_with_output().ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 #[cfg(test)]

@@ -47,6 +47,11 @@ pub struct AdapterDeclaration {
     /// charter's flag).
     #[serde(default)]
     pub launch: Option<Launch>,
+    /// How the harness runs a hook command: this argv with the command appended (for example
+    /// a login shell, `["$SHELL", "-lc"]`, whose profile may reset `PATH`). `belfry doctor`
+    /// checks that the projected hooks' `belfry` is found that way. `$SHELL` is the pane's.
+    #[serde(default)]
+    pub hook_shell: Vec<String>,
 }
 
 /// Arguments and environment an adapter adds to its harness's launch, with the reason.

@@ -8,7 +8,8 @@
 //! `claude`, `opencode`, `pi`): `--version` prints the version line the pinned harness prints,
 //! anything else draws the line its adapter's readiness rule looks for and waits. The checks
 //! read only the program's name, its version answer and its screen, so the installed harnesses
-//! are not needed here.
+//! are not needed here. The shell a harness runs its hooks in is a small script too, one that
+//! keeps the pane's PATH and one that resets it as a login profile may.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -56,7 +57,16 @@ fn doctor_env() -> Env {
     );
     let home = env.path("home");
     std::fs::create_dir_all(home.join(".codex")).expect("mkdir codex home");
+    // The shell a harness runs its hook commands in (Codex: `$SHELL -lc`): these keep the
+    // pane's PATH, or, like a login profile may, reset it to the system's.
+    let keeping = shell(&env, "keeping-shell", "exec /bin/sh -c \"$2\"");
+    shell(
+        &env,
+        "resetting-shell",
+        "PATH=/usr/bin:/bin exec /bin/sh -c \"$2\"",
+    );
     env.extra = vec![
+        ("SHELL".into(), keeping.display().to_string()),
         ("PATH".into(), path),
         ("HOME".into(), home.display().to_string()),
         (
@@ -66,6 +76,16 @@ fn doctor_env() -> Env {
         ("BELFRY_HOOKS_DETECT".into(), "0".into()),
     ];
     env
+}
+
+/// Writes `shells/NAME`, a shell taking `-lc COMMAND` that runs `body`.
+fn shell(env: &Env, name: &str, body: &str) -> PathBuf {
+    let dir = env.path("shells");
+    std::fs::create_dir_all(&dir).expect("mkdir shells");
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write shell");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
 }
 
 fn project(env: &Env, name: &str) -> PathBuf {
@@ -275,23 +295,28 @@ fn doctor_reports_a_harness_not_ready_until_its_readiness_rule_matches() {
 fn doctor_checks_declared_agents_when_no_pane_runs() {
     let env = doctor_env();
     fake_harness(&env, "pi", "0.60.0", "─", None);
+    fake_harness(&env, "codex", "codex-cli 0.169.0", "› ", None);
     let dir = project(&env, "project");
     let file = dir.join("belfry.kdl");
+    let resetting = env.path("shells/resetting-shell").display().to_string();
     std::fs::write(
         &file,
-        r#"
-agent "shell" { command "sh"; }
-agent "old-pi" { command "pi"; adapter "pi"; }
-agent "absent" { command "gemini"; adapter "gemini"; }
-agent "typo" { command "sh"; adapter "no-such-adapter"; }
-"#,
+        format!(
+            r#"
+agent "shell" {{ command "sh"; }}
+agent "old-pi" {{ command "pi"; adapter "pi"; }}
+agent "absent" {{ command "gemini"; adapter "gemini"; }}
+agent "typo" {{ command "sh"; adapter "no-such-adapter"; }}
+agent "login-path" {{ command "codex"; adapter "codex"; env {{ SHELL "{resetting}"; }} }}
+"#
+        ),
     )
     .expect("write belfry.kdl");
     let file = file.display().to_string();
 
     let (code, reports) = doctor_json(&env, &["--file", &file]);
     assert_eq!(code, Some(1));
-    assert_eq!(reports.len(), 4, "{reports:#?}");
+    assert_eq!(reports.len(), 5, "{reports:#?}");
     assert!(
         reports.iter().all(|r| r["source"] == "declared"),
         "{reports:#?}"
@@ -324,6 +349,20 @@ agent "typo" { command "sh"; adapter "no-such-adapter"; }
             .as_str()
             .is_some_and(|p| p.contains("\"no-such-adapter\"")),
         "{typo:#}"
+    );
+
+    // Its hook shell resets PATH, so the projected hooks would not find belfry.
+    let login = report(&reports, "login-path");
+    assert_eq!(
+        checks(login),
+        ["hooks-no-belfry", "hooks-not-applied"],
+        "{login:#}"
+    );
+    assert!(
+        finding(login, "hooks-no-belfry")["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains(&format!("`{resetting} -lc COMMAND`"))),
+        "{login:#}"
     );
 
     // An agent with nothing missing: exit 0, and the text says so.
