@@ -256,6 +256,13 @@ enum Command {
         #[command(subcommand)]
         action: DingAction,
     },
+    /// Say what is missing for each pane, one line per finding with its fix
+    ///
+    /// Checks each pane (or each agent of belfry.kdl when no pane runs): its program and the
+    /// harness version its adapter admits, its hooks (applied, intact, live, trusted), its
+    /// adapter and DING adapter executable, and whether it is ready for input. Exit 0 when
+    /// nothing is missing, 1 when something is.
+    Doctor(crate::doctor::DoctorArgs),
     /// Launch what belfry.kdl declares: start missing agents, adopt running ones, report drift.
     Up {
         /// The declarations file (default: ./belfry.kdl).
@@ -266,6 +273,10 @@ enum Command {
         /// Print what was done as JSON.
         #[arg(long)]
         json: bool,
+        /// Check the file as `belfry up` would (every agent's cwd, program, charter and
+        /// hooks) and say what would launch; no daemon is asked and nothing is launched.
+        #[arg(long, conflicts_with = "replace")]
+        dry_run: bool,
     },
     /// Stop the agents belfry.kdl declares.
     Down {
@@ -594,6 +605,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         Command::Proxy { .. } => Some("proxy"),
         Command::Dispatch(_) => Some("dispatch"),
         Command::Hooks { .. } => Some("hooks"),
+        Command::Doctor(_) => Some("doctor"),
         Command::Spool { .. } => Some("spool"),
         Command::Completions { .. } => Some("completions"),
         Command::Man { .. } => Some("man"),
@@ -846,10 +858,17 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         }
         Command::Up {
             file,
+            dry_run: true,
+            ..
+        } => up_dry_run(file),
+        Command::Up {
+            file,
             replace,
             json,
+            ..
         } => up(file, replace, json),
         Command::Down { file } => down(file),
+        Command::Doctor(args) => crate::doctor::run(args),
         Command::Logs { name, follow } => match remote::logs_elsewhere(name.as_deref(), follow)? {
             Some(code) => Ok(code),
             None => crate::logs::run(name.as_deref(), follow),
@@ -1656,6 +1675,32 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
         print_json(&json!(actions));
     } else {
         print!("{}", report(&actions));
+    }
+    Ok(EXIT_OK)
+}
+
+/// `belfry up --dry-run`: the checks of `belfry up` with nothing launched. An agent of another
+/// machine is only listed: its files are that machine's to check.
+fn up_dry_run(file: Option<PathBuf>) -> Result<i32> {
+    let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
+    let all = declarations(file)?;
+    crate::hooks::refuse_unguarded_agents(&all, &path)?;
+    for (host, decls) in all.by_host() {
+        match host {
+            None => match belfry_mux::declare::dry_run(&decls, &std::env::vars().collect()) {
+                Ok(names) => {
+                    for name in names {
+                        println!("would launch {name}");
+                    }
+                }
+                Err(err) => return up_failed(err),
+            },
+            Some(host) => {
+                for agent in &decls.agents {
+                    println!("would launch {} on {host} (not checked here)", agent.name);
+                }
+            }
+        }
     }
     Ok(EXIT_OK)
 }

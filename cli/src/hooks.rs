@@ -220,19 +220,29 @@ fn context_undetected(scope: &ScopeArgs) -> Result<Context> {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let project_dir = std::fs::canonicalize(&dir)
+    let scope = if scope.user {
+        Scope::User
+    } else {
+        Scope::Project
+    };
+    context_in(&dir, scope, std::env::vars().collect())
+}
+
+/// The context of project `dir` (or the user scope) as a process with environment `env` sees
+/// it: `belfry doctor` reads a pane's hooks with the pane's own environment.
+pub(crate) fn context_in(
+    dir: &std::path::Path,
+    scope: Scope,
+    env: BTreeMap<String, String>,
+) -> Result<Context> {
+    let project_dir = std::fs::canonicalize(dir)
         .with_context(|| format!("project directory {}", dir.display()))?;
-    let env: BTreeMap<String, String> = std::env::vars().collect();
     let config_home = match env.get("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(env.get("HOME").cloned().unwrap_or_default()).join(".config"),
     };
     Ok(Context {
-        scope: if scope.user {
-            Scope::User
-        } else {
-            Scope::Project
-        },
+        scope,
         project_dir,
         config_home,
         env,
@@ -259,7 +269,8 @@ fn detect_versions(adapters: &Adapters) -> BTreeMap<String, String> {
     versions
 }
 
-fn run_version(program: &str, args: &[String], deadline: Duration) -> Option<String> {
+/// The first dotted version (`1.2.3`) `program args` prints on stdout within `deadline`.
+pub(crate) fn run_version(program: &str, args: &[String], deadline: Duration) -> Option<String> {
     use std::process::{Command, Stdio};
     let mut child = Command::new(program)
         .args(args)

@@ -7,6 +7,7 @@
 //! `belfry logs`; `direct` answers `ls` and `peek` from the pane hosts when no daemon runs;
 //! `remote` says where a command goes (`--host`, `box:worker`) and `proxy` is the far end
 //! of that, `belfry proxy`, bridging stdio to this machine's sockets;
+//! `doctor` is `belfry doctor`, what is missing for each pane;
 //! `top` is the live view of `belfry top` and `ls --watch`; `human` says times and durations
 //! the way a person reads them; [`exit`] holds the exit codes: 0 ok, 1 not found, 2 error,
 //! 3 guarded-send conflict.
@@ -14,6 +15,7 @@
 mod attach;
 mod commands;
 mod direct;
+mod doctor;
 mod exit;
 mod hooks;
 mod human;

@@ -57,7 +57,7 @@ use belfry_pty::retry::Backoff;
 use belfry_pty::txn::TxnState;
 
 use crate::adapter_lines::{AdapterLine, BoundedLines, MAX_LINE};
-use crate::lifecycle::HookSource;
+use crate::lifecycle::{HookSource, Readiness};
 use crate::registry::{self, PaneError};
 
 /// How fresh a `dnd` declaration must be to defer delivery.
@@ -137,6 +137,9 @@ pub struct PaneInfo {
     /// The hook events that mean the harness compacted its context besides `pre-compact`,
     /// from the declaration of the pane's adapter (empty without one).
     pub compaction_events: Vec<HookSource>,
+    /// The adapter's readiness rule (spec §10), if its declaration has one: no notice is sent
+    /// before the pane's program accepts input, because a keystroke sent earlier is lost.
+    pub readiness: Option<Readiness>,
 }
 
 /// The workers' channels, by session.
@@ -504,6 +507,11 @@ struct Worker {
     wake: Wake,
     /// The watch on the inbox; without one the worker looks every [`POLL`].
     watch: Option<InboxRegistration>,
+    /// Whether the pane's program was seen accepting input (by the adapter's readiness rule);
+    /// once seen, it stays so for this worker.
+    ready: bool,
+    /// Why the pane was last found not ready, logged once per reason.
+    not_ready_logged: Option<String>,
 }
 
 /// What the worker did with a staged notice whose send outcome it did not know.
@@ -577,6 +585,8 @@ async fn run_worker(
         scans: ScanCache::default(),
         wake,
         watch: None,
+        ready: false,
+        not_ready_logged: None,
     };
     worker.watch_inbox();
     // spec §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
@@ -1071,7 +1081,7 @@ impl Worker {
         if self.exited {
             return;
         }
-        if !self.has_pending() {
+        if !self.has_pending() || !self.ready_for_input().await {
             return;
         }
         if let Ok(Some(presence)) = Presence::load(&self.inbox) {
@@ -1302,6 +1312,54 @@ impl Worker {
         self.lease.apply(input, now);
     }
 
+    /// spec §10: whether the pane's program accepts input by its adapter's readiness rule
+    /// (ready without a rule). The pane host is asked for its start time and screen; a pane
+    /// host that does not answer is not ready, so nothing is typed into it. Each new reason
+    /// the pane is not ready is logged once.
+    async fn ready_for_input(&mut self) -> bool {
+        let Some(rule) = self.info.readiness.clone() else {
+            return true;
+        };
+        if self.ready {
+            return true;
+        }
+        let info = Request::new(0, req::Info::default());
+        let snapshot = Request::new(0, req::Snapshot::default());
+        let record =
+            registry::pane_ask::<belfry_proto::reply::PaneRecord>(&self.info.socket, &info).await;
+        let screen =
+            registry::pane_ask::<belfry_proto::reply::Screen>(&self.info.socket, &snapshot).await;
+        let reason = match (record, screen) {
+            (Ok(record), Ok(screen)) => {
+                let age_ms = record
+                    .started_at
+                    .map(|started| unix_ms().saturating_sub(started))
+                    .unwrap_or(0);
+                rule.not_ready(age_ms, &screen.lines.join("\n"))
+            }
+            (Err(err), _) | (_, Err(err)) => Some(format!("the pane host did not answer: {err}")),
+        };
+        match reason {
+            None => {
+                self.ready = true;
+                if self.not_ready_logged.take().is_some() {
+                    tracing::info!(session = self.info.session, "ready for input; delivering");
+                }
+                true
+            }
+            Some(reason) => {
+                if self.not_ready_logged.as_deref() != Some(reason.as_str()) {
+                    tracing::info!(
+                        session = self.info.session,
+                        "holding notices: the harness does not accept input yet: {reason}"
+                    );
+                    self.not_ready_logged = Some(reason);
+                }
+                false
+            }
+        }
+    }
+
     async fn pane_revision(&self) -> u64 {
         let request = Request::new(0, req::Info::default());
         match registry::pane_ask::<belfry_proto::reply::PaneRecord>(&self.info.socket, &request)
@@ -1395,7 +1453,7 @@ impl Worker {
             return;
         }
         let pending = self.pending();
-        if pending.is_empty() {
+        if pending.is_empty() || !self.ready_for_input().await {
             return;
         }
         match self.lease.take_lease(now) {

@@ -29,6 +29,8 @@
 //!   [`declare::down`]), and `declare/error.rs` says what is wrong with a rejected file.
 //!   [`kdl_depth`] guards its parser against nesting that would overflow the stack;
 //!   [`preflight`] checks every agent `belfry up` is about to launch before it launches any.
+//! - [`doctor`]: the checks of `belfry doctor` that need only the core's knowledge of a pane
+//!   (its adapter, its DING adapter executable, its program on `PATH`, its readiness).
 
 pub mod adapter_group;
 pub mod adapter_lines;
@@ -37,6 +39,7 @@ pub mod client;
 pub use belfry_pty::deadline;
 pub mod declare;
 pub mod ding;
+pub mod doctor;
 mod error;
 pub mod kdl_depth;
 pub mod lifecycle;

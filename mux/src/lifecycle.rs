@@ -38,6 +38,76 @@ pub struct AdapterDeclaration {
     /// words are data here so that the DING engine names none of them.
     #[serde(default)]
     pub compaction_events: Vec<HookSource>,
+    /// When the harness starts accepting input (spec §10): a keystroke sent before then is
+    /// lost, so DING holds its notices and `belfry doctor` reports the pane not ready.
+    #[serde(default)]
+    pub readiness: Option<Readiness>,
+    /// What the harness needs on its command line and in its environment to behave under
+    /// belfry, added to every pane of this adapter at launch (outside the generation, like a
+    /// charter's flag).
+    #[serde(default)]
+    pub launch: Option<Launch>,
+    /// How the harness runs a hook command: this argv with the command appended (for example
+    /// a login shell, `["$SHELL", "-lc"]`, whose profile may reset `PATH`). `belfry doctor`
+    /// checks that the projected hooks' `belfry` is found that way. `$SHELL` is the pane's.
+    #[serde(default)]
+    pub hook_shell: Vec<String>,
+}
+
+/// Arguments and environment an adapter adds to its harness's launch, with the reason.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Launch {
+    /// Appended to the pane's argv.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Added to the pane's environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Why the harness needs them.
+    pub why: String,
+}
+
+/// An adapter's readiness rule: the pane's program accepts input once it has run for
+/// `after_ms` and, when `screen` is given, once that regular expression matches the screen
+/// (its lines joined by newlines). Both are data because start-up screens change from one
+/// release of a harness to the next.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Readiness {
+    /// A regular expression that matches the screen once input is accepted.
+    #[serde(default)]
+    pub screen: Option<String>,
+    /// The least time after the program starts before input is accepted, in milliseconds.
+    #[serde(default)]
+    pub after_ms: u64,
+    /// What the rule stands for, quoted when a pane is not ready.
+    pub why: String,
+}
+
+impl Readiness {
+    /// Why a pane whose program has run for `age_ms` and shows `screen` is not ready yet, or
+    /// `None` when it is. A `screen` pattern that does not compile is a reason too: a rule
+    /// that cannot be checked never reports a pane ready.
+    pub fn not_ready(&self, age_ms: u64, screen: &str) -> Option<String> {
+        if age_ms < self.after_ms {
+            return Some(format!(
+                "it started {age_ms} ms ago and accepts input only after {} ms ({})",
+                self.after_ms, self.why
+            ));
+        }
+        let pattern = self.screen.as_deref()?;
+        match regex::Regex::new(pattern) {
+            Ok(re) if re.is_match(screen) => None,
+            Ok(_) => Some(format!(
+                "its screen does not match the readiness pattern {pattern:?} yet ({})",
+                self.why
+            )),
+            Err(err) => Some(format!(
+                "the adapter's readiness pattern {pattern:?} does not compile: {err}"
+            )),
+        }
+    }
 }
 
 /// A semantic hook event together with the value of its `source` field, as `belfry dispatch`

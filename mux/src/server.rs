@@ -410,13 +410,13 @@ fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, event: 
 
 /// Starts the DING worker of a pane from its pane host's record.
 fn start_ding(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, adopted: bool) {
-    let compaction_events = match host.adapter().map(|a| load_declaration(daemon, a)) {
-        Some(Ok(declaration)) => declaration.compaction_events,
+    let (compaction_events, readiness) = match host.adapter().map(|a| load_declaration(daemon, a)) {
+        Some(Ok(declaration)) => (declaration.compaction_events, declaration.readiness),
         Some(Err(err)) => {
             tracing::warn!(session = entry.session, "{err}");
-            Vec::new()
+            (Vec::new(), None)
         }
-        None => Vec::new(),
+        None => (Vec::new(), None),
     };
     let spec = host.spec.as_ref();
     let info = PaneInfo {
@@ -434,6 +434,7 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, adopted: bo
         adapter_command: spec.and_then(|spec| spec.adapter_command.clone()),
         adopted,
         compaction_events,
+        readiness,
     };
     daemon.ding.start(
         info,
@@ -854,6 +855,18 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
             belfry_proto::env::TURN_BOUNDARY_EVENTS.to_string(),
             event.clone(),
         );
+    }
+    // spec §10: what the harness needs on its command line and in its environment under
+    // belfry (for example one process per pane, so each pane's tools and hooks keep that
+    // pane's identity) is the adapter's data.
+    if let Some(Ok(crate::lifecycle::AdapterDeclaration {
+        launch: Some(launch),
+        ..
+    })) = &declaration
+    {
+        spec.extra_args.extend(launch.args.iter().cloned());
+        spec.extra_env
+            .extend(launch.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     let config = &daemon.config;
     let entry = match registry::launch(

@@ -8,7 +8,8 @@
 //! drift without `force`) before any write; [`status()`] (`status.rs`) reads the live files
 //! back and says installed / drifted / missing / inert; and [`uninstall()`] (`uninstall.rs`)
 //! removes only what the install state records. The state is `.belfry/hooks-state.json`
-//! ([`state::State`]).
+//! ([`state::State`]). [`doctor`] reads the same state for `belfry doctor`: per adapter,
+//! whether its harness is admitted and its hooks are applied, intact, live and trusted.
 //!
 //! Provider knowledge arrives as data ([`adapters`]): the matrix says what each semantic
 //! feature is on a harness, the renderer's shape says where the native file is and how an
@@ -18,6 +19,7 @@
 
 pub mod adapters;
 mod apply;
+pub mod doctor;
 pub mod jsonc;
 pub mod merge;
 mod plan;

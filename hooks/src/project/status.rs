@@ -142,7 +142,7 @@ pub fn status(context: &Context) -> Result<Vec<(String, TargetStatus)>, ProjectE
     Ok(out)
 }
 
-fn target_status(
+pub(super) fn target_status(
     context: &Context,
     data: Option<&AdapterData>,
     target: &TargetState,
@@ -210,8 +210,6 @@ pub(super) fn inert_reasons(
     let mut reasons = Vec::new();
     let Some(Render::SettingsJson {
         inert,
-        trust: trust_rule,
-        hooks_key,
         folder_trust,
         project_flag,
         json,
@@ -266,6 +264,28 @@ pub(super) fn inert_reasons(
             }
         }
     }
+    reasons.extend(trust_reasons(context, data, target, settings_text));
+    reasons
+}
+
+/// The part of [`inert_reasons`] that is the harness's hook trust: the project it does not
+/// trust, and each managed entry it holds no hash for or a hash that no longer matches.
+pub(super) fn trust_reasons(
+    context: &Context,
+    data: &AdapterData,
+    target: &TargetState,
+    settings_text: Option<&str>,
+) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let Some(Render::SettingsJson {
+        trust: trust_rule,
+        hooks_key,
+        ..
+    }) = &data.render
+    else {
+        return reasons;
+    };
+    let defaults = data.render_defaults();
     if let (Some(rule), Some(settings)) = (trust_rule, &target.settings) {
         let trust_file = context.expand(&rule.file, &defaults);
         let text = trust_file

@@ -66,6 +66,25 @@ pub fn up(
     Ok(Applied { actions })
 }
 
+/// `belfry up --dry-run`: every check `belfry up` makes before it launches anything (spec §11:
+/// each agent's `cwd`, program and charter, [`preflight::prepare`]), on every agent of this
+/// machine, with no daemon asked and nothing launched. Returns the names that would launch.
+pub fn dry_run(
+    decls: &Declarations,
+    base_env: &BTreeMap<String, String>,
+) -> Result<Vec<String>, Error> {
+    let names: Vec<&str> = decls
+        .agents
+        .iter()
+        .map(|agent| agent.name.as_str())
+        .collect();
+    let prepared = preflight::prepare(decls, &names, base_env).map_err(Error::Preflight)?;
+    Ok(prepared
+        .iter()
+        .map(|ready| ready.agent.name.clone())
+        .collect())
+}
+
 /// `belfry down`: stops the declared agents that have a pane, exited or not, in file order,
 /// calling `stopped` after each; undeclared panes are left alone.
 pub fn down(

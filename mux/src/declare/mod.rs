@@ -97,7 +97,7 @@ use belfry_ding::policy::DeliveryPolicy;
 use belfry_pty::spec::{LaunchSpec, SizePolicy};
 use serde::Serialize;
 
-pub use apply::{down, running_panes, up, Applied};
+pub use apply::{down, dry_run, running_panes, up, Applied};
 pub use error::Problem;
 
 use crate::Error;

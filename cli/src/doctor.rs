@@ -1,0 +1,405 @@
+//! `belfry doctor [NAME…]`: what is missing for each pane (or, when no pane runs, each agent of
+//! `belfry.kdl`) to work as its adapter says — one line per finding, each with its fix, or
+//! `--json`. The checks are the libraries': `belfry_mux::doctor` (the adapter, the DING adapter
+//! executable, the program on `PATH`, readiness) and `belfry_hooks::project::doctor` (the
+//! harness's version, the projected hooks and their trust). This file gathers each pane's
+//! facts from its pane host (no daemon is started for it), runs the checks and prints them.
+//! Exit codes: 0 when nothing is missing, 1 when something is, 2 on an error.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+
+use belfry_hooks::canonical::Scope;
+use belfry_hooks::project::adapters::Adapters as HookAdapters;
+use belfry_hooks::project::doctor as hooks_doctor;
+use belfry_mux::adapters::Adapters;
+use belfry_mux::client::Client;
+use belfry_mux::doctor::{self as mux_doctor, Subject};
+use belfry_proto::reply::{PaneRecord, Screen};
+use belfry_proto::request as op;
+use belfry_proto::SessionName;
+use belfry_pty::deadline::PANE_QUICK;
+use belfry_pty::paths;
+use belfry_pty::spec::LaunchSpec;
+
+use crate::commands::NotFound;
+use crate::exit::{EXIT_NOT_FOUND, EXIT_OK};
+
+/// How long a harness may take to print its version.
+const VERSION_DEADLINE: Duration = Duration::from_secs(5);
+
+#[derive(clap::Args, Debug)]
+pub struct DoctorArgs {
+    /// The panes (or declared agents) to check (default: every pane, or every agent of the
+    /// declarations file when no pane runs).
+    names: Vec<String>,
+    /// The declarations file read for agents that do not run (default: ./belfry.kdl).
+    #[arg(long, value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Print the findings as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One finding as printed.
+#[derive(Debug, Clone, Serialize)]
+struct Line {
+    check: &'static str,
+    problem: String,
+    fix: String,
+}
+
+/// One pane or declared agent and what is missing for it.
+#[derive(Debug, Serialize)]
+struct Report {
+    name: String,
+    /// `pane` for a running pane, `declared` for an agent of the declarations file.
+    source: &'static str,
+    adapter: Option<String>,
+    findings: Vec<Line>,
+}
+
+/// What the checks read about one subject.
+struct Facts {
+    name: String,
+    source: &'static str,
+    /// The launch spec; `None` for a pane host that did not give one (a finding says so).
+    spec: Option<LaunchSpec>,
+    /// The pane's age and screen, for a running pane that answered.
+    running: Option<(u64, String)>,
+    /// Findings made while gathering (a pane that did not answer, an exited program).
+    early: Vec<Line>,
+}
+
+/// Runs `belfry doctor`.
+pub fn run(args: DoctorArgs) -> Result<i32> {
+    let facts = gather(&args)?;
+    let adapters = Adapters::of_this_binary();
+    let hook_adapters = HookAdapters::embedded().map_err(anyhow::Error::msg)?;
+    let reports: Vec<Report> = facts
+        .into_iter()
+        .map(|facts| check(&adapters, &hook_adapters, facts))
+        .collect();
+    let missing = reports.iter().any(|report| !report.findings.is_empty());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else if reports.is_empty() {
+        println!("no panes run and no agent is declared: nothing to check");
+    } else {
+        print!("{}", render(&reports));
+    }
+    Ok(if missing { EXIT_NOT_FOUND } else { EXIT_OK })
+}
+
+/// The text output: a header per subject, then one line per finding with its fix.
+fn render(reports: &[Report]) -> String {
+    let mut out = String::new();
+    for report in reports {
+        let adapter = report
+            .adapter
+            .as_deref()
+            .map(|a| format!(", adapter {a}"))
+            .unwrap_or_default();
+        if report.findings.is_empty() {
+            out.push_str(&format!(
+                "{} ({}{adapter}): ok\n",
+                report.name, report.source
+            ));
+            continue;
+        }
+        out.push_str(&format!("{} ({}{adapter}):\n", report.name, report.source));
+        for line in &report.findings {
+            out.push_str(&format!(
+                "  {}: {} — fix: {}\n",
+                line.check, line.problem, line.fix
+            ));
+        }
+    }
+    out
+}
+
+/// The subjects: the named ones (a pane if one runs under the name, else the declared agent),
+/// or every pane, or, when none runs, every declared agent.
+fn gather(args: &DoctorArgs) -> Result<Vec<Facts>> {
+    let runtime = paths::runtime_dir();
+    let file = args
+        .file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("belfry.kdl"));
+    let declared = || -> Result<Option<belfry_mux::declare::Declarations>> {
+        if args.file.is_none() && !file.exists() {
+            return Ok(None);
+        }
+        Ok(Some(belfry_mux::declare::load(&file)?))
+    };
+    if args.names.is_empty() {
+        let panes = crate::direct::list(&runtime);
+        if !panes.is_empty() {
+            return Ok(panes
+                .iter()
+                .map(|pane| pane_facts(&runtime, &pane.session, Some(pane)))
+                .collect());
+        }
+        return Ok(declared()?
+            .map(|decls| decls.agents.iter().map(declared_facts).collect())
+            .unwrap_or_default());
+    }
+    let mut decls = None;
+    let mut out = Vec::new();
+    for name in &args.names {
+        if paths::pane_socket(&runtime, name).exists() {
+            out.push(pane_facts(&runtime, name, None));
+            continue;
+        }
+        if decls.is_none() {
+            decls = Some(declared()?.unwrap_or_default());
+        }
+        match decls.as_ref().and_then(|d| d.get(name)) {
+            Some(agent) => out.push(declared_facts(agent)),
+            None => {
+                return Err(NotFound(format!(
+                    "no pane named {name:?} runs and {} declares no agent of that name",
+                    file.display()
+                ))
+                .into())
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A declared agent as it would launch: this process's environment with the declared one over
+/// it, as `belfry up` launches it.
+fn declared_facts(agent: &belfry_mux::declare::AgentDecl) -> Facts {
+    let mut spec = agent.launch_spec();
+    spec.base_env = std::env::vars().collect();
+    Facts {
+        name: agent.name.clone(),
+        source: "declared",
+        spec: Some(spec),
+        running: None,
+        early: Vec::new(),
+    }
+}
+
+/// A running pane, asked its launch spec and screen by its pane host.
+fn pane_facts(runtime: &Path, session: &str, listed: Option<&PaneRecord>) -> Facts {
+    let unreachable = |why: String| Facts {
+        name: session.to_string(),
+        source: "pane",
+        spec: None,
+        running: None,
+        early: vec![Line {
+            check: "pane-unreachable",
+            problem: format!("the pane host of {session:?} did not answer: {why}"),
+            fix: format!("`belfry ls` shows its state; `belfry kill {session}` if it is stuck"),
+        }],
+    };
+    if let Some(error) = listed.and_then(|pane| pane.error.clone()) {
+        return unreachable(error);
+    }
+    let socket = paths::pane_socket(runtime, session);
+    let record = Client::connect_within(&socket, PANE_QUICK)
+        .map_err(anyhow::Error::from)
+        .and_then(|mut client| {
+            client
+                .call::<PaneRecord>(op::Info::default())?
+                .into_result()
+                .map_err(crate::commands::refusal)
+        });
+    let record = match record {
+        Ok(record) => record,
+        Err(err) => return unreachable(format!("{err:#}")),
+    };
+    let spec: LaunchSpec = match record.spec.clone().map(serde_json::from_value) {
+        Some(Ok(spec)) => spec,
+        Some(Err(err)) => return unreachable(format!("its launch spec does not parse: {err}")),
+        None => return unreachable("it gave no launch spec".to_string()),
+    };
+    let mut early = Vec::new();
+    if let Some(Some(status)) = &record.exited {
+        let how = match (status.code, status.signal) {
+            (Some(code), _) => format!("with code {code}"),
+            (None, Some(signal)) => format!("on signal {signal}"),
+            _ => "".to_string(),
+        };
+        early.push(Line {
+            check: "program-exited",
+            problem: format!("the pane's program exited {how}"),
+            fix: format!("`belfry restart {session}` (`belfry peek {session}` shows why)"),
+        });
+    }
+    let screen = screen_text(runtime, session).unwrap_or_default();
+    let age_ms = record
+        .started_at
+        .map(|started| crate::human::now_unix_ms().saturating_sub(started))
+        .unwrap_or(0);
+    Facts {
+        name: session.to_string(),
+        source: "pane",
+        spec: Some(spec),
+        running: early.is_empty().then_some((age_ms, screen)),
+        early,
+    }
+}
+
+fn screen_text(runtime: &Path, session: &str) -> Result<String> {
+    let name = SessionName::parse(session).context("session name")?;
+    let request = op::Snapshot {
+        session: Some(name.clone()),
+        ..op::Snapshot::default()
+    };
+    let screen: Screen = crate::direct::snapshot(runtime, request, &name)?;
+    Ok(screen.lines.join("\n"))
+}
+
+/// The environment the pane's program runs with (spec §2: the caller's, then the declared
+/// variables, then the ones belfry adds).
+fn program_env(spec: &LaunchSpec) -> BTreeMap<String, String> {
+    let mut env = spec.base_env.clone();
+    env.extend(spec.env.clone());
+    env.extend(spec.extra_env.clone());
+    env
+}
+
+fn check(adapters: &Adapters, hook_adapters: &HookAdapters, facts: Facts) -> Report {
+    let Facts {
+        name,
+        source,
+        spec,
+        running,
+        early,
+    } = facts;
+    let mut findings = early;
+    let Some(spec) = spec else {
+        return Report {
+            name,
+            source,
+            adapter: None,
+            findings,
+        };
+    };
+    let env = program_env(&spec);
+    let cwd = spec.cwd.as_ref().map(PathBuf::from);
+    let subject = Subject {
+        adapter: spec.adapter.as_deref(),
+        argv: &spec.argv,
+        adapter_command: spec.adapter_command.as_deref(),
+        ding_policy: spec.ding_policy.as_deref(),
+        env: &env,
+        cwd: cwd.as_deref(),
+    };
+    let mut found = |finding: mux_doctor::Finding| {
+        findings.push(Line {
+            check: finding.check,
+            problem: finding.problem,
+            fix: finding.fix,
+        })
+    };
+    let program_missing = mux_doctor::program_finding(&subject);
+    let harness_absent = program_missing.is_some();
+    if let Some(finding) = program_missing {
+        found(finding);
+    }
+    if let Some(finding) = mux_doctor::adapter_command_finding(adapters, &subject) {
+        found(finding);
+    }
+    let mut hook_lines = Vec::new();
+    if let Some(adapter) = spec.adapter.as_deref() {
+        match mux_doctor::adapter_declaration(adapters, adapter) {
+            Err(finding) => found(finding),
+            Ok(declaration) => {
+                if let Some(finding) = mux_doctor::hook_shell_finding(&declaration, &subject) {
+                    found(finding);
+                }
+                if let Some((age_ms, screen)) = &running {
+                    if let Some(finding) =
+                        mux_doctor::readiness_finding(&declaration, *age_ms, screen)
+                    {
+                        found(finding);
+                    }
+                }
+                hook_lines = harness_findings(
+                    hook_adapters,
+                    adapter,
+                    &subject,
+                    harness_absent,
+                    cwd.as_deref(),
+                );
+            }
+        }
+    }
+    findings.extend(hook_lines);
+    Report {
+        name,
+        source,
+        adapter: spec.adapter.clone(),
+        findings,
+    }
+}
+
+/// The harness's version and its hooks, for an adapter the projection knows.
+fn harness_findings(
+    adapters: &HookAdapters,
+    adapter: &str,
+    subject: &Subject<'_>,
+    harness_absent: bool,
+    cwd: Option<&Path>,
+) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let mut push = |finding: hooks_doctor::Finding| {
+        lines.push(Line {
+            check: finding.check,
+            problem: finding.problem,
+            fix: finding.fix,
+        })
+    };
+    let program = subject.argv.first().map(String::as_str).unwrap_or_default();
+    if let Some(asked) = hooks_doctor::version_argv(adapters, adapter, program) {
+        let path = subject.env.get("PATH").map(String::as_str);
+        let found = mux_doctor::find_program(&asked[0], path, cwd);
+        let detected = found.as_ref().and_then(|found| {
+            crate::hooks::run_version(&found.display().to_string(), &asked[1..], VERSION_DEADLINE)
+        });
+        // A program the pane runs that is not there was reported already; a harness asked by
+        // another name (the agent runs it through a wrapper) is reported here.
+        let already = harness_absent && found.is_none() && asked[0] == program;
+        if !already {
+            if let Some(finding) =
+                hooks_doctor::version_finding(adapters, adapter, &asked, detected.as_deref())
+            {
+                push(finding);
+            }
+        }
+    }
+    if adapters.by_name.contains_key(adapter) {
+        let dir = cwd
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::current_dir().ok());
+        let contexts = dir.and_then(|dir| {
+            let project = crate::hooks::context_in(&dir, Scope::Project, subject.env.clone());
+            let user = crate::hooks::context_in(&dir, Scope::User, subject.env.clone());
+            project.and_then(|p| user.map(|u| (p, u))).ok()
+        });
+        match contexts {
+            Some((project, user)) => {
+                for finding in hooks_doctor::hooks_findings(&project, &user, adapter) {
+                    push(finding);
+                }
+            }
+            None => push(hooks_doctor::Finding {
+                check: "hooks-state",
+                problem: format!(
+                    "the pane's working directory {} cannot be read",
+                    cwd.map(|c| c.display().to_string()).unwrap_or_default()
+                ),
+                fix: "give the agent a `cwd` that exists".to_string(),
+            }),
+        }
+    }
+    lines
+}

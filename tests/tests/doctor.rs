@@ -1,0 +1,384 @@
+//! `belfry doctor` against real panes (real pane hosts, the real daemon, real files): each
+//! finding is named with its fix — a DING adapter executable that is not there, hooks never
+//! applied, a Codex hook the harness does not trust (until `belfry hooks apply --trust`), a
+//! harness not ready by its adapter's readiness rule, an unknown adapter, a harness version
+//! outside the matrix — and the exit code says whether anything is missing.
+//!
+//! The harnesses are small real programs on the panes' PATH named like the harness (`codex`,
+//! `claude`, `opencode`, `pi`): `--version` prints the version line the pinned harness prints,
+//! anything else draws the line its adapter's readiness rule looks for and waits. The checks
+//! read only the program's name, its version answer and its screen, so the installed harnesses
+//! are not needed here. The shell a harness runs its hooks in is a small script too, one that
+//! keeps the pane's PATH and one that resets it as a login profile may.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use belfry_tests::{eventually, Env};
+use serde_json::Value;
+
+/// The canonical hook file of the Codex project: one observer, projected to Codex only.
+const CODEX_HOOKS: &str = r#"
+hook "audit" {
+  event "after-tool"
+  intent "observe"
+  command "audit-log"
+  targets "codex"
+}
+"#;
+
+/// Writes `bin/NAME`: `--version` prints `version`; otherwise it waits for `gate` (when given)
+/// to exist, prints `screen` and sleeps.
+fn fake_harness(env: &Env, name: &str, version: &str, screen: &str, gate: Option<&Path>) {
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir bin");
+    let wait = gate
+        .map(|gate| format!("while [ ! -e '{}' ]; do sleep 0.1; done\n", gate.display()))
+        .unwrap_or_default();
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{version}'; exit 0; fi\n\
+         echo 'starting'\n{wait}printf '%s\\n' '{screen}'\nexec sleep 600\n"
+    );
+    let path = bin.join(name);
+    std::fs::write(&path, script).expect("write fake harness");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// An environment whose PATH starts with the fake harnesses and whose harness homes are its own.
+fn doctor_env() -> Env {
+    let mut env = Env::new();
+    let path = format!(
+        "{}:{}:{}",
+        env.path("bin").display(),
+        belfry_tests::bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let home = env.path("home");
+    std::fs::create_dir_all(home.join(".codex")).expect("mkdir codex home");
+    // The shell a harness runs its hook commands in (Codex: `$SHELL -lc`): these keep the
+    // pane's PATH, or, like a login profile may, reset it to the system's.
+    let keeping = shell(&env, "keeping-shell", "exec /bin/sh -c \"$2\"");
+    shell(
+        &env,
+        "resetting-shell",
+        "PATH=/usr/bin:/bin exec /bin/sh -c \"$2\"",
+    );
+    env.extra = vec![
+        ("SHELL".into(), keeping.display().to_string()),
+        ("PATH".into(), path),
+        ("HOME".into(), home.display().to_string()),
+        (
+            "CODEX_HOME".into(),
+            home.join(".codex").display().to_string(),
+        ),
+        ("BELFRY_HOOKS_DETECT".into(), "0".into()),
+    ];
+    env
+}
+
+/// Writes `shells/NAME`, a shell taking `-lc COMMAND` that runs `body`.
+fn shell(env: &Env, name: &str, body: &str) -> PathBuf {
+    let dir = env.path("shells");
+    std::fs::create_dir_all(&dir).expect("mkdir shells");
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write shell");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+fn project(env: &Env, name: &str) -> PathBuf {
+    let dir = env.path(name);
+    std::fs::create_dir_all(&dir).expect("mkdir project");
+    std::fs::canonicalize(&dir).expect("canonical project")
+}
+
+fn doctor(env: &Env, args: &[&str]) -> Output {
+    let mut all = vec!["doctor"];
+    all.extend_from_slice(args);
+    env.run(&all)
+}
+
+/// `belfry doctor --json ARGS`: the exit code and the reports by name.
+fn doctor_json(env: &Env, args: &[&str]) -> (Option<i32>, Vec<Value>) {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = doctor(env, &all);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let reports: Vec<Value> = serde_json::from_str(&text).unwrap_or_else(|err| {
+        panic!(
+            "doctor --json printed no JSON ({err}):\n{text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), reports)
+}
+
+fn report<'a>(reports: &'a [Value], name: &str) -> &'a Value {
+    reports
+        .iter()
+        .find(|report| report["name"] == name)
+        .unwrap_or_else(|| panic!("no report for {name}: {reports:#?}"))
+}
+
+fn checks(report: &Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .map(|findings| {
+            findings
+                .iter()
+                .map(|f| f["check"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .and_then(|findings| findings.iter().find(|f| f["check"] == check))
+        .unwrap_or_else(|| panic!("no {check} finding: {report:#}"))
+}
+
+#[test]
+fn doctor_names_a_missing_adapter_executable_unapplied_hooks_and_an_untrusted_codex_hook() {
+    let env = doctor_env();
+    fake_harness(&env, "codex", "codex-cli 0.169.0", "› Ask Codex", None);
+    fake_harness(&env, "claude", "2.1.328 (Claude Code)", "❯ ", None);
+    let codex_project = project(&env, "codex-project");
+    let claude_project = project(&env, "claude-project");
+    std::fs::write(codex_project.join("belfry-hooks.kdl"), CODEX_HOOKS).expect("write hooks");
+    let dir = codex_project.display().to_string();
+    env.ok(&["hooks", "--dir", &dir, "apply"]);
+    // Codex trusts the project folder (the user's decision, recorded in its config), so what
+    // is left untrusted is the hook entry itself.
+    std::fs::write(
+        env.path("home/.codex/config.toml"),
+        format!("[projects.\"{dir}\"]\ntrust_level = \"trusted\"\n"),
+    )
+    .expect("write codex config");
+    env.ok(&[
+        "new",
+        "reviewer",
+        "--cwd",
+        &dir,
+        "--adapter",
+        "codex",
+        "--ding-delivery",
+        "turn-boundary+fresh-idle",
+        "--ding-adapter",
+        "/nonexistent/belfry-adapter-codex",
+        "--",
+        "codex",
+    ]);
+    env.ok(&[
+        "new",
+        "coder",
+        "--cwd",
+        &claude_project.display().to_string(),
+        "--adapter",
+        "claude",
+        "--",
+        "claude",
+    ]);
+    env.wait_screen("reviewer", "(?m)^› ");
+    env.wait_screen("coder", "(?m)^❯");
+
+    let (code, reports) = doctor_json(&env, &[]);
+    assert_eq!(code, Some(1), "something is missing: {reports:#?}");
+    let reviewer = report(&reports, "reviewer");
+    assert_eq!(reviewer["source"], "pane");
+    assert_eq!(
+        checks(reviewer),
+        ["adapter-executable", "hooks-untrusted"],
+        "{reviewer:#}"
+    );
+    let missing = finding(reviewer, "adapter-executable");
+    assert!(
+        missing["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("/nonexistent/belfry-adapter-codex")),
+        "{missing:#}"
+    );
+    let untrusted = finding(reviewer, "hooks-untrusted");
+    let problem = untrusted["problem"].as_str().unwrap_or_default();
+    assert!(
+        problem.contains(&format!("{dir}/.codex/hooks.json:post_tool_use:0:0"))
+            && problem.contains("untrusted — run codex and review hooks, or apply --trust"),
+        "{untrusted:#}"
+    );
+    assert!(
+        untrusted["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains(&format!("belfry hooks --dir {dir} apply --trust"))),
+        "{untrusted:#}"
+    );
+    let coder = report(&reports, "coder");
+    assert_eq!(checks(coder), ["hooks-not-applied"], "{coder:#}");
+    assert!(
+        finding(coder, "hooks-not-applied")["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("no hook targets claude")),
+        "{coder:#}"
+    );
+
+    // The text output: one line per finding, each with its fix.
+    let out = doctor(&env, &["reviewer"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "reviewer (pane, adapter codex):", "{text}");
+    assert!(
+        lines[1].starts_with("  adapter-executable: ") && lines[1].contains(" — fix: "),
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with("  hooks-untrusted: ") && lines[2].contains(" — fix: "),
+        "{text}"
+    );
+
+    // The fix named works: trusted, the hook is no longer a finding.
+    env.ok(&["hooks", "--dir", &dir, "apply", "--trust"]);
+    let (_, reports) = doctor_json(&env, &["reviewer"]);
+    assert_eq!(
+        checks(report(&reports, "reviewer")),
+        ["adapter-executable"],
+        "{reports:#?}"
+    );
+}
+
+#[test]
+fn doctor_reports_a_harness_not_ready_until_its_readiness_rule_matches() {
+    let env = doctor_env();
+    let gate = env.path("ready-now");
+    fake_harness(
+        &env,
+        "opencode",
+        "1.18.33",
+        "  Ask anything...",
+        Some(&gate),
+    );
+    let dir = project(&env, "project").display().to_string();
+    env.ok(&[
+        "new",
+        "slow",
+        "--cwd",
+        &dir,
+        "--adapter",
+        "opencode",
+        "--",
+        "opencode",
+    ]);
+    env.wait_screen("slow", "starting");
+    let (code, reports) = doctor_json(&env, &["slow"]);
+    assert_eq!(code, Some(1));
+    let slow = report(&reports, "slow");
+    let not_ready = finding(slow, "not-ready");
+    assert!(
+        not_ready["problem"].as_str().is_some_and(
+            |p| p.contains("\"Ask anything\"") && p.contains("A send before it is lost")
+        ),
+        "{not_ready:#}"
+    );
+
+    std::fs::write(&gate, "").expect("open the gate");
+    env.wait_screen("slow", "Ask anything");
+    let ready = eventually(Duration::from_secs(5), || {
+        let (_, reports) = doctor_json(&env, &["slow"]);
+        !checks(report(&reports, "slow")).contains(&"not-ready".to_string())
+    });
+    assert!(ready, "still not ready once the composer is drawn");
+}
+
+#[test]
+fn doctor_checks_declared_agents_when_no_pane_runs() {
+    let env = doctor_env();
+    fake_harness(&env, "pi", "0.60.0", "─", None);
+    fake_harness(&env, "codex", "codex-cli 0.169.0", "› ", None);
+    let dir = project(&env, "project");
+    let file = dir.join("belfry.kdl");
+    let resetting = env.path("shells/resetting-shell").display().to_string();
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+agent "shell" {{ command "sh"; }}
+agent "old-pi" {{ command "pi"; adapter "pi"; }}
+agent "absent" {{ command "gemini"; adapter "gemini"; }}
+agent "typo" {{ command "sh"; adapter "no-such-adapter"; }}
+agent "login-path" {{ command "codex"; adapter "codex"; env {{ SHELL "{resetting}"; }} }}
+"#
+        ),
+    )
+    .expect("write belfry.kdl");
+    let file = file.display().to_string();
+
+    let (code, reports) = doctor_json(&env, &["--file", &file]);
+    assert_eq!(code, Some(1));
+    assert_eq!(reports.len(), 5, "{reports:#?}");
+    assert!(
+        reports.iter().all(|r| r["source"] == "declared"),
+        "{reports:#?}"
+    );
+    assert_eq!(checks(report(&reports, "shell")), Vec::<String>::new());
+    let old = report(&reports, "old-pi");
+    assert_eq!(
+        checks(old),
+        ["harness-version", "hooks-not-applied"],
+        "{old:#}"
+    );
+    assert!(
+        finding(old, "harness-version")["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("0.60.0") && p.contains(">=0.73.1 <0.74.0")),
+        "{old:#}"
+    );
+    let absent = report(&reports, "absent");
+    assert_eq!(checks(absent)[0], "harness-missing", "{absent:#}");
+    assert!(
+        finding(absent, "harness-missing")["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("\"gemini\" is not found")),
+        "{absent:#}"
+    );
+    let typo = report(&reports, "typo");
+    assert_eq!(checks(typo), ["adapter-unknown"], "{typo:#}");
+    assert!(
+        finding(typo, "adapter-unknown")["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("\"no-such-adapter\"")),
+        "{typo:#}"
+    );
+
+    // Its hook shell resets PATH, so the projected hooks would not find belfry.
+    let login = report(&reports, "login-path");
+    assert_eq!(
+        checks(login),
+        ["hooks-no-belfry", "hooks-not-applied"],
+        "{login:#}"
+    );
+    assert!(
+        finding(login, "hooks-no-belfry")["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains(&format!("`{resetting} -lc COMMAND`"))),
+        "{login:#}"
+    );
+
+    // An agent with nothing missing: exit 0, and the text says so.
+    let out = doctor(&env, &["--file", &file, "shell"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "shell (declared): ok\n"
+    );
+
+    // A name that is neither a pane nor declared: not found, naming it.
+    let out = doctor(&env, &["--file", &file, "nobody"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"nobody\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,105 @@
+//! Every per-harness example (`examples/<harness>/belfry.kdl`) passes every check `belfry up`
+//! makes before it launches anything (`belfry up --dry-run`: the file parses, each agent's
+//! program resolves, its hooks are guarded), names an adapter there is and the rich DING
+//! policy with the activity adapter, and its hook file plans without a refusal. The harness
+//! programs are small real programs on PATH named like the harness (the check is that the
+//! program resolves, not what it does), so the installed harnesses are not needed.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use belfry_tests::{bin_dir, Env};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// The per-harness example folders: each holding a `belfry.kdl`.
+fn harness_examples() -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(examples())
+        .expect("examples/")
+        .flatten()
+        .filter(|entry| entry.path().join("belfry.kdl").is_file())
+        .map(|entry| {
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                entry.path(),
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn every_harness_example_passes_up_dry_run_with_the_rich_policy() {
+    let examples = harness_examples();
+    let names: Vec<&str> = examples.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["claude", "codex", "gemini", "opencode", "pi"]);
+    let mut env = Env::new();
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir bin");
+    for name in &names {
+        let program = bin.join(name);
+        std::fs::write(&program, "#!/bin/sh\nexit 0\n").expect("write program");
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let path = format!(
+        "{}:{}:{}",
+        bin.display(),
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    env.extra = vec![
+        ("PATH".into(), path),
+        ("BELFRY_HOOKS_DETECT".into(), "0".into()),
+    ];
+    for (name, dir) in &examples {
+        let file = dir.join("belfry.kdl");
+        let text = std::fs::read_to_string(&file).expect("read example");
+        assert!(
+            text.contains(&format!("adapter \"{name}\""))
+                && text.contains("delivery \"turn-boundary+fresh-idle\"")
+                && text.contains(&format!(
+                    "command \"belfry-adapter\" \"--provider\" \"{name}\""
+                )),
+            "{name}: not the adapter with the rich policy"
+        );
+        let out = env.run(&["up", "--dry-run", &file.display().to_string()]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: up --dry-run refused it:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(stdout, format!("would launch {name}\n"), "{name}");
+        let plan = env.run(&["hooks", "--dir", &dir.display().to_string(), "plan"]);
+        let plan_text = String::from_utf8_lossy(&plan.stdout);
+        assert_eq!(
+            plan.status.code(),
+            Some(0),
+            "{name}: hooks plan:\n{plan_text}"
+        );
+        assert!(
+            plan_text.contains(&format!("target {name} ")),
+            "{name}: its hooks do not target it:\n{plan_text}"
+        );
+    }
+}
+
+#[test]
+fn up_dry_run_refuses_a_program_that_is_not_there_and_launches_nothing() {
+    let env = Env::new();
+    let file = env.path("belfry.kdl");
+    std::fs::write(&file, "agent \"a\" { command \"no-such-program-here\"; }\n").expect("write");
+    let out = env.run(&["up", "--dry-run", &file.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("belfry.kdl:1:")
+            && stderr.contains("\"no-such-program-here\" is not found on PATH"),
+        "{stderr}"
+    );
+    assert!(!env.socket().exists(), "a dry run started a daemon");
+}

@@ -1,0 +1,107 @@
+//! spec §10: an adapter's readiness rule holds DING until the pane's program accepts input. A
+//! harness that takes seconds to start (OpenCode takes 6–10 s) loses a keystroke sent before
+//! then; here the pane's program is a shell that, until a gate file appears, reads and records
+//! whatever reaches it (the keystrokes a slow harness would lose), then becomes the recorder,
+//! which draws `READY` — the line the test adapter's readiness rule waits for. Real daemon, real
+//! pane host, real PTY, the real inbox.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+use std::time::Duration;
+
+use belfry_tests::{eventually, read_or_empty, recorder_bin, Env};
+
+/// A test adapter whose declaration says only when its harness is ready.
+const DECLARATION: &str = r#"{
+  "adapter": "slow-start",
+  "harness": "belfry test fixture (a harness that accepts input only once it draws READY)",
+  "harness_version": "0",
+  "source": "hand-written for tests/tests/readiness.rs",
+  "readiness": {"screen": "(?m)^READY", "why": "the fixture draws READY once it reads input"}
+}
+"#;
+
+fn post(env: &Env, session: &str, subject: &str) {
+    let mut child = env
+        .cmd(&["inbox", "post", session, "--subject", subject])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("inbox post");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"body\n")
+        .expect("write body");
+    assert!(child.wait().expect("wait").success(), "inbox post failed");
+}
+
+#[test]
+fn ding_sends_nothing_before_the_adapter_says_the_harness_is_ready() {
+    let env = Env::new();
+    let adapters = env.path("adapters");
+    std::fs::create_dir_all(adapters.join("slow-start")).expect("mkdir adapter");
+    std::fs::write(adapters.join("slow-start/declaration.json"), DECLARATION).expect("write");
+    let mut env = env;
+    env.extra = vec![(
+        "BELFRY_ADAPTERS".to_string(),
+        adapters.display().to_string(),
+    )];
+    let gate = env.path("gate");
+    let early = env.path("early.log");
+    let log = env.path("pane.log");
+    let script = env.path("slow-start.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/bash\necho starting\n\
+             while [ ! -e '{gate}' ]; do\n\
+               IFS= read -r -t 0.1 line; [ -n \"$line\" ] && printf '%s\\n' \"$line\" >> '{early}'\n\
+             done\n\
+             exec '{rec}' --log '{log}'\n",
+            gate = gate.display(),
+            early = early.display(),
+            rec = recorder_bin().display(),
+            log = log.display(),
+        ),
+    )
+    .expect("write script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    env.ok(&[
+        "new",
+        "agent",
+        "--adapter",
+        "slow-start",
+        "--",
+        &script.display().to_string(),
+    ]);
+    env.wait_screen("agent", "starting");
+    post(&env, "agent", "before-ready");
+
+    // The aggressive policy announces a message within about a second of its post; held by
+    // readiness, nothing reaches the pane in three.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        String::from_utf8_lossy(&read_or_empty(&early)),
+        "",
+        "a notice was typed before the harness was ready"
+    );
+    let doctor = env.run(&["doctor", "agent", "--json"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains("\"not-ready\""), "{text}");
+
+    std::fs::write(&gate, "").expect("open the gate");
+    env.wait_screen("agent", "(?m)^READY");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            String::from_utf8_lossy(&read_or_empty(&log)).contains("before-ready")
+        }),
+        "the held notice was never delivered once the harness was ready"
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let typed = String::from_utf8_lossy(&read_or_empty(&log)).into_owned();
+    assert_eq!(typed.matches("[DING]").count(), 1, "{typed:?}");
+    assert_eq!(String::from_utf8_lossy(&read_or_empty(&early)), "");
+}
