@@ -36,28 +36,10 @@ use std::time::{Duration, Instant};
 use belfry_tests::bin_dir;
 use belfry_tests::live::{Live, LiveOptions};
 use belfry_tests::projection_live::{
-    assert_cells, found, pinned_version, target_dir, write, CellCheck, CellsRun, AFTER_WORD,
-    BLOCK_WORD, CELLS_PROMPT, FAIL_WORD,
+    assert_cells, harness_bin, model_server, write, CellCheck, CellsRun, AFTER_WORD, BLOCK_WORD,
+    CELLS_PROMPT, FAIL_WORD,
 };
 use serde_json::Value;
-
-fn model_server() -> PathBuf {
-    found(
-        "BELFRY_MODEL_SERVER",
-        bin_dir().join("belfry-model-server"),
-        "the scripted model server",
-    )
-}
-
-/// The installed harness `target` at `relative` under its pinned install directory.
-fn harness_bin(target: &str, variable: &str, relative: &str) -> PathBuf {
-    let version = pinned_version(target);
-    found(
-        variable,
-        target_dir().join(format!("harnesses/{target}-{version}/{relative}")),
-        &format!("{target} {version}"),
-    )
-}
 
 const COMPACTION: &str = "a one-shot turn this short never compacts its context";
 const SUBAGENT_PROMPT: &str = "CELLS-SUBAGENT-GO";
