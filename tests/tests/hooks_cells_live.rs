@@ -18,7 +18,7 @@
 //! belfry pane (the live bench of `tests/src/live.rs`, the harness's offline profile
 //! `adapters/<name>/live.json`): a permission dialog held open until the `notification` call
 //! arrives (Claude Code, Gemini CLI), and `/compact` typed in the composer after one answered
-//! turn (`pre-compact`: Codex, Pi).
+//! turn (`pre-compact`: Codex, Pi, and OpenCode's lossy cell).
 //! Last, for Claude Code and Gemini CLI, the harness's own switch turns the hooks off
 //! (`disableAllHooks`, `hooksConfig.enabled: false`): `belfry hooks status` must say inert and
 //! a full turn must not call dispatch once. (Codex's untrusted entries, the third inert state,
@@ -41,7 +41,6 @@ use belfry_tests::projection_live::{
 };
 use serde_json::Value;
 
-const COMPACTION: &str = "a one-shot turn this short never compacts its context";
 const SUBAGENT_PROMPT: &str = "CELLS-SUBAGENT-GO";
 const SUBAGENT_TASK: &str = "CELLS-SUBAGENT-TASK";
 const CODEX_SUBAGENT: &str = "Codex offers its subagent tools in the multi_agent_v1 namespace (seen in the live request), which the scripted model server cannot call";
@@ -458,7 +457,12 @@ fn opencode_calls_dispatch_for_every_exact_cell() {
                 "stop-failure",
                 CellCheck::Checked("observed from session.error after an API error"),
             ),
-            ("pre-compact", CellCheck::NotExercised(COMPACTION)),
+            (
+                "pre-compact",
+                CellCheck::NotExercised(
+                    "a one-shot opencode run never compacts; driven in a pane instead by opencode_calls_pre_compact_for_compact_in_a_pane",
+                ),
+            ),
         ],
     );
 }
@@ -831,6 +835,26 @@ fn pi_calls_pre_compact_for_compact_in_a_pane() {
         &format!(
             "for /compact typed in the composer (the compaction's requests: {requests}; observer input {})",
             compactions[0].to_string().chars().take(160).collect::<String>()
+        ),
+    );
+}
+
+#[test]
+#[ignore = "live: needs OpenCode, belfry-model-server and a network namespace"]
+fn opencode_calls_pre_compact_for_compact_in_a_pane() {
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "opencode");
+    let live = pane(&run, "opencode", history_script(), &|| {
+        run.apply(&[], &[]);
+    });
+    let (_, requests) = compact_turn(&live, &run);
+    // opencode:pre-compact-experimental: the generated plugin observes the compaction from
+    // the experimental.session.compacting hook, which fired.
+    assert_pane_cell(
+        &run,
+        "pre-compact",
+        &format!(
+            "(lossy: observed from experimental.session.compacting) for /compact typed in the composer (the compaction's requests: {requests})"
         ),
     );
 }
