@@ -43,7 +43,7 @@ use serde_json::Value;
 
 const SUBAGENT_PROMPT: &str = "CELLS-SUBAGENT-GO";
 const SUBAGENT_TASK: &str = "CELLS-SUBAGENT-TASK";
-const CODEX_SUBAGENT: &str = "Codex offers its subagent tools in the multi_agent_v1 namespace (seen in the live request), which the scripted model server cannot call";
+const CODEX_SUBAGENT: &str = "Codex offers its subagent tools (spawn_agent, ...) only inside the multi_agent_v1 namespace (seen in the live request); the scripted model server emits no namespaced call, and a plain spawn_agent call is answered \"unsupported call: spawn_agent\" (tried live)";
 
 #[test]
 #[ignore = "live: needs Claude Code, belfry-model-server and a network namespace"]
