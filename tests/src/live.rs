@@ -392,6 +392,13 @@ pub struct LiveOptions<'a> {
     /// Environment added to the profile's (placeholders filled).
     pub extra_env: Vec<(String, String)>,
     pub size: &'a str,
+    /// The work directory and home to run in instead of fresh ones under the run's directory
+    /// (a test that lays out a project first, as the per-cell runs do).
+    pub work: Option<PathBuf>,
+    pub home: Option<PathBuf>,
+    /// Runs after the profile's files are seeded and before the harness starts: what must see
+    /// the seeded home (`belfry hooks apply --trust` writes into the seeded Codex config).
+    pub prepare: Option<&'a dyn Fn()>,
 }
 
 impl Default for LiveOptions<'_> {
@@ -401,6 +408,9 @@ impl Default for LiveOptions<'_> {
             extra_args: Vec::new(),
             extra_env: Vec::new(),
             size: "40x120",
+            work: None,
+            home: None,
+            prepare: None,
         }
     }
 }
@@ -426,8 +436,8 @@ impl Live {
         eprintln!("live {label}: in a loopback-only namespace ({how})");
         let env = Env::new();
         let server = ModelServer::start(env.dir.path(), &options.script);
-        let work = env.path("work");
-        let home = env.path("home");
+        let work = options.work.clone().unwrap_or_else(|| env.path("work"));
+        let home = options.home.clone().unwrap_or_else(|| env.path("home"));
         std::fs::create_dir_all(&work).expect("work dir");
         std::fs::create_dir_all(&home).expect("home dir");
         let fill = Placeholders {
@@ -437,6 +447,9 @@ impl Live {
             base_url: server.base_url(),
         };
         profile.seed(&fill);
+        if let Some(prepare) = options.prepare {
+            prepare();
+        }
         let marker = env
             .dir
             .path()

@@ -337,7 +337,7 @@ impl CellsRun {
     /// Runs `harness` (a shell command line, which may use `$PORT`) in the project inside a
     /// loopback-only network namespace, after the model server listens and `prepare` (shell
     /// lines that may use `$PORT`) ran, with `belfry` first on `PATH`, `HOME` the run's home,
-    /// `$BELFRY_DISPATCH_LOG` the call log, and `env`.
+    /// `$BELFRY_DISPATCH_LOG` the call log, and `env` (see [`offline_run`]).
     pub fn run(
         &self,
         server: &Path,
@@ -345,45 +345,21 @@ impl CellsRun {
         harness: &str,
         env: &[(&str, String)],
     ) -> std::process::Output {
-        let port = self.base.join("port");
-        // A port file left by an earlier run of this project would be read before the new
-        // server's redirection empties it (the redirection happens in the child, after the
-        // fork), so it goes first.
-        let runner = format!(
-            "ip link set lo up\n\
-             rm -f {port}\n\
-             {server} --script {script} --log {requests} > {port} 2>/dev/null &\n\
-             SERVER=$!\n\
-             for i in $(seq 1 100); do [ -s {port} ] && break; sleep 0.1; done\n\
-             PORT=$(head -1 {port} | tr -dc 0-9)\n\
-             {prepare}\n\
-             {harness}\n\
-             STATUS=$?\n\
-             kill $SERVER\n\
-             exit $STATUS\n",
-            server = server.display(),
-            script = self.script.display(),
-            requests = self.requests.display(),
-            port = port.display(),
-        );
-        let path = format!(
-            "{}:{}",
-            crate::bin_dir().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let mut command = Command::new("unshare");
-        command
-            .args(["-n", "sh", "-c", &runner])
-            .current_dir(&self.project)
-            .env("PATH", path)
-            .env("HOME", &self.home)
-            .env("BELFRY_DISPATCH_LOG", &self.calls);
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        command
-            .output()
-            .unwrap_or_else(|err| panic!("unshare -n: {err} (no network namespace here?)"))
+        let mut env = env.to_vec();
+        env.push(("BELFRY_DISPATCH_LOG", self.calls.display().to_string()));
+        offline_run(
+            &OfflineRun {
+                server,
+                base: &self.base,
+                cwd: &self.project,
+                home: &self.home,
+                script: &self.script,
+                requests: &self.requests,
+            },
+            prepare,
+            harness,
+            &env,
+        )
     }
 
     /// Dispatch's log lines for `event` from this target's projected entries.
@@ -495,6 +471,92 @@ impl CellsRun {
             std::fs::read_to_string(&self.observed).unwrap_or_default()
         )
     }
+}
+
+/// Where an offline harness run keeps its files: the scripted model server's binary, the
+/// run's directory (its port file), the directory the harness runs in, its `HOME`, the
+/// model's script and the server's request log.
+pub struct OfflineRun<'a> {
+    pub server: &'a Path,
+    pub base: &'a Path,
+    pub cwd: &'a Path,
+    pub home: &'a Path,
+    pub script: &'a Path,
+    pub requests: &'a Path,
+}
+
+/// Runs `harness` (a shell command line, which may use `$PORT`) in `run.cwd` inside a
+/// loopback-only network namespace (`unshare -n`), after the model server listens on
+/// 127.0.0.1 and `prepare` (shell lines that may use `$PORT`) ran, with `belfry` first on
+/// `PATH`, `HOME` set to `run.home`, and `env`. Returns the harness's exit and output.
+pub fn offline_run(
+    run: &OfflineRun,
+    prepare: &str,
+    harness: &str,
+    env: &[(&str, String)],
+) -> std::process::Output {
+    let port = run.base.join("port");
+    // A port file left by an earlier run of this project would be read before the new
+    // server's redirection empties it (the redirection happens in the child, after the
+    // fork), so it goes first.
+    let runner = format!(
+        "ip link set lo up\n\
+             rm -f {port}\n\
+             {server} --script {script} --log {requests} > {port} 2>/dev/null &\n\
+             SERVER=$!\n\
+             for i in $(seq 1 100); do [ -s {port} ] && break; sleep 0.1; done\n\
+             PORT=$(head -1 {port} | tr -dc 0-9)\n\
+             {prepare}\n\
+             {harness}\n\
+             STATUS=$?\n\
+             kill $SERVER\n\
+             exit $STATUS\n",
+        server = run.server.display(),
+        script = run.script.display(),
+        requests = run.requests.display(),
+        port = port.display(),
+    );
+    let path = format!(
+        "{}:{}",
+        crate::bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut command = Command::new("unshare");
+    command
+        .args(["-n", "sh", "-c", &runner])
+        .current_dir(run.cwd)
+        .env("PATH", path)
+        .env("HOME", run.home)
+        // A test run from inside a belfry pane must not hand the harness that pane's
+        // identity or hooks file: the run's hooks are the ones it wrote.
+        .env_remove("BELFRY_SESSION")
+        .env_remove("BELFRY_HOOKS_FILE");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command
+        .output()
+        .unwrap_or_else(|err| panic!("unshare -n: {err} (no network namespace here?)"))
+}
+
+/// The scripted model server (`belfry-model-server` beside `belfry`, or `$BELFRY_MODEL_SERVER`).
+pub fn model_server() -> PathBuf {
+    found(
+        "BELFRY_MODEL_SERVER",
+        crate::bin_dir().join("belfry-model-server"),
+        "the scripted model server",
+    )
+}
+
+/// The installed harness `target` at `relative` under the install directory
+/// `scripts/install-harnesses` made for its pinned version (`$variable` overrides it).
+pub fn harness_bin(target: &str, variable: &str, relative: &str) -> PathBuf {
+    let version = pinned_version(target);
+    found(
+        variable,
+        target_dir().join(format!("harnesses/{target}-{version}/{relative}")),
+        &format!("{target} {version}"),
+    )
 }
 
 fn ndjson(path: &Path) -> Vec<Value> {
