@@ -44,9 +44,9 @@ use alacritty_terminal::index::Column;
 use alacritty_terminal::term::cell::{Cell, CellExtra, Flags, Hyperlink};
 use alacritty_terminal::vte::ansi::{Color, NamedColor, Rgb};
 
-/// The byte cap when a launch spec gives none: 4 MiB, about 2000 lines of 200 columns of
-/// heavily styled text, or 100 000 lines of short plain ones.
-pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// The byte cap when a launch spec gives none (the protocol's default, 4 MiB): about 2000
+/// lines of 200 columns of heavily styled text, or 100 000 lines of short plain ones.
+pub const DEFAULT_MAX_BYTES: usize = belfry_proto::limits::DEFAULT_SCROLLBACK_BYTES as usize;
 
 /// What one row's entry in the index costs, counted against the byte cap with the row's bytes.
 const INDEX_BYTES: usize = std::mem::size_of::<u64>();

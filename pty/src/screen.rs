@@ -1439,6 +1439,76 @@ mod tests {
     }
 
     #[test]
+    fn history_rows_are_reflowed_by_a_resize_as_the_core_reflows_them() {
+        // Rows that went to the compact store are given back to the core for a resize, so a
+        // wrapped line in history is re-wrapped to the new width exactly as if the core had
+        // kept it, and a taller screen pulls history rows back into view.
+        let mut compact = Screen::new(3, 10, 100);
+        let mut core = Screen::with_core_history(3, 10, 100);
+        let output = b"first\r\n0123456789abcdefghij\x1b[1;31mKLMNO\x1b[0m\r\nx\r\ny\r\nz";
+        compact.apply(output);
+        core.apply(output);
+        assert_eq!(compact.history_len(), 4);
+        assert_eq!(
+            compact.scrollback(0, 3).1,
+            ["first", "0123456789", "abcdefghij"]
+        );
+        for (rows, cols) in [(3, 25), (6, 25), (2, 4), (8, 10)] {
+            compact.resize(rows, cols);
+            core.resize(rows, cols);
+            assert_eq!(compact.scrollback(0, 100), core.scrollback(0, 100));
+            assert_eq!(compact.ansi_lines(), core.ansi_lines());
+            assert_eq!(compact.cursor(), core.cursor());
+        }
+        compact.resize(4, 25);
+        assert_eq!(
+            compact.scrollback(0, 100).1,
+            ["first", "0123456789abcdefghijKLMNO", "x", "y", "z"]
+        );
+    }
+
+    #[test]
+    fn the_byte_cap_bounds_the_history_and_drops_the_oldest_lines() {
+        let mut screen = Screen::with_history_cap(2, 40, 10_000, 4096);
+        for i in 0..2000 {
+            screen.apply(format!("line {i:04} {}\r\n", "=".repeat(20)).as_bytes());
+        }
+        let held = screen.history_len();
+        assert!(held < 2000 && held > 50, "held {held} lines");
+        assert!(screen.history.bytes() <= 4096);
+        let (total, lines) = screen.scrollback(0, 1);
+        assert_eq!(total, held + 2);
+        // The screen shows the last line printed (1999) and an empty line; the oldest line
+        // kept is the one `held` lines before it.
+        assert_eq!(
+            lines[0],
+            format!("line {:04} {}", 1999 - held, "=".repeat(20))
+        );
+        // The line cap still applies below the byte cap.
+        let mut screen = Screen::with_history_cap(2, 40, 30, 1 << 20);
+        for i in 0..100 {
+            screen.apply(format!("{i}\r\n").as_bytes());
+        }
+        assert_eq!(screen.history_len(), 30);
+        assert_eq!(screen.scrollback(0, 1).1, ["69"]);
+    }
+
+    #[test]
+    fn clearing_the_history_drops_the_compact_rows_too() {
+        let mut screen = Screen::new(2, 10, 100);
+        screen.apply(b"a\r\nb\r\nc\r\nd\r\n");
+        assert_eq!(screen.history_len(), 3);
+        // In the alternate screen `CSI 3 J` clears the alternate grid's history only.
+        screen.apply(b"\x1b[?1049h\x1b[3J\x1b[?1049l");
+        assert_eq!(screen.history_len(), 3);
+        screen.apply(b"\x1b[3J");
+        assert_eq!(screen.history_len(), 0);
+        screen.apply(b"e\r\nf\r\ng\r\n\x1bc");
+        assert_eq!(screen.history_len(), 0);
+        assert_eq!(screen.scrollback(0, 10).1, ["", ""]);
+    }
+
+    #[test]
     fn scrollback_counts_from_the_oldest_line() {
         let mut s = Screen::new(2, 10, 100);
         s.apply(b"a\r\nb\r\nc\r\nd");

@@ -208,6 +208,7 @@ impl AgentDecl {
             extra_args: Vec::new(),
             extra_env: BTreeMap::new(),
             scrollback: DEFAULT_SCROLLBACK,
+            scrollback_bytes: belfry_proto::limits::DEFAULT_SCROLLBACK_BYTES as usize,
         }
     }
 
