@@ -141,7 +141,17 @@ class Bench:
         return reply
 
     def start_daemon(self):
-        self.run([self.belfry, "ls"], timeout=30)
+        # `belfry ls` no longer starts a daemon (it answers from the pane hosts when none
+        # runs), so the daemon is started here, detached like the one the CLI starts; run.sh's
+        # cleanup stops it with `belfry shutdown`.
+        subprocess.Popen([self.belfry, "server"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not self.daemon_sock.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the daemon did not create {self.daemon_sock} in 30 s")
+            time.sleep(0.05)
         hello = self.daemon({"op": "hello", "versions": [1]})
         self.daemon_pid = hello["pid"]
         (self.tmp / "daemon.pid").write_text(str(self.daemon_pid))
