@@ -564,13 +564,13 @@ impl Screen {
         let total = history + self.rows();
         let end = start.saturating_add(count).min(total);
         let lines = (start.min(total)..end)
-            .map(|i| match i < compact {
-                true => self
-                    .history
-                    .row(i)
-                    .map(|row| row_text(&row))
-                    .unwrap_or_default(),
-                false => self.line_text(Line(i as i32 - history as i32)),
+            .map(|i| {
+                if i < compact {
+                    let row = self.history.row(i);
+                    row.map(|row| row_text(&row)).unwrap_or_default()
+                } else {
+                    self.line_text(Line(i as i32 - history as i32))
+                }
             })
             .collect();
         (total, lines)
