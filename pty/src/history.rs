@@ -76,6 +76,9 @@ pub struct History {
     dropped: u64,
     max_lines: usize,
     max_bytes: usize,
+    /// One row's encoding is built here and then copied into the ring in one go: pushing
+    /// byte by byte into a `VecDeque` costs a capacity and wrap check per byte.
+    scratch: Vec<u8>,
 }
 
 impl History {
@@ -87,6 +90,7 @@ impl History {
             dropped: 0,
             max_lines,
             max_bytes,
+            scratch: Vec::new(),
         }
     }
 
@@ -119,7 +123,9 @@ impl History {
         }
         self.starts
             .push_back(self.dropped + self.bytes.len() as u64);
-        encode_row(row, &mut self.bytes);
+        self.scratch.clear();
+        encode_row(row, &mut self.scratch);
+        self.bytes.extend(&self.scratch);
         while self.starts.len() > self.max_lines || self.bytes() > self.max_bytes {
             self.pop_oldest();
         }
@@ -140,6 +146,7 @@ impl History {
     pub fn shrink_to_fit(&mut self) {
         self.bytes.shrink_to_fit();
         self.starts.shrink_to_fit();
+        self.scratch = Vec::new();
     }
 
     /// Row `index` (0 is the oldest), expanded back into cells; `None` past the end.
@@ -188,13 +195,21 @@ impl<'a> Style<'a> {
     }
 }
 
+/// Whether `cell` equals `Cell::default()`, field by field with the cheap tests first.
+fn is_default_blank(cell: &Cell) -> bool {
+    cell.c == ' '
+        && cell.flags.is_empty()
+        && cell.extra.is_none()
+        && cell.fg == Color::Named(NamedColor::Foreground)
+        && cell.bg == Color::Named(NamedColor::Background)
+}
+
 /// Appends the encoding of `row` (see the module header) to `out`.
-fn encode_row(row: &Row<Cell>, out: &mut VecDeque<u8>) {
+fn encode_row(row: &Row<Cell>, out: &mut Vec<u8>) {
     let width = row.len();
-    let blank = Cell::default();
     // Trailing cells equal to a default blank are not stored: decoding fills them in.
     let mut cells = width;
-    while cells > 0 && row[Column(cells - 1)] == blank {
+    while cells > 0 && is_default_blank(&row[Column(cells - 1)]) {
         cells -= 1;
     }
     push_varint(out, width as u64);
@@ -203,7 +218,12 @@ fn encode_row(row: &Row<Cell>, out: &mut VecDeque<u8>) {
     push_varint(out, text_len as u64);
     let mut buf = [0u8; 4];
     for c in 0..cells {
-        out.extend(row[Column(c)].c.encode_utf8(&mut buf).as_bytes());
+        let ch = row[Column(c)].c;
+        if ch.is_ascii() {
+            out.push(ch as u8);
+        } else {
+            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+        }
     }
     let mut c = 0;
     while c < cells {
@@ -218,7 +238,7 @@ fn encode_row(row: &Row<Cell>, out: &mut VecDeque<u8>) {
     }
 }
 
-fn push_style(out: &mut VecDeque<u8>, style: &Style<'_>) {
+fn push_style(out: &mut Vec<u8>, style: &Style<'_>) {
     let default_fg = Color::Named(NamedColor::Foreground);
     let default_bg = Color::Named(NamedColor::Background);
     let mut header = 0;
@@ -234,7 +254,7 @@ fn push_style(out: &mut VecDeque<u8>, style: &Style<'_>) {
     if style.extra.is_some() {
         header |= HAS_EXTRA;
     }
-    out.push_back(header);
+    out.push(header);
     if header & HAS_FG != 0 {
         push_color(out, style.fg);
     }
@@ -251,7 +271,7 @@ fn push_style(out: &mut VecDeque<u8>, style: &Style<'_>) {
 
 /// The extra part through the cell's public accessors: zero-width characters, underline
 /// colour, hyperlink.
-fn push_extra(out: &mut VecDeque<u8>, extra: &Arc<CellExtra>) {
+fn push_extra(out: &mut Vec<u8>, extra: &Arc<CellExtra>) {
     let probe = Cell {
         extra: Some(extra.clone()),
         ..Cell::default()
@@ -260,50 +280,50 @@ fn push_extra(out: &mut VecDeque<u8>, extra: &Arc<CellExtra>) {
     push_str(out, &zerowidth);
     match probe.underline_color() {
         Some(color) => push_color(out, color),
-        None => out.push_back(COLOR_NONE),
+        None => out.push(COLOR_NONE),
     }
     match probe.hyperlink() {
         Some(link) => {
-            out.push_back(1);
+            out.push(1);
             push_str(out, link.id());
             push_str(out, link.uri());
         }
-        None => out.push_back(0),
+        None => out.push(0),
     }
 }
 
-fn push_color(out: &mut VecDeque<u8>, color: Color) {
+fn push_color(out: &mut Vec<u8>, color: Color) {
     match color {
         Color::Named(named) => {
-            out.push_back(COLOR_NAMED);
+            out.push(COLOR_NAMED);
             push_varint(out, named as u64);
         }
         Color::Indexed(i) => {
-            out.push_back(COLOR_INDEXED);
-            out.push_back(i);
+            out.push(COLOR_INDEXED);
+            out.push(i);
         }
         Color::Spec(rgb) => {
-            out.push_back(COLOR_RGB);
-            out.extend([rgb.r, rgb.g, rgb.b]);
+            out.push(COLOR_RGB);
+            out.extend_from_slice(&[rgb.r, rgb.g, rgb.b]);
         }
     }
 }
 
-fn push_str(out: &mut VecDeque<u8>, text: &str) {
+fn push_str(out: &mut Vec<u8>, text: &str) {
     push_varint(out, text.len() as u64);
-    out.extend(text.as_bytes());
+    out.extend_from_slice(text.as_bytes());
 }
 
 /// LEB128: seven bits a byte, low bits first, the top bit set on every byte but the last.
-fn push_varint(out: &mut VecDeque<u8>, mut value: u64) {
+fn push_varint(out: &mut Vec<u8>, mut value: u64) {
     loop {
         let low = (value & 0x7f) as u8;
         value >>= 7;
         if value == 0 {
-            out.push_back(low);
+            out.push(low);
             return;
         }
-        out.push_back(low | 0x80);
+        out.push(low | 0x80);
     }
 }
 
@@ -585,9 +605,9 @@ mod tests {
 
     #[test]
     fn corrupt_bytes_decode_to_none_not_a_panic() {
-        let mut out = VecDeque::new();
+        let mut out = Vec::new();
         encode_row(&row_of("abc", 5), &mut out);
-        let bytes: Vec<u8> = out.into_iter().collect();
+        let bytes = out;
         for cut in 0..bytes.len() {
             assert!(decode_row(&bytes[..cut]).is_none(), "cut at {cut}");
         }
