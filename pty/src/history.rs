@@ -3,9 +3,10 @@
 //!
 //! alacritty_terminal keeps every history cell as a 24-byte `Cell` whatever it holds, so 2000
 //! lines of 80 columns cost 3.84 MB. [`crate::screen::Screen`] moves the rows that entered the
-//! core's history into a [`History`] after every batch of output and clears the core's
-//! history, so the core only ever holds the visible screen (plus rows scrolled off during the
-//! batch being applied). A row is expanded back into cells only when something reads it:
+//! core's history into a [`History`] once the pane is quiet (or when the rows waiting in the
+//! core would outgrow the byte cap) and drops them from the core, so an idle pane's core holds
+//! only its screen and one history row. A row is expanded back into cells only when something
+//! reads it:
 //! `scrollback` and `peek --scrollback` (its text), and a resize, which gives the rows back to
 //! the core so its reflow treats them exactly as it always did.
 //!
@@ -108,6 +109,11 @@ impl History {
         self.bytes.len() + INDEX_BYTES * self.starts.len()
     }
 
+    /// The byte cap.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
     /// Drops every row and gives the memory back.
     pub fn clear(&mut self) {
         self.dropped += self.bytes.len() as u64;
@@ -127,6 +133,13 @@ impl History {
         encode_row(row, &mut self.scratch);
         self.bytes.extend(&self.scratch);
         while self.starts.len() > self.max_lines || self.bytes() > self.max_bytes {
+            self.pop_oldest();
+        }
+    }
+
+    /// Drops the `count` oldest rows (all of them if there are fewer).
+    pub fn drop_oldest(&mut self, count: usize) {
+        for _ in 0..count.min(self.len()) {
             self.pop_oldest();
         }
     }

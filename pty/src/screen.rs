@@ -3,8 +3,9 @@
 //! and the answers to the program's terminal queries (spec §4, §5).
 //!
 //! The history above the screen is not left in the core's grid, which spends 24 bytes on every
-//! cell: after each chunk the rows that scrolled into the core's history move into a compact
-//! [`History`] (see [`crate::history`]), all but the newest, which the core keeps. Everything
+//! cell: once the pane is quiet (or sooner, when the rows waiting in the core would outgrow the
+//! byte cap) the rows that scrolled into the core's history move into a compact [`History`]
+//! (see [`crate::history`]), all but the newest, which the core keeps. Everything
 //! that reads history (`history_len`, `scrollback`) reads the compact rows first and the core's
 //! after them, so what a reader sees is the same as if the core had kept every row. A
 //! resize gives every compact row back to the core first, so the core's reflow and its pulling
@@ -292,7 +293,7 @@ impl Screen {
         }
         self.advance(&bytes[start..]);
         answers.append(&mut self.take_raised());
-        self.absorb_history();
+        self.settle_history();
         answers
     }
 
@@ -305,18 +306,48 @@ impl Screen {
         self.parser.advance(&mut tracker, bytes);
     }
 
+    /// Brings the compact rows up to date after a chunk, normally without encoding anything:
+    /// drops them all if the program cleared the history, and drops the oldest of them while
+    /// the compact rows and the core's together exceed the line cap (the core drops its own).
+    /// Rows scrolled off stay in the core while output arrives, so a pane that prints
+    /// non-stop pays nothing for them but what the core always cost, and rows pushed past the
+    /// cap are never encoded at all; [`Screen::release_spare_rows`] moves them once the pane
+    /// is quiet. Only when the rows waiting in the core would take more than the byte cap at
+    /// 24 bytes a cell are they moved at once, so history never holds more than about twice
+    /// the byte cap whatever the line cap and however long the output lasts.
+    fn settle_history(&mut self) {
+        if std::mem::take(&mut self.history_cleared) {
+            self.history.clear();
+        }
+        if self.store != HistoryStore::Compact || self.term.mode().contains(TermMode::ALT_SCREEN) {
+            return;
+        }
+        let core = self.term.grid().history_size();
+        if core > 1 {
+            self.spare_rows = true;
+        }
+        let excess = (self.history.len() + core).saturating_sub(self.scrollback);
+        self.history.drop_oldest(excess);
+        let row_bytes = self.cols() * std::mem::size_of::<Cell>();
+        if core.saturating_mul(row_bytes) > self.history.max_bytes() {
+            self.move_core_rows();
+        }
+    }
+
     /// Moves the rows that entered the core's history into the compact store, all but the
-    /// newest, and drops them from the core, after dropping the compact rows if the program
-    /// cleared the history. In the alternate screen the primary grid (and its history) is out
-    /// of reach and cannot gain rows from output, so nothing moves until the program leaves it.
+    /// newest, and drops them from the core. In the alternate screen the primary grid (and
+    /// its history) is out of reach and cannot gain rows from output, so nothing moves until
+    /// the program leaves it.
     ///
     /// The newest row stays because whether the core has any history at all changes what it
     /// does: erasing the whole screen (`CSI 2 J`) scrolls an empty screen's first line into
     /// history only when there is none.
     fn absorb_history(&mut self) {
-        if std::mem::take(&mut self.history_cleared) {
-            self.history.clear();
-        }
+        self.settle_history();
+        self.move_core_rows();
+    }
+
+    fn move_core_rows(&mut self) {
         if self.store != HistoryStore::Compact || self.term.mode().contains(TermMode::ALT_SCREEN) {
             return;
         }
@@ -403,8 +434,10 @@ impl Screen {
         }
     }
 
-    /// Frees what the history needed only while output was arriving: the rows the core's grid
-    /// allocated beyond the screen and the compact store's spare capacity. The pane host calls
+    /// Moves the rows waiting in the core's history into the compact store (see
+    /// [`Screen::settle_history`]) and frees what the history needed only while output was
+    /// arriving: those rows, the rows the core's grid allocated beyond the screen and the
+    /// compact store's spare capacity. The pane host calls
     /// this once the pane has been quiet for a moment, so a pane that prints non-stop does not
     /// pay for allocating those rows again after every chunk. Returns whether anything was
     /// freed (the caller may then return freed memory to the system).
@@ -418,6 +451,8 @@ impl Screen {
             self.spare_rows = true;
             return false;
         }
+        self.absorb_history();
+        self.spare_rows = false;
         self.term.grid_mut().truncate();
         self.history.shrink_to_fit();
         true
@@ -455,7 +490,7 @@ impl Screen {
                 history_cleared: &mut self.history_cleared,
             };
             self.parser.stop_sync(&mut tracker);
-            self.absorb_history();
+            self.settle_history();
         }
         expired
     }
@@ -496,7 +531,7 @@ impl Screen {
     /// Clears the visible screen and the history, keeping modes.
     pub fn clear(&mut self) {
         self.advance(b"\x1b[H\x1b[2J\x1b[3J");
-        self.absorb_history();
+        self.settle_history();
         self.listener.raised.lock().answers.clear();
     }
 
