@@ -155,10 +155,13 @@ impl History {
         self.dropped += end as u64;
     }
 
-    /// Releases the spare capacity the ring grew to while it filled.
+    /// Releases the spare capacity the ring grew to while it filled. The contents are copied
+    /// into fresh allocations of their exact size rather than shrunk in place: the ring grew
+    /// while the grid's rows were still allocated below it, and once those are freed a fresh
+    /// allocation can take their place, so the top of the heap can be given back.
     pub fn shrink_to_fit(&mut self) {
-        self.bytes.shrink_to_fit();
-        self.starts.shrink_to_fit();
+        self.bytes = VecDeque::from(self.bytes.iter().copied().collect::<Vec<u8>>());
+        self.starts = VecDeque::from(self.starts.iter().copied().collect::<Vec<u64>>());
         self.scratch = Vec::new();
     }
 
