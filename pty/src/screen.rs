@@ -453,7 +453,13 @@ impl Screen {
         }
         self.absorb_history();
         self.spare_rows = false;
-        self.term.grid_mut().truncate();
+        let grid = self.term.grid_mut();
+        grid.truncate();
+        // Truncating keeps the capacity of the grid's row index, which grew with the history
+        // (32 bytes a row); a clone holds exactly the rows in use, and is otherwise the same
+        // grid (rows with their cells and counts, cursors, limits).
+        let compact = grid.clone();
+        *grid = compact;
         self.history.shrink_to_fit();
         true
     }
