@@ -1101,6 +1101,14 @@ def render(results, args):
         targets.append(("RSS per idle pane host (VmRSS mean)", "≤ 3 MB",
                         f"{ph['mean'] / mb:.2f} MiB ({ph['mean'] * 1024 / 1e6:.2f} MB)",
                         ph["mean"] * 1024 <= 3e6))
+        # Issue 13: private memory and proportional share, not VmRSS, which counts the
+        # shared pages of the binary in every process.
+        anon = mem["pane_host_rss_anon_kb_mean"]
+        targets.append(("RssAnon per idle pane host", "≤ 1 MiB", f"{anon / mb:.3f} MiB",
+                        anon <= 1024))
+        pss = mem["pane_host_pss_kb_mean"]
+        targets.append((f"Pss per pane host with {n} panes", "≤ 1.5 MiB", f"{pss / mb:.3f} MiB",
+                        pss <= 1.5 * 1024))
         add("")
     d = results.get("dispatch")
     if d:

@@ -15,7 +15,10 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, Notify};
 
 use belfry_proto::event::{Event, HookSeen, Lifecycle};
-use belfry_proto::limits::{DEFAULT_SCROLLBACK, DEFAULT_SIZE, MAX_SCROLLBACK};
+use belfry_proto::limits::{
+    DEFAULT_SCROLLBACK, DEFAULT_SCROLLBACK_BYTES, DEFAULT_SIZE, MAX_SCROLLBACK,
+    MAX_SCROLLBACK_BYTES,
+};
 use belfry_proto::reply::{self, Listing, PaneRecord, Reply};
 use belfry_proto::request::{self, Op, Spawn};
 use belfry_proto::{ErrorCode, PaneEnv, Request, SessionName, Side, Size};
@@ -785,6 +788,10 @@ fn spec_of(op: &Spawn) -> Result<LaunchSpec, String> {
             .scrollback
             .unwrap_or(DEFAULT_SCROLLBACK)
             .min(MAX_SCROLLBACK) as usize,
+        scrollback_bytes: op
+            .scrollback_bytes
+            .unwrap_or(DEFAULT_SCROLLBACK_BYTES)
+            .min(MAX_SCROLLBACK_BYTES) as usize,
         extra_args: Vec::new(),
         extra_env: BTreeMap::new(),
         adapter,

@@ -50,6 +50,8 @@ fn the_full_example_parses_field_by_field() {
             ]),
             rows: 40,
             cols: 120,
+            scrollback: 5000,
+            scrollback_bytes: 8 << 20,
             charter: Some(PathBuf::from("/proj/charters/worker.md")),
             adapter: Some("provider-name".into()),
             ding: DeliveryPolicy::Rich {
@@ -65,6 +67,11 @@ fn the_full_example_parses_field_by_field() {
     assert_eq!(reviewer.cwd, Some(PathBuf::from("/proj")), "default cwd");
     assert!(reviewer.env.is_empty());
     assert_eq!((reviewer.rows, reviewer.cols), (24, 80));
+    assert_eq!(
+        (reviewer.scrollback, reviewer.scrollback_bytes),
+        (2000, 4 << 20),
+        "default history caps"
+    );
     assert_eq!(reviewer.charter, None);
     assert_eq!(reviewer.adapter, None);
     assert_eq!(reviewer.ding, DeliveryPolicy::Aggressive);
@@ -204,7 +211,8 @@ fn validation_errors_carry_a_structured_problem() {
         Some(&Problem::UnknownNode {
             name: "comand".into(),
             block: "agent \"w\"".into(),
-            expected: "command, cwd, env, size, charter, adapter, ding, hooks, host".into(),
+            expected: "command, cwd, env, size, history, charter, adapter, ding, hooks, host"
+                .into(),
             suggestion: Some("command"),
         })
     );

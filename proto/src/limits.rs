@@ -26,6 +26,12 @@ pub const DEFAULT_SCROLLBACK: u64 = 2000;
 /// See [`DEFAULT_SCROLLBACK`].
 pub const MAX_SCROLLBACK: u64 = 1_000_000;
 
+/// The bytes a pane's history may take when none is given (encoded compactly: about a byte a
+/// cell of plain text), and the most it may be given. The line cap applies as well.
+pub const DEFAULT_SCROLLBACK_BYTES: u64 = 4 * 1024 * 1024;
+/// See [`DEFAULT_SCROLLBACK_BYTES`].
+pub const MAX_SCROLLBACK_BYTES: u64 = 1024 * 1024 * 1024;
+
 /// How long a send's writes may wait in total for the program to read, when not given, and the
 /// longest a request may ask for (spec §3).
 pub const DEFAULT_SEND_TIMEOUT_MS: u64 = 5000;

@@ -450,6 +450,9 @@ pub struct Spawn {
     /// Scrollback lines kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scrollback: Option<u64>,
+    /// The most bytes the scrollback may take; the oldest lines go first past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrollback_bytes: Option<u64>,
     /// The DING delivery policy token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ding_policy: Option<String>,
@@ -477,6 +480,7 @@ impl Spawn {
             cols: None,
             size_policy: None,
             scrollback: None,
+            scrollback_bytes: None,
             ding_policy: None,
             adapter_command: None,
             adapter: None,

@@ -13,6 +13,8 @@
 //!   `tracker` (private) sits between its parser and the terminal core and records the state
 //!   the core keeps to itself (scroll region, active character set) so the redraw can restore it;
 //!   `queries` (private) finds the queries the core drops (XTVERSION, XTGETTCAP).
+//! - [`history`]: the rows above the screen, kept compact (text plus attribute runs) under a
+//!   line cap and a byte cap, and expanded only when read.
 //! - `answers` (private): finds attached terminals' answers in their input, so a query is
 //!   answered by one client only.
 //! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …).
@@ -32,6 +34,7 @@ pub mod client;
 pub mod deadline;
 pub mod error;
 pub mod expect_token;
+pub mod history;
 pub mod host;
 pub mod input;
 pub mod listener;

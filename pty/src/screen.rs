@@ -1,6 +1,16 @@
 //! The pane's screen model: an alacritty_terminal grid fed with every output chunk, plus what
 //! belfry needs from it: plain and SGR lines, cells, modes, a full redraw for attaching clients,
 //! and the answers to the program's terminal queries (spec §4, §5).
+//!
+//! The history above the screen is not left in the core's grid, which spends 24 bytes on every
+//! cell: once the pane is quiet (or sooner, when the rows waiting in the core would outgrow the
+//! byte cap) the rows that scrolled into the core's history move into a compact [`History`]
+//! (see [`crate::history`]), all but the newest, which the core keeps. Everything
+//! that reads history (`history_len`, `scrollback`) reads the compact rows first and the core's
+//! after them, so what a reader sees is the same as if the core had kept every row. A
+//! resize gives every compact row back to the core first, so the core's reflow and its pulling
+//! of history rows into a taller screen work on them exactly as before, and takes them back
+//! after.
 
 use std::borrow::Borrow;
 use std::sync::Arc;
@@ -18,6 +28,7 @@ use alacritty_terminal::Term;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
+use crate::history::{History, DEFAULT_MAX_BYTES};
 use crate::queries::Scanner;
 use crate::tracker::{Tracked, Tracker};
 
@@ -174,6 +185,17 @@ fn parse_rgb(spec: &str) -> Option<Rgb> {
 /// Terminal modes a snapshot reports: the protocol's type.
 pub use belfry_proto::reply::Modes;
 
+/// Where the rows that scroll off the top of the screen are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HistoryStore {
+    /// Moved into the compact [`History`] after every chunk (what a pane does).
+    Compact,
+    /// Left in the core's grid, as before the compact store existed: the reference the
+    /// property tests compare the compact store against.
+    #[cfg(test)]
+    Core,
+}
+
 /// The screen model of one pane.
 pub struct Screen {
     term: Term<Listener>,
@@ -182,16 +204,53 @@ pub struct Screen {
     title: String,
     tracked: Tracked,
     queries: Scanner,
+    history: History,
+    /// The line cap: history lines kept, compact and core together.
+    scrollback: usize,
+    store: HistoryStore,
+    /// The program cleared the primary screen's history since the compact rows were last
+    /// brought up to date (set by the tracker).
+    history_cleared: bool,
+    /// The core's grid may hold rows it allocated for history beyond the screen (it keeps up
+    /// to 1000 of them after its history is cleared); [`Screen::release_spare_rows`] frees
+    /// them.
+    spare_rows: bool,
 }
 
 impl Screen {
-    /// A blank screen of `rows` × `cols` keeping `scrollback` lines of history.
+    /// A blank screen of `rows` × `cols` keeping `scrollback` lines of history, in at most
+    /// the default byte cap ([`DEFAULT_MAX_BYTES`]).
     pub fn new(rows: u16, cols: u16, scrollback: usize) -> Screen {
+        Screen::with_history_cap(rows, cols, scrollback, DEFAULT_MAX_BYTES)
+    }
+
+    /// A blank screen of `rows` × `cols` keeping at most `scrollback` lines of history and at
+    /// most `max_bytes` bytes of them (the oldest lines go first when either cap is reached).
+    pub fn with_history_cap(rows: u16, cols: u16, scrollback: usize, max_bytes: usize) -> Screen {
+        Screen::build(rows, cols, scrollback, max_bytes, HistoryStore::Compact)
+    }
+
+    /// A screen whose history stays in the core's grid: the reference model of the tests.
+    #[cfg(test)]
+    pub(crate) fn with_core_history(rows: u16, cols: u16, scrollback: usize) -> Screen {
+        Screen::build(rows, cols, scrollback, usize::MAX, HistoryStore::Core)
+    }
+
+    fn build(
+        rows: u16,
+        cols: u16,
+        scrollback: usize,
+        max_bytes: usize,
+        store: HistoryStore,
+    ) -> Screen {
         let listener = Listener::default();
         let (rows, cols) = (usize::from(rows.max(1)), usize::from(cols.max(1)));
         *listener.size.lock() = (rows, cols);
         // kitty_keyboard: the core keeps the program's kitty keyboard flags and answers
-        // `CSI ? u` with them (`CSI ? flags u`, 0 when none were pushed).
+        // `CSI ? u` with them (`CSI ? flags u`, 0 when none were pushed). The core keeps the
+        // whole line cap of history too: rows scrolled off during one chunk wait there until
+        // the chunk is applied, so a chunk that scrolls more rows than that loses exactly the
+        // rows a core keeping all history would lose.
         let config = Config {
             scrolling_history: scrollback,
             kitty_keyboard: true,
@@ -205,6 +264,13 @@ impl Screen {
             title: String::new(),
             tracked: Tracked::default(),
             queries: Scanner::default(),
+            // The core keeps the newest history row itself (see `absorb_history`), so the
+            // compact store holds one line fewer than the cap.
+            history: History::new(scrollback.saturating_sub(1), max_bytes),
+            scrollback,
+            store,
+            history_cleared: false,
+            spare_rows: false,
         }
     }
 
@@ -227,6 +293,7 @@ impl Screen {
         }
         self.advance(&bytes[start..]);
         answers.append(&mut self.take_raised());
+        self.settle_history();
         answers
     }
 
@@ -234,8 +301,172 @@ impl Screen {
         let mut tracker = Tracker {
             term: &mut self.term,
             tracked: &mut self.tracked,
+            history_cleared: &mut self.history_cleared,
         };
         self.parser.advance(&mut tracker, bytes);
+    }
+
+    /// Brings the compact rows up to date after a chunk, normally without encoding anything:
+    /// drops them all if the program cleared the history, and drops the oldest of them while
+    /// the compact rows and the core's together exceed the line cap (the core drops its own).
+    /// Rows scrolled off stay in the core while output arrives, so a pane that prints
+    /// non-stop pays nothing for them but what the core always cost, and rows pushed past the
+    /// cap are never encoded at all; [`Screen::release_spare_rows`] moves them once the pane
+    /// is quiet. Only when the rows waiting in the core would take more than the byte cap at
+    /// 24 bytes a cell are they moved at once, so history never holds more than about twice
+    /// the byte cap whatever the line cap and however long the output lasts.
+    fn settle_history(&mut self) {
+        if std::mem::take(&mut self.history_cleared) {
+            self.history.clear();
+        }
+        if self.store != HistoryStore::Compact || self.term.mode().contains(TermMode::ALT_SCREEN) {
+            return;
+        }
+        let core = self.term.grid().history_size();
+        if core > 1 {
+            self.spare_rows = true;
+        }
+        let excess = (self.history.len() + core).saturating_sub(self.scrollback);
+        self.history.drop_oldest(excess);
+        let row_bytes = self.cols() * std::mem::size_of::<Cell>();
+        if core.saturating_mul(row_bytes) > self.history.max_bytes() {
+            self.move_core_rows();
+        }
+    }
+
+    /// Moves the rows that entered the core's history into the compact store, all but the
+    /// newest, and drops them from the core. In the alternate screen the primary grid (and
+    /// its history) is out of reach and cannot gain rows from output, so nothing moves until
+    /// the program leaves it.
+    ///
+    /// The newest row stays because whether the core has any history at all changes what it
+    /// does: erasing the whole screen (`CSI 2 J`) scrolls an empty screen's first line into
+    /// history only when there is none.
+    fn absorb_history(&mut self) {
+        self.settle_history();
+        self.move_core_rows();
+    }
+
+    fn move_core_rows(&mut self) {
+        if self.store != HistoryStore::Compact || self.term.mode().contains(TermMode::ALT_SCREEN) {
+            return;
+        }
+        let grid = self.term.grid_mut();
+        let core = grid.history_size();
+        if core <= 1 {
+            return;
+        }
+        for back in (2..=core).rev() {
+            self.history.push(&grid[Line(-(back as i32))]);
+        }
+        // Dropping the oldest rows of the core's history without touching the newest: lower
+        // its limit to one line and put the limit back.
+        grid.update_history(1);
+        grid.update_history(self.scrollback);
+        self.spare_rows = true;
+    }
+
+    /// Gives every compact row back to the core's primary grid as history, oldest first, in
+    /// front of any rows the core still holds, so that a resize reflows them as the core
+    /// always has. The compact store is empty afterwards; [`Screen::absorb_history`] takes
+    /// the rows back.
+    fn restore_history(&mut self) {
+        if self.history.is_empty() {
+            return;
+        }
+        if self.term.mode().contains(TermMode::ALT_SCREEN) {
+            self.on_primary(Screen::restore_into_active_grid);
+        } else {
+            self.restore_into_active_grid();
+        }
+    }
+
+    fn restore_into_active_grid(&mut self) {
+        let grid = self.term.grid_mut();
+        let lines = grid.screen_lines();
+        let core = grid.history_size();
+        // Never more than the line cap, which the core would have kept.
+        let skip = (self.history.len() + core).saturating_sub(self.scrollback);
+        let mut rows: Vec<Row<Cell>> = (skip..self.history.len())
+            .filter_map(|i| self.history.row(i))
+            .collect();
+        rows.extend(
+            (1..=core)
+                .rev()
+                .map(|back| grid[Line(-(back as i32))].clone()),
+        );
+        let added = rows.len() - core;
+        rows.extend((0..lines).map(|r| grid[Line(r as i32)].clone()));
+        // The core's one public way to grow its history is to scroll the whole screen up; the
+        // rows it scrolls in are then overwritten with the history and the screen as they
+        // were. The cursor does not move.
+        let whole = Line(0)..Line(lines as i32);
+        let mut left = added;
+        while left > 0 {
+            let step = left.min(lines);
+            grid.scroll_up::<Color>(&whole, step);
+            left -= step;
+        }
+        let top = -(grid.history_size() as i32);
+        for (i, row) in rows.into_iter().enumerate() {
+            grid[Line(top + i as i32)] = row;
+        }
+        self.history.clear();
+        self.spare_rows = true;
+    }
+
+    /// Counts every cell of the active grid's rows (screen and history) as written.
+    ///
+    /// The core remembers per row how many cells were written since its last reset, and a
+    /// reset clears only those when the pen's background matches the row's last cell. Widening
+    /// a row appends blank cells after that count without moving it, so a row erased with a
+    /// coloured background and then widened keeps coloured cells a later erase skips; which
+    /// of them reappear on new lines then depends on which of its buffers the core happens to
+    /// reuse, and that differs once history rows live outside the core. Counting every cell
+    /// after a resize makes the next reset clear the whole row, as a terminal clears it.
+    fn mark_rows_written(&mut self) {
+        let grid = self.term.grid_mut();
+        let top = -(grid.history_size() as i32);
+        for line in top..grid.screen_lines() as i32 {
+            let row = &mut grid[Line(line)];
+            let width = row.len();
+            let _ = &mut row[..Column(width)];
+        }
+    }
+
+    /// Moves the rows waiting in the core's history into the compact store (see
+    /// [`Screen::settle_history`]) and frees what the history needed only while output was
+    /// arriving: those rows, the rows the core's grid allocated beyond the screen and the
+    /// compact store's spare capacity. The pane host calls
+    /// this once the pane has been quiet for a moment, so a pane that prints non-stop does not
+    /// pay for allocating those rows again after every chunk. Returns whether anything was
+    /// freed (the caller may then return freed memory to the system).
+    pub fn release_spare_rows(&mut self) -> bool {
+        if !std::mem::take(&mut self.spare_rows) {
+            return false;
+        }
+        if self.term.mode().contains(TermMode::ALT_SCREEN) {
+            // The primary grid's spare rows stay until the program leaves the alternate
+            // screen; the next chunk after that sets the flag again.
+            self.spare_rows = true;
+            return false;
+        }
+        self.absorb_history();
+        self.spare_rows = false;
+        let grid = self.term.grid_mut();
+        grid.truncate();
+        // Truncating keeps the capacity of the grid's row index, which grew with the history
+        // (32 bytes a row); a clone holds exactly the rows in use, and is otherwise the same
+        // grid (rows with their cells and counts, cursors, limits).
+        let compact = grid.clone();
+        *grid = compact;
+        self.history.shrink_to_fit();
+        true
+    }
+
+    /// Whether [`Screen::release_spare_rows`] has anything to free.
+    pub fn has_spare_rows(&self) -> bool {
+        self.spare_rows && !self.term.mode().contains(TermMode::ALT_SCREEN)
     }
 
     /// When the synchronized update (`?2026h`) the program started must end at the latest,
@@ -262,8 +493,10 @@ impl Screen {
             let mut tracker = Tracker {
                 term: &mut self.term,
                 tracked: &mut self.tracked,
+                history_cleared: &mut self.history_cleared,
             };
             self.parser.stop_sync(&mut tracker);
+            self.settle_history();
         }
         expired
     }
@@ -287,18 +520,24 @@ impl Screen {
     pub fn resize(&mut self, rows: u16, cols: u16) {
         let (rows, cols) = (usize::from(rows.max(1)), usize::from(cols.max(1)));
         *self.listener.size.lock() = (rows, cols);
-        self.term.resize(TermSize { lines: rows, cols });
+        if (rows, cols) != (self.rows(), self.cols()) {
+            self.restore_history();
+            self.term.resize(TermSize { lines: rows, cols });
+            if self.term.mode().contains(TermMode::ALT_SCREEN) {
+                self.on_primary(Screen::mark_rows_written);
+            } else {
+                self.mark_rows_written();
+            }
+            self.absorb_history();
+        }
         // The core resets its scroll region on every resize; so does the record of it.
         self.tracked.reset_scroll_region();
     }
 
     /// Clears the visible screen and the history, keeping modes.
     pub fn clear(&mut self) {
-        let mut tracker = Tracker {
-            term: &mut self.term,
-            tracked: &mut self.tracked,
-        };
-        self.parser.advance(&mut tracker, b"\x1b[H\x1b[2J\x1b[3J");
+        self.advance(b"\x1b[H\x1b[2J\x1b[3J");
+        self.settle_history();
         self.listener.raised.lock().answers.clear();
     }
 
@@ -324,9 +563,20 @@ impl Screen {
         (point.line.0.max(0) as usize, point.column.0, visible)
     }
 
-    /// Lines of history above the screen.
+    /// Lines of history above the screen: none in the alternate screen, whose grid has no
+    /// history (the primary screen's stays for when the program leaves it).
     pub fn history_len(&self) -> usize {
-        self.term.grid().history_size()
+        self.compact_len() + self.term.grid().history_size()
+    }
+
+    /// Compact history rows in front of the core's grid: the primary screen's, so none while
+    /// the alternate screen is shown.
+    fn compact_len(&self) -> usize {
+        if self.term.mode().contains(TermMode::ALT_SCREEN) {
+            0
+        } else {
+            self.history.len()
+        }
     }
 
     /// The visible screen as plain text, trailing blanks trimmed.
@@ -350,34 +600,25 @@ impl Screen {
 
     /// History and screen together, numbered from the oldest history line (0).
     pub fn scrollback(&self, start: usize, count: usize) -> (usize, Vec<String>) {
+        let compact = self.compact_len();
         let history = self.history_len();
         let total = history + self.rows();
         let end = start.saturating_add(count).min(total);
         let lines = (start.min(total)..end)
-            .map(|i| self.line_text(Line(i as i32 - history as i32)))
+            .map(|i| {
+                if i < compact {
+                    let row = self.history.row(i);
+                    row.map(|row| row_text(&row)).unwrap_or_default()
+                } else {
+                    self.line_text(Line(i as i32 - history as i32))
+                }
+            })
             .collect();
         (total, lines)
     }
 
     fn line_text(&self, line: Line) -> String {
-        let row = &self.term.grid()[line];
-        let mut text = String::with_capacity(self.cols());
-        for col in 0..self.cols() {
-            let cell = &row[Column(col)];
-            if cell
-                .flags
-                .intersects(Flags::WIDE_CHAR_SPACER | Flags::LEADING_WIDE_CHAR_SPACER)
-            {
-                continue;
-            }
-            text.push(shown_char(cell));
-            if let Some(extra) = cell.zerowidth() {
-                text.extend(extra);
-            }
-        }
-        let trimmed = text.trim_end_matches(' ').len();
-        text.truncate(trimmed);
-        text
+        row_text(&self.term.grid()[line])
     }
 
     /// Per-row runs of equally styled text, for adapters that judge attributes.
@@ -605,18 +846,26 @@ impl Screen {
     /// resize in the alternate screen, whose reflow moves the primary's cursor but only clamps
     /// its saved cursor, which the swap back then sets to the moved cursor.
     fn primary_screen(&mut self) -> (Vec<Row<Cell>>, Cursor<Cell>) {
+        self.on_primary(|screen| {
+            let grid = screen.term.grid();
+            let rows = (0..grid.screen_lines())
+                .map(|r| grid[Line(r as i32)].clone())
+                .collect();
+            (rows, grid.cursor.clone())
+        })
+    }
+
+    /// Runs `f` with the primary grid active while the alternate screen is shown, and puts
+    /// the alternate screen back as it was after (see [`Screen::primary_screen`] for why this
+    /// leaves the model unchanged).
+    fn on_primary<T>(&mut self, f: impl FnOnce(&mut Screen) -> T) -> T {
         let lines = self.rows();
-        let copy_rows = |term: &Term<Listener>| -> Vec<Row<Cell>> {
-            (0..lines)
-                .map(|r| term.grid()[Line(r as i32)].clone())
-                .collect()
-        };
-        let alt_rows = copy_rows(&self.term);
-        let alt_cursor = self.term.grid().cursor.clone();
-        let alt_saved = self.term.grid().saved_cursor.clone();
+        let grid = self.term.grid();
+        let alt_rows: Vec<Row<Cell>> = (0..lines).map(|r| grid[Line(r as i32)].clone()).collect();
+        let alt_cursor = grid.cursor.clone();
+        let alt_saved = grid.saved_cursor.clone();
         self.term.swap_alt();
-        let primary_rows = copy_rows(&self.term);
-        let primary_cursor = self.term.grid().cursor.clone();
+        let result = f(self);
         self.term.swap_alt();
         let grid = self.term.grid_mut();
         for (r, row) in alt_rows.into_iter().enumerate() {
@@ -624,7 +873,7 @@ impl Screen {
         }
         grid.cursor = alt_cursor;
         grid.saved_cursor = alt_saved;
-        (primary_rows, primary_cursor)
+        result
     }
 }
 
@@ -643,6 +892,27 @@ fn shown_char(cell: &Cell) -> char {
     } else {
         cell.c
     }
+}
+
+/// A row as plain text: each cell's character (a wide character once, its zero-width
+/// characters after it), trailing blanks trimmed.
+fn row_text(row: &Row<Cell>) -> String {
+    let mut text = String::with_capacity(row.len());
+    for cell in row {
+        if cell
+            .flags
+            .intersects(Flags::WIDE_CHAR_SPACER | Flags::LEADING_WIDE_CHAR_SPACER)
+        {
+            continue;
+        }
+        text.push(shown_char(cell));
+        if let Some(extra) = cell.zerowidth() {
+            text.extend(extra);
+        }
+    }
+    let trimmed = text.trim_end_matches(' ').len();
+    text.truncate(trimmed);
+    text
 }
 
 /// Paints rows top to bottom on a cleared screen, each with its attributes.
@@ -1207,6 +1477,76 @@ mod tests {
             s.apply(b"\x1b]11;?\x1b\\"),
             vec![b"\x1b]11;rgb:2828/2c2c/3434\x1b\\".to_vec()]
         );
+    }
+
+    #[test]
+    fn history_rows_are_reflowed_by_a_resize_as_the_core_reflows_them() {
+        // Rows that went to the compact store are given back to the core for a resize, so a
+        // wrapped line in history is re-wrapped to the new width exactly as if the core had
+        // kept it, and a taller screen pulls history rows back into view.
+        let mut compact = Screen::new(3, 10, 100);
+        let mut core = Screen::with_core_history(3, 10, 100);
+        let output = b"first\r\n0123456789abcdefghij\x1b[1;31mKLMNO\x1b[0m\r\nx\r\ny\r\nz";
+        compact.apply(output);
+        core.apply(output);
+        assert_eq!(compact.history_len(), 4);
+        assert_eq!(
+            compact.scrollback(0, 3).1,
+            ["first", "0123456789", "abcdefghij"]
+        );
+        for (rows, cols) in [(3, 25), (6, 25), (2, 4), (8, 10)] {
+            compact.resize(rows, cols);
+            core.resize(rows, cols);
+            assert_eq!(compact.scrollback(0, 100), core.scrollback(0, 100));
+            assert_eq!(compact.ansi_lines(), core.ansi_lines());
+            assert_eq!(compact.cursor(), core.cursor());
+        }
+        compact.resize(4, 25);
+        assert_eq!(
+            compact.scrollback(0, 100).1,
+            ["first", "0123456789abcdefghijKLMNO", "x", "y", "z"]
+        );
+    }
+
+    #[test]
+    fn the_byte_cap_bounds_the_history_and_drops_the_oldest_lines() {
+        let mut screen = Screen::with_history_cap(2, 40, 10_000, 4096);
+        for i in 0..2000 {
+            screen.apply(format!("line {i:04} {}\r\n", "=".repeat(20)).as_bytes());
+        }
+        let held = screen.history_len();
+        assert!(held < 2000 && held > 50, "held {held} lines");
+        assert!(screen.history.bytes() <= 4096);
+        let (total, lines) = screen.scrollback(0, 1);
+        assert_eq!(total, held + 2);
+        // The screen shows the last line printed (1999) and an empty line; the oldest line
+        // kept is the one `held` lines before it.
+        assert_eq!(
+            lines[0],
+            format!("line {:04} {}", 1999 - held, "=".repeat(20))
+        );
+        // The line cap still applies below the byte cap.
+        let mut screen = Screen::with_history_cap(2, 40, 30, 1 << 20);
+        for i in 0..100 {
+            screen.apply(format!("{i}\r\n").as_bytes());
+        }
+        assert_eq!(screen.history_len(), 30);
+        assert_eq!(screen.scrollback(0, 1).1, ["69"]);
+    }
+
+    #[test]
+    fn clearing_the_history_drops_the_compact_rows_too() {
+        let mut screen = Screen::new(2, 10, 100);
+        screen.apply(b"a\r\nb\r\nc\r\nd\r\n");
+        assert_eq!(screen.history_len(), 3);
+        // In the alternate screen `CSI 3 J` clears the alternate grid's history only.
+        screen.apply(b"\x1b[?1049h\x1b[3J\x1b[?1049l");
+        assert_eq!(screen.history_len(), 3);
+        screen.apply(b"\x1b[3J");
+        assert_eq!(screen.history_len(), 0);
+        screen.apply(b"e\r\nf\r\ng\r\n\x1bc");
+        assert_eq!(screen.history_len(), 0);
+        assert_eq!(screen.scrollback(0, 10).1, ["", ""]);
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct LaunchSpec {
     /// Scrollback lines kept by the screen model.
     #[serde(default = "default_scrollback")]
     pub scrollback: usize,
+    /// The most bytes the screen model's compact history may take (see `crate::history`);
+    /// the oldest lines go first past it, as past the line cap.
+    #[serde(default = "default_scrollback_bytes")]
+    pub scrollback_bytes: usize,
 }
 
 fn default_rows() -> u16 {
@@ -59,6 +63,9 @@ fn default_cols() -> u16 {
 }
 fn default_scrollback() -> usize {
     2000
+}
+fn default_scrollback_bytes() -> usize {
+    crate::history::DEFAULT_MAX_BYTES
 }
 
 /// Which attached client decides the pane size (spec §5): the protocol's type.

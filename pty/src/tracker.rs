@@ -9,7 +9,7 @@
 
 use alacritty_terminal::event::EventListener;
 use alacritty_terminal::grid::Dimensions;
-use alacritty_terminal::term::Term;
+use alacritty_terminal::term::{Term, TermMode};
 use alacritty_terminal::vte::ansi::cursor_icon::CursorIcon;
 use alacritty_terminal::vte::ansi::{
     Attr, CharsetIndex, ClearMode, CursorShape, CursorStyle, Handler, Hyperlink, KeyboardModes,
@@ -44,6 +44,10 @@ impl Tracked {
 pub struct Tracker<'a, L: EventListener> {
     pub term: &'a mut Term<L>,
     pub tracked: &'a mut Tracked,
+    /// Set when the program cleared the primary screen's history (`CSI 3 J` outside the
+    /// alternate screen, or a full reset), so the screen drops the rows it keeps outside the
+    /// core too (see `crate::history`).
+    pub history_cleared: &'a mut bool,
 }
 
 impl<L: EventListener> Handler for Tracker<'_, L> {
@@ -69,6 +73,7 @@ impl<L: EventListener> Handler for Tracker<'_, L> {
     }
     fn reset_state(&mut self) {
         *self.tracked = Tracked::default();
+        *self.history_cleared = true;
         Handler::reset_state(&mut *self.term)
     }
     fn set_private_mode(&mut self, a0: PrivateMode) {
@@ -189,6 +194,11 @@ impl<L: EventListener> Handler for Tracker<'_, L> {
         Handler::clear_line(&mut *self.term, a0)
     }
     fn clear_screen(&mut self, a0: ClearMode) {
+        // The core clears the history of the grid in use only: in the alternate screen that
+        // is the alternate grid's, which has none, and the primary's history stays.
+        if matches!(a0, ClearMode::Saved) && !self.term.mode().contains(TermMode::ALT_SCREEN) {
+            *self.history_cleared = true;
+        }
         Handler::clear_screen(&mut *self.term, a0)
     }
     fn clear_tabs(&mut self, a0: TabulationClearMode) {

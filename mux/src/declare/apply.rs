@@ -147,6 +147,7 @@ fn launch_one(
         cols: Some(u64::from(spec.cols)),
         size_policy: Some(spec.size_policy),
         scrollback: Some(spec.scrollback as u64),
+        scrollback_bytes: Some(spec.scrollback_bytes as u64),
         ding_policy: spec.ding_policy,
         adapter_command: spec.adapter_command,
         adapter,

@@ -136,6 +136,16 @@ pub enum Problem {
         /// The value given.
         value: i128,
     },
+    /// A `history` cap outside its range.
+    #[error("history {key}={value} is out of range: {key} must be 0..={max}")]
+    HistoryOutOfRange {
+        /// `lines` or `bytes`.
+        key: String,
+        /// The value given.
+        value: i128,
+        /// The largest value allowed.
+        max: usize,
+    },
     /// An `env` key that cannot be an environment variable name.
     #[error("environment variable name {key:?} is invalid: {reason}")]
     InvalidEnvKey {

@@ -9,7 +9,8 @@ use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 
 use super::{
     AgentDecl, AgentPlaces, Declarations, Error, Location, Problem, DEFAULT_COLS, DEFAULT_ROWS,
-    MAX_FILE_BYTES, MAX_SIZE,
+    DEFAULT_SCROLLBACK, DEFAULT_SCROLLBACK_BYTES, MAX_FILE_BYTES, MAX_SCROLLBACK,
+    MAX_SCROLLBACK_BYTES, MAX_SIZE,
 };
 use crate::kdl_depth::{
     check_nesting, check_openers, Nesting, MAX_NESTING, MAX_OPENERS, PARSER_STACK_BYTES,
@@ -17,7 +18,7 @@ use crate::kdl_depth::{
 
 const TOP_LEVEL_NODES: &[&str] = &["agent"];
 const AGENT_NODES: &[&str] = &[
-    "command", "cwd", "env", "size", "charter", "adapter", "ding", "hooks", "host",
+    "command", "cwd", "env", "size", "history", "charter", "adapter", "ding", "hooks", "host",
 ];
 const DING_NODES: &[&str] = &["delivery", "adapter"];
 const DING_ADAPTER_NODES: &[&str] = &["command"];
@@ -28,6 +29,7 @@ const CWD_EXAMPLE: &str = "cwd \"PATH\"";
 const ENV_EXAMPLE: &str = "env { KEY \"value\"; OTHER \"value\" }";
 const ENV_VAR_EXAMPLE: &str = "KEY \"value\" inside `env { … }`";
 const SIZE_EXAMPLE: &str = "size rows=40 cols=120";
+const HISTORY_EXAMPLE: &str = "history lines=5000 bytes=8388608";
 const CHARTER_EXAMPLE: &str = "charter \"FILE.md\"";
 const HOOKS_EXAMPLE: &str = "hooks \"HOOK-NAME\" \"OTHER-HOOK\"";
 const HOST_EXAMPLE: &str = "host \"ALIAS\" (or \"[user@]box[:port]\")";
@@ -208,6 +210,8 @@ impl<'a> Lowering<'a> {
             env: BTreeMap::new(),
             rows: DEFAULT_ROWS,
             cols: DEFAULT_COLS,
+            scrollback: DEFAULT_SCROLLBACK,
+            scrollback_bytes: DEFAULT_SCROLLBACK_BYTES,
             charter: None,
             adapter: None,
             ding: DeliveryPolicy::Aggressive,
@@ -240,6 +244,9 @@ impl<'a> Lowering<'a> {
                 "cwd" => agent.cwd = Some(self.path(child, "cwd", CWD_EXAMPLE)?),
                 "env" => agent.env = self.env(child)?,
                 "size" => (agent.rows, agent.cols) = self.size(child)?,
+                "history" => {
+                    (agent.scrollback, agent.scrollback_bytes) = self.history(child)?;
+                }
                 "charter" => agent.charter = Some(self.path(child, "charter", CHARTER_EXAMPLE)?),
                 "adapter" => {
                     let (adapter, _) =
@@ -332,71 +339,135 @@ impl<'a> Lowering<'a> {
     }
 
     fn size(&self, node: &KdlNode) -> Result<(u16, u16), Error> {
-        self.no_block(node, "size", SIZE_EXAMPLE)?;
-        let (mut rows, mut cols) = (None, None);
+        let [rows, cols] = self.two_properties(node, "size", ["rows", "cols"], SIZE_EXAMPLE)?;
+        let rows = rows
+            .map(|entry| self.size_value(entry, "rows"))
+            .transpose()?;
+        let cols = cols
+            .map(|entry| self.size_value(entry, "cols"))
+            .transpose()?;
+        Ok((rows.unwrap_or(DEFAULT_ROWS), cols.unwrap_or(DEFAULT_COLS)))
+    }
+
+    /// `history lines=N bytes=N`: the scrollback's line cap and byte cap, each optional.
+    fn history(&self, node: &KdlNode) -> Result<(usize, usize), Error> {
+        let [lines, bytes] =
+            self.two_properties(node, "history", ["lines", "bytes"], HISTORY_EXAMPLE)?;
+        let cap = |entry: Option<&KdlEntry>, key: &str, max: usize, default: usize| {
+            entry.map_or(Ok(default), |entry| {
+                let value = self.integer(entry, key, "history")?;
+                usize::try_from(value)
+                    .ok()
+                    .filter(|value| *value <= max)
+                    .ok_or_else(|| {
+                        self.invalid(
+                            entry.span().offset(),
+                            Problem::HistoryOutOfRange {
+                                key: key.to_owned(),
+                                value,
+                                max,
+                            },
+                        )
+                    })
+            })
+        };
+        Ok((
+            cap(lines, "lines", MAX_SCROLLBACK, DEFAULT_SCROLLBACK)?,
+            cap(
+                bytes,
+                "bytes",
+                MAX_SCROLLBACK_BYTES,
+                DEFAULT_SCROLLBACK_BYTES,
+            )?,
+        ))
+    }
+
+    /// The entries of a node that takes the named properties `keys` (at least one, each at
+    /// most once) and nothing else.
+    fn two_properties<'n>(
+        &self,
+        node: &'n KdlNode,
+        name: &str,
+        keys: [&str; 2],
+        example: &'static str,
+    ) -> Result<[Option<&'n KdlEntry>; 2], Error> {
+        // What the arity errors say the node takes, for each node that takes two properties.
+        let (only, some) = match name {
+            "size" => (
+                "no positional arguments, only rows=N and cols=N",
+                "rows=N, cols=N or both",
+            ),
+            _ => (
+                "no positional arguments, only lines=N and bytes=N",
+                "lines=N, bytes=N or both",
+            ),
+        };
+        self.no_block(node, name, example)?;
+        let mut found: [Option<&KdlEntry>; 2] = [None, None];
         for entry in node.entries() {
             let Some(key) = entry.name().map(|key| key.value()) else {
                 return Err(self.invalid(
                     entry.span().offset(),
                     Problem::Arity {
-                        node: "size".to_owned(),
-                        expected: "no positional arguments, only rows=N and cols=N",
+                        node: name.to_owned(),
+                        expected: only,
                         found: node.entries().iter().filter(|e| e.name().is_none()).count(),
-                        example: SIZE_EXAMPLE,
+                        example,
                     },
                 ));
             };
-            let slot = match key {
-                "rows" => &mut rows,
-                "cols" => &mut cols,
-                _ => {
-                    return Err(self.invalid(
-                        entry.span().offset(),
-                        Problem::UnexpectedProperty {
-                            node: "size".to_owned(),
-                            key: key.to_owned(),
-                            example: SIZE_EXAMPLE,
-                        },
-                    ))
-                }
+            let Some(slot) = keys.iter().position(|k| *k == key) else {
+                return Err(self.invalid(
+                    entry.span().offset(),
+                    Problem::UnexpectedProperty {
+                        node: name.to_owned(),
+                        key: key.to_owned(),
+                        example,
+                    },
+                ));
             };
-            if slot.is_some() {
+            if found[slot].is_some() {
                 return Err(self.invalid(
                     entry.span().offset(),
                     Problem::Repeated {
                         name: format!("{key}="),
-                        block: "`size`".to_owned(),
+                        block: format!("`{name}`"),
                         first_line: self.line_of(node),
                     },
                 ));
             }
-            *slot = Some(self.size_value(entry, key)?);
+            found[slot] = Some(entry);
         }
-        if rows.is_none() && cols.is_none() {
+        if found.iter().all(Option::is_none) {
             return Err(self.invalid(
                 node.span().offset(),
                 Problem::Arity {
-                    node: "size".to_owned(),
-                    expected: "rows=N, cols=N or both",
+                    node: name.to_owned(),
+                    expected: some,
                     found: 0,
-                    example: SIZE_EXAMPLE,
+                    example,
                 },
             ));
         }
-        Ok((rows.unwrap_or(DEFAULT_ROWS), cols.unwrap_or(DEFAULT_COLS)))
+        Ok(found)
     }
 
-    fn size_value(&self, entry: &KdlEntry, key: &str) -> Result<u16, Error> {
-        let Some(value) = entry.value().as_integer() else {
-            return Err(self.invalid(
+    /// An integer property `key` of node `node`.
+    fn integer(&self, entry: &KdlEntry, key: &str, node: &str) -> Result<i128, Error> {
+        entry.value().as_integer().ok_or_else(|| {
+            self.invalid(
                 entry.span().offset(),
                 Problem::WrongType {
-                    what: format!("`{key}` of `size`"),
+                    what: format!("`{key}` of `{node}`"),
                     expected: "an integer",
                     found: entry.value().to_string(),
                 },
-            ));
-        };
+            )
+        })
+    }
+
+    fn size_value(&self, entry: &KdlEntry, key: &str) -> Result<u16, Error> {
+        let value = self.integer(entry, key, "size")?;
         match u16::try_from(value) {
             Ok(size) if (1..=MAX_SIZE).contains(&size) => Ok(size),
             _ => Err(self.invalid(

@@ -9,6 +9,7 @@
 //!     cwd "work/tree"                         // optional; default: the file's directory
 //!     env { LOG_LEVEL "debug"; MODE "ci" }    // optional; one child node per variable
 //!     size rows=40 cols=120                   // optional; default 24x80, each 1..=1000
+//!     history lines=5000 bytes=8388608        // optional; default 2000 lines, 4 MiB
 //!     charter "charters/worker.md"            // optional; a file handed to the program
 //!     adapter "provider-name"                 // optional; an opaque adapter name
 //!     host "build1"                           // optional; a `hosts` alias or [user@]box[:port]
@@ -24,7 +25,8 @@
 //! * Every node is known: a typo such as `comand` is an error (with a suggestion), never
 //!   silently ignored. Each field appears at most once per block, agent names are unique and
 //!   are valid session names (`[A-Za-z0-9._-]{1,64}`, spec §2).
-//! * Every value is a string, except `size`'s integer properties. `command` has at least one
+//! * Every value is a string, except the integer properties of `size` and `history`
+//!   (`lines` 0..=1 000 000, `bytes` 0..=1 GiB: the scrollback's line cap and byte cap). `command` has at least one
 //!   argument and its first (the program) is not blank.
 //! * `env` takes a block only: `env { KEY "value" }`. The one-line form `env "KEY" "value"` is
 //!   rejected, so there is exactly one way to write a variable and a repeated key is an error.
@@ -112,8 +114,15 @@ pub const DEFAULT_COLS: u16 = belfry_proto::limits::DEFAULT_SIZE.cols();
 /// See [`DEFAULT_ROWS`].
 pub const MAX_SIZE: u16 = belfry_proto::limits::MAX_DIMENSION;
 
-/// Scrollback lines of a declared pane: the pane host's default, as for `belfry new`.
+/// Scrollback lines of a declared pane without `history lines=N`: the pane host's default, as
+/// for `belfry new`.
 pub const DEFAULT_SCROLLBACK: usize = belfry_proto::limits::DEFAULT_SCROLLBACK as usize;
+/// The most `history lines=N` may keep: the protocol's cap.
+pub const MAX_SCROLLBACK: usize = belfry_proto::limits::MAX_SCROLLBACK as usize;
+/// Scrollback bytes of a declared pane without `history bytes=N`: the pane host's default.
+pub const DEFAULT_SCROLLBACK_BYTES: usize = belfry_proto::limits::DEFAULT_SCROLLBACK_BYTES as usize;
+/// The most `history bytes=N` may be: the protocol's cap.
+pub const MAX_SCROLLBACK_BYTES: usize = belfry_proto::limits::MAX_SCROLLBACK_BYTES as usize;
 
 /// The largest declaration file read, in bytes. A file declaring a hundred agents is a few
 /// tens of kilobytes; a larger one is not a declaration, and is refused before it is parsed.
@@ -190,6 +199,10 @@ pub struct AgentDecl {
     pub rows: u16,
     /// Initial columns, 1..=1000.
     pub cols: u16,
+    /// Scrollback lines kept (`history lines=N`); not part of the generation.
+    pub scrollback: usize,
+    /// Scrollback bytes kept (`history bytes=N`); not part of the generation.
+    pub scrollback_bytes: usize,
     /// The charter file, resolved against the file's directory; not part of the generation.
     pub charter: Option<PathBuf>,
     /// The adapter's name, opaque to the core: the spec's `adapter`, which finds the adapter's
@@ -236,7 +249,8 @@ impl AgentDecl {
             adapter: self.adapter.clone(),
             extra_args: Vec::new(),
             extra_env: BTreeMap::new(),
-            scrollback: DEFAULT_SCROLLBACK,
+            scrollback: self.scrollback,
+            scrollback_bytes: self.scrollback_bytes,
         }
     }
 

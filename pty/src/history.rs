@@ -1,0 +1,867 @@
+//! The pane's history in a compact form: the rows that scrolled off the top of the screen,
+//! each kept as its text plus runs of attributes, bounded by a line cap and a byte cap.
+//!
+//! alacritty_terminal keeps every history cell as a 24-byte `Cell` whatever it holds, so 2000
+//! lines of 80 columns cost 3.84 MB. [`crate::screen::Screen`] moves the rows that entered the
+//! core's history into a [`History`] once the pane is quiet (or when the rows waiting in the
+//! core would outgrow the byte cap) and drops them from the core, so an idle pane's core holds
+//! only its screen and one history row. A row is expanded back into cells only when something
+//! reads it:
+//! `scrollback` and `peek --scrollback` (its text), and a resize, which gives the rows back to
+//! the core so its reflow treats them exactly as it always did.
+//!
+//! The encoding is lossless: [`History::row`] returns a row equal to the one pushed (every
+//! cell's character, colours, flags including the wrap and wide-character flags, zero-width
+//! characters, underline colour and hyperlink). One row is:
+//!
+//! ```text
+//! width      varint   the row's length in cells
+//! cells      varint   how many cells are stored; the cells after them are default blanks
+//! text       varint byte length, then UTF-8: one character per stored cell
+//! runs       until `cells` are covered: varint count, then a style
+//! style      one byte saying which parts follow (FG, BG, FLAGS, EXTRA), then those parts
+//! ```
+//!
+//! A decoded row counts its stored cells as written (the core's private "occupied" count, up
+//! to which its next reset clears the row); the cells after them are default blanks, which a
+//! reset leaves as they are. The screen keeps every row's count covering its cells after a
+//! resize (see `Screen::resize`), so no row holds cells a reset would skip, and a row's
+//! occupied count is therefore not needed to reproduce what the core shows.
+//!
+//! A colour is a tag byte (named, indexed, RGB) and its value; the extra part (rare) holds the
+//! zero-width characters, the underline colour and the hyperlink (id and URI). Plain text costs
+//! its own bytes plus about five bytes a row; the row index costs eight more.
+//!
+//! Rows live back to back in one byte ring (`VecDeque<u8>`), with the ring offset of each row
+//! beside it, so dropping the oldest row is popping bytes from the front: there is no
+//! allocation per row and nothing to fragment the heap.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use alacritty_terminal::grid::Row;
+use alacritty_terminal::index::Column;
+use alacritty_terminal::term::cell::{Cell, CellExtra, Flags, Hyperlink};
+use alacritty_terminal::vte::ansi::{Color, NamedColor, Rgb};
+
+/// The byte cap when a launch spec gives none (the protocol's default, 4 MiB): about 2000
+/// lines of 200 columns of heavily styled text, or 100 000 lines of short plain ones.
+pub const DEFAULT_MAX_BYTES: usize = belfry_proto::limits::DEFAULT_SCROLLBACK_BYTES as usize;
+
+/// What one row's entry in the index costs, counted against the byte cap with the row's bytes.
+const INDEX_BYTES: usize = std::mem::size_of::<u64>();
+
+/// Which parts of a style follow its header byte.
+const HAS_FG: u8 = 1;
+const HAS_BG: u8 = 2;
+const HAS_FLAGS: u8 = 4;
+const HAS_EXTRA: u8 = 8;
+
+/// Colour tags.
+const COLOR_NAMED: u8 = 0;
+const COLOR_INDEXED: u8 = 1;
+const COLOR_RGB: u8 = 2;
+/// The underline colour's tag when the cell has none.
+const COLOR_NONE: u8 = 3;
+
+/// The history of one pane: rows oldest first, at most `max_lines` of them and at most
+/// `max_bytes` of encoded bytes (index included). Pushing past either cap drops the oldest
+/// rows first.
+#[derive(Debug, Clone)]
+pub struct History {
+    bytes: VecDeque<u8>,
+    /// Where each row starts, as an absolute offset: `starts[i] - dropped` indexes `bytes`.
+    starts: VecDeque<u64>,
+    /// Bytes dropped from the front so far: the absolute offset of `bytes[0]`.
+    dropped: u64,
+    max_lines: usize,
+    max_bytes: usize,
+    /// One row's encoding is built here and then copied into the ring in one go: pushing
+    /// byte by byte into a `VecDeque` costs a capacity and wrap check per byte.
+    scratch: Vec<u8>,
+}
+
+impl History {
+    /// An empty history keeping at most `max_lines` rows and `max_bytes` bytes.
+    pub fn new(max_lines: usize, max_bytes: usize) -> History {
+        History {
+            bytes: VecDeque::new(),
+            starts: VecDeque::new(),
+            dropped: 0,
+            max_lines,
+            max_bytes,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Rows held.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Bytes counted against the byte cap: the encoded rows and their index entries.
+    pub fn bytes(&self) -> usize {
+        self.bytes.len() + INDEX_BYTES * self.starts.len()
+    }
+
+    /// The byte cap.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// Drops every row and gives the memory back.
+    pub fn clear(&mut self) {
+        self.dropped += self.bytes.len() as u64;
+        self.bytes = VecDeque::new();
+        self.starts = VecDeque::new();
+    }
+
+    /// Appends `row` as the newest row, then drops the oldest rows while either cap is
+    /// exceeded. A row larger than the byte cap on its own is not kept at all.
+    pub fn push(&mut self, row: &Row<Cell>) {
+        if self.max_lines == 0 {
+            return;
+        }
+        self.starts
+            .push_back(self.dropped + self.bytes.len() as u64);
+        self.scratch.clear();
+        encode_row(row, &mut self.scratch);
+        self.bytes.extend(&self.scratch);
+        while self.starts.len() > self.max_lines || self.bytes() > self.max_bytes {
+            self.pop_oldest();
+        }
+    }
+
+    /// Drops the `count` oldest rows (all of them if there are fewer).
+    pub fn drop_oldest(&mut self, count: usize) {
+        for _ in 0..count.min(self.len()) {
+            self.pop_oldest();
+        }
+    }
+
+    fn pop_oldest(&mut self) {
+        if self.starts.pop_front().is_none() {
+            return;
+        }
+        let end = self.starts.front().map_or(self.bytes.len(), |start| {
+            usize::try_from(start - self.dropped).unwrap_or(self.bytes.len())
+        });
+        self.bytes.drain(..end);
+        self.dropped += end as u64;
+    }
+
+    /// Releases the spare capacity the ring grew to while it filled. The contents are copied
+    /// into fresh allocations of their exact size rather than shrunk in place: the ring grew
+    /// while the grid's rows were still allocated below it, and once those are freed a fresh
+    /// allocation can take their place, so the top of the heap can be given back.
+    pub fn shrink_to_fit(&mut self) {
+        self.bytes = VecDeque::from(self.bytes.iter().copied().collect::<Vec<u8>>());
+        self.starts = VecDeque::from(self.starts.iter().copied().collect::<Vec<u64>>());
+        self.scratch = Vec::new();
+    }
+
+    /// Row `index` (0 is the oldest), expanded back into cells; `None` past the end.
+    pub fn row(&self, index: usize) -> Option<Row<Cell>> {
+        let encoded = self.encoded(index)?;
+        // The bytes were written by `encode_row`; a decoding failure would be a bug here, and
+        // is shown as a blank row rather than taking the pane host down.
+        Some(decode_row(&encoded).unwrap_or_else(|| Row::new(1)))
+    }
+
+    /// The encoded bytes of row `index`, borrowed when they do not wrap around the ring.
+    fn encoded(&self, index: usize) -> Option<Cow<'_, [u8]>> {
+        let start = usize::try_from(self.starts.get(index)? - self.dropped).ok()?;
+        let end = match self.starts.get(index + 1) {
+            Some(next) => usize::try_from(next - self.dropped).ok()?,
+            None => self.bytes.len(),
+        };
+        let (front, back) = self.bytes.as_slices();
+        if end <= front.len() {
+            Some(Cow::Borrowed(&front[start..end]))
+        } else if start >= front.len() {
+            Some(Cow::Borrowed(&back[start - front.len()..end - front.len()]))
+        } else {
+            Some(Cow::Owned(self.bytes.range(start..end).copied().collect()))
+        }
+    }
+}
+
+/// The parts of a cell that runs share: everything but its character.
+#[derive(PartialEq)]
+struct Style<'a> {
+    fg: Color,
+    bg: Color,
+    flags: Flags,
+    extra: Option<&'a Arc<CellExtra>>,
+}
+
+impl<'a> Style<'a> {
+    fn of(cell: &'a Cell) -> Style<'a> {
+        Style {
+            fg: cell.fg,
+            bg: cell.bg,
+            flags: cell.flags,
+            extra: cell.extra.as_ref(),
+        }
+    }
+}
+
+/// Whether `cell` equals `Cell::default()`, field by field with the cheap tests first.
+fn is_default_blank(cell: &Cell) -> bool {
+    cell.c == ' '
+        && cell.flags.is_empty()
+        && cell.extra.is_none()
+        && cell.fg == Color::Named(NamedColor::Foreground)
+        && cell.bg == Color::Named(NamedColor::Background)
+}
+
+/// Appends the encoding of `row` (see the module header) to `out`.
+fn encode_row(row: &Row<Cell>, out: &mut Vec<u8>) {
+    let width = row.len();
+    // Trailing cells equal to a default blank are not stored: decoding fills them in.
+    let mut cells = width;
+    while cells > 0 && is_default_blank(&row[Column(cells - 1)]) {
+        cells -= 1;
+    }
+    push_varint(out, width as u64);
+    push_varint(out, cells as u64);
+    let text_len: usize = (0..cells).map(|c| row[Column(c)].c.len_utf8()).sum();
+    push_varint(out, text_len as u64);
+    let mut buf = [0u8; 4];
+    for c in 0..cells {
+        let ch = row[Column(c)].c;
+        if ch.is_ascii() {
+            out.push(ch as u8);
+        } else {
+            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+    let mut c = 0;
+    while c < cells {
+        let style = Style::of(&row[Column(c)]);
+        let mut count = 1;
+        while c + count < cells && Style::of(&row[Column(c + count)]) == style {
+            count += 1;
+        }
+        push_varint(out, count as u64);
+        push_style(out, &style);
+        c += count;
+    }
+}
+
+fn push_style(out: &mut Vec<u8>, style: &Style<'_>) {
+    let default_fg = Color::Named(NamedColor::Foreground);
+    let default_bg = Color::Named(NamedColor::Background);
+    let mut header = 0;
+    if style.fg != default_fg {
+        header |= HAS_FG;
+    }
+    if style.bg != default_bg {
+        header |= HAS_BG;
+    }
+    if !style.flags.is_empty() {
+        header |= HAS_FLAGS;
+    }
+    if style.extra.is_some() {
+        header |= HAS_EXTRA;
+    }
+    out.push(header);
+    if header & HAS_FG != 0 {
+        push_color(out, style.fg);
+    }
+    if header & HAS_BG != 0 {
+        push_color(out, style.bg);
+    }
+    if header & HAS_FLAGS != 0 {
+        push_varint(out, u64::from(style.flags.bits()));
+    }
+    if let Some(extra) = style.extra {
+        push_extra(out, extra);
+    }
+}
+
+/// The extra part through the cell's public accessors: zero-width characters, underline
+/// colour, hyperlink.
+fn push_extra(out: &mut Vec<u8>, extra: &Arc<CellExtra>) {
+    let probe = Cell {
+        extra: Some(extra.clone()),
+        ..Cell::default()
+    };
+    let zerowidth: String = probe.zerowidth().unwrap_or_default().iter().collect();
+    push_str(out, &zerowidth);
+    match probe.underline_color() {
+        Some(color) => push_color(out, color),
+        None => out.push(COLOR_NONE),
+    }
+    match probe.hyperlink() {
+        Some(link) => {
+            out.push(1);
+            push_str(out, link.id());
+            push_str(out, link.uri());
+        }
+        None => out.push(0),
+    }
+}
+
+fn push_color(out: &mut Vec<u8>, color: Color) {
+    match color {
+        Color::Named(named) => {
+            out.push(COLOR_NAMED);
+            push_varint(out, named as u64);
+        }
+        Color::Indexed(i) => {
+            out.push(COLOR_INDEXED);
+            out.push(i);
+        }
+        Color::Spec(rgb) => {
+            out.push(COLOR_RGB);
+            out.extend_from_slice(&[rgb.r, rgb.g, rgb.b]);
+        }
+    }
+}
+
+fn push_str(out: &mut Vec<u8>, text: &str) {
+    push_varint(out, text.len() as u64);
+    out.extend_from_slice(text.as_bytes());
+}
+
+/// LEB128: seven bits a byte, low bits first, the top bit set on every byte but the last.
+fn push_varint(out: &mut Vec<u8>, mut value: u64) {
+    loop {
+        let low = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(low);
+            return;
+        }
+        out.push(low | 0x80);
+    }
+}
+
+/// Reads what `encode_row` wrote.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&first, rest) = self.bytes.split_first()?;
+        self.bytes = rest;
+        Some(first)
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.byte()?;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    fn len(&mut self) -> Option<usize> {
+        usize::try_from(self.varint()?).ok()
+    }
+
+    fn take(&mut self, len: usize) -> Option<&'a [u8]> {
+        if len > self.bytes.len() {
+            return None;
+        }
+        let (taken, rest) = self.bytes.split_at(len);
+        self.bytes = rest;
+        Some(taken)
+    }
+
+    fn str(&mut self) -> Option<&'a str> {
+        let len = self.len()?;
+        std::str::from_utf8(self.take(len)?).ok()
+    }
+
+    fn color(&mut self) -> Option<Option<Color>> {
+        Some(match self.byte()? {
+            COLOR_NAMED => Some(Color::Named(named_color(self.varint()?)?)),
+            COLOR_INDEXED => Some(Color::Indexed(self.byte()?)),
+            COLOR_RGB => {
+                let rgb = self.take(3)?;
+                Some(Color::Spec(Rgb {
+                    r: rgb[0],
+                    g: rgb[1],
+                    b: rgb[2],
+                }))
+            }
+            COLOR_NONE => None,
+            _ => return None,
+        })
+    }
+}
+
+fn decode_row(bytes: &[u8]) -> Option<Row<Cell>> {
+    let mut reader = Reader { bytes };
+    let width = reader.len()?;
+    let cells = reader.len()?;
+    if width == 0 || cells > width {
+        return None;
+    }
+    let text = reader.str()?;
+    let mut row = vec![Cell::default(); width];
+    let mut chars = text.chars();
+    let mut c = 0;
+    while c < cells {
+        let count = reader.len()?;
+        if count == 0 || c + count > cells {
+            return None;
+        }
+        let template = read_style(&mut reader)?;
+        for cell in &mut row[c..c + count] {
+            *cell = template.clone();
+            cell.c = chars.next()?;
+        }
+        c += count;
+    }
+    Some(Row::from_vec(row, cells))
+}
+
+/// A cell with the style that follows (its character still the default blank).
+fn read_style(reader: &mut Reader<'_>) -> Option<Cell> {
+    let header = reader.byte()?;
+    let mut cell = Cell::default();
+    if header & HAS_FG != 0 {
+        cell.fg = reader.color()??;
+    }
+    if header & HAS_BG != 0 {
+        cell.bg = reader.color()??;
+    }
+    if header & HAS_FLAGS != 0 {
+        cell.flags = Flags::from_bits_retain(u16::try_from(reader.varint()?).ok()?);
+    }
+    if header & HAS_EXTRA != 0 {
+        // An extra part that is present but empty is possible in the core (clearing a wide
+        // character empties its zero-width list and keeps the allocation), so it is rebuilt
+        // from an empty one rather than through setters that would drop it.
+        cell.extra = Some(Arc::new(CellExtra::default()));
+        for ch in reader.str()?.chars() {
+            cell.push_zerowidth(ch);
+        }
+        if let Some(color) = reader.color()? {
+            cell.set_underline_color(Some(color));
+        }
+        if reader.byte()? == 1 {
+            let id = reader.str()?;
+            let uri = reader.str()?;
+            cell.set_hyperlink(Some(Hyperlink::new(Some(id), uri.to_owned())));
+        }
+    }
+    Some(cell)
+}
+
+/// The named colour with this discriminant.
+fn named_color(value: u64) -> Option<NamedColor> {
+    use NamedColor::*;
+    const ALL: [NamedColor; 29] = [
+        Black,
+        Red,
+        Green,
+        Yellow,
+        Blue,
+        Magenta,
+        Cyan,
+        White,
+        BrightBlack,
+        BrightRed,
+        BrightGreen,
+        BrightYellow,
+        BrightBlue,
+        BrightMagenta,
+        BrightCyan,
+        BrightWhite,
+        Foreground,
+        Background,
+        Cursor,
+        DimBlack,
+        DimRed,
+        DimGreen,
+        DimYellow,
+        DimBlue,
+        DimMagenta,
+        DimCyan,
+        DimWhite,
+        BrightForeground,
+        DimForeground,
+    ];
+    ALL.into_iter().find(|named| *named as u64 == value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row_of(text: &str, width: usize) -> Row<Cell> {
+        let mut row: Row<Cell> = Row::new(width);
+        for (i, ch) in text.chars().enumerate() {
+            row[Column(i)].c = ch;
+        }
+        row
+    }
+
+    #[test]
+    fn plain_text_costs_its_bytes_and_a_few_more() {
+        let mut history = History::new(100, DEFAULT_MAX_BYTES);
+        history.push(&row_of("hello world", 80));
+        // width, cells, text length, 11 bytes of text, one run (count, header).
+        assert_eq!(history.bytes(), 3 + 11 + 2 + INDEX_BYTES);
+        assert_eq!(history.row(0), Some(row_of("hello world", 80)));
+        assert_eq!(history.row(1), None);
+    }
+
+    #[test]
+    fn every_attribute_survives_the_round_trip() {
+        let mut row = row_of("ab\u{4e16} xyz", 12);
+        row[Column(0)].fg = Color::Named(NamedColor::Red);
+        row[Column(0)].bg = Color::Spec(Rgb { r: 1, g: 2, b: 3 });
+        row[Column(1)].fg = Color::Indexed(200);
+        row[Column(1)].flags = Flags::BOLD | Flags::UNDERCURL | Flags::INVERSE;
+        row[Column(1)].set_underline_color(Some(Color::Spec(Rgb { r: 9, g: 8, b: 7 })));
+        row[Column(2)].flags = Flags::WIDE_CHAR;
+        row[Column(2)].push_zerowidth('\u{301}');
+        row[Column(3)].c = ' ';
+        row[Column(3)].flags = Flags::WIDE_CHAR_SPACER;
+        for col in 4..8 {
+            row[Column(col)].set_hyperlink(Some(Hyperlink::new(
+                Some("7_alacritty"),
+                "https://x/".into(),
+            )));
+        }
+        row[Column(9)].bg = Color::Named(NamedColor::DimForeground);
+        row[Column(11)].flags = Flags::WRAPLINE | Flags::LEADING_WIDE_CHAR_SPACER;
+        // An extra part that is present but empty, as clearing a wide character leaves it.
+        row[Column(10)].push_zerowidth('\u{300}');
+        row[Column(10)].clear_wide();
+        assert!(row[Column(10)].extra.is_some());
+        let mut history = History::new(10, DEFAULT_MAX_BYTES);
+        history.push(&row);
+        assert_eq!(history.row(0), Some(row));
+    }
+
+    #[test]
+    fn the_line_cap_drops_the_oldest_rows_first() {
+        let mut history = History::new(3, DEFAULT_MAX_BYTES);
+        for i in 0..10 {
+            history.push(&row_of(&format!("line {i}"), 20));
+        }
+        assert_eq!(history.len(), 3);
+        let kept: Vec<_> = (0..3).map(|i| history.row(i)).collect();
+        assert_eq!(
+            kept,
+            (7..10)
+                .map(|i| Some(row_of(&format!("line {i}"), 20)))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn the_byte_cap_drops_the_oldest_rows_first_and_holds() {
+        let row = row_of(&"x".repeat(50), 80);
+        let one = {
+            let mut h = History::new(10, DEFAULT_MAX_BYTES);
+            h.push(&row);
+            h.bytes()
+        };
+        let mut history = History::new(1000, 10 * one + one / 2);
+        for i in 0..100 {
+            history.push(&row_of(&format!("{i:050}"), 80));
+            assert!(history.bytes() <= 10 * one + one / 2);
+        }
+        assert_eq!(history.len(), 10);
+        assert_eq!(history.row(0), Some(row_of(&format!("{:050}", 90), 80)));
+        assert_eq!(history.row(9), Some(row_of(&format!("{:050}", 99), 80)));
+        // A row bigger than the whole cap is not kept, and takes nothing else with it but
+        // what it must.
+        let mut tiny = History::new(10, 4);
+        tiny.push(&row);
+        assert!(tiny.is_empty());
+        assert_eq!(tiny.bytes(), 0);
+    }
+
+    #[test]
+    fn rows_that_wrap_around_the_ring_read_back_whole() {
+        let mut history = History::new(4, DEFAULT_MAX_BYTES);
+        for i in 0..1000 {
+            history.push(&row_of(&format!("row {i} {}", "y".repeat(i % 37)), 60));
+            let last = history.len() - 1;
+            assert_eq!(
+                history.row(last),
+                Some(row_of(&format!("row {i} {}", "y".repeat(i % 37)), 60))
+            );
+        }
+        history.clear();
+        assert!(history.is_empty());
+        history.push(&row_of("again", 10));
+        assert_eq!(history.row(0), Some(row_of("again", 10)));
+    }
+
+    #[test]
+    fn every_named_colour_is_found_again() {
+        for value in 0..300u64 {
+            if let Some(named) = named_color(value) {
+                assert_eq!(named as u64, value);
+            }
+        }
+        assert_eq!(named_color(256), Some(NamedColor::Foreground));
+        assert_eq!(named_color(268), Some(NamedColor::DimForeground));
+        assert_eq!(named_color(16), None);
+    }
+
+    #[test]
+    fn corrupt_bytes_decode_to_none_not_a_panic() {
+        let mut out = Vec::new();
+        encode_row(&row_of("abc", 5), &mut out);
+        let bytes = out;
+        for cut in 0..bytes.len() {
+            assert!(decode_row(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        assert!(decode_row(&[0xff; 12]).is_none());
+    }
+}
+
+/// The compact store against the core's own history: random output (text, SGR, wide and
+/// combining characters, hyperlinks, wrapping, erases, scrolling, scroll regions, the
+/// alternate screen, history clears, resets) and random resizes, fed to a screen that keeps
+/// its history compact and to one that leaves it in the core. Every read must agree: the
+/// screen's text, SGR lines and cells, the cursor, the history length, the whole scrollback and
+/// the redraw's bytes. Each run draws fresh cases from a seed it prints on failure; replay one
+/// with `BELFRY_PTY_SEED`.
+#[cfg(test)]
+mod properties {
+    use crate::screen::Screen;
+
+    /// Cases, and output steps per case.
+    const CASES: usize = 80;
+    const STEPS: usize = 60;
+
+    /// A small xorshift generator: the cases need variety, not cryptographic quality.
+    struct Rng(u64);
+
+    impl Rng {
+        fn seeded() -> (Rng, u64) {
+            let seed = std::env::var("BELFRY_PTY_SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(1, |d| d.as_nanos() as u64)
+                        | 1
+                });
+            (Rng(seed), seed)
+        }
+
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+
+        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+            items[self.below(items.len() as u64) as usize]
+        }
+    }
+
+    const SGR: &[&str] = &[
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+        "4:2",
+        "4:3",
+        "4:5",
+        "5",
+        "7",
+        "8",
+        "9",
+        "22",
+        "24",
+        "27",
+        "31",
+        "42",
+        "93",
+        "104",
+        "39",
+        "49",
+        "38;5;200",
+        "48;5;17",
+        "38;2;10;20;30",
+        "48;2;1;2;3",
+        "58;2;9;8;7",
+        "58;5;3",
+        "59",
+    ];
+    const TEXT: &[&str] = &[
+        "hello",
+        "x",
+        "a b c",
+        "0123456789",
+        "\u{4e16}\u{754c}",
+        "\u{1f600}",
+        "e\u{301}",
+        "\u{4e16}a\u{4e16}",
+        "\t",
+        "tab\tstop",
+        "    ",
+        "=",
+        "\u{2500}",
+    ];
+    const CONTROL: &[&str] = &[
+        "\r\n", "\r\n", "\r\n", "\n", "\r", "\x08", "\x1b[K", "\x1b[1K", "\x1b[2K", "\x1b[J",
+        "\x1b[1J", "\x1b[2J", "\x1b[3X", "\x1b[2@", "\x1b[2P", "\x1b[A", "\x1b[2B", "\x1b[5C",
+        "\x1b[3D", "\x1b[H", "\x1b[2S", "\x1b[T", "\x1bM", "\x1bD", "\x1bE", "\x1b7", "\x1b8",
+        "\x1b[L", "\x1b[M", "\x1b[r", "\x1b[?6h", "\x1b[?6l",
+    ];
+    const RARE: &[&str] = &[
+        "\x1b[3J",
+        "\x1b[?1049h",
+        "\x1b[?1049l",
+        "\x1b[?1049l",
+        "\x1b[?47h",
+        "\x1b[?47l",
+        "\x1b[?7l",
+        "\x1b[?7h",
+        "\x1bc",
+        "\x1b[?2004h",
+        "\x1b(0",
+        "\x1b(B",
+    ];
+
+    /// One burst of program output.
+    fn output(rng: &mut Rng, rows: u64, cols: u64) -> Vec<u8> {
+        let mut out = String::new();
+        for _ in 0..1 + rng.below(40) {
+            match rng.below(100) {
+                0..=39 => out.push_str(rng.pick(TEXT)),
+                40..=44 => {
+                    // A long line, so it wraps.
+                    let word = rng.pick(TEXT);
+                    for _ in 0..rng.below(3 * cols) {
+                        out.push_str(word);
+                    }
+                }
+                45..=59 => out.push_str(&format!("\x1b[{}m", rng.pick(SGR))),
+                60..=84 => out.push_str(rng.pick(CONTROL)),
+                85..=88 => {
+                    let (row, col) = (1 + rng.below(rows + 2), 1 + rng.below(cols + 2));
+                    out.push_str(&format!("\x1b[{row};{col}H"));
+                }
+                89..=90 => {
+                    let top = 1 + rng.below(rows);
+                    let bottom = top + rng.below(rows);
+                    out.push_str(&format!("\x1b[{top};{bottom}r"));
+                }
+                91..=94 => {
+                    let id = rng.below(3);
+                    let link = match id {
+                        0 => format!("\x1b]8;;https://example.com/{}\x1b\\", rng.below(9)),
+                        _ => format!("\x1b]8;id=l{id};file:///tmp/{}\x07", rng.below(9)),
+                    };
+                    out.push_str(&link);
+                    out.push_str(rng.pick(TEXT));
+                    out.push_str("\x1b]8;;\x1b\\");
+                }
+                95..=97 => {
+                    for _ in 0..rng.below(2 * rows) {
+                        out.push_str("line\r\n");
+                    }
+                }
+                _ => out.push_str(rng.pick(RARE)),
+            }
+        }
+        out.into_bytes()
+    }
+
+    fn assert_agree(compact: &mut Screen, core: &mut Screen, context: &str) {
+        assert_eq!(compact.lines(), core.lines(), "{context}: lines");
+        assert_eq!(compact.ansi_lines(), core.ansi_lines(), "{context}: ansi");
+        assert_eq!(compact.cells(), core.cells(), "{context}: cells");
+        assert_eq!(compact.cursor(), core.cursor(), "{context}: cursor");
+        assert_eq!(
+            compact.history_len(),
+            core.history_len(),
+            "{context}: history"
+        );
+        assert_eq!(
+            compact.scrollback(0, usize::MAX),
+            core.scrollback(0, usize::MAX),
+            "{context}: scrollback"
+        );
+        let start = core.history_len() / 2;
+        assert_eq!(
+            compact.scrollback(start, 7),
+            core.scrollback(start, 7),
+            "{context}: scrollback from {start}"
+        );
+        assert_eq!(compact.redraw(), core.redraw(), "{context}: redraw");
+        assert_eq!(compact.modes(), core.modes(), "{context}: modes");
+    }
+
+    #[test]
+    fn compact_history_reads_the_same_as_the_cores_own() {
+        let (mut rng, seed) = Rng::seeded();
+        let mut held = 0;
+        for case in 0..CASES {
+            let (mut rows, mut cols) = (2 + rng.below(10), 2 + rng.below(30));
+            let cap = rng.below(120) as usize;
+            let mut compact = Screen::new(rows as u16, cols as u16, cap);
+            let mut core = Screen::with_core_history(rows as u16, cols as u16, cap);
+            for step in 0..STEPS {
+                let context =
+                    format!("seed {seed} case {case} step {step} ({rows}x{cols}, cap {cap})");
+                match rng.below(20) {
+                    0 => {
+                        // Two columns at least: with one, the core itself panics on a wide
+                        // character (alacritty_terminal 0.26 indexes past the row).
+                        rows = 1 + rng.below(12);
+                        cols = 2 + rng.below(39);
+                        compact.resize(rows as u16, cols as u16);
+                        core.resize(rows as u16, cols as u16);
+                    }
+                    1 => {
+                        compact.release_spare_rows();
+                    }
+                    2 if rng.below(10) == 0 => {
+                        compact.clear();
+                        core.clear();
+                    }
+                    _ => {
+                        let bytes = output(&mut rng, rows, cols);
+                        let core_answers = core.apply(&bytes);
+                        assert_eq!(
+                            compact.apply(&bytes),
+                            core_answers,
+                            "{context}: answers to {:?}",
+                            String::from_utf8_lossy(&bytes)
+                        );
+                    }
+                }
+                assert_agree(&mut compact, &mut core, &context);
+                held = held.max(compact.history_len());
+            }
+        }
+        // The generator must reach the line cap and fill history, or the test proves little.
+        assert!(
+            held >= 100,
+            "seed {seed}: history never grew past {held} lines"
+        );
+    }
+}
