@@ -79,6 +79,10 @@ const TXN_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 const TXN_RUNNING_WAIT: Duration = Duration::from_secs(10);
 /// How often a live worker asks again about staged notices whose send it could not resolve.
 const UNRESOLVED_RECHECK: Duration = Duration::from_secs(2);
+
+/// How long after a removal of the inbox was first seen the worker waits before it opens (and
+/// makes) the inbox again: long enough for an `rm -r` of it to finish.
+const REMOVAL_SETTLE: Duration = Duration::from_millis(500);
 /// The default deadline of a notice send (queueing behind other transactions included);
 /// `BELFRY_DING_SEND_TIMEOUT_MS` overrides it.
 const NOTICE_SEND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -504,6 +508,8 @@ struct Worker {
     next_recheck: Instant,
     /// The inbox's last listing, reused while the inbox cannot have changed.
     scans: ScanCache,
+    /// When the removal of the inbox was first seen, while it is not opened again yet.
+    removal_seen: Option<Instant>,
     wake: Wake,
     /// The watch on the inbox; without one the worker looks every [`POLL`].
     watch: Option<InboxRegistration>,
@@ -583,6 +589,7 @@ async fn run_worker(
         refused_logged: HashSet::new(),
         next_recheck: Instant::now() + UNRESOLVED_RECHECK,
         scans: ScanCache::default(),
+        removal_seen: None,
         wake,
         watch: None,
         ready: false,
@@ -705,17 +712,34 @@ impl Worker {
         } else {
             look.min(now + UNRESOLVED_RECHECK)
         };
+        // A removed inbox is opened again once its removal has settled.
+        let look = match self.removal_seen {
+            Some(seen) => look.min(seen + REMOVAL_SETTLE),
+            None => look,
+        };
         tokio::time::Instant::from_std(look)
     }
 
     /// The inbox works on the directory handles it opened; after someone removed the inbox
     /// (and perhaps a post created it again), open it again by its path.
+    ///
+    /// Not at the first sign of the removal: `rm -r` takes the inbox's children first and its
+    /// own directory last, and the first removal already wakes the worker (inotify). Making a
+    /// directory again in between would make that `rm` fail with "Directory not empty", so the
+    /// inbox is opened again (and made, if no post made it meanwhile) only once
+    /// [`REMOVAL_SETTLE`] has passed since the removal was first seen.
     fn reopen_removed_inbox(&mut self) {
         if !self.inbox.is_removed() {
+            self.removal_seen = None;
+            return;
+        }
+        let seen = *self.removal_seen.get_or_insert_with(Instant::now);
+        if seen.elapsed() < REMOVAL_SETTLE {
             return;
         }
         match Inbox::open_session(&self.state_dir, self.inbox.session().clone()) {
             Ok(inbox) => {
+                self.removal_seen = None;
                 tracing::info!(
                     session = self.info.session,
                     "inbox directory was removed; opened it again"
