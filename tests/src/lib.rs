@@ -446,13 +446,20 @@ pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 
 /// True if a process with this pid exists (and is not a zombie).
 pub fn pid_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-            .unwrap_or(false),
-        Err(_) => false,
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let zombie = stat
+        .rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+    if !zombie {
+        return true;
     }
+    // A multi-threaded process killed by a signal turns zombie at its leader first, while its
+    // other threads are still exiting and still hold its files (a daemon's listening socket
+    // among them: a connect then is queued and reset, not refused). It is gone only once
+    // its leader is the last task left.
+    std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| tasks.count() > 1)
 }
 
 /// Reads a file that may not exist yet.
