@@ -195,6 +195,23 @@ impl Env {
     }
 
     /// Waits until the pane's screen matches `regex`.
+    /// Starts pane `session` running the test recorder (logging every byte it receives to
+    /// `pane.log` in this environment), with `flags` before the `--`, and waits for its
+    /// `READY`. Returns the log's path.
+    pub fn recorder_pane(&self, session: &str, flags: &[&str]) -> PathBuf {
+        let log = self.path("pane.log");
+        let (rec, log_s) = (
+            recorder_bin().display().to_string(),
+            log.display().to_string(),
+        );
+        let mut args = vec!["new", session];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", &rec, "--log", &log_s]);
+        self.ok(&args);
+        self.wait_screen(session, "READY");
+        log
+    }
+
     pub fn wait_screen(&self, session: &str, regex: &str) -> Value {
         let mut conn = self.conn();
         let reply =

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use belfry_tests::{eventually, read_or_empty, recorder_bin, Env};
+use belfry_tests::{eventually, read_or_empty, Env};
 
 /// A `belfry server` started on another socket over `env`'s runtime and state directories,
 /// killed on drop if it is still running.
@@ -137,22 +137,7 @@ fn post(env: &Env, subject: &str) {
 #[test]
 fn five_posts_give_exactly_five_notices_when_a_second_daemon_is_started() {
     let env = Env::new();
-    let log = env.path("pane.log");
-    let (rec, log_s) = (
-        recorder_bin().display().to_string(),
-        log.display().to_string(),
-    );
-    env.ok(&[
-        "new",
-        "agent",
-        "--ding-delivery",
-        "aggressive",
-        "--",
-        &rec,
-        "--log",
-        &log_s,
-    ]);
-    env.wait_screen("agent", "READY");
+    let log = env.recorder_pane("agent", &["--ding-delivery", "aggressive"]);
     let mut second = SecondDaemon::start(&env);
     // Give a second daemon that (wrongly) started the time to adopt the pane.
     let ended = second.ended_within(Duration::from_secs(4));

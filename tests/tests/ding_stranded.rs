@@ -10,23 +10,7 @@ use belfry_tests::{eventually, pid_alive, read_or_empty, recorder_bin, Env};
 use serde_json::Value;
 
 fn aggressive_pane(env: &Env) -> std::path::PathBuf {
-    let log = env.path("pane.log");
-    let (rec, log_s) = (
-        recorder_bin().display().to_string(),
-        log.display().to_string(),
-    );
-    env.ok(&[
-        "new",
-        "agent",
-        "--ding-delivery",
-        "aggressive",
-        "--",
-        &rec,
-        "--log",
-        &log_s,
-    ]);
-    env.wait_screen("agent", "READY");
-    log
+    env.recorder_pane("agent", &["--ding-delivery", "aggressive"])
 }
 
 fn post(env: &Env, subject: &str) -> String {

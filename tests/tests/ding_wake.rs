@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use belfry_tests::{eventually, read_or_empty, recorder_bin, Env};
+use belfry_tests::{eventually, read_or_empty, Env};
 
 /// How soon a hand-made post must be announced: far below the worker's 5 s safety poll, far
 /// above what the wake-up takes (a few milliseconds), for a loaded machine.
@@ -17,23 +17,7 @@ const ANNOUNCED_WITHIN: Duration = Duration::from_millis(1500);
 const ROUNDS: usize = 4;
 
 fn aggressive_pane(env: &Env) -> PathBuf {
-    let log = env.path("pane.log");
-    let (rec, log_s) = (
-        recorder_bin().display().to_string(),
-        log.display().to_string(),
-    );
-    env.ok(&[
-        "new",
-        "agent",
-        "--ding-delivery",
-        "aggressive",
-        "--",
-        &rec,
-        "--log",
-        &log_s,
-    ]);
-    env.wait_screen("agent", "READY");
-    log
+    env.recorder_pane("agent", &["--ding-delivery", "aggressive"])
 }
 
 fn inbox(env: &Env) -> PathBuf {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use belfry_tests::{eventually, fixture, read_or_empty, recorder_bin, Env};
+use belfry_tests::{eventually, fixture, read_or_empty, Env};
 
 /// A name for planted entries: valid grammar, so only its kind can keep it out.
 const PLANTED_LINK: &str = "1785070000000-link00.md";
@@ -165,23 +165,7 @@ fn a_symlinked_new_directory_is_refused_and_its_target_is_not_listed_moved_or_ch
 /// A pane declared an agent (by its adapter) under the default aggressive policy, running the
 /// recorder, which logs every byte the pane receives.
 fn aggressive_pane(env: &Env) -> PathBuf {
-    let log = env.path("pane.log");
-    let (rec, log_s) = (
-        recorder_bin().display().to_string(),
-        log.display().to_string(),
-    );
-    env.ok(&[
-        "new",
-        "agent",
-        "--adapter",
-        "fixture-harness",
-        "--",
-        &rec,
-        "--log",
-        &log_s,
-    ]);
-    env.wait_screen("agent", "READY");
-    log
+    env.recorder_pane("agent", &["--adapter", "fixture-harness"])
 }
 
 #[test]
