@@ -923,6 +923,7 @@ impl Worker {
                 session: None,
                 txn: txn.to_string(),
                 settle: None,
+                host: Some(self.info.pane_host.clone()),
             },
         );
         let reply = tokio::time::timeout(
@@ -958,6 +959,7 @@ impl Worker {
                 session: None,
                 txn: txn.to_string(),
                 settle: Some(true),
+                host: Some(self.info.pane_host.clone()),
             },
         );
         let _ = tokio::time::timeout(

@@ -793,6 +793,11 @@ pub struct Txn {
     /// Forget an ended transaction whose outcome the requester has recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle: Option<bool>,
+    /// The pane host the transaction was sent to (`<pid>-<started_at>`, as its record
+    /// says). Socket paths are reused: a pane host bound later under the same path never saw
+    /// the transaction, so it answers `unknown` rather than fencing an id it cannot vouch for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Small JSON values for the property test (no floats: they need not round-trip exactly).

@@ -641,6 +641,17 @@ async fn send_in_transaction(
 /// the requester has recorded.
 fn txn_op(ctx: &HostContext, op: &req::Txn) -> Result<reply::TxnState, ErrorBody> {
     txn::validate_txn_id(&op.txn).map_err(ErrorBody::invalid)?;
+    let me = format!("{}-{}", std::process::id(), ctx.started_at);
+    if op.host.as_deref().is_some_and(|host| host != me) {
+        // The socket path was bound again: the transaction went to an earlier pane host,
+        // whose journal died with it. Nothing here may fence, settle or vouch for it.
+        let settle = op.settle.unwrap_or(false);
+        return Ok(reply::TxnState {
+            txn: op.txn.clone(),
+            state: (!settle).then(|| txn::TxnState::Unknown.as_str().to_string()),
+            settled: settle.then_some(false),
+        });
+    }
     if op.settle.unwrap_or(false) {
         return Ok(reply::TxnState {
             txn: op.txn.clone(),

@@ -201,6 +201,34 @@ fn a_txn_query_fences_a_send_that_has_not_started_and_names_bad_input() {
 }
 
 #[test]
+fn a_txn_query_naming_an_earlier_pane_host_of_the_socket_answers_unknown_and_fences_nothing() {
+    // Socket paths are reused: a pane host killed mid-send is followed by a new one bound under
+    // the same path. A query about the dead one's transaction reaching the new one must not be
+    // answered `never-written` (the notice would be announced twice), nor fence or settle.
+    let env = Env::new();
+    let log = aggressive_pane(&env);
+    let mut pane = belfry_tests::Conn::open(&env.pane_socket("agent")).unwrap();
+    let info = pane.request(serde_json::json!({"op": "info"}));
+    let me = format!("{}-{}", info["pid"], info["started_at"]);
+    let earlier = format!("{}-{}", info["pid"], 1);
+    let reply = pane.request(serde_json::json!({"op": "txn", "txn": "t-old", "host": earlier}));
+    assert_eq!(reply["state"], "unknown", "{reply}");
+    let reply = pane
+        .request(serde_json::json!({"op": "txn", "txn": "t-old", "host": earlier, "settle": true}));
+    assert_eq!(reply["settled"], false, "{reply}");
+    // Nothing was fenced: this pane host's own send with that id is written, and a query
+    // naming this pane host answers from its journal.
+    let reply =
+        pane.request(serde_json::json!({"op": "send", "txn": "t-old", "input": [{"text": "z"}]}));
+    assert_eq!(reply["result"], "sent", "{reply}");
+    let reply = pane.request(serde_json::json!({"op": "txn", "txn": "t-old", "host": me}));
+    assert_eq!(reply["state"], "written", "{reply}");
+    let reply = pane.request(serde_json::json!({"op": "txn", "txn": "t-new", "host": me}));
+    assert_eq!(reply["state"], "never-written", "{reply}");
+    assert!(eventually(Duration::from_secs(2), || read_or_empty(&log) == b"z"));
+}
+
+#[test]
 fn a_notice_staged_for_a_pane_host_that_is_gone_is_never_pasted() {
     // A notice staged for a send to an earlier pane host of this name (dead, with its PTY): no
     // journal can say whether a byte reached that program, so it stays staged.
