@@ -217,6 +217,11 @@ pub struct Screen {
     spare_rows: bool,
 }
 
+/// The model is never narrower than two columns, whatever the PTY's size: the terminal core
+/// cannot place a wide character in a one-column grid (it panics, which would end the pane host
+/// and its program), and a program in a one-column PTY wraps its own output anyway.
+const MIN_MODEL_COLS: u16 = 2;
+
 impl Screen {
     /// A blank screen of `rows` × `cols` keeping `scrollback` lines of history, in at most
     /// the default byte cap ([`DEFAULT_MAX_BYTES`]).
@@ -244,7 +249,10 @@ impl Screen {
         store: HistoryStore,
     ) -> Screen {
         let listener = Listener::default();
-        let (rows, cols) = (usize::from(rows.max(1)), usize::from(cols.max(1)));
+        let (rows, cols) = (
+            usize::from(rows.max(1)),
+            usize::from(cols.max(MIN_MODEL_COLS)),
+        );
         *listener.size.lock() = (rows, cols);
         // kitty_keyboard: the core keeps the program's kitty keyboard flags and answers
         // `CSI ? u` with them (`CSI ? flags u`, 0 when none were pushed). The core keeps the
@@ -518,7 +526,10 @@ impl Screen {
     }
 
     pub fn resize(&mut self, rows: u16, cols: u16) {
-        let (rows, cols) = (usize::from(rows.max(1)), usize::from(cols.max(1)));
+        let (rows, cols) = (
+            usize::from(rows.max(1)),
+            usize::from(cols.max(MIN_MODEL_COLS)),
+        );
         *self.listener.size.lock() = (rows, cols);
         if (rows, cols) != (self.rows(), self.cols()) {
             self.restore_history();
@@ -1556,5 +1567,29 @@ mod tests {
         let (total, lines) = s.scrollback(0, 10);
         assert_eq!(total, 4);
         assert_eq!(lines, vec!["a", "b", "c", "d"]);
+    }
+}
+
+#[cfg(test)]
+mod narrow_tests {
+    use super::*;
+
+    #[test]
+    fn a_wide_character_in_a_one_column_pane_does_not_panic() {
+        let mut screen = Screen::new(4, 1, 10);
+        screen.apply("漢字\r\n".as_bytes());
+        assert!(
+            screen.lines().concat().contains('漢'),
+            "{:?}",
+            screen.lines()
+        );
+        let mut screen = Screen::new(4, 3, 10);
+        screen.resize(4, 1);
+        screen.apply("漢字".as_bytes());
+        assert!(
+            screen.lines().concat().contains('字'),
+            "{:?}",
+            screen.lines()
+        );
     }
 }

@@ -141,3 +141,38 @@ fn concurrent_duplicate_spawns_answer_exactly_one_ok_and_the_rest_exists() {
     let panes = env.ok(&["ls", "--json"]);
     assert_eq!(panes.matches("\"twin\"").count(), 1, "{panes}");
 }
+
+#[test]
+fn a_wide_character_in_a_one_column_pane_leaves_its_screen_model_working() {
+    // A pane one column wide (created so, or resized so by a client) printing a wide
+    // character: the terminal core cannot place it in one column and panicked there, which
+    // killed the thread that keeps the pane's screen: the pane host still answered, with a
+    // screen that never changed again.
+    let env = Env::new();
+    env.ok(&[
+        "new",
+        "narrow",
+        "--size",
+        "4x1",
+        "--",
+        "sh",
+        "-c",
+        "printf '\\346\\274\\242'; sleep 2; printf '\\033[2J\\033[HZ'; exec sleep 60",
+    ]);
+    env.wait_screen("narrow", "漢");
+    env.wait_screen("narrow", "Z");
+    env.ok(&[
+        "new",
+        "wide",
+        "--size",
+        "4x10",
+        "--",
+        "sh",
+        "-c",
+        "sleep 1; printf '\\346\\274\\242'; sleep 2; printf AFTER; exec sleep 60",
+    ]);
+    env.ok(&["resize", "wide", "4x1"]);
+    env.wait_screen("wide", "漢");
+    env.ok(&["resize", "wide", "4x10"]);
+    env.wait_screen("wide", "AFTER");
+}
