@@ -495,6 +495,18 @@ fn init_logging(file: &str) {
         .with_writer(appender)
         .with_ansi(false)
         .try_init();
+    // A daemon or pane host has no terminal: its stderr goes nowhere a user looks. A panic in
+    // one of its threads (which may leave the process serving without that thread) is written
+    // to its log too, with where it happened, so it is never silent.
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        tracing::error!(
+            "panic in thread {:?}: {info}",
+            thread.name().unwrap_or("unnamed")
+        );
+        previous(info);
+    }));
 }
 
 /// A log file opened on the first event, not before: a process that never logs (a pane host
