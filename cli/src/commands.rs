@@ -1296,9 +1296,17 @@ fn print_panes(panes: &[PaneRecord], json: bool) -> Result<i32> {
 /// line (or one `{"host", "error"}` object) saying why, and the others are still listed.
 /// The exit code is 2 when any host failed, after everything was printed.
 fn ls_all_hosts(json: bool) -> Result<i32> {
+    let place = remote::default_place()?;
+    // The `--host` machine is listed first, as "here"; a configured host that is the same
+    // destination is not asked again (it would list every pane of it twice).
+    let here_host = match &place {
+        Place::Remote(remote) => Some(remote.host.clone()),
+        Place::Local => None,
+    };
     let hosts = remote::configured_hosts()?;
     let asked: Vec<_> = hosts
         .into_iter()
+        .filter(|host| here_host.as_ref() != Some(&host.host))
         .map(|host| {
             std::thread::spawn(move || {
                 let panes = host
@@ -1308,7 +1316,7 @@ fn ls_all_hosts(json: bool) -> Result<i32> {
             })
         })
         .collect();
-    let here = match remote::default_place()? {
+    let here = match place {
         Place::Remote(remote) => {
             let label = remote.label.clone();
             (

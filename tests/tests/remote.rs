@@ -493,6 +493,12 @@ fn ls_all_hosts_merges_every_host_and_names_the_unreachable_one() {
     assert!(listed
         .iter()
         .any(|p| p["host"] == "dead" && p["error"].is_string()));
+    // With `--host far`, far is the machine listed first; its alias is not asked again.
+    let out = over(&near, &sshd, &["--host", "far", "ls", "--all-hosts"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches("far:there ").count(), 1, "{stdout}");
 }
 
 #[test]
