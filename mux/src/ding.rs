@@ -1204,6 +1204,11 @@ impl Worker {
                 restarts += 1;
                 self.adapter_ended(adapter.as_mut(), end, backoff, restarts)
                     .await;
+                tracing::info!(
+                    session = self.info.session,
+                    "adapter ended (restart {restarts}); starting it again in {} ms",
+                    backoff.as_millis()
+                );
                 break;
             }
             // Back off before restarting, still serving messages (everything stays held).

@@ -188,11 +188,18 @@ fn fresh_idle_sends_exactly_one_notice() {
     );
 }
 
+/// A held case: the fixture's adapter session must hold both messages with the reason. The
+/// event timeout (after which a silent adapter's pane is held as `timeout`) is a minute, so that
+/// no other case's reason can turn into `timeout` while a loaded machine is still posting and
+/// asking; the timeout case itself runs with 400 ms.
 macro_rules! held_case {
     ($test:ident, $case:literal, $reason:expr) => {
+        held_case!($test, $case, $reason, "60000");
+    };
+    ($test:ident, $case:literal, $reason:expr, $event_timeout_ms:literal) => {
         #[test]
         fn $test() {
-            let env = Env::with_vars(&[("BELFRY_DING_EVENT_TIMEOUT_MS", "400")]);
+            let env = Env::with_vars(&[("BELFRY_DING_EVENT_TIMEOUT_MS", $event_timeout_ms)]);
             let log = rich_pane(&env, $case, &[]);
             assert_held(&env, &log, $reason);
         }
@@ -213,7 +220,7 @@ held_case!(
     Some("composer-unknown")
 );
 held_case!(malformed_holds, "malformed", Some("malformed"));
-held_case!(timeout_holds, "timeout", Some("timeout"));
+held_case!(timeout_holds, "timeout", Some("timeout"), "400");
 held_case!(adapter_error_holds, "adapter-error", None);
 held_case!(adapter_eof_holds, "eof", None);
 held_case!(

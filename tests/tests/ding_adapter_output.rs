@@ -7,13 +7,13 @@ use std::time::Duration;
 use belfry_tests::{eventually, read_or_empty, recorder_bin, Env};
 use serde_json::Value;
 
-/// A python3 adapter that records its pid and start time (CLOCK_MONOTONIC, shared by every
-/// process) in a marker file, then prints `total_mib` MiB without a newline, then sleeps. The
-/// total is finite so that, without the cap, the test fails by growth instead of exhausting
-/// the machine.
+/// A python3 adapter that records its pid and start time (wall clock, as the daemon's log
+/// stamps its lines) in a marker file, then prints `total_mib` MiB without a newline, then
+/// sleeps. The total is finite so that, without the cap, the test fails by growth instead of
+/// exhausting the machine.
 const FLOOD: &str = "import os, sys, time; \
     marker = open(sys.argv[1], 'a'); \
-    marker.write('%d %f\\n' % (os.getpid(), time.monotonic())); \
+    marker.write('%d %f\\n' % (os.getpid(), time.time())); \
     marker.close(); \
     [sys.stdout.buffer.write(b'x' * (1 << 20)) or sys.stdout.buffer.flush() \
      for _ in range(int(sys.argv[2]))]; \
@@ -27,6 +27,51 @@ fn rss_kib(pid: u32) -> u64 {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse().ok())
         .expect("VmRSS in /proc/PID/status")
+}
+
+/// The daemon's "starting it again in N ms" lines: when each was logged (seconds since the
+/// epoch) and the pause it names.
+fn restart_lines(log: &std::path::Path) -> Vec<(f64, u64)> {
+    String::from_utf8_lossy(&read_or_empty(log))
+        .lines()
+        .filter(|line| line.contains("starting it again in"))
+        .filter_map(|line| {
+            let at = epoch_secs(line.split_whitespace().next()?)?;
+            let ms = line.split("starting it again in ").nth(1)?;
+            Some((at, ms.split(' ').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` (the log's UTC stamp) as seconds since the epoch.
+fn epoch_secs(stamp: &str) -> Option<f64> {
+    let (date, time) = stamp.strip_suffix('Z')?.split_once('T')?;
+    let mut ymd = date.split('-').map(|n| n.parse::<i64>().ok());
+    let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
+    let mut hms = time.split(':');
+    let (h, min) = (
+        hms.next()?.parse::<f64>().ok()?,
+        hms.next()?.parse::<f64>().ok()?,
+    );
+    let sec = hms.next()?.parse::<f64>().ok()?;
+    // Days from the civil date (proleptic Gregorian), the usual era arithmetic.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days as f64 * 86_400.0 + h * 3600.0 + min * 60.0 + sec)
+}
+
+#[test]
+fn the_log_stamp_reads_as_epoch_seconds() {
+    assert_eq!(epoch_secs("1970-01-01T00:00:01.500000Z"), Some(1.5));
+    assert_eq!(epoch_secs("2000-03-01T00:00:00Z"), Some(951_868_800.0));
+    assert_eq!(
+        epoch_secs("2026-12-01T21:39:26.000000Z"),
+        Some(1_796_161_166.0)
+    );
 }
 
 fn starts(marker: &std::path::Path) -> Vec<(u32, f64)> {
@@ -108,15 +153,27 @@ fn an_adapter_line_without_a_newline_is_capped_held_as_malformed_and_restarted_w
     let mut pids: Vec<u32> = seen.iter().map(|(pid, _)| *pid).collect();
     pids.dedup();
     assert_eq!(pids.len(), seen.len(), "every start is a new process");
-    let gaps: Vec<f64> = seen.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    // The pauses the daemon chose double, and each next start came no sooner than its pause
+    // after the daemon ended the adapter. (The time between two starts is mostly the time the
+    // flood takes to cross the cap, which load stretches by seconds; only a lower bound on the
+    // pause itself is independent of load.)
+    let restarts = restart_lines(&env.path("xdg-state").join("belfry/log/daemon.log"));
+    assert!(restarts.len() >= 3, "daemon log restarts: {restarts:?}");
+    let pauses: Vec<u64> = restarts.iter().map(|(_, ms)| *ms).collect();
     assert!(
-        gaps[2] > gaps[0],
-        "the restart backoff must grow: gaps {gaps:?}"
+        pauses.windows(2).take(2).all(|w| w[1] > w[0]) && pauses[0] >= 100,
+        "the restart backoff must grow from 100 ms: {pauses:?}"
     );
-    assert!(
-        gaps.iter().all(|gap| *gap >= 0.09),
-        "restarted without backoff: gaps {gaps:?}"
-    );
+    for (index, (ended_at, ms)) in restarts.iter().take(3).enumerate() {
+        let next_start = seen[index + 1].1;
+        assert!(
+            next_start - ended_at >= *ms as f64 / 1000.0 - 0.002,
+            "restart {} came {:.3} s after the adapter ended, before its {ms} ms pause \
+             (starts {seen:?}, restarts {restarts:?})",
+            index + 1,
+            next_start - ended_at
+        );
+    }
 
     let grown_mib = rss_kib(daemon).saturating_sub(before) / 1024;
     assert!(
