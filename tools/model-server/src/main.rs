@@ -341,6 +341,12 @@ fn model_turn(
                 id: call_id,
                 name,
                 arguments,
+                // A shell command goes to a top-level tool; only a named tool has a group.
+                namespace: tool
+                    .command
+                    .is_none()
+                    .then(|| tool.namespace.clone())
+                    .flatten(),
             }),
             None => parts.push(Part::Text(
                 "(the scripted tool call found no shell tool in the request)".into(),

@@ -17,6 +17,11 @@
 //! `tool` call (a shell `command`, or an explicit native `name` and `input`), or an `error`
 //! (`{"status": 500, "message": "…"}`); `then` is the reply to the request that carries the
 //! tool's result; `delay_ms` paces the streamed pieces (so a test can see a turn streaming).
+//! A named tool may also give a `namespace`, for a tool the request offers inside a tool
+//! group (a Responses `namespace` tool): the call then carries that name beside the tool's
+//! (the Responses `function_call` item's `namespace` field; the other wire APIs have no
+//! groups and send the bare name), e.g.
+//! `{"tool": {"namespace": "agents", "name": "spawn", "input": {"message": "…"}}}`.
 
 use serde_json::Value;
 
@@ -39,6 +44,8 @@ pub struct ToolCall {
     /// An explicit native tool name and input, for any other tool.
     pub name: Option<String>,
     pub input: Option<Value>,
+    /// The tool group the named tool belongs to, when the request offers it inside one.
+    pub namespace: Option<String>,
 }
 
 struct Turn {
@@ -198,10 +205,21 @@ fn parse_tool(value: &Value, at: &str) -> Result<ToolCall, String> {
     if command.is_none() && name.is_none() {
         return Err(format!("{at} has neither `command` nor `name`"));
     }
+    let namespace = match value.get("namespace") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(namespace)) if command.is_none() => Some(namespace.clone()),
+        Some(Value::String(_)) => {
+            return Err(format!(
+                "{at}.namespace goes with a `name`, not a shell `command` (which names no tool of a group)"
+            ))
+        }
+        Some(other) => return Err(format!("{at}.namespace is not a string: {other}")),
+    };
     Ok(ToolCall {
         command,
         name,
         input,
+        namespace,
     })
 }
 
@@ -252,5 +270,27 @@ mod tests {
         .err()
         .unwrap();
         assert_eq!(err, "turns[0].then.delay_ms is not a whole number: \"a\"");
+        let err = Script::parse(r#"{"turns":[{"tool":{"name":"x","namespace":7}}]}"#)
+            .err()
+            .unwrap();
+        assert_eq!(err, "turns[0].tool.namespace is not a string: 7");
+        let err = Script::parse(r#"{"turns":[{"tool":{"command":"ls","namespace":"g"}}]}"#)
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            "turns[0].tool.namespace goes with a `name`, not a shell `command` (which names no tool of a group)"
+        );
+    }
+
+    #[test]
+    fn a_named_tool_keeps_its_namespace() {
+        let mut script = Script::parse(
+            r#"{"turns":[{"match":"go","tool":{"namespace":"agents","name":"spawn","input":{"message":"m"}}}]}"#,
+        )
+        .unwrap();
+        let tool = script.choose("go").reply.tool.unwrap();
+        assert_eq!(tool.namespace.as_deref(), Some("agents"));
+        assert_eq!(tool.name.as_deref(), Some("spawn"));
     }
 }

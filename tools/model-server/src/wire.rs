@@ -57,6 +57,9 @@ pub enum Part {
         id: String,
         name: String,
         arguments: Value,
+        /// The tool group the tool belongs to, if any: only the Responses API has groups
+        /// (its `namespace` tools), so only its `function_call` item carries it.
+        namespace: Option<String>,
     },
 }
 
@@ -416,6 +419,7 @@ fn stream_anthropic(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<P
                 id,
                 name,
                 arguments,
+                ..
             } => {
                 stop = "tool_use";
                 out.push(piece(sse(
@@ -460,8 +464,16 @@ fn responses_items(id: &str, parts: &[Part]) -> Vec<Value> {
                 id: call,
                 name,
                 arguments,
-            } => json!({"type": "function_call", "id": format!("fc_{call}"), "call_id": call,
-                "name": name, "arguments": arguments.to_string(), "status": "completed"}),
+                namespace,
+            } => {
+                let mut item = json!({"type": "function_call", "id": format!("fc_{call}"),
+                    "call_id": call, "name": name, "arguments": arguments.to_string(),
+                    "status": "completed"});
+                if let Some(namespace) = namespace {
+                    item["namespace"] = json!(namespace);
+                }
+                item
+            }
         })
         .collect()
 }
@@ -565,6 +577,7 @@ fn stream_chat(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece>
                 id: call,
                 name,
                 arguments,
+                ..
             } => {
                 finish = "tool_calls";
                 out.push(piece(chat_chunk(
@@ -599,6 +612,7 @@ fn gemini_part(part: &Part) -> Value {
             id,
             name,
             arguments,
+            ..
         } => json!({"functionCall": {"id": id, "name": name, "args": arguments}}),
     }
 }
@@ -645,6 +659,7 @@ pub fn whole(api: Api, model: &str, id: &str, parts: &[Part]) -> Value {
                         id,
                         name,
                         arguments,
+                        ..
                     } => {
                         stop = "tool_use";
                         json!({"type": "tool_use", "id": id, "name": name, "input": arguments})
@@ -671,6 +686,7 @@ pub fn whole(api: Api, model: &str, id: &str, parts: &[Part]) -> Value {
                         id,
                         name,
                         arguments,
+                        ..
                     } => Some(json!({"id": id, "type": "function",
                         "function": {"name": name, "arguments": arguments.to_string()}})),
                     Part::Text(_) => None,
@@ -764,6 +780,41 @@ mod tests {
         assert_eq!(last_responses(&body), (String::new(), true));
         let body = json!({"contents": [{"role": "user", "parts": [{"text": "hello"}]}]});
         assert_eq!(last_gemini(&body), ("hello".into(), false));
+    }
+
+    #[test]
+    fn a_namespaced_call_names_its_group_only_in_the_responses_api() {
+        let call = |namespace: Option<&str>| {
+            vec![Part::Call {
+                id: "call_1".into(),
+                name: "spawn".into(),
+                arguments: json!({"message": "m"}),
+                namespace: namespace.map(String::from),
+            }]
+        };
+        let item = &whole(Api::Responses, "m", "r", &call(Some("agents")))["output"][0];
+        assert_eq!(item["type"], "function_call");
+        assert_eq!(item["name"], "spawn");
+        assert_eq!(item["namespace"], "agents");
+        // Streamed, both the added and the done item carry it.
+        let streamed: Vec<String> = stream(Api::Responses, "m", "r", &call(Some("agents")), false)
+            .into_iter()
+            .map(|piece| String::from_utf8_lossy(&piece.bytes).into_owned())
+            .filter(|event| event.contains("response.output_item."))
+            .collect();
+        assert_eq!(streamed.len(), 2);
+        assert!(streamed
+            .iter()
+            .all(|event| event.contains(r#""namespace":"agents""#)));
+        // Without one, the item has no namespace field at all.
+        let bare = &whole(Api::Responses, "m", "r", &call(None))["output"][0];
+        assert!(bare.get("namespace").is_none());
+        // The other APIs have no tool groups: the same call is sent by its bare name.
+        for api in [Api::Anthropic, Api::Chat, Api::Gemini] {
+            let body = whole(api, "m", "r", &call(Some("agents"))).to_string();
+            assert!(body.contains("spawn"), "{}: {body}", api.name());
+            assert!(!body.contains("namespace"), "{}: {body}", api.name());
+        }
     }
 
     #[test]
