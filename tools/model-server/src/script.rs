@@ -22,6 +22,11 @@
 //! (the Responses `function_call` item's `namespace` field; the other wire APIs have no
 //! groups and send the bare name), e.g.
 //! `{"tool": {"namespace": "agents", "name": "spawn", "input": {"message": "…"}}}`.
+//! A named tool's `input` answering a tool's result (in a `then`) may take a value from that
+//! result: an object `{"$result": "/pointer"}` anywhere in it is replaced by the value the JSON
+//! pointer finds in the result (parsed as JSON when it is JSON text), so a call can name what
+//! the previous one returned (an id the harness made up), e.g.
+//! `"then": {"tool": {"name": "wait", "input": {"targets": [{"$result": "/agent_id"}]}}}`.
 
 use serde_json::Value;
 
@@ -141,6 +146,34 @@ impl Script {
             reply: self.fallback.clone(),
             turn: None,
         }
+    }
+}
+
+/// `input` with every `{"$result": "/pointer"}` object replaced by what the pointer finds in
+/// `result`, the output of the tool call the reply answers; the error names the pointer that
+/// found nothing.
+pub fn fill_results(input: &Value, result: Option<&Value>) -> Result<Value, String> {
+    match input {
+        Value::Object(object) if object.len() == 1 && object.contains_key("$result") => {
+            let pointer = object["$result"].as_str().unwrap_or_default();
+            let result = result.ok_or_else(|| {
+                format!("{{\"$result\": {pointer:?}}}: the request carries no tool result")
+            })?;
+            result.pointer(pointer).cloned().ok_or_else(|| {
+                format!("{{\"$result\": {pointer:?}}} finds nothing in the tool result {result}")
+            })
+        }
+        Value::Object(object) => object
+            .iter()
+            .map(|(key, value)| Ok((key.clone(), fill_results(value, result)?)))
+            .collect::<Result<_, String>>()
+            .map(Value::Object),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| fill_results(item, result))
+            .collect::<Result<_, String>>()
+            .map(Value::Array),
+        other => Ok(other.clone()),
     }
 }
 
@@ -280,6 +313,28 @@ mod tests {
         assert_eq!(
             err,
             "turns[0].tool.namespace goes with a `name`, not a shell `command` (which names no tool of a group)"
+        );
+    }
+
+    #[test]
+    fn a_result_placeholder_takes_the_value_from_the_tool_result() {
+        let input = serde_json::json!({"targets": [{"$result": "/agent_id"}], "timeout_ms": 5});
+        let result = serde_json::json!({"agent_id": "a-1", "nickname": "N"});
+        assert_eq!(
+            fill_results(&input, Some(&result)).unwrap(),
+            serde_json::json!({"targets": ["a-1"], "timeout_ms": 5})
+        );
+        let err = fill_results(&input, Some(&serde_json::json!({"id": 1})))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            "{\"$result\": \"/agent_id\"} finds nothing in the tool result {\"id\":1}"
+        );
+        let err = fill_results(&input, None).err().unwrap();
+        assert_eq!(
+            err,
+            "{\"$result\": \"/agent_id\"}: the request carries no tool result"
         );
     }
 

@@ -45,6 +45,9 @@ pub struct Ask {
     pub last_user_text: String,
     /// True when the last message carries a tool's result rather than a new prompt.
     pub tool_result: bool,
+    /// The output of the tool call the last message answers (parsed as JSON when it is JSON
+    /// text), for a scripted input that names part of it.
+    pub tool_output: Option<Value>,
     pub tools: Vec<Tool>,
     /// A JSON schema the answer must follow (structured output), if the request names one.
     pub json_schema: Option<Value>,
@@ -90,6 +93,7 @@ pub fn read_ask(api: Api, body: &Value, model_from_path: Option<&str>, gemini_st
         model,
         last_user_text,
         tool_result,
+        tool_output: tool_result.then(|| tool_output(api, body)).flatten(),
         tools: tools(api, body),
         json_schema: json_schema(api, body),
     }
@@ -185,6 +189,39 @@ fn last_gemini(body: &Value) -> (String, bool) {
         return (text_of(content.get("parts").unwrap_or(&Value::Null)), false);
     }
     (String::new(), false)
+}
+
+/// The output of the tool call the request's last message answers, per API: the Responses
+/// `*_call_output` item's `output`, the Chat `tool` message's content, the Anthropic
+/// `tool_result` block's content, the Gemini `functionResponse.response`. Text that is JSON
+/// is parsed.
+fn tool_output(api: Api, body: &Value) -> Option<Value> {
+    let output = match api {
+        Api::Responses => list(body, "input")
+            .last()?
+            .get("output")
+            .map(|output| match output {
+                Value::String(_) => output.clone(),
+                parts => Value::String(text_of(parts)),
+            }),
+        Api::Chat => list(body, "messages")
+            .last()
+            .filter(|message| message.get("role").and_then(Value::as_str) == Some("tool"))
+            .map(|message| Value::String(text_of(message.get("content").unwrap_or(&Value::Null)))),
+        Api::Anthropic => list(list(body, "messages").last()?, "content")
+            .iter()
+            .rev()
+            .find(|block| block.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .map(|block| Value::String(text_of(block.get("content").unwrap_or(&Value::Null)))),
+        Api::Gemini => list(list(body, "contents").last()?, "parts")
+            .iter()
+            .rev()
+            .find_map(|part| part.pointer("/functionResponse/response").cloned()),
+    }?;
+    Some(match &output {
+        Value::String(text) => serde_json::from_str(text).unwrap_or(output),
+        _ => output,
+    })
 }
 
 fn tools(api: Api, body: &Value) -> Vec<Tool> {
@@ -815,6 +852,23 @@ mod tests {
             assert!(body.contains("spawn"), "{}: {body}", api.name());
             assert!(!body.contains("namespace"), "{}: {body}", api.name());
         }
+    }
+
+    #[test]
+    fn the_answered_tool_output_is_read_and_parsed() {
+        let body = json!({"input": [{"type": "function_call", "call_id": "c"},
+            {"type": "function_call_output", "call_id": "c",
+                "output": "{\"agent_id\":\"a-1\"}"}]});
+        let ask = read_ask(Api::Responses, &body, None, false);
+        assert_eq!(ask.tool_output, Some(json!({"agent_id": "a-1"})));
+        let body = json!({"messages": [{"role": "tool", "tool_call_id": "c", "content": "plain"}]});
+        let ask = read_ask(Api::Chat, &body, None, false);
+        assert_eq!(ask.tool_output, Some(json!("plain")));
+        let body = json!({"messages": [{"role": "user", "content": "no tool here"}]});
+        assert_eq!(
+            read_ask(Api::Anthropic, &body, None, false).tool_output,
+            None
+        );
     }
 
     #[test]
