@@ -227,12 +227,21 @@ pub struct CellsRun {
     pub blocked_marker: PathBuf,
     /// Touched by the second scripted command, which runs.
     pub ran_marker: PathBuf,
+    /// While this file exists, the subagent-start observer prints its text: context for the
+    /// subagent (a test that drives the `subagent-start.context` cell writes it).
+    pub subagent_context: PathBuf,
+    /// While this file has lines, the subagent-stop observer refuses with its first line as
+    /// the reason and removes that line: one refusal per line (a test that drives the
+    /// `subagent-stop.deny` cell writes it).
+    pub subagent_refusal: PathBuf,
 }
 
 impl CellsRun {
     /// Writes the project: `scripts/observe.sh` (records its event and stdin; refuses a tool
     /// call holding [`BLOCK_WORD`] before it runs and one holding [`AFTER_WORD`] after it
-    /// ran, by exit 2 with a reason, the refusal every handler may give), the canonical
+    /// ran, by exit 2 with a reason, the refusal every handler may give; gives a subagent
+    /// context or refuses its stop when the test arms [`CellsRun::subagent_context`] or
+    /// [`CellsRun::subagent_refusal`]), the canonical
     /// file with one observer per event in [`EVENTS`] for `target`, and the model's script:
     /// [`CELLS_PROMPT`] gets the refused call, then the call that runs, then [`CELLS_DONE`].
     pub fn new(root: &Path, target: &str) -> CellsRun {
@@ -249,6 +258,8 @@ impl CellsRun {
             // In the project: a harness may refuse a command that writes outside it.
             blocked_marker: project.join("blocked-marker"),
             ran_marker: project.join("ran-marker"),
+            subagent_context: base.join("subagent-context"),
+            subagent_refusal: base.join("subagent-refusal"),
             project,
             base,
         };
@@ -261,12 +272,18 @@ impl CellsRun {
                 "#!/bin/sh\n\
                  input=$(cat | tr '\\n' ' ')\n\
                  printf '%s %s\\n' \"$1\" \"$input\" >> {observed}\n\
+                 case \"$1\" in\n\
+                 subagent-start) [ -f {context} ] && cat {context};;\n\
+                 subagent-stop) if [ -s {refusal} ]; then head -n 1 {refusal} >&2; sed -i 1d {refusal}; exit 2; fi;;\n\
+                 esac\n\
                  case \"$1:$input\" in\n\
                  before-tool:*{BLOCK_WORD}*) echo '{BEFORE_REFUSAL}' >&2; exit 2;;\n\
                  after-tool:*{AFTER_WORD}*) echo '{AFTER_REFUSAL}' >&2; exit 2;;\n\
                  esac\n\
                  exit 0\n",
                 observed = run.observed.display(),
+                context = run.subagent_context.display(),
+                refusal = run.subagent_refusal.display(),
             ),
             true,
         );

@@ -43,7 +43,26 @@ use serde_json::Value;
 
 const SUBAGENT_PROMPT: &str = "CELLS-SUBAGENT-GO";
 const SUBAGENT_TASK: &str = "CELLS-SUBAGENT-TASK";
-const CODEX_SUBAGENT: &str = "Codex offers its subagent tools (spawn_agent, ...) only inside the multi_agent_v1 namespace (seen in the live request); the scripted model server emits no namespaced call, and a plain spawn_agent call is answered \"unsupported call: spawn_agent\" (tried live)";
+/// Codex 0.169.0 offers its subagent tools only inside this tool group of the Responses
+/// request (`{"type": "namespace", "name": "multi_agent_v1", "tools": [spawn_agent,
+/// wait_agent, ...]}`, seen in the live request), with no feature flag set: a call must name
+/// the group beside the tool.
+const CODEX_AGENTS: &str = "multi_agent_v1";
+/// The Codex subagent's task (the `message` of spawn_agent) and its answer, which reaches the
+/// parent in wait_agent's result and in the `<subagent_notification>` user message after it.
+const CODEX_SUBAGENT_TASK: &str = "CELLS-CODEX-SUBAGENT-TASK";
+const CODEX_SUBAGENT_ANSWER: &str = "CELLS-CODEX-SUBAGENT-ANSWER";
+/// The context the subagent-start observer gives the Codex subagent, the reason the
+/// subagent-stop observer refuses its stops with (numbered, one refusal each), and the
+/// subagent's answer to such a reason (which holds [`CODEX_SUBAGENT_ANSWER`], so the parent's
+/// turn ends the same way).
+const CODEX_SUBAGENT_CONTEXT: &str = "CELLS-SUBAGENT-CONTEXT for the subagent";
+const CODEX_SUBAGENT_REFUSAL: &str = "CELLS-SUBAGENT-STOP-REFUSAL by the observer";
+const CODEX_SUBAGENT_AGAIN: &str = "CELLS-CODEX-SUBAGENT-ANSWER-AGAIN";
+/// How many stops in a row the observer refuses: more than the 8 at which Claude Code stops
+/// honouring a Stop block (`claude:stop-block-capped`), to show the loss
+/// `codex:subagent-stop-block-uncapped` (every block is honoured, none is capped).
+const CODEX_SUBAGENT_REFUSALS: usize = 10;
 
 #[test]
 #[ignore = "live: needs Claude Code, belfry-model-server and a network namespace"]
@@ -175,6 +194,28 @@ fn codex_calls_dispatch_for_every_exact_cell() {
         ),
         false,
     );
+    // A subagent: the model calls spawn_agent (in Codex's agents tool group) with a task the
+    // subagent's own first request carries, which the script answers; then wait_agent on the
+    // id spawn_agent returned (taken from its result), which returns once the subagent's turn
+    // completed. Codex then sends the parent the subagent's final status as a user message
+    // (`<subagent_notification>`, holding the answer) after wait_agent's result, in the same
+    // request, so the script answers that message, and the tool result's `then` too, with
+    // the parent's last word.
+    run.script_turns(vec![
+        serde_json::json!({
+            "match": SUBAGENT_PROMPT,
+            "tool": { "namespace": CODEX_AGENTS, "name": "spawn_agent",
+                "input": { "message": CODEX_SUBAGENT_TASK } },
+            "then": {
+                "tool": { "namespace": CODEX_AGENTS, "name": "wait_agent",
+                    "input": { "targets": [{ "$result": "/agent_id" }], "timeout_ms": 60000 } },
+                "then": { "text": "CELLS-SUBAGENT-DONE" },
+            },
+        }),
+        serde_json::json!({ "match": CODEX_SUBAGENT_TASK, "text": CODEX_SUBAGENT_ANSWER }),
+        serde_json::json!({ "match": "CELLS-SUBAGENT-STOP-REFUSAL", "text": CODEX_SUBAGENT_AGAIN }),
+        serde_json::json!({ "match": CODEX_SUBAGENT_ANSWER, "text": "CELLS-SUBAGENT-DONE" }),
+    ]);
     // Codex runs only the hooks it trusts: --trust writes the entries' trusted hashes.
     run.apply(&["--trust"], &[("CODEX_HOME", &codex_home)]);
     let output = run.run(
@@ -208,8 +249,43 @@ fn codex_calls_dispatch_for_every_exact_cell() {
             ("MOCK_API_KEY", "belfry-live-key".into()),
         ],
     );
+    // The subagent turn, with the subagent-start observer giving context and the
+    // subagent-stop observer refusing the subagent's first stops.
+    write(&run.subagent_context, CODEX_SUBAGENT_CONTEXT, false);
+    let refusals: String = (1..=CODEX_SUBAGENT_REFUSALS)
+        .map(|n| format!("{CODEX_SUBAGENT_REFUSAL} #{n}\n"))
+        .collect();
+    write(&run.subagent_refusal, &refusals, false);
+    let delegated = run.run(
+        &model_server(),
+        &format!(
+            "sed -i \"s/127.0.0.1:[0-9]*\\//127.0.0.1:$PORT\\//\" {}",
+            codex_home.join("config.toml").display()
+        ),
+        &format!(
+            "timeout 120 {} exec --dangerously-bypass-approvals-and-sandbox '{SUBAGENT_PROMPT}'",
+            codex.display()
+        ),
+        &[
+            ("CODEX_HOME", codex_home.display().to_string()),
+            ("MOCK_API_KEY", "belfry-live-key".into()),
+        ],
+    );
     let label = &run.label;
     run.assert_failed_turn(&failed);
+    println!(
+        "{label}: the subagent turn: exit {:?}: {}",
+        delegated.status.code(),
+        String::from_utf8_lossy(&delegated.stdout).trim()
+    );
+    assert!(
+        String::from_utf8_lossy(&delegated.stdout).contains("CELLS-SUBAGENT-DONE"),
+        "{label}: the subagent turn did not finish: {}{}\n{}",
+        String::from_utf8_lossy(&delegated.stdout),
+        String::from_utf8_lossy(&delegated.stderr),
+        run.evidence()
+    );
+    let subagent_cells = codex_subagent_cells(&run);
     // codex:session-start-at-first-prompt: in `codex exec` the launch and the first prompt
     // are one moment, so the run can only show that the event fires, and no later than the
     // prompt.
@@ -258,10 +334,110 @@ fn codex_calls_dispatch_for_every_exact_cell() {
                     "a one-shot codex exec turn never compacts; driven in a pane instead by codex_calls_pre_compact_for_compact_in_a_pane",
                 ),
             ),
-            ("subagent-start", CellCheck::NotExercised(CODEX_SUBAGENT)),
-            ("subagent-stop", CellCheck::NotExercised(CODEX_SUBAGENT)),
         ],
     );
+    for line in subagent_cells {
+        println!("  {line}");
+    }
+}
+
+/// The Codex subagent run's context and deny cells, held to the matrix: the subagent's own
+/// first request must carry the subagent-start observer's context (`subagent-start.context`
+/// exact), and each of the observer's [`CODEX_SUBAGENT_REFUSALS`] refusals of the subagent's
+/// stop must reach dispatch as a deny that Codex answers by continuing that subagent with the
+/// reason, every one of them, with `stop_hook_active` set after the first
+/// (`subagent-stop.deny` lossy: no cap on repeats); then the stop is allowed and the parent's
+/// wait ends with the last answer. A matrix that says otherwise fails here until this check is
+/// taught its new status. Returns the summary lines.
+fn codex_subagent_cells(run: &CellsRun) -> Vec<String> {
+    let label = &run.label;
+    let matrix = belfry_tests::projection_live::matrix(&run.target);
+    let cell = |name: &str| matrix["cells"][name].clone();
+    let (context, deny) = (cell("subagent-start.context"), cell("subagent-stop.deny"));
+    assert!(
+        context["status"] == "exact"
+            && deny["status"] == "lossy"
+            && deny["key"] == "codex:subagent-stop-block-uncapped",
+        "{label}: the matrix calls subagent-start.context {} and subagent-stop.deny {} ({}); this run checks exact and lossy codex:subagent-stop-block-uncapped",
+        context["status"],
+        deny["status"],
+        deny["key"]
+    );
+    let started = run.observed("subagent-start");
+    assert!(
+        started.len() == 1 && started[0]["agent_id"].is_string(),
+        "{label}: one subagent was spawned, but subagent-start ran {}x (or without an agent_id): {started:?}",
+        started.len()
+    );
+    let agent = started[0]["agent_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // The subagent's requests: those carrying its task but not the parent's prompt (it
+    // starts with only its task; the parent's requests hold the spawn_agent call).
+    let bodies = run.request_bodies();
+    let subagent: Vec<&String> = bodies
+        .iter()
+        .filter(|body| body.contains(CODEX_SUBAGENT_TASK) && !body.contains(SUBAGENT_PROMPT))
+        .collect();
+    assert!(
+        subagent
+            .first()
+            .is_some_and(|body| body.contains(CODEX_SUBAGENT_CONTEXT)),
+        "{label}: subagent-start.context is exact, but the subagent's first request lacks the observer's context ({} subagent requests)\n{}",
+        subagent.len(),
+        run.evidence()
+    );
+    let stops = run.calls("subagent-stop");
+    let decisions: Vec<&str> = stops
+        .iter()
+        .map(|call| call["decision"].as_str().unwrap_or("?"))
+        .collect();
+    let mut expected = vec!["deny"; CODEX_SUBAGENT_REFUSALS];
+    expected.push("allow");
+    assert_eq!(
+        decisions,
+        expected,
+        "{label}: the observer refused the subagent's first {CODEX_SUBAGENT_REFUSALS} stops, then allowed; dispatch answered otherwise\n{}",
+        run.evidence()
+    );
+    let stopped = run.observed("subagent-stop");
+    assert!(
+        stopped.iter().all(|input| input["agent_id"] == agent.as_str())
+            && stopped
+                .iter()
+                .enumerate()
+                .all(|(n, input)| input["stop_hook_active"] == (n > 0)),
+        "{label}: subagent-stop ran for another agent than {agent}, or stop_hook_active was not set exactly after the first block: {stopped:?}"
+    );
+    // Each refusal came back to the model as the subagent's continuation: the request after
+    // refusal #n holds its reason (the numbers tell them apart).
+    for n in 1..=CODEX_SUBAGENT_REFUSALS {
+        let reason = format!("{CODEX_SUBAGENT_REFUSAL} #{n}<");
+        assert!(
+            subagent.iter().any(|body| body.contains(&reason)),
+            "{label}: subagent-stop.deny is lossy (no cap), but no request of the subagent held refusal #{n} of {CODEX_SUBAGENT_REFUSALS}: Codex stopped honouring the blocks\n{}",
+            run.evidence()
+        );
+    }
+    assert!(
+        bodies
+            .iter()
+            .any(|body| body.contains(SUBAGENT_PROMPT) && body.contains(CODEX_SUBAGENT_AGAIN)),
+        "{label}: the parent's wait did not end with the answer the subagent gave after the refusals\n{}",
+        run.evidence()
+    );
+    vec![
+        format!(
+            "subagent-start.context exact: the subagent's first request held the observer's context (agent_type {})",
+            started[0]["agent_type"]
+        ),
+        format!(
+            "subagent-stop.deny lossy ({}): {CODEX_SUBAGENT_REFUSALS} refusals in a row each continued the subagent with the reason ({} subagent requests), then the stop was allowed",
+            deny["loss"],
+            subagent.len()
+        ),
+    ]
 }
 
 #[test]

@@ -331,18 +331,28 @@ fn model_turn(
         parts.push(Part::Text(text.clone()));
     }
     if let Some(tool) = &reply.tool {
+        let input = tool.input.clone().unwrap_or(json!({}));
         let call = match (&tool.command, &tool.name) {
-            (Some(command), _) => wire::shell_call(&ask.tools, command),
-            (None, Some(name)) => Some((name.clone(), tool.input.clone().unwrap_or(json!({})))),
-            (None, None) => None,
+            (Some(command), _) => Ok(wire::shell_call(&ask.tools, command)),
+            (None, Some(name)) => script::fill_results(&input, ask.tool_output.as_ref())
+                .map(|input| Some((name.clone(), input))),
+            (None, None) => Ok(None),
         };
         match call {
-            Some((name, arguments)) => parts.push(Part::Call {
+            // A placeholder that found nothing is said in the answer, where the test sees it.
+            Err(err) => parts.push(Part::Text(format!("(the scripted tool input: {err})"))),
+            Ok(Some((name, arguments))) => parts.push(Part::Call {
                 id: call_id,
                 name,
                 arguments,
+                // A shell command goes to a top-level tool; only a named tool has a group.
+                namespace: tool
+                    .command
+                    .is_none()
+                    .then(|| tool.namespace.clone())
+                    .flatten(),
             }),
-            None => parts.push(Part::Text(
+            Ok(None) => parts.push(Part::Text(
                 "(the scripted tool call found no shell tool in the request)".into(),
             )),
         }

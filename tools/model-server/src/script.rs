@@ -17,6 +17,16 @@
 //! `tool` call (a shell `command`, or an explicit native `name` and `input`), or an `error`
 //! (`{"status": 500, "message": "…"}`); `then` is the reply to the request that carries the
 //! tool's result; `delay_ms` paces the streamed pieces (so a test can see a turn streaming).
+//! A named tool may also give a `namespace`, for a tool the request offers inside a tool
+//! group (a Responses `namespace` tool): the call then carries that name beside the tool's
+//! (the Responses `function_call` item's `namespace` field; the other wire APIs have no
+//! groups and send the bare name), e.g.
+//! `{"tool": {"namespace": "agents", "name": "spawn", "input": {"message": "…"}}}`.
+//! A named tool's `input` answering a tool's result (in a `then`) may take a value from that
+//! result: an object `{"$result": "/pointer"}` anywhere in it is replaced by the value the JSON
+//! pointer finds in the result (parsed as JSON when it is JSON text), so a call can name what
+//! the previous one returned (an id the harness made up), e.g.
+//! `"then": {"tool": {"name": "wait", "input": {"targets": [{"$result": "/agent_id"}]}}}`.
 
 use serde_json::Value;
 
@@ -39,6 +49,8 @@ pub struct ToolCall {
     /// An explicit native tool name and input, for any other tool.
     pub name: Option<String>,
     pub input: Option<Value>,
+    /// The tool group the named tool belongs to, when the request offers it inside one.
+    pub namespace: Option<String>,
 }
 
 struct Turn {
@@ -137,6 +149,34 @@ impl Script {
     }
 }
 
+/// `input` with every `{"$result": "/pointer"}` object replaced by what the pointer finds in
+/// `result`, the output of the tool call the reply answers; the error names the pointer that
+/// found nothing.
+pub fn fill_results(input: &Value, result: Option<&Value>) -> Result<Value, String> {
+    match input {
+        Value::Object(object) if object.len() == 1 && object.contains_key("$result") => {
+            let pointer = object["$result"].as_str().unwrap_or_default();
+            let result = result.ok_or_else(|| {
+                format!("{{\"$result\": {pointer:?}}}: the request carries no tool result")
+            })?;
+            result.pointer(pointer).cloned().ok_or_else(|| {
+                format!("{{\"$result\": {pointer:?}}} finds nothing in the tool result {result}")
+            })
+        }
+        Value::Object(object) => object
+            .iter()
+            .map(|(key, value)| Ok((key.clone(), fill_results(value, result)?)))
+            .collect::<Result<_, String>>()
+            .map(Value::Object),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| fill_results(item, result))
+            .collect::<Result<_, String>>()
+            .map(Value::Array),
+        other => Ok(other.clone()),
+    }
+}
+
 fn parse_reply(value: &Value, at: &str) -> Result<Reply, String> {
     if !value.is_object() {
         return Err(format!("{at} is not an object"));
@@ -198,10 +238,21 @@ fn parse_tool(value: &Value, at: &str) -> Result<ToolCall, String> {
     if command.is_none() && name.is_none() {
         return Err(format!("{at} has neither `command` nor `name`"));
     }
+    let namespace = match value.get("namespace") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(namespace)) if command.is_none() => Some(namespace.clone()),
+        Some(Value::String(_)) => {
+            return Err(format!(
+                "{at}.namespace goes with a `name`, not a shell `command` (which names no tool of a group)"
+            ))
+        }
+        Some(other) => return Err(format!("{at}.namespace is not a string: {other}")),
+    };
     Ok(ToolCall {
         command,
         name,
         input,
+        namespace,
     })
 }
 
@@ -252,5 +303,49 @@ mod tests {
         .err()
         .unwrap();
         assert_eq!(err, "turns[0].then.delay_ms is not a whole number: \"a\"");
+        let err = Script::parse(r#"{"turns":[{"tool":{"name":"x","namespace":7}}]}"#)
+            .err()
+            .unwrap();
+        assert_eq!(err, "turns[0].tool.namespace is not a string: 7");
+        let err = Script::parse(r#"{"turns":[{"tool":{"command":"ls","namespace":"g"}}]}"#)
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            "turns[0].tool.namespace goes with a `name`, not a shell `command` (which names no tool of a group)"
+        );
+    }
+
+    #[test]
+    fn a_result_placeholder_takes_the_value_from_the_tool_result() {
+        let input = serde_json::json!({"targets": [{"$result": "/agent_id"}], "timeout_ms": 5});
+        let result = serde_json::json!({"agent_id": "a-1", "nickname": "N"});
+        assert_eq!(
+            fill_results(&input, Some(&result)).unwrap(),
+            serde_json::json!({"targets": ["a-1"], "timeout_ms": 5})
+        );
+        let err = fill_results(&input, Some(&serde_json::json!({"id": 1})))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            "{\"$result\": \"/agent_id\"} finds nothing in the tool result {\"id\":1}"
+        );
+        let err = fill_results(&input, None).err().unwrap();
+        assert_eq!(
+            err,
+            "{\"$result\": \"/agent_id\"}: the request carries no tool result"
+        );
+    }
+
+    #[test]
+    fn a_named_tool_keeps_its_namespace() {
+        let mut script = Script::parse(
+            r#"{"turns":[{"match":"go","tool":{"namespace":"agents","name":"spawn","input":{"message":"m"}}}]}"#,
+        )
+        .unwrap();
+        let tool = script.choose("go").reply.tool.unwrap();
+        assert_eq!(tool.namespace.as_deref(), Some("agents"));
+        assert_eq!(tool.name.as_deref(), Some("spawn"));
     }
 }

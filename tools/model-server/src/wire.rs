@@ -45,6 +45,9 @@ pub struct Ask {
     pub last_user_text: String,
     /// True when the last message carries a tool's result rather than a new prompt.
     pub tool_result: bool,
+    /// The output of the tool call the last message answers (parsed as JSON when it is JSON
+    /// text), for a scripted input that names part of it.
+    pub tool_output: Option<Value>,
     pub tools: Vec<Tool>,
     /// A JSON schema the answer must follow (structured output), if the request names one.
     pub json_schema: Option<Value>,
@@ -57,6 +60,9 @@ pub enum Part {
         id: String,
         name: String,
         arguments: Value,
+        /// The tool group the tool belongs to, if any: only the Responses API has groups
+        /// (its `namespace` tools), so only its `function_call` item carries it.
+        namespace: Option<String>,
     },
 }
 
@@ -87,6 +93,7 @@ pub fn read_ask(api: Api, body: &Value, model_from_path: Option<&str>, gemini_st
         model,
         last_user_text,
         tool_result,
+        tool_output: tool_result.then(|| tool_output(api, body)).flatten(),
         tools: tools(api, body),
         json_schema: json_schema(api, body),
     }
@@ -182,6 +189,39 @@ fn last_gemini(body: &Value) -> (String, bool) {
         return (text_of(content.get("parts").unwrap_or(&Value::Null)), false);
     }
     (String::new(), false)
+}
+
+/// The output of the tool call the request's last message answers, per API: the Responses
+/// `*_call_output` item's `output`, the Chat `tool` message's content, the Anthropic
+/// `tool_result` block's content, the Gemini `functionResponse.response`. Text that is JSON
+/// is parsed.
+fn tool_output(api: Api, body: &Value) -> Option<Value> {
+    let output = match api {
+        Api::Responses => list(body, "input")
+            .last()?
+            .get("output")
+            .map(|output| match output {
+                Value::String(_) => output.clone(),
+                parts => Value::String(text_of(parts)),
+            }),
+        Api::Chat => list(body, "messages")
+            .last()
+            .filter(|message| message.get("role").and_then(Value::as_str) == Some("tool"))
+            .map(|message| Value::String(text_of(message.get("content").unwrap_or(&Value::Null)))),
+        Api::Anthropic => list(list(body, "messages").last()?, "content")
+            .iter()
+            .rev()
+            .find(|block| block.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .map(|block| Value::String(text_of(block.get("content").unwrap_or(&Value::Null)))),
+        Api::Gemini => list(list(body, "contents").last()?, "parts")
+            .iter()
+            .rev()
+            .find_map(|part| part.pointer("/functionResponse/response").cloned()),
+    }?;
+    Some(match &output {
+        Value::String(text) => serde_json::from_str(text).unwrap_or(output),
+        _ => output,
+    })
 }
 
 fn tools(api: Api, body: &Value) -> Vec<Tool> {
@@ -416,6 +456,7 @@ fn stream_anthropic(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<P
                 id,
                 name,
                 arguments,
+                ..
             } => {
                 stop = "tool_use";
                 out.push(piece(sse(
@@ -460,8 +501,16 @@ fn responses_items(id: &str, parts: &[Part]) -> Vec<Value> {
                 id: call,
                 name,
                 arguments,
-            } => json!({"type": "function_call", "id": format!("fc_{call}"), "call_id": call,
-                "name": name, "arguments": arguments.to_string(), "status": "completed"}),
+                namespace,
+            } => {
+                let mut item = json!({"type": "function_call", "id": format!("fc_{call}"),
+                    "call_id": call, "name": name, "arguments": arguments.to_string(),
+                    "status": "completed"});
+                if let Some(namespace) = namespace {
+                    item["namespace"] = json!(namespace);
+                }
+                item
+            }
         })
         .collect()
 }
@@ -565,6 +614,7 @@ fn stream_chat(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece>
                 id: call,
                 name,
                 arguments,
+                ..
             } => {
                 finish = "tool_calls";
                 out.push(piece(chat_chunk(
@@ -599,6 +649,7 @@ fn gemini_part(part: &Part) -> Value {
             id,
             name,
             arguments,
+            ..
         } => json!({"functionCall": {"id": id, "name": name, "args": arguments}}),
     }
 }
@@ -645,6 +696,7 @@ pub fn whole(api: Api, model: &str, id: &str, parts: &[Part]) -> Value {
                         id,
                         name,
                         arguments,
+                        ..
                     } => {
                         stop = "tool_use";
                         json!({"type": "tool_use", "id": id, "name": name, "input": arguments})
@@ -671,6 +723,7 @@ pub fn whole(api: Api, model: &str, id: &str, parts: &[Part]) -> Value {
                         id,
                         name,
                         arguments,
+                        ..
                     } => Some(json!({"id": id, "type": "function",
                         "function": {"name": name, "arguments": arguments.to_string()}})),
                     Part::Text(_) => None,
@@ -764,6 +817,58 @@ mod tests {
         assert_eq!(last_responses(&body), (String::new(), true));
         let body = json!({"contents": [{"role": "user", "parts": [{"text": "hello"}]}]});
         assert_eq!(last_gemini(&body), ("hello".into(), false));
+    }
+
+    #[test]
+    fn a_namespaced_call_names_its_group_only_in_the_responses_api() {
+        let call = |namespace: Option<&str>| {
+            vec![Part::Call {
+                id: "call_1".into(),
+                name: "spawn".into(),
+                arguments: json!({"message": "m"}),
+                namespace: namespace.map(String::from),
+            }]
+        };
+        let item = &whole(Api::Responses, "m", "r", &call(Some("agents")))["output"][0];
+        assert_eq!(item["type"], "function_call");
+        assert_eq!(item["name"], "spawn");
+        assert_eq!(item["namespace"], "agents");
+        // Streamed, both the added and the done item carry it.
+        let streamed: Vec<String> = stream(Api::Responses, "m", "r", &call(Some("agents")), false)
+            .into_iter()
+            .map(|piece| String::from_utf8_lossy(&piece.bytes).into_owned())
+            .filter(|event| event.contains("response.output_item."))
+            .collect();
+        assert_eq!(streamed.len(), 2);
+        assert!(streamed
+            .iter()
+            .all(|event| event.contains(r#""namespace":"agents""#)));
+        // Without one, the item has no namespace field at all.
+        let bare = &whole(Api::Responses, "m", "r", &call(None))["output"][0];
+        assert!(bare.get("namespace").is_none());
+        // The other APIs have no tool groups: the same call is sent by its bare name.
+        for api in [Api::Anthropic, Api::Chat, Api::Gemini] {
+            let body = whole(api, "m", "r", &call(Some("agents"))).to_string();
+            assert!(body.contains("spawn"), "{}: {body}", api.name());
+            assert!(!body.contains("namespace"), "{}: {body}", api.name());
+        }
+    }
+
+    #[test]
+    fn the_answered_tool_output_is_read_and_parsed() {
+        let body = json!({"input": [{"type": "function_call", "call_id": "c"},
+            {"type": "function_call_output", "call_id": "c",
+                "output": "{\"agent_id\":\"a-1\"}"}]});
+        let ask = read_ask(Api::Responses, &body, None, false);
+        assert_eq!(ask.tool_output, Some(json!({"agent_id": "a-1"})));
+        let body = json!({"messages": [{"role": "tool", "tool_call_id": "c", "content": "plain"}]});
+        let ask = read_ask(Api::Chat, &body, None, false);
+        assert_eq!(ask.tool_output, Some(json!("plain")));
+        let body = json!({"messages": [{"role": "user", "content": "no tool here"}]});
+        assert_eq!(
+            read_ask(Api::Anthropic, &body, None, false).tool_output,
+            None
+        );
     }
 
     #[test]
