@@ -1277,6 +1277,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_an_unguarded_send_of_raw_bytes_skips_the_pending_output() {
+        let raw = [Step::Raw(b"x".to_vec()), Step::DelayMs(10)];
+        let unguarded = Expect::default();
+        let guarded = Expect {
+            revision: Some(7),
+            ..Expect::default()
+        };
+        // spec §3 step 1: a compare-and-send always reads the pending output first.
+        assert!(reads_screen_first(&guarded, &raw));
+        assert!(reads_screen_first(&guarded, &[]));
+        // Steps encoded from the screen's modes need them current, guarded or not.
+        assert!(reads_screen_first(&unguarded, &[Step::Paste("p".into())]));
+        assert!(reads_screen_first(
+            &unguarded,
+            &[Step::Raw(b"x".to_vec()), Step::Key(crate::input::Key::Up)]
+        ));
+        assert!(!reads_screen_first(&unguarded, &raw));
+    }
+
+    #[test]
     fn the_panes_term_follows_the_clients_when_the_model_speaks_it() {
         let term = |value: Option<&str>| {
             let env = value
