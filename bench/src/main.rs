@@ -10,7 +10,9 @@
 //! belfry-bench attach-client --socket PATH [--rows R --cols C]
 //! belfry-bench echo-latency --keys N [--warmup W] -- CMD…   key → echo through a client
 //! belfry-bench frame-echo --socket SOCK --keys N [--warmup W]  the same, protocol client
-//! belfry-bench sends --daemon SOCK --host SOCK --session S --count N [--warmup W]
+//! belfry-bench sends --daemon SOCK --host SOCK [--relay SOCK] --session S --count N [--warmup W]
+//!                    [--race 1]                              guarded sends (see cmd_sends)
+//! belfry-bench relay --listen SOCK --to SOCK [--secs S]      a minimal byte relay (the floor)
 //! belfry-bench times --spec FILE                            wall time per invocation
 //! belfry-bench stamp-recv --log FILE [--bracketed 0|1]       pane program: timestamps input
 //! belfry-bench bench-adapter LOG                             DING adapter: one lease per message
@@ -125,6 +127,7 @@ fn dispatch(sub: &str, args: &Args) -> Result<Value> {
         "echo-latency" => cmd_echo_latency(args),
         "frame-echo" => cmd_frame_echo(args),
         "sends" => cmd_sends(args),
+        "relay" => cmd_relay(args),
         "times" => cmd_times(args),
         "stamp-recv" => ding::cmd_stamp_recv(args),
         "ding" => ding::cmd_ding(args),
@@ -538,41 +541,67 @@ impl Conn {
     }
 }
 
-/// `sends`: guarded sends (`expect.revision` = the pane's current revision, so each one
-/// succeeds) to a quiet pane, alternating between a connection to the daemon and one to the
-/// pane host, each kept open. Times each request from write to reply.
+/// `sends`: guarded sends to one pane, round-robin over a connection to the daemon, one to
+/// the pane host and, with `--relay`, one through [`cmd_relay`], each kept open. Times each
+/// request from write to reply.
+///
+/// Without `--race`, each send expects the revision the previous reply reported, so on a quiet
+/// pane every one succeeds and the samples are round trips of the whole guarded send. With
+/// `--race 1` (for a pane that prints all the time), each attempt is a `snapshot` and then a
+/// send guarded by the snapshot's revision, both on the same path, the way an agent reads the
+/// screen and then answers it: the send wins if no output moved the pane in between, and the
+/// result is each path's win rate.
 fn cmd_sends(args: &Args) -> Result<Value> {
     let session = args.req("session")?;
     let count: usize = args.num("count", 2000)?;
     let warmup: usize = args.num("warmup", 100)?;
-    let mut targets = [
+    let race = args.num::<u8>("race", 0)? == 1;
+    let mut targets = vec![
         ("daemon", Conn::open(args.req("daemon")?)?),
         ("host", Conn::open(args.req("host")?)?),
     ];
+    if let Some(relay) = args.get("relay") {
+        targets.push(("relay", Conn::open(relay)?));
+    }
     let snapshot = targets[0]
         .1
         .call(&json!({"id": 1, "op": "snapshot", "session": session}))?;
     let mut revision = snapshot["revision"]
         .as_u64()
         .ok_or_else(|| format!("snapshot has no revision: {snapshot}"))?;
-    let mut samples: [Vec<u64>; 2] = [Vec::with_capacity(count), Vec::with_capacity(count)];
+    let mut samples: Vec<Vec<u64>> = targets.iter().map(|_| Vec::with_capacity(count)).collect();
+    let mut wins = vec![0usize; targets.len()];
+    let mut attempts = vec![0usize; targets.len()];
     let mut conflicts = 0usize;
     let mut id = 10u64;
-    for i in 0..2 * (warmup + count) {
-        let which = i % 2;
+    for i in 0..targets.len() * (warmup + count) {
+        let which = i % targets.len();
+        let counted = i / targets.len() >= warmup;
+        let conn = &mut targets[which].1;
+        if race {
+            id += 1;
+            let seen = conn.call(&json!({"id": id, "op": "snapshot", "session": session}))?;
+            revision = seen["revision"]
+                .as_u64()
+                .ok_or_else(|| format!("snapshot has no revision: {seen}"))?;
+        }
         id += 1;
         let request = json!({"id": id, "op": "send", "session": session,
                              "expect": {"revision": revision}, "input": [{"text": "x"}]});
         let start = Instant::now();
-        let reply = targets[which].1.call(&request)?;
+        let reply = conn.call(&request)?;
         let elapsed = start.elapsed();
         if reply["ok"] != true {
             return Err(format!("send failed: {reply}").into());
         }
+        if counted {
+            attempts[which] += 1;
+        }
         match reply["result"].as_str() {
             Some("sent") => {
                 revision = reply["revision"].as_u64().ok_or("sent without revision")?;
-                if i / 2 >= warmup {
+                if counted {
+                    wins[which] += 1;
                     samples[which].push(elapsed.as_nanos() as u64);
                 }
             }
@@ -586,11 +615,60 @@ fn cmd_sends(args: &Args) -> Result<Value> {
             _ => return Err(format!("unexpected send reply: {reply}").into()),
         }
     }
-    let [daemon, host] = samples;
-    Ok(
-        json!({targets[0].0: daemon, targets[1].0: host, "conflicts": conflicts,
-              "final_revision": revision}),
-    )
+    let mut out = serde_json::Map::new();
+    for (k, (name, _)) in targets.iter().enumerate() {
+        out.insert(name.to_string(), json!(samples[k]));
+        out.insert(
+            format!("{name}_wins"),
+            json!({"wins": wins[k], "attempts": attempts[k]}),
+        );
+    }
+    out.insert("conflicts".into(), json!(conflicts));
+    out.insert("final_revision".into(), json!(revision));
+    Ok(Value::Object(out))
+}
+
+/// `relay`: listens on `--listen` and relays each connection's bytes to a new connection to
+/// `--to` and back, one thread per direction, parsing nothing. It is the least a second
+/// process between a client and a pane host can cost (two more socket traversals and two more
+/// wake-ups per round trip), the floor for the daemon's forwarding. Serves until `--secs`
+/// (default 600) have passed, then exits; prints `{"ready": true}` once listening.
+fn cmd_relay(args: &Args) -> Result<Value> {
+    use std::os::unix::net::UnixListener;
+    let listen = args.req("listen")?;
+    let to = args.req("to")?.to_string();
+    let secs: u64 = args.num("secs", 600)?;
+    let listener = UnixListener::bind(listen)?;
+    println!("{}", json!({"ready": true}));
+    std::io::stdout().flush()?;
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(secs));
+        std::process::exit(0);
+    });
+    for client in listener.incoming() {
+        let client = client?;
+        let upstream = UnixStream::connect(&to)?;
+        for (mut from, mut into) in [
+            (client.try_clone()?, upstream.try_clone()?),
+            (upstream, client),
+        ] {
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match from.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if into.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                let _ = into.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    }
+    Ok(json!({"done": true}))
 }
 
 /// `times`: wall time of whole command invocations (fork/exec to exit), commands interleaved

@@ -260,8 +260,27 @@ pub(crate) async fn pane_request(socket: &Path, request: &Request) -> Result<Val
 
 /// [`pane_request`] with the failure kept typed, for callers that report it to a client.
 pub async fn pane_call(socket: &Path, request: &Request) -> Result<Value, PaneError> {
+    let reply = pane_forward(socket, request, &request.to_line()).await?;
+    serde_json::from_slice(&reply)
+        .map_err(|err| PaneError::Failed(format!("pane host reply is not JSON: {err}")))
+}
+
+/// Forwards a client's request to a pane host as the client wrote it, and returns the pane
+/// host's reply line as it came (newline included), within the op's deadline
+/// ([`deadline::pane_reply`]).
+///
+/// The daemon only routes a pane op (issue 13, target 3): `request` is the parse of `line`,
+/// which the daemon needed to validate the request and find the pane, and serialising it again
+/// would give the pane host the same request at a cost. The reply is read only as far as
+/// deciding whether its connection can be kept ([`reusable_after`]); the client gets its bytes.
+/// `line` is one request without its newline, as `wire::read_line` gives it, or with it.
+pub async fn pane_forward(
+    socket: &Path,
+    request: &Request,
+    line: &[u8],
+) -> Result<Vec<u8>, PaneError> {
     let within = deadline::pane_reply(&request.op);
-    match tokio::time::timeout(within, exchange(socket, request)).await {
+    match tokio::time::timeout(within, exchange(socket, request, line)).await {
         Ok(reply) => reply,
         Err(_) => Err(PaneError::TimedOut {
             op: request.op.name().to_string(),
@@ -292,21 +311,28 @@ pub(crate) async fn pane_ask<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// One request and one reply line, with no deadline of its own: on a kept connection to the
-/// pane host when there is one, else on a new one, which is kept after its reply.
-async fn exchange(socket: &Path, request: &Request) -> Result<Value, PaneError> {
-    let line = request.to_line();
+/// One request line (`request` is its parse) and one reply line, with no deadline of its own:
+/// on a kept connection to the pane host when there is one, else on a new one, which is kept
+/// after its reply.
+async fn exchange(socket: &Path, request: &Request, line: &[u8]) -> Result<Vec<u8>, PaneError> {
+    let owned;
+    let line = if line.ends_with(b"\n") {
+        line
+    } else {
+        owned = [line, b"\n"].concat();
+        &owned[..]
+    };
     let socket_id = socket_identity(socket);
     while let Some(mut kept) = take_kept(socket, socket_id) {
         // A kept connection the pane host closed while it sat idle (a pane host that ended,
         // a kill that closed it) refuses the write: nothing was sent on it, so the request
         // goes on another connection. Once the line is written, its outcome is this
         // connection's, whatever it is.
-        if kept.peer_gone() || kept.writer.write_all(&line).await.is_err() {
+        if kept.peer_gone() || kept.writer.write_all(line).await.is_err() {
             continue;
         }
-        let reply = kept.read_reply(socket).await.map_err(PaneError::Failed)?;
-        if reusable_after(request, &reply) {
+        let (reply, head) = kept.read_reply(socket).await.map_err(PaneError::Failed)?;
+        if reusable_after(request, &head) {
             keep(socket, kept);
         }
         return Ok(reply);
@@ -318,7 +344,7 @@ async fn exchange(socket: &Path, request: &Request) -> Result<Value, PaneError> 
         writer,
         socket_id,
     };
-    let written = fresh.writer.write_all(&line).await;
+    let written = fresh.writer.write_all(line).await;
     let reply = fresh.read_reply(socket).await;
     // A pane host at its connection cap sends its `busy` refusal as soon as it accepts, then
     // closes without reading, so the write may fail (`EPIPE`) with the refusal already
@@ -333,7 +359,8 @@ async fn exchange(socket: &Path, request: &Request) -> Result<Value, PaneError> 
         }
         (Ok(()), Err(err)) => return Err(PaneError::Failed(err)),
     };
-    if reusable_after(request, &reply) {
+    let (reply, head) = reply;
+    if reusable_after(request, &head) {
         keep(socket, fresh);
     }
     Ok(reply)
@@ -342,12 +369,28 @@ async fn exchange(socket: &Path, request: &Request) -> Result<Value, PaneError> 
 /// Whether the pane host serves on after answering `request` with `reply`: it closes the
 /// connection after a refusal at its connection cap or of an over-long line, and after a kill
 /// it carried out.
-fn reusable_after(request: &Request, reply: &Value) -> bool {
+fn reusable_after(request: &Request, reply: &ReplyHead) -> bool {
     !matches!(request.op, request::Op::Kill(_))
-        && !matches!(
-            error_code(reply),
-            Some(ErrorCode::Busy | ErrorCode::TooLong)
-        )
+        && !matches!(reply.code(), Some(ErrorCode::Busy | ErrorCode::TooLong))
+}
+
+/// What the daemon reads of a reply line it passes on: whether it is an error, and its code.
+/// Every other field is skipped unread, so a `peek` of a large screen is not built into a
+/// JSON tree only to be written out again.
+#[derive(serde::Deserialize)]
+struct ReplyHead {
+    #[serde(default)]
+    ok: Option<bool>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+impl ReplyHead {
+    /// The reply's error code, if it is an error reply (read as [`error_code`] reads it).
+    fn code(&self) -> Option<ErrorCode> {
+        let body = self.error.as_ref().filter(|_| self.ok == Some(false))?;
+        error_code(&serde_json::json!({"ok": false, "error": body}))
+    }
 }
 
 /// How many idle connections the daemon keeps per pane host: enough for the requests that
@@ -375,21 +418,23 @@ struct PaneConnection {
 }
 
 impl PaneConnection {
-    /// Reads one reply line.
-    async fn read_reply(&mut self, socket: &Path) -> Result<Value, String> {
-        let mut reply = String::new();
+    /// Reads one reply line (newline included) and what the daemon needs to know of it.
+    async fn read_reply(&mut self, socket: &Path) -> Result<(Vec<u8>, ReplyHead), String> {
+        let mut reply = Vec::new();
         let n = self
             .reader
-            .read_line(&mut reply)
+            .read_until(b'\n', &mut reply)
             .await
             .map_err(|err| format!("pane host at {} failed: {err}", socket.display()))?;
-        if n == 0 || !reply.ends_with('\n') {
+        if n == 0 || !reply.ends_with(b"\n") {
             return Err(format!(
                 "pane host at {} closed without a reply",
                 socket.display()
             ));
         }
-        serde_json::from_str(&reply).map_err(|err| format!("pane host reply is not JSON: {err}"))
+        let head = serde_json::from_slice(&reply)
+            .map_err(|err| format!("pane host reply is not a JSON object: {err}"))?;
+        Ok((reply, head))
     }
 
     /// True once the pane host has closed its end (checked without blocking).

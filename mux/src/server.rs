@@ -573,29 +573,36 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
         return;
     };
     loop {
-        let Some(request) = wire::next_request(&mut reader, &mut writer, Side::Daemon).await else {
+        let Some((request, line)) = next_request(&mut reader, &mut writer).await else {
             return;
         };
         if let Op::Subscribe(op) = &request.op {
             subscribe(&daemon, &request.id, op, reader, writer).await;
             return;
         }
-        let reply = if request.op.is_pane_op() {
+        if request.op.is_pane_op() {
             // A forwarded request is abandoned as soon as its requester hangs up: dropping the
             // pane connection lets the pane host see the requester gone, so a send still queued
             // behind another transaction writes nothing (spec §3). `biased` checks the requester
             // first, so a request whose sender is already gone is never forwarded at all.
-            tokio::select! {
+            let reply = tokio::select! {
                 biased;
                 () = requester_hung_up(&mut reader) => {
                     tracing::info!(op = request.op.name(), "requester hung up; forwarded request abandoned");
                     return;
                 }
-                reply = handle(&daemon, &request) => reply,
+                reply = forward(&daemon, &request, &line) => reply,
+            };
+            let written = match reply {
+                Ok(bytes) => write_line(&mut writer, &bytes).await,
+                Err(reply) => wire::write_json(&mut writer, &reply).await,
+            };
+            if written.is_err() {
+                return;
             }
-        } else {
-            handle(&daemon, &request).await
-        };
+            continue;
+        }
+        let reply = handle(&daemon, &request).await;
         if wire::write_json(&mut writer, &reply).await.is_err() {
             return;
         }
@@ -604,6 +611,50 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
             return;
         }
     }
+}
+
+/// Reads the next well-formed request of a client connection, and the line it came in.
+///
+/// The same reading as `wire::next_request` (blank lines skipped; a malformed line answered
+/// with an error and the connection kept; an over-long line answered and the connection
+/// ended; an op the daemon does not serve is `unknown-op`), except that the line is kept: a
+/// pane op is forwarded as the client wrote it ([`forward`]).
+async fn next_request(
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: &mut OwnedWriteHalf,
+) -> Option<(Request, Vec<u8>)> {
+    loop {
+        let line = match wire::read_line(reader).await {
+            Ok(wire::Line::Text(line)) => line,
+            Ok(wire::Line::Eof) | Err(_) => return None,
+            Ok(wire::Line::TooLong) => {
+                let reply = reply::error(
+                    &Value::Null,
+                    ErrorCode::TooLong,
+                    format!("request line exceeds {} bytes; closing", wire::MAX_LINE),
+                );
+                let _ = wire::write_json(writer, &reply).await;
+                return None;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match Request::parse_at(&line, Some(Side::Daemon)) {
+            Ok(request) => return Some((request, line)),
+            Err(bad) => {
+                let reply = reply::error(&bad.id, bad.code, bad.message);
+                wire::write_json(writer, &reply).await.ok()?;
+            }
+        }
+    }
+}
+
+/// Writes a reply line that is already serialised (a pane host's, passed on as it came).
+async fn write_line(writer: &mut OwnedWriteHalf, line: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    writer.write_all(line).await?;
+    writer.flush().await
 }
 
 /// Resolves once the peer of `reader` has closed its connection entirely (not merely shut down
@@ -638,19 +689,10 @@ fn peer_hung_up(stream: &UnixStream) -> bool {
     }
 }
 
-/// Answers one request. Pane ops (`Op::is_pane_op`) are forwarded to the pane's host.
+/// Answers one request the daemon serves itself (pane ops are [`forward`]ed).
 async fn handle(daemon: &Arc<Daemon>, request: &Request) -> Value {
     let id = &request.id;
     match &request.op {
-        Op::Send(send) => {
-            // spec §3: a malformed bound (`timeout_ms` out of range) is refused here, before
-            // the request leaves the daemon; a null guard never parsed at all.
-            if let Err(message) = belfry_pty::host::send_timeout(send) {
-                return reply::error(id, ErrorCode::Invalid, message);
-            }
-            forward(daemon, request).await
-        }
-        op if op.is_pane_op() => forward(daemon, request).await,
         Op::Hello(hello) => match hello.negotiate() {
             Ok(version) => reply::ok(
                 id,
@@ -727,15 +769,21 @@ fn unadopted_message(entry: &PaneEntry) -> String {
     )
 }
 
-async fn forward(daemon: &Daemon, request: &Request) -> Value {
-    let entry = match pane_for(daemon, &request.id, request.op.session()) {
-        Ok(entry) => entry,
-        Err(reply) => return reply,
-    };
-    match registry::pane_call(&entry.socket, request).await {
-        Ok(reply) => reply,
-        Err(err) => reply::error(&request.id, err.code(), err.describe(&entry)),
+/// Forwards a pane op (`Op::is_pane_op`) to the pane's host: `line` as the client wrote it
+/// (`request` is its parse), and the pane host's reply line back as it came. The daemon's own
+/// answer (the pane is unknown, its host failed, the request is invalid) is a reply value.
+async fn forward(daemon: &Daemon, request: &Request, line: &[u8]) -> Result<Vec<u8>, Value> {
+    if let Op::Send(send) = &request.op {
+        // spec §3: a malformed bound (`timeout_ms` out of range) is refused here, before the
+        // request leaves the daemon; a null guard never parsed at all.
+        if let Err(message) = belfry_pty::host::send_timeout(send) {
+            return Err(reply::error(&request.id, ErrorCode::Invalid, message));
+        }
     }
+    let entry = pane_for(daemon, &request.id, request.op.session())?;
+    registry::pane_forward(&entry.socket, request, line)
+        .await
+        .map_err(|err| reply::error(&request.id, err.code(), err.describe(&entry)))
 }
 
 /// Builds and validates a launch spec from a spawn request.
