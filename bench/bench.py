@@ -122,6 +122,14 @@ class Bench:
         self.seq = 0
         self.daemon_pid = None
         self.tmux_started = False
+        # GNU screen: its sockets under the temp dir (mode 0700, as screen insists), a
+        # config of its own: no start-up message, 2000 lines of history like the others.
+        self.screendir = self.tmp / "screen"
+        self.screendir.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(self.screendir, 0o700)
+        os.environ["SCREENDIR"] = str(self.screendir)
+        self.screenrc = self.tmp / "screenrc"
+        self.screenrc.write_text("startup_message off\ndefscrollback 2000\nvbell off\n")
 
     # ---- generic helpers -------------------------------------------------------------
 
@@ -294,6 +302,98 @@ class Bench:
                 sink.wait(timeout=10)
             self.tmux("kill-session", "-t", s, check=False)
 
+    def tp_relay(self, path):
+        out = self.bench_json(["relay", "--", "cat", str(path)])
+        return {"seconds": out["seconds"], "cpu": out["cpu_s"], "client_bytes": out["bytes"]}
+
+    # dtach and GNU screen: each run's program waits on a FIFO for the start signal, writes
+    # its parent's pid (the dtach master / the screen server) first and a done file last.
+
+    def other_program(self, s, body):
+        fifo = self.tmp / f"{s}.go"
+        os.mkfifo(fifo)
+        pidfile, done = self.tmp / f"{s}.pid", self.tmp / f"{s}.done"
+        prog = f"echo $PPID > {pidfile}; read -r _ < {fifo}; {body}; : > {done}"
+        return fifo, pidfile, done, prog
+
+    def other_start_and_wait(self, fifo, pidfile, done, limit=900.0):
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{pidfile} was not written within 30 s")
+            time.sleep(0.01)
+        pid = int(pidfile.read_text())
+        cpu0 = cpu_seconds(pid)
+        t0 = time.perf_counter()
+        with open(fifo, "w") as f:
+            f.write("go\n")
+        deadline = time.monotonic() + limit
+        while not done.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{done} did not appear within {limit:.0f} s")
+            time.sleep(0.002)
+        seconds = time.perf_counter() - t0
+        return seconds, cpu_seconds(pid) - cpu0
+
+    def dtach_sock(self, s):
+        return str(self.tmp / f"{s}.dtach")
+
+    def tp_dtach(self, path, attached):
+        s = self.next_name("dt")
+        fifo, pidfile, done, prog = self.other_program(s, f"cat {path}")
+        sock = self.dtach_sock(s)
+        self.run(["dtach", "-n", sock, "-E", "-z", "sh", "-c", prog], timeout=30)
+        sink = None
+        try:
+            if attached:
+                sink = subprocess.Popen([self.bench, "sink", "--", "dtach", "-a", sock, "-E",
+                                         "-z", "-r", "none"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                # dtach has no list of clients; its client connects at once.
+                time.sleep(0.5)
+            seconds, cpu = self.other_start_and_wait(fifo, pidfile, done)
+            client = self.finish_client(sink)
+            sink = None
+            return {"seconds": seconds, "cpu": cpu, **client}
+        finally:
+            if sink:
+                sink.terminate()
+                sink.wait(timeout=10)
+
+    def screen(self, *argv, timeout=60, check=True):
+        return self.run(["screen", "-c", str(self.screenrc), *argv], timeout=timeout,
+                        check=check)
+
+    def screen_wait_attached(self, s, limit=10.0):
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            out = self.screen("-ls", s, check=False).stdout
+            if "(Attached)" in out:
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"screen session {s}: client did not attach within {limit} s")
+
+    def tp_screen(self, path, attached):
+        s = self.next_name("sc")
+        fifo, pidfile, done, prog = self.other_program(s, f"cat {path}")
+        self.screen("-S", s, "-d", "-m", "sh", "-c", prog, timeout=30)
+        sink = None
+        try:
+            if attached:
+                sink = subprocess.Popen([self.bench, "sink", "--", "screen", "-c",
+                                         str(self.screenrc), "-r", s],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                self.screen_wait_attached(s)
+            seconds, cpu = self.other_start_and_wait(fifo, pidfile, done)
+            client = self.finish_client(sink)
+            sink = None
+            return {"seconds": seconds, "cpu": cpu, **client}
+        finally:
+            if sink:
+                sink.terminate()
+                sink.wait(timeout=10)
+            self.screen("-S", s, "-X", "quit", check=False)
+
     def tp_belfry(self, path, client):
         """client: None, "attach" (belfry attach on a PTY), "frames" (protocol client)."""
         name = self.next_name("tp")
@@ -331,8 +431,13 @@ class Bench:
 
     VARIANTS = [
         ("raw PTY reader", "raw"),
+        ("relay through a 2nd PTY, no model (the attach floor)", "relay"),
         ("tmux, detached", "tmux"),
         ("tmux, 1 client attached", "tmux+client"),
+        ("dtach, detached", "dtach"),
+        ("dtach, 1 client attached", "dtach+client"),
+        ("GNU screen, detached", "screen"),
+        ("GNU screen, 1 client attached", "screen+client"),
         ("belfry, detached", "belfry"),
         ("belfry, 1 client (`belfry attach`)", "belfry+attach"),
         ("belfry, 1 client (frames to /dev/null)", "belfry+frames"),
@@ -345,6 +450,12 @@ class Bench:
                 for _, key in self.VARIANTS:
                     if key == "raw":
                         r = self.tp_raw(path)
+                    elif key == "relay":
+                        r = self.tp_relay(path)
+                    elif key in ("dtach", "dtach+client"):
+                        r = self.tp_dtach(path, key != "dtach")
+                    elif key in ("screen", "screen+client"):
+                        r = self.tp_screen(path, key != "screen")
                     elif key == "tmux":
                         r = self.tp_tmux(path, False)
                     elif key == "tmux+client":
@@ -515,12 +626,19 @@ class Bench:
         prog = "stty raw -echo; exec cat"
         self.new_pane("echo", ["sh", "-c", prog])
         self.tmux("new-session", "-d", "-s", "echo", "-x", "80", "-y", "24", prog)
+        sock = self.dtach_sock("echo")
+        self.run(["dtach", "-n", sock, "-E", "-z", "sh", "-c",
+                  f"echo $PPID > {self.tmp / 'echo-dtach.pid'}; {prog}"], timeout=30)
+        self.screen("-S", "echo", "-d", "-m", "sh", "-c",
+                    f"echo $PPID > {self.tmp / 'echo-screen.pid'}; {prog}", timeout=30)
         try:
             self.wait_pane("echo", 10, quiet_ms=200)
             time.sleep(0.3)
-            # Alternating blocks, so both clients see the same background load.
+            # Alternating blocks, so every client sees the same background load.
             clients = (("belfry attach", [self.belfry, "attach", "echo"]),
                        ("tmux attach", [*self.tmux_prefix, "attach-session", "-t", "echo"]),
+                       ("dtach -a", ["dtach", "-a", sock, "-E", "-z", "-r", "none"]),
+                       ("screen -r", ["screen", "-c", str(self.screenrc), "-r", "echo"]),
                        ("pane host alone: bench attaches with frames", None))
             blocks = max(1, self.args.echo_blocks)
             per_block = max(1, self.args.keys // blocks)
@@ -546,6 +664,11 @@ class Bench:
         finally:
             self.kill_pane("echo")
             self.tmux("kill-session", "-t", "echo", check=False)
+            self.screen("-S", "echo", "-X", "quit", check=False)
+            try:
+                os.kill(int((self.tmp / "echo-dtach.pid").read_text()), signal.SIGTERM)
+            except Exception:  # noqa: BLE001 - it did not start, or is gone
+                pass
 
     def memory(self):
         n = self.args.panes
@@ -966,6 +1089,14 @@ class Bench:
                 os.kill(self.daemon_pid, signal.SIGKILL)
         if self.tmux_started:
             self.tmux("kill-server", check=False)
+        # dtach masters and screen servers write their pid into <name>.pid (other_program).
+        for rec in self.tmp.glob("*.pid"):
+            try:
+                os.kill(int(rec.read_text()), signal.SIGKILL)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        if shutil.which("screen"):
+            self.screen("-wipe", check=False)
 
 
 def machine_info():
@@ -986,6 +1117,12 @@ def machine_info():
                                       timeout=10).stdout.strip()
     except Exception:  # noqa: BLE001
         info["tmux"] = "not found"
+    for tool, argv in (("dtach", ["dtach", "--help"]), ("screen", ["screen", "-v"])):
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
+            info[tool] = out.splitlines()[0].strip() if out else "?"
+        except Exception:  # noqa: BLE001
+            info[tool] = "not found"
     return info
 
 
@@ -1002,7 +1139,7 @@ def render(results, args):
     add = lines.append
     m = results["machine"]
     add(f"belfry {results.get('commit', '?')} · {m.get('cpu', '?')} · nproc {m['nproc']} · "
-        f"{m.get('tmux')} · load avg at start {' '.join(m['loadavg_start'])}, "
+        f"{m.get('tmux')} · {m.get('dtach')} · {m.get('screen')} · load avg at start {' '.join(m['loadavg_start'])}, "
         f"at end {' '.join(m.get('loadavg_end', []))}")
     add("")
     targets = []
@@ -1039,6 +1176,19 @@ def render(results, args):
                                     measured, ratio <= 1.3))
             add(f"| {label} | {' | '.join(cells)} | {' / '.join(cpu)} | "
                 f"{' / '.join(got) if got else '—'} |")
+        relay = {k: tp.get(f"relay/{k}", {}).get("median_s") for k in ("plain", "sgr")}
+        if all(relay.values()):
+            for kind in ("plain", "sgr"):
+                r = tp.get(f"belfry+attach/{kind}")
+                if not r:
+                    continue
+                ratio = r["median_s"] / relay[kind]
+                share = (100.0 * r["client_bytes_median"] / raw_bytes[kind]
+                         if r["client_bytes_median"] is not None and raw_bytes[kind] else None)
+                delivered = "?" if share is None else f"{share:.0f} %"
+                targets.append((f"`belfry attach` ÷ relay, {kind} (issue 13 target 2)",
+                                "≤ 1.15×, 100 % delivered", f"{ratio:.2f}× ({delivered})",
+                                ratio <= 1.15 and share is not None and share >= 99.5))
         model = results.get("model")
         if model:
             cells = []
@@ -1140,6 +1290,11 @@ def render(results, args):
         r = e["belfry attach"]
         targets.append(("key echo p99, belfry attach", "≤ 0.5 ms", f"{r['p99_ms']:.3f} ms",
                         r["p99_ms"] <= 0.5))
+        t = e.get("tmux attach")
+        if t:
+            targets.append(("key echo p99, belfry attach vs tmux (issue 13 target 2)",
+                            "≤ tmux's", f"{r['p99_ms']:.3f} vs {t['p99_ms']:.3f} ms",
+                            r["p99_ms"] <= t["p99_ms"]))
         add("")
     mem = results.get("memory")
     if mem:

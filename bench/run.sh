@@ -39,6 +39,22 @@ for tool in tmux python3; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is required" >&2; exit 2; }
 done
 
+# dtach and GNU screen are measured beside tmux. When missing they are installed from the
+# distribution's packages (Debian: `dtach`, `screen`), and the bench says so.
+missing=()
+for tool in dtach screen; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if (( ${#missing[@]} )); then
+  echo "bench: ${missing[*]} not installed; installing with apt-get (Debian packages ${missing[*]})" >&2
+  sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  if ! "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2; then
+    echo "bench: apt-get install ${missing[*]} failed; install them by hand" >&2
+    exit 2
+  fi
+fi
+
 if [[ -z "${BELFRY_BIN:-}" || -z "${BENCH_BIN:-}" ]]; then
   echo "bench: building belfry and belfry-bench (release)" >&2
   (cd "$root" && cargo build --release -p belfry-cli -p belfry-bench >&2)

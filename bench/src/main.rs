@@ -5,6 +5,7 @@
 //! ```text
 //! belfry-bench gen --kind plain|sgr --bytes N --out PATH
 //! belfry-bench raw-pty [--rows R --cols C] -- CMD…          raw PTY reader (baseline)
+//! belfry-bench relay [--rows R --cols C] -- CMD…            the same, relayed through a 2nd PTY
 //! belfry-bench model --file PATH                              belfry's screen model alone
 //! belfry-bench sink [--rows R --cols C] -- CMD…             a terminal that discards output
 //! belfry-bench attach-client --socket PATH [--rows R --cols C]
@@ -121,6 +122,7 @@ fn dispatch(sub: &str, args: &Args) -> Result<Value> {
     match sub {
         "gen" => cmd_gen(args),
         "raw-pty" => cmd_raw_pty(args),
+        "relay" => cmd_relay(args),
         "model" => cmd_model(args),
         "sink" => cmd_sink(args),
         "attach-client" => cmd_attach_client(args),
@@ -191,6 +193,70 @@ fn cmd_raw_pty(args: &Args) -> Result<Value> {
     Ok(
         json!({"seconds": seconds, "bytes": bytes, "cpu_s": own_cpu_seconds(),
               "exit": status.and_then(|s| s.code())}),
+    )
+}
+
+/// `relay`: the physical cost of an attached terminal with no model at all. Runs CMD on a
+/// fresh PTY (the pane's), reads its master into a 64 KiB buffer and writes every chunk to the
+/// slave of a second PTY in raw mode (the client's terminal, which `belfry attach` also puts
+/// in raw mode), whose master a second thread reads and discards (the terminal emulator).
+/// Every byte crosses two PTYs, as it does on the way through any attach client; nothing else
+/// is done with it. Ends when the program's output has ended and the second PTY is drained.
+fn cmd_relay(args: &Args) -> Result<Value> {
+    let (rows, cols) = size(args)?;
+    let limit = Duration::from_secs(args.num("timeout-s", 600)?);
+    let start = Instant::now();
+    let deadline = start + limit;
+    let pane = pty::open(rows, cols)?;
+    let term = pty::open(rows, cols)?;
+    pty::make_raw(&term.slave)?;
+    let mut child = pty::spawn(args.command()?, &pane.slave, &term_env())?;
+    drop(pane.slave);
+    let screen = term.master;
+    let reader = std::thread::spawn(move || -> std::io::Result<u64> {
+        let fd = pty::raw(&screen);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut bytes = 0u64;
+        while Instant::now() < deadline {
+            match pty::read_timeout(fd, &mut buf, Duration::from_secs(1))? {
+                pty::Read::Data(n) => bytes += n as u64,
+                pty::Read::End => break,
+                pty::Read::Timeout => {}
+            }
+        }
+        Ok(bytes)
+    });
+    let from = pty::raw(&pane.master);
+    let to = pty::raw(&term.slave);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut relayed = 0u64;
+    let mut timed_out = true;
+    while Instant::now() < deadline {
+        match pty::read_timeout(from, &mut buf, Duration::from_secs(1))? {
+            pty::Read::Data(n) => {
+                pty::write_all(to, &buf[..n])?;
+                relayed += n as u64;
+            }
+            pty::Read::End => {
+                timed_out = false;
+                break;
+            }
+            pty::Read::Timeout => {}
+        }
+    }
+    // The last slave descriptor closes: the reader drains what is left and then reads EIO.
+    drop(term.slave);
+    let received = reader
+        .join()
+        .map_err(|_| "the relay's reader thread panicked")??;
+    let status = pty::reap(&mut child, Duration::from_secs(5));
+    let seconds = start.elapsed().as_secs_f64();
+    if timed_out {
+        return Err(format!("output did not end within {} s", limit.as_secs()).into());
+    }
+    Ok(
+        json!({"seconds": seconds, "bytes": received, "relayed": relayed,
+              "cpu_s": own_cpu_seconds(), "exit": status.and_then(|s| s.code())}),
     )
 }
 

@@ -56,6 +56,19 @@ pub fn open(rows: u16, cols: u16) -> io::Result<Pty> {
     }
 }
 
+/// Puts a terminal in raw mode (`cfmakeraw`: no echo, no line discipline, no output
+/// processing), as an attach client does to its own terminal.
+pub fn make_raw(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: `tio` is a valid, writable termios for both calls; `fd` is an open descriptor.
+    unsafe {
+        let mut tio: libc::termios = std::mem::zeroed();
+        check(libc::tcgetattr(fd.as_raw_fd(), &mut tio))?;
+        libc::cfmakeraw(&mut tio);
+        check(libc::tcsetattr(fd.as_raw_fd(), libc::TCSANOW, &tio))?;
+    }
+    Ok(())
+}
+
 /// Starts `argv` with the slave as stdin, stdout, stderr and controlling terminal.
 pub fn spawn(argv: &[String], slave: &OwnedFd, env: &[(String, String)]) -> io::Result<Child> {
     let Some(program) = argv.first() else {

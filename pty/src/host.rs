@@ -10,7 +10,7 @@ use belfry_proto::reply::{self, ErrorBody};
 use belfry_proto::request::{self as req, Op};
 use belfry_proto::{Control, ErrorCode, Side};
 use serde_json::{json, Value};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::BufReader;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 
@@ -864,8 +864,7 @@ async fn attach(
         },
     );
     if wire::write_json(&mut writer, &reply).await.is_err()
-        || writer
-            .write_all(&Frame::Data(redraw).encode())
+        || wire::write_frames(&mut writer, &[Frame::Data(redraw.into())])
             .await
             .is_err()
     {
@@ -875,9 +874,7 @@ async fn attach(
     let exited = pane.state.lock().exited;
     if let Some(exit) = exited {
         // The program already ended: show its last screen, then say so.
-        let _ = writer
-            .write_all(&Frame::Control(Control::Exited(exit)).encode())
-            .await;
+        let _ = wire::write_frames(&mut writer, &[Frame::Control(Control::Exited(exit))]).await;
         pane.detach(client);
         return;
     }
@@ -885,22 +882,45 @@ async fn attach(
     // lagging client is: the output side empties the queue and sends a fresh redraw.
     let (redraw_wanted, redraw_wake) = (Arc::clone(&handle.lagged), Arc::clone(&handle.wake));
     let output = async {
+        // The frames of one write: whatever the queue holds when the first arrives (up to
+        // one vectored write's worth), so a client that fell a little behind catches up in
+        // a few system calls rather than one per chunk.
+        let mut batch = Vec::with_capacity(wire::MAX_BATCH);
         loop {
             tokio::select! {
                 frame = handle.rx.recv() => {
                     let Some(frame) = frame else { return };
-                    let last = matches!(&frame, Frame::Control(c) if c.is_last());
-                    if writer.write_all(&frame.encode()).await.is_err() || last {
+                    batch.push(frame);
+                    while batch.len() < wire::MAX_BATCH {
+                        match handle.rx.try_recv() {
+                            Ok(frame) => batch.push(frame),
+                            Err(_) => break,
+                        }
+                    }
+                    // Nothing after the last frame (exited, detach) is written.
+                    let last = batch
+                        .iter()
+                        .position(|f| matches!(f, Frame::Control(c) if c.is_last()));
+                    if let Some(at) = last {
+                        batch.truncate(at + 1);
+                    }
+                    let written = wire::write_frames(&mut writer, &batch).await;
+                    batch.clear();
+                    if written.is_err() || last.is_some() {
                         return;
                     }
                 }
                 _ = handle.wake.notified() => {
                     if handle.lagged.load(std::sync::atomic::Ordering::Relaxed) {
-                        for frame in pane.resync(&mut handle) {
-                            let last = matches!(&frame, Frame::Control(c) if c.is_last());
-                            if writer.write_all(&frame.encode()).await.is_err() || last {
-                                return;
-                            }
+                        let frames = pane.resync(&mut handle);
+                        let last = frames
+                            .iter()
+                            .position(|f| matches!(f, Frame::Control(c) if c.is_last()));
+                        let upto = last.map_or(frames.len(), |at| at + 1);
+                        if wire::write_frames(&mut writer, &frames[..upto]).await.is_err()
+                            || last.is_some()
+                        {
+                            return;
                         }
                         // A client shown redraws (a cropped one, after every change) gets at
                         // most about a hundred a second; changes meanwhile make one more.
@@ -917,7 +937,7 @@ async fn attach(
                     if read_only {
                         continue;
                     }
-                    let bytes = pane.client_input(client, bytes);
+                    let bytes = pane.client_input(client, bytes.to_vec());
                     if bytes.is_empty() {
                         continue;
                     }

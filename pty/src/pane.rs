@@ -497,7 +497,7 @@ impl Pane {
         let answers = st.screen.apply(bytes);
         st.bump(&self.revision_tx);
         if !st.clients.is_empty() {
-            st.broadcast(&Frame::Data(bytes.to_vec()));
+            st.broadcast(&Frame::data(bytes));
         }
         if st.screen.sync_deadline().is_some() {
             self.sync_pending.notify_one();
@@ -981,7 +981,7 @@ impl Pane {
         let mut st = self.state.lock();
         st.screen.clear();
         st.bump(&self.revision_tx);
-        st.broadcast(&Frame::Data(b"\x1b[H\x1b[2J\x1b[3J".to_vec()));
+        st.broadcast(&Frame::data(b"\x1b[H\x1b[2J\x1b[3J"));
         st.revision
     }
 
@@ -1034,16 +1034,29 @@ impl Pane {
     /// Resynchronises a client (one that lagged, or one that asked for a redraw): empties its
     /// queue and returns a fresh redraw, both under the state lock, followed by the control
     /// frames (`exited`, `detach`) that were in the queue, which the redraw does not stand for.
+    ///
+    /// Output bytes a client misses this way are never dropped silently: the pane host's log
+    /// says how many queued bytes the redraw replaced (chunks not queued while the client was
+    /// marked lagging come on top).
     pub fn resync(&self, handle: &mut ClientHandle) -> Vec<Frame> {
         let mut st = self.state.lock();
         let mut controls = Vec::new();
+        let mut skipped = 0usize;
         while let Ok(frame) = handle.rx.try_recv() {
-            if let Frame::Control(_) = frame {
-                controls.push(frame);
+            match frame {
+                Frame::Control(_) => controls.push(frame),
+                Frame::Data(bytes) => skipped += bytes.len(),
             }
         }
+        if skipped > 0 {
+            tracing::warn!(
+                "attach client {} fell behind: {skipped} queued output bytes (and any \
+                 output while it lagged) were replaced by a redraw of the screen",
+                handle.id
+            );
+        }
         handle.lagged.store(false, Ordering::Relaxed);
-        let mut frames = vec![Frame::Data(redraw_for(&mut st, handle.id))];
+        let mut frames = vec![Frame::Data(redraw_for(&mut st, handle.id).into())];
         frames.append(&mut controls);
         frames
     }

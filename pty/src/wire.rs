@@ -7,6 +7,9 @@
 //! an error and the connection is closed. Attach streams switch to framed binary after their
 //! reply line (see [`Frame`]).
 
+use std::io::IoSlice;
+use std::sync::Arc;
+
 use belfry_proto::{reply, Control, ErrorCode, Request, Side};
 use serde_json::Value;
 use tokio::io::{
@@ -121,32 +124,69 @@ pub async fn write_json<W: AsyncWrite + Unpin>(
 /// Frame types of an attach stream (after the attach reply line).
 ///
 /// A frame is one type byte, a big-endian `u32` length and the payload.
+///
+/// A data payload is shared (`Arc<[u8]>`): the pane host copies each output chunk once, out
+/// of its read buffer, and every attached client's queue holds the same bytes; writing puts
+/// the header and the payload into one vectored write ([`write_frames`]), so the payload is
+/// never copied again on its way to the socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
     /// Terminal bytes: pane output to the client, keystrokes to the pane.
-    Data(Vec<u8>),
+    Data(Arc<[u8]>),
     /// A control message (resize, detach, exited, ...), parsed once where it is read.
     Control(Control),
 }
 
 const FRAME_DATA: u8 = 1;
 const FRAME_CONTROL: u8 = 2;
+const HEADER: usize = 5;
+
+/// Most frames [`write_frames`] puts into one vectored write (two slices each), well under
+/// the kernel's `IOV_MAX` of 1024.
+pub const MAX_BATCH: usize = 64;
 
 impl Frame {
-    /// Encodes the frame into bytes.
-    pub fn encode(&self) -> Vec<u8> {
+    /// A data frame holding a copy of `bytes`.
+    pub fn data(bytes: &[u8]) -> Frame {
+        Frame::Data(Arc::from(bytes))
+    }
+
+    /// The frame's header and its payload (a control frame's JSON is encoded here).
+    fn parts(&self) -> ([u8; HEADER], Payload<'_>) {
         let (kind, payload) = match self {
-            Frame::Data(bytes) => (FRAME_DATA, bytes.clone()),
+            Frame::Data(bytes) => (FRAME_DATA, Payload::Shared(bytes)),
             Frame::Control(control) => (
                 FRAME_CONTROL,
-                serde_json::to_vec(&control.to_value()).unwrap_or_default(),
+                Payload::Owned(serde_json::to_vec(&control.to_value()).unwrap_or_default()),
             ),
         };
-        let mut out = Vec::with_capacity(5 + payload.len());
-        out.push(kind);
-        out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        out.extend_from_slice(&payload);
+        let len = (payload.as_ref().len() as u32).to_be_bytes();
+        ([kind, len[0], len[1], len[2], len[3]], payload)
+    }
+
+    /// Encodes the frame into bytes (for small frames; output goes through [`write_frames`]).
+    pub fn encode(&self) -> Vec<u8> {
+        let (header, payload) = self.parts();
+        let mut out = Vec::with_capacity(HEADER + payload.as_ref().len());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(payload.as_ref());
         out
+    }
+
+    /// The payload of a complete data frame at the front of `buf`, borrowed, and the bytes
+    /// the frame takes; `None` when `buf` does not start with a whole data frame (a control
+    /// frame, a malformed one or a partial one is left for [`Frame::read`]). A reader with
+    /// bytes buffered uses it to take every data frame already there without copying them
+    /// (the attach client writes consecutive data frames to its terminal in one `writev`).
+    pub fn buffered_data(buf: &[u8]) -> Option<(&[u8], usize)> {
+        if buf.len() < HEADER || buf[0] != FRAME_DATA {
+            return None;
+        }
+        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+        if len > MAX_FRAME || buf.len() < HEADER + len {
+            return None;
+        }
+        Some((&buf[HEADER..HEADER + len], HEADER + len))
     }
 
     /// Reads one frame; `Ok(None)` on a clean EOF. A control frame whose JSON is not a control
@@ -180,11 +220,20 @@ impl Frame {
                 format!("attach frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"),
             ));
         }
-        let mut payload = vec![0u8; len];
-        reader.read_exact(&mut payload).await?;
         match header[0] {
-            FRAME_DATA => Ok(Some(Ok(Frame::Data(payload)))),
+            FRAME_DATA => {
+                // Read straight into the shared allocation (collecting a sized iterator into
+                // an `Arc<[u8]>` allocates once), so the payload is not copied again.
+                let mut payload: Arc<[u8]> = std::iter::repeat_n(0u8, len).collect();
+                let Some(buf) = Arc::get_mut(&mut payload) else {
+                    return Err(std::io::Error::other("a new frame buffer is shared"));
+                };
+                reader.read_exact(buf).await?;
+                Ok(Some(Ok(Frame::Data(payload))))
+            }
             FRAME_CONTROL => {
+                let mut payload = vec![0u8; len];
+                reader.read_exact(&mut payload).await?;
                 let value = serde_json::from_slice(&payload).map_err(|err| {
                     std::io::Error::new(
                         std::io::ErrorKind::InvalidData,
@@ -201,6 +250,49 @@ impl Frame {
     }
 }
 
+/// A frame's payload: shared output bytes, or a control frame's freshly encoded JSON.
+enum Payload<'a> {
+    Shared(&'a Arc<[u8]>),
+    Owned(Vec<u8>),
+}
+
+impl AsRef<[u8]> for Payload<'_> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Payload::Shared(bytes) => bytes,
+            Payload::Owned(bytes) => bytes,
+        }
+    }
+}
+
+/// Writes `frames` (at most [`MAX_BATCH`] are taken at a time) with vectored writes: every
+/// header and payload of a batch go to the kernel in one `writev`, with no copy of the
+/// payloads, and the rest of a partial write follows until all of it is written.
+pub async fn write_frames<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    frames: &[Frame],
+) -> std::io::Result<()> {
+    for batch in frames.chunks(MAX_BATCH) {
+        let parts: Vec<_> = batch.iter().map(Frame::parts).collect();
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(parts.len() * 2);
+        for (header, payload) in &parts {
+            slices.push(IoSlice::new(header));
+            if !payload.as_ref().is_empty() {
+                slices.push(IoSlice::new(payload.as_ref()));
+            }
+        }
+        let mut rest = &mut slices[..];
+        while !rest.is_empty() {
+            let n = writer.write_vectored(rest).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut rest, n);
+        }
+    }
+    writer.flush().await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,7 +301,7 @@ mod tests {
     #[tokio::test]
     async fn frames_round_trip_and_a_control_not_understood_is_passed_over() {
         let frames = [
-            Frame::Data(b"abc".to_vec()),
+            Frame::data(b"abc"),
             Frame::Control(Control::Resize(
                 belfry_proto::Size::new(3, 9).expect("in range"),
             )),
@@ -234,6 +326,84 @@ mod tests {
             assert_eq!(Frame::read(&mut reader).await.unwrap().as_ref(), Some(f));
         }
         assert_eq!(Frame::read(&mut reader).await.unwrap(), None);
+    }
+
+    /// A writer that takes at most 7 bytes per call, so vectored writes end mid-slice.
+    struct Trickle(Vec<u8>);
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let n = buf.len().min(7);
+            self.0.extend_from_slice(&buf[..n]);
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let first = bufs
+                .iter()
+                .find(|b| !b.is_empty())
+                .map_or(&[][..], |b| &b[..]);
+            self.poll_write(cx, first)
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn vectored_batches_survive_partial_writes_and_are_taken_from_a_buffer() {
+        // More frames than one batch, an empty payload, and a control frame between data.
+        let mut frames: Vec<Frame> = (0..150u32)
+            .map(|i| Frame::data(&vec![i as u8; (i % 13) as usize]))
+            .collect();
+        frames.insert(70, Frame::Control(Control::Detach { reason: None }));
+        let mut out = Trickle(Vec::new());
+        write_frames(&mut out, &frames).await.unwrap();
+        let expected: Vec<u8> = frames.iter().flat_map(Frame::encode).collect();
+        assert_eq!(out.0, expected);
+        // The data frames before the control one come off the buffer at once; the control
+        // frame (and a partial frame) are left for `Frame::read`.
+        let mut at = 0;
+        for f in &frames[..70] {
+            let (got, used) = Frame::buffered_data(&out.0[at..]).unwrap();
+            assert_eq!(&Frame::data(got), f);
+            at += used;
+        }
+        assert!(Frame::buffered_data(&out.0[at..]).is_none());
+        let mut reader = &out.0[at..];
+        assert_eq!(
+            Frame::read(&mut reader).await.unwrap().as_ref(),
+            Some(&frames[70])
+        );
+        let bytes = Frame::data(b"partial").encode();
+        assert!(Frame::buffered_data(&bytes[..bytes.len() - 1]).is_none());
+        assert_eq!(
+            Frame::buffered_data(&bytes),
+            Some((&b"partial"[..], bytes.len()))
+        );
     }
 
     #[tokio::test]

@@ -168,26 +168,15 @@ pub fn run(
             previous(info);
         }));
     }
-    // One reader of the terminal for the whole run: a pane switch must not leave a reader
+    // One reader of the terminal for the whole run, read on the runtime itself (no thread
+    // and channel between a keystroke and the socket): a pane switch must not leave a reader
     // behind that would take the next keystroke for the pane left.
-    let (keys_tx, mut keys_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
-    if interactive {
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let mut stdin = std::io::stdin().lock();
-            let mut buf = [0u8; 4096];
-            loop {
-                match stdin.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
-                        if keys_tx.blocking_send(buf[..n].to_vec()).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-    }
+    let mut keyboard = if interactive {
+        let _context = runtime.enter();
+        Some(Keyboard::open().context("cannot read the terminal's input")?)
+    } else {
+        None
+    };
     let (mut socket, mut session) = (socket.clone(), session.to_string());
     let mut note = note;
     let ended = loop {
@@ -200,7 +189,7 @@ pub fn run(
             interactive,
             &outer,
             panes,
-            &mut keys_rx,
+            &mut keyboard,
             note.take(),
         ));
         match ended {
@@ -253,7 +242,11 @@ pub fn run(
             2
         }
     };
-    // The stdin reader thread may sit in a blocking read; end the process rather than join it.
+    // The keyboard's descriptor is closed (and stdin's flags put back) on the runtime.
+    {
+        let _context = runtime.enter();
+        drop(keyboard);
+    }
     runtime.shutdown_background();
     Ok(code)
 }
@@ -393,7 +386,7 @@ async fn session_loop(
     interactive: bool,
     outer: &SharedOuter,
     panes: &dyn Panes,
-    keys_rx: &mut tokio::sync::mpsc::Receiver<Vec<u8>>,
+    keyboard: &mut Option<Keyboard>,
     mut note: Option<String>,
 ) -> Result<Ended> {
     let Link {
@@ -402,7 +395,9 @@ async fn session_loop(
         mut ssh,
     } = socket.connect().await?;
     let (reader, mut writer) = stream.into_split();
-    let mut reader = BufReader::new(reader);
+    // Large enough that the frames a pane host writes in one batch arrive in one read and go
+    // to the terminal in one write (see `write_output`).
+    let mut reader = BufReader::with_capacity(READ_BUFFER, reader);
     let hello = op::Hello {
         versions: Some(vec![PROTOCOL_VERSION]),
         version: None,
@@ -470,7 +465,7 @@ async fn session_loop(
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
     let mut filter = KeyFilter::new(detach);
-    let mut stdin_open = true;
+    let mut stdin_open = keyboard.is_some();
     // While a message covers the last line: when the pane host is asked to redraw it away.
     let mut message_until: Option<tokio::time::Instant> = None;
     // While the start of an escape sequence waits for its rest: when it is taken as it is.
@@ -497,7 +492,7 @@ async fn session_loop(
                 // While a view is open the pane's output is not drawn; closing the view asks
                 // for a redraw of all of it.
                 Some(Frame::Data(bytes)) => if view.is_none() {
-                    write_terminal(&bytes, outer)?;
+                    write_output(&bytes, &mut reader, outer)?;
                     // A note for the user goes over the last line once the redraw is drawn.
                     if let Some(note) = note.take() {
                         show_message(&note, outer)?;
@@ -512,7 +507,7 @@ async fn session_loop(
                 },
                 None => return Ok(Ended::Closed),
             },
-            keys = keys_rx.recv(), if stdin_open => match keys {
+            keys = read_keys(keyboard), if stdin_open => match keys {
                 Some(keys) if view.is_some() => {
                     message_until = None;
                     let Some(open) = view.as_mut() else { continue };
@@ -587,7 +582,7 @@ async fn session_loop(
             continue;
         };
         if !out.is_empty() && !read_only {
-            writer.write_all(&Frame::Data(out).encode()).await?;
+            belfry_pty::wire::write_frames(&mut writer, &[Frame::Data(out.into())]).await?;
         }
         match action {
             Action::None => {}
@@ -738,6 +733,131 @@ async fn exchange<T: DeserializeOwned>(
             request.op.name()
         ),
     }
+}
+
+/// Capacity of the attach stream's read buffer: several batches of a pane host's output.
+const READ_BUFFER: usize = 256 * 1024;
+
+/// The terminal's input, read on the runtime. The terminal is opened again
+/// (`/proc/self/fd/0`) as a new open file description, so it can be non-blocking without
+/// changing the descriptor the shell shares; where that is impossible, stdin itself is made
+/// non-blocking and its flags are put back when the keyboard is dropped.
+struct Keyboard {
+    fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    /// stdin's flags before they were changed (only when stdin itself is read).
+    restore: Option<rustix::fs::OFlags>,
+    buf: Box<[u8; 4096]>,
+}
+
+impl Keyboard {
+    /// Must run inside the runtime (the descriptor is registered with its reactor).
+    fn open() -> std::io::Result<Keyboard> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let (fd, restore) = match rustix::fs::open("/proc/self/fd/0", flags, Mode::empty()) {
+            Ok(fd) => (fd, None),
+            Err(_) => {
+                let stdin = rustix::stdio::stdin();
+                let before = rustix::fs::fcntl_getfl(stdin)?;
+                let fd = rustix::io::fcntl_dupfd_cloexec(stdin, 3)?;
+                rustix::fs::fcntl_setfl(&fd, before | OFlags::NONBLOCK)?;
+                (fd, Some(before))
+            }
+        };
+        // SAFETY: `fd` is an `OwnedFd` moved into the `AsyncFd`, so the descriptor stays open
+        // and refers to the terminal for as long as the registration lives.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+        }
+        .map_err(|err| std::io::Error::other(err.to_string()))?;
+        Ok(Keyboard {
+            fd,
+            restore,
+            buf: Box::new([0; 4096]),
+        })
+    }
+
+    /// The next keystrokes; `None` once the terminal gives no more input. Cancel-safe: the
+    /// read happens only after readiness, inside one poll.
+    async fn read(&mut self) -> Option<Vec<u8>> {
+        loop {
+            let mut ready = self.fd.readable().await.ok()?;
+            let buf = &mut self.buf[..];
+            match ready.try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(Into::into)) {
+                Ok(Ok(0)) => return None,
+                Ok(Ok(n)) => return Some(buf[..n].to_vec()),
+                Ok(Err(err)) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(Err(_)) => return None,
+                Err(_would_block) => {}
+            }
+        }
+    }
+}
+
+impl Drop for Keyboard {
+    fn drop(&mut self) {
+        if let Some(flags) = self.restore {
+            let _ = rustix::fs::fcntl_setfl(rustix::stdio::stdin(), flags);
+        }
+    }
+}
+
+/// The next keystrokes of the keyboard, or never when there is none.
+async fn read_keys(keyboard: &mut Option<Keyboard>) -> Option<Vec<u8>> {
+    match keyboard.as_mut() {
+        Some(keyboard) => keyboard.read().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes a data frame's bytes and every whole data frame already in the read buffer after
+/// it to the terminal in one vectored write, straight from the buffer: a pane printing fast
+/// costs the client one system call per batch, not one per chunk.
+fn write_output(
+    first: &[u8],
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    outer: &SharedOuter,
+) -> std::io::Result<()> {
+    let buffered = reader.buffer();
+    let mut parts = vec![first];
+    let mut used = 0;
+    while parts.len() < 1024 {
+        match Frame::buffered_data(&buffered[used..]) {
+            Some((payload, n)) => {
+                parts.push(payload);
+                used += n;
+            }
+            None => break,
+        }
+    }
+    write_terminal_parts(&parts, outer)?;
+    std::pin::Pin::new(reader).consume(used);
+    Ok(())
+}
+
+/// Writes `parts` to the terminal in order, in as few `writev(2)` calls as it takes.
+fn write_terminal_parts(parts: &[&[u8]], outer: &SharedOuter) -> std::io::Result<()> {
+    if let Ok(mut outer) = outer.lock() {
+        for part in parts {
+            outer.observe(part);
+        }
+    }
+    let mut slices: Vec<std::io::IoSlice<'_>> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| std::io::IoSlice::new(p))
+        .collect();
+    let mut rest = &mut slices[..];
+    let stdout = rustix::stdio::stdout();
+    while !rest.is_empty() {
+        match rustix::io::writev(stdout, rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => std::io::IoSlice::advance_slices(&mut rest, n),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Writes pane output straight to the terminal: one `write(2)` per chunk where the terminal
