@@ -420,7 +420,12 @@ impl<'a> Driver<'a> {
             let kind = request["kind"].as_str().unwrap_or("");
             let at = request["unix_ms"].as_u64().unwrap_or(0);
             if kind == "stream-cut" {
-                self.pending_cut = request["of_seq"].as_u64();
+                // Only a reply cut before its last piece is an aborted turn: Codex 0.169 often
+                // closes the connection once it has the final event, before the chunked
+                // body's terminator, which fails the terminator's write and nothing else.
+                if request["pieces_written"].as_u64() < request["pieces"].as_u64() {
+                    self.pending_cut = request["of_seq"].as_u64();
+                }
                 continue;
             }
             if kind != "turn" && kind != "tool-result" {
