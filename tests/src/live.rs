@@ -399,6 +399,9 @@ pub struct LiveOptions<'a> {
     /// Runs after the profile's files are seeded and before the harness starts: what must see
     /// the seeded home (`belfry hooks apply --trust` writes into the seeded Codex config).
     pub prepare: Option<&'a dyn Fn()>,
+    /// `belfry new` flags added before the command (`--adapter NAME`, a `--ding-delivery`
+    /// policy and its `--ding-adapter` argv: the A/B evaluation's two arms).
+    pub new_args: Vec<String>,
 }
 
 impl Default for LiveOptions<'_> {
@@ -411,6 +414,7 @@ impl Default for LiveOptions<'_> {
             work: None,
             home: None,
             prepare: None,
+            new_args: Vec::new(),
         }
     }
 }
@@ -475,6 +479,7 @@ impl Live {
             args.push("--env".into());
             args.push(format!("{key}={value}"));
         }
+        args.extend(options.new_args.iter().cloned());
         args.push("--".into());
         args.extend(profile.argv(&fill, &options.extra_args));
         let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();

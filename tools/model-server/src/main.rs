@@ -12,8 +12,11 @@
 //! script (`script.rs`), a request with a tool's result with the scripted `then`, and whatever
 //! else a harness asks (title generation and other tool-less requests, token counts, model
 //! lists) plausibly, so a harness never stalls on a side request. Every request is logged as one
-//! NDJSON line before it is answered (`seq`, `ms`, `method`, `path`, `api`, `kind`, `turn`,
-//! `last_user_text`, `body`), so a test asserts what the model saw.
+//! NDJSON line before it is answered (`seq`, `ms`, `unix_ms`, `method`, `path`, `api`, `kind`,
+//! `turn`, `last_user_text`, `body`), so a test asserts what the model saw. A streamed reply
+//! the harness stopped reading before its end (the harness aborted the turn) adds one line of
+//! kind `stream-cut` naming the request's `seq` (`of_seq`) and how many of its pieces were
+//! written (`pieces_written` of `pieces`): the A/B evaluation counts aborted turns from it.
 //!
 //! When it listens it prints its port on a line of stdout. Every read has a deadline
 //! (`http::READ_DEADLINE`); a connection is served on a thread of its own.
@@ -313,7 +316,7 @@ fn model_turn(
             format!("call_live_{}", id + 1),
         )
     };
-    log(
+    let seq = log(
         shared,
         request,
         Some(api),
@@ -363,16 +366,52 @@ fn model_turn(
     }
     let paced = reply.delay_ms > 0;
     connection.start_stream()?;
-    for piece in wire::stream(api, &ask.model, &id, &parts, paced) {
+    let pieces = wire::stream(api, &ask.model, &id, &parts, paced);
+    let total = pieces.len();
+    for (written, piece) in pieces.into_iter().enumerate() {
         if piece.paced {
             std::thread::sleep(Duration::from_millis(reply.delay_ms));
         }
-        connection.chunk(&piece.bytes)?;
+        if let Err(err) = connection.chunk(&piece.bytes) {
+            log_cut(shared, seq, written, total, &err);
+            return Err(err);
+        }
     }
-    connection.end_chunks()
+    connection.end_chunks().inspect_err(|err| {
+        log_cut(shared, seq, total, total, err);
+    })
 }
 
-/// Appends one request to the log as an NDJSON line.
+/// Logs that the harness stopped reading the streamed reply to request `of_seq` after
+/// `written` of its `total` pieces: it closed the connection mid-turn (an abort).
+fn log_cut(shared: &Mutex<Shared>, of_seq: u64, written: usize, total: usize, err: &io::Error) {
+    let mut state = lock(shared);
+    state.seq += 1;
+    let line = json!({
+        "seq": state.seq,
+        "ms": state.started.elapsed().as_millis() as u64,
+        "unix_ms": unix_ms(),
+        "kind": "stream-cut",
+        "of_seq": of_seq,
+        "pieces_written": written,
+        "pieces": total,
+        "error": err.to_string(),
+    });
+    if let Err(err) = writeln!(state.log, "{line}") {
+        eprintln!("belfry-model-server: cannot write the request log: {err}");
+    }
+}
+
+/// Wall-clock milliseconds since the Unix epoch: lets a driver relate a logged request to its
+/// own clock (the delivery latency of a notice).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Appends one request to the log as an NDJSON line; returns its `seq`.
 fn log(
     shared: &Mutex<Shared>,
     request: &Request,
@@ -381,12 +420,13 @@ fn log(
     turn: Option<usize>,
     last_user_text: &str,
     body: &Value,
-) {
+) -> u64 {
     let mut state = lock(shared);
     state.seq += 1;
     let line = json!({
         "seq": state.seq,
         "ms": state.started.elapsed().as_millis() as u64,
+        "unix_ms": unix_ms(),
         "method": request.method,
         "path": request.path,
         "query": request.query,
@@ -401,4 +441,5 @@ fn log(
     if let Err(err) = writeln!(state.log, "{line}") {
         eprintln!("belfry-model-server: cannot write the request log: {err}");
     }
+    state.seq
 }

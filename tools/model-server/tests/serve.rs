@@ -317,3 +317,51 @@ fn a_bad_script_is_refused_naming_the_turn() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_reply_the_client_stops_reading_is_logged_as_cut_with_what_was_written() {
+    let words: Vec<String> = (0..40).map(|n| format!("w{n}")).collect();
+    let server = Server::start(
+        &json!({"turns": [{"match": "stream", "text": words.join(" "),
+        "delay_ms": 50}]}),
+    );
+    let tools = json!([{"type": "function", "function": {"name": "bash",
+        "parameters": {"properties": {"command": {"type": "string"}}}}}]);
+    let body = json!({"model": "m", "stream": true, "tools": tools,
+        "messages": [{"role": "user", "content": "please stream"}]})
+    .to_string();
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    // Read the start of the reply, then hang up mid-answer, as a harness aborting its turn.
+    let mut first = [0u8; 64];
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let _ = stream.read(&mut first).expect("the reply starts");
+    drop(stream);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let cut = loop {
+        if let Some(cut) = server.log().into_iter().find(|l| l["kind"] == "stream-cut") {
+            break cut;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no stream-cut line within 10 s: {:?}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = server.log();
+    assert_eq!(cut["of_seq"], log[0]["seq"], "{cut}");
+    let (written, total) = (
+        cut["pieces_written"].as_u64().unwrap(),
+        cut["pieces"].as_u64().unwrap(),
+    );
+    assert!(written < total, "cut mid-answer: {cut}");
+    assert!(log[0]["unix_ms"].as_u64().unwrap() > 1_700_000_000_000);
+}

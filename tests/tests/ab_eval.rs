@@ -1,0 +1,1037 @@
+//! Issue 10, the A/B evaluation: the same scripted workload run against a real harness twice,
+//! once with the aggressive DING policy (the default for a declared agent: every unread message
+//! is pasted and submitted at once) and once with the rich policy (`turn-boundary+fresh-idle`:
+//! the turn-stop continuation tier, and guarded keystrokes only under the activity adapter's
+//! idle lease with a provably empty composer), and the two arms compared on what reached the
+//! model, the collisions with the simulated human, the model calls and the delivery latency.
+//! `bench/ab.sh` runs it and writes the tables; `docs/evaluation.md` reports a run.
+//!
+//! Each arm is one real harness in one belfry pane inside a loopback-only network namespace
+//! against the project's scripted model server (`tests/src/live.rs`). A seeded workload drives
+//! it: a simulated human submits tasks whose turns have random lengths (a streamed answer, a
+//! shell tool that sleeps, or a shell tool the harness asks permission for, which the human
+//! approves after a reaction time), types drafts into the composer at random moments and
+//! later either submits or erases them; meanwhile messages are posted to the pane's inbox at
+//! random moments. Collisions are detected from what the model server saw and what the pane
+//! shows, as the loop runs (see [`Collision`]), each kept with the screens around it.
+//!
+//! Gated (`#[ignore]`): it needs the harnesses `scripts/install-harnesses` installed and the
+//! privilege to make a network namespace. Knobs: `AB_SEED` (default 20261201), `AB_MESSAGES`
+//! (messages per arm, default 100), `AB_ARMS` (`aggressive,rich`), `AB_OUT` (where the
+//! results go, default the system temp dir). Run one harness with
+//! `cargo test -p belfry-tests --test ab_eval -- --ignored --nocapture ab_claude`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use belfry_tests::bin_dir;
+use belfry_tests::live::{Live, LiveOptions};
+use serde_json::{json, Value};
+
+/// The rich policy's token.
+const RICH: &str = "turn-boundary+fresh-idle";
+/// What the harness shows while a turn runs (both Claude Code 2.1.328 and Codex 0.169.0 print
+/// it in their status line; the fixtures under `adapters/*/fixtures/screens` show it).
+const BUSY: &str = "esc to interrupt";
+/// How often the driver looks at the pane and the model server's log.
+const TICK: Duration = Duration::from_millis(250);
+
+/// A small seeded generator (splitmix64): the workload must be the same in both arms and in
+/// every run with the same seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+/// What one task's turn does.
+#[derive(Clone, Debug)]
+enum Task {
+    /// A streamed answer of `words` words, `delay_ms` apart.
+    Text { words: u64, delay_ms: u64 },
+    /// A shell tool that sleeps `secs` seconds (no permission asked), then an answer.
+    Tool { secs: u64 },
+    /// A shell tool the harness asks permission for, then an answer.
+    Dialog,
+}
+
+/// A draft the human types at `at_ms` and, `hold_ms` later, submits or erases.
+#[derive(Clone, Debug)]
+struct Draft {
+    at_ms: u64,
+    hold_ms: u64,
+    submit: bool,
+}
+
+/// The seeded workload of one run, the same for both arms.
+struct Workload {
+    tasks: Vec<Task>,
+    /// When each message is posted, in ms from the arm's start.
+    posts: Vec<u64>,
+    drafts: Vec<Draft>,
+    /// The human's pause between one task's end and the next task, per task.
+    gaps: Vec<u64>,
+    /// The human's reaction time to each dialog, per task.
+    reactions: Vec<u64>,
+}
+
+impl Workload {
+    fn new(seed: u64, messages: usize) -> Workload {
+        let mut rng = Rng(seed);
+        let mut posts = Vec::new();
+        let mut at = 4_000;
+        for _ in 0..messages {
+            at += rng.range(2_000, 8_000);
+            posts.push(at);
+        }
+        let end = at;
+        let mut drafts = Vec::new();
+        let mut at = rng.range(5_000, 15_000);
+        while at < end {
+            let hold_ms = rng.range(3_000, 9_000);
+            drafts.push(Draft {
+                at_ms: at,
+                hold_ms,
+                submit: rng.next().is_multiple_of(2),
+            });
+            at += hold_ms + rng.range(10_000, 30_000);
+        }
+        let count = messages * 2 + 20;
+        let mut tasks = Vec::new();
+        let mut gaps = Vec::new();
+        let mut reactions = Vec::new();
+        for _ in 0..count {
+            tasks.push(match rng.range(0, 9) {
+                0..=4 => Task::Text {
+                    words: rng.range(6, 30),
+                    delay_ms: rng.range(80, 250),
+                },
+                5..=7 => Task::Tool {
+                    secs: rng.range(1, 5),
+                },
+                _ => Task::Dialog,
+            });
+            gaps.push(rng.range(500, 4_000));
+            reactions.push(rng.range(1_500, 6_000));
+        }
+        Workload {
+            tasks,
+            posts,
+            drafts,
+            gaps,
+            reactions,
+        }
+    }
+}
+
+/// What differs between the harnesses under test.
+struct Harness {
+    name: &'static str,
+    /// Arguments added to the profile's command line.
+    extra_args: Vec<String>,
+}
+
+impl Harness {
+    fn of(name: &'static str) -> Harness {
+        let extra_args = match name {
+            // `--permission-mode default` asks before every shell command; a plain sleep is
+            // allowed, so a tool can run without a dialog.
+            "claude" => vec!["--allowedTools".into(), "Bash(sleep:*)".into()],
+            _ => Vec::new(),
+        };
+        Harness { name, extra_args }
+    }
+
+    /// The scripted tool call that raises a permission dialog for task `k`: its command
+    /// prints `DIALOGRAN-k`, so the model server sees whether it ran.
+    fn dialog_tool(&self, k: usize) -> Value {
+        let command = format!("touch dialog-{k}.ran && echo DIALOGRAN-{k}");
+        match self.name {
+            // Codex 0.169 runs shell commands in its sandbox without asking; only a call that
+            // asks for escalation shows the approval dialog (adapters/codex/live.json).
+            "codex" => json!({"name": "exec_command", "input": {
+                "cmd": command,
+                "sandbox_permissions": "require_escalated",
+                "justification": "The A/B workload needs an approval dialog."}}),
+            _ => json!({"command": command}),
+        }
+    }
+}
+
+fn task_tag(k: usize) -> String {
+    format!("TASK-{k:04}-GO")
+}
+
+fn end_tag(k: usize) -> String {
+    format!("END-{k:04}-DONE")
+}
+
+fn draft_text(j: usize) -> String {
+    format!("DRAFT-{j:03} a note the human is still writing")
+}
+
+/// The model server's script for the workload.
+fn script(harness: &Harness, workload: &Workload) -> Value {
+    let mut turns = Vec::new();
+    for (k, task) in workload.tasks.iter().enumerate() {
+        let end = end_tag(k);
+        let turn = match task {
+            Task::Text { words, delay_ms } => {
+                let mut text: Vec<String> = (0..*words).map(|w| format!("word{w}")).collect();
+                text.push(end);
+                json!({"match": task_tag(k), "text": text.join(" "), "delay_ms": delay_ms})
+            }
+            Task::Tool { secs } => json!({"match": task_tag(k),
+                "tool": {"command": format!("sleep {secs}")},
+                "then": {"text": format!("slept {end}")}}),
+            Task::Dialog => json!({"match": task_tag(k),
+                "tool": harness.dialog_tool(k),
+                "then": {"text": format!("ran {end}")}}),
+        };
+        turns.push(turn);
+    }
+    turns.push(json!({"match": "DRAFT-", "text": "DRAFT-SEEN"}));
+    turns.push(json!({"match": "[DING]", "text": "NOTICE-SEEN"}));
+    json!({"turns": turns, "fallback": {"text": "OK"}})
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// One posted message.
+#[derive(Clone, Debug)]
+struct Posted {
+    id: String,
+    posted_ms: u64,
+    /// What the pane was doing when it was posted: idle, turn, tool or dialog.
+    moment: &'static str,
+    /// When the model server first saw its id, and in which kind of request.
+    seen_ms: Option<u64>,
+}
+
+/// A collision: the notice did something to the human's work or to the agent's turn.
+#[derive(Clone, Debug)]
+struct Collision {
+    kind: &'static str,
+    detail: String,
+    /// The screens the driver saw around it (the last one before and the one at detection).
+    screens: Vec<String>,
+}
+
+/// The human's draft in progress.
+struct ActiveDraft {
+    j: usize,
+    typed_ms: u64,
+    decide_ms: u64,
+    submit: bool,
+}
+
+/// What one arm measured.
+struct ArmResult {
+    arm: &'static str,
+    posted: Vec<Posted>,
+    collisions: Vec<Collision>,
+    /// Aborted turns that followed the human's own prompt (not a notice's): reported, not
+    /// counted as collisions.
+    human_aborts: Vec<String>,
+    model_calls: usize,
+    notice_calls: usize,
+    auxiliary_calls: usize,
+    tasks_done: usize,
+    tasks_stuck: usize,
+    dialogs_approved: usize,
+    drafts_submitted: usize,
+    drafts_erased: usize,
+    tiers: BTreeMap<String, Vec<u64>>,
+    seconds: u64,
+    hold_reasons: BTreeMap<String, usize>,
+}
+
+fn id_of(name: &str) -> String {
+    let name = name.trim();
+    name[name.len() - 9..name.len() - 3].to_string()
+}
+
+/// The driver of one arm: the human, the poster and the live collision checks.
+struct Driver<'a> {
+    live: &'a Live,
+    harness: &'a Harness,
+    workload: &'a Workload,
+    dialog: regex::Regex,
+    start: Instant,
+    screens: VecDeque<String>,
+    busy_seen_ms: u64,
+    server_seen: usize,
+    last_model_ms: u64,
+    posted: Vec<Posted>,
+    collisions: Vec<Collision>,
+    human_aborts: Vec<String>,
+    /// The current task, when its turn was submitted, and when the human approved its dialog.
+    task: Option<(usize, u64)>,
+    next_task: usize,
+    next_task_ms: u64,
+    dialog_seen_ms: Option<u64>,
+    approved: BTreeMap<usize, u64>,
+    ran: BTreeMap<usize, u64>,
+    draft: Option<ActiveDraft>,
+    next_draft: usize,
+    submitted_drafts: BTreeMap<usize, u64>,
+    flagged_drafts: Vec<usize>,
+    pending_cut: Option<u64>,
+    tasks_done: usize,
+    tasks_stuck: usize,
+    drafts_erased: usize,
+}
+
+impl<'a> Driver<'a> {
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn screen(&self) -> String {
+        self.screens.back().cloned().unwrap_or_default()
+    }
+
+    fn look(&mut self) {
+        let out = self.live.env.run(&["peek", &self.live.session]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains(BUSY) {
+            self.busy_seen_ms = self.now();
+        }
+        self.screens.push_back(text);
+        if self.screens.len() > 8 {
+            self.screens.pop_front();
+        }
+    }
+
+    fn collide(&mut self, kind: &'static str, detail: String) {
+        eprintln!("ab collision: {kind}: {detail}");
+        let screens: Vec<String> = self.screens.iter().rev().take(2).rev().cloned().collect();
+        self.collisions.push(Collision {
+            kind,
+            detail,
+            screens,
+        });
+    }
+
+    fn dialog_open(&self) -> bool {
+        self.dialog.is_match(&self.screen())
+    }
+
+    /// The human's view of idle: no dialog, nothing busy shown for 2 s, no model request in
+    /// the last 2 s.
+    fn human_idle(&self) -> bool {
+        let now = self.now();
+        !self.dialog_open()
+            && now.saturating_sub(self.busy_seen_ms) >= 2_000
+            && unix_ms().saturating_sub(self.last_model_ms) >= 2_000
+    }
+
+    /// The moment a message is posted at, as the workload categorises it.
+    fn moment(&self) -> &'static str {
+        if self.dialog_open() {
+            return "dialog";
+        }
+        match self.task {
+            Some((k, _)) => match self.workload.tasks[k] {
+                Task::Tool { .. } | Task::Dialog
+                    if self.ran.contains_key(&k) || self.tool_called(k) =>
+                {
+                    if self.ran.contains_key(&k) {
+                        "turn"
+                    } else {
+                        "tool"
+                    }
+                }
+                _ => "turn",
+            },
+            None if self.human_idle() => "idle",
+            None => "turn",
+        }
+    }
+
+    fn tool_called(&self, _k: usize) -> bool {
+        // A tool call is under way once the task's turn request was answered with it and its
+        // result has not come back: the screen's busy line shows then.
+        self.screen().contains(BUSY)
+    }
+
+    fn send(&self, steps: &[&str]) {
+        let mut args = vec!["send", self.live.session.as_str()];
+        args.extend_from_slice(steps);
+        let out = self.live.env.run(&args);
+        if !out.status.success() {
+            eprintln!(
+                "ab: the human's send {steps:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+
+    fn post(&mut self, n: usize) {
+        let body = self.live.work.join("../ab-body.md");
+        let _ = std::fs::write(&body, "A message of the A/B workload; nothing to do.\n");
+        let moment = self.moment();
+        let posted_ms = unix_ms();
+        let out = self.live.env.run(&[
+            "inbox",
+            "post",
+            &self.live.session,
+            "--from",
+            "lead",
+            "--subject",
+            &format!("ab-{n:03}"),
+            &body.display().to_string(),
+        ]);
+        let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(
+            out.status.success() && name.len() > 9,
+            "inbox post failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.posted.push(Posted {
+            id: id_of(&name),
+            posted_ms,
+            moment,
+            seen_ms: None,
+        });
+    }
+
+    /// Reads the requests the model server logged since the last look and checks each.
+    fn read_server(&mut self) {
+        let requests = self.live.server.requests();
+        for request in requests.iter().skip(self.server_seen) {
+            let kind = request["kind"].as_str().unwrap_or("");
+            let at = request["unix_ms"].as_u64().unwrap_or(0);
+            if kind == "stream-cut" {
+                // Only a reply cut before its last piece is an aborted turn: Codex 0.169 often
+                // closes the connection once it has the final event, before the chunked
+                // body's terminator, which fails the terminator's write and nothing else.
+                if request["pieces_written"].as_u64() < request["pieces"].as_u64() {
+                    self.pending_cut = request["of_seq"].as_u64();
+                }
+                continue;
+            }
+            if kind != "turn" && kind != "tool-result" {
+                continue;
+            }
+            self.last_model_ms = at;
+            let body = request["body"].to_string();
+            for posted in self.posted.iter_mut() {
+                if posted.seen_ms.is_none() && body.contains(&format!("[id:{}]", posted.id)) {
+                    posted.seen_ms = Some(at);
+                }
+            }
+            let text = request["last_user_text"].as_str().unwrap_or("").to_string();
+            if let Some(cut) = self.pending_cut.take() {
+                if text.contains("[DING]") && !text.contains("TASK-") && !text.contains("DRAFT-") {
+                    self.collide(
+                        "turn aborted by a notice",
+                        format!(
+                            "the reply to request {cut} was cut off; the next prompt: {text:?}"
+                        ),
+                    );
+                } else {
+                    self.human_aborts.push(format!(
+                        "the reply to request {cut} was cut off; the next prompt: {text:?}"
+                    ));
+                }
+            }
+            if kind == "turn" {
+                self.check_prompt(&text);
+            } else {
+                for (k, task) in self.workload.tasks.iter().enumerate() {
+                    if matches!(task, Task::Dialog)
+                        && !self.ran.contains_key(&k)
+                        && body.contains(&format!("DIALOGRAN-{k}"))
+                    {
+                        self.ran.insert(k, at);
+                    }
+                }
+                let unanswered: Vec<usize> = self
+                    .ran
+                    .keys()
+                    .copied()
+                    .filter(|k| !self.approved.contains_key(k))
+                    .collect();
+                for k in unanswered {
+                    // Approved later by the human is impossible once it ran: mark it so it is
+                    // reported once.
+                    self.approved.insert(k, 0);
+                    self.collide(
+                        "dialog answered by a notice",
+                        format!("the command of task {k}'s permission dialog ran (the model saw DIALOGRAN-{k}) before the human answered it"),
+                    );
+                }
+            }
+        }
+        self.server_seen = requests.len();
+    }
+
+    /// A human prompt (a task or a draft) that reached the model: corrupted when a notice is
+    /// on the same line, submitted behind the human's back when the human never pressed Enter.
+    fn check_prompt(&mut self, text: &str) {
+        for line in text.lines() {
+            if line.contains("[DING]") && (line.contains("DRAFT-") || line.contains("TASK-")) {
+                self.collide(
+                    "human text corrupted",
+                    format!("one prompt line holds the human's text and a notice: {line:?}"),
+                );
+            }
+        }
+        let mut at = 0;
+        while let Some(found) = text[at..].find("DRAFT-") {
+            let start = at + found + 6;
+            let digits: String = text[start..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            at = start;
+            let Ok(j) = digits.parse::<usize>() else {
+                continue;
+            };
+            if !self.submitted_drafts.contains_key(&j) && !self.flagged_drafts.contains(&j) {
+                self.flagged_drafts.push(j);
+                self.collide(
+                    "draft submitted by a notice",
+                    format!("draft {j} reached the model, but the human never submitted it"),
+                );
+            }
+        }
+    }
+
+    /// The human: approves a dialog after a reaction time, types, submits and erases drafts,
+    /// submits the next task when the agent is idle.
+    fn human(&mut self, posting_done: bool) {
+        let now = self.now();
+        if self.dialog_open() {
+            let seen = *self.dialog_seen_ms.get_or_insert(now);
+            let k = self.task.map(|(k, _)| k);
+            let reaction = k.map(|k| self.workload.reactions[k]).unwrap_or(2_000);
+            if now >= seen + reaction {
+                self.send(&["--key", "Enter"]);
+                if let Some(k) = k {
+                    self.approved.entry(k).or_insert_with(unix_ms);
+                }
+                self.dialog_seen_ms = None;
+            }
+            return;
+        }
+        self.dialog_seen_ms = None;
+        if let Some((decide_ms, j, submit)) = self
+            .draft
+            .as_ref()
+            .map(|d| (d.decide_ms, d.j, d.submit && !posting_done))
+        {
+            if now >= decide_ms {
+                let text = draft_text(j);
+                let present = self.screen().contains(&text);
+                if !present && !self.flagged_drafts.contains(&j) {
+                    self.flagged_drafts.push(j);
+                    self.collide(
+                        "draft lost",
+                        format!(
+                            "draft {j} is no longer on the screen and the human did not submit it"
+                        ),
+                    );
+                }
+                if submit {
+                    if !self.human_idle() && now < decide_ms + 60_000 {
+                        return;
+                    }
+                    self.submitted_drafts.insert(j, unix_ms());
+                    self.send(&["--key", "Enter"]);
+                } else {
+                    let mut steps = Vec::new();
+                    for _ in 0..text.chars().count() + 2 {
+                        steps.extend(["--key", "BSpace"]);
+                    }
+                    self.send(&steps);
+                    self.drafts_erased += 1;
+                }
+                self.draft = None;
+            }
+            return;
+        }
+        if !posting_done {
+            if let Some(next) = self.workload.drafts.get(self.next_draft) {
+                if now >= next.at_ms {
+                    let j = self.next_draft;
+                    self.next_draft += 1;
+                    self.send(&["--text", &draft_text(j)]);
+                    self.draft = Some(ActiveDraft {
+                        j,
+                        typed_ms: now,
+                        decide_ms: now + next.hold_ms,
+                        submit: next.submit,
+                    });
+                    return;
+                }
+            }
+        }
+        if let Some((k, started)) = self.task {
+            if self.screen().contains(&end_tag(k)) {
+                self.task = None;
+                self.tasks_done += 1;
+                self.next_task_ms = now + self.workload.gaps[k];
+            } else if now > started + 120_000 {
+                eprintln!("ab: task {k} did not end within 120 s\n{}", self.screen());
+                self.task = None;
+                self.tasks_stuck += 1;
+                self.next_task_ms = now + self.workload.gaps[k];
+            }
+            return;
+        }
+        if posting_done || now < self.next_task_ms || !self.human_idle() {
+            return;
+        }
+        let k = self.next_task;
+        if k >= self.workload.tasks.len() {
+            return;
+        }
+        self.next_task += 1;
+        let prompt = format!("{} please do the next step", task_tag(k));
+        self.send(&["--paste", &prompt, "--delay-ms", "200", "--key", "Enter"]);
+        self.task = Some((k, now));
+    }
+}
+
+/// Runs one arm; returns what it measured.
+fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path) -> ArmResult {
+    let root = tempfile::Builder::new()
+        .prefix(&format!("ab-{}-{arm}-", harness.name))
+        .tempdir()
+        .expect("temp dir");
+    let work = root.path().join("work");
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&work).expect("work");
+    std::fs::create_dir_all(&home).expect("home");
+    let calls = root.path().join("dispatch.ndjson");
+    let mut new_args = vec!["--adapter".to_string(), harness.name.to_string()];
+    if arm == "rich" {
+        let adapter = bin_dir().join("belfry-adapter");
+        new_args.extend([
+            "--ding-delivery".into(),
+            RICH.into(),
+            "--ding-adapter".into(),
+            adapter.display().to_string(),
+            "--ding-adapter=--provider".into(),
+            "--ding-adapter".into(),
+            harness.name.into(),
+        ]);
+    }
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (work_c, home_c, name) = (work.clone(), home.clone(), harness.name);
+    let apply_hooks = move || {
+        if arm != "rich" {
+            return;
+        }
+        let kdl = belfry_tests::live::workspace()
+            .join("examples")
+            .join(name)
+            .join("belfry-hooks.kdl");
+        std::fs::copy(&kdl, work_c.join("belfry-hooks.kdl")).expect("copy the hooks file");
+        let apply = std::process::Command::new(belfry_tests::belfry_bin())
+            .args(["hooks", "--dir"])
+            .arg(&work_c)
+            .args(["apply", "--trust"])
+            .current_dir(&work_c)
+            .env("HOME", &home_c)
+            .env("CODEX_HOME", home_c.join(".codex"))
+            .env("XDG_CONFIG_HOME", home_c.join(".config"))
+            .env("BELFRY_HOOKS_DETECT", "0")
+            .output()
+            .expect("belfry hooks apply");
+        assert!(
+            apply.status.success(),
+            "belfry hooks apply: {}{}",
+            String::from_utf8_lossy(&apply.stdout),
+            String::from_utf8_lossy(&apply.stderr)
+        );
+    };
+    let live = Live::start(
+        harness.name,
+        LiveOptions {
+            script: script(harness, workload),
+            extra_args: harness.extra_args.clone(),
+            extra_env: vec![
+                ("PATH".into(), path),
+                ("BELFRY_DISPATCH_LOG".into(), calls.display().to_string()),
+            ],
+            work: Some(work.clone()),
+            home: Some(home.clone()),
+            prepare: Some(&apply_hooks),
+            new_args,
+            ..LiveOptions::default()
+        },
+    );
+    let label = live.label();
+    live.wait_ready();
+    eprintln!("ab {label} {arm}: ready; {} messages", workload.posts.len());
+    let dialog = live.profile.dialog_regex().expect("a dialog rule");
+    let mut driver = Driver {
+        live: &live,
+        harness,
+        workload,
+        dialog: regex::Regex::new(&dialog).expect("dialog regex"),
+        start: Instant::now(),
+        screens: VecDeque::new(),
+        busy_seen_ms: 0,
+        server_seen: 0,
+        last_model_ms: 0,
+        posted: Vec::new(),
+        collisions: Vec::new(),
+        human_aborts: Vec::new(),
+        task: None,
+        next_task: 0,
+        next_task_ms: 0,
+        dialog_seen_ms: None,
+        approved: BTreeMap::new(),
+        ran: BTreeMap::new(),
+        draft: None,
+        next_draft: 0,
+        submitted_drafts: BTreeMap::new(),
+        flagged_drafts: Vec::new(),
+        pending_cut: None,
+        tasks_done: 0,
+        tasks_stuck: 0,
+        drafts_erased: 0,
+    };
+    let _ = driver.harness;
+    let mut next_post = 0;
+    let mut drain_until: Option<u64> = None;
+    loop {
+        driver.look();
+        driver.read_server();
+        let now = driver.now();
+        while next_post < workload.posts.len() && workload.posts[next_post] <= now {
+            driver.post(next_post);
+            next_post += 1;
+            if next_post.is_multiple_of(10) {
+                eprintln!(
+                    "ab {label} {arm}: {next_post} posted, {} seen by the model, {} collisions, {} s",
+                    driver.posted.iter().filter(|p| p.seen_ms.is_some()).count(),
+                    driver.collisions.len(),
+                    now / 1000
+                );
+            }
+        }
+        let posting_done = next_post >= workload.posts.len();
+        driver.human(posting_done);
+        if posting_done {
+            let until = *drain_until.get_or_insert(now + 120_000);
+            let all_seen = driver.posted.iter().all(|p| p.seen_ms.is_some());
+            if (all_seen && driver.task.is_none() && driver.draft.is_none()) || now > until {
+                break;
+            }
+        }
+        std::thread::sleep(TICK);
+    }
+    // Dialogs whose task ended without the command running and without the human answering:
+    // a notice dismissed them.
+    for (k, task) in workload.tasks.iter().enumerate().take(driver.next_task) {
+        if matches!(task, Task::Dialog)
+            && !driver.ran.contains_key(&k)
+            && !driver.approved.contains_key(&k)
+            && driver.task.map(|(t, _)| t) != Some(k)
+        {
+            driver.collide(
+                "dialog answered by a notice",
+                format!("task {k}'s permission dialog closed without the human and its command never ran"),
+            );
+        }
+    }
+    let seconds = driver.start.elapsed().as_secs();
+    let lost: Vec<String> = driver
+        .posted
+        .iter()
+        .filter(|p| p.seen_ms.is_none())
+        .map(|p| p.id.clone())
+        .collect();
+    for id in &lost {
+        driver.collide(
+            "notice lost",
+            format!("message {id} never reached the model"),
+        );
+    }
+    // The tier of each delivered message, from the request the model first saw its id in: a
+    // last user message that is the notice itself was typed (the aggressive paste, or the
+    // rich policy's guarded idle send); one that carries it inside other text is the turn
+    // stop's continuation reason ("Stop hook feedback" in Claude Code); one that carries it
+    // outside the last user message is the prompt-submit hook's added context.
+    let mut tiers: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut first: BTreeMap<String, String> = BTreeMap::new();
+    for request in live.server.requests() {
+        if request["kind"] != "turn" && request["kind"] != "tool-result" {
+            continue;
+        }
+        let body = request["body"].to_string();
+        let text = request["last_user_text"].as_str().unwrap_or("").trim();
+        for posted in &driver.posted {
+            let needle = format!("[id:{}]", posted.id);
+            if first.contains_key(&posted.id) || !body.contains(&needle) {
+                continue;
+            }
+            let tier = if text.starts_with("[DING]") && text.contains(&needle) {
+                if arm == "aggressive" {
+                    "aggressive paste"
+                } else {
+                    "guarded idle send"
+                }
+            } else if text.contains(&needle) {
+                "turn-stop continuation"
+            } else {
+                "prompt-submit context"
+            };
+            first.insert(posted.id.clone(), tier.to_string());
+        }
+    }
+    for posted in &driver.posted {
+        let (Some(seen), Some(tier)) = (posted.seen_ms, first.get(&posted.id)) else {
+            continue;
+        };
+        tiers
+            .entry(tier.clone())
+            .or_default()
+            .push(seen.saturating_sub(posted.posted_ms));
+    }
+    let per_message: Vec<Value> = driver
+        .posted
+        .iter()
+        .map(|p| {
+            json!({"id": p.id, "posted_unix_ms": p.posted_ms, "moment": p.moment,
+                "seen_unix_ms": p.seen_ms, "tier": first.get(&p.id)})
+        })
+        .collect();
+    let requests = live.server.requests();
+    let model_calls = requests
+        .iter()
+        .filter(|r| r["kind"] == "turn" || r["kind"] == "tool-result")
+        .count();
+    let notice_calls = requests
+        .iter()
+        .filter(|r| r["kind"] == "turn" || r["kind"] == "tool-result")
+        .filter(|r| {
+            r["last_user_text"]
+                .as_str()
+                .is_some_and(|t| t.contains("[DING]"))
+        })
+        .count();
+    let auxiliary_calls = requests.iter().filter(|r| r["kind"] == "auxiliary").count();
+    let status = live
+        .env
+        .run(&["ding", "status", &live.session, "--json"])
+        .stdout;
+    let status: Value = serde_json::from_slice(&status).unwrap_or(Value::Null);
+    let mut hold_reasons = BTreeMap::new();
+    for (key, value) in status["counters"].as_object().into_iter().flatten() {
+        if let Some(n) = value.as_u64() {
+            hold_reasons.insert(key.clone(), n as usize);
+        }
+    }
+    let keep = out.join(format!("ab-{}-{arm}", harness.name));
+    let _ = std::fs::create_dir_all(&keep);
+    let _ = std::fs::copy(&live.server.log, keep.join("model-requests.ndjson"));
+    let _ = std::fs::copy(&calls, keep.join("dispatch.ndjson"));
+    let _ = std::fs::write(keep.join("ding-status.json"), status.to_string());
+    let _ = std::fs::write(
+        keep.join("messages.json"),
+        serde_json::to_string_pretty(&per_message).unwrap_or_default(),
+    );
+    let result = ArmResult {
+        arm,
+        posted: driver.posted.clone(),
+        collisions: driver.collisions.clone(),
+        human_aborts: driver.human_aborts.clone(),
+        model_calls,
+        notice_calls,
+        auxiliary_calls,
+        tasks_done: driver.tasks_done,
+        tasks_stuck: driver.tasks_stuck,
+        dialogs_approved: driver.approved.values().filter(|at| **at > 0).count(),
+        drafts_submitted: driver.submitted_drafts.len(),
+        drafts_erased: driver.drafts_erased,
+        tiers,
+        seconds,
+        hold_reasons,
+    };
+    let _ = driver.draft.as_ref().map(|d| d.typed_ms);
+    drop(driver);
+    drop(live);
+    result
+}
+
+/// Nearest-rank percentile of sorted `values`.
+fn percentile(values: &[u64], p: f64) -> u64 {
+    if values.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+    values[rank.clamp(1, values.len()) - 1]
+}
+
+fn report(label: &str, seed: u64, messages: usize, arms: &[ArmResult]) -> (String, Value) {
+    let mut md = format!(
+        "### {label}: seed {seed}, {messages} messages per arm\n\n\
+         | arm | posted | reached the model | collisions | model calls | calls with a notice | calls per delivered message | tasks done (stuck) | dialogs approved by the human | drafts submitted / erased | seconds |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    let mut json_arms = Vec::new();
+    for arm in arms {
+        let delivered = arm.posted.iter().filter(|p| p.seen_ms.is_some()).count();
+        let per = if delivered > 0 {
+            arm.model_calls as f64 / delivered as f64
+        } else {
+            0.0
+        };
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {} ({}) | {} | {} / {} | {} |\n",
+            arm.arm,
+            arm.posted.len(),
+            delivered,
+            arm.collisions.len(),
+            arm.model_calls,
+            arm.notice_calls,
+            per,
+            arm.tasks_done,
+            arm.tasks_stuck,
+            arm.dialogs_approved,
+            arm.drafts_submitted,
+            arm.drafts_erased,
+            arm.seconds
+        ));
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in &arm.collisions {
+            *kinds.entry(c.kind).or_default() += 1;
+        }
+        let mut moments: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in &arm.posted {
+            *moments.entry(p.moment).or_default() += 1;
+        }
+        json_arms.push(json!({
+            "arm": arm.arm, "posted": arm.posted.len(), "delivered": delivered,
+            "collisions": arm.collisions.len(), "collision_kinds": kinds,
+            "moments": moments,
+            "model_calls": arm.model_calls, "notice_calls": arm.notice_calls,
+            "auxiliary_calls": arm.auxiliary_calls,
+            "tasks_done": arm.tasks_done, "tasks_stuck": arm.tasks_stuck,
+            "human_aborts": arm.human_aborts,
+            "latency_ms": arm.tiers.iter().map(|(tier, v)| {
+                let mut v = v.clone();
+                v.sort_unstable();
+                (tier.clone(), json!({"n": v.len(), "p50": percentile(&v, 50.0),
+                    "p90": percentile(&v, 90.0), "max": v.last().copied().unwrap_or(0)}))
+            }).collect::<BTreeMap<_, _>>(),
+            "ding_counters": arm.hold_reasons,
+            "seconds": arm.seconds,
+        }));
+    }
+    md.push_str("\nCollisions by kind, moments of the posts, delivery latency per tier (post → the model server sees the id):\n\n");
+    for (arm, j) in arms.iter().zip(&json_arms) {
+        md.push_str(&format!(
+            "- {}: collisions {}; posted at {}; latency {}; human-caused aborts {}\n",
+            arm.arm,
+            j["collision_kinds"],
+            j["moments"],
+            j["latency_ms"],
+            arm.human_aborts.len()
+        ));
+    }
+    for arm in arms {
+        for (n, c) in arm.collisions.iter().enumerate() {
+            md.push_str(&format!(
+                "\n#### {} collision {}: {}\n\n{}\n\n",
+                arm.arm,
+                n + 1,
+                c.kind,
+                c.detail
+            ));
+            for screen in &c.screens {
+                md.push_str("```text\n");
+                md.push_str(screen.trim_end());
+                md.push_str("\n```\n");
+            }
+        }
+    }
+    (
+        md,
+        json!({"label": label, "seed": seed, "messages": messages, "arms": json_arms}),
+    )
+}
+
+fn run_ab(name: &'static str) {
+    let seed: u64 = std::env::var("AB_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_261_201);
+    let messages: usize = std::env::var("AB_MESSAGES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let arms_wanted = std::env::var("AB_ARMS").unwrap_or_else(|_| "aggressive,rich".into());
+    let out = std::env::var_os("AB_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&out).expect("AB_OUT");
+    let harness = Harness::of(name);
+    let workload = Workload::new(seed, messages);
+    let mut results = Vec::new();
+    let mut label = String::new();
+    for arm in ["aggressive", "rich"] {
+        if !arms_wanted.split(',').any(|a| a == arm) {
+            continue;
+        }
+        let result = run_arm(&harness, &workload, arm, &out);
+        label = belfry_tests::live::Profile::load(name).label();
+        results.push(result);
+        let (md, value) = report(&label, seed, messages, &results);
+        std::fs::write(out.join(format!("ab-{name}.md")), &md).expect("write the report");
+        std::fs::write(
+            out.join(format!("ab-{name}.json")),
+            serde_json::to_string_pretty(&value).expect("JSON"),
+        )
+        .expect("write the results");
+    }
+    let (md, _) = report(&label, seed, messages, &results);
+    println!("{md}");
+    for arm in &results {
+        let delivered = arm.posted.iter().filter(|p| p.seen_ms.is_some()).count();
+        assert!(
+            delivered > 0,
+            "{label} {}: no message reached the model",
+            arm.arm
+        );
+    }
+}
+
+#[test]
+#[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
+fn ab_claude() {
+    run_ab("claude");
+}
+
+#[test]
+#[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
+fn ab_codex() {
+    run_ab("codex");
+}
