@@ -490,9 +490,9 @@ class Bench:
         self.results["throughput"] = out
 
     def start_relay(self, name):
-        """belfry-bench relay in front of pane `name`'s socket: the floor of a second hop."""
+        """belfry-bench socket-relay in front of pane `name`'s socket: the floor of a second hop."""
         sock = self.tmp / f"relay-{name}.sock"
-        relay = subprocess.Popen([self.bench, "relay", "--listen", str(sock),
+        relay = subprocess.Popen([self.bench, "socket-relay", "--listen", str(sock),
                                   "--to", str(self.pane_sock(name)), "--secs", "900"],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL)

@@ -13,7 +13,7 @@
 //! belfry-bench frame-echo --socket SOCK --keys N [--warmup W]  the same, protocol client
 //! belfry-bench sends --daemon SOCK --host SOCK [--relay SOCK] --session S --count N [--warmup W]
 //!                    [--race 1]                              guarded sends (see cmd_sends)
-//! belfry-bench relay --listen SOCK --to SOCK [--secs S]      a minimal byte relay (the floor)
+//! belfry-bench socket-relay --listen SOCK --to SOCK [--secs S] a minimal byte relay (the floor)
 //! belfry-bench times --spec FILE                            wall time per invocation
 //! belfry-bench stamp-recv --log FILE [--bracketed 0|1]       pane program: timestamps input
 //! belfry-bench bench-adapter LOG                             DING adapter: one lease per message
@@ -129,7 +129,7 @@ fn dispatch(sub: &str, args: &Args) -> Result<Value> {
         "echo-latency" => cmd_echo_latency(args),
         "frame-echo" => cmd_frame_echo(args),
         "sends" => cmd_sends(args),
-        "relay" => cmd_relay(args),
+        "socket-relay" => cmd_socket_relay(args),
         "times" => cmd_times(args),
         "stamp-recv" => ding::cmd_stamp_recv(args),
         "ding" => ding::cmd_ding(args),
@@ -694,12 +694,12 @@ fn cmd_sends(args: &Args) -> Result<Value> {
     Ok(Value::Object(out))
 }
 
-/// `relay`: listens on `--listen` and relays each connection's bytes to a new connection to
+/// `socket-relay`: listens on `--listen` and relays each connection's bytes to a new connection to
 /// `--to` and back, one thread per direction, parsing nothing. It is the least a second
 /// process between a client and a pane host can cost (two more socket traversals and two more
 /// wake-ups per round trip), the floor for the daemon's forwarding. Serves until `--secs`
 /// (default 600) have passed, then exits; prints `{"ready": true}` once listening.
-fn cmd_relay(args: &Args) -> Result<Value> {
+fn cmd_socket_relay(args: &Args) -> Result<Value> {
     use std::os::unix::net::UnixListener;
     let listen = args.req("listen")?;
     let to = args.req("to")?.to_string();
