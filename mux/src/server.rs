@@ -439,6 +439,12 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, adopted: bo
         compaction_events,
         readiness,
     };
+    // The inbox exists before `new` replies, so a tool that posts by hand (a file renamed
+    // into `new/`) right after the pane starts finds the directories; the worker opens the
+    // same inbox again when it starts, and says so if it cannot.
+    if let Err(err) = belfry_ding::Inbox::open(&daemon.config.state_dir, &entry.session) {
+        tracing::warn!(session = entry.session, "inbox not made: {err}");
+    }
     daemon.ding.start(
         info,
         daemon.config.state_dir.clone(),

@@ -68,6 +68,24 @@ fn assert_announced_at_once(env: &Env, log: &Path) {
     }
 }
 
+/// A tool that posts by hand right after `belfry new` returns finds the inbox made: the daemon
+/// makes it before it replies, not when the pane's worker first runs.
+#[test]
+fn the_inbox_exists_when_new_returns() {
+    let env = Env::new();
+    for round in 0..10 {
+        let session = format!("fresh{round}");
+        env.ok(&["new", &session, "--", "sleep", "30"]);
+        let dir = env.state().join("inbox").join(&session);
+        for sub in ["tmp", "new", "archive"] {
+            assert!(
+                dir.join(sub).is_dir(),
+                "{session}: {sub}/ missing when `new` returned"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_post_made_without_a_nudge_is_announced_at_once() {
     let env = Env::new();
