@@ -51,11 +51,14 @@ pub enum HoldReason {
     OutOfOrder,
     /// The guarded send found the pane changed and wrote nothing.
     Conflict,
+    /// DING submitted a notice (or a turn-stop continued on mail) and the turn that started
+    /// has not settled: an idle-looking screen right after a submit proves nothing.
+    Submitted,
 }
 
 impl HoldReason {
     /// Every reason, in the order spec §7.4 lists them.
-    pub const ALL: [HoldReason; 19] = [
+    pub const ALL: [HoldReason; 20] = [
         HoldReason::Active,
         HoldReason::Child,
         HoldReason::Unknown,
@@ -75,6 +78,7 @@ impl HoldReason {
         HoldReason::UnknownKind,
         HoldReason::OutOfOrder,
         HoldReason::Conflict,
+        HoldReason::Submitted,
     ];
 
     /// The spec's token for this reason (`"composer-nonempty"`, `"out-of-order"`, ...).
@@ -99,6 +103,7 @@ impl HoldReason {
             HoldReason::UnknownKind => "unknown-kind",
             HoldReason::OutOfOrder => "out-of-order",
             HoldReason::Conflict => "conflict",
+            HoldReason::Submitted => "submitted",
         }
     }
 }
@@ -144,7 +149,7 @@ mod tests {
             tokens.join(", "),
             "active, child, unknown, composer-nonempty, composer-unknown, stale, unreachable, \
              malformed, timeout, adapter-error, incarnation-mismatch, generation-mismatch, \
-             compaction, clear, crash, unsupported-version, unknown-kind, out-of-order, conflict"
+             compaction, clear, crash, unsupported-version, unknown-kind, out-of-order, conflict, submitted"
         );
     }
 

@@ -14,6 +14,15 @@
 //! protocol's own type, naming every field of the [`Identity`] the adapter judged, so a pane
 //! that changed in any way since then turns the send into a conflict.
 //!
+//! A send that submitted a notice starts a turn the adapter may not have seen yet: between the
+//! Enter and the harness showing it is busy, its screen can look idle with an empty composer
+//! (seen on a real harness in the A/B evaluation: a second notice typed in that moment was
+//! taken as a steer and cut the first one's answer off). After [`LeaseInput::Submitted`], an idle report gives a lease only once
+//! the idle has lasted `submit_settle_ms` since the last sign of that turn (a turn-start hook,
+//! an `active` or `child` report), or, when no sign of a turn came at all, `submit_unseen_ms`
+//! since the submit; until then the hold is [`HoldReason::Submitted`]. The harness's own
+//! turn-stop ([`LeaseInput::TurnEnded`]) ends that wait at once.
+//!
 //! Silence is a hold too: when the last thing heard from the adapter is older than
 //! `event_timeout_ms`, the machine reports [`HoldReason::Timeout`] instead of the stale reason.
 //! Adapters are expected to repeat their activity at least that often.
@@ -31,6 +40,15 @@ pub const DEFAULT_MAX_LEASE_MS: u64 = 1000;
 /// The default silence, in milliseconds, after which the adapter counts as timed out.
 pub const DEFAULT_EVENT_TIMEOUT_MS: u64 = 15_000;
 
+/// After a submitted notice, how long (ms) the idle must have lasted since the last sign of the
+/// turn it started before it gives a lease again.
+pub const DEFAULT_SUBMIT_SETTLE_MS: u64 = 1000;
+
+/// After a submitted notice that no sign of a turn followed, how long (ms) from the submit
+/// before an idle report gives a lease again: the harness took the input without starting a
+/// turn (or the signs were lost), and mail must not wait for ever.
+pub const DEFAULT_SUBMIT_UNSEEN_MS: u64 = 10_000;
+
 /// Tunables of the lease machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct LeaseConfig {
@@ -38,6 +56,10 @@ pub struct LeaseConfig {
     pub max_lease_ms: u64,
     /// Adapter silence after which holds read [`HoldReason::Timeout`].
     pub event_timeout_ms: u64,
+    /// After a submit, the idle needed since the last sign of its turn.
+    pub submit_settle_ms: u64,
+    /// After a submit no sign of a turn followed, the time needed since the submit.
+    pub submit_unseen_ms: u64,
 }
 
 impl Default for LeaseConfig {
@@ -45,6 +67,8 @@ impl Default for LeaseConfig {
         LeaseConfig {
             max_lease_ms: DEFAULT_MAX_LEASE_MS,
             event_timeout_ms: DEFAULT_EVENT_TIMEOUT_MS,
+            submit_settle_ms: DEFAULT_SUBMIT_SETTLE_MS,
+            submit_unseen_ms: DEFAULT_SUBMIT_UNSEEN_MS,
         }
     }
 }
@@ -113,6 +137,21 @@ pub enum LeaseInput<'a> {
     DaemonRestarted,
     /// A guarded send found the pane changed and wrote nothing.
     SendConflict,
+    /// DING wrote (or may have written) a notice and its Enter, or a turn-stop hook was
+    /// answered with mail to continue on: the harness is starting a turn it may not show yet.
+    Submitted,
+    /// The harness's turn-stop hook (one belfry did not continue): whatever turn a submit
+    /// started has ended, so the next idle report needs no settling.
+    TurnEnded,
+}
+
+/// A submit whose turn has not been seen to settle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct AfterSubmit {
+    /// The submit, or the last sign of its turn since.
+    since_ms: u64,
+    /// Whether a sign of the turn (a turn-start hook, `active`, `child`) came since the submit.
+    turn_seen: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,6 +176,7 @@ pub struct LeaseMachine {
     current: Current,
     last_adapter_input_ms: Option<u64>,
     pane_exited: bool,
+    after_submit: Option<AfterSubmit>,
 }
 
 impl LeaseMachine {
@@ -158,6 +198,7 @@ impl LeaseMachine {
             current: Current::Hold(reason),
             last_adapter_input_ms: None,
             pane_exited: false,
+            after_submit: None,
         }
     }
 
@@ -185,7 +226,8 @@ impl LeaseMachine {
                 pane_revision,
             } => {
                 self.last_adapter_input_ms = Some(now_ms);
-                self.judge_event(event, pane_revision, now_ms)
+                let judged = self.judge_event(event, pane_revision, now_ms);
+                self.after_submit_gate(event, judged, now_ms)
             }
             LeaseInput::EventRejected(reason) => {
                 self.last_adapter_input_ms = Some(now_ms);
@@ -207,6 +249,8 @@ impl LeaseMachine {
                 };
                 self.identity = identity.clone();
                 self.pane_exited = false;
+                // A new process starts no turn belfry submitted to the old one.
+                self.after_submit = None;
                 Current::Hold(reason)
             }
             LeaseInput::PaneExited => {
@@ -215,10 +259,67 @@ impl LeaseMachine {
             }
             LeaseInput::Compaction => Current::Hold(HoldReason::Compaction),
             LeaseInput::Clear => Current::Hold(HoldReason::Clear),
-            LeaseInput::TurnStarted => Current::Hold(HoldReason::Active),
-            LeaseInput::DaemonRestarted => Current::Hold(HoldReason::Crash),
+            LeaseInput::TurnStarted => {
+                self.turn_sign(now_ms);
+                Current::Hold(HoldReason::Active)
+            }
+            LeaseInput::DaemonRestarted => {
+                self.after_submit = None;
+                Current::Hold(HoldReason::Crash)
+            }
             LeaseInput::SendConflict => Current::Hold(HoldReason::Conflict),
+            LeaseInput::TurnEnded => {
+                self.after_submit = None;
+                match &self.current {
+                    // No lease outlives a turn boundary.
+                    Current::Leased { .. } => Current::AdapterHold(HoldReason::Stale),
+                    other => other.clone(),
+                }
+            }
+            LeaseInput::Submitted => {
+                self.after_submit = Some(AfterSubmit {
+                    since_ms: now_ms,
+                    turn_seen: false,
+                });
+                Current::AdapterHold(HoldReason::Submitted)
+            }
         };
+    }
+
+    /// A sign that the turn a submit started is running: the settle time counts from here.
+    fn turn_sign(&mut self, now_ms: u64) {
+        if let Some(after) = &mut self.after_submit {
+            after.since_ms = now_ms;
+            after.turn_seen = true;
+        }
+    }
+
+    /// What an event's verdict becomes while a submitted notice's turn has not settled: a
+    /// lease only once the idle has lasted long enough (see the module's text).
+    fn after_submit_gate(&mut self, event: &AdapterEvent, judged: Current, now_ms: u64) -> Current {
+        if self.after_submit.is_none() {
+            return judged;
+        }
+        // Only this pane's own process can show the turn's signs.
+        let own = !self.pane_exited && self.identity_mismatch(&event.header).is_none();
+        if let EventBody::Activity { state, .. } = &event.body {
+            if own && matches!(state, ActivityState::Active | ActivityState::Child) {
+                self.turn_sign(now_ms);
+            }
+        }
+        let (Current::Leased { .. }, Some(after)) = (&judged, self.after_submit) else {
+            return judged;
+        };
+        let needed = if after.turn_seen {
+            self.config.submit_settle_ms
+        } else {
+            self.config.submit_unseen_ms
+        };
+        if now_ms.saturating_sub(after.since_ms) < needed {
+            return Current::AdapterHold(HoldReason::Submitted);
+        }
+        self.after_submit = None;
+        judged
     }
 
     fn judge_event(&self, event: &AdapterEvent, pane_revision: u64, now_ms: u64) -> Current {

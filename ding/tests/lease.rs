@@ -13,6 +13,8 @@ use proptest::prelude::*;
 const CONFIG: LeaseConfig = LeaseConfig {
     max_lease_ms: 1000,
     event_timeout_ms: 5000,
+    submit_settle_ms: 1000,
+    submit_unseen_ms: 10_000,
 };
 
 fn identity() -> PaneIdentity {
@@ -347,9 +349,159 @@ fn every_spec_hold_reason_is_reachable_and_sends_nothing() {
             1_000,
         ),
     );
+    expect(
+        HoldReason::Submitted,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::Submitted, now),
+            1_000,
+        ),
+    );
 
     let all: BTreeSet<HoldReason> = HoldReason::ALL.into_iter().collect();
     assert_eq!(reached, all, "every reason in spec §7.4 has a path");
+}
+
+fn active(identity: &PaneIdentity) -> AdapterEvent {
+    activity(
+        identity,
+        ActivityState::Active,
+        ComposerState::Empty,
+        None,
+        None,
+    )
+}
+
+/// The collision of the A/B evaluation (docs/evaluation.md): after a notice was submitted, the
+/// screen looked idle with an empty composer before the harness showed the turn, and a second
+/// notice typed then was taken as a steer. After a submit, an idle report leases only once the idle has
+/// lasted `submit_settle_ms` past the turn's last sign.
+#[test]
+fn after_a_submit_idle_leases_only_once_the_turn_it_started_has_settled() {
+    let me = identity();
+    let mut machine = leased_machine(1_000);
+    assert!(machine.take_lease(1_000).is_ok());
+    machine.apply(LeaseInput::Submitted, 1_010);
+    assert_eq!(
+        machine.state(1_010),
+        LeaseState::Held(HoldReason::Submitted)
+    );
+    // The screen right after the Enter: idle, empty. No lease.
+    feed(&mut machine, &idle(&me, 43), 1_300);
+    assert_eq!(
+        machine.state(1_300),
+        LeaseState::Held(HoldReason::Submitted)
+    );
+    assert_eq!(machine.take_lease(1_300), Err(HoldReason::Submitted));
+    // The prompt-submit hook, then the adapter's own view of the turn.
+    machine.apply(LeaseInput::TurnStarted, 1_500);
+    assert_eq!(machine.state(1_500), LeaseState::Held(HoldReason::Active));
+    feed(&mut machine, &active(&me), 4_000);
+    assert_eq!(machine.state(4_000), LeaseState::Held(HoldReason::Active));
+    // The turn ended: idle, but not yet for the settle time since the last sign.
+    feed(&mut machine, &idle(&me, 50), 4_300);
+    assert_eq!(
+        machine.state(4_300),
+        LeaseState::Held(HoldReason::Submitted)
+    );
+    feed(&mut machine, &idle(&me, 50), 4_999);
+    assert_eq!(
+        machine.state(4_999),
+        LeaseState::Held(HoldReason::Submitted)
+    );
+    // Settled: the next idle report leases, and the one after it too (the gate is gone).
+    feed(&mut machine, &idle(&me, 50), 5_000);
+    assert!(matches!(
+        machine.state(5_000),
+        LeaseState::Leased { revision: 50, .. }
+    ));
+    assert!(machine.take_lease(5_000).is_ok());
+    feed(&mut machine, &idle(&me, 51), 5_100);
+    assert!(matches!(
+        machine.state(5_100),
+        LeaseState::Leased { revision: 51, .. }
+    ));
+}
+
+/// The harness's own turn-stop ends the wait at once: the turn the submit started is over.
+#[test]
+fn a_turn_stop_after_a_submit_lets_the_next_idle_lease_at_once() {
+    let me = identity();
+    let mut machine = leased_machine(1_000);
+    assert!(machine.take_lease(1_000).is_ok());
+    machine.apply(LeaseInput::Submitted, 1_000);
+    machine.apply(LeaseInput::TurnStarted, 1_200);
+    feed(&mut machine, &idle(&me, 43), 2_000);
+    assert_eq!(
+        machine.state(2_000),
+        LeaseState::Held(HoldReason::Submitted)
+    );
+    machine.apply(LeaseInput::TurnEnded, 2_010);
+    assert_eq!(
+        machine.state(2_010),
+        LeaseState::Held(HoldReason::Submitted)
+    );
+    // 820 ms after the turn's last sign, short of the settle time: the stop is what lets it.
+    feed(&mut machine, &idle(&me, 44), 2_020);
+    assert!(matches!(
+        machine.state(2_020),
+        LeaseState::Leased { revision: 44, .. }
+    ));
+    // A turn-stop ends a lease too: none outlives a turn boundary.
+    machine.apply(LeaseInput::TurnEnded, 2_030);
+    assert_eq!(machine.state(2_030), LeaseState::Held(HoldReason::Stale));
+}
+
+/// A submit no sign of a turn followed (the harness took the input and started nothing, or
+/// its hooks are not applied) holds idle for `submit_unseen_ms`, then leases again: mail
+/// never waits for a turn that will not come.
+#[test]
+fn a_submit_no_turn_followed_holds_idle_for_the_unseen_time_only() {
+    let me = identity();
+    let mut machine = leased_machine(1_000);
+    assert!(machine.take_lease(1_000).is_ok());
+    machine.apply(LeaseInput::Submitted, 1_000);
+    for at in [1_300, 2_500, 6_000, 10_999] {
+        feed(&mut machine, &idle(&me, 43), at);
+        assert_eq!(
+            machine.state(at),
+            LeaseState::Held(HoldReason::Submitted),
+            "at {at}"
+        );
+    }
+    feed(&mut machine, &idle(&me, 43), 11_000);
+    assert!(matches!(machine.state(11_000), LeaseState::Leased { .. }));
+}
+
+/// Another process's `active` is no sign of the turn this pane's submit started, and a pane
+/// restart ends the gate: the new process never saw the submit.
+#[test]
+fn only_the_panes_own_process_signs_the_submitted_turn_and_a_restart_ends_the_gate() {
+    let me = identity();
+    let stranger = PaneIdentity {
+        incarnation: "inc-other".to_owned(),
+        ..identity()
+    };
+    let mut machine = leased_machine(1_000);
+    assert!(machine.take_lease(1_000).is_ok());
+    machine.apply(LeaseInput::Submitted, 1_000);
+    feed(&mut machine, &active(&stranger), 1_200);
+    // Had the stranger's report counted, 1 s of idle would lease at 2_200.
+    feed(&mut machine, &idle(&me, 43), 2_300);
+    assert_eq!(
+        machine.state(2_300),
+        LeaseState::Held(HoldReason::Submitted)
+    );
+
+    let restarted = PaneIdentity {
+        incarnation: "inc-2".to_owned(),
+        ..identity()
+    };
+    machine.apply(LeaseInput::PaneRestarted(&restarted), 2_400);
+    feed(&mut machine, &idle(&restarted, 7), 2_500);
+    assert!(matches!(
+        machine.state(2_500),
+        LeaseState::Leased { revision: 7, .. }
+    ));
 }
 
 #[test]
@@ -407,8 +559,8 @@ fn silence_turns_adapter_holds_into_timeouts() {
 #[test]
 fn a_timeout_shorter_than_the_lease_ends_it() {
     let config = LeaseConfig {
-        max_lease_ms: 1000,
         event_timeout_ms: 100,
+        ..CONFIG
     };
     let mut machine = LeaseMachine::new(config, identity());
     let event = activity(
@@ -494,6 +646,8 @@ enum Op {
     TurnStarted,
     DaemonRestarted,
     SendConflict,
+    Submitted,
+    TurnEnded,
     Take,
     Advance(u64),
 }
@@ -549,6 +703,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::TurnStarted),
         1 => Just(Op::DaemonRestarted),
         1 => Just(Op::SendConflict),
+        2 => Just(Op::Submitted),
+        1 => Just(Op::TurnEnded),
     ]
 }
 
@@ -566,6 +722,8 @@ struct Model {
     exited: bool,
     lease: Option<ModelLease>,
     last_heard_ms: Option<u64>,
+    /// After a submit: since when the turn's settling counts, and whether a sign of it came.
+    after_submit: Option<(u64, bool)>,
 }
 
 impl Model {
@@ -604,6 +762,7 @@ proptest! {
             exited: false,
             lease: None,
             last_heard_ms: None,
+            after_submit: None,
         };
         let mut now_ms = 0u64;
         let mut sends_from_current_lease = 0u32;
@@ -633,11 +792,24 @@ proptest! {
                     model.last_heard_ms = Some(now_ms);
                     sends_from_current_lease = 0;
                     let lifetime = valid_for_ms.unwrap_or(CONFIG.max_lease_ms).min(CONFIG.max_lease_ms);
-                    let qualifies = matches!(who, Who::Me)
-                        && !model.exited
+                    let own = matches!(who, Who::Me) && !model.exited;
+                    if own && matches!(state, ActivityState::Active | ActivityState::Child) {
+                        if let Some(after) = &mut model.after_submit {
+                            *after = (now_ms, true);
+                        }
+                    }
+                    let mut qualifies = own
                         && state == ActivityState::Idle
                         && composer == ComposerState::Empty
                         && lifetime > 0;
+                    if let (true, Some((since, turn_seen))) = (qualifies, model.after_submit) {
+                        let needed = if turn_seen { CONFIG.submit_settle_ms } else { CONFIG.submit_unseen_ms };
+                        if now_ms - since < needed {
+                            qualifies = false;
+                        } else {
+                            model.after_submit = None;
+                        }
+                    }
                     model.lease = qualifies.then(|| ModelLease {
                         expectation: Expect::exactly(&Identity {
                             incarnation: speaker.incarnation.clone(),
@@ -679,6 +851,7 @@ proptest! {
                                 model.identity.generation = format!("sha256:gen-r{}", model.restarts);
                             }
                             model.exited = false;
+                            model.after_submit = None;
                             restarted = model.identity.clone();
                             LeaseInput::PaneRestarted(&restarted)
                         }
@@ -688,9 +861,25 @@ proptest! {
                         }
                         Op::Compaction => LeaseInput::Compaction,
                         Op::Clear => LeaseInput::Clear,
-                        Op::TurnStarted => LeaseInput::TurnStarted,
-                        Op::DaemonRestarted => LeaseInput::DaemonRestarted,
+                        Op::TurnStarted => {
+                            if let Some(after) = &mut model.after_submit {
+                                *after = (now_ms, true);
+                            }
+                            LeaseInput::TurnStarted
+                        }
+                        Op::DaemonRestarted => {
+                            model.after_submit = None;
+                            LeaseInput::DaemonRestarted
+                        }
                         Op::SendConflict => LeaseInput::SendConflict,
+                        Op::Submitted => {
+                            model.after_submit = Some((now_ms, false));
+                            LeaseInput::Submitted
+                        }
+                        Op::TurnEnded => {
+                            model.after_submit = None;
+                            LeaseInput::TurnEnded
+                        }
                         Op::Activity { .. } | Op::Take | Op::Advance(_) => unreachable!(),
                     };
                     machine.apply(input, now_ms);

@@ -371,7 +371,8 @@ impl DingEngine {
 }
 
 /// The lease tunables: the defaults of spec §7.4, overridable for the daemon with
-/// `BELFRY_DING_MAX_LEASE_MS` and `BELFRY_DING_EVENT_TIMEOUT_MS`.
+/// `BELFRY_DING_MAX_LEASE_MS`, `BELFRY_DING_EVENT_TIMEOUT_MS`, `BELFRY_DING_SUBMIT_SETTLE_MS`
+/// and `BELFRY_DING_SUBMIT_UNSEEN_MS`.
 fn lease_config() -> LeaseConfig {
     let knob = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     let mut config = LeaseConfig::default();
@@ -380,6 +381,12 @@ fn lease_config() -> LeaseConfig {
     }
     if let Some(ms) = knob("BELFRY_DING_EVENT_TIMEOUT_MS") {
         config.event_timeout_ms = ms;
+    }
+    if let Some(ms) = knob("BELFRY_DING_SUBMIT_SETTLE_MS") {
+        config.submit_settle_ms = ms;
+    }
+    if let Some(ms) = knob("BELFRY_DING_SUBMIT_UNSEEN_MS") {
+        config.submit_unseen_ms = ms;
     }
     config
 }
@@ -451,6 +458,10 @@ struct TurnClaims {
     continuations: u32,
     /// The most of those in a row.
     max_continuations: u32,
+    /// Continuations confirmed whose stop the dispatch has not forwarded yet: `belfry
+    /// dispatch` confirms a claim before it forwards the hook event, so the `turn-stop` that
+    /// follows a continuation is the stop that was continued, not the end of a turn.
+    continued_stops: u32,
 }
 
 /// Messages held for one dispatch until it has written its answer.
@@ -468,6 +479,7 @@ impl TurnClaims {
             timeout,
             continuations: 0,
             max_continuations,
+            continued_stops: 0,
         }
     }
 
@@ -1492,11 +1504,16 @@ impl Worker {
             Ok(expect) => {
                 self.last_hold = None;
                 let (names, notice) = self.next_notice(&pending);
-                if let Some(Sent::Conflict { .. }) =
-                    self.stage_and_send(&names, &notice, Some(expect)).await
-                {
-                    self.apply(LeaseInput::SendConflict);
-                    self.note_hold(HoldReason::Conflict);
+                match self.stage_and_send(&names, &notice, Some(expect)).await {
+                    Some(Sent::Conflict { .. }) => {
+                        self.apply(LeaseInput::SendConflict);
+                        self.note_hold(HoldReason::Conflict);
+                    }
+                    // Written, perhaps written (a lost reply, a refusal part-way), or not
+                    // sent at all. Only a conflict proves zero bytes; after anything else the
+                    // harness may be starting the turn the notice's Enter submitted, so the
+                    // next idle-looking screen must settle first (spec §7.4, `submitted`).
+                    _ => self.apply(LeaseInput::Submitted),
                 }
             }
         }
@@ -1547,6 +1564,14 @@ impl Worker {
                     // A turn started: the lease ends at once, not when the adapter has seen
                     // the same hook and reported `active` (spec §7.4, one lease per idle).
                     self.apply(LeaseInput::TurnStarted);
+                }
+                if hook == "turn-stop" {
+                    if self.turns.continued_stops > 0 {
+                        self.turns.continued_stops -= 1;
+                    } else {
+                        // The harness says its turn ended: a notice's turn has settled.
+                        self.apply(LeaseInput::TurnEnded);
+                    }
                 }
                 if hook == "prompt-submit" {
                     self.prompt_submitted(&event);
@@ -1723,6 +1748,10 @@ impl Worker {
             .map_err(|e| e.to_string())?;
         if purpose == req::ClaimPurpose::Continuation && !outcome.hook_owned.is_empty() {
             self.turns.continuations += 1;
+            self.turns.continued_stops += 1;
+            // The harness goes on with its turn instead of stopping, which its screen may
+            // not show yet.
+            self.apply(LeaseInput::Submitted);
         }
         let refused: Vec<&MessageName> = messages.iter().filter(|m| !names.contains(m)).collect();
         Ok(json!({"hook_owned": outcome.hook_owned, "refused": refused}))

@@ -479,6 +479,28 @@ pub fn pid_alive(pid: u32) -> bool {
     std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| tasks.count() > 1)
 }
 
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` (the daemon and pane logs' UTC stamp, a line's first word)
+/// as seconds since the epoch.
+pub fn epoch_secs(stamp: &str) -> Option<f64> {
+    let (date, time) = stamp.strip_suffix('Z')?.split_once('T')?;
+    let mut ymd = date.split('-').map(|n| n.parse::<i64>().ok());
+    let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
+    let mut hms = time.split(':');
+    let (h, min) = (
+        hms.next()?.parse::<f64>().ok()?,
+        hms.next()?.parse::<f64>().ok()?,
+    );
+    let sec = hms.next()?.parse::<f64>().ok()?;
+    // Days from the civil date (proleptic Gregorian), the usual era arithmetic.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days as f64 * 86_400.0 + h * 3600.0 + min * 60.0 + sec)
+}
+
 /// Reads a file that may not exist yet.
 pub fn read_or_empty(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_default()

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use belfry_tests::{adapter_bin, eventually, fixture, read_or_empty, recorder_bin, Env};
+use belfry_tests::{
+    adapter_bin, epoch_secs, eventually, fixture, read_or_empty, recorder_bin, Env,
+};
 use serde_json::{json, Value};
 
 const RICH: &str = "turn-boundary+fresh-idle";
@@ -186,6 +188,62 @@ fn fresh_idle_sends_exactly_one_notice() {
         vec![name],
         "a notice does not read the message"
     );
+}
+
+/// The daemon log's "notice sent" lines, as epoch seconds.
+fn notices_sent_at(env: &Env) -> Vec<f64> {
+    let log = env.path("xdg-state").join("belfry/log/daemon.log");
+    String::from_utf8_lossy(&read_or_empty(&log))
+        .lines()
+        .filter(|line| line.contains("notice sent:"))
+        .filter_map(|line| epoch_secs(line.split_whitespace().next()?))
+        .collect()
+}
+
+/// spec §7.4 (`submitted`): the Codex collision of the A/B evaluation, on the daemon's path.
+/// Right after a guarded send submitted a notice, an idle harness's screen still looks idle
+/// with an empty composer, and the adapter (here: one that repeats "idle, empty" every 300 ms
+/// and never shows a turn) reports so. Such a report gives no lease until the submit's turn
+/// has settled: with no sign of a turn at all, `submit_unseen_ms` (3 s here) after the
+/// submit. Before the fix the second notice went out at the next report, ~300 ms later.
+#[test]
+fn after_a_submitted_notice_an_idle_report_waits_for_the_turn_to_settle() {
+    let env = Env::with_vars(&[("BELFRY_DING_SUBMIT_UNSEEN_MS", "3000")]);
+    let log = rich_pane(&env, "idle-repeating", &[]);
+    let notices = || {
+        String::from_utf8_lossy(&read_or_empty(&log))
+            .matches("[DING] new message")
+            .count()
+    };
+    post(&env, "first");
+    assert!(
+        eventually(Duration::from_secs(10), || notices() == 1
+            && read_or_empty(&log).ends_with(b"\r")),
+        "first notice: {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    post(&env, "second");
+    assert!(
+        eventually(Duration::from_secs(15), || notices() == 2),
+        "the second notice never came: {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    // The daemon logs a send once its reply is in, after the pane has read the notice.
+    assert!(
+        eventually(Duration::from_secs(5), || notices_sent_at(&env).len() == 2),
+        "daemon log notices: {:?}",
+        notices_sent_at(&env)
+    );
+    let sent = notices_sent_at(&env);
+    // Both stamps come from the daemon: the second lease is granted no sooner than 3 s after
+    // the first send's reply, which is logged before the gate starts.
+    let gap = sent[1] - sent[0];
+    assert!(
+        gap >= 3.0,
+        "the second notice went {gap:.3} s after the first: a screen that looked idle right \
+         after a submit gave a lease"
+    );
+    assert_eq!(status(&env)["counters"]["sends"], 2);
 }
 
 /// A held case: the fixture's adapter session must hold both messages with the reason. The

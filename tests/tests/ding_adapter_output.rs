@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use belfry_tests::{eventually, read_or_empty, recorder_bin, Env};
+use belfry_tests::{epoch_secs, eventually, read_or_empty, recorder_bin, Env};
 use serde_json::Value;
 
 /// A python3 adapter that records its pid and start time (wall clock, as the daemon's log
@@ -41,27 +41,6 @@ fn restart_lines(log: &std::path::Path) -> Vec<(f64, u64)> {
             Some((at, ms.split(' ').next()?.parse().ok()?))
         })
         .collect()
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` (the log's UTC stamp) as seconds since the epoch.
-fn epoch_secs(stamp: &str) -> Option<f64> {
-    let (date, time) = stamp.strip_suffix('Z')?.split_once('T')?;
-    let mut ymd = date.split('-').map(|n| n.parse::<i64>().ok());
-    let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
-    let mut hms = time.split(':');
-    let (h, min) = (
-        hms.next()?.parse::<f64>().ok()?,
-        hms.next()?.parse::<f64>().ok()?,
-    );
-    let sec = hms.next()?.parse::<f64>().ok()?;
-    // Days from the civil date (proleptic Gregorian), the usual era arithmetic.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days as f64 * 86_400.0 + h * 3600.0 + min * 60.0 + sec)
 }
 
 #[test]
