@@ -17,7 +17,8 @@
 //!
 //! Gated (`#[ignore]`): it needs the harnesses `scripts/install-harnesses` installed and the
 //! privilege to make a network namespace. Knobs: `AB_SEED` (default 20261201), `AB_MESSAGES`
-//! (messages per arm, default 100), `AB_ARMS` (`aggressive,rich`), `AB_OUT` (where the
+//! (messages per arm, default 100), `AB_TASKS` (the tasks the human runs to the end in each
+//! arm, default 30, also after the last post), `AB_ARMS` (`aggressive,rich`), `AB_OUT` (where the
 //! results go, default the system temp dir). Run one harness with
 //! `cargo test -p belfry-tests --test ab_eval -- --ignored --nocapture ab_claude`.
 
@@ -36,6 +37,12 @@ const RICH: &str = "turn-boundary+fresh-idle";
 const BUSY: &str = "esc to interrupt";
 /// How often the driver looks at the pane and the model server's log.
 const TICK: Duration = Duration::from_millis(250);
+/// A task whose end tag has not shown this long after it was submitted is given up (stuck):
+/// the longest task (a permission dialog with a 6 s reaction, then an answer) takes ~15 s.
+const TASK_GIVE_UP_MS: u64 = 60_000;
+/// After the last post, the run ends once nothing has progressed (a message reaching the
+/// model, a task ending or given up) for this long.
+const DRAIN_IDLE_MS: u64 = 120_000;
 
 /// A small seeded generator (splitmix64): the workload must be the same in both arms and in
 /// every run with the same seed.
@@ -78,6 +85,9 @@ struct Draft {
 /// The seeded workload of one run, the same for both arms.
 struct Workload {
     tasks: Vec<Task>,
+    /// How many of `tasks` the human runs, in order, in each arm: the arms do the same work,
+    /// so their model calls differ only by what delivery costs.
+    task_count: usize,
     /// When each message is posted, in ms from the arm's start.
     posts: Vec<u64>,
     drafts: Vec<Draft>,
@@ -88,7 +98,7 @@ struct Workload {
 }
 
 impl Workload {
-    fn new(seed: u64, messages: usize) -> Workload {
+    fn new(seed: u64, messages: usize, task_count: usize) -> Workload {
         let mut rng = Rng(seed);
         let mut posts = Vec::new();
         let mut at = 4_000;
@@ -108,7 +118,7 @@ impl Workload {
             });
             at += hold_ms + rng.range(10_000, 30_000);
         }
-        let count = messages * 2 + 20;
+        let count = (messages * 2 + 20).max(task_count);
         let mut tasks = Vec::new();
         let mut gaps = Vec::new();
         let mut reactions = Vec::new();
@@ -128,6 +138,7 @@ impl Workload {
         }
         Workload {
             tasks,
+            task_count,
             posts,
             drafts,
             gaps,
@@ -590,19 +601,24 @@ impl<'a> Driver<'a> {
                 self.task = None;
                 self.tasks_done += 1;
                 self.next_task_ms = now + self.workload.gaps[k];
-            } else if now > started + 120_000 {
-                eprintln!("ab: task {k} did not end within 120 s\n{}", self.screen());
+            } else if now > started + TASK_GIVE_UP_MS {
+                eprintln!(
+                    "ab: task {k} did not end within {} s\n{}",
+                    TASK_GIVE_UP_MS / 1000,
+                    self.screen()
+                );
                 self.task = None;
                 self.tasks_stuck += 1;
                 self.next_task_ms = now + self.workload.gaps[k];
             }
             return;
         }
-        if posting_done || now < self.next_task_ms || !self.human_idle() {
+        // Tasks go on after the last post, until the pinned count is done in both arms.
+        if now < self.next_task_ms || !self.human_idle() {
             return;
         }
         let k = self.next_task;
-        if k >= self.workload.tasks.len() {
+        if k >= self.workload.task_count {
             return;
         }
         self.next_task += 1;
@@ -719,7 +735,8 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     };
     let _ = driver.harness;
     let mut next_post = 0;
-    let mut drain_until: Option<u64> = None;
+    let mut progress = (0usize, 0usize);
+    let mut last_progress_ms = 0u64;
     loop {
         driver.look();
         driver.read_server();
@@ -738,10 +755,18 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         }
         let posting_done = next_post >= workload.posts.len();
         driver.human(posting_done);
+        let seen = driver.posted.iter().filter(|p| p.seen_ms.is_some()).count();
+        let now_progress = (seen, driver.tasks_done + driver.tasks_stuck);
+        if now_progress != progress || !posting_done {
+            progress = now_progress;
+            last_progress_ms = now;
+        }
         if posting_done {
-            let until = *drain_until.get_or_insert(now + 120_000);
-            let all_seen = driver.posted.iter().all(|p| p.seen_ms.is_some());
-            if (all_seen && driver.task.is_none() && driver.draft.is_none()) || now > until {
+            let all_seen = seen == driver.posted.len();
+            let tasks_over = driver.next_task >= workload.task_count && driver.task.is_none();
+            if (all_seen && tasks_over && driver.draft.is_none())
+                || now > last_progress_ms + DRAIN_IDLE_MS
+            {
                 break;
             }
         }
@@ -792,17 +817,22 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             if first.contains_key(&posted.id) || !body.contains(&needle) {
                 continue;
             }
-            let tier = if text.starts_with("[DING]") && text.contains(&needle) {
-                if arm == "aggressive" {
-                    "aggressive paste"
+            let tier =
+                if text.contains(&needle) && (text.contains("TASK-") || text.contains("DRAFT-")) {
+                    // The notice went in with the human's own text: pasted into a draft or a
+                    // task's prompt (a collision, counted as such).
+                    "pasted into the human's text"
+                } else if text.starts_with("[DING]") && text.contains(&needle) {
+                    if arm == "aggressive" {
+                        "aggressive paste"
+                    } else {
+                        "guarded idle send"
+                    }
+                } else if text.contains(&needle) {
+                    "turn-stop continuation"
                 } else {
-                    "guarded idle send"
-                }
-            } else if text.contains(&needle) {
-                "turn-stop continuation"
-            } else {
-                "prompt-submit context"
-            };
+                    "prompt-submit context"
+                };
             first.insert(posted.id.clone(), tier.to_string());
         }
     }
@@ -890,10 +920,16 @@ fn percentile(values: &[u64], p: f64) -> u64 {
     values[rank.clamp(1, values.len()) - 1]
 }
 
-fn report(label: &str, seed: u64, messages: usize, arms: &[ArmResult]) -> (String, Value) {
+fn report(
+    label: &str,
+    seed: u64,
+    messages: usize,
+    tasks: usize,
+    arms: &[ArmResult],
+) -> (String, Value) {
     let mut md = format!(
-        "### {label}: seed {seed}, {messages} messages per arm\n\n\
-         | arm | posted | reached the model | collisions | model calls | calls with a notice | calls per delivered message | tasks done (stuck) | dialogs approved by the human | drafts submitted / erased | seconds |\n\
+        "### {label}: seed {seed}, {messages} messages and {tasks} tasks per arm\n\n\
+         | arm | posted | reached the model | collisions | model calls | calls with a notice | calls per delivered message | tasks done (stuck) of {tasks} | dialogs approved by the human | drafts submitted / erased | seconds |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     let mut json_arms = Vec::new();
@@ -975,7 +1011,8 @@ fn report(label: &str, seed: u64, messages: usize, arms: &[ArmResult]) -> (Strin
     }
     (
         md,
-        json!({"label": label, "seed": seed, "messages": messages, "arms": json_arms}),
+        json!({"label": label, "seed": seed, "messages": messages, "tasks": tasks,
+            "arms": json_arms}),
     )
 }
 
@@ -988,13 +1025,17 @@ fn run_ab(name: &'static str) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(100);
+    let tasks: usize = std::env::var("AB_TASKS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
     let arms_wanted = std::env::var("AB_ARMS").unwrap_or_else(|_| "aggressive,rich".into());
     let out = std::env::var_os("AB_OUT")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&out).expect("AB_OUT");
     let harness = Harness::of(name);
-    let workload = Workload::new(seed, messages);
+    let workload = Workload::new(seed, messages, tasks);
     let mut results = Vec::new();
     let mut label = String::new();
     for arm in ["aggressive", "rich"] {
@@ -1004,7 +1045,7 @@ fn run_ab(name: &'static str) {
         let result = run_arm(&harness, &workload, arm, &out);
         label = belfry_tests::live::Profile::load(name).label();
         results.push(result);
-        let (md, value) = report(&label, seed, messages, &results);
+        let (md, value) = report(&label, seed, messages, tasks, &results);
         std::fs::write(out.join(format!("ab-{name}.md")), &md).expect("write the report");
         std::fs::write(
             out.join(format!("ab-{name}.json")),
@@ -1012,7 +1053,7 @@ fn run_ab(name: &'static str) {
         )
         .expect("write the results");
     }
-    let (md, _) = report(&label, seed, messages, &results);
+    let (md, _) = report(&label, seed, messages, tasks, &results);
     println!("{md}");
     for arm in &results {
         let delivered = arm.posted.iter().filter(|p| p.seen_ms.is_some()).count();
