@@ -194,12 +194,11 @@ impl Env {
         info
     }
 
-    /// Waits until the pane's screen matches `regex`.
     /// Starts pane `session` running the test recorder (logging every byte it receives to
-    /// `pane.log` in this environment), with `flags` before the `--`, and waits for its
-    /// `READY`. Returns the log's path.
+    /// `<session>.log` in this environment, so one environment can hold several), with
+    /// `flags` before the `--`, and waits for its `READY`. Returns the log's path.
     pub fn recorder_pane(&self, session: &str, flags: &[&str]) -> PathBuf {
-        let log = self.path("pane.log");
+        let log = self.path(&format!("{session}.log"));
         let (rec, log_s) = (
             recorder_bin().display().to_string(),
             log.display().to_string(),
@@ -212,6 +211,7 @@ impl Env {
         log
     }
 
+    /// Waits until the pane's screen matches `regex` (15 s), and returns the reply.
     pub fn wait_screen(&self, session: &str, regex: &str) -> Value {
         let mut conn = self.conn();
         let reply =

@@ -33,21 +33,6 @@ fn unread(env: &Env, session: &str) -> Vec<String> {
         .collect()
 }
 
-/// A recorder pane started with `flags` before `--`; returns its byte log.
-fn recorder_pane(env: &Env, session: &str, flags: &[&str]) -> std::path::PathBuf {
-    let log = env.path(&format!("{session}.log"));
-    let (rec, log_s) = (
-        recorder_bin().display().to_string(),
-        log.display().to_string(),
-    );
-    let mut args = vec!["new", session];
-    args.extend_from_slice(flags);
-    args.extend_from_slice(&["--", &rec, "--log", &log_s]);
-    env.ok(&args);
-    env.wait_screen(session, "READY");
-    log
-}
-
 #[test]
 fn a_shell_pane_not_declared_an_agent_receives_zero_bytes_and_keeps_its_mail() {
     let env = Env::new();
@@ -96,7 +81,7 @@ fn a_shell_pane_not_declared_an_agent_receives_zero_bytes_and_keeps_its_mail() {
 #[test]
 fn ding_delivery_aggressive_is_accepted_and_delivers() {
     let env = Env::new();
-    let log = recorder_pane(&env, "agent", &["--ding-delivery", "aggressive"]);
+    let log = env.recorder_pane("agent", &["--ding-delivery", "aggressive"]);
     let name = post(&env, "agent", "hello");
     let id = &name[name.len() - 9..name.len() - 3];
     let want = format!("[DING] new message: [id:{id}] hello (from lead); check your inbox\r");
@@ -118,7 +103,7 @@ fn an_adapter_name_declares_an_agent_with_aggressive_delivery() {
     std::fs::create_dir(adapters.path().join("some-harness")).unwrap();
     std::fs::write(adapters.path().join("some-harness/declaration.json"), "{}").unwrap();
     let env = Env::with_vars(&[("BELFRY_ADAPTERS", &adapters.path().display().to_string())]);
-    let log = recorder_pane(&env, "agent", &["--adapter", "some-harness"]);
+    let log = env.recorder_pane("agent", &["--adapter", "some-harness"]);
     let _ = post(&env, "agent", "hello");
     assert!(
         eventually(Duration::from_secs(5), || String::from_utf8_lossy(
