@@ -215,6 +215,10 @@ pub struct Screen {
     /// to 1000 of them after its history is cleared); [`Screen::release_spare_rows`] frees
     /// them.
     spare_rows: bool,
+    /// Tests only: a byte that makes the next chunk holding it panic inside the model, the
+    /// way a bug of the terminal core on some input would.
+    #[cfg(test)]
+    panic_on: Option<u8>,
 }
 
 /// The model is never narrower than two columns, whatever the PTY's size: the terminal core
@@ -279,12 +283,60 @@ impl Screen {
             store,
             history_cleared: false,
             spare_rows: false,
+            #[cfg(test)]
+            panic_on: None,
         }
     }
 
     /// Feeds program output into the model. Returns the answers owed to terminal queries found
     /// in it (the caller decides whether the pane host or an attached terminal answers).
+    ///
+    /// It never panics. The terminal core is third-party code fed whatever the program
+    /// prints; a panic inside it (one did, for a wide character in a one-column grid) would
+    /// otherwise end the pane host's output task, leaving a frozen screen and a program
+    /// blocked on a full PTY. The model is then started again blank at the same size and
+    /// caps, and says so in the log: the chunk and the history before it are lost from
+    /// `peek`, `scrollback` and a redraw, nothing else is.
     pub fn apply(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        let applied =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.apply_unguarded(bytes)));
+        match applied {
+            Ok(answers) => answers,
+            Err(_) => {
+                // The panic hook has logged the panic's own message already.
+                tracing::error!(
+                    "the screen model panicked on a {}-byte output chunk; it starts again \
+                     blank at {}x{}, without the history before it",
+                    bytes.len(),
+                    self.rows(),
+                    self.cols()
+                );
+                *self = self.blank_like();
+                Vec::new()
+            }
+        }
+    }
+
+    /// A blank model of the same size, caps and history store.
+    fn blank_like(&self) -> Screen {
+        let (rows, cols) = (self.rows(), self.cols());
+        Screen::build(
+            u16::try_from(rows).unwrap_or(u16::MAX),
+            u16::try_from(cols).unwrap_or(u16::MAX),
+            self.scrollback,
+            self.history.max_bytes(),
+            self.store,
+        )
+    }
+
+    fn apply_unguarded(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        #[cfg(test)]
+        if let Some(byte) = self.panic_on {
+            assert!(
+                !bytes.contains(&byte),
+                "test: the model panics on {byte:#04x}"
+            );
+        }
         self.end_expired_sync();
         // The queries the core drops (crate::queries) are answered here. The chunk is fed to
         // the core up to the end of each, so the answers keep the order of the queries: a
@@ -1591,5 +1643,33 @@ mod narrow_tests {
             "{:?}",
             screen.lines()
         );
+    }
+
+    /// A panic inside the model (injected here; the terminal core had one for a wide
+    /// character in a one-column grid) leaves a working blank model of the same size, not a
+    /// frozen one, and the next output shows.
+    #[test]
+    fn a_panic_inside_the_model_starts_it_again_blank_at_the_same_size() {
+        let mut screen = Screen::new(5, 30, 100);
+        screen.apply(b"before the panic\r\n");
+        screen.panic_on = Some(0x07);
+        assert_eq!(
+            screen.apply(b"bell \x07 and a query \x1b[c"),
+            Vec::<Vec<u8>>::new()
+        );
+        assert_eq!((screen.rows(), screen.cols()), (5, 30));
+        assert!(
+            !screen.lines().concat().contains("before"),
+            "the model was not started again: {:?}",
+            screen.lines()
+        );
+        screen.apply(b"after the panic");
+        assert!(
+            screen.lines().concat().contains("after the panic"),
+            "{:?}",
+            screen.lines()
+        );
+        // The new model answers queries again.
+        assert!(!screen.apply(b"\x1b[c").is_empty());
     }
 }
