@@ -219,6 +219,9 @@ pub struct Screen {
     /// way a bug of the terminal core on some input would.
     #[cfg(test)]
     panic_on: Option<u8>,
+    /// Tests only: the next resize panics inside the model.
+    #[cfg(test)]
+    panic_resizing: bool,
 }
 
 /// The model is never narrower than two columns, whatever the PTY's size: the terminal core
@@ -285,6 +288,8 @@ impl Screen {
             spare_rows: false,
             #[cfg(test)]
             panic_on: None,
+            #[cfg(test)]
+            panic_resizing: false,
         }
     }
 
@@ -577,7 +582,30 @@ impl Screen {
         self.term.columns()
     }
 
+    /// Resizes the model; like [`Screen::apply`] it never panics: a panic inside the core
+    /// starts the model again blank at the new size.
     pub fn resize(&mut self, rows: u16, cols: u16) {
+        let resized = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.resize_unguarded(rows, cols)
+        }));
+        if resized.is_err() {
+            tracing::error!(
+                "the screen model panicked resizing to {rows}x{cols}; it starts again blank, \
+                 without the history before it"
+            );
+            *self = Screen::build(
+                rows,
+                cols,
+                self.scrollback,
+                self.history.max_bytes(),
+                self.store,
+            );
+        }
+    }
+
+    fn resize_unguarded(&mut self, rows: u16, cols: u16) {
+        #[cfg(test)]
+        assert!(!self.panic_resizing, "test: the model panics resizing");
         let (rows, cols) = (
             usize::from(rows.max(1)),
             usize::from(cols.max(MIN_MODEL_COLS)),
@@ -1647,7 +1675,8 @@ mod narrow_tests {
 
     /// A panic inside the model (injected here; the terminal core had one for a wide
     /// character in a one-column grid) leaves a working blank model of the same size, not a
-    /// frozen one, and the next output shows.
+    /// frozen one, and the next output shows; a panic while resizing leaves one blank at the
+    /// new size.
     #[test]
     fn a_panic_inside_the_model_starts_it_again_blank_at_the_same_size() {
         let mut screen = Screen::new(5, 30, 100);
@@ -1671,5 +1700,16 @@ mod narrow_tests {
         );
         // The new model answers queries again.
         assert!(!screen.apply(b"\x1b[c").is_empty());
+
+        screen.panic_resizing = true;
+        screen.resize(7, 40);
+        assert_eq!((screen.rows(), screen.cols()), (7, 40));
+        assert!(!screen.panic_resizing, "the model was not started again");
+        screen.apply(b"after the resize");
+        assert!(
+            screen.lines().concat().contains("after the resize"),
+            "{:?}",
+            screen.lines()
+        );
     }
 }
