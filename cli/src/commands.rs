@@ -1052,10 +1052,23 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
     }
     // This machine's environment (its PATH, HOME, …) means nothing on another one: a remote
     // pane starts from the far daemon's, as a pane started there would.
-    let base_env = match place {
+    let base_env: BTreeMap<String, String> = match place {
         Place::Local => std::env::vars().collect(),
         Place::Remote(_) => BTreeMap::new(),
     };
+    let mut ding_policy = args.ding_delivery.clone();
+    let mut adapter_command = (!args.ding_adapter.is_empty()).then(|| args.ding_adapter.clone());
+    if let (Some(adapter), Place::Local, None, None) =
+        (&adapter, &place, &ding_policy, &adapter_command)
+    {
+        let dir = PathBuf::from(cwd.clone().unwrap_or_default());
+        let mut pane_env = base_env.clone();
+        pane_env.extend(env.clone());
+        if let Some(command) = default_policy(&args.name, adapter.as_str(), &dir, &pane_env) {
+            ding_policy = Some(belfry_ding::policy::RICH_POLICY_TOKEN.to_string());
+            adapter_command = Some(command);
+        }
+    }
     let spawn = op::Spawn {
         cwd,
         env,
@@ -1063,8 +1076,8 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
         rows: Some(rows.into()),
         cols: Some(cols.into()),
         size_policy: Some(size_policy),
-        ding_policy: args.ding_delivery.clone(),
-        adapter_command: (!args.ding_adapter.is_empty()).then(|| args.ding_adapter.clone()),
+        ding_policy,
+        adapter_command,
         adapter,
         ..op::Spawn::new(name, args.command.clone())
     };
@@ -1095,6 +1108,26 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
         return attach_cmd(&args.name, false, detach_key);
     }
     Ok(EXIT_OK)
+}
+
+/// The DING policy of an agent declared with `adapter` and none of its own (spec §7.4, §7.3):
+/// the rich policy's activity command where it can work ([`crate::hooks::rich_default`]),
+/// else `None`, the aggressive default. An adapter that ships an activity executable but
+/// cannot use it here says why on stderr, with the fix.
+pub(crate) fn default_policy(
+    agent: &str,
+    adapter: &str,
+    dir: &std::path::Path,
+    env: &BTreeMap<String, String>,
+) -> Option<Vec<String>> {
+    match crate::hooks::rich_default(adapter, dir, env) {
+        Ok(command) => Some(command),
+        Err(None) => None,
+        Err(Some(reason)) => {
+            eprintln!("belfry: {agent}: DING delivery stays aggressive: {reason}");
+            None
+        }
+    }
 }
 
 /// A spawn of a name that is taken. `belfry run` attaches to the pane there, as tmux's
@@ -1670,8 +1703,9 @@ fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declaratio
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     use belfry_mux::declare::{report, DriftPolicy};
     let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
-    let all = declarations(file)?;
+    let mut all = declarations(file)?;
     crate::hooks::refuse_unguarded_agents(&all, &path)?;
+    default_policies(&mut all);
     let drift = if replace {
         DriftPolicy::Replace
     } else {
@@ -1697,6 +1731,29 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
         print!("{}", report(&actions));
     }
     Ok(EXIT_OK)
+}
+
+/// The default DING policy of each agent of this machine declared with an adapter and no
+/// `ding` block ([`default_policy`]); the agents of another machine are that machine's to
+/// judge, and keep the aggressive default.
+fn default_policies(all: &mut belfry_mux::declare::Declarations) {
+    let base_env: BTreeMap<String, String> = std::env::vars().collect();
+    for agent in all.agents.iter_mut() {
+        let Some(adapter) = agent.adapter.clone() else {
+            continue;
+        };
+        if agent.ding_declared || agent.host.is_some() {
+            continue;
+        }
+        let Some(dir) = agent.cwd.clone() else {
+            continue;
+        };
+        let mut env = base_env.clone();
+        env.extend(agent.env.clone());
+        if let Some(adapter_command) = default_policy(&agent.name, &adapter, &dir, &env) {
+            agent.ding = belfry_ding::DeliveryPolicy::Rich { adapter_command };
+        }
+    }
 }
 
 /// `belfry up --dry-run`: the checks of `belfry up` with nothing launched. An agent of another

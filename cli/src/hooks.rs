@@ -414,3 +414,115 @@ pub fn render_matrix(adapters: &Adapters) -> String {
     }
     out
 }
+
+/// spec §7.4, and the A/B evaluation (`docs/evaluation.md`): the DING policy of a pane
+/// declared with `adapter` and no policy of its own, whose program runs in `dir` with `env`.
+/// The rich policy, with the adapter's activity executable, when the adapter ships one
+/// (`activity` in its declaration) and belfry's hooks are applied for the harness there (in
+/// the project or the user scope), installed as applied, and project each event the activity
+/// adapter needs exactly; otherwise `Err`, and the pane keeps the aggressive default:
+/// `Err(None)` when the adapter ships no activity executable, `Err(Some(reason))` when it
+/// does but it cannot work here. The hooks are what tell the activity adapter that a turn ended: without them it
+/// would hold every notice for good.
+pub(crate) fn rich_default(
+    adapter: &str,
+    dir: &std::path::Path,
+    env: &BTreeMap<String, String>,
+) -> std::result::Result<Vec<String>, Option<String>> {
+    let declaration = belfry_mux::adapters::Adapters::of_this_binary()
+        .declaration(adapter)
+        .map_err(|err| Some(err.to_string()))?;
+    let Some(activity) = declaration.activity else {
+        return Err(None);
+    };
+    let cannot = |reason: String| Some(format!("{reason}; {}", activity.why));
+    let command = activity_command(&activity.command, env).map_err(cannot)?;
+    let project =
+        context_in(dir, Scope::Project, env.clone()).map_err(|e| cannot(format!("{e:#}")))?;
+    let user = context_in(dir, Scope::User, env.clone()).map_err(|e| cannot(format!("{e:#}")))?;
+    let findings = belfry_hooks::project::doctor::hooks_findings(&project, &user, adapter);
+    if let Some(finding) = findings.first() {
+        return Err(cannot(format!(
+            "{} (fix: {})",
+            finding.problem, finding.fix
+        )));
+    }
+    let mut reasons = Vec::new();
+    for context in [&project, &user] {
+        match exact_events(context, adapter, &activity.needs_hooks) {
+            Ok(()) => return Ok(command),
+            Err(reason) => reasons.push(reason),
+        }
+    }
+    Err(cannot(reasons.join("; and ")))
+}
+
+/// Whether `context`'s canonical hook file projects each of `events` exactly onto `adapter`,
+/// with nothing the harness would skip.
+fn exact_events(
+    context: &Context,
+    adapter: &str,
+    events: &[String],
+) -> std::result::Result<(), String> {
+    let file = context.canonical_path();
+    let plan = project::plan(context).map_err(|err| format!("{}: {err}", file.display()))?;
+    let Some(target) = plan.targets.iter().find(|t| t.target == adapter) else {
+        return Err(format!("{} has no hook for {adapter}", file.display()));
+    };
+    if let Some(inert) = target.inert_after_apply.first() {
+        return Err(format!(
+            "{adapter} would run none of {}: {inert}",
+            file.display()
+        ));
+    }
+    let missing: Vec<&str> = events
+        .iter()
+        .filter(|event| {
+            !target
+                .hooks
+                .iter()
+                .any(|hook| &hook.event == *event && hook.status == Status::Exact)
+        })
+        .map(String::as_str)
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} projects no exact {adapter} hook on {}",
+            file.display(),
+            missing.join(", ")
+        ))
+    }
+}
+
+/// The activity command with its program resolved: beside this binary first (where
+/// `scripts/install` and a cargo build put `belfry-adapter`), then on the pane's `PATH`.
+fn activity_command(
+    command: &[String],
+    env: &BTreeMap<String, String>,
+) -> std::result::Result<Vec<String>, String> {
+    let Some(program) = command.first() else {
+        return Err("the adapter's activity command is empty".to_string());
+    };
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(program)))
+        .filter(|path| path.is_file());
+    let found = beside.or_else(|| {
+        belfry_mux::doctor::find_program(program, env.get("PATH").map(String::as_str), None)
+    });
+    match found {
+        Some(path) => {
+            let mut resolved = vec![path.display().to_string()];
+            resolved.extend_from_slice(&command[1..]);
+            Ok(resolved)
+        }
+        None => Err(format!(
+            "the activity executable {program} is neither beside {} nor on PATH",
+            std::env::current_exe()
+                .map(|exe| exe.display().to_string())
+                .unwrap_or_else(|_| "belfry".into())
+        )),
+    }
+}

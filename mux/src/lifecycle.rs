@@ -52,6 +52,27 @@ pub struct AdapterDeclaration {
     /// checks that the projected hooks' `belfry` is found that way. `$SHELL` is the pane's.
     #[serde(default)]
     pub hook_shell: Vec<String>,
+    /// The activity adapter this adapter ships (spec §7.4), which makes the rich DING policy
+    /// the default for its panes where it can work.
+    #[serde(default)]
+    pub activity: Option<Activity>,
+}
+
+/// An adapter's activity executable: the command the rich policy runs beside the pane, and
+/// the hook events it learns the harness's turns from. A pane declared with this adapter and
+/// no DING policy of its own gets the rich policy when belfry's hooks are applied for the
+/// harness in the pane's working directory and project each of `needs_hooks` exactly;
+/// otherwise the aggressive one, because an activity adapter that never sees a turn end
+/// holds every notice.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Activity {
+    /// The adapter's argv (its program is looked up on the pane's `PATH` by the daemon).
+    pub command: Vec<String>,
+    /// The semantic hook events the adapter needs projected exactly.
+    pub needs_hooks: Vec<String>,
+    /// Why, quoted when the default falls back to the aggressive policy.
+    pub why: String,
 }
 
 /// Arguments and environment an adapter adds to its harness's launch, with the reason.

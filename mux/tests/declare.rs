@@ -57,6 +57,7 @@ fn the_full_example_parses_field_by_field() {
             ding: DeliveryPolicy::Rich {
                 adapter_command: strings(&["$BELFRY_ADAPTERS/belfry-adapter-x", "--arg"]),
             },
+            ding_declared: true,
             hooks: Vec::new(),
             host: None,
         }

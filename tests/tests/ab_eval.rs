@@ -828,6 +828,11 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
                     } else {
                         "guarded idle send"
                     }
+                } else if text.contains(&needle) && arm == "aggressive" {
+                    // The aggressive arm applies no hooks: a paste the harness queued mid-turn
+                    // and handed over inside other text (Claude Code wraps it, "The user sent
+                    // a new message while you were working", in the next tool result).
+                    "aggressive paste, queued mid-turn"
                 } else if text.contains(&needle) {
                     "turn-stop continuation"
                 } else {

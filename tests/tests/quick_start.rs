@@ -113,6 +113,12 @@ fn the_readme_quick_start_installs_belfry_on_path_and_works_inside_its_pane() {
         "command -v belfry",
     );
     assert_eq!(found.trim(), bin.join("belfry").display().to_string());
+    // The rich DING policy's activity adapter is installed beside it, where the default
+    // policy of a Claude Code or Codex agent looks for it.
+    assert!(
+        bin.join("belfry-adapter").is_file(),
+        "scripts/install did not install belfry-adapter: {said}"
+    );
 
     // `belfry run` attaches, so it gets a terminal: an outer pane running the line as written.
     let outer = format!("belfry new outer -- sh -c '{run}; sleep 600'");

@@ -83,3 +83,180 @@ fn an_agent_whose_enforce_hook_is_exact_on_its_harness_launches() {
     env.wait_screen("guarded", "UP");
     env.ok(&["down", &file.display().to_string()]);
 }
+
+/// The observing hooks the rich policy's activity adapter learns Claude Code's turns from:
+/// the example's own file.
+const RICH_HOOKS: &str = include_str!("../../examples/claude/belfry-hooks.kdl");
+
+/// An environment with a home of its own, and a project folder holding `hooks` as its
+/// canonical hook file; `apply` projects it for the harnesses it targets. The folder is
+/// trusted as the user would have (Claude Code runs no project hook in a folder whose trust
+/// dialog was not accepted: its `~/.claude.json` records the answer).
+fn rich_project(hooks: &str, apply: bool) -> (Env, std::path::PathBuf) {
+    let mut env = Env::new();
+    let home = env.path("home");
+    std::fs::create_dir_all(&home).expect("mkdir home");
+    env.extra = vec![
+        ("HOME".into(), home.display().to_string()),
+        ("BELFRY_HOOKS_DETECT".into(), "0".into()),
+    ];
+    let dir = env.path("project");
+    std::fs::create_dir_all(&dir).expect("mkdir project");
+    std::fs::write(dir.join("belfry-hooks.kdl"), hooks).expect("write hooks");
+    let dir = dir.canonicalize().expect("canonical project path");
+    std::fs::write(
+        home.join(".claude.json"),
+        serde_json::json!({"projects": {dir.display().to_string(): {"hasTrustDialogAccepted": true}}})
+            .to_string(),
+    )
+    .expect("write ~/.claude.json");
+    if apply {
+        env.ok(&["hooks", "--dir", &dir.display().to_string(), "apply"]);
+    }
+    (env, dir)
+}
+
+fn policy(env: &Env, session: &str) -> serde_json::Value {
+    let out = env.ok(&["ding", "status", session, "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&out).expect("ding status --json");
+    status["policy"].clone()
+}
+
+/// spec §7.4 and the A/B evaluation (docs/evaluation.md): an agent declared with an adapter
+/// that ships an activity executable, and no DING policy of its own, gets the rich policy
+/// when belfry's hooks that executable reads are applied where the agent runs, through
+/// `belfry new` and `belfry up` alike; a policy the user names wins.
+#[test]
+fn with_the_activity_adapters_hooks_applied_a_declared_agent_defaults_to_the_rich_policy() {
+    let (env, dir) = rich_project(RICH_HOOKS, true);
+    let cwd = dir.display().to_string();
+    let out = env.run(&[
+        "new",
+        "agent",
+        "--adapter",
+        "claude",
+        "--cwd",
+        &cwd,
+        "--",
+        "sleep",
+        "600",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("stays aggressive"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rich = policy(&env, "agent");
+    assert_eq!(rich["delivery"], "turn-boundary+fresh-idle", "{rich}");
+    let command: Vec<&str> = rich["adapter_command"]
+        .as_array()
+        .expect("an adapter command")
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    assert!(command[0].ends_with("/belfry-adapter"), "{command:?}");
+    assert_eq!(command[1..], ["--provider", "claude"]);
+
+    env.ok(&[
+        "new",
+        "plain",
+        "--adapter",
+        "claude",
+        "--ding-delivery",
+        "aggressive",
+        "--cwd",
+        &cwd,
+        "--",
+        "sleep",
+        "600",
+    ]);
+    assert_eq!(policy(&env, "plain")["delivery"], "aggressive");
+
+    let file = dir.join("belfry.kdl");
+    std::fs::write(
+        &file,
+        r#"agent "declared" { command "sleep" "600"; adapter "claude"; }"#,
+    )
+    .expect("write belfry.kdl");
+    let (ok, text) = up(&env, &file);
+    assert!(ok, "up refused: {text}");
+    assert_eq!(
+        policy(&env, "declared")["delivery"],
+        "turn-boundary+fresh-idle"
+    );
+}
+
+/// Without those hooks the activity adapter would never see a turn end and would hold every
+/// notice, so the default stays aggressive, and `belfry new` says why and what fixes it: hooks
+/// not applied at all, or applied without the turn-stop hook.
+#[test]
+fn without_the_activity_adapters_hooks_the_default_stays_aggressive_and_says_why() {
+    let (env, dir) = rich_project(RICH_HOOKS, false);
+    let cwd = dir.display().to_string();
+    let out = env.run(&[
+        "new",
+        "agent",
+        "--adapter",
+        "claude",
+        "--cwd",
+        &cwd,
+        "--",
+        "sleep",
+        "600",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("agent: DING delivery stays aggressive")
+            && stderr.contains("belfry hooks")
+            && stderr.contains("apply"),
+        "{stderr}"
+    );
+    assert_eq!(policy(&env, "agent")["delivery"], "aggressive");
+
+    let without_stop: String = RICH_HOOKS
+        .split("hook \"")
+        .filter(|hook| !hook.starts_with("turn-ended"))
+        .collect::<Vec<_>>()
+        .join("hook \"");
+    assert!(!without_stop.contains("turn-stop"), "{without_stop}");
+    let (env, dir) = rich_project(&without_stop, true);
+    let out = env.run(&[
+        "new",
+        "agent",
+        "--adapter",
+        "claude",
+        "--cwd",
+        &dir.display().to_string(),
+        "--",
+        "sleep",
+        "600",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains("projects no exact claude hook on turn-stop"),
+        "{stderr}"
+    );
+    assert_eq!(policy(&env, "agent")["delivery"], "aggressive");
+
+    // An adapter that ships no activity executable says nothing: aggressive is its only
+    // default.
+    let out = env.run(&[
+        "new",
+        "other",
+        "--adapter",
+        "gemini",
+        "--cwd",
+        &cwd,
+        "--",
+        "sleep",
+        "600",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "{out:?}");
+    assert_eq!(policy(&env, "other")["delivery"], "aggressive");
+}

@@ -215,6 +215,7 @@ impl<'a> Lowering<'a> {
             charter: None,
             adapter: None,
             ding: DeliveryPolicy::Aggressive,
+            ding_declared: false,
             hooks: Vec::new(),
             host: None,
         };
@@ -274,7 +275,10 @@ impl<'a> Lowering<'a> {
                         .map(|(name, _)| name)
                         .collect();
                 }
-                _ => agent.ding = self.ding(child)?,
+                _ => {
+                    agent.ding = self.ding(child)?;
+                    agent.ding_declared = true;
+                }
             }
         }
         // A remote agent's default directory is the far side's (the daemon there, started

@@ -210,6 +210,11 @@ pub struct AgentDecl {
     pub adapter: Option<String>,
     /// The DING delivery policy: [`DeliveryPolicy::Aggressive`] when there is no `ding` block.
     pub ding: DeliveryPolicy,
+    /// Whether the agent has a `ding` block. Without one, `belfry up` may make the rich
+    /// policy its default where the adapter's activity executable can work (the CLI decides,
+    /// since it needs the hooks projection's state).
+    #[serde(skip)]
+    pub ding_declared: bool,
     /// The canonical hooks (`belfry-hooks.kdl`, by name) this agent must run under: `belfry
     /// up` refuses to launch it unless each targets its adapter's harness, exactly where the
     /// hook enforces (spec §9). Not part of the generation.
