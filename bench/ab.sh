@@ -6,14 +6,14 @@
 # model server's request log and the dispatch call log of each arm) go to AB_OUT.
 #
 # Usage: bench/ab.sh [HARNESS...]          HARNESS: claude codex (default: both, in that order)
-#   AB_SEED=20261201  AB_MESSAGES=100  AB_ARMS=aggressive,rich  AB_OUT=bench/ab-results
+#   AB_SEED=20261201  AB_MESSAGES=100  AB_TASKS=30  AB_ARMS=aggressive,rich  AB_OUT=bench/ab-results
 #
 # Needs the harnesses scripts/install-harnesses puts in target/harnesses and the privilege to
 # make a network namespace (root, or run under scripts/netns-run). Everything runs under
 # nice -n 19; one arm of 100 messages takes about ten minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-export AB_SEED=${AB_SEED:-20261201} AB_MESSAGES=${AB_MESSAGES:-100}
+export AB_SEED=${AB_SEED:-20261201} AB_MESSAGES=${AB_MESSAGES:-100} AB_TASKS=${AB_TASKS:-30}
 export AB_ARMS=${AB_ARMS:-aggressive,rich}
 export AB_OUT=${AB_OUT:-$root/bench/ab-results}
 mkdir -p "$AB_OUT"
@@ -26,7 +26,7 @@ for harness in "${harnesses[@]}"; do
     claude|codex) ;;
     *) echo "bench/ab.sh: unknown harness $harness (claude or codex)" >&2; exit 2 ;;
   esac
-  echo "bench/ab.sh: $harness, seed $AB_SEED, $AB_MESSAGES messages per arm, arms $AB_ARMS -> $AB_OUT"
+  echo "bench/ab.sh: $harness, seed $AB_SEED, $AB_MESSAGES messages and $AB_TASKS tasks per arm, arms $AB_ARMS -> $AB_OUT"
   nice -n 19 cargo test -p belfry-tests --test ab_eval -- --ignored --nocapture --exact "ab_$harness" \
     2>&1 | tee "$AB_OUT/ab-$harness.log"
 done
