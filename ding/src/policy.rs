@@ -117,16 +117,23 @@ pub enum Step {
     Key(String),
 }
 
-/// The notice transaction of spec §7.3: paste the notice, wait 500 ms, press Enter.
+/// The notice transaction of spec §7.3: paste the notice, wait 500 ms, press Enter; then, when
+/// `settle_ms` is not zero, wait that long still holding the pane's input. A harness may take
+/// the Enter late and submit with it the keys that arrive right after (a human's typing, which
+/// waits behind the transaction for the input lock); its adapter declares how long it needs.
 ///
 /// The notice must come from [`crate::notice`], which guarantees it holds no control
 /// characters; the pane also rejects any that could end the paste frame.
-pub fn notice_transaction(notice: &str) -> Vec<Step> {
-    vec![
+pub fn notice_transaction(notice: &str, settle_ms: u64) -> Vec<Step> {
+    let mut steps = vec![
         Step::Paste(notice.to_owned()),
         Step::DelayMs(NOTICE_ENTER_DELAY_MS),
         Step::Key("Enter".to_owned()),
-    ]
+    ];
+    if settle_ms > 0 {
+        steps.push(Step::DelayMs(settle_ms));
+    }
+    steps
 }
 
 /// The `input` array of a send request:
@@ -222,10 +229,16 @@ mod tests {
 
     #[test]
     fn notice_transaction_maps_to_the_wire_shape() {
-        let steps = notice_transaction("[DING] hello");
+        let steps = notice_transaction("[DING] hello", 0);
         assert_eq!(
             to_wire_steps(&steps).to_string(),
             r#"[{"paste":"[DING] hello"},{"delay_ms":500},{"key":"Enter"}]"#
+        );
+        // A harness that takes the Enter late: the input stays held after it.
+        let steps = notice_transaction("[DING] hello", 300);
+        assert_eq!(
+            to_wire_steps(&steps).to_string(),
+            r#"[{"paste":"[DING] hello"},{"delay_ms":500},{"key":"Enter"},{"delay_ms":300}]"#
         );
     }
 

@@ -144,6 +144,9 @@ pub struct PaneInfo {
     /// The adapter's readiness rule (spec §10), if its declaration has one: no notice is sent
     /// before the pane's program accepts input, because a keystroke sent earlier is lost.
     pub readiness: Option<Readiness>,
+    /// How long each notice's transaction keeps the pane's input after its Enter (0: not at
+    /// all), from the adapter's declaration.
+    pub notice_settle_ms: u64,
 }
 
 /// The workers' channels, by session.
@@ -1088,7 +1091,7 @@ impl Worker {
             req::Send {
                 session: None,
                 expect,
-                input: wire_steps(&notice_transaction(notice)),
+                input: wire_steps(&notice_transaction(notice, self.info.notice_settle_ms)),
                 txn: Some(txn.clone()),
                 timeout_ms: None,
             },

@@ -56,6 +56,20 @@ pub struct AdapterDeclaration {
     /// the default for its panes where it can work.
     #[serde(default)]
     pub activity: Option<Activity>,
+    /// How long a notice's transaction keeps the pane's input after its Enter (spec §7.3),
+    /// for a harness that takes the Enter late and submits keys typed right after it too.
+    #[serde(default)]
+    pub notice_settle: Option<NoticeSettle>,
+}
+
+/// See [`AdapterDeclaration::notice_settle`].
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NoticeSettle {
+    /// Milliseconds, at most the longest delay step a send takes.
+    pub ms: u64,
+    /// What was seen that needs it.
+    pub why: String,
 }
 
 /// An adapter's activity executable: the command the rich policy runs beside the pane, and

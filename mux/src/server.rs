@@ -413,14 +413,23 @@ fn host_lifecycle(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, event: 
 
 /// Starts the DING worker of a pane from its pane host's record.
 fn start_ding(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, adopted: bool) {
-    let (compaction_events, readiness) = match host.adapter().map(|a| load_declaration(daemon, a)) {
-        Some(Ok(declaration)) => (declaration.compaction_events, declaration.readiness),
-        Some(Err(err)) => {
-            tracing::warn!(session = entry.session, "{err}");
-            (Vec::new(), None)
-        }
-        None => (Vec::new(), None),
-    };
+    let (compaction_events, readiness, notice_settle_ms) =
+        match host.adapter().map(|a| load_declaration(daemon, a)) {
+            Some(Ok(declaration)) => (
+                declaration.compaction_events,
+                declaration.readiness,
+                // A send takes no delay step longer than this; a declaration asking for more
+                // gets the longest.
+                declaration.notice_settle.map_or(0, |settle| {
+                    settle.ms.min(belfry_proto::limits::MAX_DELAY_STEP_MS)
+                }),
+            ),
+            Some(Err(err)) => {
+                tracing::warn!(session = entry.session, "{err}");
+                (Vec::new(), None, 0)
+            }
+            None => (Vec::new(), None, 0),
+        };
     let spec = host.spec.as_ref();
     let info = PaneInfo {
         session: entry.session.clone(),
@@ -438,6 +447,7 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, adopted: bo
         adopted,
         compaction_events,
         readiness,
+        notice_settle_ms,
     };
     // The inbox exists before `new` replies, so a tool that posts by hand (a file renamed
     // into `new/`) right after the pane starts finds the directories; the worker opens the

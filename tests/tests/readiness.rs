@@ -105,3 +105,48 @@ fn ding_sends_nothing_before_the_adapter_says_the_harness_is_ready() {
     assert_eq!(typed.matches("[DING]").count(), 1, "{typed:?}");
     assert_eq!(String::from_utf8_lossy(&read_or_empty(&early)), "");
 }
+
+/// spec §7.3: an adapter may declare that its harness takes a notice's Enter late and submits
+/// the keys that arrive right after it too (`notice_settle`); the notice's transaction then
+/// keeps the pane's input that long after its Enter, so a human's keys queued behind it wait.
+/// Here a send started once the Enter is in waits for the input until the 2 s settle is
+/// over: far longer than the few milliseconds it takes on a free pane (shorter only by however
+/// late the test saw the Enter).
+#[test]
+fn a_declared_notice_settle_keeps_the_input_after_the_enter() {
+    const SETTLING: &str = r#"{
+  "adapter": "late-enter",
+  "harness": "belfry test fixture (a harness that takes the Enter late)",
+  "harness_version": "0",
+  "source": "hand-written for tests/tests/readiness.rs",
+  "notice_settle": {"ms": 2000, "why": "the fixture's harness submits keys typed right after the Enter"}
+}
+"#;
+    let mut env = Env::new();
+    let adapters = env.path("adapters");
+    std::fs::create_dir_all(adapters.join("late-enter")).expect("mkdir adapter");
+    std::fs::write(adapters.join("late-enter/declaration.json"), SETTLING).expect("write");
+    env.extra = vec![(
+        "BELFRY_ADAPTERS".to_string(),
+        adapters.display().to_string(),
+    )];
+    let log = env.recorder_pane("agent", &["--adapter", "late-enter"]);
+    post(&env, "agent", "settle");
+    assert!(
+        eventually(Duration::from_secs(10), || read_or_empty(&log)
+            .ends_with(b"\r")),
+        "the notice never arrived: {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    let started = std::time::Instant::now();
+    env.ok(&["send", "agent", "--text", "HUMAN"]);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(800),
+        "a send right after the notice's Enter was written after {waited:?}: the input was \
+         not kept"
+    );
+    assert!(eventually(Duration::from_secs(5), || {
+        String::from_utf8_lossy(&read_or_empty(&log)).ends_with("\rHUMAN")
+    }));
+}
