@@ -276,8 +276,11 @@ mod tests {
         );
     }
 
-    /// Every built-in adapter's rule judges its harness's real idle screen (the fixture
-    /// captured from the pinned version) ready, and a blank start-up screen not ready.
+    /// Every built-in adapter's rule judges its harness's real idle screens (the fixtures
+    /// captured from the pinned version) ready, and a blank start-up screen not ready. Both
+    /// idle screens: DING checks the rule when mail first waits, which is often after the
+    /// human's first turn, so a rule that holds only on the first screen (a placeholder that
+    /// never comes back) would hold every notice for good.
     #[test]
     fn every_readiness_rule_matches_its_harness_real_idle_screen() {
         let adapters = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
@@ -287,23 +290,25 @@ mod tests {
             if declaration.readiness.is_none() {
                 continue;
             }
-            let path = adapters
-                .join(&name)
-                .join("fixtures/screens/idle-empty.json");
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-            let fixture: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
-            let lines: Vec<&str> = fixture["peek"]["lines"]
-                .as_array()
-                .expect("peek.lines")
-                .iter()
-                .filter_map(serde_json::Value::as_str)
-                .collect();
-            assert_eq!(
-                readiness_finding(&declaration, u64::MAX, &lines.join("\n")),
-                None,
-                "{name}: its idle screen is judged not ready"
-            );
+            for state in ["idle-empty", "idle-answered"] {
+                let path = adapters
+                    .join(&name)
+                    .join(format!("fixtures/screens/{state}.json"));
+                let text = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+                let fixture: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
+                let lines: Vec<&str> = fixture["peek"]["lines"]
+                    .as_array()
+                    .expect("peek.lines")
+                    .iter()
+                    .filter_map(serde_json::Value::as_str)
+                    .collect();
+                assert_eq!(
+                    readiness_finding(&declaration, u64::MAX, &lines.join("\n")),
+                    None,
+                    "{name}: its {state} screen is judged not ready"
+                );
+            }
             assert!(
                 readiness_finding(&declaration, u64::MAX, "\n\n").is_some(),
                 "{name}: a blank screen is judged ready"

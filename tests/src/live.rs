@@ -357,6 +357,12 @@ impl Profile {
         self.raw["dialog"]["screen"].as_str().map(String::from)
     }
 
+    /// The regex that says a turn is running (the busy line a human watches), if the profile
+    /// names one: it differs per harness and version, so it is data, not a test's constant.
+    pub fn busy_regex(&self) -> Option<String> {
+        self.raw["busy"]["screen"].as_str().map(String::from)
+    }
+
     pub fn dialog_approve_keys(&self) -> Vec<String> {
         self.raw["dialog"]["approve"]
             .as_array()

@@ -15,26 +15,30 @@
 //! random moments. Collisions are detected from what the model server saw and what the pane
 //! shows, as the loop runs (see [`Collision`]), each kept with the screens around it.
 //!
+//! What differs between the harnesses (Claude Code, Codex, OpenCode, Pi) is data the driver
+//! reads ([`Harness`]): the live profile's busy line, dialog rule and the permission split
+//! that lets a plain `sleep` run while the dialog task's command asks (`tool_dialogs`), and
+//! the hook dialect's turn-stop continuation. A harness with no permission prompt (Pi) runs
+//! the dialog tasks as ordinary tool tasks, and its report says so.
+//!
 //! Gated (`#[ignore]`): it needs the harnesses `scripts/install-harnesses` installed and the
 //! privilege to make a network namespace. Knobs: `AB_SEED` (default 20261201), `AB_MESSAGES`
 //! (messages per arm, default 100), `AB_TASKS` (the tasks the human runs to the end in each
 //! arm, default 30, also after the last post), `AB_ARMS` (`aggressive,rich`), `AB_OUT` (where the
 //! results go, default the system temp dir). Run one harness with
-//! `cargo test -p belfry-tests --test ab_eval -- --ignored --nocapture ab_claude`.
+//! `cargo test -p belfry-tests --test ab_eval -- --ignored --nocapture ab_claude` (`ab_codex`,
+//! `ab_opencode`, `ab_pi`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use belfry_tests::bin_dir;
-use belfry_tests::live::{Live, LiveOptions};
+use belfry_tests::live::{Live, LiveOptions, Profile};
 use serde_json::{json, Value};
 
 /// The rich policy's token.
 const RICH: &str = "turn-boundary+fresh-idle";
-/// What the harness shows while a turn runs (both Claude Code 2.1.328 and Codex 0.169.0 print
-/// it in their status line; the fixtures under `adapters/*/fixtures/screens` show it).
-const BUSY: &str = "esc to interrupt";
 /// How often the driver looks at the pane and the model server's log.
 const TICK: Duration = Duration::from_millis(250);
 /// A task whose end tag has not shown this long after it was submitted is given up (stuck):
@@ -147,37 +151,107 @@ impl Workload {
     }
 }
 
-/// What differs between the harnesses under test.
+/// What differs between the harnesses under test, read from the harness's live profile
+/// (`adapters/<harness>/live.json`: `busy`, `dialog`, `tool_dialogs`) and its hook dialect
+/// (`adapters/<harness>/dialect.json`: whether a turn stop can continue), so a new harness or
+/// version is a data change.
 struct Harness {
     name: &'static str,
-    /// Arguments added to the profile's command line.
+    profile: Profile,
+    /// Arguments added to the profile's command line (`tool_dialogs.args`).
     extra_args: Vec<String>,
+    /// Environment added to the profile's (`tool_dialogs.env`).
+    extra_env: Vec<(String, String)>,
+    /// What the harness shows while a turn runs: what the simulated human watches.
+    busy: regex::Regex,
+    /// What a permission dialog looks like; `None` for a harness that asks no permission
+    /// (Pi), whose dialog tasks are then ordinary tool tasks.
+    dialog: Option<regex::Regex>,
+    /// Whether the harness's turn stop can continue the turn with a reason (the dialect's
+    /// `continue_events` has `turn-stop`): only then is a notice inside other text a
+    /// continuation rather than the prompt-submit hook's context added to the prompt.
+    continues_at_turn_stop: bool,
+    /// Whether the prompt-submit hook's context lands inside the prompt's own text (the
+    /// profile's `context_in_prompt`: OpenCode, Pi) rather than beside it.
+    context_in_prompt: bool,
 }
 
 impl Harness {
     fn of(name: &'static str) -> Harness {
-        let extra_args = match name {
-            // `--permission-mode default` asks before every shell command; a plain sleep is
-            // allowed, so a tool can run without a dialog.
-            "claude" => vec!["--allowedTools".into(), "Bash(sleep:*)".into()],
-            _ => Vec::new(),
-        };
-        Harness { name, extra_args }
+        let profile = Profile::load(name);
+        let tool_dialogs = &profile.raw["tool_dialogs"];
+        let extra_args = tool_dialogs["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect();
+        let extra_env = tool_dialogs["env"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_string())))
+            .collect();
+        let busy = profile.busy_regex().unwrap_or_else(|| {
+            panic!("adapters/{name}/live.json has no busy.screen: the A/B human cannot tell a turn runs")
+        });
+        let busy = regex::Regex::new(&busy)
+            .unwrap_or_else(|err| panic!("adapters/{name}/live.json busy.screen {busy:?}: {err}"));
+        let dialog = profile.dialog_regex().map(|dialog| {
+            regex::Regex::new(&dialog).unwrap_or_else(|err| {
+                panic!("adapters/{name}/live.json dialog.screen {dialog:?}: {err}")
+            })
+        });
+        let dialect_path = belfry_tests::live::workspace()
+            .join("adapters")
+            .join(name)
+            .join("dialect.json");
+        let dialect: Value = std::fs::read_to_string(&dialect_path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_else(|| panic!("cannot read {} as JSON", dialect_path.display()));
+        let continues_at_turn_stop = dialect["continue_events"]["turn-stop"].is_object();
+        let context_in_prompt = profile.raw["context_in_prompt"]["value"].as_bool() == Some(true);
+        Harness {
+            name,
+            profile,
+            extra_args,
+            extra_env,
+            busy,
+            dialog,
+            continues_at_turn_stop,
+            context_in_prompt,
+        }
     }
 
-    /// The scripted tool call that raises a permission dialog for task `k`: its command
-    /// prints `DIALOGRAN-k`, so the model server sees whether it ran.
+    /// The scripted tool call of task `k`'s dialog task: its command prints `DIALOGRAN-k`, so
+    /// the model server sees whether it ran. The profile's `tool_dialogs.dialog_tool` shapes
+    /// it where a plain shell call would run without asking (Codex's escalation request); else
+    /// it is a plain shell command, which the profile's `tool_dialogs` permission makes ask
+    /// (Claude Code, OpenCode) or, for a harness with no dialog, simply runs.
     fn dialog_tool(&self, k: usize) -> Value {
         let command = format!("touch dialog-{k}.ran && echo DIALOGRAN-{k}");
-        match self.name {
-            // Codex 0.169 runs shell commands in its sandbox without asking; only a call that
-            // asks for escalation shows the approval dialog (adapters/codex/live.json).
-            "codex" => json!({"name": "exec_command", "input": {
-                "cmd": command,
-                "sandbox_permissions": "require_escalated",
-                "justification": "The A/B workload needs an approval dialog."}}),
-            _ => json!({"command": command}),
+        match self.profile.raw["tool_dialogs"].get("dialog_tool") {
+            Some(template) => fill_command(template, &command),
+            None => json!({"command": command}),
         }
+    }
+}
+
+/// `template` with every `{command}` in its strings replaced by `command`.
+fn fill_command(template: &Value, command: &str) -> Value {
+    match template {
+        Value::String(text) => Value::String(text.replace("{command}", command)),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| fill_command(v, command)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, v)| (key.clone(), fill_command(v, command)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
@@ -214,7 +288,13 @@ fn script(harness: &Harness, workload: &Workload) -> Value {
         turns.push(turn);
     }
     turns.push(json!({"match": "DRAFT-", "text": "DRAFT-SEEN"}));
-    turns.push(json!({"match": "[DING]", "text": "NOTICE-SEEN"}));
+    // The server answers the marker found latest in the last user message. Where the
+    // prompt-submit context joins the prompt's own text, a notice turn would answer every task
+    // prompt that carries mail as a notice and the task would never run, where a real model
+    // would do the task and read the mail; there a notice alone gets the fallback.
+    if !harness.context_in_prompt {
+        turns.push(json!({"match": "[DING]", "text": "NOTICE-SEEN"}));
+    }
     json!({"turns": turns, "fallback": {"text": "OK"}})
 }
 
@@ -284,7 +364,6 @@ struct Driver<'a> {
     live: &'a Live,
     harness: &'a Harness,
     workload: &'a Workload,
-    dialog: regex::Regex,
     start: Instant,
     screens: VecDeque<String>,
     busy_seen_ms: u64,
@@ -322,13 +401,20 @@ impl<'a> Driver<'a> {
     fn look(&mut self) {
         let out = self.live.env.run(&["peek", &self.live.session]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if text.contains(BUSY) {
+        if self.harness.busy.is_match(&text) {
             self.busy_seen_ms = self.now();
         }
         self.screens.push_back(text);
         if self.screens.len() > 8 {
             self.screens.pop_front();
         }
+    }
+
+    /// Whether the screen shows `text`, also when the harness wrapped it across rows (OpenCode
+    /// breaks a long answer inside a word: `END-0000-` on one row, `DONE` on the next).
+    fn shows(&self, text: &str) -> bool {
+        let compact = |s: &str| s.split_whitespace().collect::<String>();
+        compact(&self.screen()).contains(&compact(text))
     }
 
     fn collide(&mut self, kind: &'static str, detail: String) {
@@ -342,7 +428,11 @@ impl<'a> Driver<'a> {
     }
 
     fn dialog_open(&self) -> bool {
-        self.dialog.is_match(&self.screen())
+        let screen = self.screen();
+        self.harness
+            .dialog
+            .as_ref()
+            .is_some_and(|dialog| dialog.is_match(&screen))
     }
 
     /// The human's view of idle: no dialog, nothing busy shown for 2 s, no model request in
@@ -380,7 +470,7 @@ impl<'a> Driver<'a> {
     fn tool_called(&self, _k: usize) -> bool {
         // A tool call is under way once the task's turn request was answered with it and its
         // result has not come back: the screen's busy line shows then.
-        self.screen().contains(BUSY)
+        self.harness.busy.is_match(&self.screen())
     }
 
     fn send(&self, steps: &[&str]) {
@@ -475,11 +565,13 @@ impl<'a> Driver<'a> {
                         self.ran.insert(k, at);
                     }
                 }
+                // A harness with no permission dialog runs the dialog task's command as any
+                // other tool: nothing to answer, so nothing a notice could answer.
                 let unanswered: Vec<usize> = self
                     .ran
                     .keys()
                     .copied()
-                    .filter(|k| !self.approved.contains_key(k))
+                    .filter(|k| self.harness.dialog.is_some() && !self.approved.contains_key(k))
                     .collect();
                 for k in unanswered {
                     // Approved later by the human is impossible once it ran: mark it so it is
@@ -536,7 +628,12 @@ impl<'a> Driver<'a> {
             let k = self.task.map(|(k, _)| k);
             let reaction = k.map(|k| self.workload.reactions[k]).unwrap_or(2_000);
             if now >= seen + reaction {
-                self.send(&["--key", "Enter"]);
+                let keys = self.live.profile.dialog_approve_keys();
+                let mut steps: Vec<&str> = Vec::new();
+                for key in &keys {
+                    steps.extend(["--key", key.as_str()]);
+                }
+                self.send(&steps);
                 if let Some(k) = k {
                     self.approved.entry(k).or_insert_with(unix_ms);
                 }
@@ -552,7 +649,7 @@ impl<'a> Driver<'a> {
         {
             if now >= decide_ms {
                 let text = draft_text(j);
-                let present = self.screen().contains(&text);
+                let present = self.shows(&text);
                 if !present && !self.flagged_drafts.contains(&j) {
                     self.flagged_drafts.push(j);
                     self.collide(
@@ -597,7 +694,7 @@ impl<'a> Driver<'a> {
             }
         }
         if let Some((k, started)) = self.task {
-            if self.screen().contains(&end_tag(k)) {
+            if self.shows(&end_tag(k)) {
                 self.task = None;
                 self.tasks_done += 1;
                 self.next_task_ms = now + self.workload.gaps[k];
@@ -622,8 +719,11 @@ impl<'a> Driver<'a> {
             return;
         }
         self.next_task += 1;
+        // The human submits as the profile says every harness takes a prompt: a bracketed
+        // paste, a pause, Enter.
         let prompt = format!("{} please do the next step", task_tag(k));
-        self.send(&["--paste", &prompt, "--delay-ms", "200", "--key", "Enter"]);
+        let pause = self.live.profile.submit_pause_ms().to_string();
+        self.send(&["--paste", &prompt, "--delay-ms", &pause, "--key", "Enter"]);
         self.task = Some((k, now));
     }
 }
@@ -690,10 +790,16 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         LiveOptions {
             script: script(harness, workload),
             extra_args: harness.extra_args.clone(),
-            extra_env: vec![
-                ("PATH".into(), path),
-                ("BELFRY_DISPATCH_LOG".into(), calls.display().to_string()),
-            ],
+            extra_env: [
+                ("PATH".to_string(), path),
+                (
+                    "BELFRY_DISPATCH_LOG".to_string(),
+                    calls.display().to_string(),
+                ),
+            ]
+            .into_iter()
+            .chain(harness.extra_env.iter().cloned())
+            .collect(),
             work: Some(work.clone()),
             home: Some(home.clone()),
             prepare: Some(&apply_hooks),
@@ -704,12 +810,10 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     let label = live.label();
     live.wait_ready();
     eprintln!("ab {label} {arm}: ready; {} messages", workload.posts.len());
-    let dialog = live.profile.dialog_regex().expect("a dialog rule");
     let mut driver = Driver {
         live: &live,
         harness,
         workload,
-        dialog: regex::Regex::new(&dialog).expect("dialog regex"),
         start: Instant::now(),
         screens: VecDeque::new(),
         busy_seen_ms: 0,
@@ -733,7 +837,6 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         tasks_stuck: 0,
         drafts_erased: 0,
     };
-    let _ = driver.harness;
     let mut next_post = 0;
     let mut progress = (0usize, 0usize);
     let mut last_progress_ms = 0u64;
@@ -776,6 +879,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     // a notice dismissed them.
     for (k, task) in workload.tasks.iter().enumerate().take(driver.next_task) {
         if matches!(task, Task::Dialog)
+            && harness.dialog.is_some()
             && !driver.ran.contains_key(&k)
             && !driver.approved.contains_key(&k)
             && driver.task.map(|(t, _)| t) != Some(k)
@@ -799,11 +903,8 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             format!("message {id} never reached the model"),
         );
     }
-    // The tier of each delivered message, from the request the model first saw its id in: a
-    // last user message that is the notice itself was typed (the aggressive paste, or the
-    // rich policy's guarded idle send); one that carries it inside other text is the turn
-    // stop's continuation reason ("Stop hook feedback" in Claude Code); one that carries it
-    // outside the last user message is the prompt-submit hook's added context.
+    // The tier of each delivered message, from the request the model first saw its id in
+    // (see `tier_of`).
     let mut tiers: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut first: BTreeMap<String, String> = BTreeMap::new();
     for request in live.server.requests() {
@@ -817,27 +918,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             if first.contains_key(&posted.id) || !body.contains(&needle) {
                 continue;
             }
-            let tier =
-                if text.contains(&needle) && (text.contains("TASK-") || text.contains("DRAFT-")) {
-                    // The notice went in with the human's own text: pasted into a draft or a
-                    // task's prompt (a collision, counted as such).
-                    "pasted into the human's text"
-                } else if text.starts_with("[DING]") && text.contains(&needle) {
-                    if arm == "aggressive" {
-                        "aggressive paste"
-                    } else {
-                        "guarded idle send"
-                    }
-                } else if text.contains(&needle) && arm == "aggressive" {
-                    // The aggressive arm applies no hooks: a paste the harness queued mid-turn
-                    // and handed over inside other text (Claude Code wraps it, "The user sent
-                    // a new message while you were working", in the next tool result).
-                    "aggressive paste, queued mid-turn"
-                } else if text.contains(&needle) {
-                    "turn-stop continuation"
-                } else {
-                    "prompt-submit context"
-                };
+            let tier = tier_of(arm, harness, text, &needle);
             first.insert(posted.id.clone(), tier.to_string());
         }
     }
@@ -916,6 +997,39 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     result
 }
 
+/// The tier a message reached the model through, read from the request that first carried
+/// its id (`needle`, `[id:xxxxxx]`) and that request's last user text:
+/// - the notice on one line with the human's text (a task or a draft): pasted into it, a
+///   collision, its own tier in either arm;
+/// - in the aggressive arm anything else is the paste: that arm has no hooks;
+/// - the first line of the text is the notice itself: typed, the rich policy's guarded idle
+///   send (DING types one notice line per send);
+/// - the notice further down the text: the turn stop's continuation reason for a harness
+///   whose stop can continue ("Stop hook feedback" in Claude Code, a hook prompt in Codex),
+///   otherwise the prompt-submit hook's context, which OpenCode adds as a text part of the
+///   user's message and Pi appends to the prompt's text;
+/// - the id outside the last user text: the prompt-submit hook's added context.
+fn tier_of(arm: &str, harness: &Harness, text: &str, needle: &str) -> &'static str {
+    let mut lines = text.lines();
+    let first_line = lines.next().unwrap_or("");
+    let notice_line = text.lines().find(|line| line.contains(needle));
+    match notice_line {
+        Some(line) if line.contains("TASK-") || line.contains("DRAFT-") => {
+            "pasted into the human's text"
+        }
+        Some(_) if arm == "aggressive" && first_line.starts_with("[DING]") => "aggressive paste",
+        // The aggressive arm applies no hooks: a paste the harness queued mid-turn and handed
+        // over inside other text (Claude Code wraps it, "The user sent a new message while you
+        // were working", into the next tool result).
+        _ if arm == "aggressive" => "aggressive paste, queued mid-turn",
+        Some(_) if first_line.starts_with("[DING]") && first_line.contains(needle) => {
+            "guarded idle send"
+        }
+        Some(_) if harness.continues_at_turn_stop => "turn-stop continuation",
+        _ => "prompt-submit context",
+    }
+}
+
 /// Nearest-rank percentile of sorted `values`.
 fn percentile(values: &[u64], p: f64) -> u64 {
     if values.is_empty() {
@@ -930,13 +1044,19 @@ fn report(
     seed: u64,
     messages: usize,
     tasks: usize,
+    notes: &[String],
     arms: &[ArmResult],
 ) -> (String, Value) {
-    let mut md = format!(
-        "### {label}: seed {seed}, {messages} messages and {tasks} tasks per arm\n\n\
+    let mut md =
+        format!("### {label}: seed {seed}, {messages} messages and {tasks} tasks per arm\n\n");
+    for note in notes {
+        md.push_str(&format!("{note}\n\n"));
+    }
+    md.push_str(&format!(
+        "\
          | arm | posted | reached the model | collisions | model calls | calls with a notice | calls per delivered message | tasks done (stuck) of {tasks} | dialogs approved by the human | drafts submitted / erased | seconds |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n"
-    );
+    ));
     let mut json_arms = Vec::new();
     for arm in arms {
         let delivered = arm.posted.iter().filter(|p| p.seen_ms.is_some()).count();
@@ -1017,7 +1137,7 @@ fn report(
     (
         md,
         json!({"label": label, "seed": seed, "messages": messages, "tasks": tasks,
-            "arms": json_arms}),
+            "notes": notes, "arms": json_arms}),
     )
 }
 
@@ -1040,6 +1160,13 @@ fn run_ab(name: &'static str) {
         .unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&out).expect("AB_OUT");
     let harness = Harness::of(name);
+    let mut notes = Vec::new();
+    if harness.dialog.is_none() {
+        notes.push(format!(
+            "No dialogs: {} has no permission prompt (adapters/{name}/live.json `no_dialog`); the workload's dialog tasks ran as ordinary tool tasks.",
+            harness.profile.raw["harness"].as_str().unwrap_or(name)
+        ));
+    }
     let workload = Workload::new(seed, messages, tasks);
     let mut results = Vec::new();
     let mut label = String::new();
@@ -1048,9 +1175,9 @@ fn run_ab(name: &'static str) {
             continue;
         }
         let result = run_arm(&harness, &workload, arm, &out);
-        label = belfry_tests::live::Profile::load(name).label();
+        label = harness.profile.label();
         results.push(result);
-        let (md, value) = report(&label, seed, messages, tasks, &results);
+        let (md, value) = report(&label, seed, messages, tasks, &notes, &results);
         std::fs::write(out.join(format!("ab-{name}.md")), &md).expect("write the report");
         std::fs::write(
             out.join(format!("ab-{name}.json")),
@@ -1058,7 +1185,7 @@ fn run_ab(name: &'static str) {
         )
         .expect("write the results");
     }
-    let (md, _) = report(&label, seed, messages, tasks, &results);
+    let (md, _) = report(&label, seed, messages, tasks, &notes, &results);
     println!("{md}");
     for arm in &results {
         let delivered = arm.posted.iter().filter(|p| p.seen_ms.is_some()).count();
@@ -1080,4 +1207,16 @@ fn ab_claude() {
 #[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
 fn ab_codex() {
     run_ab("codex");
+}
+
+#[test]
+#[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
+fn ab_opencode() {
+    run_ab("opencode");
+}
+
+#[test]
+#[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
+fn ab_pi() {
+    run_ab("pi");
 }
