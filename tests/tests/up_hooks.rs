@@ -116,6 +116,21 @@ fn rich_project(hooks: &str, apply: bool) -> (Env, std::path::PathBuf) {
     (env, dir)
 }
 
+/// `belfry new SESSION --adapter ADAPTER --cwd DIR [extra…] -- sleep 600`.
+fn new_agent(
+    env: &Env,
+    session: &str,
+    adapter: &str,
+    dir: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let cwd = dir.display().to_string();
+    let mut args = vec!["new", session, "--adapter", adapter, "--cwd", &cwd];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sleep", "600"]);
+    env.run(&args)
+}
+
 fn policy(env: &Env, session: &str) -> serde_json::Value {
     let out = env.ok(&["ding", "status", session, "--json"]);
     let status: serde_json::Value = serde_json::from_str(&out).expect("ding status --json");
@@ -129,18 +144,7 @@ fn policy(env: &Env, session: &str) -> serde_json::Value {
 #[test]
 fn with_the_activity_adapters_hooks_applied_a_declared_agent_defaults_to_the_rich_policy() {
     let (env, dir) = rich_project(RICH_HOOKS, true);
-    let cwd = dir.display().to_string();
-    let out = env.run(&[
-        "new",
-        "agent",
-        "--adapter",
-        "claude",
-        "--cwd",
-        &cwd,
-        "--",
-        "sleep",
-        "600",
-    ]);
+    let out = new_agent(&env, "agent", "claude", &dir, &[]);
     assert!(
         out.status.success(),
         "{}",
@@ -162,19 +166,14 @@ fn with_the_activity_adapters_hooks_applied_a_declared_agent_defaults_to_the_ric
     assert!(command[0].ends_with("/belfry-adapter"), "{command:?}");
     assert_eq!(command[1..], ["--provider", "claude"]);
 
-    env.ok(&[
-        "new",
+    let out = new_agent(
+        &env,
         "plain",
-        "--adapter",
         "claude",
-        "--ding-delivery",
-        "aggressive",
-        "--cwd",
-        &cwd,
-        "--",
-        "sleep",
-        "600",
-    ]);
+        &dir,
+        &["--ding-delivery", "aggressive"],
+    );
+    assert!(out.status.success(), "{out:?}");
     assert_eq!(policy(&env, "plain")["delivery"], "aggressive");
 
     let file = dir.join("belfry.kdl");
@@ -197,18 +196,7 @@ fn with_the_activity_adapters_hooks_applied_a_declared_agent_defaults_to_the_ric
 #[test]
 fn without_the_activity_adapters_hooks_the_default_stays_aggressive_and_says_why() {
     let (env, dir) = rich_project(RICH_HOOKS, false);
-    let cwd = dir.display().to_string();
-    let out = env.run(&[
-        "new",
-        "agent",
-        "--adapter",
-        "claude",
-        "--cwd",
-        &cwd,
-        "--",
-        "sleep",
-        "600",
-    ]);
+    let out = new_agent(&env, "agent", "claude", &dir, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -226,17 +214,7 @@ fn without_the_activity_adapters_hooks_the_default_stays_aggressive_and_says_why
         .join("hook \"");
     assert!(!without_stop.contains("turn-stop"), "{without_stop}");
     let (env, dir) = rich_project(&without_stop, true);
-    let out = env.run(&[
-        "new",
-        "agent",
-        "--adapter",
-        "claude",
-        "--cwd",
-        &dir.display().to_string(),
-        "--",
-        "sleep",
-        "600",
-    ]);
+    let out = new_agent(&env, "agent", "claude", &dir, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         stderr.contains("projects no exact claude hook on turn-stop"),
@@ -246,17 +224,7 @@ fn without_the_activity_adapters_hooks_the_default_stays_aggressive_and_says_why
 
     // An adapter that ships no activity executable says nothing: aggressive is its only
     // default.
-    let out = env.run(&[
-        "new",
-        "other",
-        "--adapter",
-        "gemini",
-        "--cwd",
-        &cwd,
-        "--",
-        "sleep",
-        "600",
-    ]);
+    let out = new_agent(&env, "other", "gemini", &dir, &[]);
     assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "{out:?}");
     assert_eq!(policy(&env, "other")["delivery"], "aggressive");
 }
