@@ -611,8 +611,12 @@ struct Worker {
     /// The watch on the inbox; without one the worker looks every [`POLL`].
     watch: Option<InboxRegistration>,
     /// Whether the pane's program was seen accepting input (by the adapter's readiness rule);
-    /// once seen, it stays so for this worker.
+    /// once seen, it stays so until the program restarts.
     ready: bool,
+    /// The program's last restart: the pane's revision then, and when (unix ms). A restarted
+    /// program is judged ready again, by its age since the restart and by a screen it drew
+    /// since (the old program's screen stays up until the new one draws).
+    restarted: Option<(u64, u64)>,
     /// Why the pane was last found not ready, logged once per reason.
     not_ready_logged: Option<String>,
 }
@@ -690,6 +694,7 @@ async fn run_worker(
         wake,
         watch: None,
         ready: false,
+        restarted: None,
         not_ready_logged: None,
     };
     worker.watch_inbox();
@@ -1459,13 +1464,22 @@ impl Worker {
         let screen =
             registry::pane_ask::<belfry_proto::reply::Screen>(&self.info.socket, &snapshot).await;
         let reason = match (record, screen) {
-            (Ok(record), Ok(screen)) => {
-                let age_ms = record
-                    .started_at
-                    .map(|started| unix_ms().saturating_sub(started))
-                    .unwrap_or(0);
-                rule.not_ready(age_ms, &screen.lines.join("\n"))
-            }
+            (Ok(record), Ok(screen)) => match self.restarted {
+                Some((revision, _)) if record.revision.unwrap_or(0) <= revision => Some(
+                    "it restarted and has drawn nothing since; the screen is the old program's"
+                        .to_string(),
+                ),
+                Some((_, at)) => {
+                    rule.not_ready(unix_ms().saturating_sub(at), &screen.lines.join("\n"))
+                }
+                None => {
+                    let age_ms = record
+                        .started_at
+                        .map(|started| unix_ms().saturating_sub(started))
+                        .unwrap_or(0);
+                    rule.not_ready(age_ms, &screen.lines.join("\n"))
+                }
+            },
             (Err(err), _) | (_, Err(err)) => Some(format!("the pane host did not answer: {err}")),
         };
         match reason {
@@ -1618,6 +1632,9 @@ impl Worker {
                 }
                 Event::Lifecycle(lifecycle) if lifecycle.what == "restart" => {
                     self.exited = false;
+                    // spec §10: a new program accepts no input before its own start-up.
+                    self.ready = false;
+                    self.restarted = Some((lifecycle.revision.unwrap_or(0), unix_ms()));
                     if let Some(incarnation) = lifecycle.incarnation {
                         self.info.incarnation = incarnation;
                     }

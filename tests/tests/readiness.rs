@@ -150,3 +150,80 @@ fn a_declared_notice_settle_keeps_the_input_after_the_enter() {
         String::from_utf8_lossy(&read_or_empty(&log)).ends_with("\rHUMAN")
     }));
 }
+
+/// spec §10 after a restart: the new program is judged ready again, by its own start-up. Until
+/// it has drawn anything the screen is the old program's (whose ready screen would match), so
+/// nothing is typed until the new program's screen matches the rule. Here the restarted
+/// program clears the screen, as a full-screen harness does when it starts, and is slow again
+/// (it first sets the terminal's modes back: the recorder before it left them raw).
+#[test]
+fn after_a_restart_ding_waits_for_the_new_program_to_be_ready() {
+    let env = Env::new();
+    let adapters = env.path("adapters");
+    std::fs::create_dir_all(adapters.join("slow-start")).expect("mkdir adapter");
+    std::fs::write(adapters.join("slow-start/declaration.json"), DECLARATION).expect("write");
+    let mut env = env;
+    env.extra = vec![(
+        "BELFRY_ADAPTERS".to_string(),
+        adapters.display().to_string(),
+    )];
+    let gate = env.path("gate");
+    let early = env.path("early.log");
+    let log = env.path("pane.log");
+    let script = env.path("slow-start.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/bash\nstty sane; printf '\\033[2J\\033[H'; echo starting\n\
+             while [ ! -e '{gate}' ]; do\n\
+               IFS= read -r -t 0.1 line; [ -n \"$line\" ] && printf '%s\\n' \"$line\" >> '{early}'\n\
+             done\n\
+             exec '{rec}' --log '{log}'\n",
+            gate = gate.display(),
+            early = early.display(),
+            rec = recorder_bin().display(),
+            log = log.display(),
+        ),
+    )
+    .expect("write script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(&gate, "").expect("open the gate");
+    env.ok(&[
+        "new",
+        "agent",
+        "--adapter",
+        "slow-start",
+        "--",
+        &script.display().to_string(),
+    ]);
+    env.wait_screen("agent", "(?m)^READY");
+    post(&env, "agent", "before-restart");
+    // The whole notice, its Enter included: a restart in the middle would abort it.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let text = String::from_utf8_lossy(&read_or_empty(&log)).into_owned();
+            text.contains("before-restart") && text.ends_with('\r')
+        }),
+        "the first notice never arrived"
+    );
+
+    std::fs::remove_file(&gate).expect("close the gate");
+    env.ok(&["restart", "agent"]);
+    env.wait_screen("agent", "starting");
+    post(&env, "agent", "after-restart");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        String::from_utf8_lossy(&read_or_empty(&early)),
+        "",
+        "a notice was typed into the restarted program before it was ready"
+    );
+    std::fs::write(&gate, "").expect("open the gate again");
+    env.wait_screen("agent", "(?m)^READY");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            String::from_utf8_lossy(&read_or_empty(&log)).contains("after-restart")
+        }),
+        "the held notice never arrived once the new program was ready"
+    );
+    assert_eq!(String::from_utf8_lossy(&read_or_empty(&early)), "");
+}
