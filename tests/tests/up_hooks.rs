@@ -188,6 +188,15 @@ fn with_the_activity_adapters_hooks_applied_a_declared_agent_defaults_to_the_ric
         policy(&env, "declared")["delivery"],
         "turn-boundary+fresh-idle"
     );
+
+    // Pi too (its A/B runs met the conditions): its hooks are an extension in the project.
+    let (env, dir) = rich_project(include_str!("../../examples/pi/belfry-hooks.kdl"), true);
+    assert!(dir.join(".pi/extensions/belfry.ts").is_file());
+    let out = new_agent(&env, "pi", "pi", &dir, &[]);
+    assert!(out.status.success(), "{out:?}");
+    let rich = policy(&env, "pi");
+    assert_eq!(rich["delivery"], "turn-boundary+fresh-idle", "{rich}");
+    assert_eq!(rich["adapter_command"][2], "pi", "{rich}");
 }
 
 /// Without those hooks the activity adapter would never see a turn end and would hold every
