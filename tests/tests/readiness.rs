@@ -38,37 +38,32 @@ fn post(env: &Env, session: &str, subject: &str) {
     assert!(child.wait().expect("wait").success(), "inbox post failed");
 }
 
-#[test]
-fn ding_sends_nothing_before_the_adapter_says_the_harness_is_ready() {
-    let env = Env::new();
+/// An environment whose adapters folder (`$BELFRY_ADAPTERS`) holds `declaration` as the
+/// adapter `name`.
+fn env_with_adapter(name: &str, declaration: &str) -> Env {
+    let mut env = Env::new();
     let adapters = env.path("adapters");
-    std::fs::create_dir_all(adapters.join("slow-start")).expect("mkdir adapter");
-    std::fs::write(adapters.join("slow-start/declaration.json"), DECLARATION).expect("write");
-    let mut env = env;
+    std::fs::create_dir_all(adapters.join(name)).expect("mkdir adapter");
+    std::fs::write(adapters.join(name).join("declaration.json"), declaration).expect("write");
     env.extra = vec![(
         "BELFRY_ADAPTERS".to_string(),
         adapters.display().to_string(),
     )];
-    let gate = env.path("gate");
-    let early = env.path("early.log");
-    let log = env.path("pane.log");
-    let script = env.path("slow-start.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/bash\necho starting\n\
-             while [ ! -e '{gate}' ]; do\n\
-               IFS= read -r -t 0.1 line; [ -n \"$line\" ] && printf '%s\\n' \"$line\" >> '{early}'\n\
-             done\n\
-             exec '{rec}' --log '{log}'\n",
-            gate = gate.display(),
-            early = early.display(),
-            rec = recorder_bin().display(),
-            log = log.display(),
-        ),
-    )
-    .expect("write script");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    env
+}
+
+/// The slow-starting program of these tests: it runs `prelude`, prints `starting`, records
+/// whatever reaches it in `early` until `gate` exists, then becomes the recorder (logging to
+/// `log`), which draws `READY`.
+struct SlowStart {
+    gate: std::path::PathBuf,
+    early: std::path::PathBuf,
+    log: std::path::PathBuf,
+    script: std::path::PathBuf,
+}
+
+/// `belfry new agent --adapter slow-start -- SCRIPT`.
+fn start_agent(env: &Env, script: &std::path::Path) {
     env.ok(&[
         "new",
         "agent",
@@ -77,6 +72,45 @@ fn ding_sends_nothing_before_the_adapter_says_the_harness_is_ready() {
         "--",
         &script.display().to_string(),
     ]);
+}
+
+fn slow_start(env: &Env, prelude: &str) -> SlowStart {
+    let program = SlowStart {
+        gate: env.path("gate"),
+        early: env.path("early.log"),
+        log: env.path("pane.log"),
+        script: env.path("slow-start.sh"),
+    };
+    std::fs::write(
+        &program.script,
+        format!(
+            "#!/bin/bash\n{prelude}echo starting\n\
+             while [ ! -e '{gate}' ]; do\n\
+               IFS= read -r -t 0.1 line; [ -n \"$line\" ] && printf '%s\\n' \"$line\" >> '{early}'\n\
+             done\n\
+             exec '{rec}' --log '{log}'\n",
+            gate = program.gate.display(),
+            early = program.early.display(),
+            rec = recorder_bin().display(),
+            log = program.log.display(),
+        ),
+    )
+    .expect("write script");
+    std::fs::set_permissions(&program.script, std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    program
+}
+
+#[test]
+fn ding_sends_nothing_before_the_adapter_says_the_harness_is_ready() {
+    let env = env_with_adapter("slow-start", DECLARATION);
+    let SlowStart {
+        gate,
+        early,
+        log,
+        script,
+    } = slow_start(&env, "");
+    start_agent(&env, &script);
     env.wait_screen("agent", "starting");
     post(&env, "agent", "before-ready");
 
@@ -122,14 +156,7 @@ fn a_declared_notice_settle_keeps_the_input_after_the_enter() {
   "notice_settle": {"ms": 2000, "why": "the fixture's harness submits keys typed right after the Enter"}
 }
 "#;
-    let mut env = Env::new();
-    let adapters = env.path("adapters");
-    std::fs::create_dir_all(adapters.join("late-enter")).expect("mkdir adapter");
-    std::fs::write(adapters.join("late-enter/declaration.json"), SETTLING).expect("write");
-    env.extra = vec![(
-        "BELFRY_ADAPTERS".to_string(),
-        adapters.display().to_string(),
-    )];
+    let env = env_with_adapter("late-enter", SETTLING);
     let log = env.recorder_pane("agent", &["--adapter", "late-enter"]);
     post(&env, "agent", "settle");
     assert!(
@@ -158,44 +185,15 @@ fn a_declared_notice_settle_keeps_the_input_after_the_enter() {
 /// (it first sets the terminal's modes back: the recorder before it left them raw).
 #[test]
 fn after_a_restart_ding_waits_for_the_new_program_to_be_ready() {
-    let env = Env::new();
-    let adapters = env.path("adapters");
-    std::fs::create_dir_all(adapters.join("slow-start")).expect("mkdir adapter");
-    std::fs::write(adapters.join("slow-start/declaration.json"), DECLARATION).expect("write");
-    let mut env = env;
-    env.extra = vec![(
-        "BELFRY_ADAPTERS".to_string(),
-        adapters.display().to_string(),
-    )];
-    let gate = env.path("gate");
-    let early = env.path("early.log");
-    let log = env.path("pane.log");
-    let script = env.path("slow-start.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/bash\nstty sane; printf '\\033[2J\\033[H'; echo starting\n\
-             while [ ! -e '{gate}' ]; do\n\
-               IFS= read -r -t 0.1 line; [ -n \"$line\" ] && printf '%s\\n' \"$line\" >> '{early}'\n\
-             done\n\
-             exec '{rec}' --log '{log}'\n",
-            gate = gate.display(),
-            early = early.display(),
-            rec = recorder_bin().display(),
-            log = log.display(),
-        ),
-    )
-    .expect("write script");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let env = env_with_adapter("slow-start", DECLARATION);
+    let SlowStart {
+        gate,
+        early,
+        log,
+        script,
+    } = slow_start(&env, "stty sane; printf '\\033[2J\\033[H'; ");
     std::fs::write(&gate, "").expect("open the gate");
-    env.ok(&[
-        "new",
-        "agent",
-        "--adapter",
-        "slow-start",
-        "--",
-        &script.display().to_string(),
-    ]);
+    start_agent(&env, &script);
     env.wait_screen("agent", "(?m)^READY");
     post(&env, "agent", "before-restart");
     // The whole notice, its Enter included: a restart in the middle would abort it.
