@@ -280,91 +280,6 @@ impl InboxWakeups {
     }
 }
 
-/// Debug builds only, for the tests of [`supervise_worker`]: when `$BELFRY_FAULT_DING_PANIC_ONCE`
-/// names a file that does not exist yet, the worker makes it and panics, once, just before it
-/// would announce mail; the way a bug reached by some input would. Release builds have no such
-/// switch.
-fn fault_panic_once() {
-    #[cfg(debug_assertions)]
-    if let Some(marker) = std::env::var_os("BELFRY_FAULT_DING_PANIC_ONCE") {
-        if std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&marker)
-            .is_ok()
-        {
-            panic!("fault injected by BELFRY_FAULT_DING_PANIC_ONCE");
-        }
-    }
-}
-
-/// Runs a pane's worker, and starts it again when it panics: a bug reached by some input must
-/// not leave the pane without delivery for the rest of the daemon's life. The new worker gets
-/// a new channel (what was queued for the old one is lost, as with a daemon restart: nudges,
-/// hook events, and turn-boundary claims, whose dispatch gets no answer and lets the turn
-/// stop), and starts as an adopted pane does: every lease invalid, its unresolved notices
-/// resolved through the pane host's journal. Pauses double from 100 ms to 30 s. A worker that
-/// ends without panicking, or whose pane was stopped or replaced meanwhile, is not started
-/// again.
-async fn supervise_worker(
-    mut info: PaneInfo,
-    state_dir: PathBuf,
-    log_dir: PathBuf,
-    wakeups: Arc<InboxWakeups>,
-    workers: Workers,
-    mut tx: mpsc::WeakUnboundedSender<DingMsg>,
-    mut rx: mpsc::UnboundedReceiver<DingMsg>,
-) {
-    let session = info.session.clone();
-    let mut pause = Duration::from_millis(100);
-    let mut restarts = 0u32;
-    loop {
-        let wake = Wake {
-            wakeups: Arc::clone(&wakeups),
-            workers: Arc::clone(&workers),
-        };
-        let worker = tokio::spawn(run_worker(
-            info.clone(),
-            state_dir.clone(),
-            log_dir.clone(),
-            wake,
-            rx,
-        ));
-        match worker.await {
-            Ok(Ok(())) => return,
-            Ok(Err(err)) => {
-                tracing::error!(session, "DING worker stopped: {err}");
-                return;
-            }
-            Err(join) if join.is_panic() => {}
-            Err(_cancelled) => return,
-        }
-        let (new_tx, new_rx) = mpsc::unbounded_channel();
-        {
-            let mut current = workers.lock();
-            let ours = tx.upgrade();
-            match (current.get(&session), ours) {
-                (Some(sender), Some(ours)) if sender.same_channel(&ours) => {
-                    tx = new_tx.downgrade();
-                    current.insert(session.clone(), new_tx);
-                }
-                // Stopped, or a newer worker of the same name owns the session now.
-                _ => return,
-            }
-        }
-        rx = new_rx;
-        restarts += 1;
-        tracing::error!(
-            session,
-            "DING worker panicked; starting it again in {} ms (restart {restarts})",
-            pause.as_millis()
-        );
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_secs(30));
-        info.adopted = true;
-    }
-}
-
 /// Reads the watcher's events as they come and tells each worker whose inbox changed, once
 /// per read however many events it had; after an overflow, every worker. A read that fails
 /// ends the task and sets `failed`, and the workers poll from then on.
@@ -429,15 +344,18 @@ impl DingEngine {
     /// the old one holds until it has ended; messages for it queue meanwhile.
     pub fn start(&self, info: PaneInfo, state_dir: PathBuf, log_dir: PathBuf) {
         let (tx, rx) = mpsc::unbounded_channel();
-        // The supervisor keeps only a weak handle: the worker must see its channel close when
-        // the pane is stopped (the map's sender is the only strong one).
-        let weak = tx.downgrade();
         self.workers.lock().insert(info.session.clone(), tx);
         let slot = Arc::clone(self.slots.lock().entry(info.session.clone()).or_default());
-        let (wakeups, workers) = (Arc::clone(&self.wakeups), Arc::clone(&self.workers));
+        let wake = Wake {
+            wakeups: Arc::clone(&self.wakeups),
+            workers: Arc::clone(&self.workers),
+        };
         tokio::spawn(async move {
             let _slot = slot.lock_owned().await;
-            supervise_worker(info, state_dir, log_dir, wakeups, workers, weak, rx).await;
+            let session = info.session.clone();
+            if let Err(err) = run_worker(info, state_dir, log_dir, wake, rx).await {
+                tracing::error!(session, "DING worker stopped: {err}");
+            }
         });
     }
 
@@ -1212,7 +1130,6 @@ impl Worker {
         if !self.has_pending() || !self.ready_for_input().await {
             return;
         }
-        fault_panic_once();
         if let Ok(Some(presence)) = Presence::load(&self.inbox) {
             if presence.is_fresh_dnd(unix_ms(), DND_MAX_AGE) {
                 return;

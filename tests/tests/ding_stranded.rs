@@ -385,37 +385,3 @@ fn a_notice_queued_when_its_pane_is_killed_is_not_recorded_written_and_reaches_t
     assert_eq!(notices_for(&log2, &name), 1, "announced twice");
     assert_eq!(notices_for(&log, &name), 0);
 }
-
-/// A DING worker that panics (a fault injected once, in debug builds, just before it would
-/// announce mail) is started again by the daemon, which logs it; the pane's mail is then
-/// announced exactly once, and the daemon serves as before.
-#[test]
-fn a_panicking_worker_is_started_again_and_the_mail_still_arrives_once() {
-    let marker = tempfile::tempdir().expect("temp dir");
-    let marker = marker.path().join("panicked");
-    let env = Env::with_vars(&[(
-        "BELFRY_FAULT_DING_PANIC_ONCE",
-        marker.to_str().expect("utf-8 path"),
-    )]);
-    let log = env.recorder_pane("agent", &["--ding-delivery", "aggressive"]);
-    post(&env, "after a panic");
-    assert!(
-        eventually(Duration::from_secs(10), || String::from_utf8_lossy(
-            &read_or_empty(&log)
-        )
-        .contains("after a panic")),
-        "the notice never arrived after the worker panicked: {:?}",
-        String::from_utf8_lossy(&read_or_empty(&log))
-    );
-    assert!(marker.exists(), "the fault was never injected");
-    let daemon_log = env.path("xdg-state").join("belfry/log/daemon.log");
-    let text = String::from_utf8_lossy(&read_or_empty(&daemon_log)).into_owned();
-    assert!(
-        text.contains("DING worker panicked; starting it again in 100 ms (restart 1)"),
-        "{text}"
-    );
-    std::thread::sleep(Duration::from_millis(800));
-    let typed = String::from_utf8_lossy(&read_or_empty(&log)).into_owned();
-    assert_eq!(typed.matches("[DING]").count(), 1, "{typed:?}");
-    env.ok(&["ls"]);
-}
