@@ -37,10 +37,35 @@ enum State {
     #[default]
     Ground,
     Escape,
-    Csi(Vec<u8>),
+    /// Inside a CSI: how many parameter and intermediate bytes so far, and how far they
+    /// match XTVERSION's (`>`, `>0`). Nothing else of them is kept: SGR-heavy output opens a
+    /// CSI every few bytes, and copying or allocating for each cost more than the scan.
+    Csi {
+        len: u8,
+        prefix: CsiPrefix,
+    },
     Dcs(Vec<u8>),
     /// An `ESC` inside a DCS body: `\` ends the string.
     DcsEscape(Vec<u8>),
+}
+
+/// How far a CSI's parameter bytes match XTVERSION's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CsiPrefix {
+    Empty,
+    Gt,
+    GtZero,
+    Other,
+}
+
+impl CsiPrefix {
+    fn then(self, byte: u8) -> CsiPrefix {
+        match (self, byte) {
+            (CsiPrefix::Empty, b'>') => CsiPrefix::Gt,
+            (CsiPrefix::Gt, b'0') => CsiPrefix::GtZero,
+            _ => CsiPrefix::Other,
+        }
+    }
 }
 
 /// Follows program output far enough to find the queries of [`Query`].
@@ -50,6 +75,44 @@ pub struct Scanner {
 }
 
 impl Scanner {
+    /// Scans `bytes` up to the first query they complete: its index in `bytes` (the byte that
+    /// ends it) and the query, or `None` when none ends in them. The state carries over to
+    /// the next call, so a query split across chunks is found in the chunk that ends it.
+    ///
+    /// The same as [`Scanner::feed`] on every byte in turn, but between sequences (the
+    /// ground state, where only `ESC` changes anything) it jumps to the next `ESC` without
+    /// looking at the bytes before it, which is most of any output, and it passes over the
+    /// parameters of a CSI that can no longer be a query.
+    pub fn find(&mut self, bytes: &[u8]) -> Option<(usize, Query)> {
+        let mut at = 0;
+        while at < bytes.len() {
+            match self.state {
+                State::Ground => at += memchr::memchr(0x1b, &bytes[at..])?,
+                // A CSI that is no query any more (most are, from their first byte): its
+                // parameter bytes change nothing; the byte that ends it is fed as usual.
+                State::Csi {
+                    prefix: CsiPrefix::Other,
+                    ..
+                } => {
+                    let rest = &bytes[at..];
+                    at += rest
+                        .iter()
+                        .position(|b| !(0x20..=0x3f).contains(b))
+                        .unwrap_or(rest.len());
+                    if at == bytes.len() {
+                        return None;
+                    }
+                }
+                _ => {}
+            }
+            if let Some(query) = self.feed(bytes[at]) {
+                return Some((at, query));
+            }
+            at += 1;
+        }
+        None
+    }
+
     /// Takes one byte of output; returns the query it completes, if any.
     pub fn feed(&mut self, byte: u8) -> Option<Query> {
         let state = std::mem::take(&mut self.state);
@@ -64,14 +127,24 @@ impl Scanner {
             }
             (_, 0x1b) => (State::Escape, None),
             (_, 0x18 | 0x1a) => (State::Ground, None),
-            (State::Escape, b'[') => (State::Csi(Vec::new()), None),
+            (State::Escape, b'[') => (
+                State::Csi {
+                    len: 0,
+                    prefix: CsiPrefix::Empty,
+                },
+                None,
+            ),
             (State::Escape, b'P') => (State::Dcs(Vec::new()), None),
-            (State::Csi(mut params), 0x20..=0x3f) if params.len() < MAX_CSI => {
-                params.push(byte);
-                (State::Csi(params), None)
-            }
-            (State::Csi(params), b'q') => {
-                let query = matches!(params.as_slice(), b">" | b">0").then_some(Query::Version);
+            (State::Csi { len, prefix }, 0x20..=0x3f) if usize::from(len) < MAX_CSI => (
+                State::Csi {
+                    len: len + 1,
+                    prefix: prefix.then(byte),
+                },
+                None,
+            ),
+            (State::Csi { prefix, .. }, b'q') => {
+                let query =
+                    matches!(prefix, CsiPrefix::Gt | CsiPrefix::GtZero).then_some(Query::Version);
                 (State::Ground, query)
             }
             (State::Dcs(mut body), _) if body.len() < MAX_DCS => {
@@ -89,13 +162,101 @@ impl Scanner {
 mod tests {
     use super::*;
 
-    fn scan(chunks: &[&[u8]]) -> Vec<Query> {
+    /// The queries in `chunks` and where each ends (chunk, index), as the screen model finds
+    /// them: [`Scanner::find`] over each chunk, again after every query.
+    fn found(chunks: &[&[u8]]) -> Vec<(usize, usize, Query)> {
         let mut scanner = Scanner::default();
-        chunks
-            .iter()
-            .flat_map(|chunk| chunk.iter())
-            .filter_map(|&b| scanner.feed(b))
-            .collect()
+        let mut out = Vec::new();
+        for (c, chunk) in chunks.iter().enumerate() {
+            let mut start = 0;
+            while let Some((at, query)) = scanner.find(&chunk[start..]) {
+                out.push((c, start + at, query));
+                start += at + 1;
+            }
+        }
+        out
+    }
+
+    /// The same, one byte at a time through [`Scanner::feed`]: the reference.
+    fn fed(chunks: &[&[u8]]) -> Vec<(usize, usize, Query)> {
+        let mut scanner = Scanner::default();
+        let mut out = Vec::new();
+        for (c, chunk) in chunks.iter().enumerate() {
+            for (i, &byte) in chunk.iter().enumerate() {
+                if let Some(query) = scanner.feed(byte) {
+                    out.push((c, i, query));
+                }
+            }
+        }
+        out
+    }
+
+    fn scan(chunks: &[&[u8]]) -> Vec<Query> {
+        found(chunks).into_iter().map(|(_, _, q)| q).collect()
+    }
+
+    /// `find`'s jump over the ground state finds exactly what byte-by-byte feeding finds, at
+    /// the same places, however the output is cut into chunks: streams drawn from the bytes
+    /// the scanner tells apart (and long CSI and DCS strings past its limits), cut at random.
+    #[test]
+    fn find_agrees_with_feeding_every_byte() {
+        const PIECES: &[&[u8]] = &[
+            b"\x1b",
+            b"[",
+            b"P",
+            b">",
+            b"0",
+            b"q",
+            b"+q",
+            b";",
+            b"\\",
+            b"\x18",
+            b"\x1a",
+            b"a",
+            b"1",
+            b" ",
+            b"m",
+            b"\x9b",
+            b"\x1b[>0q",
+            b"\x1b[>q",
+            b"\x1bP+q54;52\x1b\\",
+            b"text\n",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut queries = 0;
+        for case in 0..2000 {
+            let mut stream = Vec::new();
+            for _ in 0..(next() % 200) {
+                let piece = PIECES[(next() % PIECES.len() as u64) as usize];
+                stream.extend_from_slice(piece);
+            }
+            if case % 50 == 0 {
+                // Past the CSI and DCS limits.
+                stream.extend_from_slice(b"\x1b[");
+                stream.extend(std::iter::repeat_n(b'>', MAX_CSI + 3));
+                stream.extend_from_slice(b"q\x1bP+q");
+                stream.extend(std::iter::repeat_n(b'a', MAX_DCS + 3));
+                stream.extend_from_slice(b"\x1b\\\x1b[>q");
+            }
+            let mut chunks: Vec<&[u8]> = Vec::new();
+            let mut rest = stream.as_slice();
+            while !rest.is_empty() {
+                let cut = 1 + (next() as usize % rest.len().min(40));
+                let (chunk, tail) = rest.split_at(cut);
+                chunks.push(chunk);
+                rest = tail;
+            }
+            let reference = fed(&chunks);
+            queries += reference.len();
+            assert_eq!(found(&chunks), reference, "case {case}: {stream:?}");
+        }
+        assert!(queries > 1000, "the streams held only {queries} queries");
     }
 
     #[test]

@@ -348,13 +348,12 @@ impl Screen {
         // program that sends XTVERSION and then DA1 as a sentinel gets them in that order.
         let mut answers = Vec::new();
         let mut start = 0;
-        for (i, &byte) in bytes.iter().enumerate() {
-            if let Some(query) = self.queries.feed(byte) {
-                self.advance(&bytes[start..=i]);
-                answers.append(&mut self.take_raised());
-                answers.extend(query.answers());
-                start = i + 1;
-            }
+        while let Some((at, query)) = self.queries.find(&bytes[start..]) {
+            let end = start + at;
+            self.advance(&bytes[start..=end]);
+            answers.append(&mut self.take_raised());
+            answers.extend(query.answers());
+            start = end + 1;
         }
         self.advance(&bytes[start..]);
         answers.append(&mut self.take_raised());
