@@ -98,6 +98,11 @@ def sched_totals(pid):
     return ns, runs
 
 
+# Lines of history every multiplexer keeps: belfry's default (DEFAULT_SCROLLBACK in
+# proto/src/limits.rs), tmux's history-limit and GNU screen's defscrollback are set to it.
+HISTORY_LINES = 2000
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -123,13 +128,17 @@ class Bench:
         self.daemon_pid = None
         self.tmux_started = False
         # GNU screen: its sockets under the temp dir (mode 0700, as screen insists), a
-        # config of its own: no start-up message, 2000 lines of history like the others.
+        # config of its own: no start-up message, as many lines of history as the others.
         self.screendir = self.tmp / "screen"
         self.screendir.mkdir(mode=0o700, exist_ok=True)
         os.chmod(self.screendir, 0o700)
         os.environ["SCREENDIR"] = str(self.screendir)
         self.screenrc = self.tmp / "screenrc"
-        self.screenrc.write_text("startup_message off\ndefscrollback 2000\nvbell off\n")
+        self.screenrc.write_text(f"startup_message off\ndefscrollback {HISTORY_LINES}\n"
+                                 "vbell off\n")
+        # What `dtach -p` is given on stdin (the key the other send commands type).
+        self.key_file = self.tmp / "key-x.txt"
+        self.key_file.write_text("x")
 
     # ---- generic helpers -------------------------------------------------------------
 
@@ -227,7 +236,7 @@ class Bench:
                   "-x", "80", "-y", "24", "sleep 1000000"], timeout=30)
         self.tmux_started = True
         self.tmux("set-option", "-g", "status", "off")
-        self.tmux("set-option", "-g", "history-limit", "2000")
+        self.tmux("set-option", "-g", "history-limit", str(HISTORY_LINES))
         self.tmux_pid = int(self.tmux("display-message", "-p", "-t", "keep", "#{pid}").stdout)
 
     def tmux_wait_clients(self, session, n, limit=10.0):
@@ -359,6 +368,7 @@ class Bench:
             if sink:
                 sink.terminate()
                 sink.wait(timeout=10)
+            self.end_pidfile(pidfile)
 
     def screen(self, *argv, timeout=60, check=True):
         return self.run(["screen", "-c", str(self.screenrc), *argv], timeout=timeout,
@@ -393,6 +403,112 @@ class Bench:
                 sink.terminate()
                 sink.wait(timeout=10)
             self.screen("-S", s, "-X", "quit", check=False)
+            self.end_pidfile(pidfile)
+
+    # Long-lived dtach and screen sessions (cli, busy, memory, echo): the program writes its
+    # parent's pid (the dtach master / the screen server) into <label>-dtach.pid /
+    # <name>-screen.pid, so the section can read that process and end it; `cleanup` ends
+    # whatever a section left.
+
+    def wait_pidfile(self, pidfile, limit=30.0):
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                text = pidfile.read_text()
+                if text.endswith("\n"):
+                    return int(text)
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{pidfile} was not written within {limit:.0f} s")
+            time.sleep(0.01)
+
+    def ours(self, pid):
+        """Whether `pid` is a live process of this run: its command line names the temp dir
+        (every dtach and screen command of the bench does), so a reused pid is never hit."""
+        try:
+            return str(self.tmp).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+
+    def end_process(self, pid, limit=5.0):
+        """SIGTERM, and SIGKILL after `limit` s, a dtach master or screen server of this run.
+        Its program goes with it (the PTY hangs up)."""
+        if not pid or not self.ours(pid):
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + limit
+        while self.ours(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if self.ours(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def end_pidfile(self, pidfile):
+        try:
+            text = pidfile.read_text()
+        except OSError:
+            return
+        if text.endswith("\n"):
+            self.end_process(int(text))
+        pidfile.unlink(missing_ok=True)
+
+    def start_dtach(self, label, body):
+        """A detached dtach session running `sh -c body`; (socket, master pid)."""
+        sock = self.dtach_sock(label)
+        pidfile = self.tmp / f"{label}-dtach.pid"
+        self.run(["dtach", "-n", sock, "-E", "-z", "sh", "-c",
+                  f"echo $PPID > {pidfile}; {body}"], timeout=30)
+        return sock, self.wait_pidfile(pidfile)
+
+    def end_dtach(self, label):
+        self.end_pidfile(self.tmp / f"{label}-dtach.pid")
+
+    def start_screen(self, name, body, rc=None):
+        """A detached GNU screen session `name` whose first window runs `sh -c body`; the
+        server's pid."""
+        pidfile = self.tmp / f"{name}-screen.pid"
+        self.run(["screen", "-c", str(rc or self.screenrc), "-S", name, "-d", "-m", "sh", "-c",
+                  f"echo $PPID > {pidfile}; {body}"], timeout=30)
+        return self.wait_pidfile(pidfile)
+
+    def stop_screen(self, name):
+        self.screen("-S", name, "-X", "quit", check=False, timeout=30)
+        self.end_pidfile(self.tmp / f"{name}-screen.pid")
+
+    def wait_file_word(self, path, word, limit):
+        """Waits for `path` to hold `word` as a whole word; its text, or None."""
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                text = path.read_text(errors="replace")
+                if word in text.split():
+                    return text
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
+
+    def screen_wait_word(self, name, word, window=None, limit=10.0):
+        """Waits until a screen window shows `word` (the screen as `hardcopy` writes it).
+        `screen -X` returns before the server has run the command, so the file is polled."""
+        path = self.tmp / f"{name}-{window}-wait.txt"
+        sel = [] if window is None else ["-p", str(window)]
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            path.unlink(missing_ok=True)
+            self.screen("-S", name, *sel, "-X", "hardcopy", str(path), timeout=30)
+            if self.wait_file_word(path, word, 1.0) is not None:
+                path.unlink(missing_ok=True)
+                return
+        raise RuntimeError(f"screen {name} window {window}: {word!r} not on screen within "
+                           f"{limit:.0f} s")
 
     def tp_belfry(self, path, client):
         """client: None, "attach" (belfry attach on a PTY), "frames" (protocol client)."""
@@ -548,25 +664,37 @@ class Bench:
             self.kill_pane(name)
 
     def cli(self):
-        quiet = ["sh", "-c", "stty raw -echo; exec cat >/dev/null"]
-        text = ["sh", "-c", "seq 2000; exec sleep 1000000"]
-        self.new_pane("clicat", quiet)
-        self.new_pane("cliseq", text)
-        self.tmux("new-session", "-d", "-s", "clicat", "-x", "80", "-y", "24",
-                  "stty raw -echo; exec cat >/dev/null")
-        self.tmux("new-session", "-d", "-s", "cliseq", "-x", "80", "-y", "24",
-                  "seq 2000; exec sleep 1000000")
+        cat_prog = "stty raw -echo; exec cat >/dev/null"
+        seq_prog = "seq 2000; exec sleep 1000000"
+        self.new_pane("clicat", ["sh", "-c", cat_prog])
+        self.new_pane("cliseq", ["sh", "-c", seq_prog])
+        self.tmux("new-session", "-d", "-s", "clicat", "-x", "80", "-y", "24", cat_prog)
+        self.tmux("new-session", "-d", "-s", "cliseq", "-x", "80", "-y", "24", seq_prog)
+        # screen's capture writes its file (the server does, after the client has exited).
+        hardcopy = self.tmp / "cli-hardcopy.txt"
+        screen = ["screen", "-c", str(self.screenrc)]
         try:
+            self.start_screen("clicat", cat_prog)
+            self.start_screen("cliseq", seq_prog)
+            dtach_sock, _ = self.start_dtach("clicat", cat_prog)
             self.wait_pane("cliseq", 10, regex="(?m)^2000$")
             self.wait_pane("clicat", 10, quiet_ms=200)
+            self.screen_wait_word("cliseq", "2000")
             time.sleep(0.3)
+            hardcopy.unlink(missing_ok=True)
             spec = {"runs": self.args.cli_runs, "warmup": 10, "commands": [
                 {"name": "belfry send", "argv": [self.belfry, "send", "clicat", "--text", "x"]},
                 {"name": "tmux send-keys", "argv": [*self.tmux_prefix, "send-keys", "-t",
                                                     "clicat", "x"]},
+                {"name": "screen -X stuff", "argv": [*screen, "-S", "clicat", "-X", "stuff",
+                                                     "x"]},
+                {"name": "dtach -p", "argv": ["dtach", "-p", dtach_sock],
+                 "stdin": str(self.key_file)},
                 {"name": "belfry peek", "argv": [self.belfry, "peek", "cliseq"]},
                 {"name": "tmux capture-pane -p", "argv": [*self.tmux_prefix, "capture-pane",
                                                           "-p", "-t", "cliseq"]},
+                {"name": "screen -X hardcopy", "argv": [*screen, "-S", "cliseq", "-X",
+                                                        "hardcopy", str(hardcopy)]},
             ]}
             spec_path = self.tmp / "cli-spec.json"
             spec_path.write_text(json.dumps(spec))
@@ -576,13 +704,18 @@ class Bench:
                 res[k] = {**summary_ns(v["samples_ns"]), "failures": v["failures"]}
             peek = out["belfry peek"]["first_stdout"] or ""
             cap = out["tmux capture-pane -p"]["first_stdout"] or ""
-            res["check"] = {"peek_has_2000": "2000" in peek, "capture_has_2000": "2000" in cap}
+            copied = self.wait_file_word(hardcopy, "2000", 5.0)
+            res["check"] = {"peek_has_2000": "2000" in peek, "capture_has_2000": "2000" in cap,
+                            "hardcopy_has_2000": copied is not None}
             self.results["cli"] = res
         finally:
             self.kill_pane("clicat")
             self.kill_pane("cliseq")
             self.tmux("kill-session", "-t", "clicat", check=False)
             self.tmux("kill-session", "-t", "cliseq", check=False)
+            self.stop_screen("clicat")
+            self.stop_screen("cliseq")
+            self.end_dtach("clicat")
 
     def busy(self):
         """peek and send while the pane's program prints as fast as it can."""
@@ -620,18 +753,47 @@ class Bench:
             ])
         finally:
             self.tmux("kill-session", "-t", "busy", check=False)
+        screen = ["screen", "-c", str(self.screenrc)]
+        hardcopy = self.tmp / "busy-hardcopy.txt"
+        try:
+            self.start_screen("busy", prog)
+            time.sleep(0.5)
+            measure([
+                {"name": "screen -X hardcopy", "argv": [*screen, "-S", "busy", "-X",
+                                                        "hardcopy", str(hardcopy)]},
+                {"name": "screen -X stuff", "argv": [*screen, "-S", "busy", "-X", "stuff",
+                                                     "x"]},
+            ])
+            # The file the hardcopies wrote holds the pane's text (lines of the file).
+            deadline = time.monotonic() + 5
+            text = ""
+            while not text and time.monotonic() < deadline:
+                try:
+                    text = hardcopy.read_text(errors="replace").strip()
+                except OSError:
+                    pass
+                if not text:
+                    time.sleep(0.01)
+            res["check"] = {"hardcopy_has_text": bool(text)}
+        finally:
+            self.stop_screen("busy")
+        try:
+            sock, _ = self.start_dtach("busy", prog)
+            time.sleep(0.5)
+            measure([
+                {"name": "dtach -p", "argv": ["dtach", "-p", sock], "stdin": str(self.key_file)},
+            ])
+        finally:
+            self.end_dtach("busy")
         self.results["busy"] = res
 
     def echo(self):
         prog = "stty raw -echo; exec cat"
         self.new_pane("echo", ["sh", "-c", prog])
         self.tmux("new-session", "-d", "-s", "echo", "-x", "80", "-y", "24", prog)
-        sock = self.dtach_sock("echo")
-        self.run(["dtach", "-n", sock, "-E", "-z", "sh", "-c",
-                  f"echo $PPID > {self.tmp / 'echo-dtach.pid'}; {prog}"], timeout=30)
-        self.screen("-S", "echo", "-d", "-m", "sh", "-c",
-                    f"echo $PPID > {self.tmp / 'echo-screen.pid'}; {prog}", timeout=30)
         try:
+            sock, _ = self.start_dtach("echo", prog)
+            self.start_screen("echo", prog)
             self.wait_pane("echo", 10, quiet_ms=200)
             time.sleep(0.3)
             # Alternating blocks, so every client sees the same background load.
@@ -664,11 +826,8 @@ class Bench:
         finally:
             self.kill_pane("echo")
             self.tmux("kill-session", "-t", "echo", check=False)
-            self.screen("-S", "echo", "-X", "quit", check=False)
-            try:
-                os.kill(int((self.tmp / "echo-dtach.pid").read_text()), signal.SIGTERM)
-            except Exception:  # noqa: BLE001 - it did not start, or is gone
-                pass
+            self.stop_screen("echo")
+            self.end_dtach("echo")
 
     def memory(self):
         n = self.args.panes
@@ -676,7 +835,18 @@ class Bench:
         base_daemon = read_status_kb(self.daemon_pid, "VmRSS")
         base_tmux = read_status_kb(self.tmux_pid, "VmRSS")
         names = [f"mem{i}" for i in range(n)]
+        # GNU screen: one server, its first window idle (no output), then n windows; the
+        # server's growth per window. Its window numbers are capped by maxwin (set before
+        # the first window exists, so in the config).
+        mem_rc = self.tmp / "screenrc-mem"
+        mem_rc.write_text(self.screenrc.read_text() + f"maxwin {n + 1}\n")
+        # dtach: n masters, each its own process; they keep no screen and no history.
+        dtach_labels = [f"mem{i}" for i in range(n)]
         try:
+            sc_pid = self.start_screen("mem", "exec sleep 1000000", rc=mem_rc)
+            time.sleep(0.5)
+            base_sc = {f: read_status_kb(sc_pid, f) for f in ("VmRSS", "RssAnon")}
+            base_sc["Pss"] = read_pss_kb(sc_pid)
             self.new_pane("memempty", ["sleep", "1000000"])
             for name in names:
                 self.new_pane(name, ["sh", "-c", prog])
@@ -698,6 +868,33 @@ class Bench:
                     time.sleep(0.1)
             if pending:
                 raise RuntimeError(f"{len(pending)} tmux windows did not print 2000 in time")
+            # Window N (numbered explicitly) says when it is done, so every window exists
+            # before `-p N` selects it; then its screen is checked. (screen expands $VARS in
+            # a command's words itself, so the program names its number, not $WINDOW.)
+            for idx in range(1, n + 1):
+                sc_prog = (f"seq 2000; : > {self.tmp}/memscreen-{idx}.done; "
+                           "exec sleep 1000000")
+                self.screen("-S", "mem", "-X", "screen", str(idx), "sh", "-c", sc_prog,
+                            timeout=30)
+            deadline = time.monotonic() + 60
+            for idx in range(1, n + 1):
+                while not (self.tmp / f"memscreen-{idx}.done").exists():
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"screen window {idx} did not print 2000 in time")
+                    time.sleep(0.01)
+            for idx in range(1, n + 1):
+                self.screen_wait_word("mem", "2000", window=idx, limit=30)
+            sc_info = self.screen("-S", "mem", "-p", "1", "-Q", "info", check=False,
+                                  timeout=30).stdout.strip()
+            for label in dtach_labels:
+                self.start_dtach(label, f"seq 2000; : > {self.tmp / label}-dtach.done; "
+                                        "exec sleep 1000000")
+            deadline = time.monotonic() + 30
+            for label in dtach_labels:
+                while not (self.tmp / f"{label}-dtach.done").exists():
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"dtach {label} did not print 2000 in time")
+                    time.sleep(0.01)
             time.sleep(1.0)
             hosts = [self.pane_pid(name) for name in names]
             rss = [read_status_kb(pid, "VmRSS") for pid in hosts]
@@ -710,6 +907,18 @@ class Bench:
             tmux_rss = read_status_kb(self.tmux_pid, "VmRSS")
             tmux_hist = self.tmux("display-message", "-p", "-t", "mem:0",
                                   "#{history_size}").stdout.strip()
+            sc_after = {f: read_status_kb(sc_pid, f) for f in ("VmRSS", "RssAnon")}
+            sc_after["Pss"] = read_pss_kb(sc_pid)
+            masters = [self.wait_pidfile(self.tmp / f"{label}-dtach.pid")
+                       for label in dtach_labels]
+            d_rss = [read_status_kb(pid, "VmRSS") for pid in masters]
+            d_anon = [read_status_kb(pid, "RssAnon") for pid in masters]
+            d_pss = [read_pss_kb(pid) for pid in masters]
+            # `screen -Q info` on window 1: "(x,y)/(w,h)+HIST ...", HIST its scrollback size.
+            sc_hist = None
+            if "+" in sc_info:
+                word = sc_info.split("+", 1)[1].split()[0]
+                sc_hist = int(word) if word.isdigit() else None
             self.results["memory"] = {
                 "panes": n,
                 "belfry_history_lines": hist,
@@ -726,11 +935,25 @@ class Bench:
                 "belfry_total_pss_kb": sum(pss) + (read_pss_kb(self.daemon_pid) or 0),
                 "tmux_server_rss_kb": {"before": base_tmux, "after": tmux_rss},
                 "tmux_per_window_kb": (tmux_rss - base_tmux) / n,
+                "screen_scrollback_lines": sc_hist,
+                "screen_info": sc_info,
+                "screen_server_kb": {"before": base_sc, "after": sc_after},
+                "screen_per_window_kb": {f: (sc_after[f] - base_sc[f]) / n
+                                         for f in ("VmRSS", "RssAnon", "Pss")},
+                "dtach_master_rss_kb": {"mean": statistics.fmean(d_rss), "min": min(d_rss),
+                                        "max": max(d_rss)},
+                "dtach_master_rss_anon_kb_mean": statistics.fmean(d_anon),
+                "dtach_master_pss_kb_mean": statistics.fmean(d_pss),
+                "dtach_total_rss_kb": sum(d_rss),
+                "dtach_history_lines": 0,
             }
         finally:
             for name in ["memempty", *names]:
                 self.kill_pane(name)
             self.tmux("kill-session", "-t", "mem", check=False)
+            self.stop_screen("mem")
+            for label in dtach_labels:
+                self.end_dtach(label)
 
     def dispatch(self):
         hooks0 = self.tmp / "hooks-0.json"
@@ -1089,12 +1312,22 @@ class Bench:
                 os.kill(self.daemon_pid, signal.SIGKILL)
         if self.tmux_started:
             self.tmux("kill-server", check=False)
-        # dtach masters and screen servers write their pid into <name>.pid (other_program).
+        # dtach masters and screen servers write their pid into <name>.pid (other_program,
+        # start_dtach, start_screen); end_process touches only processes of this run.
         for rec in self.tmp.glob("*.pid"):
+            if rec.name != "daemon.pid":
+                self.end_pidfile(rec)
+        # Any other dtach or screen process of this run (one started just before a signal,
+        # whose program had not written its pid yet): its command line names the temp dir.
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
             try:
-                os.kill(int(rec.read_text()), signal.SIGKILL)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if os.path.basename(argv[0]) in (b"dtach", b"screen", b"SCREEN"):
+                self.end_process(int(proc.name))
         if shutil.which("screen"):
             self.screen("-wipe", check=False)
 
@@ -1248,21 +1481,45 @@ def render(results, args):
             ratio = rate["host"] / rate["daemon"]
             targets.append(("guarded send win rate, direct / daemon (busy pane)", "≤ 1.5×",
                             f"{ratio:.2f}×", ratio <= 1.5))
+    # The CLI rows of sections 3-4 and 3b: each belfry command beside what tmux, GNU screen
+    # and dtach offer for it. dtach keeps no screen, so it has nothing to capture.
+    cli_label = {
+        "screen -X stuff": "`screen -S NAME -X stuff x`",
+        "dtach -p": "`dtach -p SOCKET` (x on stdin)",
+        "screen -X hardcopy": "`screen -S NAME -X hardcopy FILE` (writes a file, not stdout)",
+    }
+    cli_groups = (("belfry send", ("tmux send-keys", "screen -X stuff", "dtach -p")),
+                  ("belfry peek", ("tmux capture-pane -p", "screen -X hardcopy", None)))
+    no_capture = "dtach: — (dtach keeps no screen)"
+    one_way = ("`screen -X` and `dtach -p` write their request to the server's socket and exit: "
+               "neither protocol has a reply, so their time ends before the server has carried "
+               "the request out; `belfry` and `tmux` wait for the server's answer.")
     c = results.get("cli")
     if c:
         add(f"### 3–4. CLI invocations (wall time per process, {c['belfry send']['n']} runs "
             f"each, interleaved)")
         add("")
-        add("| command | p50 ms | p99 ms | ratio p50 (belfry / tmux) |")
+        add("| command | p50 ms | p99 ms | p50: belfry ÷ this |")
         add("|---|---:|---:|---:|")
-        pairs = (("belfry send", "tmux send-keys"), ("belfry peek", "tmux capture-pane -p"))
-        for b, t in pairs:
-            for k in (b, t):
-                r = c[k]
-                ratio = f"{c[b]['p50_ms'] / c[t]['p50_ms']:.2f}×" if k == b else ""
+        for b, others in cli_groups:
+            for k in (b, *others):
+                if k is None:
+                    add(f"| {no_capture} | — | — | — |")
+                    continue
+                r = c.get(k)
+                if not r:
+                    continue
+                ratio = "" if k == b else f"{c[b]['p50_ms'] / r['p50_ms']:.2f}×"
                 fail = f" ({r['failures']} failed)" if r["failures"] else ""
-                add(f"| `{k}`{fail} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p99_ms'])} | "
-                    f"{ratio} |")
+                add(f"| {cli_label.get(k, f'`{k}`')}{fail} | {fmt_ms(r['p50_ms'])} | "
+                    f"{fmt_ms(r['p99_ms'])} | {ratio} |")
+        add("")
+        ck = c.get("check", {})
+        yes = {True: "yes", False: "NO", None: "not checked"}
+        add(f"{one_way} The pane's last line (2000) was in the output of `belfry peek`: "
+            f"{yes[ck.get('peek_has_2000')]}, of `tmux capture-pane -p`: "
+            f"{yes[ck.get('capture_has_2000')]}, in the file `screen -X hardcopy` wrote: "
+            f"{yes[ck.get('hardcopy_has_2000')]}.")
         add("")
     bz = results.get("busy")
     if bz:
@@ -1271,13 +1528,23 @@ def render(results, args):
         add("")
         add("| command | p50 ms | p90 ms | p99 ms | max ms |")
         add("|---|---:|---:|---:|---:|")
-        for k in ("belfry peek", "tmux capture-pane -p", "belfry send", "tmux send-keys"):
-            r = bz.get(k)
-            if r:
-                fail = f" ({r['failures']} failed)" if r["failures"] else ""
-                add(f"| `{k}`{fail} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p90_ms'])} | "
-                    f"{fmt_ms(r['p99_ms'])} | {fmt_ms(r['max_ms'])} |")
+        for b, others in reversed(cli_groups):
+            for k in (b, *others):
+                if k is None:
+                    add(f"| {no_capture} | — | — | — | — |")
+                    continue
+                r = bz.get(k)
+                if r:
+                    fail = f" ({r['failures']} failed)" if r["failures"] else ""
+                    add(f"| {cli_label.get(k, f'`{k}`')}{fail} | {fmt_ms(r['p50_ms'])} | "
+                        f"{fmt_ms(r['p90_ms'])} | {fmt_ms(r['p99_ms'])} | "
+                        f"{fmt_ms(r['max_ms'])} |")
         add("")
+        if "screen -X stuff" in bz or "dtach -p" in bz:
+            ck = bz.get("check", {})
+            add(f"{one_way} The `screen -X hardcopy` file held the pane's text after the run: "
+                f"{'yes' if ck.get('hardcopy_has_text') else 'NO'}.")
+            add("")
     e = results.get("echo")
     if e:
         add("### 5. Key echo through an attached client (pane runs `stty raw -echo; cat`)")
@@ -1300,8 +1567,13 @@ def render(results, args):
     if mem:
         n = mem["panes"]
         ph = mem["pane_host_rss_kb"]
+        sc_hist = mem.get("screen_scrollback_lines")
+        others = f"tmux history {mem['tmux_history_lines']}"
+        if "screen_per_window_kb" in mem:
+            others += (f", GNU screen scrollback {sc_hist if sc_hist is not None else '?'} "
+                       f"(defscrollback), dtach none")
         add(f"### 6. Memory, {n} idle panes with {mem['belfry_history_lines']} lines of "
-            f"scrollback each (tmux history {mem['tmux_history_lines']})")
+            f"scrollback each ({others})")
         add("")
         add("| figure | MiB |")
         add("|---|---:|")
@@ -1327,6 +1599,26 @@ def render(results, args):
             f"{mem['tmux_server_rss_kb']['before'] / mb:.2f} → "
             f"{mem['tmux_server_rss_kb']['after'] / mb:.2f} |")
         add(f"| tmux per window (RSS increase / {n}) | {mem['tmux_per_window_kb'] / mb:.2f} |")
+        sc = mem.get("screen_server_kb")
+        if sc:
+            per = mem["screen_per_window_kb"]
+            add(f"| GNU screen server VmRSS, 1 idle window → + {n} windows | "
+                f"{sc['before']['VmRSS'] / mb:.2f} → {sc['after']['VmRSS'] / mb:.2f} |")
+            add(f"| GNU screen per window (VmRSS increase / {n}) | {per['VmRSS'] / mb:.2f} |")
+            add(f"| GNU screen per window (RssAnon increase / {n}) | {per['RssAnon'] / mb:.2f} |")
+            add(f"| GNU screen per window (Pss increase / {n}) | {per['Pss'] / mb:.2f} |")
+        dm = mem.get("dtach_master_rss_kb")
+        if dm:
+            add(f"| dtach master VmRSS, mean (min–max) | {dm['mean'] / mb:.2f} "
+                f"({dm['min'] / mb:.2f}–{dm['max'] / mb:.2f}) |")
+            add(f"| dtach master RssAnon, mean | {mem['dtach_master_rss_anon_kb_mean'] / mb:.2f} |")
+            add(f"| dtach master Pss, mean | {mem['dtach_master_pss_kb_mean'] / mb:.2f} |")
+            add(f"| dtach total VmRSS ({n} masters) | {mem['dtach_total_rss_kb'] / mb:.1f} |")
+        if dm:
+            add("")
+            add("dtach holds no history and no screen: its master only relays the PTY, so its "
+                "figures are a floor with nothing kept. The window programs (`sh`, `sleep`) "
+                "are not counted for any of them.")
         targets.append(("RSS per idle pane host (VmRSS mean)", "≤ 3 MB",
                         f"{ph['mean'] / mb:.2f} MiB ({ph['mean'] * 1024 / 1e6:.2f} MB)",
                         ph["mean"] * 1024 <= 3e6))

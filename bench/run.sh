@@ -91,6 +91,18 @@ cleanup() {
     kill -9 "$(cat "$tmp/daemon.pid")" 2>/dev/null || true
   fi
   tmux -L "$tmux_socket" kill-server >/dev/null 2>&1 || true
+  # dtach masters and GNU screen servers bench.py left (it ends them itself unless it was
+  # killed): the pids their programs wrote, and the pids screen's socket names start with.
+  # Only a process whose command line names this run's temp dir is killed.
+  for rec in "$tmp"/*.pid "$tmp"/screen/*.*; do
+    [[ -e "$rec" ]] || continue
+    if [[ "$rec" == *.pid ]]; then pid=$(cat "$rec" 2>/dev/null || true); else
+      pid=${rec##*/}; pid=${pid%%.*}; fi
+    [[ "$pid" =~ ^[0-9]+$ ]] || continue
+    if tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$tmp"; then
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
   rm -rf "$tmp"
   exit "$rc"
 }
