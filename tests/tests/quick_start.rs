@@ -5,9 +5,10 @@
 //! `belfry inbox read` work by name.
 //!
 //! Two things differ from a person at a terminal, both said where they happen: the install
-//! script is given `--debug` (cargo's unoptimized profile, which reuses the test build instead
-//! of an optimized build of the whole workspace), and `belfry run`, which attaches, runs inside
-//! an outer pane, which gives it the terminal it needs.
+//! script is given `--debug` and the workspace's target directory (cargo's unoptimized
+//! profile, which reuses the test build instead of an optimized build of the whole
+//! workspace), and `belfry run`, which attaches, runs inside an outer pane, which gives it
+//! the terminal it needs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -84,7 +85,15 @@ fn the_readme_quick_start_installs_belfry_on_path_and_works_inside_its_pane() {
     // The install, with the user's own PATH (where cargo is) and toolchain.
     let user_path = std::env::var("PATH").unwrap_or_default();
     let mut cmd = shell(&env, &home, &user_path, &format!("{install} --debug"));
+    // The workspace's own target directory, which the suite's build has filled: `cargo
+    // install --debug` of the same packages finds every artifact there and compiles nothing
+    // (the same binary, so the suite's copy is not replaced), where a fresh directory took
+    // about four minutes of a 2-core CI run for a build the suite had already done.
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target"));
     cmd.env("PREFIX", &prefix)
+        .env("CARGO_TARGET_DIR", &target)
         .env(
             "CARGO_HOME",
             std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{real_home}/.cargo")),
