@@ -448,15 +448,28 @@ impl Pane {
                     return;
                 }
             };
-            // One read of at most [`OUTPUT_TURN`] bytes per turn, so a request or an attach
-            // stream waits behind at most that much screen-model work.
+            // At most [`OUTPUT_TURN`] bytes per turn, so a request or an attach stream waits
+            // behind at most that much screen-model work. A read returns what the terminal
+            // layer holds at that moment (4 KiB at a time while a program prints fast), so a
+            // turn reads again until it has its fill or nothing is left: attached clients are
+            // then woken once per turn for everything it read, not once per 4 KiB.
             let result = guard.try_io(|fd| {
-                let n =
-                    rustix::io::read(fd.get_ref(), &mut buf[..]).map_err(std::io::Error::from)?;
-                if n > 0 {
-                    self.apply_chunk(&mut self.state.lock(), &buf[..n]);
+                let mut total = 0;
+                while total < OUTPUT_TURN {
+                    match rustix::io::read(fd.get_ref(), &mut buf[..OUTPUT_TURN - total]) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            self.apply_chunk(&mut self.state.lock(), &buf[..n]);
+                            total += n;
+                        }
+                        Err(rustix::io::Errno::INTR) => {}
+                        // Nothing more right now (or an error): what this turn read is done;
+                        // a turn that read nothing reports the error itself.
+                        Err(_) if total > 0 => break,
+                        Err(err) => return Err(std::io::Error::from(err)),
+                    }
                 }
-                Ok(n)
+                Ok(total)
             });
             match result {
                 Ok(Ok(0)) => {
