@@ -311,8 +311,8 @@ class Bench:
                 sink.wait(timeout=10)
             self.tmux("kill-session", "-t", s, check=False)
 
-    def tp_relay(self, path):
-        out = self.bench_json(["relay", "--", "cat", str(path)])
+    def tp_relay(self, path, model=False):
+        out = self.bench_json(["relay", "--model", "1" if model else "0", "--", "cat", str(path)])
         return {"seconds": out["seconds"], "cpu": out["cpu_s"], "client_bytes": out["bytes"]}
 
     # dtach and GNU screen: each run's program waits on a FIFO for the start signal, writes
@@ -548,6 +548,7 @@ class Bench:
     VARIANTS = [
         ("raw PTY reader", "raw"),
         ("relay through a 2nd PTY, no model (the attach floor)", "relay"),
+        ("relay through a 2nd PTY with belfry's model in the relaying thread", "relay+model"),
         ("tmux, detached", "tmux"),
         ("tmux, 1 client attached", "tmux+client"),
         ("dtach, detached", "dtach"),
@@ -568,6 +569,8 @@ class Bench:
                         r = self.tp_raw(path)
                     elif key == "relay":
                         r = self.tp_relay(path)
+                    elif key == "relay+model":
+                        r = self.tp_relay(path, model=True)
                     elif key in ("dtach", "dtach+client"):
                         r = self.tp_dtach(path, key != "dtach")
                     elif key in ("screen", "screen+client"):
@@ -1364,6 +1367,8 @@ def fmt_ms(x):
 
 
 def verdict(ok):
+    if ok is None:
+        return "—"
     return "met" if ok else "MISSED"
 
 
@@ -1422,6 +1427,13 @@ def render(results, args):
                 targets.append((f"`belfry attach` ÷ relay, {kind} (issue 13 target 2)",
                                 "≤ 1.15×, 100 % delivered", f"{ratio:.2f}× ({delivered})",
                                 ratio <= 1.15 and share is not None and share >= 99.5))
+                # What one process that keeps the model and writes the client's terminal
+                # itself would cost (tmux's shape): not a target, the bound of that design.
+                floor = tp.get(f"relay+model/{kind}")
+                if floor:
+                    targets.append((f"relay with the model ÷ relay, {kind} (the bound of a "
+                                    "server writing the client's terminal)", "—",
+                                    f"{floor['median_s'] / relay[kind]:.2f}×", None))
         model = results.get("model")
         if model:
             cells = []

@@ -5,7 +5,8 @@
 //! ```text
 //! belfry-bench gen --kind plain|sgr --bytes N --out PATH
 //! belfry-bench raw-pty [--rows R --cols C] -- CMD…          raw PTY reader (baseline)
-//! belfry-bench relay [--rows R --cols C] -- CMD…            the same, relayed through a 2nd PTY
+//! belfry-bench relay [--rows R --cols C] [--model 1] -- CMD… the same, relayed through a 2nd PTY
+//!                                                           (--model 1: and applied to the screen model)
 //! belfry-bench model --file PATH                              belfry's screen model alone
 //! belfry-bench sink [--rows R --cols C] -- CMD…             a terminal that discards output
 //! belfry-bench attach-client --socket PATH [--rows R --cols C]
@@ -228,6 +229,13 @@ fn cmd_relay(args: &Args) -> Result<Value> {
     });
     let from = pty::raw(&pane.master);
     let to = pty::raw(&term.slave);
+    // `--model 1`: every chunk is also applied to belfry's screen model, after it is written
+    // on, in this same thread: the least a server that keeps a model and writes the client's
+    // terminal itself (tmux's shape) can cost.
+    let mut model = match args.num("model", 0u8)? {
+        0 => None,
+        _ => Some(belfry_pty::screen::Screen::new(rows, cols, 2000)),
+    };
     let mut buf = vec![0u8; 64 * 1024];
     let mut relayed = 0u64;
     let mut timed_out = true;
@@ -235,6 +243,9 @@ fn cmd_relay(args: &Args) -> Result<Value> {
         match pty::read_timeout(from, &mut buf, Duration::from_secs(1))? {
             pty::Read::Data(n) => {
                 pty::write_all(to, &buf[..n])?;
+                if let Some(screen) = model.as_mut() {
+                    screen.apply(&buf[..n]);
+                }
                 relayed += n as u64;
             }
             pty::Read::End => {

@@ -132,6 +132,12 @@ pub(crate) fn ding_status_lines(state: &DingState, now_ms: u64) -> Vec<String> {
         "  lease:      {}",
         lease_words(&status["lease"], &status["policy"])
     ));
+    if let Some(reason) = status["not_ready"].as_str() {
+        lines.push(format!(
+            "  input:      held until the program is ready: {}",
+            escape_for_terminal(reason)
+        ));
+    }
     let messages = status["messages"].as_array().map_or(&[][..], Vec::as_slice);
     lines.push(format!("  messages:   {} unread", messages.len()));
     for message in messages {

@@ -39,6 +39,10 @@ pub struct DingStatus {
     pub last_event: Option<LastEvent>,
     /// The lease, under the rich policy.
     pub lease: LeaseStatus,
+    /// Why notices wait because the pane's program does not accept input yet (its adapter's
+    /// readiness rule, spec §10), while they do; absent once it is ready or without a rule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_ready: Option<String>,
     /// Every unread message, FIFO.
     pub messages: Vec<MessageStatus>,
     /// Counters since the engine started.
@@ -398,6 +402,13 @@ impl fmt::Display for DingStatus {
             "  lease:      {}",
             lease_words(&self.policy, self.lease)
         )?;
+        if let Some(reason) = &self.not_ready {
+            writeln!(
+                formatter,
+                "  input:      held until the program is ready: {}",
+                sanitize_field(reason, 200)
+            )?;
+        }
         writeln!(formatter, "  messages:   {} unread", self.messages.len())?;
         for message in &self.messages {
             writeln!(

@@ -54,6 +54,7 @@ fn held_agent() -> DingStatus {
         }),
         last_event: Some(LastEvent::accepted(&event, 1_785_070_000_500)),
         lease,
+        not_ready: None,
         messages: vec![
             message(
                 "1785070000000-abc123.md",
@@ -92,6 +93,7 @@ fn idle_aggressive_agent() -> DingStatus {
         presence: None,
         last_event: None,
         lease: LeaseStatus::NotApplicable,
+        not_ready: None,
         messages: vec![MessageStatus::new(
             MessageName::parse("1785070000000-abc123.md").unwrap(),
             &FrontMatter::default(),
@@ -194,5 +196,30 @@ fn adapter_backoff_and_rejections_are_described() {
     assert!(
         text.contains("  lease:      held: adapter-error\n"),
         "{text}"
+    );
+}
+
+#[test]
+fn a_readiness_hold_says_why_and_is_absent_once_ready() {
+    let mut status = idle_aggressive_agent();
+    let ready = status.render_text();
+    assert!(!ready.contains("  input:"), "{ready}");
+    let json = serde_json::to_value(&status).unwrap();
+    assert!(json.get("not_ready").is_none(), "{json}");
+
+    status.not_ready = Some("its screen does not show (?m)^READY yet\u{1b}[2J".into());
+    let held = status.render_text();
+    assert!(
+        held.contains(
+            "  input:      held until the program is ready: its screen does not show (?m)^READY yet"
+        ),
+        "{held}"
+    );
+    // The reason is data the pane produced: no escape byte of it reaches the terminal.
+    assert!(!held.contains('\u{1b}'), "{held:?}");
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(
+        json["not_ready"],
+        "its screen does not show (?m)^READY yet\u{1b}[2J"
     );
 }

@@ -1808,6 +1808,11 @@ impl Worker {
                     presence,
                     last_event: self.last_event.clone(),
                     lease,
+                    not_ready: if self.ready {
+                        None
+                    } else {
+                        self.not_ready_logged.clone()
+                    },
                     messages,
                     counters: self.counters.clone(),
                 };

@@ -125,6 +125,17 @@ fn ding_sends_nothing_before_the_adapter_says_the_harness_is_ready() {
     let doctor = env.run(&["doctor", "agent", "--json"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert!(text.contains("\"not-ready\""), "{text}");
+    // `belfry ding status` says why the message waits, in its text and its JSON.
+    let status =
+        String::from_utf8_lossy(&env.run(&["ding", "status", "agent"]).stdout).into_owned();
+    assert!(
+        status.contains("  input:      held until the program is ready: "),
+        "{status}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&env.run(&["ding", "status", "agent", "--json"]).stdout)
+            .expect("ding status --json");
+    assert!(json["not_ready"].is_string(), "{json}");
 
     std::fs::write(&gate, "").expect("open the gate");
     env.wait_screen("agent", "(?m)^READY");
@@ -138,6 +149,10 @@ fn ding_sends_nothing_before_the_adapter_says_the_harness_is_ready() {
     let typed = String::from_utf8_lossy(&read_or_empty(&log)).into_owned();
     assert_eq!(typed.matches("[DING]").count(), 1, "{typed:?}");
     assert_eq!(String::from_utf8_lossy(&read_or_empty(&early)), "");
+    let json: serde_json::Value =
+        serde_json::from_slice(&env.run(&["ding", "status", "agent", "--json"]).stdout)
+            .expect("ding status --json");
+    assert!(json.get("not_ready").is_none(), "{json}");
 }
 
 /// spec §7.3: an adapter may declare that its harness takes a notice's Enter late and submits
