@@ -311,8 +311,8 @@ class Bench:
                 sink.wait(timeout=10)
             self.tmux("kill-session", "-t", s, check=False)
 
-    def tp_relay(self, path, model=False):
-        out = self.bench_json(["relay", "--model", "1" if model else "0", "--", "cat", str(path)])
+    def tp_relay(self, path, model=0):
+        out = self.bench_json(["relay", "--model", str(model), "--", "cat", str(path)])
         return {"seconds": out["seconds"], "cpu": out["cpu_s"], "client_bytes": out["bytes"]}
 
     # dtach and GNU screen: each run's program waits on a FIFO for the start signal, writes
@@ -549,6 +549,7 @@ class Bench:
         ("raw PTY reader", "raw"),
         ("relay through a 2nd PTY, no model (the attach floor)", "relay"),
         ("relay through a 2nd PTY with belfry's model in the relaying thread", "relay+model"),
+        ("relay through a 2nd PTY with belfry's model on a second thread", "relay+model-thread"),
         ("tmux, detached", "tmux"),
         ("tmux, 1 client attached", "tmux+client"),
         ("dtach, detached", "dtach"),
@@ -570,7 +571,9 @@ class Bench:
                     elif key == "relay":
                         r = self.tp_relay(path)
                     elif key == "relay+model":
-                        r = self.tp_relay(path, model=True)
+                        r = self.tp_relay(path, model=1)
+                    elif key == "relay+model-thread":
+                        r = self.tp_relay(path, model=2)
                     elif key in ("dtach", "dtach+client"):
                         r = self.tp_dtach(path, key != "dtach")
                     elif key in ("screen", "screen+client"):
@@ -1429,11 +1432,13 @@ def render(results, args):
                                 ratio <= 1.15 and share is not None and share >= 99.5))
                 # What one process that keeps the model and writes the client's terminal
                 # itself would cost (tmux's shape): not a target, the bound of that design.
-                floor = tp.get(f"relay+model/{kind}")
-                if floor:
-                    targets.append((f"relay with the model ÷ relay, {kind} (the bound of a "
-                                    "server writing the client's terminal)", "—",
-                                    f"{floor['median_s'] / relay[kind]:.2f}×", None))
+                for variant, what in (("relay+model", "the model in the relaying thread"),
+                                      ("relay+model-thread", "the model on a second thread")):
+                    floor = tp.get(f"{variant}/{kind}")
+                    if floor:
+                        targets.append((f"relay with {what} ÷ relay, {kind} (the bound of a "
+                                        "server writing the client's terminal)", "—",
+                                        f"{floor['median_s'] / relay[kind]:.2f}×", None))
         model = results.get("model")
         if model:
             cells = []

@@ -5,8 +5,9 @@
 //! ```text
 //! belfry-bench gen --kind plain|sgr --bytes N --out PATH
 //! belfry-bench raw-pty [--rows R --cols C] -- CMD…          raw PTY reader (baseline)
-//! belfry-bench relay [--rows R --cols C] [--model 1] -- CMD… the same, relayed through a 2nd PTY
-//!                                                           (--model 1: and applied to the screen model)
+//! belfry-bench relay [--rows R --cols C] [--model 1|2] -- CMD… the same, relayed through a 2nd PTY
+//!                                                           (--model 1: and applied to the screen model;
+//!                                                           2: on a second thread)
 //! belfry-bench model --file PATH                              belfry's screen model alone
 //! belfry-bench sink [--rows R --cols C] -- CMD…             a terminal that discards output
 //! belfry-bench attach-client --socket PATH [--rows R --cols C]
@@ -231,10 +232,25 @@ fn cmd_relay(args: &Args) -> Result<Value> {
     let to = pty::raw(&term.slave);
     // `--model 1`: every chunk is also applied to belfry's screen model, after it is written
     // on, in this same thread: the least a server that keeps a model and writes the client's
-    // terminal itself (tmux's shape) can cost.
-    let mut model = match args.num("model", 0u8)? {
-        0 => None,
-        _ => Some(belfry_pty::screen::Screen::new(rows, cols, 2000)),
+    // terminal itself (tmux's shape) can cost. `--model 2`: the chunk is handed to a second
+    // thread that applies it, so the write never waits for the model.
+    let mode = args.num("model", 0u8)?;
+    let mut model = match mode {
+        1 => Some(belfry_pty::screen::Screen::new(rows, cols, 2000)),
+        _ => None,
+    };
+    let (model_tx, model_thread) = if mode == 2 {
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let thread = std::thread::spawn(move || {
+            let mut screen = belfry_pty::screen::Screen::new(rows, cols, 2000);
+            for chunk in rx {
+                screen.apply(&chunk);
+            }
+            screen.history_len()
+        });
+        (Some(tx), Some(thread))
+    } else {
+        (None, None)
     };
     let mut buf = vec![0u8; 64 * 1024];
     let mut relayed = 0u64;
@@ -246,6 +262,9 @@ fn cmd_relay(args: &Args) -> Result<Value> {
                 if let Some(screen) = model.as_mut() {
                     screen.apply(&buf[..n]);
                 }
+                if let Some(tx) = &model_tx {
+                    let _ = tx.send(buf[..n].to_vec());
+                }
                 relayed += n as u64;
             }
             pty::Read::End => {
@@ -254,6 +273,13 @@ fn cmd_relay(args: &Args) -> Result<Value> {
             }
             pty::Read::Timeout => {}
         }
+    }
+    // The model thread has applied everything once its channel closes.
+    drop(model_tx);
+    if let Some(thread) = model_thread {
+        thread
+            .join()
+            .map_err(|_| "the relay's model thread panicked")?;
     }
     // The last slave descriptor closes: the reader drains what is left and then reads EIO.
     drop(term.slave);
