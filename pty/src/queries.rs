@@ -27,9 +27,9 @@ impl Query {
     }
 }
 
-/// The longest CSI parameter string and DCS body looked at; anything longer is no query of
-/// ours and is dropped from the scan (the core still parses it).
-const MAX_CSI: usize = 32;
+/// The longest DCS body looked at; anything longer is no query of ours and is dropped from the
+/// scan (the core still parses it). A CSI needs no bound: nothing of its parameters is kept
+/// but how far they match XTVERSION's.
 const MAX_DCS: usize = 4096;
 
 #[derive(Default)]
@@ -37,13 +37,10 @@ enum State {
     #[default]
     Ground,
     Escape,
-    /// Inside a CSI: how many parameter and intermediate bytes so far, and how far they
-    /// match XTVERSION's (`>`, `>0`). Nothing else of them is kept: SGR-heavy output opens a
-    /// CSI every few bytes, and copying or allocating for each cost more than the scan.
-    Csi {
-        len: u8,
-        prefix: CsiPrefix,
-    },
+    /// Inside a CSI: how far its parameter and intermediate bytes so far match XTVERSION's
+    /// (`>`, `>0`). Nothing else of them is kept: SGR-heavy output opens a CSI every few
+    /// bytes, and copying or allocating for each cost more than the scan.
+    Csi(CsiPrefix),
     Dcs(Vec<u8>),
     /// An `ESC` inside a DCS body: `\` ends the string.
     DcsEscape(Vec<u8>),
@@ -90,10 +87,7 @@ impl Scanner {
                 State::Ground => at += memchr::memchr(0x1b, &bytes[at..])?,
                 // A CSI that is no query any more (most are, from their first byte): its
                 // parameter bytes change nothing; the byte that ends it is fed as usual.
-                State::Csi {
-                    prefix: CsiPrefix::Other,
-                    ..
-                } => {
+                State::Csi(CsiPrefix::Other) => {
                     let rest = &bytes[at..];
                     at += rest
                         .iter()
@@ -127,22 +121,10 @@ impl Scanner {
             }
             (_, 0x1b) => (State::Escape, None),
             (_, 0x18 | 0x1a) => (State::Ground, None),
-            (State::Escape, b'[') => (
-                State::Csi {
-                    len: 0,
-                    prefix: CsiPrefix::Empty,
-                },
-                None,
-            ),
+            (State::Escape, b'[') => (State::Csi(CsiPrefix::Empty), None),
             (State::Escape, b'P') => (State::Dcs(Vec::new()), None),
-            (State::Csi { len, prefix }, 0x20..=0x3f) if usize::from(len) < MAX_CSI => (
-                State::Csi {
-                    len: len + 1,
-                    prefix: prefix.then(byte),
-                },
-                None,
-            ),
-            (State::Csi { prefix, .. }, b'q') => {
+            (State::Csi(prefix), 0x20..=0x3f) => (State::Csi(prefix.then(byte)), None),
+            (State::Csi(prefix), b'q') => {
                 let query =
                     matches!(prefix, CsiPrefix::Gt | CsiPrefix::GtZero).then_some(Query::Version);
                 (State::Ground, query)
@@ -237,9 +219,9 @@ mod tests {
                 stream.extend_from_slice(piece);
             }
             if case % 50 == 0 {
-                // Past the CSI and DCS limits.
+                // A long CSI (no query, however long) and a DCS past its limit.
                 stream.extend_from_slice(b"\x1b[");
-                stream.extend(std::iter::repeat_n(b'>', MAX_CSI + 3));
+                stream.extend(std::iter::repeat_n(b'>', 35));
                 stream.extend_from_slice(b"q\x1bP+q");
                 stream.extend(std::iter::repeat_n(b'a', MAX_DCS + 3));
                 stream.extend_from_slice(b"\x1b\\\x1b[>q");
