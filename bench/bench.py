@@ -326,12 +326,7 @@ class Bench:
         return fifo, pidfile, done, prog
 
     def other_start_and_wait(self, fifo, pidfile, done, limit=900.0):
-        deadline = time.monotonic() + 30
-        while not pidfile.exists() or not pidfile.read_text().strip():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{pidfile} was not written within 30 s")
-            time.sleep(0.01)
-        pid = int(pidfile.read_text())
+        pid = self.wait_pidfile(pidfile)
         cpu0 = cpu_seconds(pid)
         t0 = time.perf_counter()
         with open(fifo, "w") as f:
