@@ -506,15 +506,22 @@ class Bench:
                            f"{limit:.0f} s")
 
     def tp_belfry(self, path, client):
-        """client: None, "attach" (belfry attach on a PTY), "frames" (protocol client)."""
+        """client: None, "attach" (belfry attach on a PTY: the pane host writes the client's
+        terminal itself), "attach-frames" (the same with BELFRY_ATTACH_HANDOVER=0: the output
+        in frames, written by the client), "frames" (protocol client). With a client, the time
+        runs until the client has exited, after the last byte reached its terminal."""
         name = self.next_name("tp")
         self.new_pane(name, ["sh", "-c", f"read -r _; cat {path}; echo BENCH-DONE"])
         sink = None
         try:
             pid = self.pane_pid(name)
-            if client == "attach":
+            if client in ("attach", "attach-frames"):
+                env = dict(os.environ)
+                if client == "attach-frames":
+                    env["BELFRY_ATTACH_HANDOVER"] = "0"
                 sink = subprocess.Popen([self.bench, "sink", "--", self.belfry, "attach", name],
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        env=env)
             elif client == "frames":
                 sink = subprocess.Popen([self.bench, "attach-client", "--socket",
                                          str(self.pane_sock(name))],
@@ -526,13 +533,13 @@ class Bench:
             t0 = time.perf_counter()
             self.daemon({"op": "send", "session": name, "input": [{"key": "Enter"}]})
             self.wait_pane(name, 900, exit=True)
-            seconds = time.perf_counter() - t0
             cpu1 = cpu_seconds(pid)
+            client = self.finish_client(sink)
+            sink = None
+            seconds = time.perf_counter() - t0
             snap = self.daemon({"op": "snapshot", "session": name})
             if not any("BENCH-DONE" in line for line in snap["lines"]):
                 raise RuntimeError(f"pane {name} exited without BENCH-DONE on screen")
-            client = self.finish_client(sink)
-            sink = None
             return {"seconds": seconds, "cpu": cpu1 - cpu0, **client}
         finally:
             if sink:
@@ -553,6 +560,8 @@ class Bench:
         ("GNU screen, 1 client attached", "screen+client"),
         ("belfry, detached", "belfry"),
         ("belfry, 1 client (`belfry attach`)", "belfry+attach"),
+        ("belfry, 1 client (`belfry attach`, output in frames: BELFRY_ATTACH_HANDOVER=0)",
+         "belfry+attach-frames"),
         ("belfry, 1 client (frames to /dev/null)", "belfry+frames"),
     ]
 
@@ -581,6 +590,8 @@ class Bench:
                         r = self.tp_belfry(path, None)
                     elif key == "belfry+attach":
                         r = self.tp_belfry(path, "attach")
+                    elif key == "belfry+attach-frames":
+                        r = self.tp_belfry(path, "attach-frames")
                     else:
                         r = self.tp_belfry(path, "frames")
                     runs.setdefault(f"{key}/{kind}", []).append(r)
@@ -799,6 +810,8 @@ class Bench:
             time.sleep(0.3)
             # Alternating blocks, so every client sees the same background load.
             clients = (("belfry attach", [self.belfry, "attach", "echo"]),
+                       ("belfry attach, output in frames (BELFRY_ATTACH_HANDOVER=0)",
+                        ["env", "BELFRY_ATTACH_HANDOVER=0", self.belfry, "attach", "echo"]),
                        ("tmux attach", [*self.tmux_prefix, "attach-session", "-t", "echo"]),
                        ("dtach -a", ["dtach", "-a", sock, "-E", "-z", "-r", "none"]),
                        ("screen -r", ["screen", "-c", str(self.screenrc), "-r", "echo"]),

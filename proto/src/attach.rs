@@ -29,6 +29,19 @@ pub enum Control {
     Resize(Size),
     /// Host to client: the program ended (`{"exited":{"code":C,"signal":S}}`).
     Exited(ExitStatus),
+    /// Client to host, for a client whose terminal the pane host writes: stop writing the
+    /// pane's output to the terminal (`{"pause":true}`), so the client can draw over it; the
+    /// host answers [`Control::Paused`] once its last write has finished. `{"pause":false}`
+    /// goes on writing output where the pane is (without a redraw); [`Control::Redraw`]
+    /// goes on with a redraw.
+    Pause(bool),
+    /// Host to client: nothing more is written to the terminal until the client says
+    /// otherwise (`{"paused":true}`), the answer to `{"pause":true}`.
+    Paused,
+    /// Host to client, for a client whose terminal the pane host writes: the bytes that undo
+    /// what the pane's redraw and output turned on in that terminal (`{"restore":"…"}`), sent
+    /// before `exited` and in answer to the client's `detach`, after the last write.
+    Restore(String),
 }
 
 /// The one-key objects of the wire, for serde.
@@ -40,6 +53,9 @@ enum Wire {
     Colors(String),
     Resize(Size),
     Exited(ExitStatus),
+    Pause(bool),
+    Paused(Value),
+    Restore(String),
 }
 
 impl Control {
@@ -55,6 +71,9 @@ impl Control {
             Control::Colors(answers) => Wire::Colors(answers.clone()),
             Control::Resize(size) => Wire::Resize(*size),
             Control::Exited(status) => Wire::Exited(*status),
+            Control::Pause(on) => Wire::Pause(*on),
+            Control::Paused => Wire::Paused(Value::Bool(true)),
+            Control::Restore(bytes) => Wire::Restore(bytes.clone()),
         };
         serde_json::to_value(wire).unwrap_or(Value::Null)
     }
@@ -85,6 +104,9 @@ impl Control {
             Wire::Colors(answers) => Control::Colors(answers),
             Wire::Resize(size) => Control::Resize(size),
             Wire::Exited(status) => Control::Exited(status),
+            Wire::Pause(on) => Control::Pause(on),
+            Wire::Paused(_) => Control::Paused,
+            Wire::Restore(bytes) => Control::Restore(bytes),
         })
     }
 
@@ -125,6 +147,13 @@ mod tests {
                 }),
                 json!({"exited": {"code": 3, "signal": null}}),
             ),
+            (Control::Pause(true), json!({"pause": true})),
+            (Control::Pause(false), json!({"pause": false})),
+            (Control::Paused, json!({"paused": true})),
+            (
+                Control::Restore("\u{1b}[?25h".into()),
+                json!({"restore": "\u{1b}[?25h"}),
+            ),
         ];
         for (control, wire) in cases {
             assert_eq!(control.to_value(), wire, "{control:?}");
@@ -153,6 +182,10 @@ mod tests {
             ),
             (json!([1]), "not an object of one key"),
             (json!({"colors": 7}), "attach control {\"colors\":7}"),
+            (
+                json!({"pause": "yes"}),
+                "attach control {\"pause\":\"yes\"}",
+            ),
         ] {
             let err = Control::from_value(wire.clone()).expect_err("must not parse");
             assert!(err.contains(part), "{wire}: {err}");

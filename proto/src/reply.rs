@@ -282,6 +282,11 @@ pub struct Attached {
     pub read_only: bool,
     /// The pane's identity when it attached.
     pub identity: Identity,
+    /// The pane host takes the client's terminal (the request asked for it): the client
+    /// sends the descriptor next, and the pane host writes the output to it. Absent from a
+    /// pane host that predates the hand-over, which sends the output in frames.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminal: bool,
 }
 
 /// `kill`'s answer.

@@ -519,6 +519,15 @@ pub struct Attach {
     /// The client's columns (with `rows`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cols: Option<u64>,
+    /// The client hands its terminal to the pane host: once the reply says `terminal: true`,
+    /// the client sends its terminal's descriptor (`SCM_RIGHTS`, with one byte) and the pane
+    /// host writes the redraw and the pane's output to it itself (docs/protocol.md, "Attach").
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub terminal: Option<bool>,
 }
 
 /// `shutdown`.

@@ -821,7 +821,10 @@ async fn subscribe(
 /// The pause after a redraw sent to resynchronise a client (see `attach`).
 const RESYNC_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// `attach`: switch the connection to frames; the first data frame is a full redraw.
+/// `attach`: switch the connection to frames; the first data frame is a full redraw. A client
+/// that asks for it hands its terminal over instead (see [`crate::terminal`]): the pane host
+/// then writes the redraw and the output to that terminal, and the connection carries only
+/// control frames towards the client.
 async fn attach(
     ctx: &HostContext,
     id: &Value,
@@ -831,6 +834,7 @@ async fn attach(
 ) {
     // A mistyped or null read_only never turns into a writable client: the field is strict.
     let read_only = op.read_only.unwrap_or(false);
+    let handover = op.terminal == Some(true);
     let size = match (op.rows, op.cols) {
         (Some(rows), Some(cols)) => match belfry_proto::Size::new(rows, cols) {
             Ok(size) => Some(size.pair()),
@@ -861,12 +865,61 @@ async fn attach(
             client,
             read_only,
             identity: pane.identity(),
+            terminal: handover,
         },
     );
-    if wire::write_json(&mut writer, &reply).await.is_err()
-        || wire::write_frames(&mut writer, &[Frame::Data(redraw.into())])
+    if wire::write_json(&mut writer, &reply).await.is_err() {
+        pane.detach(client);
+        return;
+    }
+    let mut terminal = None;
+    if handover {
+        // The client sends nothing between the request and its terminal: a byte already read
+        // would have carried the descriptor, which is then lost.
+        let received = if reader.buffer().is_empty() {
+            match tokio::time::timeout(
+                crate::terminal::HANDOVER_DEADLINE,
+                crate::terminal::receive(reader.get_ref().as_ref()),
+            )
             .await
-            .is_err()
+            {
+                Ok(Ok(fd)) => crate::terminal::TerminalWriter::start(fd, client),
+                Ok(Err(err)) => Err(err),
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no terminal within {} s",
+                        crate::terminal::HANDOVER_DEADLINE.as_secs()
+                    ),
+                )),
+            }
+        } else {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the client sent bytes before its terminal",
+            ))
+        };
+        match received {
+            Ok(writer) => terminal = Some(writer),
+            Err(err) => {
+                tracing::warn!("attach client {client}: terminal hand-over failed: {err}");
+                pane.detach(client);
+                return;
+            }
+        }
+    }
+    let mut out = match terminal {
+        Some(terminal) => Out::Terminal {
+            terminal,
+            paused: false,
+            missed: false,
+        },
+        None => Out::Frames,
+    };
+    if out
+        .send(&mut writer, vec![Frame::Data(redraw.into())])
+        .await
+        .is_err()
     {
         pane.detach(client);
         return;
@@ -874,13 +927,15 @@ async fn attach(
     let exited = pane.state.lock().exited;
     if let Some(exit) = exited {
         // The program already ended: show its last screen, then say so.
-        let _ = wire::write_frames(&mut writer, &[Frame::Control(Control::Exited(exit))]).await;
+        let _ = out
+            .send(&mut writer, vec![Frame::Control(Control::Exited(exit))])
+            .await;
         pane.detach(client);
         return;
     }
-    // A client's `{"redraw": true}` (after it drew a message over the pane) is served as a
-    // lagging client is: the output side empties the queue and sends a fresh redraw.
-    let (redraw_wanted, redraw_wake) = (Arc::clone(&handle.lagged), Arc::clone(&handle.wake));
+    // The input side's requests to the output side: a redraw (after the client drew over the
+    // pane), a pause or its end (a client whose terminal the pane host writes), a detach.
+    let (requests_tx, mut requests) = tokio::sync::mpsc::unbounded_channel::<Ask>();
     let output = async {
         // The frames of one write: whatever the queue holds when the first arrives (up to
         // one vectored write's worth), so a client that fell a little behind catches up in
@@ -897,34 +952,35 @@ async fn attach(
                             Err(_) => break,
                         }
                     }
-                    // Nothing after the last frame (exited, detach) is written.
-                    let last = batch
-                        .iter()
-                        .position(|f| matches!(f, Frame::Control(c) if c.is_last()));
-                    if let Some(at) = last {
-                        batch.truncate(at + 1);
-                    }
-                    let written = wire::write_frames(&mut writer, &batch).await;
-                    batch.clear();
-                    if written.is_err() || last.is_some() {
+                    let frames = std::mem::take(&mut batch);
+                    if out.send(&mut writer, frames).await.is_err() {
                         return;
                     }
                 }
                 _ = handle.wake.notified() => {
                     if handle.lagged.load(std::sync::atomic::Ordering::Relaxed) {
                         let frames = pane.resync(&mut handle);
-                        let last = frames
-                            .iter()
-                            .position(|f| matches!(f, Frame::Control(c) if c.is_last()));
-                        let upto = last.map_or(frames.len(), |at| at + 1);
-                        if wire::write_frames(&mut writer, &frames[..upto]).await.is_err()
-                            || last.is_some()
-                        {
+                        if out.send(&mut writer, frames).await.is_err() {
                             return;
                         }
                         // A client shown redraws (a cropped one, after every change) gets at
                         // most about a hundred a second; changes meanwhile make one more.
                         tokio::time::sleep(RESYNC_PAUSE).await;
+                    }
+                }
+                ask = requests.recv() => {
+                    let Some(ask) = ask else { return };
+                    match out.ask(&mut writer, ask).await {
+                        Ok(Some(resync)) => {
+                            if resync {
+                                let frames = pane.resync(&mut handle);
+                                if out.send(&mut writer, frames).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        // The client left.
+                        Ok(None) | Err(_) => return,
                     }
                 }
             }
@@ -948,15 +1004,25 @@ async fn attach(
                 // A resize out of range never arrives here (`Frame::read` passes it over): the
                 // client's terminal is what it is, and the pane keeps its size.
                 Ok(Some(Frame::Control(control))) => match control {
-                    Control::Detach { .. } => return,
+                    Control::Detach { .. } => {
+                        // The output side answers a client whose terminal it writes with the
+                        // bytes that undo what it wrote, and then ends the attach. Reading
+                        // goes on, so the client's going away ends it too (a terminal that
+                        // takes nothing can hold the output side up).
+                        if requests_tx.send(Ask::Detach).is_err() {
+                            return;
+                        }
+                    }
                     Control::Colors(answers) => pane.learn_colors(answers.as_bytes()),
                     Control::Redraw => {
-                        redraw_wanted.store(true, std::sync::atomic::Ordering::Relaxed);
-                        redraw_wake.notify_one();
+                        let _ = requests_tx.send(Ask::Redraw);
+                    }
+                    Control::Pause(on) => {
+                        let _ = requests_tx.send(if on { Ask::Pause } else { Ask::Resume });
                     }
                     Control::Resize(size) => pane.client_activity(client, Some(size.pair())),
                     // Only a pane host sends these.
-                    Control::Exited(_) => {}
+                    Control::Exited(_) | Control::Paused | Control::Restore(_) => {}
                 },
                 Ok(None) | Err(_) => return,
             }
@@ -967,6 +1033,135 @@ async fn attach(
         _ = input => {}
     }
     pane.detach(client);
+}
+
+/// What an attach connection's input side asks of its output side.
+enum Ask {
+    Redraw,
+    Pause,
+    Resume,
+    Detach,
+}
+
+/// How long a leaving client's terminal may take to write what was queued for it before the
+/// pane host gives up on it and answers the detach.
+const LEAVE_FLUSH: Duration = Duration::from_secs(1);
+
+/// Where an attach connection's output goes.
+enum Out {
+    /// In frames on the connection.
+    Frames,
+    /// Data to the client's terminal, written by its own thread; controls on the connection.
+    Terminal {
+        terminal: crate::terminal::TerminalWriter,
+        /// The client draws over the pane: output is not written meanwhile.
+        paused: bool,
+        /// Output was not written while paused: going on needs a redraw.
+        missed: bool,
+    },
+}
+
+impl Out {
+    /// Sends `frames` in order. Nothing after a control that ends the stream (a detach) is
+    /// sent; an error when the client is gone or the stream ended.
+    async fn send(
+        &mut self,
+        writer: &mut OwnedWriteHalf,
+        mut frames: Vec<Frame>,
+    ) -> Result<(), ()> {
+        // Nothing after the last frame (exited, detach) is written.
+        let last = frames
+            .iter()
+            .position(|f| matches!(f, Frame::Control(c) if c.is_last()));
+        if let Some(at) = last {
+            frames.truncate(at + 1);
+        }
+        match self {
+            Out::Frames => {
+                wire::write_frames(writer, &frames).await.map_err(|_| ())?;
+            }
+            Out::Terminal {
+                terminal,
+                paused,
+                missed,
+            } => {
+                let mut chunks = Vec::new();
+                for frame in frames {
+                    match frame {
+                        Frame::Data(_) if *paused => *missed = true,
+                        Frame::Data(bytes) => chunks.push(bytes),
+                        Frame::Control(control) => {
+                            if !chunks.is_empty() {
+                                terminal.write(std::mem::take(&mut chunks)).await?;
+                            }
+                            // The client restores its terminal when the stream ends or the
+                            // program exits: the undo goes first, after the last write.
+                            if matches!(control, Control::Exited(_)) || control.is_last() {
+                                let _ = tokio::time::timeout(LEAVE_FLUSH, terminal.flush()).await;
+                                let undo = String::from_utf8_lossy(&terminal.undo()).into_owned();
+                                wire::write_frames(
+                                    writer,
+                                    &[Frame::Control(Control::Restore(undo))],
+                                )
+                                .await
+                                .map_err(|_| ())?;
+                            }
+                            wire::write_frames(writer, &[Frame::Control(control)])
+                                .await
+                                .map_err(|_| ())?;
+                        }
+                    }
+                }
+                if !chunks.is_empty() {
+                    terminal.write(chunks).await?;
+                }
+            }
+        }
+        if last.is_some() {
+            return Err(());
+        }
+        Ok(())
+    }
+
+    /// Serves one of the input side's requests. `Some(true)` when the client is to be sent a
+    /// fresh redraw, `None` when the attach ends.
+    async fn ask(&mut self, writer: &mut OwnedWriteHalf, ask: Ask) -> Result<Option<bool>, ()> {
+        match (&mut *self, ask) {
+            (out, Ask::Redraw) => {
+                if let Out::Terminal { paused, missed, .. } = out {
+                    (*paused, *missed) = (false, false);
+                }
+                Ok(Some(true))
+            }
+            (Out::Frames, Ask::Detach) => Ok(None),
+            // Only a client whose terminal the pane host writes pauses.
+            (Out::Frames, Ask::Pause | Ask::Resume) => Ok(Some(false)),
+            (
+                Out::Terminal {
+                    terminal, paused, ..
+                },
+                Ask::Pause,
+            ) => {
+                *paused = true;
+                let _ = tokio::time::timeout(LEAVE_FLUSH, terminal.flush()).await;
+                wire::write_frames(writer, &[Frame::Control(Control::Paused)])
+                    .await
+                    .map_err(|_| ())?;
+                Ok(Some(false))
+            }
+            (Out::Terminal { paused, missed, .. }, Ask::Resume) => {
+                let resync = std::mem::take(missed);
+                *paused = false;
+                Ok(Some(resync))
+            }
+            (Out::Terminal { terminal, .. }, Ask::Detach) => {
+                let _ = tokio::time::timeout(LEAVE_FLUSH, terminal.flush()).await;
+                let undo = String::from_utf8_lossy(&terminal.undo()).into_owned();
+                let _ = wire::write_frames(writer, &[Frame::Control(Control::Restore(undo))]).await;
+                Ok(None)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

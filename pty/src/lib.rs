@@ -19,6 +19,9 @@
 //!   answered by one client only.
 //! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …).
 //! - [`wire`]: the NDJSON protocol and attach frames, shared with the daemon in `belfry-mux`.
+//! - [`terminal`]: an attach client's terminal handed to the pane host, written by a thread of
+//!   its own; [`restore`] records what the bytes written to a terminal turned on in it and
+//!   the bytes that undo exactly that.
 //! - [`input`]: the bounded input transport (text, bytes, paste, keys, delays).
 //! - [`listener`]: the accept loop shared with the daemon (connection cap, back-off when out
 //!   of file descriptors).
@@ -41,9 +44,11 @@ pub mod listener;
 pub mod pane;
 pub mod paths;
 mod queries;
+pub mod restore;
 pub mod retry;
 pub mod screen;
 pub mod spec;
+pub mod terminal;
 mod tracker;
 pub mod txn;
 pub mod wire;

@@ -543,3 +543,92 @@ fn the_panes_term_follows_the_clients_terminal_and_env_overrides_it() {
 fn regex_escape(text: &str) -> String {
     text.replace('.', "\\.")
 }
+
+/// The `/dev/pts/N` that a pane's program runs on.
+fn pane_pts(env: &Env, session: &str) -> String {
+    let child = env.snapshot(session)["child_pid"].as_u64().unwrap();
+    std::fs::read_link(format!("/proc/{child}/fd/0"))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The terminals (`/dev/pts/N`) a process holds open.
+fn open_terminals(pid: u64) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .map(|target| target.to_string_lossy().into_owned())
+        .filter(|target| target.starts_with("/dev/pts/"))
+        .collect()
+}
+
+fn pane_host_pid(env: &Env, session: &str) -> u64 {
+    let ls: serde_json::Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
+    ls.as_array()
+        .unwrap()
+        .iter()
+        .find(|pane| pane["session"] == session)
+        .and_then(|pane| pane["pid"].as_u64())
+        .unwrap_or_else(|| panic!("no pane host pid for {session}: {ls}"))
+}
+
+/// Issue 13, target 2: a local client hands its terminal to the pane host, which writes the
+/// output to it itself and lets go of it when the client detaches; with
+/// `BELFRY_ATTACH_HANDOVER=0` the output comes in frames and the pane host never holds the
+/// client's terminal.
+#[test]
+fn the_pane_host_writes_a_local_clients_terminal_and_lets_it_go_on_detach() {
+    let env = Env::new();
+    env.ok(&["new", "inner", "--env", "PS1=inner$ ", "--", "sh", "-i"]);
+    env.wait_screen("inner", "inner\\$");
+    let host = pane_host_pid(&env, "inner");
+    attach_client(&env, "outer", "inner");
+    env.wait_screen("outer", "inner\\$");
+    let outer_pts = pane_pts(&env, "outer");
+    assert!(
+        eventually(Duration::from_secs(5), || open_terminals(host)
+            .contains(&outer_pts)),
+        "the pane host does not hold the client's terminal {outer_pts}: {:?}",
+        open_terminals(host)
+    );
+    env.ok(&[
+        "send",
+        "inner",
+        "--text",
+        "echo handed-$((6*7))",
+        "--key",
+        "Enter",
+    ]);
+    env.wait_screen("outer", "handed-42");
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+    assert!(
+        eventually(Duration::from_secs(5), || !open_terminals(host)
+            .contains(&outer_pts)),
+        "the pane host kept the terminal of a client that detached: {:?}",
+        open_terminals(host)
+    );
+
+    let script = "BELFRY_ATTACH_HANDOVER=0 \"$BELFRY_BIN\" attach inner; \
+                  echo \"ATTACH-EXIT=$?\"; sleep 600";
+    env.spawn("framed", "24x80", &["sh", "-c", script], None);
+    env.wait_screen("framed", "inner\\$");
+    env.ok(&[
+        "send",
+        "inner",
+        "--text",
+        "echo framed-$((6*7))",
+        "--key",
+        "Enter",
+    ]);
+    env.wait_screen("framed", "framed-42");
+    let framed_pts = pane_pts(&env, "framed");
+    assert!(
+        !open_terminals(host).contains(&framed_pts),
+        "BELFRY_ATTACH_HANDOVER=0 still handed the terminal over"
+    );
+    env.ok(&["send", "framed", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("framed", "ATTACH-EXIT=0");
+}

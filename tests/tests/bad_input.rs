@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use belfry_tests::{read_or_empty, recorder_bin, Conn, Env};
+use belfry_tests::{eventually, read_or_empty, recorder_bin, Conn, Env};
 use serde_json::json;
 
 #[test]
@@ -353,4 +353,88 @@ fn wait_with_a_huge_timeout_or_quiet_is_invalid_and_never_panics() {
     assert_eq!(reply["result"], "matched", "{reply}");
     let reply = direct.request(json!({"op":"wait","regex":"never","timeout_ms":50}));
     assert_eq!(reply["error"]["code"], "timeout", "{reply}");
+}
+
+/// Issue 13, target 2: a client that asks to hand its terminal over and then sends no
+/// descriptor, or one that is not a terminal, is let go with the reason in the pane host's
+/// log; the pane keeps running with no client, and a `terminal` field of the wrong type is
+/// refused by name.
+#[test]
+fn a_terminal_hand_over_without_a_terminal_is_refused_and_leaves_the_pane_alone() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::AsFd;
+    let env = Env::new();
+    env.spawn("w", "24x80", &["sleep", "600"], None);
+
+    for bad in [json!("yes"), json!(null)] {
+        let mut conn = Conn::open(&env.pane_socket("w")).unwrap();
+        let reply = conn.request(json!({"op":"attach","terminal":bad}));
+        assert_eq!(reply["ok"], false, "{reply}");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("terminal"),
+            "{reply}"
+        );
+    }
+
+    // Attaches asking for the hand-over; returns the connection once the pane host agreed.
+    let agree = || {
+        let stream = std::os::unix::net::UnixStream::connect(env.pane_socket("w")).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let request = json!({"id":1,"op":"attach","terminal":true,"rows":24,"cols":80});
+        (&stream)
+            .write_all(format!("{request}\n").as_bytes())
+            .unwrap();
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(reply["terminal"], true, "{reply}");
+        assert_eq!(env.snapshot("w")["clients"], 1);
+        (stream, reader)
+    };
+    // Ends when the pane host closes the connection (EOF), never with frames.
+    let closed = |mut reader: BufReader<std::os::unix::net::UnixStream>| {
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut reader, &mut rest).expect("closed, not timed out");
+        assert!(rest.is_empty(), "the pane host wrote {rest:?}");
+    };
+
+    // A byte with no descriptor.
+    let (stream, reader) = agree();
+    (&stream).write_all(b"T").unwrap();
+    closed(reader);
+
+    // A descriptor that is not a terminal.
+    let file = std::fs::File::create(env.path("not-a-terminal")).unwrap();
+    let (stream, reader) = agree();
+    let fds = [file.as_fd()];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
+    assert!(ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+    rustix::net::sendmsg(
+        &stream,
+        &[std::io::IoSlice::new(b"T")],
+        &mut ancillary,
+        rustix::net::SendFlags::empty(),
+    )
+    .unwrap();
+    closed(reader);
+    assert_eq!(
+        std::fs::metadata(env.path("not-a-terminal")).unwrap().len(),
+        0,
+        "the pane host wrote to a descriptor that is not a terminal"
+    );
+
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("w")
+        ["clients"]
+        == 0));
+    assert!(env.snapshot("w")["exited"].is_null());
+    let log = env.ok(&["logs", "w"]);
+    assert!(log.contains("sent 0 descriptors"), "{log}");
+    assert!(log.contains("not a terminal"), "{log}");
 }

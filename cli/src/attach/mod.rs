@@ -4,7 +4,9 @@
 //!
 //! This module is the session loop; [`keys`] finds the detach key and the other prefix bindings
 //! in every keyboard encoding, [`views`] draws the pane chooser and the history view,
-//! [`restore`] records what the output turned on in the terminal and undoes exactly that, and
+//! `belfry_pty::restore` records what the output turned on in the terminal and undoes exactly
+//! that (here for what the client writes; the pane host's terminal writer for the output it
+//! writes to a terminal the client handed over, `belfry_pty::terminal`), and
 //! [`nesting`] refuses an attach that would show a pane inside itself. docs/attach.md describes
 //! the whole for users.
 
@@ -21,12 +23,11 @@ use tokio::net::UnixStream;
 use belfry_proto::reply::{Attached, Hello, Screen};
 use belfry_proto::request as op;
 use belfry_proto::{Control, ExitStatus, Reply, Request, Size};
+use belfry_pty::restore::{self, Outer};
 use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
-use restore::Outer;
 
 mod keys;
 mod nesting;
-mod restore;
 mod views;
 
 pub use keys::DetachKey;
@@ -112,8 +113,50 @@ impl Endpoint {
     }
 }
 
-/// The record of what the client wrote to the outer terminal, shared with the panic hook.
-type SharedOuter = Arc<Mutex<Outer>>;
+/// What was written to the outer terminal, shared with the panic hook: what the client wrote
+/// itself, and, while the pane host writes the pane's output to the terminal (the terminal was
+/// handed over), the bytes the pane host gave to undo what it wrote.
+#[derive(Default)]
+struct Record {
+    /// What the client itself wrote.
+    local: Outer,
+    /// The pane host writes to the terminal.
+    handed: bool,
+    /// The pane host's undo bytes, once it sent them (on detach, before the program's exit).
+    host_undo: Option<Vec<u8>>,
+}
+
+impl Record {
+    fn observe(&mut self, bytes: &[u8]) {
+        self.local.observe(bytes);
+    }
+
+    /// The bytes that undo the modes the writes left on. A pane host that wrote to the
+    /// terminal and ended without saying what to undo (it was killed) gets every mode reset.
+    fn undo_modes(&mut self) -> Vec<u8> {
+        let mut out = restore::undo(&self.local.modes());
+        if self.handed {
+            match self.host_undo.take() {
+                Some(host) => out.extend_from_slice(&host),
+                None => out.extend_from_slice(restore::RESET_ALL),
+            }
+        }
+        out
+    }
+
+    /// [`Record::undo_modes`] and a line break, for the shell that gets the terminal back;
+    /// nothing when nothing was written.
+    fn undo(&mut self) -> Vec<u8> {
+        if !self.handed {
+            return self.local.undo();
+        }
+        let mut out = self.undo_modes();
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+}
+
+type SharedOuter = Arc<Mutex<Record>>;
 
 /// Puts the terminal back the way a shell expects it: cooked mode, and every mode the pane's
 /// output turned on in it reset (see [`restore`]).
@@ -198,8 +241,8 @@ pub fn run(
                 // pane's redraw turns on what that one uses.
                 let undo = match outer.lock() {
                     Ok(mut outer) => {
-                        let undo = restore::undo(&outer.modes());
-                        *outer = Outer::default();
+                        let undo = outer.undo_modes();
+                        *outer = Record::default();
                         undo
                     }
                     Err(_) => restore::RESET_ALL.to_vec(),
@@ -402,11 +445,18 @@ async fn session_loop(
         versions: Some(vec![PROTOCOL_VERSION]),
         version: None,
     };
+    // A local pane host is handed this terminal and writes the pane's output to it itself
+    // (`belfry_pty::terminal`); a remote one sends it in frames.
+    let terminal = match socket {
+        Endpoint::Socket(_) if interactive => output_terminal(),
+        _ => None,
+    };
     let attach = op::Attach {
         session: None,
         read_only: Some(read_only),
         rows: size.map(|(rows, _)| rows.into()),
         cols: size.map(|(_, cols)| cols.into()),
+        terminal: terminal.is_some().then_some(true),
     };
     // The handshake has a deadline: a stopped or hung pane host is an error naming it, not a
     // terminal that silently hangs. Once attached, a quiet pane may stay quiet for hours.
@@ -421,17 +471,19 @@ async fn session_loop(
                  one, or use `belfry peek` and `belfry send` from a script"
             );
         }
-        let _: Attached = exchange(&mut reader, &mut writer, &Request::new(1, attach)).await?;
-        anyhow::Ok(())
+        let attached: Attached =
+            exchange(&mut reader, &mut writer, &Request::new(1, attach)).await?;
+        anyhow::Ok(attached.terminal)
     };
     let handshake_deadline = socket.handshake_deadline();
+    let mut handed = false;
     match tokio::time::timeout(handshake_deadline, handshake).await {
         // A remote handshake that failed because ssh did says what ssh said.
         Ok(Err(err)) => match ssh.as_mut() {
             Some(ssh) if err.is::<NoReply>() => return Err(ssh.failure(None).into()),
             _ => return Err(err),
         },
-        Ok(Ok(())) => {}
+        Ok(Ok(taken)) => handed = taken && terminal.is_some(),
         Err(_) if ssh.is_some() => {
             if let Some(ssh) = ssh.as_mut() {
                 return Err(ssh.failure(Some(handshake_deadline)).into());
@@ -459,6 +511,16 @@ async fn session_loop(
     // black and white). A terminal that does not answer is not waited for.
     write_terminal(COLOR_QUERIES, outer)?;
     let colors_until = tokio::time::Instant::now() + COLOR_ANSWER_TIME;
+    if let (true, Some(terminal)) = (handed, terminal) {
+        // From here on the pane host writes to the terminal; this process writes to it only
+        // while the pane host has paused (a message, a view).
+        if let Ok(mut outer) = outer.lock() {
+            outer.handed = true;
+        }
+        belfry_pty::terminal::send(writer.as_ref(), &terminal)
+            .context("cannot hand the terminal to the pane host")?;
+        drop(terminal);
+    }
 
     use tokio::signal::unix::{signal, SignalKind};
     let mut winch = signal(SignalKind::window_change())?;
@@ -473,6 +535,21 @@ async fn session_loop(
     // The chooser or the history view, while one is open over the pane.
     let mut view: Option<View> = None;
     let redraw = Frame::Control(Control::Redraw).encode();
+    // A client whose terminal the pane host writes asks it to go on writing the output after
+    // a pause, without a redraw (a message drawn over the last line stays until the next).
+    let resume = Frame::Control(Control::Pause(false)).encode();
+    // Whether the pane host has stopped writing to the terminal for this client to draw.
+    let mut paused = false;
+    if handed {
+        if let Some(note) = note.take() {
+            if let Some(ended) = pause(&mut reader, &mut writer, outer).await? {
+                return Ok(ended);
+            }
+            show_message(&note, outer)?;
+            writer.write_all(&resume).await?;
+            message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+        }
+    }
     loop {
         let clear_message = async {
             match message_until {
@@ -502,8 +579,11 @@ async fn session_loop(
                 Some(Frame::Control(control)) => match control {
                     Control::Exited(status) => return Ok(Ended::Exited(status)),
                     Control::Detach { .. } => return Ok(Ended::Detached),
+                    Control::Restore(undo) => keep_undo(outer, undo),
+                    // An answer to a pause that came after its wait ended.
+                    Control::Paused => {}
                     // Only a client sends these.
-                    Control::Redraw | Control::Colors(_) | Control::Resize(_) => {}
+                    Control::Redraw | Control::Colors(_) | Control::Resize(_) | Control::Pause(_) => {}
                 },
                 None => return Ok(Ended::Closed),
             },
@@ -515,10 +595,15 @@ async fn session_loop(
                         Outcome::Stay => write_terminal(&open.render(), outer)?,
                         Outcome::Leave => {
                             view = None;
+                            // The redraw also ends the pane host's pause.
+                            paused = false;
                             writer.write_all(&redraw).await?;
                         }
                         Outcome::Switch(name) => match panes.socket(&name) {
-                            Ok(next) => return Ok(Ended::Switch(name, next)),
+                            Ok(next) => {
+                                leave(&mut reader, &mut writer, outer, handed).await;
+                                return Ok(Ended::Switch(name, next));
+                            }
                             Err(err) => {
                                 write_terminal(&open.render(), outer)?;
                                 show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
@@ -575,8 +660,14 @@ async fn session_loop(
                     None => writer.write_all(&redraw).await?,
                 }
             }
-            _ = term.recv() => return Ok(Ended::Signal("SIGTERM")),
-            _ = hup.recv() => return Ok(Ended::Signal("SIGHUP")),
+            _ = term.recv() => {
+                leave(&mut reader, &mut writer, outer, handed).await;
+                return Ok(Ended::Signal("SIGTERM"));
+            }
+            _ = hup.recv() => {
+                leave(&mut reader, &mut writer, outer, handed).await;
+                return Ok(Ended::Signal("SIGHUP"));
+            }
         }
         let Some((out, action)) = keyed else {
             continue;
@@ -587,13 +678,19 @@ async fn session_loop(
         match action {
             Action::None => {}
             Action::Detach => {
-                let _ = writer
-                    .write_all(&Frame::Control(Control::Detach { reason: None }).encode())
-                    .await;
+                leave(&mut reader, &mut writer, outer, handed).await;
                 return Ok(Ended::Detached);
             }
             Action::Show(message) => {
-                show_message(&message, outer)?;
+                if handed && !paused {
+                    if let Some(ended) = pause(&mut reader, &mut writer, outer).await? {
+                        return Ok(ended);
+                    }
+                    show_message(&message, outer)?;
+                    writer.write_all(&resume).await?;
+                } else {
+                    show_message(&message, outer)?;
+                }
                 message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
             }
             Action::Bound(binding) => {
@@ -602,7 +699,10 @@ async fn session_loop(
                         let next = binding == Binding::NextPane;
                         match neighbour(panes, session, next) {
                             Ok(Some(name)) => match panes.socket(&name) {
-                                Ok(socket) => return Ok(Ended::Switch(name, socket)),
+                                Ok(socket) => {
+                                    leave(&mut reader, &mut writer, outer, handed).await;
+                                    return Ok(Ended::Switch(name, socket));
+                                }
                                 Err(err) => Err(anyhow!("cannot attach to {name}: {err:#}")),
                             },
                             Ok(None) => Err(anyhow!("{session} is the only pane")),
@@ -617,6 +717,14 @@ async fn session_loop(
                         View::History(History::new(lines, rows))
                     }),
                 };
+                // The pane host stops writing to the terminal while the view or the message is
+                // drawn over the pane.
+                if handed && !paused {
+                    if let Some(ended) = pause(&mut reader, &mut writer, outer).await? {
+                        return Ok(ended);
+                    }
+                    paused = true;
+                }
                 match opened {
                     Ok(mut open) => {
                         write_terminal(&open.render(), outer)?;
@@ -624,12 +732,99 @@ async fn session_loop(
                     }
                     Err(err) => {
                         show_message(&format!("{err:#}"), outer)?;
+                        if paused && view.is_none() {
+                            writer.write_all(&resume).await?;
+                            paused = false;
+                        }
                         message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
                     }
                 }
             }
         }
     }
+}
+
+/// How long the client waits for the pane host to confirm a pause (its terminal writer
+/// finishing the write in progress) before it draws all the same.
+const PAUSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long a leaving client whose terminal the pane host writes waits for the bytes that
+/// undo what the pane host wrote; without them every mode is reset.
+const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Keeps the pane host's undo bytes for the terminal's restore.
+fn keep_undo(outer: &SharedOuter, undo: String) {
+    if let Ok(mut outer) = outer.lock() {
+        outer.host_undo = Some(undo.into_bytes());
+    }
+}
+
+/// Asks the pane host to stop writing to the terminal and waits until it has, so what the
+/// client draws next is not cut into by the pane's output. `Some` when the attach ended
+/// meanwhile (the program exited, the pane host closed).
+async fn pause(
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: &mut tokio::net::unix::OwnedWriteHalf,
+    outer: &SharedOuter,
+) -> Result<Option<Ended>> {
+    writer
+        .write_all(&Frame::Control(Control::Pause(true)).encode())
+        .await?;
+    let until = tokio::time::Instant::now() + PAUSE_WAIT;
+    loop {
+        let Ok(frame) = tokio::time::timeout_at(until, Frame::read(reader)).await else {
+            return Ok(None);
+        };
+        match frame? {
+            Some(Frame::Control(Control::Paused)) => return Ok(None),
+            Some(Frame::Control(Control::Restore(undo))) => keep_undo(outer, undo),
+            Some(Frame::Control(Control::Exited(status))) => {
+                return Ok(Some(Ended::Exited(status)))
+            }
+            Some(Frame::Control(Control::Detach { .. })) => return Ok(Some(Ended::Detached)),
+            Some(Frame::Control(_)) => {}
+            Some(Frame::Data(bytes)) => write_terminal(&bytes, outer)?,
+            None => return Ok(Some(Ended::Closed)),
+        }
+    }
+}
+
+/// Tells the pane host this client is leaving; when the pane host writes the terminal, waits
+/// (at most [`LEAVE_WAIT`]) for the bytes that undo what it wrote.
+async fn leave(
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: &mut tokio::net::unix::OwnedWriteHalf,
+    outer: &SharedOuter,
+    handed: bool,
+) {
+    let detach = Frame::Control(Control::Detach { reason: None }).encode();
+    if writer.write_all(&detach).await.is_err() || !handed {
+        return;
+    }
+    let until = tokio::time::Instant::now() + LEAVE_WAIT;
+    while let Ok(Ok(Some(frame))) = tokio::time::timeout_at(until, Frame::read(reader)).await {
+        if let Frame::Control(Control::Restore(undo)) = frame {
+            keep_undo(outer, undo);
+            return;
+        }
+    }
+}
+
+/// The terminal the pane host is handed on attach: the terminal on stdout opened again as a
+/// new open file description (`/proc/self/fd/1`), non-blocking, so the pane host's writes
+/// never change the flags of the descriptor the shell shares. `None` (the output then comes
+/// in frames) when stdout is not a terminal, cannot be opened again, or
+/// `BELFRY_ATTACH_HANDOVER=0` asks for frames.
+fn output_terminal() -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    if std::env::var_os("BELFRY_ATTACH_HANDOVER").is_some_and(|v| v == "0") {
+        return None;
+    }
+    if !rustix::termios::isatty(rustix::stdio::stdout()) {
+        return None;
+    }
+    let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    rustix::fs::open("/proc/self/fd/1", flags, Mode::empty()).ok()
 }
 
 /// The client's questions to its terminal on attach: the foreground and background colours.

@@ -1,8 +1,9 @@
 //! What attaching changed in the outer terminal, and the bytes that undo exactly that on
 //! detach (spec §5: the local terminal is restored on every way out).
 //!
-//! The client writes the pane's redraw and live output to the outer terminal unchanged, so the
-//! outer terminal's modes are whatever those bytes set. [`Outer`] parses the same bytes with
+//! The pane's redraw and live output reach the outer terminal unchanged (written by the pane
+//! host's terminal writer when the client handed its terminal over, by the client otherwise),
+//! so the outer terminal's modes are whatever those bytes set. [`Outer`] parses the same bytes with
 //! the escape-sequence parser the pane's model uses and records only the state a shell would
 //! notice afterwards; [`Outer::undo`] resets what is on and nothing else. Resetting blindly
 //! does harm: `?1049l` outside the alternate screen moves the cursor to an old saved position,
