@@ -1238,12 +1238,14 @@ class Bench:
         rich policy and `--idle-held` held messages each, whose adapter never speaks (so
         every message stays held, and nothing but belfry itself runs). After a settling
         pause, the CPU time and the times scheduled in of the daemon and every pane host
-        (every thread, /proc/PID/task/*/schedstat) over `--idle-secs`; tmux's server with as
-        many idle windows over the same window, for scale."""
+        (every thread, /proc/PID/task/*/schedstat) over `--idle-secs`; tmux's server and GNU
+        screen's with as many idle windows, and as many dtach masters, over the same window,
+        for scale."""
         n, held, secs = self.args.idle_panes, self.args.idle_held, self.args.idle_secs
         rich = [f"idr{i}" for i in range(n // 2)]
         aggressive = [f"ida{i}" for i in range(n - n // 2)]
         state = self.tmp / "state"
+        dtachs = [f"idd{i}" for i in range(n)]
         try:
             t0 = time.monotonic()
             stamp = int(time.time() * 1000) - 10_000_000
@@ -1269,6 +1271,11 @@ class Bench:
                       "24", "sleep 1000000"], timeout=30)
             for _ in range(n - 1):
                 self.tmux("new-window", "-t", "idle", "sleep 1000000")
+            dtach_pids = [self.start_dtach(label, "exec sleep 1000000")[1] for label in dtachs]
+            screen_pid = self.start_screen("idle", "exec sleep 1000000")
+            for idx in range(1, n):
+                self.screen("-S", "idle", "-X", "screen", str(idx), "sleep", "1000000",
+                            timeout=30)
             # Every worker lists its inbox once at start; give them and the panes time.
             time.sleep(self.args.idle_settle)
             probe = rich[0] if rich else None
@@ -1279,7 +1286,8 @@ class Bench:
                                        f"not {held}")
             hosts = [self.pane_pid(name) for name in rich + aggressive]
             procs = {"daemon": [self.daemon_pid], "pane hosts": hosts,
-                     "tmux server": [self.tmux_pid]}
+                     "tmux server": [self.tmux_pid], "GNU screen server": [screen_pid],
+                     "dtach masters": dtach_pids}
             before = {k: [sched_totals(p) for p in v] for k, v in procs.items()}
             w0 = time.monotonic()
             time.sleep(secs)
@@ -1303,6 +1311,9 @@ class Bench:
             for name in rich + aggressive:
                 self.kill_pane(name)
             self.tmux("kill-session", "-t", "idle", check=False)
+            self.stop_screen("idle")
+            for label in dtachs:
+                self.end_dtach(label)
 
     # ---- cleanup ---------------------------------------------------------------------
 
@@ -1785,8 +1796,10 @@ def render(results, args):
         add("")
         add("| processes | n | CPU, % of one core | wake-ups/s | busiest one: CPU % / wake-ups/s |")
         add("|---|---:|---:|---:|---:|")
-        for k in ("daemon", "pane hosts", "tmux server"):
-            r = idl[k]
+        for k in ("daemon", "pane hosts", "tmux server", "GNU screen server", "dtach masters"):
+            r = idl.get(k)
+            if not r:
+                continue
             add(f"| {k} | {r['processes']} | {r['cpu_percent']:.3f} | "
                 f"{r['wakeups_per_s']:.1f} | {r['max_process_cpu_percent']:.3f} / "
                 f"{r['max_process_wakeups_per_s']:.1f} |")

@@ -12,6 +12,7 @@
 use alacritty_terminal::vte::ansi::{
     Attr, CharsetIndex, CursorShape, CursorStyle, Handler, KeyboardModes,
     KeyboardModesApplyBehavior, Mode, ModifyOtherKeys, PrivateMode, Processor, StandardCharset,
+    Timeout,
 };
 
 /// The alternate screen modes: `?1049` (xterm's, with a cursor save), `?1047` and `?47`.
@@ -138,19 +139,165 @@ impl Handler for Modes {
     }
 }
 
-/// The outer terminal as seen through the bytes the client wrote to it.
+/// The outer terminal as seen through the bytes written to it.
+///
+/// Only escape sequences and the shift controls change what [`Modes`] records, and of those
+/// the most frequent by far, SGR (`CSI … m`), changes only whether the pen is set. So
+/// [`Outer::observe`] runs its own small scanner first ([`Scan`]): it jumps over text to the next
+/// `ESC`, `SI` or `SO` (`memchr3`), settles SGR sequences itself, passes over the strings
+/// (OSC, DCS, APC, PM, SOS: none changes a mode) and hands the parser only the other sequences
+/// and the shift controls. The record is the parser's over every byte (property test below),
+/// except that an SGR sequence ending in a reset after other attributes (`CSI 1;0 m`) counts as
+/// leaving the pen set, which costs one harmless `SGR 0` on detach.
 #[derive(Default)]
 pub struct Outer {
     parser: Processor,
     modes: Modes,
     wrote: bool,
+    scan: Scan,
+    /// The bytes of an SGR candidate so far (`ESC [` and its parameters), kept back from the
+    /// parser until its final byte says whether it is one.
+    held: Vec<u8>,
+    /// The bytes for the parser from the chunk being observed.
+    feed: Vec<u8>,
 }
 
+/// Where [`Outer`]'s scanner is between two bytes.
+#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
+enum Scan {
+    /// Text: nothing to record.
+    #[default]
+    Ground,
+    /// After `ESC`.
+    Esc,
+    /// An escape sequence other than a CSI or a string: fed to the parser to its final byte.
+    EscSeq,
+    /// A CSI that may still be an SGR (`ESC [` then digits, `;`, `:`): held back. `zero`
+    /// while every parameter digit so far is `0`.
+    Sgr { zero: bool },
+    /// A CSI that is not an SGR: fed to the parser to its final byte.
+    Csi,
+    /// The body of a string (OSC, DCS, APC, PM, SOS), up to `BEL` or `ESC`.
+    Str,
+}
+
+/// An SGR candidate longer than this is handed to the parser as it is (a real one is short).
+const MAX_HELD: usize = 64;
+
 impl Outer {
-    /// Records what `bytes`, about to be written to the outer terminal, change.
+    /// Records what `bytes`, written to the outer terminal, change.
     pub fn observe(&mut self, bytes: &[u8]) {
         self.wrote |= !bytes.is_empty();
-        self.parser.advance(&mut self.modes, bytes);
+        let mut feed = std::mem::take(&mut self.feed);
+        feed.clear();
+        let mut i = 0;
+        while i < bytes.len() {
+            match self.scan {
+                Scan::Ground => match memchr::memchr3(0x1b, 0x0e, 0x0f, &bytes[i..]) {
+                    None => break,
+                    Some(at) => {
+                        let b = bytes[i + at];
+                        i += at + 1;
+                        if b == 0x1b {
+                            self.scan = Scan::Esc;
+                        } else {
+                            feed.push(b);
+                        }
+                    }
+                },
+                // `BEL` ends a string, and so do `CAN` and `SUB`, as anywhere.
+                Scan::Str => match bytes[i..]
+                    .iter()
+                    .position(|&b| matches!(b, 0x1b | 0x07 | 0x18 | 0x1a))
+                {
+                    None => break,
+                    Some(at) => {
+                        let b = bytes[i + at];
+                        i += at + 1;
+                        // The parser never saw the string: `ESC` ends it and starts a sequence.
+                        self.scan = if b == 0x1b { Scan::Esc } else { Scan::Ground };
+                    }
+                },
+                Scan::Esc => {
+                    let b = bytes[i];
+                    i += 1;
+                    match b {
+                        b'[' => {
+                            self.held.clear();
+                            self.held.extend_from_slice(b"\x1b[");
+                            self.scan = Scan::Sgr { zero: true };
+                        }
+                        b']' | b'P' | b'X' | b'^' | b'_' => self.scan = Scan::Str,
+                        0x1b => {}
+                        _ => {
+                            feed.extend_from_slice(&[0x1b, b]);
+                            self.scan = if (0x20..0x30).contains(&b) {
+                                Scan::EscSeq
+                            } else {
+                                Scan::Ground
+                            };
+                        }
+                    }
+                }
+                Scan::EscSeq | Scan::Csi => {
+                    let b = bytes[i];
+                    i += 1;
+                    if b == 0x1b {
+                        self.scan = Scan::Esc;
+                        continue;
+                    }
+                    feed.push(b);
+                    let ends = match self.scan {
+                        Scan::EscSeq => (0x30..0x7f).contains(&b),
+                        _ => (0x40..0x7f).contains(&b),
+                    };
+                    if ends || b == 0x18 || b == 0x1a {
+                        self.scan = Scan::Ground;
+                    }
+                }
+                Scan::Sgr { zero } => {
+                    let b = bytes[i];
+                    i += 1;
+                    match b {
+                        b'm' => {
+                            // Inside a synchronized update the parser holds what it is given
+                            // until the update ends: the SGR goes there too, in its place.
+                            if !feed.is_empty() {
+                                self.parser.advance(&mut self.modes, &feed);
+                                feed.clear();
+                            }
+                            if self.parser.sync_timeout().pending_timeout() {
+                                self.held.push(b);
+                                self.parser.advance(&mut self.modes, &self.held);
+                            } else {
+                                self.modes.pen = !zero;
+                            }
+                            self.scan = Scan::Ground;
+                        }
+                        b'0'..=b'9' | b';' | b':' if self.held.len() < MAX_HELD => {
+                            self.held.push(b);
+                            self.scan = Scan::Sgr {
+                                zero: zero && !(b'1'..=b'9').contains(&b),
+                            };
+                        }
+                        // Not an SGR after all: the parser gets all of it, in order.
+                        0x1b => {
+                            feed.extend_from_slice(&self.held);
+                            self.scan = Scan::Esc;
+                        }
+                        _ => {
+                            feed.extend_from_slice(&self.held);
+                            self.scan = Scan::Csi;
+                            i -= 1;
+                        }
+                    }
+                }
+            }
+        }
+        if !feed.is_empty() {
+            self.parser.advance(&mut self.modes, &feed);
+        }
+        self.feed = feed;
     }
 
     /// The modes the written bytes left on, counting a synchronized update still open (the
@@ -273,6 +420,97 @@ mod tests {
               \x1b[?1000h\x1b[?1000l\x1b[?25l\x1b[?25h\x1b[>1u\x1b[<u",
         );
         assert_eq!(modes, Modes::default());
+    }
+
+    /// The scanner records what the parser records over every byte (but a pen it may count
+    /// as set after `CSI 1;0 m`), however the bytes are cut.
+    #[test]
+    fn the_scanner_records_what_the_parser_records_over_every_byte() {
+        const PIECES: &[&[u8]] = &[
+            b"text ",
+            b"\xc3\xa9",
+            b"\r\n",
+            b"\x1b[1m",
+            b"\x1b[0m",
+            b"\x1b[m",
+            b"\x1b[38;5;0m",
+            b"\x1b[1;0m",
+            b"\x1b[0;1m",
+            b"\x1b[4:3m",
+            b"\x1b[?1049h",
+            b"\x1b[?1049l",
+            b"\x1b[?1000h",
+            b"\x1b[?1000l",
+            b"\x1b[?2004h",
+            b"\x1b[2;20r",
+            b"\x1b[r",
+            b"\x1b[?7l",
+            b"\x1b[?7h",
+            b"\x1b[4h",
+            b"\x1b[4l",
+            b"\x1b(0",
+            b"\x1b(B",
+            b"\x0e",
+            b"\x0f",
+            b"\x1b[>4;2m",
+            b"\x1b[>4;0m",
+            b"\x1b[>1u",
+            b"\x1b[<1u",
+            b"\x1b[=5;1u",
+            b"\x1b[5 q",
+            b"\x1b[0 q",
+            b"\x1b=",
+            b"\x1b>",
+            b"\x1b[?25l",
+            b"\x1b[?25h",
+            b"\x1bc",
+            b"\x1b]0;title\x07",
+            b"\x1b]2;t\x1b\\",
+            b"\x1bP+q544e\x1b\\",
+            b"\x1b]8;;x",
+            b"\x1b",
+            b"\x1b[",
+            b"\x1b[12",
+            b"\x1b[?",
+            b"\x18",
+            b"\x1b[1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17;18;19;20;21;22;23;24;25;26m",
+            b"\x1b[?2026h",
+            b"\x1b[?2026l",
+            b"\x1b7",
+            b"\x1b8",
+            b"\x1b[2J",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for _ in 0..3000 {
+            let mut stream = Vec::new();
+            for _ in 0..next(40) {
+                stream.extend_from_slice(PIECES[next(PIECES.len())]);
+            }
+            let mut exact = Modes::default();
+            let mut parser: Processor = Processor::default();
+            parser.advance(&mut exact, &stream);
+            if parser.sync_bytes_count() > 0 {
+                parser.stop_sync(&mut exact);
+            }
+            let mut outer = Outer::default();
+            let mut at = 0;
+            while at < stream.len() {
+                let n = 1 + next(stream.len() - at);
+                outer.observe(&stream[at..at + n]);
+                at += n;
+            }
+            let mut scanned = outer.modes();
+            let shown = String::from_utf8_lossy(&stream).into_owned();
+            assert!(scanned.pen || !exact.pen, "pen lost: {shown:?}");
+            scanned.pen = exact.pen;
+            assert_eq!(scanned, exact, "{shown:?}");
+        }
     }
 
     #[test]
