@@ -872,35 +872,17 @@ async fn attach(
         pane.detach(client);
         return;
     }
-    let mut terminal = None;
+    let mut out = Out::Frames;
     if handover {
-        // The client sends nothing between the request and its terminal: a byte already read
-        // would have carried the descriptor, which is then lost.
-        let received = if reader.buffer().is_empty() {
-            match tokio::time::timeout(
-                crate::terminal::HANDOVER_DEADLINE,
-                crate::terminal::receive(reader.get_ref().as_ref()),
-            )
-            .await
-            {
-                Ok(Ok(fd)) => crate::terminal::TerminalWriter::start(fd, client),
-                Ok(Err(err)) => Err(err),
-                Err(_) => Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!(
-                        "no terminal within {} s",
-                        crate::terminal::HANDOVER_DEADLINE.as_secs()
-                    ),
-                )),
+        let stream = reader.get_ref().as_ref();
+        match crate::terminal::take(stream, !reader.buffer().is_empty(), client).await {
+            Ok(terminal) => {
+                out = Out::Terminal {
+                    terminal,
+                    paused: false,
+                    missed: false,
+                }
             }
-        } else {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "the client sent bytes before its terminal",
-            ))
-        };
-        match received {
-            Ok(writer) => terminal = Some(writer),
             Err(err) => {
                 tracing::warn!("attach client {client}: terminal hand-over failed: {err}");
                 pane.detach(client);
@@ -908,16 +890,8 @@ async fn attach(
             }
         }
     }
-    let mut out = match terminal {
-        Some(terminal) => Out::Terminal {
-            terminal,
-            paused: false,
-            missed: false,
-        },
-        None => Out::Frames,
-    };
     if out
-        .send(&mut writer, vec![Frame::Data(redraw.into())])
+        .send(&mut writer, &mut vec![Frame::Data(redraw.into())])
         .await
         .is_err()
     {
@@ -928,7 +902,10 @@ async fn attach(
     if let Some(exit) = exited {
         // The program already ended: show its last screen, then say so.
         let _ = out
-            .send(&mut writer, vec![Frame::Control(Control::Exited(exit))])
+            .send(
+                &mut writer,
+                &mut vec![Frame::Control(Control::Exited(exit))],
+            )
             .await;
         pane.detach(client);
         return;
@@ -952,15 +929,14 @@ async fn attach(
                             Err(_) => break,
                         }
                     }
-                    let frames = std::mem::take(&mut batch);
-                    if out.send(&mut writer, frames).await.is_err() {
+                    if out.send(&mut writer, &mut batch).await.is_err() {
                         return;
                     }
                 }
                 _ = handle.wake.notified() => {
                     if handle.lagged.load(std::sync::atomic::Ordering::Relaxed) {
-                        let frames = pane.resync(&mut handle);
-                        if out.send(&mut writer, frames).await.is_err() {
+                        let mut frames = pane.resync(&mut handle);
+                        if out.send(&mut writer, &mut frames).await.is_err() {
                             return;
                         }
                         // A client shown redraws (a cropped one, after every change) gets at
@@ -973,8 +949,8 @@ async fn attach(
                     match out.ask(&mut writer, ask).await {
                         Ok(Some(resync)) => {
                             if resync {
-                                let frames = pane.resync(&mut handle);
-                                if out.send(&mut writer, frames).await.is_err() {
+                                let mut frames = pane.resync(&mut handle);
+                                if out.send(&mut writer, &mut frames).await.is_err() {
                                     return;
                                 }
                             }
@@ -1043,10 +1019,6 @@ enum Ask {
     Detach,
 }
 
-/// How long a leaving client's terminal may take to write what was queued for it before the
-/// pane host gives up on it and answers the detach.
-const LEAVE_FLUSH: Duration = Duration::from_secs(1);
-
 /// Where an attach connection's output goes.
 enum Out {
     /// In frames on the connection.
@@ -1062,12 +1034,13 @@ enum Out {
 }
 
 impl Out {
-    /// Sends `frames` in order. Nothing after a control that ends the stream (a detach) is
-    /// sent; an error when the client is gone or the stream ended.
+    /// Sends `frames` in order, leaving the vector empty (its room is kept for the next
+    /// batch). Nothing after a control that ends the stream (a detach) is sent; an error when
+    /// the client is gone or the stream ended.
     async fn send(
         &mut self,
         writer: &mut OwnedWriteHalf,
-        mut frames: Vec<Frame>,
+        frames: &mut Vec<Frame>,
     ) -> Result<(), ()> {
         // Nothing after the last frame (exited, detach) is written.
         let last = frames
@@ -1078,7 +1051,9 @@ impl Out {
         }
         match self {
             Out::Frames => {
-                wire::write_frames(writer, &frames).await.map_err(|_| ())?;
+                let written = wire::write_frames(writer, frames).await;
+                frames.clear();
+                written.map_err(|_| ())?;
             }
             Out::Terminal {
                 terminal,
@@ -1086,7 +1061,7 @@ impl Out {
                 missed,
             } => {
                 let mut chunks = Vec::new();
-                for frame in frames {
+                for frame in frames.drain(..) {
                     match frame {
                         Frame::Data(_) if *paused => *missed = true,
                         Frame::Data(bytes) => chunks.push(bytes),
@@ -1097,14 +1072,10 @@ impl Out {
                             // The client restores its terminal when the stream ends or the
                             // program exits: the undo goes first, after the last write.
                             if matches!(control, Control::Exited(_)) || control.is_last() {
-                                let _ = tokio::time::timeout(LEAVE_FLUSH, terminal.flush()).await;
-                                let undo = String::from_utf8_lossy(&terminal.undo()).into_owned();
-                                wire::write_frames(
-                                    writer,
-                                    &[Frame::Control(Control::Restore(undo))],
-                                )
-                                .await
-                                .map_err(|_| ())?;
+                                let undo = Control::Restore(terminal.undo().await);
+                                wire::write_frames(writer, &[Frame::Control(undo)])
+                                    .await
+                                    .map_err(|_| ())?;
                             }
                             wire::write_frames(writer, &[Frame::Control(control)])
                                 .await
@@ -1143,7 +1114,7 @@ impl Out {
                 Ask::Pause,
             ) => {
                 *paused = true;
-                let _ = tokio::time::timeout(LEAVE_FLUSH, terminal.flush()).await;
+                terminal.flush().await;
                 wire::write_frames(writer, &[Frame::Control(Control::Paused)])
                     .await
                     .map_err(|_| ())?;
@@ -1155,9 +1126,8 @@ impl Out {
                 Ok(Some(resync))
             }
             (Out::Terminal { terminal, .. }, Ask::Detach) => {
-                let _ = tokio::time::timeout(LEAVE_FLUSH, terminal.flush()).await;
-                let undo = String::from_utf8_lossy(&terminal.undo()).into_owned();
-                let _ = wire::write_frames(writer, &[Frame::Control(Control::Restore(undo))]).await;
+                let undo = Control::Restore(terminal.undo().await);
+                let _ = wire::write_frames(writer, &[Frame::Control(undo)]).await;
                 Ok(None)
             }
         }

@@ -22,12 +22,42 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::restore::Outer;
 
-/// How long the pane host waits for the descriptor after agreeing to take it.
+/// How long the pane host waits for the descriptor after agreeing to take it, and the client for
+/// room to send it.
 pub const HANDOVER_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long a flush waits for the terminal to take what was queued before it (a terminal that
+/// takes nothing is given up on).
+const FLUSH_WAIT: Duration = Duration::from_secs(1);
+
+/// The pane host's side of the hand-over: the client's terminal, received on `stream` within
+/// [`HANDOVER_DEADLINE`], and the thread that writes it for client `client`. `buffered` is
+/// whether the connection's reader already holds bytes the client sent after its request: the
+/// client sends nothing before its terminal, so the descriptor they carried is lost.
+pub async fn take(
+    stream: &UnixStream,
+    buffered: bool,
+    client: u64,
+) -> std::io::Result<TerminalWriter> {
+    use std::io::{Error, ErrorKind};
+    if buffered {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            "the client sent bytes before its terminal",
+        ));
+    }
+    match tokio::time::timeout(HANDOVER_DEADLINE, receive(stream)).await {
+        Ok(fd) => TerminalWriter::start(fd?, client),
+        Err(_) => Err(Error::new(
+            ErrorKind::TimedOut,
+            format!("no terminal within {} s", HANDOVER_DEADLINE.as_secs()),
+        )),
+    }
+}
 
 /// Receives the descriptor the client sends with one byte; an error names what came instead.
 /// The descriptor must be a terminal: the pane host writes nothing anywhere else.
-pub async fn receive(stream: &UnixStream) -> std::io::Result<OwnedFd> {
+async fn receive(stream: &UnixStream) -> std::io::Result<OwnedFd> {
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
     loop {
         stream.readable().await?;
@@ -101,16 +131,22 @@ pub fn send(stream: impl AsFd, fd: impl AsFd) -> std::io::Result<()> {
             Ok(_) => return Err(std::io::ErrorKind::WriteZero.into()),
             Err(rustix::io::Errno::INTR) => {}
             Err(rustix::io::Errno::AGAIN) => {
-                // A fresh connection's buffer is empty; wait for room all the same.
+                // A fresh connection's buffer is empty; wait for room all the same, within
+                // the pane host's own deadline for the descriptor.
                 let mut fds = [rustix::event::PollFd::new(
                     &stream,
                     rustix::event::PollFlags::OUT,
                 )];
                 let timeout = rustix::event::Timespec {
-                    tv_sec: 1,
+                    tv_sec: HANDOVER_DEADLINE.as_secs() as i64,
                     tv_nsec: 0,
                 };
-                rustix::event::poll(&mut fds, Some(&timeout))?;
+                if rustix::event::poll(&mut fds, Some(&timeout))? == 0 {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the pane host took nothing on the attach connection",
+                    ));
+                }
             }
             Err(err) => return Err(err.into()),
         }
@@ -207,26 +243,26 @@ impl TerminalWriter {
         self.jobs.send(Job::Write(chunks)).await.map_err(|_| ())
     }
 
-    /// Waits until everything queued so far has been written (or given up).
+    /// Waits until everything queued so far has been written (or given up), at most
+    /// [`FLUSH_WAIT`].
     pub async fn flush(&self) {
-        let (done, wait) = oneshot::channel();
-        if self.jobs.send(Job::Flush(done)).await.is_ok() {
-            let _ = wait.await;
-        }
+        let flushed = async {
+            let (done, wait) = oneshot::channel();
+            if self.jobs.send(Job::Flush(done)).await.is_ok() {
+                let _ = wait.await;
+            }
+        };
+        let _ = tokio::time::timeout(FLUSH_WAIT, flushed).await;
     }
 
-    /// Whether the terminal failed (closed, hung up): the client is gone or going.
-    pub fn failed(&self) -> bool {
-        self.failed.load(Ordering::Relaxed)
-    }
-
-    /// The bytes that undo what was written so far, after a [`TerminalWriter::flush`]. The
-    /// record starts again empty: the caller writes them (or has the client write them).
-    pub fn undo(&self) -> Vec<u8> {
+    /// Flushes, then the bytes that undo what was written, as the `restore` control carries
+    /// them. The record starts again empty: the client writes them.
+    pub async fn undo(&self) -> String {
+        self.flush().await;
         let mut outer = self.outer.lock();
         let undo = crate::restore::undo(&outer.modes());
         *outer = Outer::default();
-        undo
+        String::from_utf8_lossy(&undo).into_owned()
     }
 }
 
