@@ -535,18 +535,15 @@ async fn session_loop(
     // The chooser or the history view, while one is open over the pane.
     let mut view: Option<View> = None;
     let redraw = Frame::Control(Control::Redraw).encode();
-    // A client whose terminal the pane host writes asks it to go on writing the output after
-    // a pause, without a redraw (a message drawn over the last line stays until the next).
-    let resume = Frame::Control(Control::Pause(false)).encode();
     // Whether the pane host has stopped writing to the terminal for this client to draw.
     let mut paused = false;
     if handed {
         if let Some(note) = note.take() {
-            if let Some(ended) = pause(&mut reader, &mut writer, outer).await? {
+            if let Some(ended) =
+                message_over_pane(&mut reader, &mut writer, outer, true, &note).await?
+            {
                 return Ok(ended);
             }
-            show_message(&note, outer)?;
-            writer.write_all(&resume).await?;
             message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
         }
     }
@@ -682,14 +679,12 @@ async fn session_loop(
                 return Ok(Ended::Detached);
             }
             Action::Show(message) => {
-                if handed && !paused {
-                    if let Some(ended) = pause(&mut reader, &mut writer, outer).await? {
-                        return Ok(ended);
-                    }
-                    show_message(&message, outer)?;
-                    writer.write_all(&resume).await?;
-                } else {
-                    show_message(&message, outer)?;
+                let pause_first = handed && !paused;
+                if let Some(ended) =
+                    message_over_pane(&mut reader, &mut writer, outer, pause_first, &message)
+                        .await?
+                {
+                    return Ok(ended);
                 }
                 message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
             }
@@ -717,24 +712,31 @@ async fn session_loop(
                         View::History(History::new(lines, rows))
                     }),
                 };
-                // The pane host stops writing to the terminal while the view or the message is
-                // drawn over the pane.
-                if handed && !paused {
-                    if let Some(ended) = pause(&mut reader, &mut writer, outer).await? {
-                        return Ok(ended);
-                    }
-                    paused = true;
-                }
                 match opened {
                     Ok(mut open) => {
+                        // The pane host stops writing to the terminal while the view is open.
+                        if handed && !paused {
+                            if let Some(ended) = pause(&mut reader, &mut writer, outer).await? {
+                                return Ok(ended);
+                            }
+                            paused = true;
+                        }
                         write_terminal(&open.render(), outer)?;
                         view = Some(open);
                     }
                     Err(err) => {
-                        show_message(&format!("{err:#}"), outer)?;
-                        if paused && view.is_none() {
-                            writer.write_all(&resume).await?;
-                            paused = false;
+                        let pause_first = handed && !paused;
+                        let message = format!("{err:#}");
+                        if let Some(ended) = message_over_pane(
+                            &mut reader,
+                            &mut writer,
+                            outer,
+                            pause_first,
+                            &message,
+                        )
+                        .await?
+                        {
+                            return Ok(ended);
                         }
                         message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
                     }
@@ -787,6 +789,31 @@ async fn pause(
             None => return Ok(Some(Ended::Closed)),
         }
     }
+}
+
+/// Draws `message` over the terminal's last line (see [`show_message`]). With `pause_first`
+/// (the pane host writes the terminal and has not paused for a view), the pane host is paused
+/// for the drawing and then goes on writing the output without a redraw, so the message stays
+/// until the next redraw. `Some` when the attach ended during the pause.
+async fn message_over_pane(
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: &mut tokio::net::unix::OwnedWriteHalf,
+    outer: &SharedOuter,
+    pause_first: bool,
+    message: &str,
+) -> Result<Option<Ended>> {
+    if !pause_first {
+        show_message(message, outer)?;
+        return Ok(None);
+    }
+    if let Some(ended) = pause(reader, writer, outer).await? {
+        return Ok(Some(ended));
+    }
+    show_message(message, outer)?;
+    writer
+        .write_all(&Frame::Control(Control::Pause(false)).encode())
+        .await?;
+    Ok(None)
 }
 
 /// Tells the pane host this client is leaving; when the pane host writes the terminal, waits
