@@ -479,7 +479,8 @@ fn read_exact_or_stop<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<Option<
 /// `echo-latency`: CMD is an attach client (of a pane whose program echoes every byte, e.g.
 /// `stty raw -echo; cat`) running on a PTY we own. For each key: write one byte to our master
 /// (the client's keyboard) and time until that byte comes back out of the master (the
-/// client's screen). Every 40 keys a carriage return (not timed) keeps the cursor on one line,
+/// client's screen). Colour queries in the client's start are answered, as a terminal does.
+/// Every 40 keys a carriage return (not timed) keeps the cursor on one line,
 /// so the screen never scrolls and each echo is one character.
 fn cmd_echo_latency(args: &Args) -> Result<Value> {
     let (rows, cols) = size(args)?;
@@ -491,13 +492,33 @@ fn cmd_echo_latency(args: &Args) -> Result<Value> {
     drop(pair.slave);
     let fd = pty::raw(&pair.master);
     let mut buf = vec![0u8; 64 * 1024];
-    // The client's first redraw.
-    let startup = pty::read_until_quiet(
-        fd,
-        &mut buf,
-        Duration::from_millis(500),
-        Duration::from_secs(10),
-    )?;
+    // The client's first redraw. A terminal answers a client's colour queries (OSC 10 and
+    // 11, foreground and background) at once; so does this one, as a real terminal would.
+    let mut startup = 0;
+    let mut seen = Vec::new();
+    let mut answered = [false, false];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        match pty::read_timeout(fd, &mut buf, Duration::from_millis(500))? {
+            pty::Read::Data(n) => {
+                startup += n;
+                seen.extend_from_slice(&buf[..n]);
+                for (at, (query, answer)) in [
+                    (&b"\x1b]10;?"[..], &b"\x1b]10;rgb:ffff/ffff/ffff\x1b\\"[..]),
+                    (b"\x1b]11;?", b"\x1b]11;rgb:0000/0000/0000\x1b\\"),
+                ]
+                .iter()
+                .enumerate()
+                {
+                    if !answered[at] && seen.windows(query.len()).any(|w| w == *query) {
+                        pty::write_all(fd, answer)?;
+                        answered[at] = true;
+                    }
+                }
+            }
+            pty::Read::End | pty::Read::Timeout => break,
+        }
+    }
     // Letters that are not the final byte of the escape sequences a redraw typically uses.
     const ALPHABET: &[u8] = b"aeiovwxyz";
     let mut samples = Vec::with_capacity(keys);

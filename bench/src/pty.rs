@@ -150,24 +150,6 @@ pub fn drain(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     Ok(total)
 }
 
-/// Reads until `quiet` passes with no output, or `limit` is reached. Returns the byte count.
-pub fn read_until_quiet(
-    fd: RawFd,
-    buf: &mut [u8],
-    quiet: Duration,
-    limit: Duration,
-) -> io::Result<usize> {
-    let deadline = Instant::now() + limit;
-    let mut total = 0;
-    while Instant::now() < deadline {
-        match read_timeout(fd, buf, quiet)? {
-            Read::Data(n) => total += n,
-            Read::End | Read::Timeout => break,
-        }
-    }
-    Ok(total)
-}
-
 /// Writes all of `bytes`.
 pub fn write_all(fd: RawFd, mut bytes: &[u8]) -> io::Result<()> {
     for _ in 0..100_000 {

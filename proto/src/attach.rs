@@ -42,6 +42,15 @@ pub enum Control {
     /// what the pane's redraw and output turned on in that terminal (`{"restore":"…"}`), sent
     /// before `exited` and in answer to the client's `detach`, after the last write.
     Restore(String),
+    /// Client to host, for a client that handed its keyboard: read the keystrokes from it and
+    /// write them to the pane (`{"keyboard":true}`), until a read holds the client's prefix
+    /// byte or an escape.
+    Keyboard,
+    /// Host to client: a read of the keyboard that holds the client's prefix byte or an escape
+    /// (`{"keys":[…]}`, the bytes as numbers), for the client to filter and send on; the
+    /// keyboard is the client's again until it says [`Control::Keyboard`]. Empty when the
+    /// keyboard could not be read (the terminal went away).
+    Keys(Vec<u8>),
 }
 
 /// The one-key objects of the wire, for serde.
@@ -56,6 +65,8 @@ enum Wire {
     Pause(bool),
     Paused(Value),
     Restore(String),
+    Keyboard(bool),
+    Keys(Vec<u8>),
 }
 
 impl Control {
@@ -74,6 +85,8 @@ impl Control {
             Control::Pause(on) => Wire::Pause(*on),
             Control::Paused => Wire::Paused(Value::Bool(true)),
             Control::Restore(bytes) => Wire::Restore(bytes.clone()),
+            Control::Keyboard => Wire::Keyboard(true),
+            Control::Keys(bytes) => Wire::Keys(bytes.clone()),
         };
         serde_json::to_value(wire).unwrap_or(Value::Null)
     }
@@ -94,6 +107,11 @@ impl Control {
         }
         let wire: Wire = serde_json::from_value(value)
             .map_err(|err| format!("attach control {shown}: {err}"))?;
+        if let Wire::Keyboard(false) = wire {
+            return Err(format!(
+                "attach control {shown}: only the pane host gives the keyboard back (with keys)"
+            ));
+        }
         Ok(match wire {
             // `detach` and `redraw` have always taken any value.
             Wire::Detach(Value::String(reason)) => Control::Detach {
@@ -107,6 +125,8 @@ impl Control {
             Wire::Pause(on) => Control::Pause(on),
             Wire::Paused(_) => Control::Paused,
             Wire::Restore(bytes) => Control::Restore(bytes),
+            Wire::Keyboard(_) => Control::Keyboard,
+            Wire::Keys(bytes) => Control::Keys(bytes),
         })
     }
 
@@ -154,6 +174,12 @@ mod tests {
                 Control::Restore("\u{1b}[?25h".into()),
                 json!({"restore": "\u{1b}[?25h"}),
             ),
+            (Control::Keyboard, json!({"keyboard": true})),
+            (
+                Control::Keys(vec![0x1b, b'[', b'A', 0x02]),
+                json!({"keys": [27, 91, 65, 2]}),
+            ),
+            (Control::Keys(Vec::new()), json!({"keys": []})),
         ];
         for (control, wire) in cases {
             assert_eq!(control.to_value(), wire, "{control:?}");
@@ -186,6 +212,12 @@ mod tests {
                 json!({"pause": "yes"}),
                 "attach control {\"pause\":\"yes\"}",
             ),
+            (
+                json!({"keyboard": false}),
+                "only the pane host gives the keyboard back",
+            ),
+            (json!({"keys": [256]}), "attach control {\"keys\":[256]}"),
+            (json!({"keys": "abc"}), "attach control {\"keys\":\"abc\"}"),
         ] {
             let err = Control::from_value(wire.clone()).expect_err("must not parse");
             assert!(err.contains(part), "{wire}: {err}");

@@ -287,6 +287,11 @@ pub struct Attached {
     /// pane host that predates the hand-over, which sends the output in frames.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub terminal: bool,
+    /// The pane host also takes the client's keyboard (the request gave its prefix): the
+    /// client sends the keyboard's descriptor with the terminal's. Absent from a pane host
+    /// that predates it, which gets every keystroke in frames.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keyboard: bool,
 }
 
 /// `kill`'s answer.

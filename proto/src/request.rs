@@ -528,6 +528,17 @@ pub struct Attach {
         deserialize_with = "de::present"
     )]
     pub terminal: Option<bool>,
+    /// With `terminal`: the client hands its keyboard too, and this is the byte its own
+    /// bindings start with (its prefix, or its one detach key). Once the reply says
+    /// `keyboard: true`, the client sends the keyboard's descriptor beside the terminal's, and
+    /// the pane host reads keystrokes from it while the client lets it (`{"keyboard":true}`),
+    /// giving back every read that holds this byte or an escape (`{"keys":[…]}`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub keyboard: Option<u8>,
 }
 
 /// `shutdown`.

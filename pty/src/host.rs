@@ -835,6 +835,8 @@ async fn attach(
     // A mistyped or null read_only never turns into a writable client: the field is strict.
     let read_only = op.read_only.unwrap_or(false);
     let handover = op.terminal == Some(true);
+    // A watching client types nothing into the pane: its keys stay its own.
+    let keyboard_prefix = op.keyboard.filter(|_| handover && !read_only);
     let size = match (op.rows, op.cols) {
         (Some(rows), Some(cols)) => match belfry_proto::Size::new(rows, cols) {
             Ok(size) => Some(size.pair()),
@@ -866,6 +868,7 @@ async fn attach(
             read_only,
             identity: pane.identity(),
             terminal: handover,
+            keyboard: keyboard_prefix.is_some(),
         },
     );
     if wire::write_json(&mut writer, &reply).await.is_err() {
@@ -873,9 +876,19 @@ async fn attach(
         return;
     }
     let mut out = Out::Frames;
+    let mut keyboard = None;
     if handover {
         let stream = reader.get_ref().as_ref();
-        match crate::terminal::take(stream, !reader.buffer().is_empty(), client).await {
+        let buffered = !reader.buffer().is_empty();
+        let taken = crate::terminal::take(stream, buffered, client, keyboard_prefix.is_some())
+            .await
+            .and_then(|(terminal, keys)| {
+                if let (Some(fd), Some(prefix)) = (keys, keyboard_prefix) {
+                    keyboard = Some(crate::terminal::Keyboard::new(fd, prefix)?);
+                }
+                Ok(terminal)
+            });
+        match taken {
             Ok(terminal) => {
                 out = Out::Terminal {
                     terminal,
@@ -913,6 +926,11 @@ async fn attach(
     // The input side's requests to the output side: a redraw (after the client drew over the
     // pane), a pause or its end (a client whose terminal the pane host writes), a detach.
     let (requests_tx, mut requests) = tokio::sync::mpsc::unbounded_channel::<Ask>();
+    // Whether the pane host reads the client's keyboard now: the client gives it the turn,
+    // the keyboard's reader gives it back with keys the client must see.
+    // The receiver exists from the start: a turn given before the keyboard's reader first
+    // runs (the control can be in the first read of the connection) is kept, not lost.
+    let (keyboard_turn, mut turn) = tokio::sync::watch::channel(false);
     let output = async {
         // The frames of one write: whatever the queue holds when the first arrives (up to
         // one vectored write's worth), so a client that fell a little behind catches up in
@@ -997,16 +1015,55 @@ async fn attach(
                         let _ = requests_tx.send(if on { Ask::Pause } else { Ask::Resume });
                     }
                     Control::Resize(size) => pane.client_activity(client, Some(size.pair())),
+                    // After the keys it gave back (sent before this, so written first).
+                    Control::Keyboard => {
+                        keyboard_turn.send_replace(true);
+                    }
                     // Only a pane host sends these.
-                    Control::Exited(_) | Control::Paused | Control::Restore(_) => {}
+                    Control::Exited(_)
+                    | Control::Paused
+                    | Control::Restore(_)
+                    | Control::Keys(_) => {}
                 },
                 Ok(None) | Err(_) => return,
+            }
+        }
+    };
+    // The client's keyboard, read here while it is this side's turn (see
+    // `crate::terminal::Keyboard`).
+    let keys = async {
+        let Some(mut keyboard) = keyboard else {
+            return std::future::pending().await;
+        };
+        loop {
+            if turn.wait_for(|ours| *ours).await.is_err() {
+                return std::future::pending().await;
+            }
+            match keyboard.read().await {
+                crate::terminal::KeyRead::Pane(bytes) => {
+                    let bytes = pane.client_input(client, bytes);
+                    if !bytes.is_empty() {
+                        if let Err(err) = pane.write_input(&bytes).await {
+                            tracing::warn!("attached input not written: {err}");
+                        }
+                    }
+                }
+                crate::terminal::KeyRead::Client(bytes) => {
+                    keyboard_turn.send_replace(false);
+                    let _ = requests_tx.send(Ask::Keys(bytes));
+                }
+                crate::terminal::KeyRead::Gone => {
+                    keyboard_turn.send_replace(false);
+                    let _ = requests_tx.send(Ask::Keys(Vec::new()));
+                    return std::future::pending().await;
+                }
             }
         }
     };
     tokio::select! {
         _ = output => {}
         _ = input => {}
+        _ = keys => {}
     }
     pane.detach(client);
 }
@@ -1017,6 +1074,8 @@ enum Ask {
     Pause,
     Resume,
     Detach,
+    /// Give the client these keys, and the keyboard with them.
+    Keys(Vec<u8>),
 }
 
 /// Where an attach connection's output goes.
@@ -1098,6 +1157,12 @@ impl Out {
     /// fresh redraw, `None` when the attach ends.
     async fn ask(&mut self, writer: &mut OwnedWriteHalf, ask: Ask) -> Result<Option<bool>, ()> {
         match (&mut *self, ask) {
+            (_, Ask::Keys(keys)) => {
+                wire::write_frames(writer, &[Frame::Control(Control::Keys(keys))])
+                    .await
+                    .map_err(|_| ())?;
+                Ok(Some(false))
+            }
             (out, Ask::Redraw) => {
                 if let Out::Terminal { paused, missed, .. } = out {
                     (*paused, *missed) = (false, false);

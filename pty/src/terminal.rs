@@ -12,7 +12,7 @@
 //! the undo bytes back when the client leaves or the program ends, so the client restores the
 //! terminal as it did when it wrote the output itself.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,14 +31,16 @@ pub const HANDOVER_DEADLINE: Duration = Duration::from_secs(10);
 const FLUSH_WAIT: Duration = Duration::from_secs(1);
 
 /// The pane host's side of the hand-over: the client's terminal, received on `stream` within
-/// [`HANDOVER_DEADLINE`], and the thread that writes it for client `client`. `buffered` is
-/// whether the connection's reader already holds bytes the client sent after its request: the
-/// client sends nothing before its terminal, so the descriptor they carried is lost.
+/// [`HANDOVER_DEADLINE`], and the thread that writes it for client `client`; with `keyboard`,
+/// the client's keyboard too, sent beside it (see [`Keyboard`]). `buffered` is whether the
+/// connection's reader already holds bytes the client sent after its request: the client
+/// sends nothing before its terminal, so the descriptors they carried are lost.
 pub async fn take(
     stream: &UnixStream,
     buffered: bool,
     client: u64,
-) -> std::io::Result<TerminalWriter> {
+    keyboard: bool,
+) -> std::io::Result<(TerminalWriter, Option<OwnedFd>)> {
     use std::io::{Error, ErrorKind};
     if buffered {
         return Err(Error::new(
@@ -46,8 +48,15 @@ pub async fn take(
             "the client sent bytes before its terminal",
         ));
     }
-    match tokio::time::timeout(HANDOVER_DEADLINE, receive(stream)).await {
-        Ok(fd) => TerminalWriter::start(fd?, client),
+    let count = if keyboard { 2 } else { 1 };
+    match tokio::time::timeout(HANDOVER_DEADLINE, receive(stream, count)).await {
+        Ok(fds) => {
+            let mut fds = fds?.into_iter();
+            let (Some(terminal), keyboard) = (fds.next(), fds.next()) else {
+                return Err(Error::new(ErrorKind::InvalidData, "no terminal"));
+            };
+            Ok((TerminalWriter::start(terminal, client)?, keyboard))
+        }
         Err(_) => Err(Error::new(
             ErrorKind::TimedOut,
             format!("no terminal within {} s", HANDOVER_DEADLINE.as_secs()),
@@ -55,14 +64,15 @@ pub async fn take(
     }
 }
 
-/// Receives the descriptor the client sends with one byte; an error names what came instead.
-/// The descriptor must be a terminal: the pane host writes nothing anywhere else.
-async fn receive(stream: &UnixStream) -> std::io::Result<OwnedFd> {
+/// Receives the `count` descriptors the client sends with one byte; an error names what came
+/// instead. Each must be a terminal: the pane host writes and reads nothing else.
+async fn receive(stream: &UnixStream, count: usize) -> std::io::Result<Vec<OwnedFd>> {
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
     loop {
         stream.readable().await?;
         let got = stream.try_io(tokio::io::Interest::READABLE, || {
-            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            // Room for one more than expected, so that too many is told apart from a cut.
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
             let mut ancillary = RecvAncillaryBuffer::new(&mut space);
             let mut byte = [0u8; 1];
             let msg = rustix::net::recvmsg(
@@ -86,24 +96,23 @@ async fn receive(stream: &UnixStream) -> std::io::Result<OwnedFd> {
                     "the client closed the connection before it sent its terminal",
                 ))
             }
-            Ok((_, mut fds)) => {
-                if fds.len() != 1 {
+            Ok((_, fds)) => {
+                if fds.len() != count {
                     return Err(std::io::Error::new(
                         std::io::ErrorKind::InvalidData,
                         format!(
-                            "the client sent {} descriptors with its terminal byte, not one",
+                            "the client sent {} descriptors with its terminal byte, not {count}",
                             fds.len()
                         ),
                     ));
                 }
-                let fd = fds.remove(0);
-                if !rustix::termios::isatty(&fd) {
+                if !fds.iter().all(rustix::termios::isatty) {
                     return Err(std::io::Error::new(
                         std::io::ErrorKind::InvalidData,
-                        "the descriptor the client sent is not a terminal",
+                        "a descriptor the client sent is not a terminal",
                     ));
                 }
-                return Ok(fd);
+                return Ok(fds);
             }
             Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(err) => return Err(err),
@@ -111,13 +120,87 @@ async fn receive(stream: &UnixStream) -> std::io::Result<OwnedFd> {
     }
 }
 
-/// Sends `fd` over `stream` with one byte: the client's side of [`receive`]. Blocking.
-pub fn send(stream: impl AsFd, fd: impl AsFd) -> std::io::Result<()> {
+/// The attach client's keyboard, read by the pane host while the client lets it (issue 13,
+/// key echo): a keystroke then reaches the pane without crossing the client. Only reads that
+/// can hold nothing of the client's own go to the pane from here: a read with the client's
+/// prefix byte or an escape (which may be the prefix in an extended keyboard encoding, the
+/// start of a sequence cut between reads, or a terminal's answer) is given back whole, and
+/// the pane host reads no more until the client says so. The client filters those keys
+/// exactly as the ones it reads itself, so bindings, views and the detach key stay its own.
+pub struct Keyboard {
+    fd: tokio::io::unix::AsyncFd<OwnedFd>,
+    prefix: u8,
+    buf: Box<[u8; 4096]>,
+}
+
+/// One read of a [`Keyboard`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum KeyRead {
+    /// Keystrokes for the pane: no prefix byte, no escape.
+    Pane(Vec<u8>),
+    /// Keystrokes for the client.
+    Client(Vec<u8>),
+    /// The keyboard gives no more input (the terminal went away), or cannot be read.
+    Gone,
+}
+
+impl Keyboard {
+    /// Must run inside the runtime (the descriptor is registered with its reactor).
+    pub fn new(fd: OwnedFd, prefix: u8) -> std::io::Result<Keyboard> {
+        use rustix::fs::OFlags;
+        // The client opened it non-blocking; a descriptor that is not would stall the runtime.
+        let flags = rustix::fs::fcntl_getfl(&fd)?;
+        if !flags.contains(OFlags::NONBLOCK) {
+            rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK)?;
+        }
+        // SAFETY: `fd` is an `OwnedFd` moved into the `AsyncFd`, so the descriptor stays open
+        // and refers to the keyboard for as long as the registration lives.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+        }
+        .map_err(|err| std::io::Error::other(err.to_string()))?;
+        Ok(Keyboard {
+            fd,
+            prefix,
+            buf: Box::new([0; 4096]),
+        })
+    }
+
+    /// The next read of the keyboard. Cancel-safe: the read happens only after readiness,
+    /// inside one poll.
+    pub async fn read(&mut self) -> KeyRead {
+        loop {
+            let Ok(mut ready) = self.fd.readable().await else {
+                return KeyRead::Gone;
+            };
+            let buf = &mut self.buf[..];
+            match ready.try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(Into::into)) {
+                Ok(Ok(0)) => return KeyRead::Gone,
+                Ok(Ok(n)) => return classify(&buf[..n], self.prefix),
+                Ok(Err(err)) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(Err(_)) => return KeyRead::Gone,
+                Err(_would_block) => {}
+            }
+        }
+    }
+}
+
+/// Whose keystrokes `keys` are: the client's if they hold its `prefix` byte or an escape.
+fn classify(keys: &[u8], prefix: u8) -> KeyRead {
+    if keys.iter().any(|&b| b == prefix || b == 0x1b) {
+        KeyRead::Client(keys.to_vec())
+    } else {
+        KeyRead::Pane(keys.to_vec())
+    }
+}
+
+/// Sends `fds` (the terminal, and the keyboard if the pane host takes it) over `stream` with
+/// one byte: the client's side of [`receive`]. Blocking.
+pub fn send(stream: impl AsFd, fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
     use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-    let fds = [fd.as_fd()];
-    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
+    if !ancillary.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(std::io::Error::other("no room for the descriptor"));
     }
     loop {
@@ -307,4 +390,44 @@ fn write_all(fd: &OwnedFd, chunks: &[Arc<[u8]>], stop: &AtomicBool) -> std::io::
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_with_the_prefix_or_an_escape_is_the_clients() {
+        let prefix = 0x02;
+        for pane in [
+            &b"hello"[..],
+            b"a\r",
+            b"\x7f\x03\x04",
+            b"\xc3\xa9t\xc3\xa9",
+            b"\x1c",
+        ] {
+            assert_eq!(
+                classify(pane, prefix),
+                KeyRead::Pane(pane.to_vec()),
+                "{pane:?}"
+            );
+        }
+        for client in [
+            &b"\x02"[..],
+            b"ab\x02d",
+            b"\x1b",
+            b"\x1b[A",
+            b"x\x1b[98;5u",
+            b"\x1b]11;rgb:0/0/0\x07",
+        ] {
+            assert_eq!(
+                classify(client, prefix),
+                KeyRead::Client(client.to_vec()),
+                "{client:?}"
+            );
+        }
+        // Another prefix: C-b is then the pane's.
+        assert_eq!(classify(b"\x02", 0x11), KeyRead::Pane(vec![0x02]));
+        assert_eq!(classify(b"\x11", 0x11), KeyRead::Client(vec![0x11]));
+    }
 }

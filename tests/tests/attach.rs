@@ -541,7 +541,14 @@ fn the_panes_term_follows_the_clients_terminal_and_env_overrides_it() {
 }
 
 fn regex_escape(text: &str) -> String {
-    text.replace('.', "\\.")
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 /// The `/dev/pts/N` that a pane's program runs on.
@@ -631,4 +638,196 @@ fn the_pane_host_writes_a_local_clients_terminal_and_lets_it_go_on_detach() {
     );
     env.ok(&["send", "framed", "--key", "C-b", "--text", "d"]);
     env.wait_screen("framed", "ATTACH-EXIT=0");
+}
+
+fn signal(pid: u32, signal: i32) {
+    // SAFETY: kill(2) on a pid this test started; no memory is involved.
+    assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0, "kill {pid}");
+}
+
+/// Issue 13 (key echo): a local client hands the pane host its keyboard as well. Keys with
+/// nothing of the client's in them reach the pane while the client itself is stopped; a read
+/// with the prefix (or an escape) goes back to the client, so the detach key and everything
+/// typed after it wait for the client, in order. With `BELFRY_ATTACH_KEYBOARD=0` every key
+/// waits for the client.
+#[test]
+fn the_pane_host_types_a_local_clients_keys_and_gives_the_prefix_back() {
+    let env = Env::new();
+    env.ok(&["new", "inner", "--env", "PS1=inner$ ", "--", "sh", "-i"]);
+    env.wait_screen("inner", "inner\\$");
+    attach_client(&env, "outer", "inner");
+    env.wait_screen("outer", "inner\\$");
+    let client = client_pid(&env, "outer");
+    // The client keeps the keyboard while its note is shown (a key would clear it) and its
+    // terminal's colour answers may come; then it gives it to the pane host. Typed while the
+    // client is stopped, a command runs only if the pane host reads the keys.
+    let mut through_host = None;
+    for attempt in 0..10 {
+        signal(client, libc::SIGSTOP);
+        let n = 1000 + attempt;
+        env.ok(&[
+            "send",
+            "outer",
+            "--text",
+            &format!("echo typed-$(({n}+1))"),
+            "--key",
+            "Enter",
+        ]);
+        let ran = eventually(Duration::from_millis(1500), || {
+            screen_text(&env, "inner").contains(&format!("typed-{}", n + 1))
+        });
+        if ran {
+            through_host = Some(n + 1);
+            break;
+        }
+        signal(client, libc::SIGCONT);
+        env.wait_screen("inner", &format!("typed-{}", n + 1));
+    }
+    let typed = through_host.expect("no keys reached the pane while the client was stopped");
+    // Still stopped: the prefix goes back to the client, and the pane host reads no more.
+    env.ok(&["send", "outer", "--key", "C-b"]);
+    std::thread::sleep(Duration::from_millis(200));
+    env.ok(&["send", "outer", "--text", "d"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let outer = screen_text(&env, "outer");
+    assert!(
+        !outer.contains("ATTACH-EXIT"),
+        "detached while stopped:\n{outer}"
+    );
+    let inner = screen_text(&env, "inner");
+    assert!(
+        inner.trim_end().ends_with("inner$"),
+        "keys after the prefix reached the pane while the client was stopped:\n{inner}"
+    );
+    signal(client, libc::SIGCONT);
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+    assert!(screen_text(&env, "inner").contains(&format!("typed-{typed}")));
+
+    // Escapes go through the client and back, in order with the keys around them.
+    env.ok(&["send", "inner", "--text", "cat -v", "--key", "Enter"]);
+    attach_client(&env, "again", "inner");
+    env.wait_screen("again", "cat -v");
+    let mut expected = String::new();
+    for round in 0..8 {
+        env.ok(&["send", "again", "--text", &format!("k{round}")]);
+        env.ok(&["send", "again", "--text", "\x1b[D"]);
+        expected.push_str(&format!("k{round}^[[D"));
+    }
+    env.ok(&["send", "again", "--key", "Enter"]);
+    env.wait_screen("inner", &regex_escape(&expected));
+    env.ok(&["send", "again", "--key", "C-c"]);
+    env.wait_screen("inner", "\\^C");
+    env.ok(&["send", "again", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("again", "ATTACH-EXIT=0");
+
+    // Kept in the client: a stopped client types nothing.
+    let script = "BELFRY_ATTACH_KEYBOARD=0 \"$BELFRY_BIN\" attach inner; \
+                  echo \"ATTACH-EXIT=$?\"; sleep 600";
+    env.spawn("kept", "24x80", &["sh", "-c", script], None);
+    env.wait_screen("kept", "inner\\$");
+    let kept = client_pid(&env, "kept");
+    // Past the note and the colour answers' time, when a handed keyboard would be the host's.
+    std::thread::sleep(Duration::from_secs(4));
+    signal(kept, libc::SIGSTOP);
+    env.ok(&[
+        "send",
+        "kept",
+        "--text",
+        "echo kept-$((6*7))",
+        "--key",
+        "Enter",
+    ]);
+    std::thread::sleep(Duration::from_millis(1000));
+    let inner = screen_text(&env, "inner");
+    assert!(
+        !inner.contains("kept-42"),
+        "keys reached the pane past a stopped client:\n{inner}"
+    );
+    signal(kept, libc::SIGCONT);
+    env.wait_screen("inner", "kept-42");
+    env.ok(&["send", "kept", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("kept", "ATTACH-EXIT=0");
+}
+
+/// A keyboard given in the same breath as the descriptors is taken: the client's
+/// `{"keyboard":true}` can reach the pane host in the very read that starts the attach, before
+/// the pane host's keyboard reader first runs, and the turn must not be lost then (it was, in
+/// about one attach in five, when the terminal answered the colour queries at once).
+#[test]
+fn a_keyboard_given_with_its_descriptor_is_read_at_once() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+    let env = Env::new();
+    env.spawn(
+        "k",
+        "24x80",
+        &["sh", "-c", "stty raw -echo; exec cat"],
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // {"keyboard":true} in a control frame: type 2, the length (big-endian), the JSON.
+    let control = br#"{"keyboard":true}"#;
+    let mut frame = vec![2u8];
+    frame.extend_from_slice(&(control.len() as u32).to_be_bytes());
+    frame.extend_from_slice(control);
+    let mut typed = String::new();
+    for round in 0..12 {
+        let (mut master, mut slave) = (-1, -1);
+        // SAFETY: openpty writes the two descriptors it opens; no name, termios or size.
+        let opened = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(opened, 0, "openpty");
+        // SAFETY: both were just opened by openpty and are owned here alone.
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        // Raw, as a client leaves its terminal: each key is readable as it is typed.
+        // SAFETY: a zeroed termios is filled by tcgetattr before it is used.
+        let mut mode: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: `slave` is an open terminal and `mode` a valid termios to fill and set.
+        unsafe {
+            assert_eq!(libc::tcgetattr(slave.as_raw_fd(), &mut mode), 0);
+            libc::cfmakeraw(&mut mode);
+            assert_eq!(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &mode), 0);
+        }
+        let stream = std::os::unix::net::UnixStream::connect(env.pane_socket("k")).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let request = serde_json::json!({"id":1,"op":"attach","terminal":true,"keyboard":2,"rows":24,"cols":80});
+        (&stream)
+            .write_all(format!("{request}\n").as_bytes())
+            .unwrap();
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(reply["keyboard"], true, "{reply}");
+        let fds = [slave.as_fd(), slave.as_fd()];
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
+        assert!(ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+        rustix::net::sendmsg(
+            &stream,
+            &[std::io::IoSlice::new(b"T")],
+            &mut ancillary,
+            rustix::net::SendFlags::empty(),
+        )
+        .unwrap();
+        (&stream).write_all(&frame).unwrap();
+        let keys = format!("r{round};");
+        rustix::io::write(&master, keys.as_bytes()).unwrap();
+        typed.push_str(&keys);
+        env.wait_screen("k", &typed);
+        drop((stream, reader));
+        assert!(eventually(Duration::from_secs(5), || env.snapshot("k")
+            ["clients"]
+            == 0));
+    }
 }

@@ -366,27 +366,46 @@ fn a_terminal_hand_over_without_a_terminal_is_refused_and_leaves_the_pane_alone(
     let env = Env::new();
     env.spawn("w", "24x80", &["sleep", "600"], None);
 
-    for bad in [json!("yes"), json!(null)] {
+    for (field, bad) in [
+        ("terminal", json!("yes")),
+        ("terminal", json!(null)),
+        ("keyboard", json!("C-b")),
+        ("keyboard", json!(300)),
+        ("keyboard", json!(null)),
+    ] {
         let mut conn = Conn::open(&env.pane_socket("w")).unwrap();
-        let reply = conn.request(json!({"op":"attach","terminal":bad}));
+        let reply = conn.request(json!({"op":"attach","terminal":true, field: bad}));
         assert_eq!(reply["ok"], false, "{reply}");
         assert!(
-            reply["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("terminal"),
+            reply["error"]["message"].as_str().unwrap().contains(field),
             "{reply}"
         );
     }
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("w")
+        ["clients"]
+        == 0));
+
+    // A watching client's keys are its own: the pane host does not take its keyboard.
+    let mut conn = Conn::open(&env.pane_socket("w")).unwrap();
+    let reply = conn.request(json!({"op":"attach","terminal":true,"keyboard":2,"read_only":true}));
+    assert_eq!(reply["terminal"], true, "{reply}");
+    assert!(reply.get("keyboard").is_none(), "{reply}");
+    drop(conn);
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("w")
+        ["clients"]
+        == 0));
 
     // Attaches asking for the hand-over; returns the connection once the pane host agreed.
-    let agree = || {
+    let agree = |keyboard: bool| {
         let stream = std::os::unix::net::UnixStream::connect(env.pane_socket("w")).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(15)))
             .unwrap();
         let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let request = json!({"id":1,"op":"attach","terminal":true,"rows":24,"cols":80});
+        let mut request = json!({"id":1,"op":"attach","terminal":true,"rows":24,"cols":80});
+        if keyboard {
+            request["keyboard"] = json!(2);
+        }
         (&stream)
             .write_all(format!("{request}\n").as_bytes())
             .unwrap();
@@ -394,6 +413,7 @@ fn a_terminal_hand_over_without_a_terminal_is_refused_and_leaves_the_pane_alone(
         reader.read_line(&mut line).unwrap();
         let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(reply["terminal"], true, "{reply}");
+        assert_eq!(reply.get("keyboard").is_some(), keyboard, "{reply}");
         assert_eq!(env.snapshot("w")["clients"], 1);
         (stream, reader)
     };
@@ -405,25 +425,28 @@ fn a_terminal_hand_over_without_a_terminal_is_refused_and_leaves_the_pane_alone(
     };
 
     // A byte with no descriptor.
-    let (stream, reader) = agree();
+    let (stream, reader) = agree(false);
     (&stream).write_all(b"T").unwrap();
     closed(reader);
 
-    // A descriptor that is not a terminal.
+    // Descriptors that are not terminals: one, where one is asked for; one, where the
+    // keyboard makes two; two.
     let file = std::fs::File::create(env.path("not-a-terminal")).unwrap();
-    let (stream, reader) = agree();
-    let fds = [file.as_fd()];
-    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
-    assert!(ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
-    rustix::net::sendmsg(
-        &stream,
-        &[std::io::IoSlice::new(b"T")],
-        &mut ancillary,
-        rustix::net::SendFlags::empty(),
-    )
-    .unwrap();
-    closed(reader);
+    for (keyboard, sent) in [(false, 1), (true, 1), (true, 2)] {
+        let (stream, reader) = agree(keyboard);
+        let fds = vec![file.as_fd(); sent];
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
+        assert!(ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+        rustix::net::sendmsg(
+            &stream,
+            &[std::io::IoSlice::new(b"T")],
+            &mut ancillary,
+            rustix::net::SendFlags::empty(),
+        )
+        .unwrap();
+        closed(reader);
+    }
     assert_eq!(
         std::fs::metadata(env.path("not-a-terminal")).unwrap().len(),
         0,
@@ -436,5 +459,9 @@ fn a_terminal_hand_over_without_a_terminal_is_refused_and_leaves_the_pane_alone(
     assert!(env.snapshot("w")["exited"].is_null());
     let log = env.ok(&["logs", "w"]);
     assert!(log.contains("sent 0 descriptors"), "{log}");
+    assert!(
+        log.contains("sent 1 descriptors with its terminal byte, not 2"),
+        "{log}"
+    );
     assert!(log.contains("not a terminal"), "{log}");
 }

@@ -356,6 +356,12 @@ impl KeyFilter {
         !self.partial.is_empty()
     }
 
+    /// True while the filter holds keys of a keystroke or binding not yet complete: the start
+    /// of an escape sequence, or the prefix waiting for the key after it.
+    pub fn holds_keys(&self) -> bool {
+        self.held.is_some() || !self.partial.is_empty()
+    }
+
     /// Takes the start of an escape sequence that got no rest within [`ESCAPE_TIME`] as the
     /// keys it is (a lone Escape, or bytes no keyboard sends).
     pub fn flush(&mut self, out: &mut Vec<u8>) -> Action {

@@ -451,12 +451,17 @@ async fn session_loop(
         Endpoint::Socket(_) if interactive => output_terminal(),
         _ => None,
     };
+    // The pane host may read the keyboard too, and give the client only the reads its own
+    // keys may be in; a watching client sends no keys.
+    let offer_keyboard =
+        terminal.is_some() && !read_only && keyboard.is_some() && keyboard_handover();
     let attach = op::Attach {
         session: None,
         read_only: Some(read_only),
         rows: size.map(|(rows, _)| rows.into()),
         cols: size.map(|(_, cols)| cols.into()),
         terminal: terminal.is_some().then_some(true),
+        keyboard: offer_keyboard.then_some(detach.prefix),
     };
     // The handshake has a deadline: a stopped or hung pane host is an error naming it, not a
     // terminal that silently hangs. Once attached, a quiet pane may stay quiet for hours.
@@ -473,17 +478,22 @@ async fn session_loop(
         }
         let attached: Attached =
             exchange(&mut reader, &mut writer, &Request::new(1, attach)).await?;
-        anyhow::Ok(attached.terminal)
+        anyhow::Ok((attached.terminal, attached.keyboard))
     };
     let handshake_deadline = socket.handshake_deadline();
     let mut handed = false;
+    // Whether the pane host takes the keyboard as well.
+    let mut keyboard_handed = false;
     match tokio::time::timeout(handshake_deadline, handshake).await {
         // A remote handshake that failed because ssh did says what ssh said.
         Ok(Err(err)) => match ssh.as_mut() {
             Some(ssh) if err.is::<NoReply>() => return Err(ssh.failure(None).into()),
             _ => return Err(err),
         },
-        Ok(Ok(taken)) => handed = taken && terminal.is_some(),
+        Ok(Ok((taken, keys))) => {
+            handed = taken && terminal.is_some();
+            keyboard_handed = handed && keys && offer_keyboard;
+        }
         Err(_) if ssh.is_some() => {
             if let Some(ssh) = ssh.as_mut() {
                 return Err(ssh.failure(Some(handshake_deadline)).into());
@@ -517,7 +527,12 @@ async fn session_loop(
         if let Ok(mut outer) = outer.lock() {
             outer.handed = true;
         }
-        belfry_pty::terminal::send(writer.as_ref(), &terminal)
+        use std::os::fd::AsFd;
+        let mut fds = vec![terminal.as_fd()];
+        if let (true, Some(keyboard)) = (keyboard_handed, keyboard.as_ref()) {
+            fds.push(keyboard.fd.get_ref().as_fd());
+        }
+        belfry_pty::terminal::send(writer.as_ref(), &fds)
             .context("cannot hand the terminal to the pane host")?;
         drop(terminal);
     }
@@ -537,6 +552,13 @@ async fn session_loop(
     let redraw = Frame::Control(Control::Redraw).encode();
     // Whether the pane host has stopped writing to the terminal for this client to draw.
     let mut paused = false;
+    // Whether the pane host reads the keyboard now (it gives it back with the keys of a
+    // read this client must filter); the client reads it only while not.
+    let mut host_reads = false;
+    // While the terminal's colour answers may still come (they are taken out of the keys):
+    // the keyboard stays here until both came or the time for them is over.
+    let mut colors_asked = keyboard_handed;
+    let mut colors_seen = [false, false];
     if handed {
         if let Some(note) = note.take() {
             if let Some(ended) =
@@ -548,6 +570,29 @@ async fn session_loop(
         }
     }
     loop {
+        // The keyboard goes to the pane host whenever no key is this client's: no view, no
+        // message to clear at the next key, no keystroke or binding half-typed, and the
+        // terminal's colour answers in.
+        if keyboard_handed
+            && !host_reads
+            && stdin_open
+            && !colors_asked
+            && view.is_none()
+            && message_until.is_none()
+            && !filter.holds_keys()
+        {
+            writer
+                .write_all(&Frame::Control(Control::Keyboard).encode())
+                .await?;
+            host_reads = true;
+        }
+        let colors_in = async {
+            if colors_asked {
+                tokio::time::sleep_until(colors_until).await
+            } else {
+                std::future::pending().await
+            }
+        };
         let clear_message = async {
             match message_until {
                 Some(when) => tokio::time::sleep_until(when).await,
@@ -561,6 +606,9 @@ async fn session_loop(
             }
         };
         let mut keyed: Option<(Vec<u8>, Action)> = None;
+        // Keystrokes read here or given back by the pane host, and `None` when the keyboard
+        // gives no more.
+        let mut typed: Option<Option<Vec<u8>>> = None;
         tokio::select! {
             frame = Frame::read(&mut reader) => match frame? {
                 // While a view is open the pane's output is not drawn; closing the view asks
@@ -577,64 +625,31 @@ async fn session_loop(
                     Control::Exited(status) => return Ok(Ended::Exited(status)),
                     Control::Detach { .. } => return Ok(Ended::Detached),
                     Control::Restore(undo) => keep_undo(outer, undo),
+                    // The keyboard is this client's again: with keys to filter, or none when
+                    // the pane host could not read it (this client then finds out why, and
+                    // keeps it).
+                    Control::Keys(keys) => {
+                        host_reads = false;
+                        if keys.is_empty() {
+                            // Not offered again: this client reads it from now on.
+                            keyboard_handed = false;
+                        } else {
+                            typed = Some(Some(keys));
+                        }
+                    }
                     // An answer to a pause that came after its wait ended.
                     Control::Paused => {}
                     // Only a client sends these.
-                    Control::Redraw | Control::Colors(_) | Control::Resize(_) | Control::Pause(_) => {}
+                    Control::Redraw
+                    | Control::Colors(_)
+                    | Control::Resize(_)
+                    | Control::Pause(_)
+                    | Control::Keyboard => {}
                 },
                 None => return Ok(Ended::Closed),
             },
-            keys = read_keys(keyboard), if stdin_open => match keys {
-                Some(keys) if view.is_some() => {
-                    message_until = None;
-                    let Some(open) = view.as_mut() else { continue };
-                    match open.keys(&view_keys(&keys)) {
-                        Outcome::Stay => write_terminal(&open.render(), outer)?,
-                        Outcome::Leave => {
-                            view = None;
-                            // The redraw also ends the pane host's pause.
-                            paused = false;
-                            writer.write_all(&redraw).await?;
-                        }
-                        Outcome::Switch(name) => match panes.socket(&name) {
-                            Ok(next) => {
-                                leave(&mut reader, &mut writer, outer, handed).await;
-                                return Ok(Ended::Switch(name, next));
-                            }
-                            Err(err) => {
-                                write_terminal(&open.render(), outer)?;
-                                show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
-                            }
-                        },
-                    }
-                }
-                Some(keys) => {
-                    let keys = if tokio::time::Instant::now() < colors_until {
-                        let (keys, answers) = take_color_answers(&keys);
-                        if !answers.is_empty() {
-                            let colors = Control::Colors(String::from_utf8_lossy(&answers).into());
-                            writer.write_all(&Frame::Control(colors).encode()).await?;
-                        }
-                        if keys.is_empty() {
-                            continue;
-                        }
-                        keys
-                    } else {
-                        keys
-                    };
-                    if message_until.take().is_some() {
-                        writer.write_all(&redraw).await?;
-                    }
-                    let mut out = Vec::with_capacity(keys.len());
-                    let action = filter.feed(&keys, &mut out);
-                    partial_until = filter
-                        .has_partial()
-                        .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
-                    keyed = Some((out, action));
-                }
-                // The terminal stopped giving input: keep showing output until the pane ends.
-                None => stdin_open = false,
-            },
+            keys = read_keys(keyboard), if stdin_open && !host_reads => typed = Some(keys),
+            _ = colors_in => colors_asked = false,
             _ = winch.recv() => {
                 // A terminal larger than a pane can be says nothing: the pane keeps its size.
                 if let Some(size) = terminal_size().and_then(|(rows, cols)| Size::new(rows.into(), cols.into()).ok()) {
@@ -664,6 +679,66 @@ async fn session_loop(
             _ = hup.recv() => {
                 leave(&mut reader, &mut writer, outer, handed).await;
                 return Ok(Ended::Signal("SIGHUP"));
+            }
+        }
+        if let Some(keys) = typed {
+            match keys {
+                Some(keys) if view.is_some() => {
+                    message_until = None;
+                    let Some(open) = view.as_mut() else { continue };
+                    match open.keys(&view_keys(&keys)) {
+                        Outcome::Stay => write_terminal(&open.render(), outer)?,
+                        Outcome::Leave => {
+                            view = None;
+                            // The redraw also ends the pane host's pause.
+                            paused = false;
+                            writer.write_all(&redraw).await?;
+                        }
+                        Outcome::Switch(name) => match panes.socket(&name) {
+                            Ok(next) => {
+                                leave(&mut reader, &mut writer, outer, handed).await;
+                                return Ok(Ended::Switch(name, next));
+                            }
+                            Err(err) => {
+                                write_terminal(&open.render(), outer)?;
+                                show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
+                            }
+                        },
+                    }
+                }
+                Some(keys) => {
+                    let keys = if tokio::time::Instant::now() < colors_until {
+                        let (keys, answers) = take_color_answers(&keys);
+                        // Both answers in: the window closes (and the keyboard may go).
+                        for (at, query) in [&b"\x1b]10;"[..], b"\x1b]11;"].iter().enumerate() {
+                            colors_seen[at] |= answers.windows(query.len()).any(|w| w == *query);
+                        }
+                        if colors_seen == [true, true] {
+                            colors_asked = false;
+                        }
+                        if !answers.is_empty() {
+                            let colors = Control::Colors(String::from_utf8_lossy(&answers).into());
+                            writer.write_all(&Frame::Control(colors).encode()).await?;
+                        }
+                        if keys.is_empty() {
+                            continue;
+                        }
+                        keys
+                    } else {
+                        keys
+                    };
+                    if message_until.take().is_some() {
+                        writer.write_all(&redraw).await?;
+                    }
+                    let mut out = Vec::with_capacity(keys.len());
+                    let action = filter.feed(&keys, &mut out);
+                    partial_until = filter
+                        .has_partial()
+                        .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
+                    keyed = Some((out, action));
+                }
+                // The terminal stopped giving input: keep showing output until the pane ends.
+                None => stdin_open = false,
             }
         }
         let Some((out, action)) = keyed else {
@@ -955,6 +1030,12 @@ async fn exchange<T: DeserializeOwned>(
             request.op.name()
         ),
     }
+}
+
+/// Whether the pane host may read the keyboard as well as write the terminal (the default);
+/// `BELFRY_ATTACH_KEYBOARD=0` keeps every keystroke in this client.
+fn keyboard_handover() -> bool {
+    std::env::var_os("BELFRY_ATTACH_KEYBOARD").is_none_or(|v| v != "0")
 }
 
 /// Capacity of the attach stream's read buffer: several batches of a pane host's output.
