@@ -810,8 +810,8 @@ class Bench:
             time.sleep(0.3)
             # Alternating blocks, so every client sees the same background load.
             clients = (("belfry attach", [self.belfry, "attach", "echo"]),
-                       ("belfry attach, keys read by the client (BELFRY_ATTACH_KEYBOARD=0)",
-                        ["env", "BELFRY_ATTACH_KEYBOARD=0", self.belfry, "attach", "echo"]),
+                       ("belfry attach, keys read by the client (BELFRY_ATTACH_INPUT=0)",
+                        ["env", "BELFRY_ATTACH_INPUT=0", self.belfry, "attach", "echo"]),
                        ("belfry attach, output in frames (BELFRY_ATTACH_HANDOVER=0)",
                         ["env", "BELFRY_ATTACH_HANDOVER=0", self.belfry, "attach", "echo"]),
                        ("tmux attach", [*self.tmux_prefix, "attach-session", "-t", "echo"]),

@@ -648,7 +648,7 @@ fn signal(pid: u32, signal: i32) {
 /// Issue 13 (key echo): a local client hands the pane host its keyboard as well. Keys with
 /// nothing of the client's in them reach the pane while the client itself is stopped; a read
 /// with the prefix (or an escape) goes back to the client, so the detach key and everything
-/// typed after it wait for the client, in order. With `BELFRY_ATTACH_KEYBOARD=0` every key
+/// typed after it wait for the client, in order. With `BELFRY_ATTACH_INPUT=0` every key
 /// waits for the client.
 #[test]
 fn the_pane_host_types_a_local_clients_keys_and_gives_the_prefix_back() {
@@ -721,7 +721,7 @@ fn the_pane_host_types_a_local_clients_keys_and_gives_the_prefix_back() {
     env.wait_screen("again", "ATTACH-EXIT=0");
 
     // Kept in the client: a stopped client types nothing.
-    let script = "BELFRY_ATTACH_KEYBOARD=0 \"$BELFRY_BIN\" attach inner; \
+    let script = "BELFRY_ATTACH_INPUT=0 \"$BELFRY_BIN\" attach inner; \
                   echo \"ATTACH-EXIT=$?\"; sleep 600";
     env.spawn("kept", "24x80", &["sh", "-c", script], None);
     env.wait_screen("kept", "inner\\$");

@@ -1033,9 +1033,9 @@ async fn exchange<T: DeserializeOwned>(
 }
 
 /// Whether the pane host may read the keyboard as well as write the terminal (the default);
-/// `BELFRY_ATTACH_KEYBOARD=0` keeps every keystroke in this client.
+/// `BELFRY_ATTACH_INPUT=0` keeps every keystroke in this client.
 fn keyboard_handover() -> bool {
-    std::env::var_os("BELFRY_ATTACH_KEYBOARD").is_none_or(|v| v != "0")
+    std::env::var_os("BELFRY_ATTACH_INPUT").is_none_or(|v| v != "0")
 }
 
 /// Capacity of the attach stream's read buffer: several batches of a pane host's output.
