@@ -1616,7 +1616,9 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
         print_json(&shown);
         return Ok(EXIT_OK);
     }
-    let mut out = std::io::stdout().lock();
+    // One write for the whole screen (and its history), not one per line: stdout's own
+    // buffer flushes at every newline, which was 2001 system calls for 2000 lines of history.
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     for line in screen.scrollback.iter().flatten() {
         writeln!(out, "{line}")?;
     }
@@ -1628,6 +1630,7 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
     for line in lines {
         writeln!(out, "{line}")?;
     }
+    out.flush()?;
     Ok(EXIT_OK)
 }
 
