@@ -178,6 +178,10 @@ pub struct ClientSlot {
     /// the cursor ([`Screen::cropped_redraw`]) instead of the pane's output, which would
     /// draw past its edges.
     cropped: bool,
+    /// Controls broadcast while the client lagged or its queue was full (the program's exit
+    /// among them): unlike output, which a redraw replaces, they are sent after that redraw
+    /// ([`Pane::resync`]), so a client that fell behind still learns that the program ended.
+    missed: Vec<Frame>,
 }
 
 impl ClientSlot {
@@ -186,6 +190,10 @@ impl ClientSlot {
         self.size.0 < pane.0 || self.size.1 < pane.1
     }
 }
+
+/// At most this many controls are kept for a client while it lags; only a handful ever come
+/// (an exit, a detach), and past the bound further ones are dropped.
+const MAX_MISSED_CONTROLS: usize = 64;
 
 /// The receiving side of an attached client.
 pub struct ClientHandle {
@@ -245,8 +253,12 @@ impl PaneState {
     }
 
     fn broadcast(&mut self, frame: &Frame) {
-        for client in &self.clients {
+        let control = matches!(frame, Frame::Control(_));
+        for client in &mut self.clients {
             if client.lagged.load(Ordering::Relaxed) {
+                if control && client.missed.len() < MAX_MISSED_CONTROLS {
+                    client.missed.push(frame.clone());
+                }
                 continue;
             }
             if client.cropped && matches!(frame, Frame::Data(_)) {
@@ -258,6 +270,9 @@ impl PaneState {
             }
             if client.tx.try_send(frame.clone()).is_err() {
                 // The client cannot keep up: drop its queue and resynchronise it with a redraw.
+                if control {
+                    client.missed.push(frame.clone());
+                }
                 client.lagged.store(true, Ordering::Relaxed);
                 client.wake.notify_one();
             }
@@ -1027,6 +1042,7 @@ impl Pane {
             lagged: Arc::clone(&lagged),
             wake: Arc::clone(&wake),
             cropped: false,
+            missed: Vec::new(),
         });
         if !read_only {
             self.apply_size_policy(&mut st);
@@ -1067,6 +1083,11 @@ impl Pane {
                  output while it lagged) were replaced by a redraw of the screen",
                 handle.id
             );
+        }
+        // Then the controls that found the client lagging, newest last; taken under the same
+        // lock that clears `lagged`, so none falls between the two.
+        if let Some(slot) = st.clients.iter_mut().find(|c| c.id == handle.id) {
+            controls.append(&mut slot.missed);
         }
         handle.lagged.store(false, Ordering::Relaxed);
         let mut frames = vec![Frame::Data(redraw_for(&mut st, handle.id).into())];

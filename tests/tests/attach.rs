@@ -831,3 +831,66 @@ fn a_keyboard_given_with_its_descriptor_is_read_at_once() {
             == 0));
     }
 }
+
+/// A client that stops reading falls behind: its queued output is replaced by a redraw. The
+/// program's exit, which came while it lagged, still reaches it after that redraw (it was
+/// dropped with the output before, so such a client never learned that the program ended).
+#[test]
+fn a_client_that_fell_behind_still_learns_that_the_program_exited() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let env = Env::new();
+    env.spawn(
+        "flood",
+        "24x80",
+        &["sh", "-c", "read -r _; seq 1 3000000; exit 7"],
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let stream = std::os::unix::net::UnixStream::connect(env.pane_socket("flood")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let request = serde_json::json!({"id":1,"op":"attach","rows":24,"cols":80});
+    (&stream)
+        .write_all(format!("{request}\n").as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.contains("\"attached\":true"), "{line}");
+    // The client reads nothing while the program prints about 20 MB and ends.
+    env.ok(&["send", "flood", "--key", "Enter"]);
+    assert!(
+        eventually(Duration::from_secs(120), || !env.snapshot("flood")
+            ["exited"]
+            .is_null()),
+        "the program did not end"
+    );
+    let mut data = 0usize;
+    let mut exited = None;
+    while exited.is_none() {
+        let mut header = [0u8; 5];
+        if reader.read_exact(&mut header).is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let mut payload = vec![0u8; len];
+        reader.read_exact(&mut payload).unwrap();
+        match header[0] {
+            1 => data += len,
+            _ => {
+                let control: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+                if control.get("exited").is_some() {
+                    exited = Some(control);
+                }
+            }
+        }
+    }
+    let produced: usize = (1..=3_000_000usize).map(|n| n.to_string().len() + 2).sum();
+    assert!(
+        data < produced / 2,
+        "the client got {data} of {produced} bytes: it never fell behind, so this proves nothing"
+    );
+    let exited = exited.expect("the client that fell behind was never told the program exited");
+    assert_eq!(exited["exited"]["code"], 7, "{exited}");
+}
