@@ -13,7 +13,7 @@
 //! terminal as it did when it wrote the output itself.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -248,15 +248,27 @@ enum Job {
 /// progress (a terminal that takes nothing is given up within [`STOP_POLL`]).
 pub struct TerminalWriter {
     jobs: mpsc::Sender<Job>,
+    /// The terminal, shared with the thread: a small write when the thread has nothing to do
+    /// is made at once by the caller ([`TerminalWriter::write`]).
+    fd: Arc<OwnedFd>,
+    /// Write jobs queued or in progress on the thread; the caller writes itself only at 0,
+    /// so the two never write at once and the bytes stay in order.
+    pending: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     /// What the written bytes turned on in the terminal, shared with the thread.
     outer: Arc<parking_lot::Mutex<Outer>>,
-    /// Set by the thread when the terminal failed (hung up, closed).
+    /// Set when the terminal failed (hung up, closed).
     failed: Arc<AtomicBool>,
+    client: u64,
 }
 
 /// How often a writer waiting for a full terminal checks whether it should stop.
 const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// The most a caller writes itself, when the thread is idle (a typed key's echo, a line, a
+/// prompt's redraw); more goes to the thread, so a flood is written beside the model, not by
+/// the model's own thread.
+const DIRECT_MAX: usize = 16 * 1024;
 
 /// Batches queued for the thread before the attach task waits (its own queue, in the pane,
 /// then fills, and the client is resynchronised with a redraw when it catches up).
@@ -269,8 +281,15 @@ impl TerminalWriter {
         let stop = Arc::new(AtomicBool::new(false));
         let failed = Arc::new(AtomicBool::new(false));
         let outer = Arc::new(parking_lot::Mutex::new(Outer::default()));
-        let (thread_stop, thread_failed, thread_outer) =
-            (Arc::clone(&stop), Arc::clone(&failed), Arc::clone(&outer));
+        let fd = Arc::new(fd);
+        let pending = Arc::new(AtomicUsize::new(0));
+        let (thread_stop, thread_failed, thread_outer, thread_fd, thread_pending) = (
+            Arc::clone(&stop),
+            Arc::clone(&failed),
+            Arc::clone(&outer),
+            Arc::clone(&fd),
+            Arc::clone(&pending),
+        );
         std::thread::Builder::new()
             .name(format!("terminal-{client}"))
             .stack_size(256 * 1024)
@@ -280,28 +299,20 @@ impl TerminalWriter {
                         Job::Write(chunks) => {
                             // Nothing is written once the client has left or the terminal
                             // failed.
-                            if thread_failed.load(Ordering::Relaxed)
-                                || thread_stop.load(Ordering::Relaxed)
+                            if !thread_failed.load(Ordering::Relaxed)
+                                && !thread_stop.load(Ordering::Relaxed)
                             {
-                                continue;
+                                write_job(
+                                    &thread_fd,
+                                    &chunks,
+                                    &thread_stop,
+                                    &thread_failed,
+                                    &thread_outer,
+                                    client,
+                                );
                             }
-                            match write_all(&fd, &chunks, &thread_stop) {
-                                Ok(()) => {
-                                    let mut outer = thread_outer.lock();
-                                    for chunk in &chunks {
-                                        outer.observe(chunk);
-                                    }
-                                }
-                                Err(err) => {
-                                    if !thread_stop.load(Ordering::Relaxed) {
-                                        tracing::info!(
-                                            "attach client {client}: its terminal took no more \
-                                             output: {err}"
-                                        );
-                                    }
-                                    thread_failed.store(true, Ordering::Relaxed);
-                                }
-                            }
+                            // After the record: a caller that sees 0 writes after all of it.
+                            thread_pending.fetch_sub(1, Ordering::Release);
                         }
                         Job::Flush(done) => {
                             let _ = done.send(());
@@ -311,19 +322,56 @@ impl TerminalWriter {
             })?;
         Ok(TerminalWriter {
             jobs,
+            fd,
+            pending,
             stop,
             outer,
             failed,
+            client,
         })
     }
 
-    /// Queues `chunks` for the terminal; waits only while the thread's queue is full. An error
-    /// when the thread has ended.
-    pub async fn write(&self, chunks: Vec<Arc<[u8]>>) -> Result<(), ()> {
+    /// Writes `chunks` to the terminal: at once if they are small and the thread is idle
+    /// (as much as the terminal takes without waiting), the rest by the thread; waits only
+    /// while the thread's queue is full. An error when the terminal failed or the thread
+    /// has ended.
+    pub async fn write(&self, mut chunks: Vec<Arc<[u8]>>) -> Result<(), ()> {
         if self.failed.load(Ordering::Relaxed) {
             return Err(());
         }
-        self.jobs.send(Job::Write(chunks)).await.map_err(|_| ())
+        let total: usize = chunks.iter().map(|c| c.len()).sum();
+        if total <= DIRECT_MAX && self.pending.load(Ordering::Acquire) == 0 {
+            match write_now(&self.fd, &chunks) {
+                Ok(written) => {
+                    let mut outer = self.outer.lock();
+                    let mut left = written;
+                    for chunk in &chunks {
+                        let part = left.min(chunk.len());
+                        outer.observe(&chunk[..part]);
+                        left -= part;
+                    }
+                    drop(outer);
+                    if written == total {
+                        return Ok(());
+                    }
+                    chunks = remainder(&chunks, written);
+                }
+                Err(err) => {
+                    tracing::info!(
+                        "attach client {}: its terminal took no more output: {err}",
+                        self.client
+                    );
+                    self.failed.store(true, Ordering::Relaxed);
+                    return Err(());
+                }
+            }
+        }
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        if self.jobs.send(Job::Write(chunks)).await.is_err() {
+            self.pending.fetch_sub(1, Ordering::Release);
+            return Err(());
+        }
+        Ok(())
     }
 
     /// Waits until everything queued so far has been written (or given up), at most
@@ -353,6 +401,72 @@ impl Drop for TerminalWriter {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// One job of the writer thread: writes `chunks` and records what they turned on; marks the
+/// terminal failed when it takes no more.
+fn write_job(
+    fd: &OwnedFd,
+    chunks: &[Arc<[u8]>],
+    stop: &AtomicBool,
+    failed: &AtomicBool,
+    outer: &parking_lot::Mutex<Outer>,
+    client: u64,
+) {
+    match write_all(fd, chunks, stop) {
+        Ok(()) => {
+            let mut outer = outer.lock();
+            for chunk in chunks {
+                outer.observe(chunk);
+            }
+        }
+        Err(err) => {
+            if !stop.load(Ordering::Relaxed) {
+                tracing::info!("attach client {client}: its terminal took no more output: {err}");
+            }
+            failed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Writes what the terminal takes of `chunks` without waiting: the byte count.
+fn write_now(fd: &OwnedFd, chunks: &[Arc<[u8]>]) -> std::io::Result<usize> {
+    let mut slices: Vec<std::io::IoSlice<'_>> = chunks
+        .iter()
+        .filter(|c| !c.is_empty())
+        .map(|c| std::io::IoSlice::new(c))
+        .collect();
+    let mut rest = &mut slices[..];
+    let mut written = 0;
+    while !rest.is_empty() {
+        match rustix::io::writev(fd, rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                written += n;
+                std::io::IoSlice::advance_slices(&mut rest, n);
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => break,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(written)
+}
+
+/// What is left of `chunks` after their first `written` bytes.
+fn remainder(chunks: &[Arc<[u8]>], mut written: usize) -> Vec<Arc<[u8]>> {
+    let mut rest = Vec::with_capacity(chunks.len());
+    for chunk in chunks {
+        if written >= chunk.len() {
+            written -= chunk.len();
+        } else if written > 0 {
+            rest.push(Arc::from(&chunk[written..]));
+            written = 0;
+        } else {
+            rest.push(Arc::clone(chunk));
+        }
+    }
+    rest
 }
 
 /// Writes every chunk, waiting for room when the terminal is full, until `stop`.
@@ -395,6 +509,27 @@ fn write_all(fd: &OwnedFd, chunks: &[Arc<[u8]>], stop: &AtomicBool) -> std::io::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rest_of_a_partial_write_starts_at_the_first_byte_not_written() {
+        let chunks: Vec<Arc<[u8]>> = vec![
+            Arc::from(&b"abc"[..]),
+            Arc::from(&b""[..]),
+            Arc::from(&b"defg"[..]),
+        ];
+        let joined = |v: &[Arc<[u8]>]| {
+            v.iter()
+                .flat_map(|c| c.iter().copied())
+                .collect::<Vec<u8>>()
+        };
+        for written in 0..=7 {
+            assert_eq!(
+                joined(&remainder(&chunks, written)),
+                b"abcdefg"[written..].to_vec(),
+                "{written}"
+            );
+        }
+    }
 
     #[test]
     fn a_read_with_the_prefix_or_an_escape_is_the_clients() {
