@@ -153,12 +153,7 @@ impl Keyboard {
         if !flags.contains(OFlags::NONBLOCK) {
             rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK)?;
         }
-        // SAFETY: `fd` is an `OwnedFd` moved into the `AsyncFd`, so the descriptor stays open
-        // and refers to the keyboard for as long as the registration lives.
-        let fd = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
-        }
-        .map_err(|err| std::io::Error::other(err.to_string()))?;
+        let fd = register_reader(fd)?;
         Ok(Keyboard {
             fd,
             prefix,
@@ -169,18 +164,33 @@ impl Keyboard {
     /// The next read of the keyboard. Cancel-safe: the read happens only after readiness,
     /// inside one poll.
     pub async fn read(&mut self) -> KeyRead {
-        loop {
-            let Ok(mut ready) = self.fd.readable().await else {
-                return KeyRead::Gone;
-            };
-            let buf = &mut self.buf[..];
-            match ready.try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(Into::into)) {
-                Ok(Ok(0)) => return KeyRead::Gone,
-                Ok(Ok(n)) => return classify(&buf[..n], self.prefix),
-                Ok(Err(err)) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Ok(Err(_)) => return KeyRead::Gone,
-                Err(_would_block) => {}
-            }
+        match read_ready(&self.fd, &mut self.buf[..]).await {
+            Some(n) => classify(&self.buf[..n], self.prefix),
+            None => KeyRead::Gone,
+        }
+    }
+}
+
+/// Registers `fd` (non-blocking) with the runtime for reading: a keyboard, read by the pane
+/// host ([`Keyboard`]) or by the attach client. Must run inside the runtime.
+pub fn register_reader(fd: OwnedFd) -> std::io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: `fd` is an `OwnedFd` moved into the `AsyncFd`, so the descriptor stays open and
+    // refers to the same file for as long as the registration lives.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|err| std::io::Error::other(err.to_string()))
+}
+
+/// One read of `fd` into `buf` once it is readable: the byte count, or `None` at its end or
+/// when it cannot be read. Cancel-safe: the read happens only after readiness, inside one poll.
+pub async fn read_ready(fd: &tokio::io::unix::AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<usize> {
+    loop {
+        let mut ready = fd.readable().await.ok()?;
+        match ready.try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(Into::into)) {
+            Ok(Ok(0)) => return None,
+            Ok(Ok(n)) => return Some(n),
+            Ok(Err(err)) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(Err(_)) => return None,
+            Err(_would_block) => {}
         }
     }
 }
@@ -431,19 +441,31 @@ fn write_job(
 
 /// Writes what the terminal takes of `chunks` without waiting: the byte count.
 fn write_now(fd: &OwnedFd, chunks: &[Arc<[u8]>]) -> std::io::Result<usize> {
-    let mut slices: Vec<std::io::IoSlice<'_>> = chunks
-        .iter()
-        .filter(|c| !c.is_empty())
-        .map(|c| std::io::IoSlice::new(c))
-        .collect();
-    let mut rest = &mut slices[..];
+    let mut slices = io_slices(chunks.iter().map(|c| &c[..]));
+    writev_some(fd, &mut &mut slices[..])
+}
+
+/// The non-empty `parts` as the slices of one vectored write.
+pub fn io_slices<'a>(parts: impl Iterator<Item = &'a [u8]>) -> Vec<std::io::IoSlice<'a>> {
+    parts
+        .filter(|p| !p.is_empty())
+        .map(std::io::IoSlice::new)
+        .collect()
+}
+
+/// Writes `rest` with `writev` until all of it is written or `fd` would block, advancing
+/// `rest` past what was written: the byte count. An interrupted write is tried again.
+pub fn writev_some(
+    fd: impl AsFd,
+    rest: &mut &mut [std::io::IoSlice<'_>],
+) -> std::io::Result<usize> {
     let mut written = 0;
     while !rest.is_empty() {
-        match rustix::io::writev(fd, rest) {
+        match rustix::io::writev(&fd, rest) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 written += n;
-                std::io::IoSlice::advance_slices(&mut rest, n);
+                std::io::IoSlice::advance_slices(rest, n);
             }
             Err(rustix::io::Errno::INTR) => {}
             Err(rustix::io::Errno::AGAIN) => break,
@@ -471,39 +493,33 @@ fn remainder(chunks: &[Arc<[u8]>], mut written: usize) -> Vec<Arc<[u8]>> {
 
 /// Writes every chunk, waiting for room when the terminal is full, until `stop`.
 fn write_all(fd: &OwnedFd, chunks: &[Arc<[u8]>], stop: &AtomicBool) -> std::io::Result<()> {
-    let mut slices: Vec<std::io::IoSlice<'_>> = chunks
-        .iter()
-        .filter(|c| !c.is_empty())
-        .map(|c| std::io::IoSlice::new(c))
-        .collect();
+    let mut slices = io_slices(chunks.iter().map(|c| &c[..]));
     let mut rest = &mut slices[..];
-    while !rest.is_empty() {
-        match rustix::io::writev(fd, rest) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => std::io::IoSlice::advance_slices(&mut rest, n),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(rustix::io::Errno::AGAIN) => loop {
-                if stop.load(Ordering::Relaxed) {
-                    return Err(std::io::Error::other("the client left"));
-                }
-                let mut fds = [rustix::event::PollFd::new(
-                    fd,
-                    rustix::event::PollFlags::OUT,
-                )];
-                let timeout = rustix::event::Timespec {
-                    tv_sec: 0,
-                    tv_nsec: STOP_POLL.as_nanos() as i64,
-                };
-                match rustix::event::poll(&mut fds, Some(&timeout)) {
-                    Ok(0) | Err(rustix::io::Errno::INTR) => {}
-                    Ok(_) => break,
-                    Err(err) => return Err(err.into()),
-                }
-            },
-            Err(err) => return Err(err.into()),
+    loop {
+        writev_some(fd, &mut rest)?;
+        if rest.is_empty() {
+            return Ok(());
+        }
+        // The terminal is full: wait for room, checking every STOP_POLL whether to stop.
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Err(std::io::Error::other("the client left"));
+            }
+            let mut fds = [rustix::event::PollFd::new(
+                fd,
+                rustix::event::PollFlags::OUT,
+            )];
+            let timeout = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: STOP_POLL.as_nanos() as i64,
+            };
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(0) | Err(rustix::io::Errno::INTR) => {}
+                Ok(_) => break,
+                Err(err) => return Err(err.into()),
+            }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1067,12 +1067,7 @@ impl Keyboard {
                 (fd, Some(before))
             }
         };
-        // SAFETY: `fd` is an `OwnedFd` moved into the `AsyncFd`, so the descriptor stays open
-        // and refers to the terminal for as long as the registration lives.
-        let fd = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
-        }
-        .map_err(|err| std::io::Error::other(err.to_string()))?;
+        let fd = belfry_pty::terminal::register_reader(fd)?;
         Ok(Keyboard {
             fd,
             restore,
@@ -1083,17 +1078,8 @@ impl Keyboard {
     /// The next keystrokes; `None` once the terminal gives no more input. Cancel-safe: the
     /// read happens only after readiness, inside one poll.
     async fn read(&mut self) -> Option<Vec<u8>> {
-        loop {
-            let mut ready = self.fd.readable().await.ok()?;
-            let buf = &mut self.buf[..];
-            match ready.try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(Into::into)) {
-                Ok(Ok(0)) => return None,
-                Ok(Ok(n)) => return Some(buf[..n].to_vec()),
-                Ok(Err(err)) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Ok(Err(_)) => return None,
-                Err(_would_block) => {}
-            }
-        }
+        let n = belfry_pty::terminal::read_ready(&self.fd, &mut self.buf[..]).await?;
+        Some(self.buf[..n].to_vec())
     }
 }
 
@@ -1145,20 +1131,12 @@ fn write_terminal_parts(parts: &[&[u8]], outer: &SharedOuter) -> std::io::Result
             outer.observe(part);
         }
     }
-    let mut slices: Vec<std::io::IoSlice<'_>> = parts
-        .iter()
-        .filter(|p| !p.is_empty())
-        .map(|p| std::io::IoSlice::new(p))
-        .collect();
+    let mut slices = belfry_pty::terminal::io_slices(parts.iter().copied());
     let mut rest = &mut slices[..];
-    let stdout = rustix::stdio::stdout();
-    while !rest.is_empty() {
-        match rustix::io::writev(stdout, rest) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => std::io::IoSlice::advance_slices(&mut rest, n),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(err) => return Err(err.into()),
-        }
+    belfry_pty::terminal::writev_some(rustix::stdio::stdout(), &mut rest)?;
+    if !rest.is_empty() {
+        // stdout is blocking; only a descriptor some other program made non-blocking stops here.
+        return Err(std::io::ErrorKind::WouldBlock.into());
     }
     Ok(())
 }
