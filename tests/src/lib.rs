@@ -449,6 +449,25 @@ impl Conn {
     }
 }
 
+/// Sends the byte `T` with `fds` attached (`SCM_RIGHTS`) on `stream`: what an attach client
+/// that hands over its terminal (and keyboard) sends after the pane host agreed, written here
+/// by hand so a test can send what no client would (a file, the wrong count).
+pub fn send_descriptors(
+    stream: &std::os::unix::net::UnixStream,
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) {
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
+    assert!(ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(fds)));
+    rustix::net::sendmsg(
+        stream,
+        &[std::io::IoSlice::new(b"T")],
+        &mut ancillary,
+        rustix::net::SendFlags::empty(),
+    )
+    .unwrap();
+}
+
 /// Polls `check` until it returns true or `limit` passes.
 pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     let start = Instant::now();

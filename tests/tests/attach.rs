@@ -810,16 +810,7 @@ fn a_keyboard_given_with_its_descriptor_is_read_at_once() {
         let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(reply["keyboard"], true, "{reply}");
         let fds = [slave.as_fd(), slave.as_fd()];
-        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-        let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
-        assert!(ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
-        rustix::net::sendmsg(
-            &stream,
-            &[std::io::IoSlice::new(b"T")],
-            &mut ancillary,
-            rustix::net::SendFlags::empty(),
-        )
-        .unwrap();
+        belfry_tests::send_descriptors(&stream, &fds);
         (&stream).write_all(&frame).unwrap();
         let keys = format!("r{round};");
         rustix::io::write(&master, keys.as_bytes()).unwrap();

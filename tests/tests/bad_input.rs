@@ -435,16 +435,7 @@ fn a_terminal_hand_over_without_a_terminal_is_refused_and_leaves_the_pane_alone(
     for (keyboard, sent) in [(false, 1), (true, 1), (true, 2)] {
         let (stream, reader) = agree(keyboard);
         let fds = vec![file.as_fd(); sent];
-        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-        let mut ancillary = rustix::net::SendAncillaryBuffer::new(&mut space);
-        assert!(ancillary.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
-        rustix::net::sendmsg(
-            &stream,
-            &[std::io::IoSlice::new(b"T")],
-            &mut ancillary,
-            rustix::net::SendFlags::empty(),
-        )
-        .unwrap();
+        belfry_tests::send_descriptors(&stream, &fds);
         closed(reader);
     }
     assert_eq!(
