@@ -31,9 +31,9 @@ pub enum Control {
     Exited(ExitStatus),
     /// Client to host, for a client whose terminal the pane host writes: stop writing the
     /// pane's output to the terminal (`{"pause":true}`), so the client can draw over it; the
-    /// host answers [`Control::Paused`] once its last write has finished. `{"pause":false}`
-    /// goes on writing output where the pane is (without a redraw); [`Control::Redraw`]
-    /// goes on with a redraw.
+    /// host answers [`Control::Paused`] once its last write has finished. Output meanwhile is
+    /// held (up to 64 KiB). `{"pause":false}` goes on writing output where the pane is: what
+    /// was held, or a redraw when more came; [`Control::Redraw`] goes on with a redraw.
     Pause(bool),
     /// Host to client: nothing more is written to the terminal until the client says
     /// otherwise (`{"paused":true}`), the answer to `{"pause":true}`.

@@ -893,7 +893,7 @@ async fn attach(
                 out = Out::Terminal {
                     terminal,
                     paused: false,
-                    missed: false,
+                    held: Held::default(),
                 }
             }
             Err(err) => {
@@ -1087,9 +1087,42 @@ enum Out {
         terminal: crate::terminal::TerminalWriter,
         /// The client draws over the pane: output is not written meanwhile.
         paused: bool,
-        /// Output was not written while paused: going on needs a redraw.
-        missed: bool,
+        /// The output that came while paused, written when the pause ends.
+        held: Held,
     },
+}
+
+/// The output a paused client's terminal did not get. A pause for a message over the last
+/// line lasts a moment: what came meanwhile is written after it, as it would have been had
+/// the message been drawn a moment earlier, so the message stays. A redraw instead would
+/// erase it (a pane that printed during the pause cleared the note `run` shows over a
+/// restarted pane). Past [`HELD_MAX`] bytes (a long pause: a view open over the pane) only
+/// that output was missed is kept, and going on needs a redraw.
+#[derive(Default)]
+struct Held {
+    chunks: Vec<Arc<[u8]>>,
+    bytes: usize,
+    missed: bool,
+}
+
+/// The most output kept for a paused client's terminal.
+const HELD_MAX: usize = 64 * 1024;
+
+impl Held {
+    fn keep(&mut self, chunk: Arc<[u8]>) {
+        if self.missed {
+            return;
+        }
+        self.bytes += chunk.len();
+        if self.bytes > HELD_MAX {
+            *self = Held {
+                missed: true,
+                ..Held::default()
+            };
+        } else {
+            self.chunks.push(chunk);
+        }
+    }
 }
 
 impl Out {
@@ -1117,12 +1150,12 @@ impl Out {
             Out::Terminal {
                 terminal,
                 paused,
-                missed,
+                held,
             } => {
                 let mut chunks = Vec::new();
                 for frame in frames.drain(..) {
                     match frame {
-                        Frame::Data(_) if *paused => *missed = true,
+                        Frame::Data(bytes) if *paused => held.keep(bytes),
                         Frame::Data(bytes) => chunks.push(bytes),
                         Frame::Control(control) => {
                             if !chunks.is_empty() {
@@ -1164,8 +1197,9 @@ impl Out {
                 Ok(Some(false))
             }
             (out, Ask::Redraw) => {
-                if let Out::Terminal { paused, missed, .. } = out {
-                    (*paused, *missed) = (false, false);
+                if let Out::Terminal { paused, held, .. } = out {
+                    // The redraw shows all of it.
+                    (*paused, *held) = (false, Held::default());
                 }
                 Ok(Some(true))
             }
@@ -1185,10 +1219,23 @@ impl Out {
                     .map_err(|_| ())?;
                 Ok(Some(false))
             }
-            (Out::Terminal { paused, missed, .. }, Ask::Resume) => {
-                let resync = std::mem::take(missed);
+            (
+                Out::Terminal {
+                    terminal,
+                    paused,
+                    held,
+                },
+                Ask::Resume,
+            ) => {
                 *paused = false;
-                Ok(Some(resync))
+                let held = std::mem::take(held);
+                if held.missed {
+                    return Ok(Some(true));
+                }
+                if !held.chunks.is_empty() {
+                    terminal.write(held.chunks).await?;
+                }
+                Ok(Some(false))
             }
             (Out::Terminal { terminal, .. }, Ask::Detach) => {
                 let undo = Control::Restore(terminal.undo().await);

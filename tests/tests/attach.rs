@@ -753,10 +753,146 @@ fn the_pane_host_types_a_local_clients_keys_and_gives_the_prefix_back() {
 /// `{"keyboard":true}` can reach the pane host in the very read that starts the attach, before
 /// the pane host's keyboard reader first runs, and the turn must not be lost then (it was, in
 /// about one attach in five, when the terminal answered the colour queries at once).
+/// A pseudo-terminal pair, raw, as a client leaves its terminal: each key is readable as it
+/// is typed and output arrives as written.
+fn raw_pty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes the two descriptors it opens; no name, termios or size.
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty");
+    // SAFETY: both were just opened by openpty and are owned here alone.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    // SAFETY: a zeroed termios is filled by tcgetattr before it is used.
+    let mut mode: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `slave` is an open terminal and `mode` a valid termios to fill and set.
+    unsafe {
+        assert_eq!(libc::tcgetattr(slave.as_raw_fd(), &mut mode), 0);
+        libc::cfmakeraw(&mut mode);
+        assert_eq!(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &mode), 0);
+    }
+    (master, slave)
+}
+
+/// A control frame: type 2, the length (big-endian), the JSON.
+fn control_frame(json: &str) -> Vec<u8> {
+    let mut frame = vec![2u8];
+    frame.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    frame.extend_from_slice(json.as_bytes());
+    frame
+}
+
+/// Everything `master` gives within `wait` (a pseudo-terminal's reading end).
+fn read_for(master: &std::os::fd::OwnedFd, wait: Duration) -> Vec<u8> {
+    rustix::fs::fcntl_setfl(master, rustix::fs::OFlags::NONBLOCK).unwrap();
+    let until = std::time::Instant::now() + wait;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while std::time::Instant::now() < until {
+        match rustix::io::read(master, &mut buf) {
+            Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    got
+}
+
+/// The output a pause held back is written when the pause ends, as it came, and not replaced
+/// by a redraw: a redraw would erase what the client drew over the pane (the note `run`
+/// shows over a restarted pane was erased so when the pane printed during the pause). Past
+/// 64 KiB held, the pause's end is a redraw.
+#[test]
+fn output_held_by_a_pause_is_written_after_it_without_a_redraw() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::os::fd::AsFd;
+    let env = Env::new();
+    env.spawn(
+        "p",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "stty -echo; while read -r l; do if [ \"$l\" = big ]; then seq 1 20000; else echo \"<$l>\"; fi; done",
+        ],
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let (master, slave) = raw_pty();
+    let stream = std::os::unix::net::UnixStream::connect(env.pane_socket("p")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let request = serde_json::json!({"id":1,"op":"attach","terminal":true,"rows":24,"cols":80});
+    (&stream)
+        .write_all(format!("{request}\n").as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.contains("\"attached\":true"), "{line}");
+    belfry_tests::send_descriptors(&stream, &[slave.as_fd()]);
+    let redraw = read_for(&master, Duration::from_millis(500));
+    assert!(!redraw.is_empty(), "the pane host drew nothing on attach");
+    let mut paused = |frame: &[u8]| {
+        (&stream).write_all(frame).unwrap();
+        loop {
+            let mut header = [0u8; 5];
+            reader.read_exact(&mut header).unwrap();
+            let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+            let mut payload = vec![0u8; len];
+            reader.read_exact(&mut payload).unwrap();
+            if header[0] == 2 && payload == br#"{"paused":true}"# {
+                return;
+            }
+        }
+    };
+    // A short pause: what the pane prints meanwhile comes after it, byte for byte.
+    paused(&control_frame(r#"{"pause":true}"#));
+    env.ok(&["send", "p", "--text", "during", "--key", "Enter"]);
+    env.wait_screen("p", "<during>");
+    assert_eq!(
+        String::from_utf8_lossy(&read_for(&master, Duration::from_millis(300))),
+        "",
+        "output was written during the pause"
+    );
+    (&stream)
+        .write_all(&control_frame(r#"{"pause":false}"#))
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&read_for(&master, Duration::from_millis(800))),
+        "<during>\r\n",
+        "the held output is not what the pane printed during the pause"
+    );
+    // A long one (more than 64 KiB came): a redraw, which ends with the last line printed.
+    paused(&control_frame(r#"{"pause":true}"#));
+    env.ok(&["send", "p", "--text", "big", "--key", "Enter"]);
+    env.wait_screen("p", "20000");
+    assert!(read_for(&master, Duration::from_millis(300)).is_empty());
+    (&stream)
+        .write_all(&control_frame(r#"{"pause":false}"#))
+        .unwrap();
+    let after = read_for(&master, Duration::from_millis(800));
+    let text = String::from_utf8_lossy(&after);
+    assert!(
+        after.len() < 8 * 1024 && text.contains("20000") && !text.contains("\r\n1\r\n"),
+        "not a redraw after the long pause ({} bytes): {:?}",
+        after.len(),
+        text.chars().take(300).collect::<String>()
+    );
+}
+
 #[test]
 fn a_keyboard_given_with_its_descriptor_is_read_at_once() {
     use std::io::{BufRead, BufReader, Write};
-    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::AsFd;
     let env = Env::new();
     env.spawn(
         "k",
@@ -765,37 +901,10 @@ fn a_keyboard_given_with_its_descriptor_is_read_at_once() {
         None,
     );
     std::thread::sleep(Duration::from_millis(300));
-    // {"keyboard":true} in a control frame: type 2, the length (big-endian), the JSON.
-    let control = br#"{"keyboard":true}"#;
-    let mut frame = vec![2u8];
-    frame.extend_from_slice(&(control.len() as u32).to_be_bytes());
-    frame.extend_from_slice(control);
+    let frame = control_frame(r#"{"keyboard":true}"#);
     let mut typed = String::new();
     for round in 0..12 {
-        let (mut master, mut slave) = (-1, -1);
-        // SAFETY: openpty writes the two descriptors it opens; no name, termios or size.
-        let opened = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(opened, 0, "openpty");
-        // SAFETY: both were just opened by openpty and are owned here alone.
-        let (master, slave) =
-            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-        // Raw, as a client leaves its terminal: each key is readable as it is typed.
-        // SAFETY: a zeroed termios is filled by tcgetattr before it is used.
-        let mut mode: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: `slave` is an open terminal and `mode` a valid termios to fill and set.
-        unsafe {
-            assert_eq!(libc::tcgetattr(slave.as_raw_fd(), &mut mode), 0);
-            libc::cfmakeraw(&mut mode);
-            assert_eq!(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &mode), 0);
-        }
+        let (master, slave) = raw_pty();
         let stream = std::os::unix::net::UnixStream::connect(env.pane_socket("k")).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(15)))
