@@ -37,6 +37,7 @@ pub mod client;
 pub mod deadline;
 pub mod error;
 pub mod expect_token;
+mod ground;
 pub mod history;
 pub mod host;
 pub mod input;

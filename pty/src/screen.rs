@@ -28,7 +28,8 @@ use alacritty_terminal::Term;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
-use crate::history::{History, DEFAULT_MAX_BYTES};
+use crate::ground::Follower;
+use crate::history::{is_default_blank, History, DEFAULT_MAX_BYTES};
 use crate::queries::Scanner;
 use crate::tracker::{Tracked, Tracker};
 
@@ -204,6 +205,13 @@ pub struct Screen {
     title: String,
     tracked: Tracked,
     queries: Scanner,
+    /// Where the parser stands, so runs of plain lines can skip the core.
+    follower: Follower,
+    /// The lines of a run of plain lines being looked at, kept for its room.
+    plain: Vec<std::ops::Range<usize>>,
+    /// Tests only: rows stored without the core.
+    #[cfg(test)]
+    rows_skipped: usize,
     history: History,
     /// The line cap: history lines kept, compact and core together.
     scrollback: usize,
@@ -228,6 +236,31 @@ pub struct Screen {
 /// cannot place a wide character in a one-column grid (it panics, which would end the pane host
 /// and its program), and a program in a one-column PTY wraps its own output anyway.
 const MIN_MODEL_COLS: u16 = 2;
+
+/// The rows a line of `len` printable characters takes in `cols` columns, ended by `\r\n`
+/// from the start of a row: one for each `cols` characters begun, and one for an empty line.
+fn rows_of(len: usize, cols: usize) -> usize {
+    len.div_ceil(cols.max(1)).max(1)
+}
+
+/// Finds the lines of printable ASCII (`0x20..=0x7e`), each ended by `\r\n`, that `bytes`
+/// starts with: their text ranges go in `lines`, and the length of all of them (with their
+/// line ends) is returned.
+fn plain_lines(bytes: &[u8], lines: &mut Vec<std::ops::Range<usize>>) -> usize {
+    lines.clear();
+    let mut start = 0;
+    loop {
+        let text = bytes[start..]
+            .iter()
+            .position(|&b| !(0x20..=0x7e).contains(&b))
+            .map_or(bytes.len(), |n| start + n);
+        if bytes.get(text..text + 2) != Some(b"\r\n") {
+            return start;
+        }
+        lines.push(start..text);
+        start = text + 2;
+    }
+}
 
 impl Screen {
     /// A blank screen of `rows` × `cols` keeping `scrollback` lines of history, in at most
@@ -279,6 +312,10 @@ impl Screen {
             title: String::new(),
             tracked: Tracked::default(),
             queries: Scanner::default(),
+            follower: Follower::default(),
+            plain: Vec::new(),
+            #[cfg(test)]
+            rows_skipped: 0,
             // The core keeps the newest history row itself (see `absorb_history`), so the
             // compact store holds one line fewer than the cap.
             history: History::new(scrollback.saturating_sub(1), max_bytes),
@@ -361,13 +398,161 @@ impl Screen {
         answers
     }
 
+    /// Feeds `bytes` to the core, except the lines of a run of plain lines that would only
+    /// scroll through the screen into history: those go to the compact history at once.
+    ///
+    /// A pane printing a long listing or a log makes the core write every character of every
+    /// line into a row and, one screenful later, clear that row again as it scrolls into
+    /// history (its oldest history row, long out of the cache, is reused for the new line).
+    /// Lines of printable ASCII, each ended by `\r\n`, arriving while the parser is at rest
+    /// and the core is in its plain state ([`Screen::plain_state`]: default pen, whole-screen
+    /// scrolling, autowrap, no insert mode, the cursor at the start of a row with only blank
+    /// rows from it down) become rows the same way whatever else is on the screen: a line of
+    /// `n` characters fills `n / cols` rows marked as wrapped and one more that is not. So
+    /// when the run's last `rows` rows or more come from its later lines (the tail), every row
+    /// before the tail — the screen's rows above the cursor, then the earlier lines' rows —
+    /// ends in history, in that order; they are stored there directly, the screen is blanked
+    /// with the cursor at the top, and only the tail goes to the core, which scrolls the rest
+    /// of the way as it would have. What every reader sees is the same as if the core had
+    /// been fed everything (`history::properties` compares them on random output).
     fn advance(&mut self, bytes: &[u8]) {
+        if self.store != HistoryStore::Compact {
+            self.feed(bytes);
+            return;
+        }
+        // bytes[..fed] went to the core or history; the follower has seen bytes[..at].
+        let (mut fed, mut at) = (0, 0);
+        while at < bytes.len() {
+            if self.follower.at_rest() {
+                let run = plain_lines(&bytes[at..], &mut self.plain);
+                if run > 0 {
+                    if let Some(tail) = self.tail_start() {
+                        self.feed(&bytes[fed..at]);
+                        fed = self
+                            .skip_plain_lines(&bytes[at..], tail)
+                            .map_or(at, |to| at + to);
+                    }
+                    self.follower.passed_plain_lines();
+                    at += run;
+                    continue;
+                }
+            }
+            // The next place a run can start: after the next line feed.
+            let next = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n + 1);
+            self.follower.advance(&bytes[at..next]);
+            at = next;
+        }
+        self.feed(&bytes[fed..]);
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
         let mut tracker = Tracker {
             term: &mut self.term,
             tracked: &mut self.tracked,
             history_cleared: &mut self.history_cleared,
         };
         self.parser.advance(&mut tracker, bytes);
+    }
+
+    /// The first line of the run in `self.plain` whose rows and those after it fill the
+    /// screen, when there are lines before it to skip and the tail shows the run's last
+    /// printed character (the parser keeps it for `CSI b`, repeat).
+    fn tail_start(&self) -> Option<usize> {
+        let (rows, cols) = (self.rows(), self.cols());
+        let mut filled = 0;
+        let mut start = self.plain.len();
+        while filled < rows {
+            start = start.checked_sub(1)?;
+            filled += rows_of(self.plain[start].len(), cols);
+        }
+        if start == 0 {
+            return None;
+        }
+        let tail_prints = self.plain[start..].iter().any(|line| !line.is_empty());
+        let skipped_print = self.plain[..start].iter().any(|line| !line.is_empty());
+        (tail_prints || !skipped_print).then_some(start)
+    }
+
+    /// Stores the rows of the lines of the run before line `tail` (see [`Screen::advance`])
+    /// and returns where the bytes still to feed start: the first line's, when the core is
+    /// not in its plain state there, or the second's, when it is after that first line (a
+    /// run's first line can be the end of one begun before), else the tail's.
+    fn skip_plain_lines(&mut self, run: &[u8], tail: usize) -> Option<usize> {
+        let mut first = 0;
+        if !self.plain_state() {
+            // The first line may be the rest of one begun earlier: try once after it.
+            if tail < 2 {
+                return None;
+            }
+            self.feed(&run[..self.plain[1].start]);
+            if !self.plain_state() {
+                return Some(self.plain[1].start);
+            }
+            first = 1;
+        }
+        // A history the program cleared earlier in the chunk goes before rows join it.
+        if std::mem::take(&mut self.history_cleared) {
+            self.history.clear();
+        }
+        self.move_all_core_rows();
+        let cols = self.cols();
+        let grid = self.term.grid_mut();
+        let cursor = grid.cursor.point.line.0.max(0) as usize;
+        for line in 0..cursor {
+            self.history.push(&grid[Line(line as i32)]);
+            grid[Line(line as i32)].reset(&Cell::default());
+        }
+        grid.cursor.point.line = Line(0);
+        for line in &self.plain[first..tail] {
+            let text = &run[line.clone()];
+            #[cfg(test)]
+            {
+                self.rows_skipped += rows_of(text.len(), cols);
+            }
+            if text.is_empty() {
+                self.history.push_plain(b"", cols, false);
+                continue;
+            }
+            let mut pieces = text.chunks(cols).peekable();
+            while let Some(piece) = pieces.next() {
+                self.history
+                    .push_plain(piece, cols, pieces.peek().is_some());
+            }
+        }
+        Some(self.plain[tail].start)
+    }
+
+    /// Whether the core is where a line of printable ASCII ended by `\r\n` makes rows that
+    /// depend on nothing but its text: the primary screen at the bottom of its history, no
+    /// synchronized update holding bytes, whole-screen scrolling, autowrap on, insert mode
+    /// off, a default pen and an ASCII character set, the cursor at the start of a row with
+    /// no wrap pending, and that row and every one below it blank.
+    fn plain_state(&self) -> bool {
+        let mode = *self.term.mode();
+        if mode.contains(TermMode::ALT_SCREEN)
+            || mode.contains(TermMode::INSERT)
+            || !mode.contains(TermMode::LINE_WRAP)
+            || self.tracked.scroll_region.is_some()
+            || self.sync_deadline().is_some()
+        {
+            return false;
+        }
+        let grid = self.term.grid();
+        let cursor = &grid.cursor;
+        if grid.display_offset() != 0
+            || cursor.input_needs_wrap
+            || cursor.point.column.0 != 0
+            || cursor.template != Cell::default()
+            || cursor.charsets[self.tracked.active_charset] != StandardCharset::Ascii
+        {
+            return false;
+        }
+        let from = cursor.point.line.0;
+        (from..grid.screen_lines() as i32)
+            .all(|line| grid[Line(line)].into_iter().all(is_default_blank))
     }
 
     /// Brings the compact rows up to date after a chunk, normally without encoding anything:
@@ -409,6 +594,23 @@ impl Screen {
     fn absorb_history(&mut self) {
         self.settle_history();
         self.move_core_rows();
+    }
+
+    /// Moves every row of the core's history into the compact store, the newest too: the
+    /// tail of a run of plain lines (see [`Screen::advance`]) gives the core a newest row
+    /// again at once.
+    fn move_all_core_rows(&mut self) {
+        let grid = self.term.grid_mut();
+        let core = grid.history_size();
+        if core == 0 {
+            return;
+        }
+        for back in (1..=core).rev() {
+            self.history.push(&grid[Line(-(back as i32))]);
+        }
+        grid.update_history(0);
+        grid.update_history(self.scrollback);
+        self.spare_rows = true;
     }
 
     fn move_core_rows(&mut self) {
@@ -657,6 +859,27 @@ impl Screen {
     /// history (the primary screen's stays for when the program leaves it).
     pub fn history_len(&self) -> usize {
         self.compact_len() + self.term.grid().history_size()
+    }
+
+    /// Tests only: every history row, oldest first, with all its cells and flags.
+    #[cfg(test)]
+    pub(crate) fn history_rows(&self) -> Vec<Row<Cell>> {
+        let history = self.history_len();
+        (0..history)
+            .map(|i| {
+                if i < self.compact_len() {
+                    self.history.row(i).unwrap_or_else(|| Row::new(1))
+                } else {
+                    self.term.grid()[Line(i as i32 - history as i32)].clone()
+                }
+            })
+            .collect()
+    }
+
+    /// Tests only: rows stored without the core so far.
+    #[cfg(test)]
+    pub(crate) fn rows_skipped(&self) -> usize {
+        self.rows_skipped
     }
 
     /// Compact history rows in front of the core's grid: the primary screen's, so none while
@@ -1637,6 +1860,46 @@ mod tests {
         screen.apply(b"e\r\nf\r\ng\r\n\x1bc");
         assert_eq!(screen.history_len(), 0);
         assert_eq!(screen.scrollback(0, 10).1, ["", ""]);
+    }
+
+    #[test]
+    fn plain_lines_skip_the_core_and_read_the_same() {
+        // A listing split mid-line between chunks, wrapped and full-width lines among them.
+        let mut text = String::new();
+        for n in 0..500 {
+            let line = "x".repeat(n % 23);
+            text.push_str(&format!("{n} {line}\r\n"));
+        }
+        let (mut compact, mut core) = (
+            Screen::new(4, 10, 300),
+            Screen::with_core_history(4, 10, 300),
+        );
+        for piece in text.as_bytes().chunks(997) {
+            compact.apply(piece);
+            core.apply(piece);
+        }
+        assert!(compact.rows_skipped() > 800, "{}", compact.rows_skipped());
+        assert_eq!(compact.history_len(), core.history_len());
+        assert_eq!(
+            compact.scrollback(0, usize::MAX),
+            core.scrollback(0, usize::MAX)
+        );
+        assert_eq!(compact.redraw(), core.redraw());
+    }
+
+    #[test]
+    fn the_character_a_repeat_repeats_is_the_last_one_printed_even_in_skipped_lines() {
+        // `CSI b` repeats the last character printed: here one in a line the screen could
+        // store without the core, were the lines after it not all empty.
+        let output = b"abc\r\n\r\n\r\n\r\n\r\n\r\n\x1b[2b";
+        let (mut compact, mut core) = (
+            Screen::new(3, 10, 100),
+            Screen::with_core_history(3, 10, 100),
+        );
+        compact.apply(output);
+        core.apply(output);
+        assert_eq!(core.lines().last().map(String::as_str), Some("cc"));
+        assert_eq!(compact.lines(), core.lines());
     }
 
     #[test]
