@@ -821,9 +821,11 @@ impl Screen {
                 self.mark_rows_written();
             }
             self.absorb_history();
+            // The core resets its scroll region on a resize; so does the record of it. A
+            // resize to the size the screen has changes nothing in the core, the region
+            // included.
+            self.tracked.reset_scroll_region();
         }
-        // The core resets its scroll region on every resize; so does the record of it.
-        self.tracked.reset_scroll_region();
     }
 
     /// Clears the visible screen and the history, keeping modes.
@@ -1700,6 +1702,28 @@ mod tests {
         let mut copy = copy_through_redraw(&mut model);
         feed_both(&mut model, &mut copy, b"X\x1b[1;1HY");
         assert_eq!(copy.lines()[1].chars().next(), Some('Y'));
+    }
+
+    #[test]
+    fn a_resize_to_the_same_size_keeps_the_scroll_region() {
+        // The core keeps its region when the size does not change: the record must too, or
+        // the redraw drops the region and lines fed at the bottom are taken for scrolling
+        // into history (the history property test found it).
+        let mut model = Screen::new(6, 20, 100);
+        model.apply(b"header\x1b[6;1Hfooter\x1b[2;5r\x1b[5;1H");
+        model.resize(6, 20);
+        assert_eq!(model.tracked.scroll_region, Some((1, 5)));
+        let mut copy = copy_through_redraw(&mut model);
+        let lines: Vec<u8> = (0..40).flat_map(|n| format!("{n}\r\n").into_bytes()).collect();
+        feed_both(&mut model, &mut copy, &lines);
+        for screen in [&model, &copy] {
+            assert_eq!(screen.lines()[0], "header");
+            assert_eq!(screen.lines()[5], "footer");
+            assert_eq!(screen.history_len(), 0);
+        }
+        // A resize that changes the size resets the region in both.
+        model.resize(7, 20);
+        assert_eq!(model.tracked.scroll_region, None);
     }
 
     #[test]
