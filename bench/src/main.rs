@@ -8,7 +8,7 @@
 //! belfry-bench relay [--rows R --cols C] [--model 1|2] -- CMD… the same, relayed through a 2nd PTY
 //!                                                           (--model 1: and applied to the screen model;
 //!                                                           2: on a second thread)
-//! belfry-bench model --file PATH                              belfry's screen model alone
+//! belfry-bench model --file PATH [--chunk N]                  belfry's screen model alone
 //! belfry-bench sink [--rows R --cols C] -- CMD…             a terminal that discards output
 //! belfry-bench attach-client --socket PATH [--rows R --cols C]
 //! belfry-bench echo-latency --keys N [--warmup W] -- CMD…   key → echo through a client
@@ -309,9 +309,11 @@ fn own_cpu_seconds() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
-/// `model`: belfry's screen model (24x80, 2000 lines of history) fed the file in 4 KiB
-/// chunks, as the pane host gets them from the PTY, with `\n` turned into `\r\n` as the PTY's
-/// output processing would. No PTY, no process hops: the cost of keeping the model current.
+/// `model`: belfry's screen model (24x80, 2000 lines of history) fed the file in pieces of
+/// the pane host's output turn (`--chunk`, default [`belfry_pty::pane::OUTPUT_TURN`]: what one
+/// turn of its reader applies while a program prints without pause), with `\n` turned into
+/// `\r\n` as the PTY's output processing would. No PTY, no process hops: the cost of keeping
+/// the model current.
 fn cmd_model(args: &Args) -> Result<Value> {
     let data = std::fs::read(args.req("file")?)?;
     let mut bytes = Vec::with_capacity(data.len() + data.len() / 16);
@@ -326,12 +328,16 @@ fn cmd_model(args: &Args) -> Result<Value> {
     let cpu0 = own_cpu_seconds();
     let start = Instant::now();
     let mut answers = 0usize;
-    for chunk in bytes.chunks(4096) {
+    let chunk: usize = args.num("chunk", belfry_pty::pane::OUTPUT_TURN)?;
+    if chunk == 0 {
+        return Err("--chunk must be at least 1".into());
+    }
+    for chunk in bytes.chunks(chunk) {
         answers += screen.apply(chunk).len();
     }
     let seconds = start.elapsed().as_secs_f64();
     Ok(
-        json!({"seconds": seconds, "cpu_s": own_cpu_seconds() - cpu0, "bytes": bytes.len(),
+        json!({"seconds": seconds, "cpu_s": own_cpu_seconds() - cpu0, "bytes": bytes.len(), "chunk": chunk,
               "history": screen.history_len(), "answers": answers}),
     )
 }

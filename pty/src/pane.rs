@@ -215,7 +215,7 @@ const CLIENT_QUEUE: usize = 256;
 /// and attach streams run (issue 13, target 4). The model takes ~10 ns a byte on an idle
 /// machine, so 32 KiB is ~0.3 ms of waiting for a `peek` or `send` that arrives mid-turn (the
 /// 256 KiB turns before cost ~2.5 ms); the extra yield and poll per turn cost a few µs.
-const OUTPUT_TURN: usize = 32 * 1024;
+pub const OUTPUT_TURN: usize = 32 * 1024;
 
 /// Everything behind the state lock.
 pub struct PaneState {
@@ -467,22 +467,26 @@ impl Pane {
             // behind at most that much screen-model work. A read returns what the terminal
             // layer holds at that moment (4 KiB at a time while a program prints fast), so a
             // turn reads again until it has its fill or nothing is left: attached clients are
-            // then woken once per turn for everything it read, not once per 4 KiB.
+            // then woken once per turn for everything it read, not once per 4 KiB. The turn
+            // is applied to the model as one piece: plain lines that a later line of the same
+            // piece scrolls off the screen skip the grid (see `Screen::apply`): of the ~400
+            // rows of a 32 KiB piece only the last screenful goes through the grid, where
+            // eight 4 KiB pieces would put half of their rows through it.
             let result = guard.try_io(|fd| {
                 let mut total = 0;
                 while total < OUTPUT_TURN {
-                    match rustix::io::read(fd.get_ref(), &mut buf[..OUTPUT_TURN - total]) {
+                    match rustix::io::read(fd.get_ref(), &mut buf[total..OUTPUT_TURN]) {
                         Ok(0) => break,
-                        Ok(n) => {
-                            self.apply_chunk(&mut self.state.lock(), &buf[..n]);
-                            total += n;
-                        }
+                        Ok(n) => total += n,
                         Err(rustix::io::Errno::INTR) => {}
                         // Nothing more right now (or an error): what this turn read is done;
                         // a turn that read nothing reports the error itself.
                         Err(_) if total > 0 => break,
                         Err(err) => return Err(std::io::Error::from(err)),
                     }
+                }
+                if total > 0 {
+                    self.apply_chunk(&mut self.state.lock(), &buf[..total]);
                 }
                 Ok(total)
             });
