@@ -309,11 +309,12 @@ fn own_cpu_seconds() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
-/// `model`: belfry's screen model (24x80, 2000 lines of history) fed the file in pieces of
-/// the pane host's output turn (`--chunk`, default [`belfry_pty::pane::OUTPUT_TURN`]: what one
-/// turn of its reader applies while a program prints without pause), with `\n` turned into
-/// `\r\n` as the PTY's output processing would. No PTY, no process hops: the cost of keeping
-/// the model current.
+/// `model`: belfry's screen model (24x80, 2000 lines of history) fed the file as the pane
+/// host's reader feeds it while a program prints without pause: reads of `--chunk` bytes
+/// (default 4096, what the terminal layer hands out at a time), each applied as it comes,
+/// in turns of [`belfry_pty::pane::OUTPUT_TURN`] bytes, with `\n` turned into `\r\n` as the
+/// PTY's output processing would. No PTY, no process hops: the cost of keeping the model
+/// current.
 fn cmd_model(args: &Args) -> Result<Value> {
     let data = std::fs::read(args.req("file")?)?;
     let mut bytes = Vec::with_capacity(data.len() + data.len() / 16);
@@ -328,12 +329,15 @@ fn cmd_model(args: &Args) -> Result<Value> {
     let cpu0 = own_cpu_seconds();
     let start = Instant::now();
     let mut answers = 0usize;
-    let chunk: usize = args.num("chunk", belfry_pty::pane::OUTPUT_TURN)?;
+    let chunk: usize = args.num("chunk", 4096)?;
     if chunk == 0 {
         return Err("--chunk must be at least 1".into());
     }
-    for chunk in bytes.chunks(chunk) {
-        answers += screen.apply(chunk).len();
+    for turn in bytes.chunks(belfry_pty::pane::OUTPUT_TURN) {
+        for read in turn.chunks(chunk) {
+            answers += screen.apply_deferring(read).len();
+        }
+        screen.end_turn();
     }
     let seconds = start.elapsed().as_secs_f64();
     Ok(

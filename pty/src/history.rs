@@ -45,6 +45,8 @@ use alacritty_terminal::index::Column;
 use alacritty_terminal::term::cell::{Cell, CellExtra, Flags, Hyperlink};
 use alacritty_terminal::vte::ansi::{Color, NamedColor, Rgb};
 
+use crate::styled::Pen;
+
 /// The byte cap when a launch spec gives none (the protocol's default, 4 MiB): about 2000
 /// lines of 200 columns of heavily styled text, or 100 000 lines of short plain ones.
 pub const DEFAULT_MAX_BYTES: usize = belfry_proto::limits::DEFAULT_SCROLLBACK_BYTES as usize;
@@ -178,6 +180,97 @@ impl History {
         }
     }
 
+    /// Appends the row a styled line makes (see `crate::styled`) as the newest row: `text`
+    /// written from the row's start with the pens of `runs`, the last cell marked as wrapped
+    /// when `wrapped` (then `text` fills the row), and the cells after `text` blanks of
+    /// background `fill` (the colour the core cleared the row with). The same bytes
+    /// [`History::push`] stores for that row, without building it.
+    pub(crate) fn push_styled(
+        &mut self,
+        text: &[u8],
+        runs: &[(usize, Pen)],
+        width: usize,
+        wrapped: bool,
+        fill: Color,
+    ) {
+        debug_assert!(text.iter().all(|b| (0x20..=0x7e).contains(b)));
+        debug_assert_eq!(runs.iter().map(|run| run.0).sum::<usize>(), text.len());
+        debug_assert!(text.len() <= width && (!wrapped || text.len() == width));
+        if self.max_lines == 0 {
+            return;
+        }
+        self.starts
+            .push_back(self.dropped + self.bytes.len() as u64);
+        self.scratch.clear();
+        let out = &mut self.scratch;
+        let fill_pen = Pen {
+            bg: fill,
+            ..Pen::DEFAULT
+        };
+        // Trailing default blanks are not stored: the fill when it is the default, and then
+        // spaces of the default pen (a wrapped row's marked last cell is never one).
+        let cells = if fill_pen != Pen::DEFAULT {
+            width
+        } else if wrapped {
+            text.len()
+        } else {
+            let mut cells = text.len();
+            let mut pens = runs
+                .iter()
+                .rev()
+                .flat_map(|&(n, pen)| std::iter::repeat_n(pen, n));
+            while cells > 0 && text[cells - 1] == b' ' && pens.next() == Some(Pen::DEFAULT) {
+                cells -= 1;
+            }
+            cells
+        };
+        push_varint(out, width as u64);
+        push_varint(out, cells as u64);
+        push_varint(out, cells as u64);
+        let shown = cells.min(text.len());
+        out.extend_from_slice(&text[..shown]);
+        out.extend(std::iter::repeat_n(b' ', cells - shown));
+        // The runs, cut to the stored cells, then the fill; neighbours with the same style
+        // merged as `encode_row` merges them.
+        let mut pending: Option<(usize, Pen)> = None;
+        let mut flush = |out: &mut Vec<u8>, run: (usize, Pen)| match &mut pending {
+            Some((count, pen)) if *pen == run.1 => *count += run.0,
+            _ => {
+                if let Some((count, pen)) = pending.replace(run) {
+                    push_pen_run(out, count, pen);
+                }
+            }
+        };
+        let mut left = shown;
+        for &(count, pen) in runs {
+            let count = count.min(left);
+            if count == 0 {
+                break;
+            }
+            left -= count;
+            if wrapped && left == 0 {
+                let mut last = pen;
+                last.flags.insert(Flags::WRAPLINE);
+                if count > 1 {
+                    flush(out, (count - 1, pen));
+                }
+                flush(out, (1, last));
+            } else {
+                flush(out, (count, pen));
+            }
+        }
+        if cells > shown {
+            flush(out, (cells - shown, fill_pen));
+        }
+        if let Some((count, pen)) = pending {
+            push_pen_run(out, count, pen);
+        }
+        self.bytes.extend(&self.scratch);
+        while self.starts.len() > self.max_lines || self.bytes() > self.max_bytes {
+            self.pop_oldest();
+        }
+    }
+
     /// Drops the `count` oldest rows (all of them if there are fewer).
     pub fn drop_oldest(&mut self, count: usize) {
         for _ in 0..count.min(self.len()) {
@@ -293,6 +386,20 @@ fn encode_row(row: &Row<Cell>, out: &mut Vec<u8>) {
         push_style(out, &style);
         c += count;
     }
+}
+
+/// One run of `count` cells drawn with `pen` (see [`History::push_styled`]).
+fn push_pen_run(out: &mut Vec<u8>, count: usize, pen: Pen) {
+    push_varint(out, count as u64);
+    push_style(
+        out,
+        &Style {
+            fg: pen.fg,
+            bg: pen.bg,
+            flags: pen.flags,
+            extra: None,
+        },
+    );
 }
 
 fn push_style(out: &mut Vec<u8>, style: &Style<'_>) {
@@ -822,12 +929,12 @@ mod properties {
                     out.push_str(rng.pick(TEXT));
                     out.push_str("\x1b]8;;\x1b\\");
                 }
-                95..=97 => {
+                95..=96 => {
                     for _ in 0..rng.below(2 * rows) {
                         out.push_str("line\r\n");
                     }
                 }
-                98 => {
+                97..=98 => {
                     // Sometimes inside a sequence the lines do not end: they are its text (or
                     // its parameters' end), not lines on the screen.
                     let open = rng.below(2) == 0;
@@ -836,7 +943,8 @@ mod properties {
                             rng.pick(&["\x1b]2;", "\x1bP", "\x1b_", "\x1b[", "\x1b[?1", "\x1b"]),
                         );
                     }
-                    out.push_str(&plain_lines(rng, rows, cols));
+                    let styled = rng.below(2) == 0;
+                    out.push_str(&plain_lines(rng, rows, cols, styled));
                     if open {
                         out.push_str(rng.pick(&["\x07", "\x1b\\", "m"]));
                     }
@@ -849,10 +957,16 @@ mod properties {
 
     /// A run of plain lines long enough to scroll through the screen (the screen stores the
     /// rows of such runs without the core): empty ones, ones that fill a row exactly or wrap
-    /// by one character, long ones, ones ending in spaces.
-    fn plain_lines(rng: &mut Rng, rows: u64, cols: u64) -> String {
+    /// by one character, long ones, ones ending in spaces; with `styled`, two in three are
+    /// styled lines instead (see [`styled_line`]).
+    fn plain_lines(rng: &mut Rng, rows: u64, cols: u64, styled: bool) -> String {
         let mut out = String::new();
         for n in 0..rows + rng.below(4 * rows + 2) {
+            if styled && rng.below(3) > 0 {
+                out.push_str(&styled_line(rng, cols, n));
+                out.push_str("\r\n");
+                continue;
+            }
             let len = match rng.below(8) {
                 0 => 0,
                 1 => cols,
@@ -873,8 +987,84 @@ mod properties {
         out
     }
 
+    /// SGR sequences inside a styled line: every attribute, colours that do not fit, unknown
+    /// ones, and some the screen leaves to the core (an underline colour, a sub-parameter, a
+    /// private marker).
+    const LINE_SGR: &[&str] = &[
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "7",
+        "8",
+        "9",
+        "21",
+        "31",
+        "42",
+        "93",
+        "104",
+        "38;5;200",
+        "48;5;17",
+        "48;5;17",
+        "38;2;10;20;30",
+        "48;2;1;2;3",
+        "1;4;38;5;9;48;5;250",
+        "38;5;300;1",
+        "48;2;1;999;3;7",
+        "38;5",
+        "48",
+        "59",
+        "66",
+        "99999999",
+        "58;5;3",
+        "4:3",
+        "?5",
+        "",
+    ];
+    /// What ends a styled word: resets of every kind, and some that leave the pen changed.
+    const LINE_RESET: &[&str] = &[
+        "0",
+        "",
+        "0;0",
+        "22;23;24;27;28;29;39;49",
+        "39;49;21;2;22",
+        "49",
+        "0;1",
+    ];
+
+    /// A line of words in colours and attributes (each word maybe ended by a reset), some
+    /// long enough to wrap with a coloured background.
+    fn styled_line(rng: &mut Rng, cols: u64, n: u64) -> String {
+        let mut out = String::new();
+        for word in 0..rng.below(6) {
+            match rng.below(12) {
+                0 => out.push_str(&format!(
+                    "\x1b[{}1m",
+                    "0;".repeat(31 + rng.below(3) as usize)
+                )),
+                1..=8 => out.push_str(&format!("\x1b[{}m", rng.pick(LINE_SGR))),
+                _ => {}
+            }
+            let len = match rng.below(4) {
+                0 => cols + rng.below(cols),
+                _ => rng.below(cols / 2 + 2),
+            };
+            out.extend((0..len).map(|i| char::from(b'!' + ((n * 7 + i + word) % 94) as u8)));
+            if rng.below(4) == 0 {
+                out.push_str("  ");
+            }
+            if rng.below(6) > 0 {
+                out.push_str(&format!("\x1b[{}m", rng.pick(LINE_RESET)));
+            }
+        }
+        out
+    }
+
     /// Feeds `bytes` to both models in the same random pieces (a sequence or a line can be
-    /// split anywhere between chunks) and compares the answers.
+    /// split anywhere between chunks) and compares the answers. Half the time the compact
+    /// model is fed as the pane host's reader feeds it, holding tails back between pieces
+    /// (`Screen::apply_deferring`) until the turn ends.
     fn feed_both(
         rng: &mut Rng,
         compact: &mut Screen,
@@ -882,22 +1072,43 @@ mod properties {
         bytes: &[u8],
         context: &str,
     ) {
+        let turn = rng.below(2) == 0;
+        feed_both_as(rng, compact, core, bytes, context, turn);
+    }
+
+    fn feed_both_as(
+        rng: &mut Rng,
+        compact: &mut Screen,
+        core: &mut Screen,
+        bytes: &[u8],
+        context: &str,
+        turn: bool,
+    ) {
         let mut at = 0;
         while at < bytes.len() {
-            let end = match rng.below(3) {
-                0 => at + 1 + rng.below((bytes.len() - at) as u64) as usize,
+            let left = (bytes.len() - at) as u64;
+            let end = match rng.below(4) {
+                0 => at + 1 + rng.below(left) as usize,
+                // The reader's turns read the output in pieces: many end inside a run.
+                1 | 2 if turn => at + 1 + rng.below(left.min(120)) as usize,
                 _ => bytes.len(),
             };
             let piece = &bytes[at..end];
             let core_answers = core.apply(piece);
+            let answers = if turn {
+                compact.apply_deferring(piece)
+            } else {
+                compact.apply(piece)
+            };
             assert_eq!(
-                compact.apply(piece),
+                answers,
                 core_answers,
                 "{context}: answers to {:?}",
                 String::from_utf8_lossy(piece)
             );
             at = end;
         }
+        compact.end_turn();
     }
 
     /// A row's cells as text, every field shown, except the number the core puts in front of
@@ -948,7 +1159,7 @@ mod properties {
     #[test]
     fn compact_history_reads_the_same_as_the_cores_own() {
         let (mut rng, seed) = Rng::seeded();
-        let (mut held, mut skipped) = (0, 0);
+        let (mut held, mut skipped, mut styled_skipped, mut filled_skipped) = (0, 0, 0, 0);
         for case in 0..CASES {
             let (mut rows, mut cols) = (2 + rng.below(10), 2 + rng.below(30));
             let cap = rng.below(120) as usize;
@@ -982,6 +1193,9 @@ mod properties {
                 held = held.max(compact.history_len());
             }
             skipped += compact.rows_skipped();
+            let (rows, filled) = compact.styled_rows_skipped();
+            styled_skipped += rows;
+            filled_skipped += filled;
         }
         // Runs of plain lines must have skipped the core, or the comparison proves nothing
         // of that path.
@@ -989,10 +1203,51 @@ mod properties {
             skipped >= 200,
             "seed {seed}: only {skipped} rows were stored without the core"
         );
+        assert!(
+            styled_skipped >= 100 && filled_skipped >= 8,
+            "seed {seed}: only {styled_skipped} rows of styled lines were stored without the \
+             core, {filled_skipped} of them cleared with a colour"
+        );
         // The generator must reach the line cap and fill history, or the test proves little.
         assert!(
             held >= 100,
             "seed {seed}: history never grew past {held} lines"
+        );
+    }
+
+    /// The pane host's reader applies each read of a turn with `Screen::apply_deferring`,
+    /// so the last screenful of a run that ends a read is held back until the next read's
+    /// lines scroll it off, or the turn ends. Output that is mostly runs of plain and styled
+    /// lines, read in small pieces, must read the same as the core's after every turn.
+    #[test]
+    fn held_tails_read_the_same_as_the_cores_own() {
+        let (mut rng, seed) = Rng::seeded();
+        let mut held_skipped = 0;
+        for case in 0..40 {
+            let (rows, cols) = (1 + rng.below(8), 2 + rng.below(30));
+            let cap = rng.below(150) as usize;
+            let mut compact = Screen::new(rows as u16, cols as u16, cap);
+            let mut core = Screen::with_core_history(rows as u16, cols as u16, cap);
+            for step in 0..30 {
+                let context =
+                    format!("seed {seed} case {case} step {step} ({rows}x{cols}, cap {cap})");
+                let mut bytes = Vec::new();
+                for _ in 0..1 + rng.below(4) {
+                    if rng.below(4) == 0 {
+                        bytes.extend(output(&mut rng, rows, cols));
+                    } else {
+                        let styled = rng.below(2) == 0;
+                        bytes.extend(plain_lines(&mut rng, rows, cols, styled).into_bytes());
+                    }
+                }
+                feed_both_as(&mut rng, &mut compact, &mut core, &bytes, &context, true);
+                assert_agree(&mut compact, &mut core, &context);
+            }
+            held_skipped += compact.held_tails_skipped();
+        }
+        assert!(
+            held_skipped >= 40,
+            "seed {seed}: only {held_skipped} held tails were scrolled off without the core"
         );
     }
 }

@@ -49,6 +49,7 @@ pub mod restore;
 pub mod retry;
 pub mod screen;
 pub mod spec;
+mod styled;
 pub mod terminal;
 mod tracker;
 pub mod txn;

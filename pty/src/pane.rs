@@ -467,17 +467,24 @@ impl Pane {
             // behind at most that much screen-model work. A read returns what the terminal
             // layer holds at that moment (4 KiB at a time while a program prints fast), so a
             // turn reads again until it has its fill or nothing is left: attached clients are
-            // then woken once per turn for everything it read, not once per 4 KiB. The turn
-            // is applied to the model as one piece: plain lines that a later line of the same
-            // piece scrolls off the screen skip the grid (see `Screen::apply`): of the ~400
-            // rows of a 32 KiB piece only the last screenful goes through the grid, where
-            // eight 4 KiB pieces would put half of their rows through it.
+            // then woken once per turn for everything it read, not once per 4 KiB. Each read
+            // is applied to the model as it comes, so the program can refill the terminal
+            // layer meanwhile, but the model may hold back the last screenful of plain or
+            // styled lines a read ends with (`Screen::apply_deferring`) for the next read's
+            // lines to scroll off without the grid; the turn's end gives it to the grid. The
+            // state lock is held for the whole turn, so nothing sees the model in between:
+            // only about the last screenful of a turn goes through the grid.
             let result = guard.try_io(|fd| {
+                let mut st = self.state.lock();
+                let mut answers = Vec::new();
                 let mut total = 0;
                 while total < OUTPUT_TURN {
                     match rustix::io::read(fd.get_ref(), &mut buf[total..OUTPUT_TURN]) {
                         Ok(0) => break,
-                        Ok(n) => total += n,
+                        Ok(n) => {
+                            answers.append(&mut st.screen.apply_deferring(&buf[total..total + n]));
+                            total += n;
+                        }
                         Err(rustix::io::Errno::INTR) => {}
                         // Nothing more right now (or an error): what this turn read is done;
                         // a turn that read nothing reports the error itself.
@@ -485,8 +492,9 @@ impl Pane {
                         Err(err) => return Err(std::io::Error::from(err)),
                     }
                 }
+                st.screen.end_turn();
                 if total > 0 {
-                    self.apply_chunk(&mut self.state.lock(), &buf[..total]);
+                    self.after_output(&mut st, &buf[..total], answers);
                 }
                 Ok(total)
             });
@@ -524,9 +532,8 @@ impl Pane {
         }
     }
 
-    /// One output chunk: model, revision, attached clients, query answers.
-    fn apply_chunk(&self, st: &mut PaneState, bytes: &[u8]) {
-        let answers = st.screen.apply(bytes);
+    /// One turn of output applied to the model: revision, attached clients, query answers.
+    fn after_output(&self, st: &mut PaneState, bytes: &[u8], answers: Vec<Vec<u8>>) {
         st.bump(&self.revision_tx);
         if !st.clients.is_empty() {
             st.broadcast(&Frame::data(bytes));
@@ -588,7 +595,10 @@ impl Pane {
         for _ in 0..64 {
             match rustix::io::read(self.master.get_ref(), &mut buf[..]) {
                 Ok(0) => return,
-                Ok(n) => self.apply_chunk(st, &buf[..n]),
+                Ok(n) => {
+                    let answers = st.screen.apply(&buf[..n]);
+                    self.after_output(st, &buf[..n], answers);
+                }
                 Err(rustix::io::Errno::INTR) => continue,
                 // EAGAIN: nothing left. EIO: no slave is open (the child and all its
                 // descendants are gone), so nothing can be pending either.

@@ -84,17 +84,38 @@ impl Scanner {
         let mut at = 0;
         while at < bytes.len() {
             match self.state {
-                State::Ground => at += memchr::memchr(0x1b, &bytes[at..])?,
+                State::Ground => {
+                    at += memchr::memchr(0x1b, &bytes[at..])?;
+                    // `ESC [` and a parameter byte other than `>`: a CSI that is no query
+                    // from its first byte (an SGR, most often), as feeding the three would
+                    // find.
+                    if bytes.get(at + 1) == Some(&b'[')
+                        && bytes
+                            .get(at + 2)
+                            .is_some_and(|&b| (0x20..=0x3f).contains(&b) && b != b'>')
+                    {
+                        self.state = State::Csi(CsiPrefix::Other);
+                        at += 3;
+                        continue;
+                    }
+                }
                 // A CSI that is no query any more (most are, from their first byte): its
-                // parameter bytes change nothing; the byte that ends it is fed as usual.
+                // parameter bytes change nothing, and the byte that ends it, unless it starts
+                // or cancels a sequence, ends it without a query.
                 State::Csi(CsiPrefix::Other) => {
                     let rest = &bytes[at..];
                     at += rest
                         .iter()
                         .position(|b| !(0x20..=0x3f).contains(b))
                         .unwrap_or(rest.len());
-                    if at == bytes.len() {
-                        return None;
+                    match bytes.get(at) {
+                        None => return None,
+                        Some(0x1b | 0x18 | 0x1a) => {}
+                        Some(_) => {
+                            self.state = State::Ground;
+                            at += 1;
+                            continue;
+                        }
                     }
                 }
                 _ => {}

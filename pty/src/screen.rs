@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 use crate::ground::Follower;
 use crate::history::{is_default_blank, History, DEFAULT_MAX_BYTES};
 use crate::queries::Scanner;
+use crate::styled::{self, Pen, Segment};
 use crate::tracker::{Tracked, Tracker};
 
 /// Events the model raises while parsing: answers owed to the program and title changes.
@@ -207,11 +208,28 @@ pub struct Screen {
     queries: Scanner,
     /// Where the parser stands, so runs of plain lines can skip the core.
     follower: Follower,
-    /// The lines of a run of plain lines being looked at, kept for its room.
-    plain: Vec<std::ops::Range<usize>>,
-    /// Tests only: rows stored without the core.
+    /// The lines of a run of plain or styled lines being looked at, kept for its room.
+    plain: Vec<RunLine>,
+    /// The characters and pens of the styled lines of that run, kept for its room.
+    segments: Vec<Segment>,
+    /// A run's tail held back by [`Screen::apply_deferring`] until the next bytes or
+    /// [`Screen::end_turn`] (with the start of a line cut off after it), and the rows above
+    /// the cursor that stand in for rows already stored (the screen is blank meanwhile); and
+    /// room to join the tail to the next bytes.
+    deferred: Vec<u8>,
+    placeholders: usize,
+    joined: Vec<u8>,
+    /// Scratch space for cutting styled lines into rows, kept for its room.
+    row_scratch: styled::RowScratch,
+    /// Tests only: rows stored without the core; of them, rows of styled lines, and rows a
+    /// styled line wrapped into that the core would have cleared with a colour.
     #[cfg(test)]
     rows_skipped: usize,
+    #[cfg(test)]
+    styled_skipped: (usize, usize),
+    /// Tests only: tails held back and later scrolled off by the next bytes' lines.
+    #[cfg(test)]
+    held_tails_skipped: usize,
     history: History,
     /// The line cap: history lines kept, compact and core together.
     scrollback: usize,
@@ -237,28 +255,85 @@ pub struct Screen {
 /// and its program), and a program in a one-column PTY wraps its own output anyway.
 const MIN_MODEL_COLS: u16 = 2;
 
+/// The most bytes of a run's tail [`Screen::apply_deferring`] holds back.
+const MAX_DEFERRED: usize = 64 * 1024;
+
 /// The rows a line of `len` printable characters takes in `cols` columns, ended by `\r\n`
 /// from the start of a row: one for each `cols` characters begun, and one for an empty line.
 fn rows_of(len: usize, cols: usize) -> usize {
     len.div_ceil(cols.max(1)).max(1)
 }
 
-/// Finds the lines of printable ASCII (`0x20..=0x7e`), each ended by `\r\n`, that `bytes`
-/// starts with: their text ranges go in `lines`, and the length of all of them (with their
-/// line ends) is returned.
-fn plain_lines(bytes: &[u8], lines: &mut Vec<std::ops::Range<usize>>) -> usize {
+/// What [`Screen::skip_lines`] did with a run.
+enum Skipped {
+    /// Nothing: the core is not in its plain state there.
+    Not,
+    /// Fed the core the run up to here (its first line, or all of it).
+    Fed(usize),
+    /// Stored the rows before the tail, which is to be held back.
+    Held,
+}
+
+/// A run found by [`run_lines`]: its length, and whether the bytes after it may be the start
+/// of one more of its lines, cut off by their end.
+struct Run {
+    len: usize,
+    cut: bool,
+}
+
+/// One line of a run (see [`run_lines`]).
+#[derive(Debug, Clone)]
+struct RunLine {
+    /// Where the line starts in the run, and where its text ends (its `\r\n` follows).
+    start: usize,
+    end: usize,
+    /// The characters it prints.
+    printed: usize,
+    /// A styled line's characters and their pens: a range of the run's segments (empty for a
+    /// plain line, and for a styled one that prints nothing).
+    segments: std::ops::Range<usize>,
+}
+
+impl RunLine {
+    /// Whether the line holds SGR sequences, not only printable characters.
+    fn styled(&self) -> bool {
+        self.end - self.start != self.printed
+    }
+}
+
+/// Finds the lines that `bytes` starts with that are plain (printable ASCII, `0x20..=0x7e`)
+/// or styled (the same with SGR sequences that leave the pen as they found it, see
+/// [`styled::line`]), each ended by `\r\n`: they go in `lines` (a styled line's characters
+/// and pens in `segments`), and the length of all of them (with their line ends) is returned
+/// with whether the rest of `bytes` may begin one more.
+fn run_lines(bytes: &[u8], lines: &mut Vec<RunLine>, segments: &mut Vec<Segment>) -> Run {
     lines.clear();
-    let mut start = 0;
+    segments.clear();
+    more_run_lines(bytes, lines, segments)
+}
+
+/// [`run_lines`] for a run whose first lines are in `lines` (and `segments`) already: the
+/// lines after them are found and added.
+fn more_run_lines(bytes: &[u8], lines: &mut Vec<RunLine>, segments: &mut Vec<Segment>) -> Run {
+    let mut start = lines.last().map_or(0, |line| line.end + 2);
     loop {
-        let text = bytes[start..]
-            .iter()
-            .position(|&b| !(0x20..=0x7e).contains(&b))
-            .map_or(bytes.len(), |n| start + n);
-        if bytes.get(text..text + 2) != Some(b"\r\n") {
-            return start;
-        }
-        lines.push(start..text);
-        start = text + 2;
+        let first = segments.len();
+        let (len, printed) = match styled::line(&bytes[start..], start, segments) {
+            styled::Scan::Read(len, printed) => (len, printed),
+            scan => {
+                return Run {
+                    len: start,
+                    cut: scan == styled::Scan::Cut,
+                }
+            }
+        };
+        lines.push(RunLine {
+            start,
+            end: start + len,
+            printed,
+            segments: first..segments.len(),
+        });
+        start += len + 2;
     }
 }
 
@@ -314,8 +389,17 @@ impl Screen {
             queries: Scanner::default(),
             follower: Follower::default(),
             plain: Vec::new(),
+            segments: Vec::new(),
+            deferred: Vec::new(),
+            placeholders: 0,
+            joined: Vec::new(),
+            row_scratch: styled::RowScratch::default(),
             #[cfg(test)]
             rows_skipped: 0,
+            #[cfg(test)]
+            styled_skipped: (0, 0),
+            #[cfg(test)]
+            held_tails_skipped: 0,
             // The core keeps the newest history row itself (see `absorb_history`), so the
             // compact store holds one line fewer than the cap.
             history: History::new(scrollback.saturating_sub(1), max_bytes),
@@ -340,8 +424,51 @@ impl Screen {
     /// caps, and says so in the log: the chunk and the history before it are lost from
     /// `peek`, `scrollback` and a redraw, nothing else is.
     pub fn apply(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
-        let applied =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.apply_unguarded(bytes)));
+        self.apply_guarded(bytes, false)
+    }
+
+    /// [`Screen::apply`], except that the screen may hold back the last screenful of a run
+    /// of plain or styled lines that ends `bytes`, so that the lines of the next bytes can
+    /// scroll it into history without the core. The pane host's reader applies each read of
+    /// a turn this way and then calls [`Screen::end_turn`], under one lock: what it holds
+    /// back is never seen. Until `end_turn` (or the next `apply`, `clear` or `resize`) the
+    /// screen is not up to date.
+    pub fn apply_deferring(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        self.apply_guarded(bytes, true)
+    }
+
+    /// What the screen shows is only read between turns (see [`Screen::apply_deferring`]).
+    fn debug_assert_turn_ended(&self) {
+        debug_assert!(
+            self.deferred.is_empty(),
+            "the screen was read with a tail held back"
+        );
+    }
+
+    /// Gives the core what [`Screen::apply_deferring`] held back.
+    pub fn end_turn(&mut self) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.advance(&[], false);
+            self.settle_history();
+        }));
+        if ended.is_err() {
+            tracing::error!(
+                "the screen model panicked ending a turn; it starts again blank at {}x{}, \
+                 without the history before it",
+                self.rows(),
+                self.cols()
+            );
+            *self = self.blank_like();
+        }
+    }
+
+    fn apply_guarded(&mut self, bytes: &[u8], defer: bool) -> Vec<Vec<u8>> {
+        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.apply_unguarded(bytes, defer)
+        }));
         match applied {
             Ok(answers) => answers,
             Err(_) => {
@@ -371,7 +498,7 @@ impl Screen {
         )
     }
 
-    fn apply_unguarded(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+    fn apply_unguarded(&mut self, bytes: &[u8], defer: bool) -> Vec<Vec<u8>> {
         #[cfg(test)]
         if let Some(byte) = self.panic_on {
             assert!(
@@ -387,19 +514,20 @@ impl Screen {
         let mut start = 0;
         while let Some((at, query)) = self.queries.find(&bytes[start..]) {
             let end = start + at;
-            self.advance(&bytes[start..=end]);
+            self.advance(&bytes[start..=end], false);
             answers.append(&mut self.take_raised());
             answers.extend(query.answers());
             start = end + 1;
         }
-        self.advance(&bytes[start..]);
+        self.advance(&bytes[start..], defer);
         answers.append(&mut self.take_raised());
         self.settle_history();
         answers
     }
 
-    /// Feeds `bytes` to the core, except the lines of a run of plain lines that would only
-    /// scroll through the screen into history: those go to the compact history at once.
+    /// Feeds `bytes` to the core, except the lines of a run of plain or styled lines that
+    /// would only scroll through the screen into history: those go to the compact history at
+    /// once.
     ///
     /// A pane printing a long listing or a log makes the core write every character of every
     /// line into a row and, one screenful later, clear that row again as it scrolls into
@@ -408,41 +536,148 @@ impl Screen {
     /// and the core is in its plain state ([`Screen::plain_state`]: default pen, whole-screen
     /// scrolling, autowrap, no insert mode, the cursor at the start of a row with only blank
     /// rows from it down) become rows the same way whatever else is on the screen: a line of
-    /// `n` characters fills `n / cols` rows marked as wrapped and one more that is not. So
-    /// when the run's last `rows` rows or more come from its later lines (the tail), every row
-    /// before the tail — the screen's rows above the cursor, then the earlier lines' rows —
-    /// ends in history, in that order; they are stored there directly, the screen is blanked
-    /// with the cursor at the top, and only the tail goes to the core, which scrolls the rest
-    /// of the way as it would have. What every reader sees is the same as if the core had
-    /// been fed everything (`history::properties` compares them on random output).
-    fn advance(&mut self, bytes: &[u8]) {
+    /// `n` characters fills `n / cols` rows marked as wrapped and one more that is not. So do
+    /// styled lines, the same with SGR sequences that leave the pen as they found it
+    /// ([`styled::line`]); a row one wraps into that the core scrolls in is cleared with the
+    /// pen's background of that moment. So when the run's last `rows` rows or more come from
+    /// its later lines (the tail), every row before the tail — the screen's rows above the
+    /// cursor, then the earlier lines' rows — ends in history, in that order; they are stored
+    /// there directly, the screen is blanked, the cursor goes to the row the core's would be
+    /// on, and only the tail goes to the core, which scrolls the rest of the way as it would
+    /// have. What every reader sees is the same as if the core had been fed everything
+    /// (`history::properties` compares them on random output).
+    ///
+    /// With `defer`, a tail that ends `bytes` is held back instead (see
+    /// [`Screen::apply_deferring`]): the lines of the next bytes may scroll it off too.
+    fn advance(&mut self, bytes: &[u8], defer: bool) {
         if self.store != HistoryStore::Compact {
             self.feed(bytes);
             return;
         }
+        if !self.deferred.is_empty() {
+            // The held tail comes first: it and the lines after it are one run, whose first
+            // lines (the tail's) were read already.
+            let mut joined = std::mem::take(&mut self.joined);
+            joined.clear();
+            joined.append(&mut self.deferred);
+            joined.extend_from_slice(bytes);
+            self.advance_from(&joined, defer, true);
+            self.joined = joined;
+            return;
+        }
+        self.advance_from(bytes, defer, false);
+    }
+
+    /// [`Screen::advance`] on `bytes`, which start with a held tail whose lines are the
+    /// first of `self.plain` when `resume`.
+    fn advance_from(&mut self, bytes: &[u8], defer: bool, resume: bool) {
         // bytes[..fed] went to the core or history; the follower has seen bytes[..at].
         let (mut fed, mut at) = (0, 0);
         while at < bytes.len() {
             if self.follower.at_rest() {
-                let run = plain_lines(&bytes[at..], &mut self.plain);
+                let Run { len: run, cut } = if resume && at == 0 {
+                    more_run_lines(bytes, &mut self.plain, &mut self.segments)
+                } else {
+                    run_lines(&bytes[at..], &mut self.plain, &mut self.segments)
+                };
                 if run > 0 {
-                    if let Some(tail) = self.tail_start() {
+                    // A tail is held back only when nothing but the start of one more line
+                    // comes after it, and not without bound.
+                    let hold = defer
+                        && (at + run == bytes.len() || cut)
+                        && bytes.len() - at <= MAX_DEFERRED;
+                    let held = if let Some(tail) = self.tail_start() {
                         self.feed(&bytes[fed..at]);
-                        fed = self
-                            .skip_plain_lines(&bytes[at..], tail)
-                            .map_or(at, |to| at + to);
-                    }
+                        match self.skip_lines(&bytes[at..at + run], tail, hold) {
+                            Skipped::Not => {
+                                fed = at;
+                                None
+                            }
+                            Skipped::Fed(to) => {
+                                fed = at + to;
+                                None
+                            }
+                            Skipped::Held => Some(tail),
+                        }
+                    } else if self.placeholders > 0 {
+                        // A held tail that the lines after it cannot scroll off yet: held
+                        // longer, or given to the core now.
+                        if hold {
+                            Some(0)
+                        } else {
+                            let rows = self.run_rows(0);
+                            self.feed_tail(&bytes[at..at + run], rows);
+                            fed = at + run;
+                            None
+                        }
+                    } else {
+                        None
+                    };
                     self.follower.passed_plain_lines();
+                    if let Some(tail) = held {
+                        // The rest is seen again with the next bytes, the tail's lines as
+                        // read now.
+                        self.deferred
+                            .extend_from_slice(&bytes[at + self.plain[tail].start..]);
+                        self.keep_lines_from(tail);
+                        return;
+                    }
                     at += run;
                     continue;
                 }
             }
+            debug_assert_eq!(self.placeholders, 0, "a held tail is always a run's start");
             // The next place a run can start: after the next line feed.
             let next = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n + 1);
             self.follower.advance(&bytes[at..next]);
             at = next;
         }
         self.feed(&bytes[fed..]);
+    }
+
+    /// Keeps the lines of the run in `self.plain` from line `from` on (and their segments),
+    /// as the lines of a run starting with the first of them.
+    fn keep_lines_from(&mut self, from: usize) {
+        let (base, first) = (self.plain[from].start, self.plain[from].segments.start);
+        self.plain.drain(..from);
+        self.segments.drain(..first);
+        for line in &mut self.plain {
+            line.start -= base;
+            line.end -= base;
+            line.segments = line.segments.start - first..line.segments.end - first;
+        }
+        for segment in &mut self.segments {
+            segment.at -= base;
+        }
+    }
+
+    /// The rows the lines of the run in `self.plain` from line `from` on take.
+    fn run_rows(&self, from: usize) -> usize {
+        let cols = self.cols();
+        self.plain[from..]
+            .iter()
+            .map(|line| rows_of(line.printed, cols))
+            .sum()
+    }
+
+    /// Feeds a run's tail of `tail_rows` rows to the core, which fills the screen or more,
+    /// with the screen blank and the cursor on the row the core's would be on
+    /// (`self.placeholders` of them above it, see [`Screen::skip_lines`]). The core scrolls
+    /// every row it would have, those blank rows into its history first: they are dropped.
+    fn feed_tail(&mut self, tail: &[u8], tail_rows: usize) {
+        let above = std::mem::take(&mut self.placeholders);
+        self.feed(tail);
+        let scrolls = (above + tail_rows + 1).saturating_sub(self.rows());
+        let grid = self.term.grid_mut();
+        let held = grid.history_size();
+        // The core drops its oldest rows at its limit: the blank ones first.
+        let blanks = held
+            .saturating_sub(scrolls.saturating_sub(above))
+            .min(above);
+        if blanks > 0 {
+            grid.update_history(held - blanks);
+            grid.update_history(self.scrollback);
+        }
     }
 
     fn feed(&mut self, bytes: &[u8]) {
@@ -466,30 +701,31 @@ impl Screen {
         let mut start = self.plain.len();
         while filled < rows {
             start = start.checked_sub(1)?;
-            filled += rows_of(self.plain[start].len(), cols);
+            filled += rows_of(self.plain[start].printed, cols);
         }
         if start == 0 {
             return None;
         }
-        let tail_prints = self.plain[start..].iter().any(|line| !line.is_empty());
-        let skipped_print = self.plain[..start].iter().any(|line| !line.is_empty());
+        let tail_prints = self.plain[start..].iter().any(|line| line.printed > 0);
+        let skipped_print = self.plain[..start].iter().any(|line| line.printed > 0);
         (tail_prints || !skipped_print).then_some(start)
     }
 
-    /// Stores the rows of the lines of the run before line `tail` (see [`Screen::advance`])
-    /// and returns where the bytes still to feed start: the first line's, when the core is
-    /// not in its plain state there, or the second's, when it is after that first line (a
-    /// run's first line can be the end of one begun before), else the tail's.
-    fn skip_plain_lines(&mut self, run: &[u8], tail: usize) -> Option<usize> {
+    /// Stores the rows of the lines of the run `run` before line `tail` (see
+    /// [`Screen::advance`]) and feeds the tail to the core, or, with `hold`, leaves the tail
+    /// to be held back. Nothing is stored when the core is not in its plain state at the
+    /// run's first line nor after it (a run's first line can be the end of one begun before);
+    /// the first line is fed to the core in the second case.
+    fn skip_lines(&mut self, run: &[u8], tail: usize, hold: bool) -> Skipped {
         let mut first = 0;
         if !self.plain_state() {
             // The first line may be the rest of one begun earlier: try once after it.
             if tail < 2 {
-                return None;
+                return Skipped::Not;
             }
             self.feed(&run[..self.plain[1].start]);
             if !self.plain_state() {
-                return Some(self.plain[1].start);
+                return Skipped::Fed(self.plain[1].start);
             }
             first = 1;
         }
@@ -498,35 +734,77 @@ impl Screen {
             self.history.clear();
         }
         self.move_all_core_rows();
-        let cols = self.cols();
+        let (rows, cols) = (self.rows(), self.cols());
         let grid = self.term.grid_mut();
         let cursor = grid.cursor.point.line.0.max(0) as usize;
+        // Rows standing in for rows already stored (above a held tail) are not stored again.
+        let stored = std::mem::take(&mut self.placeholders);
+        #[cfg(test)]
+        {
+            self.held_tails_skipped += usize::from(stored > 0);
+        }
         for line in 0..cursor {
-            self.history.push(&grid[Line(line as i32)]);
+            if line >= stored {
+                self.history.push(&grid[Line(line as i32)]);
+            }
             grid[Line(line as i32)].reset(&Cell::default());
         }
-        grid.cursor.point.line = Line(0);
+        // The skipped rows, numbered down from the screen's top as the core would write them
+        // (from the cursor's row on): a row the core scrolls in (numbered `rows` or more) is
+        // cleared with the pen's background, which matters for a row a styled line wraps into.
+        let mut row = cursor;
+        let mut scratch = std::mem::take(&mut self.row_scratch);
         for line in &self.plain[first..tail] {
-            let text = &run[line.clone()];
-            #[cfg(test)]
-            {
-                self.rows_skipped += rows_of(text.len(), cols);
-            }
-            if text.is_empty() {
+            let text = &run[line.start..line.end];
+            if line.styled() {
+                let segments = &self.segments[line.segments.clone()];
+                styled::rows(run, segments, cols, &mut scratch, |parts| {
+                    let fill = match parts.wrap_bg {
+                        Some(bg) if row >= rows => bg,
+                        _ => Pen::DEFAULT.bg,
+                    };
+                    self.history
+                        .push_styled(parts.text, parts.runs, cols, parts.wrapped, fill);
+                    row += 1;
+                    #[cfg(test)]
+                    {
+                        self.styled_skipped.0 += 1;
+                        self.styled_skipped.1 += usize::from(fill != Pen::DEFAULT.bg);
+                    }
+                });
+            } else if text.is_empty() {
                 self.history.push_plain(b"", cols, false);
-                continue;
-            }
-            let mut pieces = text.chunks(cols).peekable();
-            while let Some(piece) = pieces.next() {
-                self.history
-                    .push_plain(piece, cols, pieces.peek().is_some());
+                row += 1;
+            } else {
+                let mut pieces = text.chunks(cols).peekable();
+                while let Some(piece) = pieces.next() {
+                    self.history
+                        .push_plain(piece, cols, pieces.peek().is_some());
+                    row += 1;
+                }
             }
         }
-        Some(self.plain[tail].start)
+        self.row_scratch = scratch;
+        #[cfg(test)]
+        {
+            self.rows_skipped += row - cursor;
+        }
+        // The tail goes to the core from the row the core's cursor would be on, every row
+        // above it blank (see `feed_tail`), now or, held back, with the lines after it.
+        let above = row.min(rows.saturating_sub(1));
+        self.term.grid_mut().cursor.point.line = Line(above as i32);
+        self.placeholders = above;
+        let start = self.plain[tail].start;
+        if hold {
+            return Skipped::Held;
+        }
+        let tail_rows = self.run_rows(tail);
+        self.feed_tail(&run[start..], tail_rows);
+        Skipped::Fed(run.len())
     }
 
-    /// Whether the core is where a line of printable ASCII ended by `\r\n` makes rows that
-    /// depend on nothing but its text: the primary screen at the bottom of its history, no
+    /// Whether the core is where a plain or styled line ended by `\r\n` makes rows that
+    /// depend on nothing but its bytes: the primary screen at the bottom of its history, no
     /// synchronized update holding bytes, whole-screen scrolling, autowrap on, insert mode
     /// off, a default pen and an ASCII character set, the cursor at the start of a row with
     /// no wrap pending, and that row and every one below it blank.
@@ -708,6 +986,7 @@ impl Screen {
     /// pay for allocating those rows again after every chunk. Returns whether anything was
     /// freed (the caller may then return freed memory to the system).
     pub fn release_spare_rows(&mut self) -> bool {
+        self.end_turn();
         if !std::mem::take(&mut self.spare_rows) {
             return false;
         }
@@ -748,6 +1027,7 @@ impl Screen {
     /// the emulator does when its timer fires. Returns the answers owed to queries in those
     /// bytes, or `None` when no frame had expired (nothing changed).
     pub fn flush_expired_sync(&mut self) -> Option<Vec<Vec<u8>>> {
+        self.end_turn();
         self.end_expired_sync().then(|| self.take_raised())
     }
 
@@ -786,6 +1066,7 @@ impl Screen {
     /// Resizes the model; like [`Screen::apply`] it never panics: a panic inside the core
     /// starts the model again blank at the new size.
     pub fn resize(&mut self, rows: u16, cols: u16) {
+        self.end_turn();
         let resized = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.resize_unguarded(rows, cols)
         }));
@@ -830,7 +1111,7 @@ impl Screen {
 
     /// Clears the visible screen and the history, keeping modes.
     pub fn clear(&mut self) {
-        self.advance(b"\x1b[H\x1b[2J\x1b[3J");
+        self.advance(b"\x1b[H\x1b[2J\x1b[3J", false);
         self.settle_history();
         self.listener.raised.lock().answers.clear();
     }
@@ -840,6 +1121,7 @@ impl Screen {
     }
 
     pub fn modes(&self) -> Modes {
+        self.debug_assert_turn_ended();
         let mode = self.term.mode();
         Modes {
             alternate_screen: mode.contains(TermMode::ALT_SCREEN),
@@ -852,6 +1134,7 @@ impl Screen {
 
     /// Cursor `(row, col, visible)`, zero based.
     pub fn cursor(&self) -> (usize, usize, bool) {
+        self.debug_assert_turn_ended();
         let point = self.term.grid().cursor.point;
         let visible = self.term.mode().contains(TermMode::SHOW_CURSOR);
         (point.line.0.max(0) as usize, point.column.0, visible)
@@ -860,6 +1143,7 @@ impl Screen {
     /// Lines of history above the screen: none in the alternate screen, whose grid has no
     /// history (the primary screen's stays for when the program leaves it).
     pub fn history_len(&self) -> usize {
+        self.debug_assert_turn_ended();
         self.compact_len() + self.term.grid().history_size()
     }
 
@@ -884,6 +1168,20 @@ impl Screen {
         self.rows_skipped
     }
 
+    /// Tests only: tails held back by [`Screen::apply_deferring`] that the next bytes'
+    /// lines scrolled off without the core.
+    #[cfg(test)]
+    pub(crate) fn held_tails_skipped(&self) -> usize {
+        self.held_tails_skipped
+    }
+
+    /// Tests only: of [`Screen::rows_skipped`], rows of styled lines, and rows a styled line
+    /// wrapped into that the core would have cleared with a colour.
+    #[cfg(test)]
+    pub(crate) fn styled_rows_skipped(&self) -> (usize, usize) {
+        self.styled_skipped
+    }
+
     /// Compact history rows in front of the core's grid: the primary screen's, so none while
     /// the alternate screen is shown.
     fn compact_len(&self) -> usize {
@@ -896,6 +1194,7 @@ impl Screen {
 
     /// The visible screen as plain text, trailing blanks trimmed.
     pub fn lines(&self) -> Vec<String> {
+        self.debug_assert_turn_ended();
         (0..self.rows())
             .map(|r| self.line_text(Line(r as i32)))
             .collect()
@@ -903,6 +1202,7 @@ impl Screen {
 
     /// The visible screen rendered with SGR attributes, one string per row.
     pub fn ansi_lines(&self) -> Vec<String> {
+        self.debug_assert_turn_ended();
         (0..self.rows())
             .map(|r| {
                 let mut out = Vec::new();
@@ -915,6 +1215,7 @@ impl Screen {
 
     /// History and screen together, numbered from the oldest history line (0).
     pub fn scrollback(&self, start: usize, count: usize) -> (usize, Vec<String>) {
+        self.debug_assert_turn_ended();
         let compact = self.compact_len();
         let history = self.history_len();
         let total = history + self.rows();
@@ -938,6 +1239,7 @@ impl Screen {
 
     /// Per-row runs of equally styled text, for adapters that judge attributes.
     pub fn cells(&self) -> Value {
+        self.debug_assert_turn_ended();
         let rows: Vec<Value> = (0..self.rows())
             .map(|r| {
                 let row = &self.term.grid()[Line(r as i32)];
@@ -988,6 +1290,7 @@ impl Screen {
     /// It takes `&mut self` only to read the primary screen under the alternate one (see
     /// [`Screen::primary_screen`]); the model is the same afterwards.
     pub fn redraw(&mut self) -> Vec<u8> {
+        self.end_turn();
         let mode = *self.term.mode();
         let cols = self.cols();
         let mut out: Vec<u8> = Vec::with_capacity(2 * self.rows() * (cols + 16) + 256);
@@ -1067,6 +1370,7 @@ impl Screen {
     /// the pane's); the keyboard modes are, so keys still reach the program as it expects.
     /// Such a client gets one of these instead of the pane's output after every change.
     pub fn cropped_redraw(&self, rows: u16, cols: u16) -> Vec<u8> {
+        self.debug_assert_turn_ended();
         let (pane_rows, pane_cols) = (self.rows(), self.cols());
         let shown_rows = usize::from(rows.max(2)) - 1;
         let shown_rows = shown_rows.min(pane_rows);
@@ -1714,7 +2018,9 @@ mod tests {
         model.resize(6, 20);
         assert_eq!(model.tracked.scroll_region, Some((1, 5)));
         let mut copy = copy_through_redraw(&mut model);
-        let lines: Vec<u8> = (0..40).flat_map(|n| format!("{n}\r\n").into_bytes()).collect();
+        let lines: Vec<u8> = (0..40)
+            .flat_map(|n| format!("{n}\r\n").into_bytes())
+            .collect();
         feed_both(&mut model, &mut copy, &lines);
         for screen in [&model, &copy] {
             assert_eq!(screen.lines()[0], "header");
@@ -1908,6 +2214,35 @@ mod tests {
             compact.scrollback(0, usize::MAX),
             core.scrollback(0, usize::MAX)
         );
+        assert_eq!(compact.redraw(), core.redraw());
+    }
+
+    #[test]
+    fn styled_lines_skip_the_core_and_keep_their_colours() {
+        // Coloured words, some on a background that goes on past a wrap: the core clears the
+        // row it scrolls in for the wrap with that background.
+        let mut text = String::new();
+        for n in 0..500 {
+            let word = "x".repeat(n % 23);
+            text.push_str(&format!(
+                "{n} \x1b[1;38;5;{}m{word}\x1b[0m \x1b[48;2;{};0;9m{word}\x1b[m.\r\n",
+                n % 256,
+                n % 200
+            ));
+        }
+        let (mut compact, mut core) = (
+            Screen::new(4, 10, 300),
+            Screen::with_core_history(4, 10, 300),
+        );
+        for piece in text.as_bytes().chunks(997) {
+            compact.apply(piece);
+            core.apply(piece);
+        }
+        let (styled, filled) = compact.styled_rows_skipped();
+        assert!(styled > 1000 && filled > 100, "{styled} {filled}");
+        assert_eq!(compact.history_len(), core.history_len());
+        assert!(compact.history_rows() == core.history_rows());
+        assert_eq!(compact.ansi_lines(), core.ansi_lines());
         assert_eq!(compact.redraw(), core.redraw());
     }
 
