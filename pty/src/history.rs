@@ -1043,7 +1043,9 @@ mod properties {
                     "\x1b[{}1m",
                     "0;".repeat(31 + rng.below(3) as usize)
                 )),
-                1..=8 => out.push_str(&format!("\x1b[{}m", rng.pick(LINE_SGR))),
+                1..=7 => out.push_str(&format!("\x1b[{}m", rng.pick(LINE_SGR))),
+                // A background colour, which a row the word wraps into takes to its end.
+                8..=9 => out.push_str(&format!("\x1b[4{}m", rng.below(8))),
                 _ => {}
             }
             let len = match rng.below(4) {
