@@ -126,13 +126,19 @@ impl History {
     /// Appends `row` as the newest row, then drops the oldest rows while either cap is
     /// exceeded. A row larger than the byte cap on its own is not kept at all.
     pub fn push(&mut self, row: &Row<Cell>) {
+        self.append(|out| encode_row(row, out));
+    }
+
+    /// Appends the row `encode` writes as the newest row, then drops the oldest rows while
+    /// either cap is exceeded.
+    fn append(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
         if self.max_lines == 0 {
             return;
         }
         self.starts
             .push_back(self.dropped + self.bytes.len() as u64);
         self.scratch.clear();
-        encode_row(row, &mut self.scratch);
+        encode(&mut self.scratch);
         self.bytes.extend(&self.scratch);
         while self.starts.len() > self.max_lines || self.bytes() > self.max_bytes {
             self.pop_oldest();
@@ -146,38 +152,7 @@ impl History {
     pub fn push_plain(&mut self, text: &[u8], width: usize, wrapped: bool) {
         debug_assert!(text.iter().all(|b| (0x20..=0x7e).contains(b)));
         debug_assert!(text.len() <= width && (!wrapped || text.len() == width));
-        if self.max_lines == 0 {
-            return;
-        }
-        self.starts
-            .push_back(self.dropped + self.bytes.len() as u64);
-        self.scratch.clear();
-        let out = &mut self.scratch;
-        // Trailing spaces with the default pen are default blanks, not stored; the marked
-        // last cell of a wrapped row is stored whatever it holds.
-        let cells = if wrapped {
-            width
-        } else {
-            text.len() - text.iter().rev().take_while(|&&b| b == b' ').count()
-        };
-        push_varint(out, width as u64);
-        push_varint(out, cells as u64);
-        push_varint(out, cells as u64);
-        out.extend_from_slice(&text[..cells]);
-        let plain = cells - usize::from(wrapped);
-        if plain > 0 {
-            push_varint(out, plain as u64);
-            out.push(0);
-        }
-        if wrapped {
-            push_varint(out, 1);
-            out.push(HAS_FLAGS);
-            push_varint(out, u64::from(Flags::WRAPLINE.bits()));
-        }
-        self.bytes.extend(&self.scratch);
-        while self.starts.len() > self.max_lines || self.bytes() > self.max_bytes {
-            self.pop_oldest();
-        }
+        self.append(|out| encode_plain(text, width, wrapped, out));
     }
 
     /// Appends the row a styled line makes (see `crate::styled`) as the newest row: `text`
@@ -196,79 +171,7 @@ impl History {
         debug_assert!(text.iter().all(|b| (0x20..=0x7e).contains(b)));
         debug_assert_eq!(runs.iter().map(|run| run.0).sum::<usize>(), text.len());
         debug_assert!(text.len() <= width && (!wrapped || text.len() == width));
-        if self.max_lines == 0 {
-            return;
-        }
-        self.starts
-            .push_back(self.dropped + self.bytes.len() as u64);
-        self.scratch.clear();
-        let out = &mut self.scratch;
-        let fill_pen = Pen {
-            bg: fill,
-            ..Pen::DEFAULT
-        };
-        // Trailing default blanks are not stored: the fill when it is the default, and then
-        // spaces of the default pen (a wrapped row's marked last cell is never one).
-        let cells = if fill_pen != Pen::DEFAULT {
-            width
-        } else if wrapped {
-            text.len()
-        } else {
-            let mut cells = text.len();
-            let mut pens = runs
-                .iter()
-                .rev()
-                .flat_map(|&(n, pen)| std::iter::repeat_n(pen, n));
-            while cells > 0 && text[cells - 1] == b' ' && pens.next() == Some(Pen::DEFAULT) {
-                cells -= 1;
-            }
-            cells
-        };
-        push_varint(out, width as u64);
-        push_varint(out, cells as u64);
-        push_varint(out, cells as u64);
-        let shown = cells.min(text.len());
-        out.extend_from_slice(&text[..shown]);
-        out.extend(std::iter::repeat_n(b' ', cells - shown));
-        // The runs, cut to the stored cells, then the fill; neighbours with the same style
-        // merged as `encode_row` merges them.
-        let mut pending: Option<(usize, Pen)> = None;
-        let mut flush = |out: &mut Vec<u8>, run: (usize, Pen)| match &mut pending {
-            Some((count, pen)) if *pen == run.1 => *count += run.0,
-            _ => {
-                if let Some((count, pen)) = pending.replace(run) {
-                    push_pen_run(out, count, pen);
-                }
-            }
-        };
-        let mut left = shown;
-        for &(count, pen) in runs {
-            let count = count.min(left);
-            if count == 0 {
-                break;
-            }
-            left -= count;
-            if wrapped && left == 0 {
-                let mut last = pen;
-                last.flags.insert(Flags::WRAPLINE);
-                if count > 1 {
-                    flush(out, (count - 1, pen));
-                }
-                flush(out, (1, last));
-            } else {
-                flush(out, (count, pen));
-            }
-        }
-        if cells > shown {
-            flush(out, (cells - shown, fill_pen));
-        }
-        if let Some((count, pen)) = pending {
-            push_pen_run(out, count, pen);
-        }
-        self.bytes.extend(&self.scratch);
-        while self.starts.len() > self.max_lines || self.bytes() > self.max_bytes {
-            self.pop_oldest();
-        }
+        self.append(|out| encode_styled(text, runs, width, wrapped, fill, out));
     }
 
     /// Drops the `count` oldest rows (all of them if there are fewer).
@@ -385,6 +288,106 @@ fn encode_row(row: &Row<Cell>, out: &mut Vec<u8>) {
         push_varint(out, count as u64);
         push_style(out, &style);
         c += count;
+    }
+}
+
+/// Appends the encoding of the row [`History::push_plain`] describes to `out`: what
+/// [`encode_styled`] writes for it with the default pen and fill, without walking pens (plain
+/// lines are the bulk of most output).
+fn encode_plain(text: &[u8], width: usize, wrapped: bool, out: &mut Vec<u8>) {
+    // Trailing spaces with the default pen are default blanks, not stored; the marked
+    // last cell of a wrapped row is stored whatever it holds.
+    let cells = if wrapped {
+        width
+    } else {
+        text.len() - text.iter().rev().take_while(|&&b| b == b' ').count()
+    };
+    push_varint(out, width as u64);
+    push_varint(out, cells as u64);
+    push_varint(out, cells as u64);
+    out.extend_from_slice(&text[..cells]);
+    let plain = cells - usize::from(wrapped);
+    if plain > 0 {
+        push_varint(out, plain as u64);
+        out.push(0);
+    }
+    if wrapped {
+        push_varint(out, 1);
+        out.push(HAS_FLAGS);
+        push_varint(out, u64::from(Flags::WRAPLINE.bits()));
+    }
+}
+
+/// Appends the encoding of the row [`History::push_styled`] describes to `out`.
+fn encode_styled(
+    text: &[u8],
+    runs: &[(usize, Pen)],
+    width: usize,
+    wrapped: bool,
+    fill: Color,
+    out: &mut Vec<u8>,
+) {
+    let fill_pen = Pen {
+        bg: fill,
+        ..Pen::DEFAULT
+    };
+    // Trailing default blanks are not stored: the fill when it is the default, and then
+    // spaces of the default pen (a wrapped row's marked last cell is never one).
+    let cells = if fill_pen != Pen::DEFAULT {
+        width
+    } else if wrapped {
+        text.len()
+    } else {
+        let mut cells = text.len();
+        let mut pens = runs
+            .iter()
+            .rev()
+            .flat_map(|&(n, pen)| std::iter::repeat_n(pen, n));
+        while cells > 0 && text[cells - 1] == b' ' && pens.next() == Some(Pen::DEFAULT) {
+            cells -= 1;
+        }
+        cells
+    };
+    push_varint(out, width as u64);
+    push_varint(out, cells as u64);
+    push_varint(out, cells as u64);
+    let shown = cells.min(text.len());
+    out.extend_from_slice(&text[..shown]);
+    out.extend(std::iter::repeat_n(b' ', cells - shown));
+    // The runs, cut to the stored cells, then the fill; neighbours with the same style
+    // merged as `encode_row` merges them.
+    let mut pending: Option<(usize, Pen)> = None;
+    let mut flush = |out: &mut Vec<u8>, run: (usize, Pen)| match &mut pending {
+        Some((count, pen)) if *pen == run.1 => *count += run.0,
+        _ => {
+            if let Some((count, pen)) = pending.replace(run) {
+                push_pen_run(out, count, pen);
+            }
+        }
+    };
+    let mut left = shown;
+    for &(count, pen) in runs {
+        let count = count.min(left);
+        if count == 0 {
+            break;
+        }
+        left -= count;
+        if wrapped && left == 0 {
+            let mut last = pen;
+            last.flags.insert(Flags::WRAPLINE);
+            if count > 1 {
+                flush(out, (count - 1, pen));
+            }
+            flush(out, (1, last));
+        } else {
+            flush(out, (count, pen));
+        }
+    }
+    if cells > shown {
+        flush(out, (cells - shown, fill_pen));
+    }
+    if let Some((count, pen)) = pending {
+        push_pen_run(out, count, pen);
     }
 }
 
@@ -657,6 +660,22 @@ mod tests {
             row[Column(i)].c = ch;
         }
         row
+    }
+
+    #[test]
+    fn a_plain_row_encodes_as_a_styled_row_with_the_default_pen() {
+        for (text, wrapped) in [
+            (&b""[..], false),
+            (b"ab  ", false),
+            (b"abcd", true),
+            (b"  ", false),
+        ] {
+            let (mut plain, mut styled) = (Vec::new(), Vec::new());
+            encode_plain(text, 4, wrapped, &mut plain);
+            let runs = [(text.len(), Pen::DEFAULT)];
+            encode_styled(text, &runs, 4, wrapped, Pen::DEFAULT.bg, &mut styled);
+            assert_eq!(plain, styled, "{text:?}");
+        }
     }
 
     #[test]

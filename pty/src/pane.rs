@@ -532,7 +532,8 @@ impl Pane {
         }
     }
 
-    /// One turn of output applied to the model: revision, attached clients, query answers.
+    /// Output just applied to the model (a turn of the reader, or what a send drained): the
+    /// revision, attached clients, query answers.
     fn after_output(&self, st: &mut PaneState, bytes: &[u8], answers: Vec<Vec<u8>>) {
         st.bump(&self.revision_tx);
         if !st.clients.is_empty() {

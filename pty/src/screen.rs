@@ -450,38 +450,40 @@ impl Screen {
         if self.deferred.is_empty() {
             return;
         }
-        let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.advance(&[], false);
-            self.settle_history();
-        }));
-        if ended.is_err() {
-            tracing::error!(
-                "the screen model panicked ending a turn; it starts again blank at {}x{}, \
-                 without the history before it",
-                self.rows(),
-                self.cols()
-            );
-            *self = self.blank_like();
-        }
+        self.guarded(format_args!("ending a turn"), |screen| {
+            screen.advance(&[], false);
+            screen.settle_history();
+        });
     }
 
     fn apply_guarded(&mut self, bytes: &[u8], defer: bool) -> Vec<Vec<u8>> {
-        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.apply_unguarded(bytes, defer)
-        }));
-        match applied {
-            Ok(answers) => answers,
+        let len = bytes.len();
+        self.guarded(format_args!("on a {len}-byte output chunk"), |screen| {
+            screen.apply_unguarded(bytes, defer)
+        })
+        .unwrap_or_default()
+    }
+
+    /// Runs `work` on the model; when the core panics in it (`doing` says what the model was
+    /// doing; formatted only then), the model starts again blank at the same size and says so
+    /// in the log.
+    fn guarded<T>(
+        &mut self,
+        doing: std::fmt::Arguments<'_>,
+        work: impl FnOnce(&mut Screen) -> T,
+    ) -> Option<T> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(self))) {
+            Ok(done) => Some(done),
             Err(_) => {
                 // The panic hook has logged the panic's own message already.
                 tracing::error!(
-                    "the screen model panicked on a {}-byte output chunk; it starts again \
-                     blank at {}x{}, without the history before it",
-                    bytes.len(),
+                    "the screen model panicked {doing}; it starts again blank at {}x{}, \
+                     without the history before it",
                     self.rows(),
                     self.cols()
                 );
                 *self = self.blank_like();
-                Vec::new()
+                None
             }
         }
     }
@@ -2195,14 +2197,9 @@ mod tests {
         assert_eq!(screen.scrollback(0, 10).1, ["", ""]);
     }
 
-    #[test]
-    fn plain_lines_skip_the_core_and_read_the_same() {
-        // A listing split mid-line between chunks, wrapped and full-width lines among them.
-        let mut text = String::new();
-        for n in 0..500 {
-            let line = "x".repeat(n % 23);
-            text.push_str(&format!("{n} {line}\r\n"));
-        }
+    /// A 4x10 compact model and one that keeps history in the core, 300 lines each, both fed
+    /// `text` in pieces of 997 bytes (lines split between them).
+    fn fed_in_pieces(text: &str) -> (Screen, Screen) {
         let (mut compact, mut core) = (
             Screen::new(4, 10, 300),
             Screen::with_core_history(4, 10, 300),
@@ -2211,6 +2208,18 @@ mod tests {
             compact.apply(piece);
             core.apply(piece);
         }
+        (compact, core)
+    }
+
+    #[test]
+    fn plain_lines_skip_the_core_and_read_the_same() {
+        // A listing split mid-line between chunks, wrapped and full-width lines among them.
+        let mut text = String::new();
+        for n in 0..500 {
+            let line = "x".repeat(n % 23);
+            text.push_str(&format!("{n} {line}\r\n"));
+        }
+        let (mut compact, mut core) = fed_in_pieces(&text);
         assert!(compact.rows_skipped() > 800, "{}", compact.rows_skipped());
         assert_eq!(compact.history_len(), core.history_len());
         assert_eq!(
@@ -2254,14 +2263,7 @@ mod tests {
                 n % 200
             ));
         }
-        let (mut compact, mut core) = (
-            Screen::new(4, 10, 300),
-            Screen::with_core_history(4, 10, 300),
-        );
-        for piece in text.as_bytes().chunks(997) {
-            compact.apply(piece);
-            core.apply(piece);
-        }
+        let (mut compact, mut core) = fed_in_pieces(&text);
         let (styled, filled) = compact.styled_rows_skipped();
         assert!(styled > 1000 && filled > 100, "{styled} {filled}");
         assert_eq!(compact.history_len(), core.history_len());

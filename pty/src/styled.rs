@@ -76,41 +76,19 @@ fn sgr(bytes: &[u8], pen: &mut Pen) -> Scan {
         Some(_) => return Scan::Not,
         None => return Scan::Cut,
     }
-    let mut params = [0u16; MAX_PARAMS];
-    // A parameter's value saturates at u16::MAX as vte's does: held wider and capped at each
-    // digit, which gives the same value without an overflow check per digit.
-    let (mut len, mut param, mut ignoring) = (0, 0u32, false);
+    let mut params = Params::default();
     let mut at = 2;
     loop {
         let Some(&byte) = bytes.get(at) else {
             return Scan::Cut;
         };
         match byte {
-            digit @ b'0'..=b'9' => {
-                if len == MAX_PARAMS {
-                    ignoring = true;
-                } else {
-                    param = (param * 10 + u32::from(digit - b'0')).min(u32::from(u16::MAX));
-                }
-            }
-            b';' => {
-                if len == MAX_PARAMS {
-                    ignoring = true;
-                } else {
-                    params[len] = param as u16;
-                    len += 1;
-                    param = 0;
-                }
-            }
+            digit @ b'0'..=b'9' => params.digit(digit - b'0'),
+            b';' => params.end(),
             b'm' => {
-                if len == MAX_PARAMS {
-                    ignoring = true;
-                } else {
-                    params[len] = param as u16;
-                    len += 1;
-                }
+                params.end();
                 // vte hands a sequence past its limit to the core as ignored: no effect.
-                if !ignoring && apply(&params[..len], pen).is_none() {
+                if !params.ignoring && apply(params.values(), pen).is_none() {
                     return Scan::Not;
                 }
                 return Scan::Read(at + 1, 0);
@@ -118,6 +96,53 @@ fn sgr(bytes: &[u8], pen: &mut Pen) -> Scan {
             _ => return Scan::Not,
         }
         at += 1;
+    }
+}
+
+/// A sequence's parameters as vte collects them: at most [`MAX_PARAMS`], and a sequence
+/// that has more is ignored whole.
+struct Params {
+    values: [u16; MAX_PARAMS],
+    len: usize,
+    /// The parameter being read. Its value saturates at u16::MAX as vte's does: held wider
+    /// and capped at each digit, which gives the same value without an overflow check.
+    current: u32,
+    ignoring: bool,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            values: [0; MAX_PARAMS],
+            len: 0,
+            current: 0,
+            ignoring: false,
+        }
+    }
+}
+
+impl Params {
+    fn digit(&mut self, digit: u8) {
+        if self.len == MAX_PARAMS {
+            self.ignoring = true;
+        } else {
+            self.current = (self.current * 10 + u32::from(digit)).min(u32::from(u16::MAX));
+        }
+    }
+
+    /// Ends the parameter being read (at `;` and at the final byte).
+    fn end(&mut self) {
+        if self.len == MAX_PARAMS {
+            self.ignoring = true;
+        } else {
+            self.values[self.len] = self.current as u16;
+            self.len += 1;
+            self.current = 0;
+        }
+    }
+
+    fn values(&self) -> &[u16] {
+        &self.values[..self.len]
     }
 }
 
