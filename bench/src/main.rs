@@ -311,10 +311,11 @@ fn own_cpu_seconds() -> f64 {
 
 /// `model`: belfry's screen model (24x80, 2000 lines of history) fed the file as the pane
 /// host's reader feeds it while a program prints without pause: reads of `--chunk` bytes
-/// (default 4096, what the terminal layer hands out at a time), each applied as it comes,
-/// in turns of [`belfry_pty::pane::OUTPUT_TURN`] bytes, with `\n` turned into `\r\n` as the
-/// PTY's output processing would. No PTY, no process hops: the cost of keeping the model
-/// current.
+/// (default 4096, what the terminal layer hands out at a time), each applied as it comes
+/// and allowed to hold back a tail for the next (nobody reads the screen meanwhile), with
+/// `\n` turned into `\r\n` as the PTY's output processing would; at the end the screen is
+/// brought up to date, as the first reader would. No PTY, no process hops: the cost of
+/// keeping the model current.
 fn cmd_model(args: &Args) -> Result<Value> {
     let data = std::fs::read(args.req("file")?)?;
     let mut bytes = Vec::with_capacity(data.len() + data.len() / 16);
@@ -333,12 +334,10 @@ fn cmd_model(args: &Args) -> Result<Value> {
     if chunk == 0 {
         return Err("--chunk must be at least 1".into());
     }
-    for turn in bytes.chunks(belfry_pty::pane::OUTPUT_TURN) {
-        for read in turn.chunks(chunk) {
-            answers += screen.apply_deferring(read).len();
-        }
-        screen.end_turn();
+    for read in bytes.chunks(chunk) {
+        answers += screen.apply_deferring(read).len();
     }
+    screen.end_turn();
     let seconds = start.elapsed().as_secs_f64();
     Ok(
         json!({"seconds": seconds, "cpu_s": own_cpu_seconds() - cpu0, "bytes": bytes.len(), "chunk": chunk,

@@ -434,7 +434,7 @@ async fn handle(ctx: &HostContext, op: &Op, gone: &(dyn Fn() -> bool + Sync)) ->
 }
 
 fn snapshot(ctx: &HostContext, op: &req::Snapshot) -> Result<reply::Screen, ErrorBody> {
-    let st = ctx.pane.state.lock();
+    let mut st = ctx.pane.state.lock();
     let (row, col, visible) = st.screen.cursor();
     let size = belfry_proto::Size::new(u64::from(st.size.0), u64::from(st.size.1))
         .map_err(|err| ErrorBody::new(ErrorCode::Internal, err.to_string()))?;
@@ -470,7 +470,7 @@ fn scrollback(ctx: &HostContext, op: &req::Scrollback) -> reply::History {
     let count = op.count.map_or(u32::MAX as usize, |n| {
         usize::try_from(n).unwrap_or(usize::MAX)
     });
-    let st = ctx.pane.state.lock();
+    let mut st = ctx.pane.state.lock();
     let (total, lines) = st.screen.scrollback(start, count.min(100_000));
     reply::History {
         revision: st.revision,
@@ -709,7 +709,7 @@ async fn wait(ctx: &HostContext, op: &req::Wait) -> Result<reply::Waited, ErrorB
     let mut changes = ctx.pane.revision_tx.subscribe();
     loop {
         let (met, quiet_until, identity) = {
-            let st = ctx.pane.state.lock();
+            let mut st = ctx.pane.state.lock();
             let mut met = revision.is_none_or(|r| st.revision >= r);
             met &= !exit || st.exited.is_some();
             if let Some(regex) = &regex {

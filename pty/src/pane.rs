@@ -469,11 +469,12 @@ impl Pane {
             // turn reads again until it has its fill or nothing is left: attached clients are
             // then woken once per turn for everything it read, not once per 4 KiB. Each read
             // is applied to the model as it comes, so the program can refill the terminal
-            // layer meanwhile, but the model may hold back the last screenful of plain or
-            // styled lines a read ends with (`Screen::apply_deferring`) for the next read's
-            // lines to scroll off without the grid; the turn's end gives it to the grid. The
-            // state lock is held for the whole turn, so nothing sees the model in between:
-            // only about the last screenful of a turn goes through the grid.
+            // layer meanwhile. The model may hold back the last screenful of plain or styled
+            // lines a read ends with (`Screen::apply_deferring`) for the next reads' lines to
+            // scroll off without the grid, across turns: whoever reads the screen next (a
+            // request, a redraw, the release of spare memory once the pane is quiet) gives it
+            // to the grid first. So while a program prints without pause, only the screenful
+            // in front of a reader goes through the grid, not the last one of every turn.
             let result = guard.try_io(|fd| {
                 let mut st = self.state.lock();
                 let mut answers = Vec::new();
@@ -492,7 +493,6 @@ impl Pane {
                         Err(err) => return Err(std::io::Error::from(err)),
                     }
                 }
-                st.screen.end_turn();
                 if total > 0 {
                     self.after_output(&mut st, &buf[..total], answers);
                 }
