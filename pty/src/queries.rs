@@ -65,6 +65,18 @@ impl CsiPrefix {
     }
 }
 
+/// Whether `bytes` hold the start of a query: `ESC [ >` (XTVERSION; its `>` must be the
+/// CSI's first parameter byte) or `ESC P` (a DCS, which XTGETTCAP is). It looks for the
+/// rarer byte of each (`>`, `P`) with a vectorised search and then at the bytes before it:
+/// in output that colours every word that costs less than stepping from one ESC to the next,
+/// and less than searching for the pairs, whose ESC and `[` are everywhere in such output.
+fn may_start_a_query(bytes: &[u8]) -> bool {
+    memchr::memchr2_iter(b'>', b'P', bytes).any(|at| match bytes[at] {
+        b'>' => at >= 2 && bytes[at - 2..at] == *b"\x1b[",
+        _ => at >= 1 && bytes[at - 1] == 0x1b,
+    })
+}
+
 /// Follows program output far enough to find the queries of [`Query`].
 #[derive(Default)]
 pub struct Scanner {
@@ -79,12 +91,24 @@ impl Scanner {
     /// The same as [`Scanner::feed`] on every byte in turn, but between sequences (the
     /// ground state, where only `ESC` changes anything) it jumps to the next `ESC` without
     /// looking at the bytes before it, which is most of any output, and it passes over the
-    /// parameters of a CSI that can no longer be a query.
+    /// parameters of a CSI that can no longer be a query. The first time it is between
+    /// sequences it looks ahead for the start of a query ([`may_start_a_query`]); when the
+    /// rest holds none it goes straight to the rest's last `ESC`.
     pub fn find(&mut self, bytes: &[u8]) -> Option<(usize, Query)> {
         let mut at = 0;
+        let mut looked_ahead = false;
         while at < bytes.len() {
             match self.state {
                 State::Ground => {
+                    if !looked_ahead {
+                        looked_ahead = true;
+                        if !may_start_a_query(&bytes[at..]) {
+                            // No query starts in the rest, nor is one open here: only the
+                            // state after the rest's last ESC matters, and an ESC puts every
+                            // state but a DCS body (none is open) in the same one.
+                            at += memchr::memrchr(0x1b, &bytes[at..])?;
+                        }
+                    }
                     at += memchr::memchr(0x1b, &bytes[at..])?;
                     // `ESC [` and a parameter byte other than `>`: a CSI that is no query
                     // from its first byte (an SGR, most often), as feeding the three would
@@ -224,6 +248,8 @@ mod tests {
             b"\x1b[>q",
             b"\x1bP+q54;52\x1b\\",
             b"text\n",
+            b"\x1b[1;38;5;208m",
+            b"\x1b[0m",
         ];
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = move || {
