@@ -35,6 +35,12 @@
 //! Rows live back to back in one byte ring (`VecDeque<u8>`), with the ring offset of each row
 //! beside it, so dropping the oldest row is popping bytes from the front: there is no
 //! allocation per row and nothing to fragment the heap.
+//!
+//! Lines of plain or styled text that the screen stores without the core
+//! ([`History::push_line`]) wait as the bytes they arrived as, and are encoded into rows only
+//! when something reads the history, the pane goes quiet, or their bytes pass the byte cap:
+//! while a program prints without pause, most of its lines are dropped by the line cap before
+//! anyone could read them, and are never encoded.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -45,7 +51,7 @@ use alacritty_terminal::index::Column;
 use alacritty_terminal::term::cell::{Cell, CellExtra, Flags, Hyperlink};
 use alacritty_terminal::vte::ansi::{Color, NamedColor, Rgb};
 
-use crate::styled::Pen;
+use crate::styled::{self, Pen, Segment};
 
 /// The byte cap when a launch spec gives none (the protocol's default, 4 MiB): about 2000
 /// lines of 200 columns of heavily styled text, or 100 000 lines of short plain ones.
@@ -82,6 +88,66 @@ pub struct History {
     /// One row's encoding is built here and then copied into the ring in one go: pushing
     /// byte by byte into a `VecDeque` costs a capacity and wrap check per byte.
     scratch: Vec<u8>,
+    /// Lines kept as they arrived, newer than every encoded row, whose rows are encoded only
+    /// when something needs them ([`History::push_line`]); their bytes back to back, and how
+    /// many rows they still hold.
+    awaiting: VecDeque<Awaiting>,
+    awaiting_bytes: VecDeque<u8>,
+    awaiting_rows: usize,
+    /// Room for cutting an awaiting styled line into rows.
+    segments: Vec<Segment>,
+    row_scratch: styled::RowScratch,
+    /// Tests only: rows of awaiting styled lines encoded that a line wrapped into and that
+    /// the core would have cleared with a colour.
+    #[cfg(test)]
+    filled_wrap_rows: usize,
+}
+
+/// What waits in `awaiting_bytes`, oldest first (see [`History::push_line`]).
+#[derive(Debug, Clone)]
+enum Awaiting {
+    /// A plain or styled line kept as it arrived.
+    Line(AwaitingLine),
+    /// A row pushed after such lines, encoded already: `len` bytes.
+    Row { len: usize },
+}
+
+#[derive(Debug, Clone)]
+struct AwaitingLine {
+    /// Its bytes, its `\r\n` included.
+    len: usize,
+    /// The characters it prints, and how many of its first rows the line cap dropped.
+    printed: usize,
+    dropped: usize,
+    /// The number from the top of the screen of the row its first row was written on; a row
+    /// numbered `screen_rows` or more was scrolled in.
+    first_row: usize,
+    screen_rows: usize,
+    cols: usize,
+}
+
+impl Awaiting {
+    /// Its bytes in `awaiting_bytes`.
+    fn len(&self) -> usize {
+        match self {
+            Awaiting::Line(line) => line.len,
+            Awaiting::Row { len } => *len,
+        }
+    }
+
+    /// The rows it still holds.
+    fn rows(&self) -> usize {
+        match self {
+            Awaiting::Line(line) => rows_of(line.printed, line.cols) - line.dropped,
+            Awaiting::Row { .. } => 1,
+        }
+    }
+}
+
+/// The rows a line printing `printed` characters takes in `cols` columns, from the start of a
+/// row: one for each `cols` characters begun, and one for an empty line.
+pub(crate) fn rows_of(printed: usize, cols: usize) -> usize {
+    printed.div_ceil(cols.max(1)).max(1)
 }
 
 impl History {
@@ -94,19 +160,28 @@ impl History {
             max_lines,
             max_bytes,
             scratch: Vec::new(),
+            awaiting: VecDeque::new(),
+            awaiting_bytes: VecDeque::new(),
+            awaiting_rows: 0,
+            segments: Vec::new(),
+            row_scratch: styled::RowScratch::default(),
+            #[cfg(test)]
+            filled_wrap_rows: 0,
         }
     }
 
-    /// Rows held.
+    /// Rows held, those of lines still awaiting their encoding included. Until
+    /// [`History::encode_awaiting`], the byte cap may still drop some of those.
     pub fn len(&self) -> usize {
-        self.starts.len()
+        self.starts.len() + self.awaiting_rows
     }
 
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.len() == 0
     }
 
-    /// Bytes counted against the byte cap: the encoded rows and their index entries.
+    /// Bytes counted against the byte cap: the encoded rows and their index entries (lines
+    /// awaiting their encoding not included).
     pub fn bytes(&self) -> usize {
         self.bytes.len() + INDEX_BYTES * self.starts.len()
     }
@@ -121,12 +196,165 @@ impl History {
         self.dropped += self.bytes.len() as u64;
         self.bytes = VecDeque::new();
         self.starts = VecDeque::new();
+        self.awaiting = VecDeque::new();
+        self.awaiting_bytes = VecDeque::new();
+        self.awaiting_rows = 0;
     }
 
     /// Appends `row` as the newest row, then drops the oldest rows while either cap is
     /// exceeded. A row larger than the byte cap on its own is not kept at all.
     pub fn push(&mut self, row: &Row<Cell>) {
-        self.append(|out| encode_row(row, out));
+        if self.awaiting.is_empty() {
+            self.append(|out| encode_row(row, out));
+            return;
+        }
+        // Behind lines that await their encoding: it waits with them, encoded.
+        if self.max_lines == 0 {
+            return;
+        }
+        self.scratch.clear();
+        encode_row(row, &mut self.scratch);
+        self.awaiting.push_back(Awaiting::Row {
+            len: self.scratch.len(),
+        });
+        self.awaiting_bytes.extend(&self.scratch);
+        self.awaiting_rows += 1;
+        self.after_awaiting_grew();
+    }
+
+    /// The line cap drops the oldest rows at once; lines whose bytes pass the byte cap are
+    /// encoded (which applies the byte cap).
+    fn after_awaiting_grew(&mut self) {
+        self.drop_oldest(self.len().saturating_sub(self.max_lines));
+        if self.awaiting_bytes.len() > self.max_bytes {
+            self.encode_awaiting();
+        }
+    }
+
+    /// Appends the rows of a plain or styled line (see `crate::styled::line`; `line` ends
+    /// with its `\r\n`, and prints `printed` characters) written from the start of row
+    /// `first_row` of a screen of `screen_rows` x `cols`, as the newest rows: the bytes
+    /// [`History::push`] stores for the rows the core would have scrolled into its history
+    /// for the line, without building them (a row the line wraps into that the core scrolls
+    /// in is cleared with the pen's background of that moment).
+    ///
+    /// The line is kept as it came and its rows are encoded only when something needs them
+    /// ([`History::encode_awaiting`]): a pane printing without pause has lines scroll through
+    /// a history of a few thousand rows long before anybody reads one, and the line cap
+    /// drops those without their rows ever being built. The byte cap is applied when they
+    /// are encoded, which drops the same rows it would have dropped one by one: in both cases
+    /// what is kept is the longest run of newest rows within both caps. The lines waiting
+    /// are encoded as soon as their bytes pass the byte cap, so they never hold more.
+    pub(crate) fn push_line(
+        &mut self,
+        line: &[u8],
+        printed: usize,
+        first_row: usize,
+        screen_rows: usize,
+        cols: usize,
+    ) {
+        if self.max_lines == 0 {
+            return;
+        }
+        let awaiting = Awaiting::Line(AwaitingLine {
+            len: line.len(),
+            printed,
+            dropped: 0,
+            first_row,
+            screen_rows,
+            cols,
+        });
+        self.awaiting_rows += awaiting.rows();
+        self.awaiting.push_back(awaiting);
+        self.awaiting_bytes.extend(line);
+        self.after_awaiting_grew();
+    }
+
+    /// Encodes the rows of the lines [`History::push_line`] kept, oldest first, applying
+    /// both caps as each is appended.
+    pub fn encode_awaiting(&mut self) {
+        if self.awaiting.is_empty() {
+            return;
+        }
+        let mut lines = std::mem::take(&mut self.awaiting);
+        let mut bytes = std::mem::take(&mut self.awaiting_bytes);
+        self.awaiting_rows = 0;
+        let mut at = 0;
+        let all = bytes.make_contiguous();
+        for awaiting in &lines {
+            let text = &all[at..at + awaiting.len()];
+            at += awaiting.len();
+            match awaiting {
+                Awaiting::Line(line) => self.encode_line(text, line),
+                Awaiting::Row { .. } => self.append(|out| out.extend_from_slice(text)),
+            }
+        }
+        // The room is kept for the next lines; `shrink_to_fit` gives it back.
+        lines.clear();
+        bytes.clear();
+        self.awaiting = lines;
+        self.awaiting_bytes = bytes;
+    }
+
+    /// Appends the rows of one awaiting line, but the first `dropped`.
+    fn encode_line(&mut self, text: &[u8], line: &AwaitingLine) {
+        let cols = line.cols;
+        let mut segments = std::mem::take(&mut self.segments);
+        segments.clear();
+        let printed = match styled::line(text, 0, Some(&mut segments)) {
+            styled::Scan::Read(_, printed) => printed,
+            // `push_line` is given only lines `styled::line` read.
+            _ => {
+                debug_assert!(false, "an awaiting line no longer reads as one");
+                self.segments = segments;
+                return;
+            }
+        };
+        debug_assert_eq!(printed, line.printed);
+        let text = &text[..text.len() - 2];
+        if segments.is_empty() {
+            // Plain text (or a styled line that prints nothing): its rows are cut from it.
+            if text.is_empty() || printed == 0 {
+                if line.dropped == 0 {
+                    self.append(|out| encode_plain(b"", cols, false, out));
+                }
+            } else {
+                let mut pieces = text.chunks(cols).skip(line.dropped).peekable();
+                while let Some(piece) = pieces.next() {
+                    let wrapped = pieces.peek().is_some();
+                    self.append(|out| encode_plain(piece, cols, wrapped, out));
+                }
+            }
+        } else {
+            let mut scratch = std::mem::take(&mut self.row_scratch);
+            let mut row = line.first_row;
+            styled::rows(text, &segments, cols, &mut scratch, |parts| {
+                let skip = row - line.first_row < line.dropped;
+                let fill = match parts.wrap_bg {
+                    Some(bg) if row >= line.screen_rows => bg,
+                    _ => Pen::DEFAULT.bg,
+                };
+                row += 1;
+                if skip {
+                    return;
+                }
+                self.append(|out| {
+                    encode_styled(parts.text, parts.runs, cols, parts.wrapped, fill, out)
+                });
+                #[cfg(test)]
+                {
+                    self.filled_wrap_rows += usize::from(fill != Pen::DEFAULT.bg);
+                }
+            });
+            self.row_scratch = scratch;
+        }
+        self.segments = segments;
+    }
+
+    /// Tests only: see the field.
+    #[cfg(test)]
+    pub(crate) fn filled_wrap_rows(&self) -> usize {
+        self.filled_wrap_rows
     }
 
     /// Appends the row `encode` writes as the newest row, then drops the oldest rows while
@@ -145,39 +373,32 @@ impl History {
         }
     }
 
-    /// Appends the row a line of printable ASCII `text` makes in `width` columns, written from
-    /// the row's start with the default pen, as the newest row: the same bytes [`History::push`]
-    /// stores for that row, without building it. `wrapped`: the line goes on in the next row
-    /// (the row's last cell is then marked so, and `text` fills the row).
-    pub fn push_plain(&mut self, text: &[u8], width: usize, wrapped: bool) {
-        debug_assert!(text.iter().all(|b| (0x20..=0x7e).contains(b)));
-        debug_assert!(text.len() <= width && (!wrapped || text.len() == width));
-        self.append(|out| encode_plain(text, width, wrapped, out));
-    }
-
-    /// Appends the row a styled line makes (see `crate::styled`) as the newest row: `text`
-    /// written from the row's start with the pens of `runs`, the last cell marked as wrapped
-    /// when `wrapped` (then `text` fills the row), and the cells after `text` blanks of
-    /// background `fill` (the colour the core cleared the row with). The same bytes
-    /// [`History::push`] stores for that row, without building it.
-    pub(crate) fn push_styled(
-        &mut self,
-        text: &[u8],
-        runs: &[(usize, Pen)],
-        width: usize,
-        wrapped: bool,
-        fill: Color,
-    ) {
-        debug_assert!(text.iter().all(|b| (0x20..=0x7e).contains(b)));
-        debug_assert_eq!(runs.iter().map(|run| run.0).sum::<usize>(), text.len());
-        debug_assert!(text.len() <= width && (!wrapped || text.len() == width));
-        self.append(|out| encode_styled(text, runs, width, wrapped, fill, out));
-    }
-
-    /// Drops the `count` oldest rows (all of them if there are fewer).
+    /// Drops the `count` oldest rows (all of them if there are fewer): encoded rows first,
+    /// then the rows of awaiting lines, which then need never be encoded.
     pub fn drop_oldest(&mut self, count: usize) {
-        for _ in 0..count.min(self.len()) {
+        let mut count = count.min(self.len());
+        while count > 0 && !self.starts.is_empty() {
             self.pop_oldest();
+            count -= 1;
+        }
+        while count > 0 {
+            let Some(front) = self.awaiting.front_mut() else {
+                break;
+            };
+            let left = front.rows();
+            if count < left {
+                // Only a line holds more than one row.
+                if let Awaiting::Line(line) = front {
+                    line.dropped += count;
+                }
+                self.awaiting_rows -= count;
+                break;
+            }
+            let len = front.len();
+            self.awaiting.pop_front();
+            self.awaiting_bytes.drain(..len);
+            self.awaiting_rows -= left;
+            count -= left;
         }
     }
 
@@ -197,13 +418,23 @@ impl History {
     /// while the grid's rows were still allocated below it, and once those are freed a fresh
     /// allocation can take their place, so the top of the heap can be given back.
     pub fn shrink_to_fit(&mut self) {
+        self.encode_awaiting();
+        self.awaiting = VecDeque::new();
+        self.awaiting_bytes = VecDeque::new();
+        self.segments = Vec::new();
+        self.row_scratch = styled::RowScratch::default();
         self.bytes = VecDeque::from(self.bytes.iter().copied().collect::<Vec<u8>>());
         self.starts = VecDeque::from(self.starts.iter().copied().collect::<Vec<u64>>());
         self.scratch = Vec::new();
     }
 
-    /// Row `index` (0 is the oldest), expanded back into cells; `None` past the end.
+    /// Row `index` (0 is the oldest), expanded back into cells; `None` past the end. Rows
+    /// of lines awaiting their encoding are past it: [`History::encode_awaiting`] first.
     pub fn row(&self, index: usize) -> Option<Row<Cell>> {
+        debug_assert!(
+            self.awaiting.is_empty(),
+            "a row was read with lines awaiting"
+        );
         let encoded = self.encoded(index)?;
         // The bytes were written by `encode_row`; a decoding failure would be a bug here, and
         // is shown as a blank row rather than taking the pane host down.
@@ -291,7 +522,9 @@ fn encode_row(row: &Row<Cell>, out: &mut Vec<u8>) {
     }
 }
 
-/// Appends the encoding of the row [`History::push_plain`] describes to `out`: what
+/// Appends the encoding of a row of a plain line (see [`History::push_line`]) to `out`:
+/// `text` (printable ASCII) written from the row's start with the default pen in `width`
+/// columns, the last cell marked as wrapped when `wrapped` (then `text` fills the row). What
 /// [`encode_styled`] writes for it with the default pen and fill, without walking pens (plain
 /// lines are the bulk of most output).
 fn encode_plain(text: &[u8], width: usize, wrapped: bool, out: &mut Vec<u8>) {
@@ -318,7 +551,11 @@ fn encode_plain(text: &[u8], width: usize, wrapped: bool, out: &mut Vec<u8>) {
     }
 }
 
-/// Appends the encoding of the row [`History::push_styled`] describes to `out`.
+/// Appends the encoding of a row of a styled line (see [`History::push_line`]) to `out`:
+/// `text` written from the row's start with the pens of `runs`, the last cell marked as
+/// wrapped when `wrapped` (then `text` fills the row), and the cells after `text` blanks of
+/// background `fill` (the colour the core cleared the row with). The bytes `encode_row`
+/// writes for that row.
 fn encode_styled(
     text: &[u8],
     runs: &[(usize, Pen)],
@@ -391,7 +628,7 @@ fn encode_styled(
     }
 }
 
-/// One run of `count` cells drawn with `pen` (see [`History::push_styled`]).
+/// One run of `count` cells drawn with `pen` (see [`encode_styled`]).
 fn push_pen_run(out: &mut Vec<u8>, count: usize, pen: Pen) {
     push_varint(out, count as u64);
     push_style(
@@ -755,6 +992,84 @@ mod tests {
         tiny.push(&row);
         assert!(tiny.is_empty());
         assert_eq!(tiny.bytes(), 0);
+    }
+
+    /// Lines kept as they came ([`History::push_line`]) and encoded only when read must be
+    /// kept exactly as the same lines encoded one by one, whatever the caps: lines the line
+    /// cap drops whole or in part before they are encoded, rows pushed behind waiting lines,
+    /// and a byte cap applied only when the waiting lines are encoded. The waiting lines
+    /// never hold more than the byte cap.
+    #[test]
+    fn lines_kept_as_they_came_read_as_the_same_lines_encoded_one_by_one() {
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        let (screen_rows, cols) = (5, 12);
+        for case in 0..60 {
+            let max_lines = 1 + next(40) as usize;
+            let max_bytes = [200, 600, 2000, DEFAULT_MAX_BYTES][next(4) as usize];
+            let (mut lazy, mut eager) = (
+                History::new(max_lines, max_bytes),
+                History::new(max_lines, max_bytes),
+            );
+            for i in 0..150 {
+                if next(8) == 0 {
+                    let row = row_of(&format!("row {i}"), cols);
+                    lazy.push(&row);
+                    eager.push(&row);
+                } else {
+                    let word = "w".repeat(next(30) as usize);
+                    let line = match next(3) {
+                        0 => format!("{i} {word}\r\n"),
+                        1 => format!("{i} \x1b[1;3{}m{word}\x1b[0m.\r\n", next(8)),
+                        _ => format!("\x1b[4{}m{i} {word}\x1b[m\r\n", next(8)),
+                    };
+                    let styled::Scan::Read(_, printed) = styled::line(line.as_bytes(), 0, None)
+                    else {
+                        panic!("{line:?} is not a styled line");
+                    };
+                    let first_row = next(2 * screen_rows as u64) as usize;
+                    for history in [&mut lazy, &mut eager] {
+                        history.push_line(line.as_bytes(), printed, first_row, screen_rows, cols);
+                    }
+                    eager.encode_awaiting();
+                }
+                assert!(
+                    lazy.awaiting_bytes.len() <= max_bytes,
+                    "case {case}: {} bytes wait",
+                    lazy.awaiting_bytes.len()
+                );
+                assert_eq!(
+                    lazy.awaiting_rows,
+                    lazy.awaiting.iter().map(Awaiting::rows).sum::<usize>(),
+                    "case {case}: rows counted as waiting, line {i}"
+                );
+                // Before they are encoded the rows of waiting lines count as held: exactly
+                // when the byte cap cannot bind, at least as many rows when it can.
+                if max_bytes == DEFAULT_MAX_BYTES {
+                    assert_eq!(lazy.len(), eager.len(), "case {case}: rows held, line {i}");
+                } else {
+                    assert!(
+                        lazy.len() >= eager.len(),
+                        "case {case}: rows held, line {i}"
+                    );
+                }
+                if next(10) == 0 {
+                    lazy.encode_awaiting();
+                }
+            }
+            lazy.encode_awaiting();
+            let context = format!("case {case} ({max_lines} lines, {max_bytes} bytes)");
+            assert_eq!(lazy.len(), eager.len(), "{context}");
+            assert_eq!(lazy.bytes(), eager.bytes(), "{context}");
+            for i in 0..eager.len() {
+                assert_eq!(lazy.row(i), eager.row(i), "{context}: row {i}");
+            }
+        }
     }
 
     #[test]

@@ -221,21 +221,21 @@ pub(crate) struct Segment {
 
 /// The styled line `bytes` starts with, if it does: the length of its text (everything before
 /// its `\r\n`) and how many characters it prints ([`Scan::Cut`] when `bytes` may be the
-/// start of one). A line of plain text is a styled line too. The line's characters are
-/// appended to `segments` as they are drawn, at offsets from `base`, when it holds a
+/// start of one). A line of plain text is a styled line too. With `segments`, the line's
+/// characters are appended to it as they are drawn, at offsets from `base`, when it holds a
 /// sequence (nothing is appended for a plain line, or when `bytes` does not start with a
 /// styled line).
-pub(crate) fn line(bytes: &[u8], base: usize, segments: &mut Vec<Segment>) -> Scan {
+pub(crate) fn line(bytes: &[u8], base: usize, mut segments: Option<&mut Vec<Segment>>) -> Scan {
     let mut pen = Pen::DEFAULT;
     let (mut at, mut printed) = (0, 0);
-    let kept = segments.len();
+    let kept = segments.as_ref().map_or(0, |segments| segments.len());
     let mut styled = false;
     loop {
         let text = bytes[at..]
             .iter()
             .position(|&b| !(0x20..=0x7e).contains(&b))
             .map_or(bytes.len(), |n| at + n);
-        if text > at {
+        if let Some(segments) = segments.as_deref_mut().filter(|_| text > at) {
             segments.push(Segment {
                 at: base + at,
                 len: text - at,
@@ -247,7 +247,7 @@ pub(crate) fn line(bytes: &[u8], base: usize, segments: &mut Vec<Segment>) -> Sc
         let read = match (bytes.get(at), bytes.get(at + 1)) {
             (Some(0x1b), _) => sgr(&bytes[at..], &mut pen),
             (Some(b'\r'), Some(b'\n')) if pen == Pen::DEFAULT => {
-                if !styled {
+                if let Some(segments) = segments.as_deref_mut().filter(|_| !styled) {
                     segments.truncate(kept);
                 }
                 return Scan::Read(at, printed);
@@ -261,7 +261,9 @@ pub(crate) fn line(bytes: &[u8], base: usize, segments: &mut Vec<Segment>) -> Sc
                 styled = true;
             }
             cut_or_not => {
-                segments.truncate(kept);
+                if let Some(segments) = segments {
+                    segments.truncate(kept);
+                }
                 return cut_or_not;
             }
         }
@@ -282,7 +284,7 @@ pub(crate) struct RowParts<'a> {
 }
 
 /// Scratch space for [`rows`], kept by its caller so that a run of lines allocates nothing.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct RowScratch {
     text: Vec<u8>,
     runs: Vec<(usize, Pen)>,
@@ -343,10 +345,11 @@ mod tests {
     fn lines_that_leave_the_pen_changed_or_hold_other_sequences_are_not_styled() {
         let line = |bytes: &[u8]| {
             let mut segments = Vec::new();
-            let found = line(bytes, 0, &mut segments);
+            let found = line(bytes, 0, Some(&mut segments));
             if !matches!(found, Scan::Read(..)) {
                 assert!(segments.is_empty());
             }
+            assert_eq!(line(bytes, 0, None), found, "without segments");
             found
         };
         assert_eq!(line(b"abc\r\n"), Scan::Read(3, 3));
@@ -397,7 +400,7 @@ mod tests {
     fn rows_wrap_with_the_pen_of_the_character_that_wraps() {
         let bytes = b"ab\x1b[41mcd\x1b[0me\r\n";
         let mut segments = Vec::new();
-        assert_eq!(line(bytes, 0, &mut segments), Scan::Read(14, 5));
+        assert_eq!(line(bytes, 0, Some(&mut segments)), Scan::Read(14, 5));
         let mut got = Vec::new();
         rows(bytes, &segments, 3, &mut RowScratch::default(), |row| {
             got.push((
