@@ -569,254 +569,307 @@ async fn session_loop(
             message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
         }
     }
-    loop {
-        // The keyboard goes to the pane host whenever no key is this client's: no view, no
-        // message to clear at the next key, no keystroke or binding half-typed, and the
-        // terminal's colour answers in.
-        if keyboard_handed
-            && !host_reads
-            && stdin_open
-            && !colors_asked
-            && view.is_none()
-            && message_until.is_none()
-            && !filter.holds_keys()
-        {
-            writer
-                .write_all(&Frame::Control(Control::Keyboard).encode())
-                .await?;
-            host_reads = true;
-        }
-        let colors_in = async {
-            if colors_asked {
-                tokio::time::sleep_until(colors_until).await
-            } else {
-                std::future::pending().await
+    // The pane host may close the connection right after a last frame (a detach, the
+    // program's end) while this client writes to it: the write fails, and what the host said
+    // last is still to be read.
+    let ended = async {
+        loop {
+            // The keyboard goes to the pane host whenever no key is this client's: no view, no
+            // message to clear at the next key, no keystroke or binding half-typed, and the
+            // terminal's colour answers in.
+            if keyboard_handed
+                && !host_reads
+                && stdin_open
+                && !colors_asked
+                && view.is_none()
+                && message_until.is_none()
+                && !filter.holds_keys()
+            {
+                writer
+                    .write_all(&Frame::Control(Control::Keyboard).encode())
+                    .await?;
+                host_reads = true;
             }
-        };
-        let clear_message = async {
-            match message_until {
-                Some(when) => tokio::time::sleep_until(when).await,
-                None => std::future::pending().await,
-            }
-        };
-        let flush_partial = async {
-            match partial_until {
-                Some(when) => tokio::time::sleep_until(when).await,
-                None => std::future::pending().await,
-            }
-        };
-        let mut keyed: Option<(Vec<u8>, Action)> = None;
-        // Keystrokes read here or given back by the pane host, and `None` when the keyboard
-        // gives no more.
-        let mut typed: Option<Option<Vec<u8>>> = None;
-        tokio::select! {
-            frame = Frame::read(&mut reader) => match frame? {
-                // While a view is open the pane's output is not drawn; closing the view asks
-                // for a redraw of all of it.
-                Some(Frame::Data(bytes)) => if view.is_none() {
-                    write_output(&bytes, &mut reader, outer)?;
-                    // A note for the user goes over the last line once the redraw is drawn.
-                    if let Some(note) = note.take() {
-                        show_message(&note, outer)?;
-                        message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
-                    }
-                },
-                Some(Frame::Control(control)) => match control {
-                    Control::Exited(status) => return Ok(Ended::Exited(status)),
-                    Control::Detach { .. } => return Ok(Ended::Detached),
-                    Control::Restore(undo) => keep_undo(outer, undo),
-                    // The keyboard is this client's again: with keys to filter, or none when
-                    // the pane host could not read it (this client then finds out why, and
-                    // keeps it).
-                    Control::Keys(keys) => {
-                        host_reads = false;
-                        if keys.is_empty() {
-                            // Not offered again: this client reads it from now on.
-                            keyboard_handed = false;
-                        } else {
-                            typed = Some(Some(keys));
+            let colors_in = async {
+                if colors_asked {
+                    tokio::time::sleep_until(colors_until).await
+                } else {
+                    std::future::pending().await
+                }
+            };
+            let clear_message = async {
+                match message_until {
+                    Some(when) => tokio::time::sleep_until(when).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let flush_partial = async {
+                match partial_until {
+                    Some(when) => tokio::time::sleep_until(when).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let mut keyed: Option<(Vec<u8>, Action)> = None;
+            // Keystrokes read here or given back by the pane host, and `None` when the keyboard
+            // gives no more.
+            let mut typed: Option<Option<Vec<u8>>> = None;
+            tokio::select! {
+                frame = Frame::read(&mut reader) => match frame? {
+                    // While a view is open the pane's output is not drawn; closing the view asks
+                    // for a redraw of all of it.
+                    Some(Frame::Data(bytes)) => if view.is_none() {
+                        write_output(&bytes, &mut reader, outer)?;
+                        // A note for the user goes over the last line once the redraw is drawn.
+                        if let Some(note) = note.take() {
+                            show_message(&note, outer)?;
+                            message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
                         }
-                    }
-                    // An answer to a pause that came after its wait ended.
-                    Control::Paused => {}
-                    // Only a client sends these.
-                    Control::Redraw
-                    | Control::Colors(_)
-                    | Control::Resize(_)
-                    | Control::Pause(_)
-                    | Control::Keyboard => {}
-                },
-                None => return Ok(Ended::Closed),
-            },
-            keys = read_keys(keyboard), if stdin_open && !host_reads => typed = Some(keys),
-            _ = colors_in => colors_asked = false,
-            _ = winch.recv() => {
-                // A terminal larger than a pane can be says nothing: the pane keeps its size.
-                if let Some(size) = terminal_size().and_then(|(rows, cols)| Size::new(rows.into(), cols.into()).ok()) {
-                    writer.write_all(&Frame::Control(Control::Resize(size)).encode()).await?;
-                }
-                if let Some(open) = view.as_mut() {
-                    write_terminal(&open.render(), outer)?;
-                }
-            }
-            _ = flush_partial => {
-                partial_until = None;
-                let mut out = Vec::new();
-                let action = filter.flush(&mut out);
-                keyed = Some((out, action));
-            }
-            _ = clear_message => {
-                message_until = None;
-                match view.as_mut() {
-                    Some(open) => write_terminal(&open.render(), outer)?,
-                    None => writer.write_all(&redraw).await?,
-                }
-            }
-            _ = term.recv() => {
-                leave(&mut reader, &mut writer, outer, handed).await;
-                return Ok(Ended::Signal("SIGTERM"));
-            }
-            _ = hup.recv() => {
-                leave(&mut reader, &mut writer, outer, handed).await;
-                return Ok(Ended::Signal("SIGHUP"));
-            }
-        }
-        if let Some(keys) = typed {
-            match keys {
-                Some(keys) if view.is_some() => {
-                    message_until = None;
-                    let Some(open) = view.as_mut() else { continue };
-                    match open.keys(&view_keys(&keys)) {
-                        Outcome::Stay => write_terminal(&open.render(), outer)?,
-                        Outcome::Leave => {
-                            view = None;
-                            // The redraw also ends the pane host's pause.
-                            paused = false;
-                            writer.write_all(&redraw).await?;
-                        }
-                        Outcome::Switch(name) => match panes.socket(&name) {
-                            Ok(next) => {
-                                leave(&mut reader, &mut writer, outer, handed).await;
-                                return Ok(Ended::Switch(name, next));
+                    },
+                    Some(Frame::Control(control)) => match control {
+                        Control::Exited(status) => return Ok::<_, anyhow::Error>(Ended::Exited(status)),
+                        Control::Detach { .. } => return Ok(Ended::Detached),
+                        Control::Restore(undo) => keep_undo(outer, undo),
+                        // The keyboard is this client's again: with keys to filter, or none when
+                        // the pane host could not read it (this client then finds out why, and
+                        // keeps it).
+                        Control::Keys(keys) => {
+                            host_reads = false;
+                            if keys.is_empty() {
+                                // Not offered again: this client reads it from now on.
+                                keyboard_handed = false;
+                            } else {
+                                typed = Some(Some(keys));
                             }
-                            Err(err) => {
-                                write_terminal(&open.render(), outer)?;
-                                show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
-                            }
-                        },
+                        }
+                        // An answer to a pause that came after its wait ended.
+                        Control::Paused => {}
+                        // Only a client sends these.
+                        Control::Redraw
+                        | Control::Colors(_)
+                        | Control::Resize(_)
+                        | Control::Pause(_)
+                        | Control::Keyboard => {}
+                    },
+                    None => return Ok(Ended::Closed),
+                },
+                keys = read_keys(keyboard), if stdin_open && !host_reads => typed = Some(keys),
+                _ = colors_in => colors_asked = false,
+                _ = winch.recv() => {
+                    // A terminal larger than a pane can be says nothing: the pane keeps its size.
+                    if let Some(size) = terminal_size().and_then(|(rows, cols)| Size::new(rows.into(), cols.into()).ok()) {
+                        writer.write_all(&Frame::Control(Control::Resize(size)).encode()).await?;
+                    }
+                    if let Some(open) = view.as_mut() {
+                        write_terminal(&open.render(), outer)?;
                     }
                 }
-                Some(keys) => {
-                    let keys = if tokio::time::Instant::now() < colors_until {
-                        let (keys, answers) = take_color_answers(&keys);
-                        // Both answers in: the window closes (and the keyboard may go).
-                        for (at, query) in [&b"\x1b]10;"[..], b"\x1b]11;"].iter().enumerate() {
-                            colors_seen[at] |= answers.windows(query.len()).any(|w| w == *query);
-                        }
-                        if colors_seen == [true, true] {
-                            colors_asked = false;
-                        }
-                        if !answers.is_empty() {
-                            let colors = Control::Colors(String::from_utf8_lossy(&answers).into());
-                            writer.write_all(&Frame::Control(colors).encode()).await?;
-                        }
-                        if keys.is_empty() {
-                            continue;
-                        }
-                        keys
-                    } else {
-                        keys
-                    };
-                    if message_until.take().is_some() {
-                        writer.write_all(&redraw).await?;
-                    }
-                    let mut out = Vec::with_capacity(keys.len());
-                    let action = filter.feed(&keys, &mut out);
-                    partial_until = filter
-                        .has_partial()
-                        .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
+                _ = flush_partial => {
+                    partial_until = None;
+                    let mut out = Vec::new();
+                    let action = filter.flush(&mut out);
                     keyed = Some((out, action));
                 }
-                // The terminal stopped giving input: keep showing output until the pane ends.
-                None => stdin_open = false,
-            }
-        }
-        let Some((out, action)) = keyed else {
-            continue;
-        };
-        if !out.is_empty() && !read_only {
-            belfry_pty::wire::write_frames(&mut writer, &[Frame::Data(out.into())]).await?;
-        }
-        match action {
-            Action::None => {}
-            Action::Detach => {
-                leave(&mut reader, &mut writer, outer, handed).await;
-                return Ok(Ended::Detached);
-            }
-            Action::Show(message) => {
-                let pause_first = handed && !paused;
-                if let Some(ended) =
-                    message_over_pane(&mut reader, &mut writer, outer, pause_first, &message)
-                        .await?
-                {
-                    return Ok(ended);
+                _ = clear_message => {
+                    message_until = None;
+                    match view.as_mut() {
+                        Some(open) => write_terminal(&open.render(), outer)?,
+                        None => writer.write_all(&redraw).await?,
+                    }
                 }
-                message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+                _ = term.recv() => {
+                    leave(&mut reader, &mut writer, outer, handed).await;
+                    return Ok(Ended::Signal("SIGTERM"));
+                }
+                _ = hup.recv() => {
+                    leave(&mut reader, &mut writer, outer, handed).await;
+                    return Ok(Ended::Signal("SIGHUP"));
+                }
             }
-            Action::Bound(binding) => {
-                let opened = match binding {
-                    Binding::NextPane | Binding::PreviousPane => {
-                        let next = binding == Binding::NextPane;
-                        match neighbour(panes, session, next) {
-                            Ok(Some(name)) => match panes.socket(&name) {
-                                Ok(socket) => {
+            if let Some(keys) = typed {
+                match keys {
+                    Some(keys) if view.is_some() => {
+                        message_until = None;
+                        let Some(open) = view.as_mut() else { continue };
+                        match open.keys(&view_keys(&keys)) {
+                            Outcome::Stay => write_terminal(&open.render(), outer)?,
+                            Outcome::Leave => {
+                                view = None;
+                                // The redraw also ends the pane host's pause.
+                                paused = false;
+                                writer.write_all(&redraw).await?;
+                            }
+                            Outcome::Switch(name) => match panes.socket(&name) {
+                                Ok(next) => {
                                     leave(&mut reader, &mut writer, outer, handed).await;
-                                    return Ok(Ended::Switch(name, socket));
+                                    return Ok(Ended::Switch(name, next));
                                 }
-                                Err(err) => Err(anyhow!("cannot attach to {name}: {err:#}")),
+                                Err(err) => {
+                                    write_terminal(&open.render(), outer)?;
+                                    show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
+                                }
                             },
-                            Ok(None) => Err(anyhow!("{session} is the only pane")),
-                            Err(err) => Err(err),
                         }
                     }
-                    Binding::ChoosePane => panes
-                        .list()
-                        .map(|entries| View::Chooser(Chooser::new(entries, session))),
-                    Binding::History => history_lines(socket).map(|lines| {
-                        let (rows, _) = terminal_size().unwrap_or((24, 80));
-                        View::History(History::new(lines, rows))
-                    }),
-                };
-                match opened {
-                    Ok(mut open) => {
-                        // The pane host stops writing to the terminal while the view is open.
-                        if handed && !paused {
-                            if let Some(ended) = pause(&mut reader, &mut writer, outer).await? {
+                    Some(keys) => {
+                        let keys = if tokio::time::Instant::now() < colors_until {
+                            let (keys, answers) = take_color_answers(&keys);
+                            // Both answers in: the window closes (and the keyboard may go).
+                            for (at, query) in [&b"\x1b]10;"[..], b"\x1b]11;"].iter().enumerate() {
+                                colors_seen[at] |= answers.windows(query.len()).any(|w| w == *query);
+                            }
+                            if colors_seen == [true, true] {
+                                colors_asked = false;
+                            }
+                            if !answers.is_empty() {
+                                let colors = Control::Colors(String::from_utf8_lossy(&answers).into());
+                                writer.write_all(&Frame::Control(colors).encode()).await?;
+                            }
+                            if keys.is_empty() {
+                                continue;
+                            }
+                            keys
+                        } else {
+                            keys
+                        };
+                        if message_until.take().is_some() {
+                            writer.write_all(&redraw).await?;
+                        }
+                        let mut out = Vec::with_capacity(keys.len());
+                        let action = filter.feed(&keys, &mut out);
+                        partial_until = filter
+                            .has_partial()
+                            .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
+                        keyed = Some((out, action));
+                    }
+                    // The terminal stopped giving input: keep showing output until the pane ends.
+                    None => stdin_open = false,
+                }
+            }
+            let Some((out, action)) = keyed else {
+                continue;
+            };
+            if !out.is_empty() && !read_only {
+                belfry_pty::wire::write_frames(&mut writer, &[Frame::Data(out.into())]).await?;
+            }
+            match action {
+                Action::None => {}
+                Action::Detach => {
+                    leave(&mut reader, &mut writer, outer, handed).await;
+                    return Ok(Ended::Detached);
+                }
+                Action::Show(message) => {
+                    let pause_first = handed && !paused;
+                    if let Some(ended) =
+                        message_over_pane(&mut reader, &mut writer, outer, pause_first, &message)
+                            .await?
+                    {
+                        return Ok(ended);
+                    }
+                    message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+                }
+                Action::Bound(binding) => {
+                    let opened = match binding {
+                        Binding::NextPane | Binding::PreviousPane => {
+                            let next = binding == Binding::NextPane;
+                            match neighbour(panes, session, next) {
+                                Ok(Some(name)) => match panes.socket(&name) {
+                                    Ok(socket) => {
+                                        leave(&mut reader, &mut writer, outer, handed).await;
+                                        return Ok(Ended::Switch(name, socket));
+                                    }
+                                    Err(err) => Err(anyhow!("cannot attach to {name}: {err:#}")),
+                                },
+                                Ok(None) => Err(anyhow!("{session} is the only pane")),
+                                Err(err) => Err(err),
+                            }
+                        }
+                        Binding::ChoosePane => panes
+                            .list()
+                            .map(|entries| View::Chooser(Chooser::new(entries, session))),
+                        Binding::History => history_lines(socket).map(|lines| {
+                            let (rows, _) = terminal_size().unwrap_or((24, 80));
+                            View::History(History::new(lines, rows))
+                        }),
+                    };
+                    match opened {
+                        Ok(mut open) => {
+                            // The pane host stops writing to the terminal while the view is open.
+                            if handed && !paused {
+                                if let Some(ended) = pause(&mut reader, &mut writer, outer).await? {
+                                    return Ok(ended);
+                                }
+                                paused = true;
+                            }
+                            write_terminal(&open.render(), outer)?;
+                            view = Some(open);
+                        }
+                        Err(err) => {
+                            let pause_first = handed && !paused;
+                            let message = format!("{err:#}");
+                            if let Some(ended) = message_over_pane(
+                                &mut reader,
+                                &mut writer,
+                                outer,
+                                pause_first,
+                                &message,
+                            )
+                            .await?
+                            {
                                 return Ok(ended);
                             }
-                            paused = true;
+                            message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
                         }
-                        write_terminal(&open.render(), outer)?;
-                        view = Some(open);
-                    }
-                    Err(err) => {
-                        let pause_first = handed && !paused;
-                        let message = format!("{err:#}");
-                        if let Some(ended) = message_over_pane(
-                            &mut reader,
-                            &mut writer,
-                            outer,
-                            pause_first,
-                            &message,
-                        )
-                        .await?
-                        {
-                            return Ok(ended);
-                        }
-                        message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
                     }
                 }
             }
+        }
+    }
+    .await;
+    match ended {
+        Err(err) if host_hung_up(&err) => match last_word(&mut reader, outer).await {
+            Some(ended) => Ok(ended),
+            None => Err(err),
+        },
+        ended => ended,
+    }
+}
+
+/// Whether `err` is a write to a pane host that had closed the connection.
+fn host_hung_up(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<std::io::Error>().is_some_and(|err| {
+        matches!(
+            err.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        )
+    })
+}
+
+/// How long a client whose write found the pane host gone reads what the host sent last.
+const LAST_WORD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a pane host that closed the connection said last: its detach or the program's end,
+/// or the end of the connection; `None` when nothing ends the attach in time.
+async fn last_word(
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    outer: &SharedOuter,
+) -> Option<Ended> {
+    let until = tokio::time::Instant::now() + LAST_WORD_WAIT;
+    loop {
+        let frame = tokio::time::timeout_at(until, Frame::read(reader))
+            .await
+            .ok()?;
+        match frame {
+            Ok(Some(Frame::Control(Control::Exited(status)))) => {
+                return Some(Ended::Exited(status))
+            }
+            Ok(Some(Frame::Control(Control::Detach { .. }))) => return Some(Ended::Detached),
+            Ok(Some(Frame::Control(Control::Restore(undo)))) => keep_undo(outer, undo),
+            Ok(Some(Frame::Data(bytes))) => {
+                // Output for a terminal that may be gone too: shown if it can be.
+                let _ = write_terminal(&bytes, outer);
+            }
+            Ok(Some(Frame::Control(_))) => {}
+            Ok(None) | Err(_) => return Some(Ended::Closed),
         }
     }
 }
