@@ -223,6 +223,34 @@ impl Outer {
                     i += 1;
                     match b {
                         b'[' => {
+                            // A whole SGR in these bytes (most are): settled here at once,
+                            // as the byte-by-byte state below would settle it.
+                            let rest = &bytes[i..];
+                            let params = rest
+                                .iter()
+                                .position(|&b| !matches!(b, b'0'..=b'9' | b';' | b':'))
+                                .unwrap_or(rest.len());
+                            if rest.get(params) == Some(&b'm')
+                                && 2 + params <= MAX_HELD
+                                && !self.parser.sync_timeout().pending_timeout()
+                            {
+                                if !feed.is_empty() {
+                                    self.parser.advance(&mut self.modes, &feed);
+                                    feed.clear();
+                                }
+                                // Inside a synchronized update begun just now, the SGR goes
+                                // to the parser in its place, as below.
+                                if self.parser.sync_timeout().pending_timeout() {
+                                    self.parser.advance(&mut self.modes, b"\x1b[");
+                                    self.parser.advance(&mut self.modes, &rest[..=params]);
+                                } else {
+                                    self.modes.pen =
+                                        rest[..params].iter().any(|b| (b'1'..=b'9').contains(b));
+                                }
+                                i += params + 1;
+                                self.scan = Scan::Ground;
+                                continue;
+                            }
                             self.held.clear();
                             self.held.extend_from_slice(b"\x1b[");
                             self.scan = Scan::Sgr { zero: true };
