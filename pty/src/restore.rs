@@ -230,23 +230,9 @@ impl Outer {
                                 .iter()
                                 .position(|&b| !matches!(b, b'0'..=b'9' | b';' | b':'))
                                 .unwrap_or(rest.len());
-                            if rest.get(params) == Some(&b'm')
-                                && 2 + params <= MAX_HELD
-                                && !self.parser.sync_timeout().pending_timeout()
-                            {
-                                if !feed.is_empty() {
-                                    self.parser.advance(&mut self.modes, &feed);
-                                    feed.clear();
-                                }
-                                // Inside a synchronized update begun just now, the SGR goes
-                                // to the parser in its place, as below.
-                                if self.parser.sync_timeout().pending_timeout() {
-                                    self.parser.advance(&mut self.modes, b"\x1b[");
-                                    self.parser.advance(&mut self.modes, &rest[..=params]);
-                                } else {
-                                    self.modes.pen =
-                                        rest[..params].iter().any(|b| (b'1'..=b'9').contains(b));
-                                }
+                            if rest.get(params) == Some(&b'm') && 2 + params <= MAX_HELD {
+                                let set = rest[..params].iter().any(|b| (b'1'..=b'9').contains(b));
+                                self.end_sgr(&mut feed, &[b"\x1b[", &rest[..=params]], set);
                                 i += params + 1;
                                 self.scan = Scan::Ground;
                                 continue;
@@ -288,18 +274,9 @@ impl Outer {
                     i += 1;
                     match b {
                         b'm' => {
-                            // Inside a synchronized update the parser holds what it is given
-                            // until the update ends: the SGR goes there too, in its place.
-                            if !feed.is_empty() {
-                                self.parser.advance(&mut self.modes, &feed);
-                                feed.clear();
-                            }
-                            if self.parser.sync_timeout().pending_timeout() {
-                                self.held.push(b);
-                                self.parser.advance(&mut self.modes, &self.held);
-                            } else {
-                                self.modes.pen = !zero;
-                            }
+                            let held = std::mem::take(&mut self.held);
+                            self.end_sgr(&mut feed, &[&held, b"m"], !zero);
+                            self.held = held;
                             self.scan = Scan::Ground;
                         }
                         b'0'..=b'9' | b';' | b':' if self.held.len() < MAX_HELD => {
@@ -326,6 +303,24 @@ impl Outer {
             self.parser.advance(&mut self.modes, &feed);
         }
         self.feed = feed;
+    }
+
+    /// Ends an SGR sequence (its bytes: `sequence`, in parts) that leaves the pen `set` or
+    /// not. The bytes for the parser before it go first. Inside a synchronized update the
+    /// parser holds what it is given until the update ends: the SGR goes there too, in its
+    /// place.
+    fn end_sgr(&mut self, feed: &mut Vec<u8>, sequence: &[&[u8]], set: bool) {
+        if !feed.is_empty() {
+            self.parser.advance(&mut self.modes, feed);
+            feed.clear();
+        }
+        if self.parser.sync_timeout().pending_timeout() {
+            for part in sequence {
+                self.parser.advance(&mut self.modes, part);
+            }
+        } else {
+            self.modes.pen = set;
+        }
     }
 
     /// The modes the written bytes left on, counting a synchronized update still open (the

@@ -858,18 +858,11 @@ async fn last_word(
         let frame = tokio::time::timeout_at(until, Frame::read(reader))
             .await
             .ok()?;
-        match frame {
-            Ok(Some(Frame::Control(Control::Exited(status)))) => {
-                return Some(Ended::Exited(status))
-            }
-            Ok(Some(Frame::Control(Control::Detach { .. }))) => return Some(Ended::Detached),
-            Ok(Some(Frame::Control(Control::Restore(undo)))) => keep_undo(outer, undo),
-            Ok(Some(Frame::Data(bytes))) => {
-                // Output for a terminal that may be gone too: shown if it can be.
-                let _ = write_terminal(&bytes, outer);
-            }
-            Ok(Some(Frame::Control(_))) => {}
-            Ok(None) | Err(_) => return Some(Ended::Closed),
+        match frame.map(|frame| end_in(frame, outer)) {
+            Ok(Ok(Some(ended))) => return Some(ended),
+            // Output for a terminal that may be gone too: shown if it could be.
+            Ok(Ok(None) | Err(_)) => {}
+            Err(_) => return Some(Ended::Closed),
         }
     }
 }
@@ -907,16 +900,28 @@ async fn pause(
         };
         match frame? {
             Some(Frame::Control(Control::Paused)) => return Ok(None),
-            Some(Frame::Control(Control::Restore(undo))) => keep_undo(outer, undo),
-            Some(Frame::Control(Control::Exited(status))) => {
-                return Ok(Some(Ended::Exited(status)))
+            frame => {
+                if let Some(ended) = end_in(frame, outer)? {
+                    return Ok(Some(ended));
+                }
             }
-            Some(Frame::Control(Control::Detach { .. })) => return Ok(Some(Ended::Detached)),
-            Some(Frame::Control(_)) => {}
-            Some(Frame::Data(bytes)) => write_terminal(&bytes, outer)?,
-            None => return Ok(Some(Ended::Closed)),
         }
     }
+}
+
+/// A frame read while the client waits for one in particular: the end of the attach it
+/// says (the program's end, a detach, the end of the connection), or `None` once its
+/// output and undo bytes are taken care of.
+fn end_in(frame: Option<Frame>, outer: &SharedOuter) -> std::io::Result<Option<Ended>> {
+    match frame {
+        Some(Frame::Control(Control::Restore(undo))) => keep_undo(outer, undo),
+        Some(Frame::Control(Control::Exited(status))) => return Ok(Some(Ended::Exited(status))),
+        Some(Frame::Control(Control::Detach { .. })) => return Ok(Some(Ended::Detached)),
+        Some(Frame::Control(_)) => {}
+        Some(Frame::Data(bytes)) => write_terminal(&bytes, outer)?,
+        None => return Ok(Some(Ended::Closed)),
+    }
+    Ok(None)
 }
 
 /// Draws `message` over the terminal's last line (see [`show_message`]). With `pause_first`
