@@ -180,6 +180,12 @@ impl History {
         self.len() == 0
     }
 
+    /// Tests only: rows of lines still awaiting their encoding.
+    #[cfg(test)]
+    pub(crate) fn awaiting_rows(&self) -> usize {
+        self.awaiting_rows
+    }
+
     /// Bytes counted against the byte cap: the encoded rows and their index entries (lines
     /// awaiting their encoding not included).
     pub fn bytes(&self) -> usize {

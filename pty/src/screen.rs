@@ -416,7 +416,8 @@ impl Screen {
     }
 
     /// Gives the core what [`Screen::apply_deferring`] held back, so that the screen is up to
-    /// date.
+    /// date. The history's waiting lines stay as they came: only a reader of the history
+    /// ([`Screen::end_turn_with_history`]) pays for encoding them.
     pub fn end_turn(&mut self) {
         if !self.deferred.is_empty() {
             self.guarded(format_args!("ending a turn"), |screen| {
@@ -424,7 +425,13 @@ impl Screen {
                 screen.settle_history();
             });
         }
-        // The history keeps lines as they came until something reads it.
+    }
+
+    /// [`Screen::end_turn`], and the lines the history keeps as they came encoded, so that the
+    /// screen and its history are up to date: for what reads the history (`history_len`,
+    /// `scrollback`) and for the release of memory once the pane is quiet.
+    pub fn end_turn_with_history(&mut self) {
+        self.end_turn();
         self.history.encode_awaiting();
     }
 
@@ -947,7 +954,7 @@ impl Screen {
     /// pay for allocating those rows again after every chunk. Returns whether anything was
     /// freed (the caller may then return freed memory to the system).
     pub fn release_spare_rows(&mut self) -> bool {
-        self.end_turn();
+        self.end_turn_with_history();
         if !std::mem::take(&mut self.spare_rows) {
             return false;
         }
@@ -1106,7 +1113,7 @@ impl Screen {
     /// Lines of history above the screen: none in the alternate screen, whose grid has no
     /// history (the primary screen's stays for when the program leaves it).
     pub fn history_len(&mut self) -> usize {
-        self.end_turn();
+        self.end_turn_with_history();
         self.compact_len() + self.term.grid().history_size()
     }
 
@@ -1178,7 +1185,7 @@ impl Screen {
 
     /// History and screen together, numbered from the oldest history line (0).
     pub fn scrollback(&mut self, start: usize, count: usize) -> (usize, Vec<String>) {
-        self.end_turn();
+        self.end_turn_with_history();
         let compact = self.compact_len();
         let history = self.history_len();
         let total = history + self.rows();
@@ -2320,5 +2327,36 @@ mod narrow_tests {
             "{:?}",
             screen.lines()
         );
+    }
+
+    #[test]
+    fn only_readers_of_the_history_encode_the_lines_waiting_in_it() {
+        // Plain lines printed in turns skip the grid and wait in the history as they came.
+        // Reading the screen alone (what `wait --regex` does on every revision) leaves them
+        // waiting; reading the history encodes them, and the history then reads the same as a
+        // core that kept every row.
+        let mut screen = Screen::new(5, 20, 1000);
+        let mut core = Screen::with_core_history(5, 20, 1000);
+        let output: Vec<u8> = (0..200)
+            .flat_map(|i| format!("line {i}\r\n").into_bytes())
+            .collect();
+        for read in output.chunks(700) {
+            screen.apply_deferring(read);
+        }
+        core.apply(&output);
+        let waiting = screen.history.awaiting_rows();
+        assert!(waiting > 100, "only {waiting} rows waited");
+        assert_eq!(screen.lines(), core.lines());
+        assert_eq!(screen.cursor(), core.cursor());
+        assert_eq!(screen.cells(), core.cells());
+        let _ = screen.redraw();
+        assert_eq!(
+            screen.history.awaiting_rows(),
+            waiting,
+            "a screen reader encoded history"
+        );
+        assert_eq!(screen.history_len(), core.history_len());
+        assert_eq!(screen.history.awaiting_rows(), 0);
+        assert_eq!(screen.scrollback(0, 300), core.scrollback(0, 300));
     }
 }
