@@ -203,23 +203,19 @@ impl Frame {
         }
     }
 
-    /// Reads one frame, or the reason a control frame was not understood.
+    /// Reads one frame, or the reason a control frame was not understood. Not cancel-safe
+    /// (a read dropped half-way loses the bytes it took): a reader that waits for anything
+    /// else at the same time uses a [`FrameReader`].
     async fn read_one<R: AsyncRead + Unpin>(
         reader: &mut R,
     ) -> std::io::Result<Option<Result<Frame, String>>> {
-        let mut header = [0u8; 5];
+        let mut header = [0u8; HEADER];
         match reader.read_exact(&mut header).await {
             Ok(_) => {}
             Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
             Err(err) => return Err(err),
         }
-        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-        if len > MAX_FRAME {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("attach frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"),
-            ));
-        }
+        let len = payload_len(&header)?;
         match header[0] {
             FRAME_DATA => {
                 // Read straight into the shared allocation (collecting a sized iterator into
@@ -231,22 +227,149 @@ impl Frame {
                 reader.read_exact(buf).await?;
                 Ok(Some(Ok(Frame::Data(payload))))
             }
-            FRAME_CONTROL => {
+            kind => {
                 let mut payload = vec![0u8; len];
                 reader.read_exact(&mut payload).await?;
-                let value = serde_json::from_slice(&payload).map_err(|err| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("attach control frame is not JSON: {err}"),
-                    )
-                })?;
-                Ok(Some(Control::from_value(value).map(Frame::Control)))
+                decode(kind, &payload).map(Some)
             }
-            other => Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("unknown attach frame type {other}"),
-            )),
         }
+    }
+}
+
+/// The payload length a frame header gives, refused over [`MAX_FRAME`].
+fn payload_len(header: &[u8]) -> std::io::Result<usize> {
+    let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("attach frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"),
+        ));
+    }
+    Ok(len)
+}
+
+/// The frame of type `kind` whose payload is `payload`, or the reason a control frame was not
+/// understood (passed over by the readers).
+fn decode(kind: u8, payload: &[u8]) -> std::io::Result<Result<Frame, String>> {
+    match kind {
+        FRAME_DATA => Ok(Ok(Frame::data(payload))),
+        FRAME_CONTROL => {
+            let value = serde_json::from_slice(payload).map_err(|err| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("attach control frame is not JSON: {err}"),
+                )
+            })?;
+            Ok(Control::from_value(value).map(Frame::Control))
+        }
+        other => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("unknown attach frame type {other}"),
+        )),
+    }
+}
+
+/// Spare room a [`FrameReader`] keeps for each read.
+const MIN_READ: usize = 64 * 1024;
+
+/// Reads frames, cancel-safe: the one await is a read into the reader's own buffer, which
+/// either completes (the bytes are kept) or takes nothing, and a frame is taken out of the
+/// buffer only whole. A [`FrameReader::read`] dropped half-way — another branch of a
+/// `select!` won, a timeout passed — therefore loses nothing, and the next one goes on where
+/// it stopped. The attach client waits for the pane host's frames, its keyboard, signals and
+/// timers at once, and [`Frame::read`] lost the part of a frame it had read whenever one of
+/// those came first, after which every frame was read from the wrong place.
+pub struct FrameReader<R> {
+    inner: R,
+    /// Bytes read and not yet taken, from `start`.
+    buf: Vec<u8>,
+    start: usize,
+    /// The capacity the buffer goes back to once empty after a large frame.
+    capacity: usize,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Reads from `inner`; `buffered` is what an earlier reader of the same stream had read
+    /// past its last line (the attach handshake), taken first.
+    pub fn new(inner: R, buffered: &[u8], capacity: usize) -> FrameReader<R> {
+        let mut buf = Vec::with_capacity(capacity.max(buffered.len()));
+        buf.extend_from_slice(buffered);
+        FrameReader {
+            inner,
+            buf,
+            start: 0,
+            capacity,
+        }
+    }
+
+    /// The next frame; `Ok(None)` at the end of the stream between frames (or inside a
+    /// header, as [`Frame::read`] has it). A control frame this version does not understand
+    /// is logged and passed over.
+    pub async fn read(&mut self) -> std::io::Result<Option<Frame>> {
+        loop {
+            if let Some((frame, used)) = self.whole_frame()? {
+                self.start += used;
+                match frame {
+                    Ok(frame) => return Ok(Some(frame)),
+                    Err(ignored) => {
+                        tracing::warn!("{ignored}; ignored");
+                        continue;
+                    }
+                }
+            }
+            self.make_room();
+            if self.inner.read_buf(&mut self.buf).await? == 0 {
+                if self.buffered().len() < HEADER {
+                    return Ok(None);
+                }
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the attach stream ended inside a frame",
+                ));
+            }
+        }
+    }
+
+    /// The frame at the front of the buffer and the bytes it takes, if all of it is there.
+    fn whole_frame(&self) -> std::io::Result<Option<(Result<Frame, String>, usize)>> {
+        let buf = self.buffered();
+        if buf.len() < HEADER {
+            return Ok(None);
+        }
+        let len = payload_len(buf)?;
+        if buf.len() < HEADER + len {
+            return Ok(None);
+        }
+        Ok(Some((
+            decode(buf[0], &buf[HEADER..HEADER + len])?,
+            HEADER + len,
+        )))
+    }
+
+    /// Room for the next read: the taken bytes dropped, and at least [`MIN_READ`] spare.
+    fn make_room(&mut self) {
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+            if self.buf.capacity() > 4 * self.capacity {
+                self.buf.shrink_to(self.capacity);
+            }
+        } else if self.start > 0 && self.buf.capacity() - self.buf.len() < MIN_READ {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.reserve(MIN_READ);
+    }
+
+    /// The bytes read and not yet taken: whole frames a caller may take without copying them
+    /// ([`Frame::buffered_data`], then [`FrameReader::consume`]), and the start of the next.
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// Takes `n` bytes of [`FrameReader::buffered`] (whole frames the caller took).
+    pub fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.buf.len());
     }
 }
 
@@ -415,5 +538,93 @@ mod tests {
             read_line(&mut reader).await.unwrap(),
             Line::TooLong
         ));
+    }
+
+    /// A [`FrameReader::read`] dropped at any point (here: polled once and dropped whenever
+    /// the frame is not whole yet, as a `select!` or a timeout drops it) loses nothing: every frame comes out whole and
+    /// in order, data frames of up to 300 KiB written in pieces of random size among control
+    /// frames, one not understood, and the bytes a handshake had read ahead first.
+    #[tokio::test]
+    async fn frames_survive_reads_dropped_half_way() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut frames = Vec::new();
+        for i in 0..200 {
+            frames.push(match next(5) {
+                0 => Frame::Control(Control::Paused),
+                _ => {
+                    let len = if next(10) == 0 {
+                        1 + next(300 * 1024)
+                    } else {
+                        1 + next(3000)
+                    };
+                    Frame::data(&vec![(i % 251) as u8; len])
+                }
+            });
+        }
+        let mut stream: Vec<u8> = frames.iter().flat_map(Frame::encode).collect();
+        // A control frame from a newer peer, in the middle: passed over.
+        let unknown = {
+            let json = br#"{"from_the_future":true}"#;
+            let mut bytes = vec![FRAME_CONTROL];
+            bytes.extend_from_slice(&(json.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(json);
+            bytes
+        };
+        let middle = frames[..100]
+            .iter()
+            .map(|f| f.encode().len())
+            .sum::<usize>();
+        stream.splice(middle..middle, unknown);
+        let ahead = 7 + next(20);
+        let (near, mut far) = tokio::io::duplex(4096);
+        let mut pieces = Vec::new();
+        let mut at = ahead;
+        while at < stream.len() {
+            let n = (1 + next(9000)).min(stream.len() - at);
+            pieces.push(stream[at..at + n].to_vec());
+            at += n;
+        }
+        let writer = tokio::spawn(async move {
+            for piece in pieces {
+                far.write_all(&piece).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        let mut reader = FrameReader::new(near, &stream[..ahead], 16 * 1024);
+        let mut got = Vec::new();
+        let mut dropped = 0;
+        while got.len() < frames.len() {
+            // Polled once, and dropped if the frame is not whole yet; then the writer goes on.
+            let polled = {
+                let read = reader.read();
+                tokio::pin!(read);
+                std::future::poll_fn(|cx| {
+                    std::task::Poll::Ready(std::future::Future::poll(read.as_mut(), cx))
+                })
+                .await
+            };
+            match polled {
+                std::task::Poll::Ready(frame) => {
+                    got.push(frame.unwrap().expect("a frame, not the end"));
+                }
+                std::task::Poll::Pending => {
+                    dropped += 1;
+                    tokio::task::yield_now().await;
+                }
+            }
+        }
+        writer.await.unwrap();
+        assert!(dropped > 10, "only {dropped} reads were dropped half-way");
+        assert_eq!(got.len(), frames.len());
+        for (i, (got, want)) in got.iter().zip(&frames).enumerate() {
+            assert!(got == want, "frame {i} differs");
+        }
+        assert_eq!(reader.read().await.unwrap(), None, "the end of the stream");
     }
 }

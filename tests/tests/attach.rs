@@ -994,3 +994,39 @@ fn a_client_that_fell_behind_still_learns_that_the_program_exited() {
     let exited = exited.expect("the client that fell behind was never told the program exited");
     assert_eq!(exited["exited"]["code"], 7, "{exited}");
 }
+
+/// A client that reads the output in frames (`BELFRY_ATTACH_HANDOVER=0`, as a remote client
+/// does) and its own keys (`BELFRY_ATTACH_INPUT=0`) waits for both at once. Keys typed while
+/// the pane prints without pause must not cost a frame read half-way: they did, and the
+/// client then read a frame header from the middle of the output and ended ("attach frame of
+/// 1751738987 bytes exceeds the 4194304-byte limit", exit 2).
+#[test]
+fn keys_typed_while_output_streams_in_frames_keep_the_stream_whole() {
+    let env = Env::new();
+    let stop = env.path("stop");
+    let program = format!(
+        "stty raw -echo; while [ ! -e {} ]; do \
+         yes 0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ | head -c 1000000; \
+         done; echo; echo ALL-DONE; sleep 600",
+        stop.display()
+    );
+    env.ok(&["new", "inner", "--", "sh", "-c", &program]);
+    let script = "BELFRY_ATTACH_HANDOVER=0 BELFRY_ATTACH_INPUT=0 \"$BELFRY_BIN\" attach inner; \
+                  echo \"ATTACH-EXIT=$?\"; sleep 600";
+    env.spawn("outer", "24x80", &["sh", "-c", script], None);
+    env.wait_screen("outer", "0123456789abcdefghij");
+    for _ in 0..150 {
+        env.ok(&["send", "outer", "--text", "k"]);
+        let outer = screen_text(&env, "outer");
+        assert!(!outer.contains("ATTACH-EXIT"), "the client ended:\n{outer}");
+    }
+    std::fs::write(&stop, b"").unwrap();
+    env.wait_screen("outer", "ALL-DONE");
+    let outer = screen_text(&env, "outer");
+    assert!(!outer.contains("ATTACH-EXIT"), "the client ended:\n{outer}");
+    assert_eq!(
+        env.lines("outer").last(),
+        env.lines("inner").last(),
+        "the client's screen is not the pane's"
+    );
+}

@@ -24,7 +24,7 @@ use belfry_proto::reply::{Attached, Hello, Screen};
 use belfry_proto::request as op;
 use belfry_proto::{Control, ExitStatus, Reply, Request, Size};
 use belfry_pty::restore::{self, Outer};
-use belfry_pty::wire::{Frame, PROTOCOL_VERSION};
+use belfry_pty::wire::{Frame, FrameReader, PROTOCOL_VERSION};
 
 mod keys;
 mod nesting;
@@ -438,9 +438,8 @@ async fn session_loop(
         mut ssh,
     } = socket.connect().await?;
     let (reader, mut writer) = stream.into_split();
-    // Large enough that the frames a pane host writes in one batch arrive in one read and go
-    // to the terminal in one write (see `write_output`).
-    let mut reader = BufReader::with_capacity(READ_BUFFER, reader);
+    // For the handshake's lines; the frames after them are read by a `FrameReader`.
+    let mut reader = BufReader::new(reader);
     let hello = op::Hello {
         versions: Some(vec![PROTOCOL_VERSION]),
         version: None,
@@ -509,6 +508,15 @@ async fn session_loop(
         )
         }
     }
+
+    // From here on the stream is frames, read by a reader that is cancel-safe: the loop below
+    // waits for frames, keys, signals and timers at once, and a frame read half-way when one
+    // of those comes first is kept, not lost. What the handshake's reader read past its last
+    // line is the start of the frames.
+    let mut reader = {
+        let buffered = reader.buffer().to_vec();
+        FrameReader::new(reader.into_inner(), &buffered, READ_BUFFER)
+    };
 
     // spec §5: a one-line note of where the user is and how to leave, written before the
     // redraw arrives so it never lands in the pane's screen or its model.
@@ -614,7 +622,7 @@ async fn session_loop(
             // gives no more.
             let mut typed: Option<Option<Vec<u8>>> = None;
             tokio::select! {
-                frame = Frame::read(&mut reader) => match frame? {
+                frame = reader.read() => match frame? {
                     // While a view is open the pane's output is not drawn; closing the view asks
                     // for a redraw of all of it.
                     Some(Frame::Data(bytes)) => if view.is_none() {
@@ -850,14 +858,12 @@ const LAST_WORD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// What a pane host that closed the connection said last: its detach or the program's end,
 /// or the end of the connection; `None` when nothing ends the attach in time.
 async fn last_word(
-    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    reader: &mut FrameReader<tokio::net::unix::OwnedReadHalf>,
     outer: &SharedOuter,
 ) -> Option<Ended> {
     let until = tokio::time::Instant::now() + LAST_WORD_WAIT;
     loop {
-        let frame = tokio::time::timeout_at(until, Frame::read(reader))
-            .await
-            .ok()?;
+        let frame = tokio::time::timeout_at(until, reader.read()).await.ok()?;
         match frame.map(|frame| end_in(frame, outer)) {
             Ok(Ok(Some(ended))) => return Some(ended),
             // Output for a terminal that may be gone too: shown if it could be.
@@ -886,7 +892,7 @@ fn keep_undo(outer: &SharedOuter, undo: String) {
 /// client draws next is not cut into by the pane's output. `Some` when the attach ended
 /// meanwhile (the program exited, the pane host closed).
 async fn pause(
-    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    reader: &mut FrameReader<tokio::net::unix::OwnedReadHalf>,
     writer: &mut tokio::net::unix::OwnedWriteHalf,
     outer: &SharedOuter,
 ) -> Result<Option<Ended>> {
@@ -895,7 +901,7 @@ async fn pause(
         .await?;
     let until = tokio::time::Instant::now() + PAUSE_WAIT;
     loop {
-        let Ok(frame) = tokio::time::timeout_at(until, Frame::read(reader)).await else {
+        let Ok(frame) = tokio::time::timeout_at(until, reader.read()).await else {
             return Ok(None);
         };
         match frame? {
@@ -929,7 +935,7 @@ fn end_in(frame: Option<Frame>, outer: &SharedOuter) -> std::io::Result<Option<E
 /// for the drawing and then goes on writing the output without a redraw, so the message stays
 /// until the next redraw. `Some` when the attach ended during the pause.
 async fn message_over_pane(
-    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    reader: &mut FrameReader<tokio::net::unix::OwnedReadHalf>,
     writer: &mut tokio::net::unix::OwnedWriteHalf,
     outer: &SharedOuter,
     pause_first: bool,
@@ -952,7 +958,7 @@ async fn message_over_pane(
 /// Tells the pane host this client is leaving; when the pane host writes the terminal, waits
 /// (at most [`LEAVE_WAIT`]) for the bytes that undo what it wrote.
 async fn leave(
-    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    reader: &mut FrameReader<tokio::net::unix::OwnedReadHalf>,
     writer: &mut tokio::net::unix::OwnedWriteHalf,
     outer: &SharedOuter,
     handed: bool,
@@ -962,7 +968,7 @@ async fn leave(
         return;
     }
     let until = tokio::time::Instant::now() + LEAVE_WAIT;
-    while let Ok(Ok(Some(frame))) = tokio::time::timeout_at(until, Frame::read(reader)).await {
+    while let Ok(Ok(Some(frame))) = tokio::time::timeout_at(until, reader.read()).await {
         if let Frame::Control(Control::Restore(undo)) = frame {
             keep_undo(outer, undo);
             return;
@@ -1096,7 +1102,9 @@ fn keyboard_handover() -> bool {
     std::env::var_os("BELFRY_ATTACH_INPUT").is_none_or(|v| v != "0")
 }
 
-/// Capacity of the attach stream's read buffer: several batches of a pane host's output.
+/// Capacity of the attach stream's frame reader: several batches of a pane host's output, so
+/// the frames a pane host writes in one batch arrive in one read and go to the terminal in one
+/// write (see `write_output`).
 const READ_BUFFER: usize = 256 * 1024;
 
 /// The terminal's input, read on the runtime. The terminal is opened again
@@ -1162,10 +1170,10 @@ async fn read_keys(keyboard: &mut Option<Keyboard>) -> Option<Vec<u8>> {
 /// costs the client one system call per batch, not one per chunk.
 fn write_output(
     first: &[u8],
-    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    reader: &mut FrameReader<tokio::net::unix::OwnedReadHalf>,
     outer: &SharedOuter,
 ) -> std::io::Result<()> {
-    let buffered = reader.buffer();
+    let buffered = reader.buffered();
     let mut parts = vec![first];
     let mut used = 0;
     while parts.len() < 1024 {
@@ -1178,7 +1186,7 @@ fn write_output(
         }
     }
     write_terminal_parts(&parts, outer)?;
-    std::pin::Pin::new(reader).consume(used);
+    reader.consume(used);
     Ok(())
 }
 
