@@ -18,6 +18,8 @@
 //!   `belfry inbox post` and by hand + `ding.nudge`; `rich` is a `turn-boundary+fresh-idle`
 //!   pane whose adapter is `bench-adapter`. A lane posts one message, reads its receiver's log
 //!   for the notice's first bytes and its Enter, archives the message, and posts the next.
+//!   After the rich pane's Enter the driver reports its turn's end (a `turn-stop` hook, as the
+//!   harness's stop hook would), without which DING holds the next notice as `submitted`.
 //!   The lanes take turns in time slots (`--slot-ms`, default 200: lane k posts at
 //!   k·200 ms + m·600 ms), so every measured window (a few ms after a post) falls while the
 //!   other panes sit in their 500 ms pause; `--slot-ms 0` runs one message at a time
@@ -489,6 +491,20 @@ impl Driver {
         Ok(())
     }
 
+    /// Tells the daemon the rich pane's turn ended, as the harness's stop hook does through
+    /// `belfry dispatch`: a notice's Enter starts a turn, and DING holds the next notice
+    /// (`submitted`) until that turn is seen to end (spec §7.4), or for 10 s when nothing
+    /// says so. The pane's program takes a notice at once, so its turn ends with the Enter.
+    fn turn_stop(&mut self, session: &str) -> Result<()> {
+        let reply = self
+            .daemon
+            .call(&json!({"id": 1, "op": "hook", "session": session, "hook": "turn-stop"}))?;
+        if reply["ok"] != true {
+            return Err(format!("hook turn-stop refused: {reply}").into());
+        }
+        Ok(())
+    }
+
     /// Posts the lane's next message.
     fn post(&mut self, lane: &mut Lane) -> Result<()> {
         // Anything the pane got since the last notice is not ours.
@@ -620,6 +636,9 @@ impl Driver {
             _ => series.lost += 1,
         }
         lane.inbox.archive(&msg.name)?;
+        if lane.kind == Kind::Rich && enter.is_some() {
+            self.turn_stop(&lane.session)?;
+        }
         self.nudge(&lane.session)?;
         Ok(true)
     }
