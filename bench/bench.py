@@ -1901,8 +1901,13 @@ def main():
                 else:
                     raise ValueError(f"unknown section {section!r}")
             except Exception as err:  # noqa: BLE001 - report and go on with the others
-                b.errors[section] = f"{type(err).__name__}: {err}"
-                log(f"section {section} failed: {err}")
+                message = f"{type(err).__name__}: {err}"
+                # What the failed program said on stderr says why (the command line does not).
+                said = (getattr(err, "stderr", None) or "").strip()
+                if said:
+                    message += f"; it said: {said[-2000:]}"
+                b.errors[section] = message
+                log(f"section {section} failed: {message}")
             log(f"section {section} took {time.monotonic() - t0:.1f} s")
     except KeyboardInterrupt:
         interrupted = True

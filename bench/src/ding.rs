@@ -472,6 +472,9 @@ struct Lane {
     extra_bursts: usize,
 }
 
+/// Messages a lane may lose (no notice in time) before the section stops with an error.
+const MAX_LOST: usize = 10;
+
 struct Driver {
     belfry: String,
     body: PathBuf,
@@ -634,6 +637,21 @@ impl Driver {
                 }
             }
             _ => series.lost += 1,
+        }
+        if series.lost > MAX_LOST {
+            // A section that loses messages measures nothing; say why at once rather than
+            // wait out every message's timeout (a rich pane held as `submitted` once took
+            // over an hour this way).
+            let status = self
+                .daemon
+                .call(&json!({"id": 1, "op": "ding.status", "session": lane.session}))?;
+            return Err(format!(
+                "ding {}: {} messages got no notice within their timeout; stopping. The \
+                 worker's state: {status}",
+                lane.kind.name(),
+                series.lost
+            )
+            .into());
         }
         lane.inbox.archive(&msg.name)?;
         if lane.kind == Kind::Rich && enter.is_some() {
