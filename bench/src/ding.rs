@@ -484,13 +484,17 @@ struct Driver {
 }
 
 impl Driver {
-    fn nudge(&mut self, session: &str) -> Result<()> {
-        let reply = self
-            .daemon
-            .call(&json!({"id": 1, "op": "ding.nudge", "session": session}))?;
+    /// One request to the daemon; a refusal is an error naming the op.
+    fn ask(&mut self, request: Value) -> Result<Value> {
+        let reply = self.daemon.call(&request)?;
         if reply["ok"] != true {
-            return Err(format!("ding.nudge refused: {reply}").into());
+            return Err(format!("{} refused: {reply}", request["op"]).into());
         }
+        Ok(reply)
+    }
+
+    fn nudge(&mut self, session: &str) -> Result<()> {
+        self.ask(json!({"id": 1, "op": "ding.nudge", "session": session}))?;
         Ok(())
     }
 
@@ -499,12 +503,7 @@ impl Driver {
     /// (`submitted`) until that turn is seen to end (spec §7.4), or for 10 s when nothing
     /// says so. The pane's program takes a notice at once, so its turn ends with the Enter.
     fn turn_stop(&mut self, session: &str) -> Result<()> {
-        let reply = self
-            .daemon
-            .call(&json!({"id": 1, "op": "hook", "session": session, "hook": "turn-stop"}))?;
-        if reply["ok"] != true {
-            return Err(format!("hook turn-stop refused: {reply}").into());
-        }
+        self.ask(json!({"id": 1, "op": "hook", "session": session, "hook": "turn-stop"}))?;
         Ok(())
     }
 

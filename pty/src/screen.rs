@@ -1185,9 +1185,9 @@ impl Screen {
 
     /// History and screen together, numbered from the oldest history line (0).
     pub fn scrollback(&mut self, start: usize, count: usize) -> (usize, Vec<String>) {
-        self.end_turn_with_history();
-        let compact = self.compact_len();
+        // `history_len` brings the screen and its history up to date first.
         let history = self.history_len();
+        let compact = self.compact_len();
         let total = history + self.rows();
         let end = start.saturating_add(count).min(total);
         let lines = (start.min(total)..end)

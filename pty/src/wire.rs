@@ -179,14 +179,10 @@ impl Frame {
     /// bytes buffered uses it to take every data frame already there without copying them
     /// (the attach client writes consecutive data frames to its terminal in one `writev`).
     pub fn buffered_data(buf: &[u8]) -> Option<(&[u8], usize)> {
-        if buf.len() < HEADER || buf[0] != FRAME_DATA {
-            return None;
+        match whole_frame(buf) {
+            Ok(Some((FRAME_DATA, payload, used))) => Some((payload, used)),
+            _ => None,
         }
-        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-        if len > MAX_FRAME || buf.len() < HEADER + len {
-            return None;
-        }
-        Some((&buf[HEADER..HEADER + len], HEADER + len))
     }
 
     /// Reads one frame; `Ok(None)` on a clean EOF. A control frame whose JSON is not a control
@@ -269,6 +265,19 @@ fn decode(kind: u8, payload: &[u8]) -> std::io::Result<Result<Frame, String>> {
     }
 }
 
+/// The frame whole at the front of `buf`: its type, its payload and the bytes it takes;
+/// `None` while it is not all there, an error when its header is over [`MAX_FRAME`].
+fn whole_frame(buf: &[u8]) -> std::io::Result<Option<(u8, &[u8], usize)>> {
+    if buf.len() < HEADER {
+        return Ok(None);
+    }
+    let len = payload_len(buf)?;
+    if buf.len() < HEADER + len {
+        return Ok(None);
+    }
+    Ok(Some((buf[0], &buf[HEADER..HEADER + len], HEADER + len)))
+}
+
 /// Spare room a [`FrameReader`] keeps for each read.
 const MIN_READ: usize = 64 * 1024;
 
@@ -307,7 +316,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// is logged and passed over.
     pub async fn read(&mut self) -> std::io::Result<Option<Frame>> {
         loop {
-            if let Some((frame, used)) = self.whole_frame()? {
+            if let Some((kind, payload, used)) = whole_frame(self.buffered())? {
+                let frame = decode(kind, payload)?;
                 self.start += used;
                 match frame {
                     Ok(frame) => return Ok(Some(frame)),
@@ -328,22 +338,6 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 ));
             }
         }
-    }
-
-    /// The frame at the front of the buffer and the bytes it takes, if all of it is there.
-    fn whole_frame(&self) -> std::io::Result<Option<(Result<Frame, String>, usize)>> {
-        let buf = self.buffered();
-        if buf.len() < HEADER {
-            return Ok(None);
-        }
-        let len = payload_len(buf)?;
-        if buf.len() < HEADER + len {
-            return Ok(None);
-        }
-        Ok(Some((
-            decode(buf[0], &buf[HEADER..HEADER + len])?,
-            HEADER + len,
-        )))
     }
 
     /// Room for the next read: the taken bytes dropped, and at least [`MIN_READ`] spare.
