@@ -11,7 +11,8 @@
 #   BENCH_ECHO_BLOCKS=4     the echo test alternates belfry and tmux in this many blocks
 #   BENCH_PANES=100         idle panes in the memory test
 #   BENCH_DISPATCH_RUNS=1000
-#   BENCH_BUSY_RUNS=100     CLI invocations per command while a pane prints continuously
+#   BENCH_BUSY_RUNS=200     CLI invocations per command and round while a pane prints continuously
+#   BENCH_BUSY_ROUNDS=5     rounds of the busy section (each tool's busy session in turn)
 #   BENCH_DING_N=1000       DING messages per path (CLI post, direct post + nudge, rich). Each
 #                           waits for the notice's 500 ms pause before Enter; the three panes
 #                           take turns in 200 ms slots, so 1000 take ~10 min (+1 min poll-only)
@@ -117,7 +118,7 @@ python3 "$here/bench.py" \
   --cli-runs "${BENCH_CLI_RUNS:-300}" --keys "${BENCH_KEYS:-1000}" \
   --echo-blocks "${BENCH_ECHO_BLOCKS:-4}" \
   --panes "${BENCH_PANES:-100}" --dispatch-runs "${BENCH_DISPATCH_RUNS:-1000}" \
-  --busy-runs "${BENCH_BUSY_RUNS:-100}" \
+  --busy-runs "${BENCH_BUSY_RUNS:-200}" --busy-rounds "${BENCH_BUSY_ROUNDS:-5}" \
   --ding-n "${BENCH_DING_N:-1000}" --ding-poll-n "${BENCH_DING_POLL_N:-100}" \
   --ding-slot-ms "${BENCH_DING_SLOT_MS:-200}" \
   --remote-sends "${BENCH_REMOTE_SENDS:-1000}" \
