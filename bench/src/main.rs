@@ -805,7 +805,10 @@ fn cmd_socket_relay(args: &Args) -> Result<Value> {
 }
 
 /// `times`: wall time of whole command invocations (fork/exec to exit), commands interleaved
-/// round-robin so background load hits them alike. The spec file is
+/// so background load hits them alike, in a new order every round (a fixed-seed shuffle):
+/// in a fixed order each command always ran right after the same one, and the first one after
+/// the last, which in the dispatch section was a 30 ms Python start that left the caches cold
+/// for it (0.25 ms at p50, every run). The spec file is
 /// `{"runs": N, "warmup": W, "commands": [{"name", "argv", "stdin"?: PATH, "env"?: {…}}]}`.
 fn cmd_times(args: &Args) -> Result<Value> {
     let spec: Value = serde_json::from_slice(&std::fs::read(args.req("spec")?)?)?;
@@ -853,8 +856,15 @@ fn cmd_times(args: &Args) -> Result<Value> {
     let mut samples: Vec<Vec<u64>> = vec![Vec::with_capacity(runs); parsed.len()];
     let mut failures = vec![0usize; parsed.len()];
     let mut first_output: Vec<Option<String>> = vec![None; parsed.len()];
+    let mut rng = gen::Rng::new(0x5eed_0f71);
+    let mut order: Vec<usize> = (0..parsed.len()).collect();
     for round in 0..warmup + runs {
-        for (i, c) in parsed.iter().enumerate() {
+        // Fisher-Yates.
+        for k in (1..order.len()).rev() {
+            order.swap(k, rng.below(k as u64 + 1) as usize);
+        }
+        for &i in &order {
+            let c = &parsed[i];
             let mut cmd = Command::new(&c.argv[0]);
             cmd.args(&c.argv[1..])
                 .stdin(if c.stdin.is_some() {
