@@ -39,6 +39,16 @@ use crate::remote::{self, Place};
     after_help = "Exit codes: 0 ok, 1 not found, 2 error, 3 guarded-send conflict."
 )]
 struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+// The options before the subcommand, a type of their own so that `parse_hot` can give a
+// command line of one hot subcommand the same root without the rest of the tree.
+#[derive(clap::Args, Debug)]
+struct GlobalArgs {
     /// Run the command on another machine, through `ssh -T [-p PORT] DEST belfry proxy`
     /// ([user@]box[:port], or a `hosts` alias of the user config). A pane address HOST:NAME
     /// picks the host of that one command.
@@ -52,8 +62,6 @@ struct Cli {
     /// seconds (default 10).
     #[arg(long, value_name = "SECS")]
     connect_timeout: Option<f64>,
-    #[command(subcommand)]
-    command: Command,
 }
 
 /// The subcommand's name in an argv (without the program), past the global options, for
@@ -169,22 +177,7 @@ enum Command {
     /// Send input, optionally guarded by the revision you saw (compare-and-send).
     Send(SendArgs),
     /// Print a pane's screen.
-    Peek {
-        /// The pane whose screen to print.
-        name: String,
-        /// Rows with SGR attributes.
-        #[arg(long)]
-        ansi: bool,
-        /// Print the snapshot as JSON, with the `expect` token `send --expect` takes.
-        #[arg(long)]
-        json: bool,
-        /// Also print the last N lines of history.
-        #[arg(long, value_name = "N")]
-        scrollback: Option<u64>,
-        /// Include per-cell runs in --json output.
-        #[arg(long)]
-        cells: bool,
-    },
+    Peek(PeekArgs),
     /// Wait for a revision, an exit, a screen regex or quiet (every condition given must hold).
     Wait {
         /// The pane to wait on.
@@ -393,6 +386,25 @@ struct RunArgs {
     detach_key: String,
 }
 
+// No doc comment: the subcommand's about is the variant's.
+#[derive(clap::Args, Debug)]
+struct PeekArgs {
+    /// The pane whose screen to print.
+    name: String,
+    /// Rows with SGR attributes.
+    #[arg(long)]
+    ansi: bool,
+    /// Print the snapshot as JSON, with the `expect` token `send --expect` takes.
+    #[arg(long)]
+    json: bool,
+    /// Also print the last N lines of history.
+    #[arg(long, value_name = "N")]
+    scrollback: Option<u64>,
+    /// Include per-cell runs in --json output.
+    #[arg(long)]
+    cells: bool,
+}
+
 #[derive(clap::Args, Debug)]
 struct SendArgs {
     /// The pane to send to.
@@ -433,10 +445,16 @@ struct SendArgs {
 
 /// Parses arguments, runs the command and returns the exit code.
 pub fn main() -> i32 {
-    let matches = Cli::command().get_matches();
-    let cli = match Cli::from_arg_matches(&matches) {
-        Ok(cli) => cli,
-        Err(err) => err.exit(),
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let (cli, matches) = match parse_hot(&args) {
+        Some(parsed) => parsed,
+        None => {
+            let matches = Cli::command().get_matches_from(&args);
+            match Cli::from_arg_matches(&matches) {
+                Ok(cli) => (cli, matches),
+                Err(err) => err.exit(),
+            }
+        }
     };
     match run(cli, &matches) {
         Ok(code) => code,
@@ -449,6 +467,38 @@ pub fn main() -> i32 {
             EXIT_ERROR
         }
     }
+}
+
+/// Adds a subcommand's arguments to its command (`clap::Args::augment_args`).
+type Augment = fn(clap::Command) -> clap::Command;
+
+/// The subcommands that hooks and supervisors run many times a minute: `dispatch` (every hook
+/// of every harness), `peek` and `send`.
+const HOT: [(&str, Augment); 3] = [
+    ("dispatch", <DispatchArgs as clap::Args>::augment_args),
+    ("peek", <PeekArgs as clap::Args>::augment_args),
+    ("send", <SendArgs as clap::Args>::augment_args),
+];
+
+/// A command line of one hot subcommand, given first (`belfry peek NAME …`), parsed by a root
+/// that has the root's options and that subcommand alone. Building every subcommand's
+/// arguments is a third of a millisecond and 80 page faults of the CLI's start (measured in
+/// `docs/performance.md`, 3b), as much as the rest of a `peek`'s work in the CLI.
+///
+/// `None` for anything else, and for a line this root does not accept as a whole: `--help`,
+/// a mistake, anything the whole tree must say or explain. That line is then parsed by the
+/// whole tree, which prints what it prints today, so this root never prints or decides
+/// anything the whole tree would not. The arguments are the same types, so a line it accepts
+/// parses to the same values (`hot_lines_parse_as_the_whole_tree_parses_them`).
+fn parse_hot(args: &[std::ffi::OsString]) -> Option<(Cli, ArgMatches)> {
+    let first = args.get(1)?.to_str()?;
+    let (name, augment) = HOT.into_iter().find(|(name, _)| *name == first)?;
+    let root = <GlobalArgs as clap::Args>::augment_args(clap::Command::new("belfry"))
+        .subcommand(augment(clap::Command::new(name)))
+        .subcommand_required(true);
+    let matches = root.try_get_matches_from(args).ok()?;
+    let cli = Cli::from_arg_matches(&matches).ok()?;
+    Some((cli, matches))
 }
 
 /// An error and its causes, `message: cause: cause`, leaving out a cause whose words the
@@ -629,9 +679,9 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         }
     }
     crate::remote::init(
-        cli.host.clone().filter(|_| local_only.is_none()),
-        cli.ssh_command.as_deref(),
-        cli.connect_timeout,
+        cli.global.host.clone().filter(|_| local_only.is_none()),
+        cli.global.ssh_command.as_deref(),
+        cli.global.connect_timeout,
     )?;
     match cli.command {
         Command::Proxy { pane } => crate::proxy::run(pane.as_deref()),
@@ -743,13 +793,13 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 .ok_or_else(|| anyhow!("no send args"))?;
             send(&args, sub)
         }
-        Command::Peek {
+        Command::Peek(PeekArgs {
             name,
             ansi,
             json,
             scrollback,
             cells,
-        } => peek(&name, ansi, json, scrollback, cells),
+        }) => peek(&name, ansi, json, scrollback, cells),
         Command::Wait {
             name,
             revision,
@@ -1863,6 +1913,174 @@ fn chain(err: &dyn std::error::Error) -> String {
         cause = next.source();
     }
     text
+}
+
+#[cfg(test)]
+mod hot_tests {
+    use super::{parse_hot, Cli, HOT};
+    use clap::{CommandFactory, FromArgMatches};
+
+    /// Lines of every hot subcommand, each with whether the whole tree accepts it: well-formed
+    /// ones in each form an option takes, and mistakes, help and version requests, which must
+    /// be left to the whole tree.
+    const LINES: &[(bool, &[&str])] = &[
+        (true, &["dispatch", "--event", "before-tool"]),
+        (
+            true,
+            &[
+                "dispatch",
+                "--event=after-tool",
+                "--spool",
+                "--native",
+                "d1",
+            ],
+        ),
+        (
+            true,
+            &[
+                "dispatch",
+                "--event",
+                "x",
+                "--hooks-file",
+                "/h.json",
+                "--dialects",
+                "/d",
+            ],
+        ),
+        (true, &["dispatch", "--turn-boundary", "--event", "stop"]),
+        (false, &["dispatch"]),
+        (false, &["dispatch", "--event"]),
+        (false, &["dispatch", "--event", "a", "--event", "b"]),
+        (false, &["dispatch", "--event", "x", "--bogus"]),
+        (false, &["dispatch", "--event", "x", "extra"]),
+        (false, &["dispatch", "--help"]),
+        (false, &["dispatch", "-h"]),
+        (false, &["dispatch", "--version"]),
+        (true, &["peek", "p1"]),
+        (
+            true,
+            &[
+                "peek",
+                "p1",
+                "--ansi",
+                "--json",
+                "--scrollback",
+                "10",
+                "--cells",
+            ],
+        ),
+        (true, &["peek", "box:p1", "--scrollback=3"]),
+        (true, &["peek", "--", "-p"]),
+        (false, &["peek"]),
+        (false, &["peek", "p1", "p2"]),
+        (false, &["peek", "p1", "--scrollback", "-1"]),
+        (false, &["peek", "p1", "--scrollback", "ten"]),
+        (false, &["peek", "p1", "--json", "--json"]),
+        (false, &["peek", "--help"]),
+        (false, &["peek", "p1", "-V"]),
+        (true, &["send", "p1", "--text", "hi"]),
+        (true, &["send", "p1", "--text", "-x", "--paste", "--y"]),
+        (
+            true,
+            &[
+                "send",
+                "p1",
+                "--paste",
+                "a",
+                "--key",
+                "Enter",
+                "--delay-ms",
+                "5",
+                "--text",
+                "b",
+            ],
+        ),
+        (
+            true,
+            &[
+                "send",
+                "p1",
+                "--expect-revision",
+                "3",
+                "--expect-incarnation",
+                "i",
+                "--expect-generation",
+                "g",
+                "--json",
+                "--timeout-ms",
+                "100",
+            ],
+        ),
+        (true, &["send", "p1", "--expect", "tok", "--text", "x"]),
+        (
+            false,
+            &["send", "p1", "--expect", "tok", "--expect-revision", "3"],
+        ),
+        (false, &["send", "p1", "--delay-ms", "soon"]),
+        (false, &["send"]),
+        (false, &["send", "p1", "--key"]),
+        (false, &["send", "--help"]),
+        (true, &["send", "help"]),
+    ];
+
+    fn line(words: &[&str]) -> Vec<std::ffi::OsString> {
+        std::iter::once("belfry")
+            .chain(words.iter().copied())
+            .map(Into::into)
+            .collect()
+    }
+
+    #[test]
+    fn hot_lines_parse_as_the_whole_tree_parses_them() {
+        for (accepted, words) in LINES {
+            let args = line(words);
+            let whole = Cli::command()
+                .try_get_matches_from(&args)
+                .ok()
+                .and_then(|m| Cli::from_arg_matches(&m).ok().map(|cli| (cli, m)));
+            let hot = parse_hot(&args);
+            match (whole, hot) {
+                (Some((cli, matches)), Some((hot_cli, hot_matches))) => {
+                    assert_eq!(format!("{hot_cli:?}"), format!("{cli:?}"), "{words:?}");
+                    let (name, sub) = matches.subcommand().expect("a subcommand");
+                    let (hot_name, hot_sub) = hot_matches.subcommand().expect("a subcommand");
+                    assert_eq!(hot_name, name, "{words:?}");
+                    assert_eq!(format!("{hot_sub:?}"), format!("{sub:?}"), "{words:?}");
+                    assert_eq!(
+                        hot_matches.value_source("host"),
+                        matches.value_source("host"),
+                        "{words:?}"
+                    );
+                    assert!(accepted, "{words:?}: the whole tree accepts it");
+                }
+                (None, None) => assert!(!accepted, "{words:?}: the whole tree refuses it"),
+                (Some(_), None) => {
+                    panic!("{words:?}: the whole tree parses it, the hot root does not")
+                }
+                (None, Some((cli, _))) => {
+                    panic!("{words:?}: only the hot root accepts it, as {cli:?}")
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_hot_subcommand_given_first_takes_the_hot_path() {
+        for words in [
+            &["ls"][..],
+            &["--host", "h", "peek", "p1"],
+            &["wait", "p1", "--quiet-ms", "5"],
+            &["--help"],
+            &[],
+        ] {
+            assert!(parse_hot(&line(words)).is_none(), "{words:?}");
+        }
+        // Every hot name is a subcommand of the whole tree.
+        let whole = Cli::command();
+        for (name, _) in HOT {
+            assert!(whole.find_subcommand(name).is_some(), "{name}");
+        }
+    }
 }
 
 #[cfg(test)]
