@@ -179,28 +179,7 @@ enum Command {
     /// Print a pane's screen.
     Peek(PeekArgs),
     /// Wait for a revision, an exit, a screen regex or quiet (every condition given must hold).
-    Wait {
-        /// The pane to wait on.
-        name: String,
-        /// Until the revision is at least N.
-        #[arg(long, value_name = "N")]
-        revision: Option<u64>,
-        /// Until the pane's program exits.
-        #[arg(long)]
-        exit: bool,
-        /// Until the screen matches this regular expression.
-        #[arg(long, allow_hyphen_values = true)]
-        regex: Option<String>,
-        /// Until the revision has not changed for MS milliseconds.
-        #[arg(long, value_name = "MS")]
-        quiet_ms: Option<u64>,
-        /// Give up after MS milliseconds.
-        #[arg(long, value_name = "MS", default_value_t = 30_000)]
-        timeout_ms: u64,
-        /// Print the pane's state as JSON when the wait ends.
-        #[arg(long)]
-        json: bool,
-    },
+    Wait(WaitArgs),
     /// Stream events: every pane's lifecycle and exit events, or one pane's with its revisions.
     Events {
         /// Only this pane's events, with its revision events (which no all-pane stream carries).
@@ -388,6 +367,31 @@ struct RunArgs {
 
 // No doc comment: the subcommand's about is the variant's.
 #[derive(clap::Args, Debug)]
+struct WaitArgs {
+    /// The pane to wait on.
+    name: String,
+    /// Until the revision is at least N.
+    #[arg(long, value_name = "N")]
+    revision: Option<u64>,
+    /// Until the pane's program exits.
+    #[arg(long)]
+    exit: bool,
+    /// Until the screen matches this regular expression.
+    #[arg(long, allow_hyphen_values = true)]
+    regex: Option<String>,
+    /// Until the revision has not changed for MS milliseconds.
+    #[arg(long, value_name = "MS")]
+    quiet_ms: Option<u64>,
+    /// Give up after MS milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Print the pane's state as JSON when the wait ends.
+    #[arg(long)]
+    json: bool,
+}
+
+// No doc comment: the subcommand's about is the variant's.
+#[derive(clap::Args, Debug)]
 struct PeekArgs {
     /// The pane whose screen to print.
     name: String,
@@ -473,11 +477,12 @@ pub fn main() -> i32 {
 type Augment = fn(clap::Command) -> clap::Command;
 
 /// The subcommands that hooks and supervisors run many times a minute: `dispatch` (every hook
-/// of every harness), `peek` and `send`.
-const HOT: [(&str, Augment); 3] = [
+/// of every harness), `peek`, `send` and `wait`.
+const HOT: [(&str, Augment); 4] = [
     ("dispatch", <DispatchArgs as clap::Args>::augment_args),
     ("peek", <PeekArgs as clap::Args>::augment_args),
     ("send", <SendArgs as clap::Args>::augment_args),
+    ("wait", <WaitArgs as clap::Args>::augment_args),
 ];
 
 /// A command line of one hot subcommand, given first (`belfry peek NAME …`), parsed by a root
@@ -800,7 +805,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             scrollback,
             cells,
         }) => peek(&name, ansi, json, scrollback, cells),
-        Command::Wait {
+        Command::Wait(WaitArgs {
             name,
             revision,
             exit,
@@ -808,7 +813,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             quiet_ms,
             timeout_ms,
             json,
-        } => {
+        }) => {
             let (place, name) = remote::place_of(&name)?;
             let wait = op::Wait {
                 session: Some(name),
@@ -2021,6 +2026,16 @@ mod hot_tests {
         (false, &["send", "p1", "--key"]),
         (false, &["send", "--help"]),
         (true, &["send", "help"]),
+        (true, &["wait", "p1", "--quiet-ms", "200"]),
+        (
+            true,
+            &["wait", "p1", "--regex", "-x", "--timeout-ms", "5", "--json"],
+        ),
+        (true, &["wait", "p1", "--exit", "--revision", "3"]),
+        (false, &["wait"]),
+        (false, &["wait", "p1", "--timeout-ms", "-1"]),
+        (false, &["wait", "p1", "--regex"]),
+        (false, &["wait", "--help"]),
     ];
 
     fn line(words: &[&str]) -> Vec<std::ffi::OsString> {
@@ -2069,7 +2084,7 @@ mod hot_tests {
         for words in [
             &["ls"][..],
             &["--host", "h", "peek", "p1"],
-            &["wait", "p1", "--quiet-ms", "5"],
+            &["info", "p1"],
             &["--help"],
             &[],
         ] {
