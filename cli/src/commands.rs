@@ -209,10 +209,7 @@ enum Command {
         action: SpoolAction,
     },
     /// The durable per-agent inbox (SESSION defaults to $BELFRY_SESSION).
-    Inbox {
-        #[command(subcommand)]
-        action: crate::inbox::InboxCommand,
-    },
+    Inbox(InboxArgs),
     /// Declare this agent busy, available or dnd (a fresh dnd defers DING delivery).
     Presence {
         /// busy, available or dnd.
@@ -367,6 +364,13 @@ struct RunArgs {
 
 // No doc comment: the subcommand's about is the variant's.
 #[derive(clap::Args, Debug)]
+struct InboxArgs {
+    #[command(subcommand)]
+    action: crate::inbox::InboxCommand,
+}
+
+// No doc comment: the subcommand's about is the variant's.
+#[derive(clap::Args, Debug)]
 struct WaitArgs {
     /// The pane to wait on.
     name: String,
@@ -476,13 +480,15 @@ pub fn main() -> i32 {
 /// Adds a subcommand's arguments to its command (`clap::Args::augment_args`).
 type Augment = fn(clap::Command) -> clap::Command;
 
-/// The subcommands that hooks and supervisors run many times a minute: `dispatch` (every hook
-/// of every harness), `peek`, `send` and `wait`.
-const HOT: [(&str, Augment); 4] = [
+/// The subcommands that hooks, agents and supervisors run many times a minute: `dispatch`
+/// (every hook of every harness), `peek`, `send`, `wait` and `inbox` (DING mail: `post`,
+/// `read`, `archive`).
+const HOT: [(&str, Augment); 5] = [
     ("dispatch", <DispatchArgs as clap::Args>::augment_args),
     ("peek", <PeekArgs as clap::Args>::augment_args),
     ("send", <SendArgs as clap::Args>::augment_args),
     ("wait", <WaitArgs as clap::Args>::augment_args),
+    ("inbox", <InboxArgs as clap::Args>::augment_args),
 ];
 
 /// A command line of one hot subcommand, given first (`belfry peek NAME …`), parsed by a root
@@ -877,7 +883,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             print!("{}", belfry_hooks::spool_drain(&path)?);
             Ok(EXIT_OK)
         }
-        Command::Inbox { action } => match remote::inbox_elsewhere(&action)? {
+        Command::Inbox(InboxArgs { action }) => match remote::inbox_elsewhere(&action)? {
             Some(code) => Ok(code),
             None => crate::inbox::run(action),
         },
@@ -2036,6 +2042,21 @@ mod hot_tests {
         (false, &["wait", "p1", "--timeout-ms", "-1"]),
         (false, &["wait", "p1", "--regex"]),
         (false, &["wait", "--help"]),
+        (
+            true,
+            &["inbox", "post", "p1", "--subject", "-hi", "--from", "me"],
+        ),
+        (true, &["inbox", "post", "p1", "note.md", "--json"]),
+        (true, &["inbox", "read", "p1", "1-a.md"]),
+        (true, &["inbox", "read", "--session", "p1", "--json"]),
+        (true, &["inbox", "archive", "p1", "1-a.md"]),
+        (true, &["inbox", "ls"]),
+        (false, &["inbox"]),
+        (false, &["inbox", "post"]),
+        (false, &["inbox", "archive"]),
+        (false, &["inbox", "frob"]),
+        (false, &["inbox", "post", "p1", "--help"]),
+        (false, &["inbox", "help", "post"]),
     ];
 
     fn line(words: &[&str]) -> Vec<std::ffi::OsString> {
