@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import random
 import shutil
 import signal
 import socket
@@ -50,7 +51,6 @@ def p99_difference(a, b, resamples=2000):
     """p99(a) - p99(b) in ms with a 95 % percentile-bootstrap interval: both sample sets are
     resampled with replacement `resamples` times. The generator is seeded so that the same
     samples give the same interval."""
-    import random
     rng = random.Random(13)
     diffs = sorted(pct(rng.choices(a, k=len(a)), 99) - pct(rng.choices(b, k=len(b)), 99)
                    for _ in range(resamples))
@@ -59,6 +59,12 @@ def p99_difference(a, b, resamples=2000):
         "ci95_low_ms": pct(diffs, 2.5) / 1e6,
         "ci95_high_ms": pct(diffs, 97.5) / 1e6,
     }
+
+
+def difference_line(ours, theirs, cmp):
+    """The sentence that states `p99_difference`'s result for two named rows."""
+    return (f"`{ours}` p99 − `{theirs}` p99: {cmp['p99_diff_ms']:+.3f} ms, 95 % bootstrap "
+            f"interval {cmp['ci95_low_ms']:+.3f} to {cmp['ci95_high_ms']:+.3f} ms")
 
 
 def read_status_kb(pid, field):
@@ -1643,9 +1649,8 @@ def render(results, args):
             t = cmp["other"]
             rb, rt = bz[b], bz[t]
             wins = sum(x <= y for x, y in zip(rb["round_p99_ms"], rt["round_p99_ms"]))
-            add(f"`{b}` p99 − `{t}` p99: {cmp['p99_diff_ms']:+.3f} ms, 95 % bootstrap "
-                f"interval {cmp['ci95_low_ms']:+.3f} to {cmp['ci95_high_ms']:+.3f} ms; "
-                f"belfry's p99 at or under tmux's in {wins} of {len(rb['round_p99_ms'])} rounds.")
+            add(f"{difference_line(b, t, cmp)}; belfry's p99 at or under tmux's in {wins} of "
+                f"{len(rb['round_p99_ms'])} rounds.")
             targets.append((f"`{b}` p99 on a busy pane vs `{t}` (issue 13 target 4)",
                             "≤ tmux's",
                             f"{rb['p99_ms']:.2f} vs {rt['p99_ms']:.2f} ms (difference "
@@ -1679,8 +1684,7 @@ def render(results, args):
                             r["p99_ms"] <= t["p99_ms"]))
         add("")
         if t and cmp:
-            add(f"`belfry attach` p99 − `tmux attach` p99: {cmp['p99_diff_ms']:+.3f} ms, 95 % "
-                f"bootstrap interval {cmp['ci95_low_ms']:+.3f} to {cmp['ci95_high_ms']:+.3f} ms.")
+            add(f"{difference_line('belfry attach', 'tmux attach', cmp)}.")
             add("")
     mem = results.get("memory")
     if mem:
