@@ -1007,9 +1007,12 @@ fn keys_typed_while_output_streams_in_frames_keep_the_stream_whole() {
     let program = format!(
         "stty raw -echo; while [ ! -e {} ]; do \
          yes 0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ | head -c 1000000; \
-         done; echo; echo ALL-DONE; sleep 600",
+         done; printf '\\r\\nALL-DONE\\r\\n'; sleep 600",
         stop.display()
     );
+    // Raw mode turns off the newline's carriage return, so the lines of `yes` drift
+    // rightwards by where each megabyte ends; the marker starts at column 0 of its own
+    // line, or it could wrap and never appear whole on the screen.
     env.ok(&["new", "inner", "--", "sh", "-c", &program]);
     let script = "BELFRY_ATTACH_HANDOVER=0 BELFRY_ATTACH_INPUT=0 \"$BELFRY_BIN\" attach inner; \
                   echo \"ATTACH-EXIT=$?\"; sleep 600";
