@@ -10,6 +10,7 @@
 #   BENCH_KEYS=1000         keys per attach client in the echo test
 #   BENCH_ECHO_BLOCKS=4     the echo test alternates belfry and tmux in this many blocks
 #   BENCH_PANES=100         idle panes in the memory test
+#   BENCH_MORE_PANES=100    belfry panes added after it, every pane host measured again
 #   BENCH_DISPATCH_RUNS=1000
 #   BENCH_BUSY_RUNS=200     CLI invocations per command and round while a pane prints continuously
 #   BENCH_BUSY_ROUNDS=5     rounds of the busy section (each tool's busy session in turn)
@@ -117,7 +118,8 @@ python3 "$here/bench.py" \
   --mb "${BENCH_MB:-100}" --reps "${BENCH_REPS:-5}" --sends "${BENCH_SENDS:-5000}" \
   --cli-runs "${BENCH_CLI_RUNS:-300}" --keys "${BENCH_KEYS:-1000}" \
   --echo-blocks "${BENCH_ECHO_BLOCKS:-4}" \
-  --panes "${BENCH_PANES:-100}" --dispatch-runs "${BENCH_DISPATCH_RUNS:-1000}" \
+  --panes "${BENCH_PANES:-100}" --more-panes "${BENCH_MORE_PANES:-100}" \
+  --dispatch-runs "${BENCH_DISPATCH_RUNS:-1000}" \
   --busy-runs "${BENCH_BUSY_RUNS:-200}" --busy-rounds "${BENCH_BUSY_ROUNDS:-5}" \
   --ding-n "${BENCH_DING_N:-1000}" --ding-poll-n "${BENCH_DING_POLL_N:-100}" \
   --ding-slot-ms "${BENCH_DING_SLOT_MS:-200}" \
