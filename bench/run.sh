@@ -58,11 +58,16 @@ if (( ${#missing[@]} )); then
 fi
 
 if [[ -z "${BELFRY_BIN:-}" || -z "${BENCH_BIN:-}" ]]; then
-  echo "bench: building belfry and belfry-bench (release)" >&2
-  (cd "$root" && cargo build --release -p belfry-cli -p belfry-bench >&2)
+  # Built as scripts/install builds it: the C library linked in when this machine can.
+  # shellcheck source=scripts/static-libc
+  source "$root/scripts/static-libc"
+  echo "bench: building belfry and belfry-bench (release${BELFRY_CARGO_TARGET:+, $BELFRY_CARGO_TARGET with the C library linked in})" >&2
+  (cd "$root" && cargo build --release ${BELFRY_CARGO_TARGET:+--target "$BELFRY_CARGO_TARGET"} \
+    -p belfry-cli -p belfry-bench >&2)
+  built="$target/${BELFRY_CARGO_TARGET:+$BELFRY_CARGO_TARGET/}release"
 fi
-belfry=${BELFRY_BIN:-$target/release/belfry}
-benchbin=${BENCH_BIN:-$target/release/belfry-bench}
+belfry=${BELFRY_BIN:-$built/belfry}
+benchbin=${BENCH_BIN:-$built/belfry-bench}
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ -n "$(git -C "$root" status --porcelain -- pty mux ding hooks cli 2>/dev/null)" ]]; then
   commit="$commit (working tree has changes)"
