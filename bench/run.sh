@@ -62,8 +62,8 @@ if [[ -z "${BELFRY_BIN:-}" || -z "${BENCH_BIN:-}" ]]; then
   # shellcheck source=scripts/static-libc
   source "$root/scripts/static-libc"
   echo "bench: building belfry and belfry-bench (release${BELFRY_CARGO_TARGET:+, $BELFRY_CARGO_TARGET with the C library linked in})" >&2
-  (cd "$root" && cargo build --release ${BELFRY_CARGO_TARGET:+--target "$BELFRY_CARGO_TARGET"} \
-    -p belfry-cli -p belfry-bench >&2)
+  (cd "$root" && RUSTFLAGS="${BELFRY_STATIC_RUSTFLAGS:-${RUSTFLAGS:-}}" cargo build --release \
+    ${BELFRY_CARGO_TARGET:+--target "$BELFRY_CARGO_TARGET"} -p belfry-cli -p belfry-bench >&2)
   built="$target/${BELFRY_CARGO_TARGET:+$BELFRY_CARGO_TARGET/}release"
 fi
 belfry=${BELFRY_BIN:-$built/belfry}
