@@ -675,7 +675,8 @@ impl Conn {
 }
 
 /// `sends`: guarded sends to one pane, round-robin over a connection to the daemon, one to
-/// the pane host and, with `--relay`, one through [`cmd_relay`], each kept open. Times each
+/// the pane host, one to the daemon that it handed to the pane host (`bind`) and, with
+/// `--relay`, one through [`cmd_socket_relay`], each kept open. Times each
 /// request from write to reply.
 ///
 /// Without `--race`, each send expects the revision the previous reply reported, so on a quiet
@@ -689,9 +690,17 @@ fn cmd_sends(args: &Args) -> Result<Value> {
     let count: usize = args.num("count", 2000)?;
     let warmup: usize = args.num("warmup", 100)?;
     let race = args.num::<u8>("race", 0)? == 1;
+    // `bound`: a connection to the daemon that asked it to hand the connection to the pane
+    // host (`bind`), so its requests reach the pane host with no daemon in between.
+    let mut bound = Conn::open(args.req("daemon")?)?;
+    let reply = bound.call(&json!({"id": 1, "op": "bind", "session": session}))?;
+    if reply["role"] != "pane-host" {
+        return Err(format!("bind was not handed to the pane host: {reply}").into());
+    }
     let mut targets = vec![
         ("daemon", Conn::open(args.req("daemon")?)?),
         ("host", Conn::open(args.req("host")?)?),
+        ("bound", bound),
     ];
     if let Some(relay) = args.get("relay") {
         targets.push(("relay", Conn::open(relay)?));

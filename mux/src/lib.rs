@@ -41,6 +41,7 @@ pub mod declare;
 pub mod ding;
 pub mod doctor;
 mod error;
+mod handoff;
 pub mod kdl_depth;
 pub mod lifecycle;
 pub mod preflight;

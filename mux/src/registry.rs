@@ -516,7 +516,7 @@ const PROBE_STEP: Duration = Duration::from_secs(2);
 /// The connect is non-blocking: a pane host whose listen backlog is full (stopped, or
 /// overloaded) fails it at once with `EAGAIN`, which is [`PaneError::Busy`]: that pane host is
 /// alive and still owns its socket.
-async fn connect(socket: &Path) -> Result<UnixStream, PaneError> {
+pub(crate) async fn connect(socket: &Path) -> Result<UnixStream, PaneError> {
     let stream = UnixStream::connect(socket).await.map_err(|err| {
         let message = format!("pane host at {} is not reachable: {err}", socket.display());
         if err.kind() == std::io::ErrorKind::WouldBlock {

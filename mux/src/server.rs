@@ -30,6 +30,7 @@ use belfry_pty::wire;
 
 use crate::deadline;
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
+use crate::handoff;
 use crate::registry::{self, PaneEntry, Registry};
 use crate::Error;
 
@@ -595,6 +596,22 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
         if let Op::Subscribe(op) = &request.op {
             subscribe(&daemon, &request.id, op, reader, writer).await;
             return;
+        }
+        if let Op::Bind(op) = &request.op {
+            let reply = match pane_for(&daemon, &request.id, op.session.as_ref()) {
+                Ok(entry) => match handoff::bind(&entry, &request.id, reader, writer).await {
+                    handoff::Bound::Handed | handoff::Bound::Ended => return,
+                    handoff::Bound::Kept(kept_reader, kept_writer, reply) => {
+                        (reader, writer) = (kept_reader, kept_writer);
+                        reply
+                    }
+                },
+                Err(reply) => reply,
+            };
+            if wire::write_json(&mut writer, &reply).await.is_err() {
+                return;
+            }
+            continue;
         }
         if request.op.is_pane_op() {
             // A forwarded request is abandoned as soon as its requester hangs up: dropping the

@@ -271,6 +271,20 @@ pub struct AttachTarget {
     pub socket: String,
 }
 
+/// The answer to `bind`, written by the pane host on the connection it took over: from this
+/// line on the pane host serves the connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bound {
+    /// The pane.
+    pub session: String,
+    /// Always `pane-host`: who serves the connection now.
+    pub role: String,
+    /// The pane host's pid.
+    pub pid: u32,
+    /// The pane host's socket (where a new connection reaches it directly).
+    pub socket: String,
+}
+
 /// The pane host's `attach` answer; frames follow it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attached {

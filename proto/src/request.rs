@@ -139,7 +139,7 @@ impl Serialize for Request {
 /// Which server a request line arrived at: each serves a part of [`Op`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
-    /// The daemon: every op but `txn`, which only a pane's own socket answers.
+    /// The daemon: every op but `txn` and `adopt`, which only a pane's own socket answers.
     Daemon,
     /// A pane host: the ops about its one pane.
     PaneHost,
@@ -162,12 +162,13 @@ impl Side {
         "wait",
         "attach",
         "subscribe",
+        "adopt",
     ];
 
     /// True if this side serves the op named `op`.
     pub fn serves(self, op: &str) -> bool {
         match self {
-            Side::Daemon => op != "txn",
+            Side::Daemon => op != "txn" && op != "adopt",
             Side::PaneHost => Side::PANE_HOST_OPS.contains(&op),
         }
     }
@@ -258,13 +259,17 @@ ops! {
     "subscribe" => Subscribe(Subscribe),
     /// What became of a transaction.
     "txn" => Txn(Txn),
+    /// Hand this connection to the pane's host (daemon).
+    "bind" => Bind(Bind),
+    /// Take over a client's connection that the daemon hands over (pane host).
+    "adopt" => Adopt(Adopt),
 }
 
 impl Op {
     /// The pane this op is about, if it names one.
     pub fn session(&self) -> Option<&SessionName> {
         match self {
-            Op::Hello(_) | Op::List(_) | Op::Shutdown(_) => None,
+            Op::Hello(_) | Op::List(_) | Op::Shutdown(_) | Op::Adopt(_) => None,
             Op::Spawn(op) => Some(&op.session),
             Op::Kill(op) => op.session.as_ref(),
             Op::Attach(op) => op.session.as_ref(),
@@ -283,6 +288,7 @@ impl Op {
             Op::Info(op) => op.session.as_ref(),
             Op::Subscribe(op) => op.session.as_ref(),
             Op::Txn(op) => op.session.as_ref(),
+            Op::Bind(op) => op.session.as_ref(),
         }
     }
 
@@ -341,6 +347,22 @@ session_only! {
     Detach,
     /// `info`.
     Info,
+    /// `bind`: after its reply the connection is served by the pane's host (issue 13,
+    /// target 3).
+    Bind,
+}
+
+/// `adopt`, which the daemon sends a pane host on a connection of its own to hand it a
+/// client's connection that asked to `bind`: the pane host agrees, takes the descriptor (one
+/// byte with `SCM_RIGHTS`), answers the client's `bind` on it and serves it from then on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Adopt {
+    /// The `id` of the client's `bind`, which the pane host's answer on the client's
+    /// connection carries.
+    #[serde(default)]
+    #[cfg_attr(test, arbitrary(with = arbitrary_json))]
+    pub bind_id: Value,
 }
 
 /// `hello`: the versions the requester speaks.

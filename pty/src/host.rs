@@ -20,7 +20,7 @@ use crate::pane::{Expect, Pane, SendOutcome, WriteError};
 use crate::paths;
 use crate::spec::LaunchSpec;
 use crate::txn::{self, StartRefused, TxnEnd, TxnJournal};
-use crate::wire::{self, Frame};
+use crate::wire::{self, Conn, Frame};
 pub use belfry_proto::limits::MAX_WAIT_MS;
 
 /// Most connections a pane host serves at once (attach clients, subscriptions, the daemon's
@@ -303,9 +303,18 @@ impl HostContext {
 }
 
 async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
-    let Some((mut reader, mut writer)) = wire::accept_peer(stream).await else {
+    let Some((reader, writer)) = wire::accept_peer(stream).await else {
         return;
     };
+    serve_requests(ctx, reader, writer).await;
+}
+
+/// Serves the requests of one connection, in order, until it ends or turns into a stream.
+async fn serve_requests(
+    ctx: Arc<HostContext>,
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut writer: OwnedWriteHalf,
+) {
     loop {
         let Some(request) = wire::next_request(&mut reader, &mut writer, Side::PaneHost).await
         else {
@@ -330,6 +339,17 @@ async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
                 subscribe(&ctx, &request.id, &op, reader, writer).await;
                 return;
             }
+            Op::Adopt(op) => {
+                // The client's connection takes the place of the daemon's in this task, and
+                // its permit under the connection cap with it.
+                match adopt(&ctx, &request.id, &op, reader, writer).await {
+                    Some((client_reader, client_writer)) => {
+                        (reader, writer) = (client_reader, client_writer);
+                        continue;
+                    }
+                    None => return,
+                }
+            }
             _ => {}
         }
         let gone = || peer_gone(&writer);
@@ -351,6 +371,108 @@ async fn serve_connection(ctx: Arc<HostContext>, stream: UnixStream) {
             return;
         }
     }
+}
+
+/// How long a pane host that agreed to adopt a connection waits for its descriptor (the
+/// daemon sends it as soon as it reads the agreement).
+const ADOPT_DEADLINE: Duration = Duration::from_secs(2);
+
+/// `adopt`: the daemon hands this pane host a client's connection that asked to `bind` to the
+/// pane (issue 13, target 3), so the client's later requests reach the pane host without the
+/// daemon's hop and its connection outlives the daemon.
+///
+/// On the daemon's own connection: the agreement (`{"ready":true}`), the descriptor with one
+/// byte, then `{"adopted":true}` once the pane host holds it. On the client's connection the
+/// pane host then answers the client's `bind` and serves it as any connection of its own.
+/// Nothing is written to the client's connection before `adopted` went to the daemon, and a
+/// failure before then leaves it untouched: the daemon answers the `bind` itself and keeps
+/// serving the client. The client's connection, returned, takes the place of the daemon's in
+/// the task that served it, and its place under the connection cap.
+async fn adopt(
+    ctx: &Arc<HostContext>,
+    id: &Value,
+    op: &req::Adopt,
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut writer: OwnedWriteHalf,
+) -> Option<Conn> {
+    let refuse = |code, message: String| reply::error(id, code, message);
+    if !reader.buffer().is_empty() {
+        // The descriptor rides on the byte after the agreement: one already read with the
+        // request would have been closed.
+        let message = "adopt must be the last thing sent before its answer".to_string();
+        let _ = wire::write_json(&mut writer, &refuse(ErrorCode::Invalid, message)).await;
+        return None;
+    }
+    if wire::write_json(&mut writer, &reply::ok(id, &json!({"ready": true})))
+        .await
+        .is_err()
+    {
+        return None;
+    }
+    let stream: &UnixStream = reader.get_ref().as_ref();
+    let taken = match tokio::time::timeout(
+        ADOPT_DEADLINE,
+        crate::fdpass::receive(stream, 1, "hand-over byte"),
+    )
+    .await
+    {
+        Ok(Ok(fds)) => adopted_stream(fds),
+        Ok(Err(err)) => Err(err.to_string()),
+        Err(_) => Err(format!(
+            "no connection within {} ms",
+            ADOPT_DEADLINE.as_millis()
+        )),
+    };
+    let client = match taken {
+        Ok(client) => client,
+        Err(message) => {
+            tracing::warn!("adopt refused: {message}");
+            let _ = wire::write_json(&mut writer, &refuse(ErrorCode::Invalid, message)).await;
+            return None;
+        }
+    };
+    if wire::write_json(&mut writer, &reply::ok(id, &json!({"adopted": true})))
+        .await
+        .is_err()
+    {
+        // The daemon gave up waiting: it ends the client's connection itself.
+        return None;
+    }
+    drop((reader, writer));
+    let (reader, mut writer) = wire::accept_peer(client).await?;
+    let bound = belfry_proto::reply::Bound {
+        session: ctx.pane.spec.session.to_string(),
+        role: "pane-host".into(),
+        pid: std::process::id(),
+        socket: ctx.socket.display().to_string(),
+    };
+    wire::write_json(&mut writer, &reply::ok(&op.bind_id, &bound))
+        .await
+        .ok()?;
+    tracing::info!("serving a client's connection the daemon handed over");
+    Some((reader, writer))
+}
+
+/// The one descriptor an `adopt` carried, as a connection to serve: it must be a Unix stream
+/// socket (its peer is checked as any client's when it is served).
+fn adopted_stream(fds: Vec<std::os::fd::OwnedFd>) -> Result<UnixStream, String> {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let Some(fd) = fds.into_iter().next() else {
+        return Err("no descriptor".into());
+    };
+    let domain = sockopt::socket_domain(&fd);
+    let kind = sockopt::socket_type(&fd);
+    if !matches!(
+        (domain, kind),
+        (Ok(AddressFamily::UNIX), Ok(SocketType::STREAM))
+    ) {
+        return Err("the descriptor handed over is not a Unix stream socket".into());
+    }
+    let stream = std::os::unix::net::UnixStream::from(fd);
+    stream
+        .set_nonblocking(true)
+        .and_then(|()| UnixStream::from_std(stream))
+        .map_err(|err| format!("cannot serve the connection handed over: {err}"))
 }
 
 /// True once the peer has closed the connection (hang-up or read side shut down).

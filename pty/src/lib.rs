@@ -20,7 +20,8 @@
 //! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …).
 //! - [`wire`]: the NDJSON protocol and attach frames, shared with the daemon in `belfry-mux`.
 //! - [`terminal`]: an attach client's terminal handed to the pane host, written by a thread of
-//!   its own; [`restore`] records what the bytes written to a terminal turned on in it and
+//!   its own ([`fdpass`] carries the descriptors, and a client's connection the daemon hands to
+//!   a pane host for `bind`); [`restore`] records what the bytes written to a terminal turned on in it and
 //!   the bytes that undo exactly that.
 //! - [`input`]: the bounded input transport (text, bytes, paste, keys, delays).
 //! - [`listener`]: the accept loop shared with the daemon (connection cap, back-off when out
@@ -37,6 +38,7 @@ pub mod client;
 pub mod deadline;
 pub mod error;
 pub mod expect_token;
+pub mod fdpass;
 mod ground;
 pub mod history;
 pub mod host;

@@ -67,57 +67,14 @@ pub async fn take(
 /// Receives the `count` descriptors the client sends with one byte; an error names what came
 /// instead. Each must be a terminal: the pane host writes and reads nothing else.
 async fn receive(stream: &UnixStream, count: usize) -> std::io::Result<Vec<OwnedFd>> {
-    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
-    loop {
-        stream.readable().await?;
-        let got = stream.try_io(tokio::io::Interest::READABLE, || {
-            // Room for one more than expected, so that too many is told apart from a cut.
-            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
-            let mut ancillary = RecvAncillaryBuffer::new(&mut space);
-            let mut byte = [0u8; 1];
-            let msg = rustix::net::recvmsg(
-                stream,
-                &mut [std::io::IoSliceMut::new(&mut byte)],
-                &mut ancillary,
-                RecvFlags::CMSG_CLOEXEC,
-            )?;
-            let mut fds: Vec<OwnedFd> = Vec::new();
-            for message in ancillary.drain() {
-                if let RecvAncillaryMessage::ScmRights(received) = message {
-                    fds.extend(received);
-                }
-            }
-            Ok((msg.bytes, fds))
-        });
-        match got {
-            Ok((0, _)) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "the client closed the connection before it sent its terminal",
-                ))
-            }
-            Ok((_, fds)) => {
-                if fds.len() != count {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!(
-                            "the client sent {} descriptors with its terminal byte, not {count}",
-                            fds.len()
-                        ),
-                    ));
-                }
-                if !fds.iter().all(rustix::termios::isatty) {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        "a descriptor the client sent is not a terminal",
-                    ));
-                }
-                return Ok(fds);
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(err) => return Err(err),
-        }
+    let fds = crate::fdpass::receive(stream, count, "terminal byte").await?;
+    if !fds.iter().all(rustix::termios::isatty) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "a descriptor the client sent is not a terminal",
+        ));
     }
+    Ok(fds)
 }
 
 /// The attach client's keyboard, read by the pane host while the client lets it (issue 13,
@@ -207,43 +164,7 @@ fn classify(keys: &[u8], prefix: u8) -> KeyRead {
 /// Sends `fds` (the terminal, and the keyboard if the pane host takes it) over `stream` with
 /// one byte: the client's side of [`receive`]. Blocking.
 pub fn send(stream: impl AsFd, fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
-    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-    let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    if !ancillary.push(SendAncillaryMessage::ScmRights(fds)) {
-        return Err(std::io::Error::other("no room for the descriptor"));
-    }
-    loop {
-        match rustix::net::sendmsg(
-            &stream,
-            &[std::io::IoSlice::new(b"T")],
-            &mut ancillary,
-            SendFlags::NOSIGNAL,
-        ) {
-            Ok(1) => return Ok(()),
-            Ok(_) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(rustix::io::Errno::AGAIN) => {
-                // A fresh connection's buffer is empty; wait for room all the same, within
-                // the pane host's own deadline for the descriptor.
-                let mut fds = [rustix::event::PollFd::new(
-                    &stream,
-                    rustix::event::PollFlags::OUT,
-                )];
-                let timeout = rustix::event::Timespec {
-                    tv_sec: HANDOVER_DEADLINE.as_secs() as i64,
-                    tv_nsec: 0,
-                };
-                if rustix::event::poll(&mut fds, Some(&timeout))? == 0 {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the pane host took nothing on the attach connection",
-                    ));
-                }
-            }
-            Err(err) => return Err(err.into()),
-        }
-    }
+    crate::fdpass::send_blocking(stream, b'T', fds, HANDOVER_DEADLINE)
 }
 
 /// What the writer thread is asked to do, in order.
