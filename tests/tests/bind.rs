@@ -209,3 +209,38 @@ fn a_pane_host_refuses_a_hand_over_without_a_connection_and_serves_on() {
     assert_eq!(adopt["error"]["code"], "unknown-op", "{adopt}");
     assert_eq!(env.snapshot("h")["ok"], true);
 }
+
+#[test]
+fn a_connection_through_belfry_proxy_binds_like_a_local_one() {
+    // `belfry proxy` is the far end of `belfry --host`: a remote supervisor that binds gets
+    // the proxy's connection handed to the pane host, with no daemon hop on that machine.
+    use std::process::Stdio;
+    let env = Env::new();
+    env.spawn("p", "24x80", &["cat"], None);
+    let host = pane_host_pid(&env, "p");
+    let mut proxy = env
+        .cmd(&["proxy"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = proxy.stdin.take().unwrap();
+    let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
+    let mut ask = |request: Value| {
+        stdin.write_all(format!("{request}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    let bound = ask(json!({"id":1,"op":"bind","session":"p"}));
+    assert_eq!(bound["pid"], host, "{bound}");
+    let info = ask(json!({"id":2,"op":"info"}));
+    let revision = info["revision"].as_u64().expect("revision");
+    let sent = ask(json!({"id":3,"op":"send","expect":{"revision":revision},
+        "input":[{"text":"through-the-proxy\r"}]}));
+    assert_eq!(sent["result"], "sent", "{sent}");
+    drop(stdin);
+    let status = proxy.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
