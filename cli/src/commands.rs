@@ -1658,14 +1658,23 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
         Place::Local => {
             paths::private_runtime_dir()?;
             let socket = paths::daemon_socket();
-            match direct::running_daemon(&socket)? {
-                Some(mut client) => ask(&mut client, snapshot)?,
-                None => {
-                    // On stderr, so the screen (or its JSON) on stdout is the same data either
-                    // way.
-                    eprintln!("belfry: {}", direct::no_daemon_note(&socket));
-                    direct::snapshot(&paths::runtime_dir(), snapshot, &session)?
+            let runtime = paths::runtime_dir();
+            match direct::quick_snapshot(&runtime, &snapshot, &session)? {
+                Some(screen) => {
+                    if !direct::daemon_listens(&socket) {
+                        eprintln!("belfry: {}", direct::no_daemon_note(&socket));
+                    }
+                    screen
                 }
+                None => match direct::running_daemon(&socket)? {
+                    Some(mut client) => ask(&mut client, snapshot)?,
+                    None => {
+                        // On stderr, so the screen (or its JSON) on stdout is the same data
+                        // either way.
+                        eprintln!("belfry: {}", direct::no_daemon_note(&socket));
+                        direct::snapshot(&runtime, snapshot, &session)?
+                    }
+                },
             }
         }
     };

@@ -1,8 +1,10 @@
-//! Read-only commands with no daemon running: `belfry ls` and `belfry peek` ask the pane hosts
-//! themselves (each serves its own socket under the runtime directory's `panes/`, spec §6.0)
-//! instead of starting a daemon behind the user's back, and say that they did. Nothing here
-//! changes anything: a record whose pane host is gone is listed as unreachable and left for
-//! the next daemon to clean up, as its start-up discovery does.
+//! Commands answered by the pane hosts themselves. `belfry peek` always asks the pane's host
+//! first, in one round trip ([`quick_snapshot`]), since a read needs no daemon in its path;
+//! with no daemon running, `belfry ls` (and `peek` of a pane whose host does not answer) ask
+//! the pane hosts (each serves its own socket under the runtime directory's `panes/`, spec
+//! §6.0) instead of starting a daemon behind the user's back, and say that no daemon runs.
+//! Nothing here changes anything: a record whose pane host is gone is listed as unreachable
+//! and left for the next daemon to clean up, as its start-up discovery does.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +27,13 @@ pub(crate) fn running_daemon(socket: &Path) -> Result<Option<Client>> {
         Err(ClientError::Connect { .. }) => Ok(None),
         Err(err) => Err(err.into()),
     }
+}
+
+/// Whether something listens on the daemon's socket (a running daemon, or a stopped one whose
+/// backlog takes the connection), without a request: for the note of a command that needed
+/// no daemon to answer.
+pub(crate) fn daemon_listens(socket: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket).is_ok()
 }
 
 /// The line that marks an answer given without a daemon.
@@ -128,4 +137,35 @@ pub(crate) fn snapshot(
         .call::<Screen>(request)?
         .into_result()
         .map_err(crate::commands::refusal)
+}
+
+/// A pane's screen asked of its pane host directly, whether a daemon runs or not: a `peek`
+/// changes nothing, so it needs no daemon in its path, and the hello and the request go in one
+/// write ([`Client::connect_and_ask`]): one round trip to a pane host that may be busy with its
+/// program's output, where the daemon's path takes two more hops. `None` when no pane host
+/// answers at the pane's socket (no socket, or a stale one): the caller asks the daemon, which
+/// names what became of the pane.
+pub(crate) fn quick_snapshot(
+    runtime: &Path,
+    request: &op::Snapshot,
+    name: &SessionName,
+) -> Result<Option<Screen>> {
+    let socket: PathBuf = paths::pane_socket(runtime, name.as_str());
+    if !socket.exists() {
+        return Ok(None);
+    }
+    let request = belfry_proto::Request::new(2, request.clone()).to_value();
+    match Client::connect_and_ask(&socket, PANE_QUICK, request) {
+        Ok((_, reply)) => {
+            let reply = Reply::<Screen>::read(&reply).map_err(|err| {
+                anyhow::anyhow!("{}: bad snapshot reply: {err}", socket.display())
+            })?;
+            reply
+                .into_result()
+                .map(Some)
+                .map_err(crate::commands::refusal)
+        }
+        Err(ClientError::Connect { .. }) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
 }

@@ -134,7 +134,7 @@ impl Client {
     /// once. For callers that must never be held up by a stopped server, such as a harness's
     /// hook waiting on `belfry dispatch`.
     pub fn connect_once(path: &Path, deadline: Duration) -> Result<Client, Error> {
-        Client::open_within(path, Some(deadline), Duration::ZERO)
+        Client::open_within(path, Some(deadline), Duration::ZERO, true)
     }
 
     fn open(path: &Path, deadline: Option<Duration>) -> Result<Client, Error> {
@@ -142,13 +142,16 @@ impl Client {
             path,
             deadline,
             deadline.unwrap_or(crate::deadline::DAEMON_QUICK),
+            true,
         )
     }
 
+    /// Connects within `connect_within`, checks the server, and says hello if `hello`.
     fn open_within(
         path: &Path,
         deadline: Option<Duration>,
         connect_within: Duration,
+        hello: bool,
     ) -> Result<Client, Error> {
         let stream = connect_socket(path, connect_within)?;
         // Before the first byte: the hello and every later request may carry the caller's
@@ -173,8 +176,43 @@ impl Client {
             hello: None,
             keep: None,
         };
-        client.say_hello(deadline)?;
+        if hello {
+            client.say_hello(deadline)?;
+        }
         Ok(client)
+    }
+
+    /// Connects to `path` and sends our hello and `request` in one write, then reads both
+    /// answers: one round trip where a hello and a request take two, which counts when the
+    /// server is a pane host busy with a program's output (it answers between two turns of
+    /// output). Only for requests that change nothing (a `snapshot`, an `info`): the request
+    /// reaches the server before our hello's answer is seen, so a server that refuses our
+    /// hello (another protocol) has read it all the same. Every wait is within `deadline`.
+    pub fn connect_and_ask(
+        path: &Path,
+        deadline: Duration,
+        mut request: Value,
+    ) -> Result<(Client, Value), Error> {
+        let mut client = Client::open_within(path, Some(deadline), deadline, false)?;
+        let hello_id = client.next_id;
+        let id = hello_id + 1;
+        client.next_id += 2;
+        if let Value::Object(map) = &mut request {
+            map.entry("id").or_insert(json!(id));
+        }
+        let op = request["op"].as_str().unwrap_or_default().to_string();
+        let hello = belfry_proto::Request::new(hello_id, belfry_proto::request::Hello::ours());
+        let until = Instant::now().checked_add(deadline);
+        let mut lines = hello.to_value().to_string();
+        lines.push('\n');
+        lines.push_str(&request.to_string());
+        client.send_line_raw(lines, until, &op, deadline)?;
+        let reply = client.read_line(until, "hello", deadline)?;
+        let reply = client.parse(&reply)?;
+        client.take_hello(&reply)?;
+        let line = client.read_line(until, &op, deadline)?;
+        let reply = client.parse(&line)?;
+        Ok((client, reply))
     }
 
     /// Speaks the protocol over `stream`, one end of a socket pair whose other end is the
@@ -216,8 +254,13 @@ impl Client {
         let request = belfry_proto::Request::new(id, belfry_proto::request::Hello::ours());
         let own = within.unwrap_or_else(|| crate::deadline::daemon_reply(&request.op));
         let reply = self.exchange(&request.to_value(), "hello", own)?;
+        self.take_hello(&reply)
+    }
+
+    /// Keeps the server's answer to our hello, or the error it is.
+    fn take_hello(&mut self, reply: &Value) -> Result<(), Error> {
         let reply =
-            belfry_proto::Reply::<belfry_proto::reply::Hello>::read(&reply).map_err(|err| {
+            belfry_proto::Reply::<belfry_proto::reply::Hello>::read(reply).map_err(|err| {
                 Error::BadReply {
                     path: self.path.clone(),
                     reason: format!("hello: {err}"),
@@ -338,7 +381,17 @@ impl Client {
         op: &str,
         within: Duration,
     ) -> Result<(), Error> {
-        let mut line = value.to_string();
+        self.send_line_raw(value.to_string(), deadline, op, within)
+    }
+
+    /// Writes `line` and a newline before `deadline`, in one write.
+    fn send_line_raw(
+        &mut self,
+        mut line: String,
+        deadline: Option<Instant>,
+        op: &str,
+        within: Duration,
+    ) -> Result<(), Error> {
         line.push('\n');
         let left = self.left(deadline, op, within)?;
         self.writer

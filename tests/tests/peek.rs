@@ -51,3 +51,64 @@ fn peek_shows_the_screen_history_by_range_and_attributes() {
     assert_eq!(reply["lines"], json!(["1", "2", "3"]));
     assert_eq!(reply["total"], 101);
 }
+
+/// `peek` asks the pane host itself, in one round trip (hello and snapshot in one write),
+/// whether a daemon runs or not: a stopped daemon does not hold it up, and with the daemon
+/// running there is no note about it. A pane host that is not there (a stale socket file) is
+/// left to the daemon, which names the pane as not found.
+#[test]
+fn peek_asks_the_pane_host_itself_and_needs_no_daemon_in_its_path() {
+    use belfry_tests::Stopped;
+    use std::time::{Duration, Instant};
+    let env = Env::new();
+    env.spawn(
+        "q",
+        "5x40",
+        &["sh", "-c", "echo quick-peek; sleep 600"],
+        Some("quick-peek"),
+    );
+    let out = env.run(&["peek", "q"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("quick-peek"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "no note with a daemon running"
+    );
+
+    let daemon = env.daemon_pid();
+    {
+        let _stopped = Stopped::new(daemon);
+        let started = Instant::now();
+        let out = env.run(&["peek", "q", "--json"]);
+        let took = started.elapsed();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let screen: Value = serde_json::from_slice(&out.stdout).expect("peek --json is JSON");
+        assert!(
+            screen["lines"].to_string().contains("quick-peek"),
+            "{screen}"
+        );
+        assert!(screen["expect"].is_string(), "{screen}");
+        // Through the daemon this would wait for the client's 10 s deadline.
+        assert!(
+            took < Duration::from_secs(3),
+            "peek took {took:?} with the daemon stopped"
+        );
+    }
+
+    // A socket file with no pane host behind it: the daemon answers.
+    let stale = env.pane_socket("gone");
+    let listener = std::os::unix::net::UnixListener::bind(&stale).unwrap();
+    drop(listener);
+    let out = env.run(&["peek", "gone"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no pane named \"gone\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
