@@ -1593,9 +1593,9 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
     if steps.is_empty() {
         bail!("nothing to send: give --paste, --text, --key or --delay-ms");
     }
-    let (place, name) = remote::place_of(&args.name)?;
+    let (place, session) = remote::place_of(&args.name)?;
     let send = op::Send {
-        session: Some(name),
+        session: Some(session.clone()),
         expect: send_expectation(args)?,
         input: steps.into_iter().map(|(_, step)| step).collect(),
         txn: None,
@@ -1603,7 +1603,19 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
     };
     // spec §6.2: over ssh the compare still happens in the pane host, so latency can only
     // make a conflict likelier, never a write against a screen the caller did not see.
-    let (whole, sent): (Value, Sent) = ask_whole(&mut place.daemon()?, send)?;
+    // Locally the send goes to the pane host itself when one answers at the pane's socket
+    // (one round trip, no daemon in the path), else through the daemon.
+    let quick = match &place {
+        Place::Local => {
+            paths::private_runtime_dir()?;
+            direct::quick_send(&paths::runtime_dir(), &send, &session)?
+        }
+        Place::Remote(_) => None,
+    };
+    let (whole, sent): (Value, Sent) = match quick {
+        Some(answer) => answer,
+        None => ask_whole(&mut place.daemon()?, send)?,
+    };
     let conflict = matches!(sent, Sent::Conflict { .. });
     if args.json {
         print_json(&whole);

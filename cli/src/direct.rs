@@ -13,7 +13,7 @@ use belfry_mux::client::{Client, ClientError};
 use belfry_proto::reply::{PaneRecord, Screen};
 use belfry_proto::request as op;
 use belfry_proto::{ErrorCode, Reply, SessionName};
-use belfry_pty::deadline::PANE_QUICK;
+use belfry_pty::deadline::{CLIENT_MARGIN, PANE_QUICK};
 use belfry_pty::paths;
 use serde_json::Value;
 
@@ -164,6 +164,38 @@ pub(crate) fn quick_snapshot(
                 .into_result()
                 .map(Some)
                 .map_err(crate::commands::refusal)
+        }
+        Err(ClientError::Connect { .. }) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// A send written to the pane's host directly, as [`quick_snapshot`] reads: the hello and the
+/// send in one write, the send naming the protocol it is written in, so that a pane host that
+/// refuses our hello refuses the send too instead of carrying it out. The reply whole (as the
+/// daemon's path prints it) and its body; `None` when no pane host answers at the pane's
+/// socket: the caller sends through the daemon, which names what became of the pane.
+pub(crate) fn quick_send(
+    runtime: &Path,
+    send: &op::Send,
+    name: &SessionName,
+) -> Result<Option<(Value, belfry_proto::reply::Sent)>> {
+    let socket: PathBuf = paths::pane_socket(runtime, name.as_str());
+    if !socket.exists() {
+        return Ok(None);
+    }
+    let request = belfry_proto::Request::new(2, send.clone());
+    let within = belfry_pty::deadline::pane_reply(&request.op) + CLIENT_MARGIN;
+    let mut value = request.to_value();
+    value["protocol"] = Value::from(belfry_pty::wire::PROTOCOL_VERSION);
+    match Client::connect_and_ask(&socket, within, value) {
+        Ok((_, reply)) => {
+            let read = Reply::<belfry_proto::reply::Sent>::read(&reply)
+                .map_err(|err| anyhow::anyhow!("{}: bad send reply: {err}", socket.display()))?;
+            let sent = read.into_result().map_err(crate::commands::refusal)?;
+            // The reply as the daemon's path gives it: the typed body with its `id` and `ok`.
+            let id = reply.get("id").cloned().unwrap_or(Value::Null);
+            Ok(Some((belfry_proto::reply::ok(&id, &sent), sent)))
         }
         Err(ClientError::Connect { .. }) => Ok(None),
         Err(err) => Err(err.into()),

@@ -81,6 +81,25 @@ impl Request {
             code: ErrorCode::Invalid,
             message,
         };
+        // A request may name the protocol version it is written in, so that one sent before the
+        // hello's answer was seen (a read pipelined behind the hello, a send) is refused, not
+        // carried out, by a server that does not speak it.
+        if let Some(version) = body.get("protocol") {
+            use crate::limits::{MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+            match version.as_u64() {
+                Some(v) if (MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&v) => {}
+                _ => {
+                    return Err(BadRequest {
+                        id: id.clone(),
+                        code: ErrorCode::UnsupportedVersion,
+                        message: format!(
+                            "request written in protocol {version}; this server speaks \
+                             {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}"
+                        ),
+                    })
+                }
+            }
+        }
         let name = match body.get("op") {
             Some(Value::String(name)) => name,
             Some(_) => return Err(invalid("field \"op\" must be a string".into())),
@@ -936,6 +955,26 @@ mod tests {
                 "{name} is served nowhere"
             );
         }
+    }
+
+    #[test]
+    fn a_request_in_a_protocol_the_server_does_not_speak_is_refused_before_its_op() {
+        let err = Request::parse_at(
+            br#"{"id":4,"op":"send","protocol":99,"input":[{"text":"x"}]}"#,
+            Some(Side::PaneHost),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::UnsupportedVersion);
+        assert_eq!(err.id, json!(4));
+        assert!(err.message.contains("protocol 99"), "{}", err.message);
+        let err = Request::parse_at(br#"{"op":"nonsense","protocol":"1"}"#, None).unwrap_err();
+        assert_eq!(err.code, ErrorCode::UnsupportedVersion);
+        let ok = Request::parse_at(
+            br#"{"id":5,"op":"send","protocol":1,"input":[{"text":"x"}]}"#,
+            Some(Side::PaneHost),
+        )
+        .unwrap();
+        assert!(matches!(ok.op, Op::Send(_)));
     }
 
     #[test]

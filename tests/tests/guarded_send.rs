@@ -293,3 +293,86 @@ fn a_queued_send_whose_requester_left_writes_nothing() {
         "the abandoned send wrote bytes"
     );
 }
+
+/// `belfry send` writes to the pane host itself (hello and send in one write), so a stopped
+/// daemon does not hold it up, a guard still refuses a stale revision with zero bytes, and the
+/// JSON answer is the one the daemon's path gives. A send that names a protocol the pane host
+/// does not speak is refused before its op is read, even pipelined behind a hello: nothing is
+/// written.
+#[test]
+fn send_goes_to_the_pane_host_itself_and_a_foreign_protocol_writes_nothing() {
+    use belfry_tests::Stopped;
+    use std::io::{BufRead, BufReader, Write};
+    use std::time::Instant;
+    let env = Env::new();
+    let log = recorder(&env, "d", &[]);
+    let revision = env.revision("d");
+    let daemon = env.daemon_pid();
+    {
+        let _stopped = Stopped::new(daemon);
+        let started = Instant::now();
+        let out = env.run(&[
+            "send",
+            "d",
+            "--expect-revision",
+            &revision.to_string(),
+            "--text",
+            "direct-one",
+            "--json",
+        ]);
+        let took = started.elapsed();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let reply: Value = serde_json::from_slice(&out.stdout).expect("send --json is JSON");
+        assert_eq!(reply["ok"], true, "{reply}");
+        assert_eq!(reply["result"], "sent", "{reply}");
+        assert!(reply["id"].is_u64(), "{reply}");
+        assert!(
+            took < Duration::from_secs(3),
+            "send took {took:?} with the daemon stopped"
+        );
+        let stale = env.run(&[
+            "send",
+            "d",
+            "--expect-revision",
+            &revision.to_string(),
+            "--text",
+            "never-one",
+        ]);
+        assert_eq!(stale.status.code(), Some(3), "a conflict exits 3");
+    }
+    assert!(eventually(Duration::from_secs(5), || {
+        String::from_utf8_lossy(&read_or_empty(&log)).contains("direct-one")
+    }));
+
+    let socket = env.pane_socket("d");
+    let stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let before = env.revision("d");
+    let lines = format!(
+        "{}\n{}\n",
+        json!({"id":1,"op":"hello","versions":[99]}),
+        json!({"id":2,"op":"send","protocol":99,"input":[{"text":"never-two"}]})
+    );
+    (&stream).write_all(lines.as_bytes()).unwrap();
+    let mut reader = BufReader::new(&stream);
+    let mut read = || {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    let hello = read();
+    assert_eq!(hello["error"]["code"], "unsupported-version", "{hello}");
+    let send = read();
+    assert_eq!(send["id"], 2, "{send}");
+    assert_eq!(send["error"]["code"], "unsupported-version", "{send}");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(env.revision("d"), before, "nothing moved the pane");
+    let written = String::from_utf8_lossy(&read_or_empty(&log)).to_string();
+    assert!(!written.contains("never"), "{written}");
+}
