@@ -1,5 +1,6 @@
 //! Nothing waits forever on another process. A stopped (SIGSTOP) daemon or pane host turns
-//! every command into a clear error naming the unresponsive process within the op's deadline;
+//! every command that needs it into a clear error naming the unresponsive process within the
+//! op's deadline (`peek` and `send` need no daemon: they are answered by the pane host);
 //! a pane host that misses the adoption probe is listed as `unresponsive` and adopted as soon
 //! as it answers; a send whose requester went away is never written later.
 
@@ -99,7 +100,7 @@ fn panes(env: &Env) -> BTreeMap<String, Value> {
 const HELLO_LIMIT: Duration = Duration::from_secs(14);
 
 #[test]
-fn a_stopped_daemon_makes_each_command_fail_within_its_deadline_naming_the_daemon() {
+fn a_stopped_daemon_makes_each_command_that_needs_it_fail_naming_the_daemon() {
     let env = Env::new();
     let (log, pane) = recorder(&env, "rec");
     let pane_host = pane["pid"].as_u64().unwrap() as u32;
@@ -110,18 +111,36 @@ fn a_stopped_daemon_makes_each_command_fail_within_its_deadline_naming_the_daemo
         &env,
         &[
             &["ls"],
-            &["peek", "rec"],
-            &["send", "rec", "--text", "WHILE-STOPPED"],
             &["kill", "rec"],
             &["shutdown", "--kill-panes"],
+            // Answered by the pane host, with no daemon in their path.
+            &["peek", "rec"],
+            &["send", "rec", "--text", "WHILE-STOPPED"],
             // To a session with no pane, so no DING notice reaches the recorder afterwards.
             &["inbox", "post", "elsewhere", "--subject", "hi", "/dev/null"],
         ],
     );
-    let (post, daemon_commands) = results.split_last().unwrap();
+    let (daemon_commands, direct) = results.split_at(3);
     for command in daemon_commands {
         command.assert_unanswered(daemon, HELLO_LIMIT);
     }
+    let (peek, send, post) = (&direct[0], &direct[1], &direct[2]);
+    for command in [peek, send] {
+        assert_eq!(
+            command.code(),
+            Some(0),
+            "belfry {:?}: {}",
+            command.args,
+            command.stderr()
+        );
+        assert!(
+            command.took < Duration::from_secs(5),
+            "belfry {:?} took {:?} with the daemon stopped",
+            command.args,
+            command.took
+        );
+    }
+    assert!(peek.stdout().contains("READY"), "{}", peek.stdout());
     // Posting needs no daemon: the message is on disk, and the nudge gives up after 1 s.
     assert!(
         post.took < Duration::from_secs(5),
@@ -146,12 +165,12 @@ fn a_stopped_daemon_makes_each_command_fail_within_its_deadline_naming_the_daemo
     );
 
     // Once the daemon runs again, nothing those commands asked for happens late: the pane was
-    // neither killed nor written to, and the daemon still serves.
+    // not killed, it holds only the send its pane host answered, and the daemon still serves.
     drop(stopped);
     std::thread::sleep(Duration::from_millis(500));
     assert!(pid_alive(pane_host), "the pane was killed after the fact");
     assert_eq!(panes(&env)["rec"]["pid"], pane["pid"]);
-    assert_eq!(read_or_empty(&log), b"", "the timed-out send was written");
+    assert_eq!(read_or_empty(&log), b"WHILE-STOPPED", "the pane's input");
 }
 
 #[test]
@@ -199,15 +218,17 @@ fn a_stopped_pane_host_is_listed_as_unresponsive_and_times_out_clearly() {
         ],
     );
     results[0].assert_unanswered(pane_host, Duration::from_secs(9));
-    // A send's daemon deadline covers what the pane host may legitimately spend on it with the
-    // default 5 s write timeout: 5 s + a lock wait of 10 s + 5 s of writes = 20 s.
+    // A send's deadline covers what the pane host may legitimately spend on it with the
+    // default 5 s write timeout: 5 s + a lock wait of 10 s + 5 s of writes = 20 s (`peek` and
+    // `send` wait for the pane host themselves, with no daemon in between).
     results[1].assert_unanswered(pane_host, Duration::from_secs(24));
     results[2].assert_unanswered(pane_host, Duration::from_secs(9));
     results[3].assert_unanswered(pane_host, HELLO_LIMIT);
     env.ok(&["peek", "awake"]);
 
-    // The daemon gave up on them and dropped its connections, so when the pane host runs again
-    // it finds their requesters gone: the send is not written and the pane was not forgotten.
+    // The clients (and the daemon, for `kill`) gave up on them and closed their connections, so
+    // when the pane host runs again it finds their requesters gone: the send is not written and
+    // the pane was not forgotten.
     drop(stopped);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(read_or_empty(&log), b"", "the timed-out send was written");
