@@ -140,8 +140,8 @@ pub(crate) fn snapshot(
 }
 
 /// A pane's screen asked of its pane host directly, whether a daemon runs or not: a `peek`
-/// changes nothing, so it needs no daemon in its path, and the hello and the request go in one
-/// write ([`Client::connect_and_ask`]): one round trip to a pane host that may be busy with its
+/// needs no daemon in its path, and the hello and the request go in one write
+/// ([`Client::connect_and_ask`]): one round trip to a pane host that may be busy with its
 /// program's output, where the daemon's path takes two more hops. `None` when no pane host
 /// answers at the pane's socket (no socket, or a stale one): the caller asks the daemon, which
 /// names what became of the pane.
@@ -150,56 +150,56 @@ pub(crate) fn quick_snapshot(
     request: &op::Snapshot,
     name: &SessionName,
 ) -> Result<Option<Screen>> {
-    let socket: PathBuf = paths::pane_socket(runtime, name.as_str());
-    if !socket.exists() {
-        return Ok(None);
-    }
-    let request = belfry_proto::Request::new(2, request.clone()).to_value();
-    match Client::connect_and_ask(&socket, PANE_QUICK, request) {
-        Ok((_, reply)) => {
-            let reply = Reply::<Screen>::read(&reply).map_err(|err| {
-                anyhow::anyhow!("{}: bad snapshot reply: {err}", socket.display())
-            })?;
-            reply
-                .into_result()
-                .map(Some)
-                .map_err(crate::commands::refusal)
-        }
-        Err(ClientError::Connect { .. }) => Ok(None),
-        Err(err) => Err(err.into()),
-    }
+    let request = belfry_proto::Request::new(2, request.clone());
+    Ok(ask_pane_host(runtime, name, &request, PANE_QUICK)?.map(|(_, screen)| screen))
 }
 
-/// A send written to the pane's host directly, as [`quick_snapshot`] reads: the hello and the
-/// send in one write, the send naming the protocol it is written in, so that a pane host that
-/// refuses our hello refuses the send too instead of carrying it out. The reply whole (as the
-/// daemon's path prints it) and its body; `None` when no pane host answers at the pane's
-/// socket: the caller sends through the daemon, which names what became of the pane.
+/// A send written to the pane's host directly, as [`quick_snapshot`] reads. The reply whole
+/// (as the daemon's path prints it) and its body; `None` when no pane host answers at the
+/// pane's socket: the caller sends through the daemon, which names what became of the pane.
 pub(crate) fn quick_send(
     runtime: &Path,
     send: &op::Send,
     name: &SessionName,
 ) -> Result<Option<(Value, belfry_proto::reply::Sent)>> {
-    let socket: PathBuf = paths::pane_socket(runtime, name.as_str());
-    if !socket.exists() {
-        return Ok(None);
-    }
     let request = belfry_proto::Request::new(2, send.clone());
     // What the daemon would give the pane host for this send: with no daemon in between,
     // there is nobody to report a silent pane host sooner.
     let within = belfry_pty::deadline::pane_reply(&request.op);
-    let mut value = request.to_value();
-    value["protocol"] = Value::from(belfry_pty::wire::PROTOCOL_VERSION);
-    match Client::connect_and_ask(&socket, within, value) {
-        Ok((_, reply)) => {
-            let read = Reply::<belfry_proto::reply::Sent>::read(&reply)
-                .map_err(|err| anyhow::anyhow!("{}: bad send reply: {err}", socket.display()))?;
-            let sent = read.into_result().map_err(crate::commands::refusal)?;
-            // The reply as the daemon's path gives it: the typed body with its `id` and `ok`.
-            let id = reply.get("id").cloned().unwrap_or(Value::Null);
-            Ok(Some((belfry_proto::reply::ok(&id, &sent), sent)))
-        }
-        Err(ClientError::Connect { .. }) => Ok(None),
-        Err(err) => Err(err.into()),
+    Ok(ask_pane_host(runtime, name, &request, within)?
+        .map(|(id, sent)| (belfry_proto::reply::ok(&id, &sent), sent)))
+}
+
+/// `request` asked of the pane host at `name`'s socket in one round trip, within `within`:
+/// the reply's `id` and its body, a refusal as the error it is, or `None` when no pane host
+/// answers there.
+fn ask_pane_host<T: serde::de::DeserializeOwned>(
+    runtime: &Path,
+    name: &SessionName,
+    request: &belfry_proto::Request,
+    within: std::time::Duration,
+) -> Result<Option<(Value, T)>> {
+    let socket: PathBuf = paths::pane_socket(runtime, name.as_str());
+    if !socket.exists() {
+        return Ok(None);
     }
+    let reply = match Client::connect_and_ask(&socket, within, request.to_value()) {
+        Ok((_, reply)) => reply,
+        Err(ClientError::Connect { .. }) => return Ok(None),
+        Err(err) => return Err(err.into()),
+    };
+    let body = Reply::<T>::read(&reply)
+        .map_err(|err| {
+            anyhow::anyhow!(
+                "{}: bad {} reply: {err}",
+                socket.display(),
+                request.op.name()
+            )
+        })?
+        .into_result()
+        .map_err(crate::commands::refusal)?;
+    Ok(Some((
+        reply.get("id").cloned().unwrap_or(Value::Null),
+        body,
+    )))
 }

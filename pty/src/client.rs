@@ -185,9 +185,9 @@ impl Client {
     /// Connects to `path` and sends our hello and `request` in one write, then reads both
     /// answers: one round trip where a hello and a request take two, which counts when the
     /// server is a pane host busy with a program's output (it answers between two turns of
-    /// output). Only for requests that change nothing (a `snapshot`, an `info`): the request
-    /// reaches the server before our hello's answer is seen, so a server that refuses our
-    /// hello (another protocol) has read it all the same. Every wait is within `deadline`.
+    /// output). The request reaches the server before our hello's answer is seen, so it is
+    /// sent naming the protocol it is written in (`protocol`): a server that refuses our hello
+    /// refuses the request too, instead of carrying it out. Every wait is within `deadline`.
     pub fn connect_and_ask(
         path: &Path,
         deadline: Duration,
@@ -199,6 +199,7 @@ impl Client {
         client.next_id += 2;
         if let Value::Object(map) = &mut request {
             map.entry("id").or_insert(json!(id));
+            map.insert("protocol".into(), json!(crate::wire::PROTOCOL_VERSION));
         }
         let op = request["op"].as_str().unwrap_or_default().to_string();
         let hello = belfry_proto::Request::new(hello_id, belfry_proto::request::Hello::ours());

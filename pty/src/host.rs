@@ -395,20 +395,17 @@ async fn adopt(
     reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     mut writer: OwnedWriteHalf,
 ) -> Option<Conn> {
-    let refuse = |code, message: String| reply::error(id, code, message);
+    let refuse = |message: String| reply::error(id, ErrorCode::Invalid, message);
     if !reader.buffer().is_empty() {
         // The descriptor rides on the byte after the agreement: one already read with the
         // request would have been closed.
         let message = "adopt must be the last thing sent before its answer".to_string();
-        let _ = wire::write_json(&mut writer, &refuse(ErrorCode::Invalid, message)).await;
+        let _ = wire::write_json(&mut writer, &refuse(message)).await;
         return None;
     }
-    if wire::write_json(&mut writer, &reply::ok(id, &json!({"ready": true})))
+    wire::write_json(&mut writer, &reply::ok(id, &json!({"ready": true})))
         .await
-        .is_err()
-    {
-        return None;
-    }
+        .ok()?;
     let stream: &UnixStream = reader.get_ref().as_ref();
     let taken = match tokio::time::timeout(
         ADOPT_DEADLINE,
@@ -427,17 +424,15 @@ async fn adopt(
         Ok(client) => client,
         Err(message) => {
             tracing::warn!("adopt refused: {message}");
-            let _ = wire::write_json(&mut writer, &refuse(ErrorCode::Invalid, message)).await;
+            let _ = wire::write_json(&mut writer, &refuse(message)).await;
             return None;
         }
     };
-    if wire::write_json(&mut writer, &reply::ok(id, &json!({"adopted": true})))
+    // A write that fails means the daemon gave up waiting: it ends the client's connection
+    // itself.
+    wire::write_json(&mut writer, &reply::ok(id, &json!({"adopted": true})))
         .await
-        .is_err()
-    {
-        // The daemon gave up waiting: it ends the client's connection itself.
-        return None;
-    }
+        .ok()?;
     drop((reader, writer));
     let (reader, mut writer) = wire::accept_peer(client).await?;
     let bound = belfry_proto::reply::Bound {

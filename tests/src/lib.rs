@@ -125,6 +125,14 @@ impl Env {
     }
 
     /// The environment every belfry process of this test runs with.
+    /// The pid of `session`'s pane host, from its record.
+    pub fn pane_host_pid(&self, session: &str) -> u32 {
+        let record = std::fs::read_to_string(self.runtime().join(format!("panes/{session}.json")))
+            .expect("pane record");
+        let record: Value = serde_json::from_str(&record).expect("pane record is JSON");
+        record["pid"].as_u64().expect("pane record pid") as u32
+    }
+
     pub fn vars(&self) -> Vec<(String, String)> {
         let p = |n: &str| self.path(n).display().to_string();
         let mut vars = vec![
@@ -437,6 +445,11 @@ impl Conn {
         self.writer.write_all(bytes)
     }
 
+    /// The connection's socket (to pass descriptors on it, see [`send_descriptors`]).
+    pub fn stream(&self) -> &UnixStream {
+        &self.writer
+    }
+
     /// Reads one JSON line; `None` at EOF.
     pub fn read(&mut self) -> Option<Value> {
         let mut line = String::new();
@@ -447,6 +460,18 @@ impl Conn {
             Ok(_) => Some(serde_json::from_str(&line).expect("reply is JSON")),
         }
     }
+}
+
+/// The socket inodes a process holds open (`socket:[N]`, as `/proc/PID/fd` names them).
+pub fn socket_inodes(pid: u32) -> std::collections::BTreeSet<String> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return std::collections::BTreeSet::new();
+    };
+    dir.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .map(|target| target.display().to_string())
+        .filter(|target| target.starts_with("socket:"))
+        .collect()
 }
 
 /// Sends the byte `T` with `fds` attached (`SCM_RIGHTS`) on `stream`: what an attach client

@@ -4,39 +4,18 @@
 //! bind leaves the connection with the daemon, serving on, and that a pane host refuses a
 //! hand-over that does not carry a connection.
 
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
-use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use belfry_tests::{eventually, send_descriptors, signal, Env, Stopped};
+use belfry_tests::{eventually, send_descriptors, signal, socket_inodes, Conn, Env, Stopped};
 use serde_json::{json, Value};
-
-fn pane_host_pid(env: &Env, session: &str) -> u32 {
-    let record = std::fs::read_to_string(env.runtime().join(format!("panes/{session}.json")))
-        .expect("pane record");
-    let record: Value = serde_json::from_str(&record).unwrap();
-    record["pid"].as_u64().unwrap() as u32
-}
-
-/// The inodes of the sockets a process holds open.
-fn socket_inodes(pid: u32) -> BTreeSet<String> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return BTreeSet::new();
-    };
-    dir.flatten()
-        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-        .map(|target| target.display().to_string())
-        .filter(|target| target.starts_with("socket:"))
-        .collect()
-}
 
 #[test]
 fn a_bound_connection_is_served_by_the_pane_host_and_outlives_the_daemon() {
     let env = Env::new();
     env.spawn("b", "24x80", &["cat"], None);
-    let host = pane_host_pid(&env, "b");
+    let host = env.pane_host_pid("b");
     let daemon = env.daemon_pid();
     let mut conn = env.conn();
     let daemon_before = socket_inodes(daemon);
@@ -146,7 +125,7 @@ fn a_refused_bind_leaves_the_connection_with_the_daemon() {
 fn a_stopped_pane_host_fails_the_bind_within_its_deadline_and_the_daemon_serves_on() {
     let env = Env::new();
     env.spawn("s", "24x80", &["cat"], None);
-    let host = pane_host_pid(&env, "s");
+    let host = env.pane_host_pid("s");
     let mut conn = env.conn();
     {
         let _stopped = Stopped::new(host);
@@ -174,26 +153,14 @@ fn a_stopped_pane_host_fails_the_bind_within_its_deadline_and_the_daemon_serves_
 fn a_pane_host_refuses_a_hand_over_without_a_connection_and_serves_on() {
     let env = Env::new();
     env.spawn("h", "24x80", &["cat"], None);
-    let socket = env.pane_socket("h");
-    let stream = UnixStream::connect(&socket).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut read = || {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
-    (&stream)
-        .write_all(format!("{}\n", json!({"id":7,"op":"adopt","bind_id":"x"})).as_bytes())
-        .unwrap();
-    let ready = read();
+    let mut conn = Conn::open(&env.pane_socket("h")).unwrap();
+    conn.send_raw(format!("{}\n", json!({"id":7,"op":"adopt","bind_id":"x"})).as_bytes());
+    let ready = conn.read().expect("ready");
     assert_eq!(ready["ready"], true, "{ready}");
     // A file, not a socket.
     let file = std::fs::File::open("/dev/null").unwrap();
-    send_descriptors(&stream, &[file.as_fd()]);
-    let refused = read();
+    send_descriptors(conn.stream(), &[file.as_fd()]);
+    let refused = conn.read().expect("refusal");
     assert_eq!(refused["id"], 7, "{refused}");
     assert_eq!(refused["error"]["code"], "invalid", "{refused}");
     assert!(
@@ -217,7 +184,7 @@ fn a_connection_through_belfry_proxy_binds_like_a_local_one() {
     use std::process::Stdio;
     let env = Env::new();
     env.spawn("p", "24x80", &["cat"], None);
-    let host = pane_host_pid(&env, "p");
+    let host = env.pane_host_pid("p");
     let mut proxy = env
         .cmd(&["proxy"])
         .stdin(Stdio::piped())

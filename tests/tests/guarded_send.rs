@@ -302,7 +302,6 @@ fn a_queued_send_whose_requester_left_writes_nothing() {
 #[test]
 fn send_goes_to_the_pane_host_itself_and_a_foreign_protocol_writes_nothing() {
     use belfry_tests::Stopped;
-    use std::io::{BufRead, BufReader, Write};
     use std::time::Instant;
     let env = Env::new();
     let log = recorder(&env, "d", &[]);
@@ -348,27 +347,17 @@ fn send_goes_to_the_pane_host_itself_and_a_foreign_protocol_writes_nothing() {
         String::from_utf8_lossy(&read_or_empty(&log)).contains("direct-one")
     }));
 
-    let socket = env.pane_socket("d");
-    let stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut conn = Conn::open(&env.pane_socket("d")).unwrap();
     let before = env.revision("d");
     let lines = format!(
         "{}\n{}\n",
         json!({"id":1,"op":"hello","versions":[99]}),
         json!({"id":2,"op":"send","protocol":99,"input":[{"text":"never-two"}]})
     );
-    (&stream).write_all(lines.as_bytes()).unwrap();
-    let mut reader = BufReader::new(&stream);
-    let mut read = || {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
-    let hello = read();
+    conn.send_raw(lines.as_bytes());
+    let hello = conn.read().expect("hello reply");
     assert_eq!(hello["error"]["code"], "unsupported-version", "{hello}");
-    let send = read();
+    let send = conn.read().expect("send reply");
     assert_eq!(send["id"], 2, "{send}");
     assert_eq!(send["error"]["code"], "unsupported-version", "{send}");
     std::thread::sleep(Duration::from_millis(200));

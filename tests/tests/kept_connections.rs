@@ -4,30 +4,10 @@
 //! a pane made again under its name is reached (not the old pane host through a kept
 //! connection), and the kept connections are real ones that end with the daemon.
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use belfry_tests::{eventually, Env};
-use serde_json::{json, Value};
-
-/// The socket inodes a process holds open.
-fn socket_inodes(pid: u32) -> BTreeSet<String> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return BTreeSet::new();
-    };
-    dir.flatten()
-        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-        .map(|target| target.display().to_string())
-        .filter(|target| target.starts_with("socket:"))
-        .collect()
-}
-
-fn pane_host_pid(env: &Env, session: &str) -> u32 {
-    let record = std::fs::read_to_string(env.runtime().join(format!("panes/{session}.json")))
-        .expect("pane record");
-    let record: Value = serde_json::from_str(&record).unwrap();
-    record["pid"].as_u64().unwrap() as u32
-}
+use belfry_tests::{eventually, socket_inodes, Env};
+use serde_json::json;
 
 #[test]
 fn a_snapshot_never_waits_behind_a_long_wait_on_the_same_pane() {
@@ -99,7 +79,7 @@ fn a_pane_made_again_under_its_name_is_reached_not_the_old_pane_host() {
 fn kept_connections_are_real_and_end_with_the_daemon() {
     let env = Env::new();
     env.spawn("p", "24x80", &["sleep", "100000"], None);
-    let host = pane_host_pid(&env, "p");
+    let host = env.pane_host_pid("p");
     for _ in 0..20 {
         env.snapshot("p");
     }
