@@ -1673,7 +1673,7 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
             let runtime = paths::runtime_dir();
             match direct::quick_snapshot(&runtime, &snapshot, &session)? {
                 Some(screen) => {
-                    if !direct::daemon_listens(&socket) {
+                    if !direct::daemon_runs(&socket) {
                         eprintln!("belfry: {}", direct::no_daemon_note(&socket));
                     }
                     screen

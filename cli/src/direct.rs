@@ -29,11 +29,20 @@ pub(crate) fn running_daemon(socket: &Path) -> Result<Option<Client>> {
     }
 }
 
-/// Whether something listens on the daemon's socket (a running daemon, or a stopped one whose
-/// backlog takes the connection), without a request: for the note of a command that needed
-/// no daemon to answer.
-pub(crate) fn daemon_listens(socket: &Path) -> bool {
-    std::os::unix::net::UnixStream::connect(socket).is_ok()
+/// Whether a daemon serves `socket` (running, starting or stopped), for the note of a command
+/// that needed no daemon to answer: it holds an exclusive lock on the socket's lock file for its
+/// whole life ([`paths::daemon_lock`]), so a shared one is refused. Asked of the lock rather
+/// than the socket, so no daemon is woken to accept a connection nobody uses.
+pub(crate) fn daemon_runs(socket: &Path) -> bool {
+    let Ok(lock) = std::fs::File::open(paths::daemon_lock(socket)) else {
+        return false;
+    };
+    // Granted (no daemon), the shared lock is released when `lock` closes, at once; a daemon
+    // starting meanwhile retries its own for two seconds.
+    matches!(
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockShared),
+        Err(rustix::io::Errno::WOULDBLOCK)
+    )
 }
 
 /// The line that marks an answer given without a daemon.

@@ -93,7 +93,7 @@ async fn serve(config: DaemonConfig) -> Result<(), Error> {
     // for the daemon's lifetime and released by the kernel however it dies, so a `kill -9`
     // never leaves a stale lock behind. They are all taken before anything is bound, removed
     // or adopted, so a refused daemon leaves no trace.
-    let socket_lock = take_lock(&lock_path(&config.socket))
+    let socket_lock = take_lock(&paths::daemon_lock(&config.socket))
         .await?
         .map_err(|_| Error::AlreadyRunning(config.socket.clone()))?;
     // Two daemons over one state directory would each run a DING worker for every pane and
@@ -219,15 +219,6 @@ async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, Error> 
         source,
     })?;
     Ok(Ok(file))
-}
-
-fn lock_path(socket: &Path) -> PathBuf {
-    let mut name = socket
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".lock");
-    socket.with_file_name(name)
 }
 
 async fn adopt_existing(daemon: &Arc<Daemon>) {

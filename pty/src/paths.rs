@@ -28,6 +28,18 @@ pub fn daemon_socket() -> PathBuf {
     }
 }
 
+/// The lock file beside a daemon socket (`default.sock.lock`): the daemon serving `socket` holds
+/// an exclusive `flock` on it for its whole life, stopped or not, and the kernel releases it
+/// however the daemon ends.
+pub fn daemon_lock(socket: &Path) -> PathBuf {
+    let mut name = socket
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".lock");
+    socket.with_file_name(name)
+}
+
 /// Durable state: `$BELFRY_STATE`, else `$XDG_STATE_HOME/belfry`, else `~/.local/state/belfry`.
 pub fn state_dir() -> PathBuf {
     if let Some(dir) = non_empty_env("BELFRY_STATE") {

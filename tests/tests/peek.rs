@@ -98,6 +98,14 @@ fn peek_asks_the_pane_host_itself_and_needs_no_daemon_in_its_path() {
             took < Duration::from_secs(3),
             "peek took {took:?} with the daemon stopped"
         );
+        // A stopped daemon still runs: no note. Whether it runs was asked of its lock, not its
+        // socket: nothing waits in the stopped daemon's accept queue for it to wake to.
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+        assert_eq!(
+            accept_queue(&env.socket()),
+            0,
+            "peek connected to the daemon"
+        );
     }
 
     // A socket file with no pane host behind it: the daemon answers.
@@ -111,4 +119,23 @@ fn peek_asks_the_pane_host_itself_and_needs_no_daemon_in_its_path() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// How many connections wait in the accept queue of the listening socket at `path` (the
+/// Recv-Q `ss` shows for a listening socket).
+fn accept_queue(path: &std::path::Path) -> usize {
+    let out = std::process::Command::new("ss")
+        .args(["-xlnH"])
+        .output()
+        .expect("ss (iproute2) runs");
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let path = path.to_string_lossy();
+    let line = listing
+        .lines()
+        .find(|line| line.split_whitespace().nth(4) == Some(path.as_ref()))
+        .unwrap_or_else(|| panic!("no listening socket at {path} in:\n{listing}"));
+    line.split_whitespace()
+        .nth(2)
+        .and_then(|queue| queue.parse().ok())
+        .unwrap_or_else(|| panic!("no queue length in {line:?}"))
 }
