@@ -17,6 +17,7 @@
 //!                    [--race 1]                              guarded sends (see cmd_sends)
 //! belfry-bench socket-relay --listen SOCK --to SOCK [--secs S] a minimal byte relay (the floor)
 //! belfry-bench times --spec FILE                            wall time per invocation
+//! belfry-bench pace --file PATH [--rate B --chunk N]         pane program: prints at a steady rate
 //! belfry-bench stamp-recv --log FILE [--bracketed 0|1]       pane program: timestamps input
 //! belfry-bench bench-adapter LOG                             DING adapter: one lease per message
 //! belfry-bench ding --mode aggressive|rich …                 DING latency driver (see ding.rs)
@@ -133,6 +134,7 @@ fn dispatch(sub: &str, args: &Args) -> Result<Value> {
         "sends" => cmd_sends(args),
         "socket-relay" => cmd_socket_relay(args),
         "times" => cmd_times(args),
+        "pace" => cmd_pace(args),
         "stamp-recv" => ding::cmd_stamp_recv(args),
         "ding" => ding::cmd_ding(args),
         other => Err(format!("unknown subcommand {other:?}").into()),
@@ -811,6 +813,50 @@ fn cmd_socket_relay(args: &Args) -> Result<Value> {
         }
     }
     Ok(json!({"done": true}))
+}
+
+/// `pace`: a pane program that prints without pause at a steady rate: the first MiB of
+/// `--file`, over and over, `--chunk` bytes (4096) per write at `--rate` bytes a second (4 MiB),
+/// on an absolute schedule. Every multiplexer keeps up with it, so each one's busy session
+/// loads the machine alike, where `cat` in a loop prints as fast as each one reads and loads
+/// it in proportion to how fast that is. Falling behind by more than 50 ms (a reader that
+/// does not keep up) restarts the schedule rather than bursting. Runs until killed.
+fn cmd_pace(args: &Args) -> Result<Value> {
+    use std::os::fd::AsFd as _;
+    let chunk: usize = args.num("chunk", 4096)?;
+    let rate: u64 = args.num("rate", 4 << 20)?;
+    if chunk == 0 || rate == 0 {
+        return Err("--chunk and --rate must be more than 0".into());
+    }
+    let path = args.req("file")?;
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .map_err(|err| format!("--file {path}: {err}"))?
+        .take(1 << 20)
+        .read_to_end(&mut data)?;
+    if data.len() < chunk {
+        return Err(format!("--file {path} holds fewer than --chunk {chunk} bytes").into());
+    }
+    // The descriptor itself: the standard library's stdout would split every write at its
+    // newlines.
+    let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let interval = Duration::from_secs_f64(chunk as f64 / rate as f64);
+    let mut next = Instant::now();
+    let mut at = 0;
+    loop {
+        if at + chunk > data.len() {
+            at = 0;
+        }
+        out.write_all(&data[at..at + chunk])?;
+        at += chunk;
+        next += interval;
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        } else if now - next > Duration::from_millis(50) {
+            next = now;
+        }
+    }
 }
 
 /// `times`: wall time of whole command invocations (fork/exec to exit), commands interleaved
