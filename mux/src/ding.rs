@@ -111,8 +111,13 @@ pub enum DingMsg {
     InboxChanged,
     /// An event from the pane host (exit, lifecycle restart).
     Pane(Event),
-    /// A hook event forwarded by `belfry dispatch` inside the pane.
-    Hook(HookSeen),
+    /// A hook event forwarded by `belfry dispatch` inside the pane; `applied` is told once
+    /// the worker's state holds it, so the hook does not return before, say, a compaction
+    /// has invalidated the lease.
+    Hook {
+        event: HookSeen,
+        applied: oneshot::Sender<()>,
+    },
     /// A turn-boundary claim from `belfry dispatch` (spec §7.5): the op as it arrived.
     TurnBoundary {
         claim: req::DingTurnBoundary,
@@ -1564,7 +1569,7 @@ impl Worker {
                 }
                 _ => {}
             },
-            DingMsg::Hook(event) => {
+            DingMsg::Hook { event, applied } => {
                 let hook = event.hook.as_str();
                 let source = event.source.as_deref().unwrap_or("");
                 // spec §7.4: a compaction invalidates the lease. `pre-compact` is the semantic
@@ -1596,6 +1601,7 @@ impl Worker {
                 if hook == "prompt-submit" {
                     self.prompt_submitted(&event);
                 }
+                let _ = applied.send(());
             }
             DingMsg::TurnBoundary { claim, reply } => {
                 let _ = reply.send(self.turn_boundary(&claim));

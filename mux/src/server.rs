@@ -747,7 +747,7 @@ async fn handle(daemon: &Arc<Daemon>, request: &Request) -> Value {
         Op::DingStatus(op) => ding_status(daemon, id, op.session.as_ref()).await,
         Op::DingNudge(op) => ding_nudge(daemon, id, op.session.as_ref()),
         Op::DingTurnBoundary(op) => ding_turn_boundary(daemon, id, op).await,
-        Op::Hook(op) => hook_event(daemon, id, op),
+        Op::Hook(op) => hook_event(daemon, id, op).await,
         // Served by the connection loop before it gets here.
         Op::Subscribe(_) => reply::error(id, ErrorCode::Internal, "subscribe is a stream"),
         other => reply::error(
@@ -1440,9 +1440,16 @@ async fn ding_turn_boundary(daemon: &Daemon, id: &Value, op: &request::DingTurnB
     }
 }
 
+/// How long a hook event waits for the pane's DING worker to have applied it before it is
+/// answered anyway (a worker in the middle of a notice's transaction reads it after that).
+const HOOK_APPLIED_WITHIN: Duration = Duration::from_secs(2);
+
 /// A hook event seen by `belfry dispatch` inside a pane: published on the bus and given to the
-/// pane's DING worker (compaction and clear invalidate leases).
-fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) -> Value {
+/// pane's DING worker (compaction and clear invalidate leases). Answered once the worker has
+/// applied it (within [`HOOK_APPLIED_WITHIN`]): the harness runs its hook before it compacts
+/// or clears, so the lease is gone before it does, and mail posted after the hook returned is
+/// never delivered under the old lease.
+async fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) -> Value {
     let session = match ding_session(daemon, id, op.session.as_ref()) {
         Ok(session) => session,
         Err(reply) => return reply,
@@ -1457,7 +1464,25 @@ fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) -> Value {
         prompt: op.prompt,
         notices: op.notices.clone(),
     };
-    daemon.ding.tell(&session, DingMsg::Hook(seen.clone()));
+    let (applied, applied_rx) = tokio::sync::oneshot::channel();
+    let told = daemon.ding.tell(
+        &session,
+        DingMsg::Hook {
+            event: seen.clone(),
+            applied,
+        },
+    );
     publish(daemon, Event::Hook(seen).to_value());
+    if told
+        && tokio::time::timeout(HOOK_APPLIED_WITHIN, applied_rx)
+            .await
+            .is_err()
+    {
+        tracing::warn!(
+            session,
+            "the DING worker did not apply a hook event within {} s; answered anyway",
+            HOOK_APPLIED_WITHIN.as_secs()
+        );
+    }
     reply::ok(id, &belfry_proto::reply::Published { published: true })
 }
