@@ -24,7 +24,7 @@ use belfry_ding::{notice, DeliveryState, Inbox, MessageName, OwnershipStore, Ses
 use belfry_proto::reply::Claimed;
 use belfry_proto::request::{ClaimPurpose, ClaimStep, DingTurnBoundary, Hook, PromptOrigin};
 use belfry_proto::{Op, Reply, Request};
-use belfry_pty::client::{send_only, Client};
+use belfry_pty::client::{send_and_wait, Client};
 
 use crate::dispatch::{
     read_hook_stdin, run_dispatch, run_dispatch_claiming, run_dispatch_without_input,
@@ -206,7 +206,8 @@ fn ask<T: serde::de::DeserializeOwned>(socket: &Path, op: impl Into<Op>) -> Opti
         .ok()
 }
 
-/// Publishes the hook event on the daemon's bus (`hook` events), without waiting. A pane
+/// Publishes the hook event on the daemon's bus (`hook` events) and gives it to the pane's DING
+/// worker, waiting (within [`DAEMON_TIMEOUT`]) until the worker has applied it. A pane
 /// whose `$BELFRY_SESSION` is not a session name has no bus to publish on: the daemon would
 /// refuse the request, so it is not sent. At a prompt submit it also says who wrote the prompt
 /// (in `prompt_field` of the stdin) and which staged notices it carries (see [`read_prompt`]).
@@ -232,8 +233,11 @@ pub fn forward_event(pane: &PaneEnv, event: &str, stdin: &[u8], prompt_field: Op
         prompt,
         notices,
     };
-    // Fire and forget: the bus needs no answer, and a slow daemon must not hold up the hook.
-    let _ = send_only(&pane.socket, &Request::new(0, hook), DAEMON_TIMEOUT);
+    // The daemon answers once the pane's DING worker has applied the event, so a compaction or
+    // a turn's start has ended the lease before the harness goes on with it; a slow daemon
+    // holds the hook up no longer than DAEMON_TIMEOUT, and the event is applied when it gets
+    // there.
+    let _ = send_and_wait(&pane.socket, &Request::new(0, hook), DAEMON_TIMEOUT);
 }
 
 /// A submitted prompt, judged: `belfry` when it carries a DING notice (DING typed it, or a
@@ -440,7 +444,7 @@ mod tests {
         std::thread::spawn(move || {
             let started = Instant::now();
             let reply = ask::<belfry_proto::reply::Hello>(&asked, Hello::default());
-            let sent = send_only(&asked, &Request::new(1, Hello::default()), DAEMON_TIMEOUT);
+            let sent = send_and_wait(&asked, &Request::new(1, Hello::default()), DAEMON_TIMEOUT);
             let _ = tx.send((reply, sent.is_ok(), started.elapsed()));
         });
         let (reply, sent, took) = rx

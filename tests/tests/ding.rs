@@ -377,6 +377,13 @@ fn lifecycle_case_in(
         .write_all(stdin.to_string().as_bytes())
         .unwrap();
     assert!(child.wait_with_output().unwrap().status.success());
+    // The hook returned only once the worker had applied it: the lease is gone already, with
+    // no waiting, as it must be before the harness goes on to compact or clear.
+    let lease = status(env)["lease"].clone();
+    assert_eq!(
+        lease["state"], "held",
+        "right after the hook returned: {lease}"
+    );
     assert_held(env, &log, Some(reason));
 }
 
