@@ -1465,7 +1465,8 @@ async fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) -> Value {
         notices: op.notices.clone(),
     };
     let (applied, applied_rx) = tokio::sync::oneshot::channel();
-    let told = daemon.ding.tell(
+    // With no worker to tell, the message and its sender are dropped and the wait ends at once.
+    daemon.ding.tell(
         &session,
         DingMsg::Hook {
             event: seen.clone(),
@@ -1473,10 +1474,9 @@ async fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) -> Value {
         },
     );
     publish(daemon, Event::Hook(seen).to_value());
-    if told
-        && tokio::time::timeout(HOOK_APPLIED_WITHIN, applied_rx)
-            .await
-            .is_err()
+    if tokio::time::timeout(HOOK_APPLIED_WITHIN, applied_rx)
+        .await
+        .is_err()
     {
         tracing::warn!(
             session,

@@ -505,87 +505,18 @@ fn connect_socket(path: &Path, within: Duration) -> Result<UnixStream, Error> {
     })
 }
 
-/// Writes one request to the server at `path` without waiting for its reply (fire and
-/// forget): one connect attempt, the peer-uid check before the first byte, and the write
-/// within `within`.
-pub fn send_only(
-    path: &Path,
-    request: &belfry_proto::Request,
-    within: Duration,
-) -> Result<(), Error> {
-    write_request(path, request, within).map(drop)
-}
-
-/// [`send_only`], then waits within `within` for the server's answer line (or for it to close
-/// the connection), without reading what it says: for a request whose effect must be in place
-/// before the caller goes on. A timeout error when neither comes in time.
+/// Writes one request to the server at `path` and waits within `within` for its answer,
+/// without reading what it says: for a request whose effect must be in place before the caller
+/// goes on. One connect attempt (a full backlog is a timeout at once), the peer-uid check before
+/// the first byte, no hello.
 pub fn send_and_wait(
     path: &Path,
     request: &belfry_proto::Request,
     within: Duration,
 ) -> Result<(), Error> {
-    let started = std::time::Instant::now();
-    let mut stream = write_request(path, request, within)?;
-    let timeout = || Error::Timeout {
-        path: path.to_path_buf(),
-        pid: None,
-        op: request.op.name().into(),
-        after: within,
-    };
-    let mut buf = [0u8; 512];
-    loop {
-        let left = within
-            .checked_sub(started.elapsed())
-            .filter(|left| !left.is_zero())
-            .ok_or_else(timeout)?;
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(|source| Error::Connection {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        match std::io::Read::read(&mut stream, &mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) if buf[..n].contains(&b'\n') => return Ok(()),
-            Ok(_) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(err) if is_timeout(&err) => return Err(timeout()),
-            Err(source) => {
-                return Err(Error::Connection {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        }
-    }
-}
-
-/// Connects to `path` once, checks who serves it and writes `request` within `within`.
-fn write_request(
-    path: &Path,
-    request: &belfry_proto::Request,
-    within: Duration,
-) -> Result<UnixStream, Error> {
-    let mut stream = connect_socket(path, Duration::ZERO)?;
-    crate::paths::check_server(path, &stream).map_err(Error::Untrusted)?;
-    let io_error = |source| Error::Connection {
-        path: path.to_path_buf(),
-        source,
-    };
-    stream.set_write_timeout(Some(within)).map_err(io_error)?;
-    stream.write_all(&request.to_line()).map_err(|err| {
-        if is_timeout(&err) {
-            Error::Timeout {
-                path: path.to_path_buf(),
-                pid: None,
-                op: request.op.name().into(),
-                after: within,
-            }
-        } else {
-            io_error(err)
-        }
-    })?;
-    Ok(stream)
+    Client::open_within(path, Some(within), Duration::ZERO, false)?
+        .request(request.to_value())
+        .map(drop)
 }
 
 /// A socket timeout shows up as `WouldBlock` (EAGAIN) on Linux and `TimedOut` elsewhere.
