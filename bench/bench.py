@@ -91,6 +91,42 @@ def read_pss_kb(pid):
     return None
 
 
+def written_bytes(pid):
+    """Bytes the process `pid` and all its descendants have written (`wchar` of
+    /proc/PID/io), counting the children it already reaped, whose counts the kernel adds to
+    their parent's when it waits for them; None when `pid` is gone. A child reaped while the
+    tree is read would be counted twice or not at all, so the tree is read again until the
+    root's own count holds still across the read."""
+    def wchar(p):
+        try:
+            for line in Path(f"/proc/{p}/io").read_text().splitlines():
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+        except OSError:
+            return None
+        return None
+
+    def children(p):
+        try:
+            text = Path(f"/proc/{p}/task/{p}/children").read_text()
+        except OSError:
+            return []
+        return [int(c) for c in text.split()]
+
+    for _ in range(20):
+        root = wchar(pid)
+        if root is None:
+            return None
+        total, stack = root, children(pid)
+        while stack:
+            child = stack.pop()
+            total += wchar(child) or 0
+            stack.extend(children(child))
+        if wchar(pid) == root:
+            return total
+    return None
+
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -779,8 +815,21 @@ class Bench:
         interval of the difference of the p99s."""
         runs = self.args.busy_runs
         rounds = max(1, self.args.busy_rounds)
-        pools, failures, round_p99, idle = {}, {}, {}, {}
+        pools, failures, round_p99, idle, printed = {}, {}, {}, {}, {}
         check = {"hardcopy_has_text": True}
+        # The pane's program writes its pid first, so what it printed while the commands ran
+        # can be read from its process tree (`written_bytes`), the same way for every tool.
+        pidfile = self.tmp / f"{key}-program.pid"
+        program = f"echo $$ > {pidfile}; {prog}"
+
+        def program_pid():
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                try:
+                    return int(pidfile.read_text().strip())
+                except (OSError, ValueError):
+                    time.sleep(0.01)
+            return None
 
         def cpu_times():
             with open("/proc/stat") as f:
@@ -791,9 +840,14 @@ class Bench:
             spec = {"runs": runs, "warmup": 5, "commands": commands}
             spec_path = self.tmp / "busy-spec.json"
             spec_path.write_text(json.dumps(spec))
+            pid = program_pid()
+            wrote0 = written_bytes(pid) if pid else None
+            t0 = time.monotonic()
             total0, idle0 = cpu_times()
             out = self.bench_json(["times", "--spec", str(spec_path)], timeout=900)
             total1, idle1 = cpu_times()
+            t1 = time.monotonic()
+            wrote1 = written_bytes(pid) if pid else None
             for k, v in out.items():
                 pools.setdefault(k, []).extend(v["samples_ns"])
                 failures[k] = failures.get(k, 0) + v["failures"]
@@ -801,10 +855,15 @@ class Bench:
                 spent = idle.setdefault(k, [0, 0])
                 spent[0] += total1 - total0
                 spent[1] += idle1 - idle0
+                if wrote0 is not None and wrote1 is not None:
+                    rate = printed.setdefault(k, [0, 0.0])
+                    rate[0] += wrote1 - wrote0
+                    rate[1] += t1 - t0
 
         def on_belfry(r):
             name = f"{key}{r}"
-            self.new_pane(name, ["sh", "-c", prog])
+            pidfile.unlink(missing_ok=True)
+            self.new_pane(name, ["sh", "-c", program])
             try:
                 time.sleep(0.5)
                 measure([
@@ -816,7 +875,8 @@ class Bench:
 
         def on_tmux(r):
             name = f"{key}{r}"
-            self.tmux("new-session", "-d", "-s", name, "-x", "80", "-y", "24", prog)
+            pidfile.unlink(missing_ok=True)
+            self.tmux("new-session", "-d", "-s", name, "-x", "80", "-y", "24", program)
             try:
                 time.sleep(0.5)
                 measure([
@@ -833,7 +893,8 @@ class Bench:
             screen = ["screen", "-c", str(self.screenrc)]
             hardcopy = self.tmp / f"{key}{r}-hardcopy.txt"
             try:
-                self.start_screen(name, prog)
+                pidfile.unlink(missing_ok=True)
+                self.start_screen(name, program)
                 time.sleep(0.5)
                 measure([
                     {"name": "screen -X hardcopy", "argv": [*screen, "-S", name, "-X",
@@ -858,7 +919,8 @@ class Bench:
         def on_dtach(r):
             label = f"{key}{r}"
             try:
-                sock, _ = self.start_dtach(label, prog)
+                pidfile.unlink(missing_ok=True)
+                sock, _ = self.start_dtach(label, program)
                 time.sleep(0.5)
                 measure([
                     {"name": "dtach -p", "argv": ["dtach", "-p", sock],
@@ -874,7 +936,9 @@ class Bench:
                 tool(r)
         res = {k: {**summary_ns(v), "failures": failures[k], "rounds": rounds,
                    "round_p99_ms": round_p99[k],
-                   "machine_idle_pct": 100 * idle[k][1] / max(1, idle[k][0])}
+                   "machine_idle_pct": 100 * idle[k][1] / max(1, idle[k][0]),
+                   "printed_mb_per_s": (printed[k][0] / 1e6 / printed[k][1]
+                                        if k in printed and printed[k][1] > 0 else None)}
                for k, v in pools.items()}
         res["check"] = check
         res["program"] = prog
@@ -1698,12 +1762,12 @@ def render(results, args):
             f"fresh busy session in turn, the order reversed every other round; "
             f"{pk['n']} runs of each command in all)")
         add("")
-        add("| command | p50 ms | p90 ms | p99 ms | max ms | p99 of each round, ms | machine idle while it ran |")
-        add("|---|---:|---:|---:|---:|---|---:|")
+        add("| command | p50 ms | p90 ms | p99 ms | max ms | p99 of each round, ms | machine idle while it ran | pane printed, MB/s |")
+        add("|---|---:|---:|---:|---:|---|---:|---:|")
         for b, others in reversed(cli_groups):
             for k in (b, *others):
                 if k is None:
-                    add(f"| {no_capture} | — | — | — | — | — | — |")
+                    add(f"| {no_capture} | — | — | — | — | — | — | — |")
                     continue
                 r = bz.get(k)
                 if r:
@@ -1711,13 +1775,16 @@ def render(results, args):
                     each = ", ".join(f"{x:.2f}" for x in r.get("round_p99_ms", []))
                     idle = r.get("machine_idle_pct")
                     idle = "—" if idle is None else f"{idle:.1f} %"
+                    rate = r.get("printed_mb_per_s")
+                    rate = "—" if rate is None else f"{rate:.1f}"
                     add(f"| {cli_label.get(k, f'`{k}`')}{fail} | {fmt_ms(r['p50_ms'])} | "
                         f"{fmt_ms(r['p90_ms'])} | {fmt_ms(r['p99_ms'])} | "
-                        f"{fmt_ms(r['max_ms'])} | {each} | {idle} |")
+                        f"{fmt_ms(r['max_ms'])} | {each} | {idle} | {rate} |")
         add("")
         add("The machine's idle share is of both cores, over the rounds in which the command "
-            "ran: a multiplexer that reads its pane faster lets `cat` print more, and the "
-            "kernel's terminal layer then takes more of the machine.")
+            "ran; the pane printed what its program's process tree wrote over the same time "
+            "(`wchar` of /proc/PID/io). A multiplexer that reads its pane faster lets `cat` "
+            "print more, and the kernel's terminal layer then takes more of the machine.")
         add("")
         for b, cmp in bz.get("compare", {}).items():
             t = cmp["other"]
