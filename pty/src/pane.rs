@@ -410,8 +410,16 @@ impl Pane {
         if let Some(cwd) = &self.spec.cwd {
             cmd = cmd.current_dir(cwd);
         }
+        // The program starts with every signal at its default action and none blocked,
+        // whatever the process that started belfry ignored: a signal ignored before an exec
+        // stays ignored after it (`nohup` ignores SIGHUP), and a pane program ignoring SIGHUP
+        // would outlive the hang-up that ends a pane until the SIGKILL after the grace
+        // period, as tmux's panes reset theirs.
+        // SAFETY: `default_signals` runs in the child between fork and exec; it makes only
+        // raw system calls (rt_sigaction, rt_sigprocmask), async-signal-safe, and allocates
+        // nothing.
+        let mut cmd = unsafe { cmd.pre_exec(default_signals) };
         // The pane host's own pty_process::Command is not kill_on_drop: the host decides.
-        let mut cmd = cmd;
         cmd.spawn_borrowed(&self.pts)
             .map_err(|err| crate::Error::Spawn {
                 argv: argv.clone(),
@@ -1332,6 +1340,50 @@ fn first_revision() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
         .unwrap_or(0)
+}
+
+/// Sets every signal the kernel lets a process change to its default action and unblocks them
+/// all: the start of a pane's program (see `Pane::spawn_child`). Through the system call
+/// itself, because the C library refuses to touch signals 32 and 33, which it keeps for its
+/// threads, and an ignored one would pass to the program too; nothing runs between this and
+/// the exec to need them. Errors are ignored: a signal that cannot be set keeps what it had.
+fn default_signals() -> std::io::Result<()> {
+    // Linux numbers its signals 1 to 64; the kernel's sigset is 8 bytes.
+    const LAST_SIGNAL: libc::c_long = 64;
+    const SIGSET_BYTES: libc::c_long = 8;
+    // The kernel's `struct sigaction` (handler, flags, restorer where the architecture has
+    // one, mask), all words: zeroed, it is SIG_DFL with no flags and an empty mask.
+    let default_action = [0u64; 4];
+    let none = 0u64;
+    for signal in 1..=LAST_SIGNAL {
+        if signal == libc::SIGKILL as libc::c_long || signal == libc::SIGSTOP as libc::c_long {
+            continue;
+        }
+        // SAFETY: rt_sigaction reads `default_action` (alive for the call, at least as large as
+        // the kernel's struct) and writes nothing (null old action); a raw system call is
+        // async-signal-safe.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                default_action.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                SIGSET_BYTES,
+            );
+        }
+    }
+    // SAFETY: rt_sigprocmask reads the 8-byte empty set `none` (alive for the call) and
+    // writes nothing (null old set).
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK as libc::c_long,
+            &none as *const u64,
+            std::ptr::null_mut::<u64>(),
+            SIGSET_BYTES,
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
