@@ -628,9 +628,17 @@ class Bench:
 
     def throughput(self):
         runs = {}
+        # BENCH_VARIANTS narrows the rows (raw, the baseline of every ratio, always runs).
+        wanted = {v.strip() for v in self.args.variants.split(",") if v.strip()}
+        known = {key for _, key in self.VARIANTS}
+        if wanted - known:
+            raise SystemExit(f"BENCH_VARIANTS: unknown {sorted(wanted - known)} "
+                             f"(known: {', '.join(key for _, key in self.VARIANTS)})")
         for rep in range(self.args.reps):
             for kind, path in self.files.items():
                 for _, key in self.VARIANTS:
+                    if wanted and key != "raw" and key not in wanted:
+                        continue
                     if key == "raw":
                         r = self.tp_raw(path)
                     elif key == "relay":
@@ -2071,6 +2079,7 @@ def main():
     p.add_argument("--commit", default="?")
     p.add_argument("--mb", type=float, default=100)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--variants", default="")
     p.add_argument("--sends", type=int, default=5000)
     p.add_argument("--cli-runs", type=int, default=300)
     p.add_argument("--keys", type=int, default=1000)
@@ -2106,6 +2115,12 @@ def main():
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    # A hang-up ends the run like SIGTERM, and, a handler being reset by exec, every program
+    # this run starts gets SIGHUP at its default action. Under `nohup` it was ignored and
+    # passed on: dtach's masters hand it to their programs, which then outlived their
+    # sessions (a busy section's `cat` loop spinning on a closed terminal through every later
+    # section).
+    signal.signal(signal.SIGHUP, on_term)
     interrupted = False
     try:
         b.start_daemon()
@@ -2152,6 +2167,7 @@ def main():
         log("interrupted: cleaning up")
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         b.cleanup()
     results["machine"]["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
     results["elapsed_s"] = time.monotonic() - started

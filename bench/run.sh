@@ -5,6 +5,10 @@
 # Knobs (environment):
 #   BENCH_MB=100            size of each throughput file in MB (BENCH_MB=10 for a quick run)
 #   BENCH_REPS=5            throughput repetitions (the median is reported)
+#   BENCH_VARIANTS=relay,belfry+attach   throughput rows to run (default all; raw always
+#                           runs, every ratio is to it): raw relay relay+model
+#                           relay+model-thread tmux tmux+client dtach dtach+client screen
+#                           screen+client belfry belfry+attach belfry+attach-frames belfry+frames
 #   BENCH_SENDS=5000        guarded sends per path (daemon socket, pane host socket)
 #   BENCH_CLI_RUNS=300      invocations per CLI command
 #   BENCH_KEYS=1000         keys per attach client in the echo test
@@ -120,7 +124,8 @@ trap cleanup EXIT
 python3 "$here/bench.py" \
   --belfry "$belfry" --bench "$benchbin" --tmp "$tmp" --tmux-socket "$tmux_socket" \
   --commit "$commit" \
-  --mb "${BENCH_MB:-100}" --reps "${BENCH_REPS:-5}" --sends "${BENCH_SENDS:-5000}" \
+  --mb "${BENCH_MB:-100}" --reps "${BENCH_REPS:-5}" --variants "${BENCH_VARIANTS:-}" \
+  --sends "${BENCH_SENDS:-5000}" \
   --cli-runs "${BENCH_CLI_RUNS:-300}" --keys "${BENCH_KEYS:-1000}" \
   --echo-blocks "${BENCH_ECHO_BLOCKS:-4}" \
   --panes "${BENCH_PANES:-100}" --more-panes "${BENCH_MORE_PANES:-100}" \
