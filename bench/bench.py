@@ -71,9 +71,11 @@ def difference_line(ours, theirs, cmp):
             f"interval {cmp['ci95_low_ms']:+.3f} to {cmp['ci95_high_ms']:+.3f} ms")
 
 
-def read_status_kb(pid, field):
+def read_proc_field(path, field):
+    """The number after `field:` in the /proc file `path` (the first word after it); None
+    when the file cannot be read (the process is gone) or has no such line."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        for line in Path(path).read_text().splitlines():
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     except OSError:
@@ -81,14 +83,12 @@ def read_status_kb(pid, field):
     return None
 
 
+def read_status_kb(pid, field):
+    return read_proc_field(f"/proc/{pid}/status", field)
+
+
 def read_pss_kb(pid):
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
+    return read_proc_field(f"/proc/{pid}/smaps_rollup", "Pss")
 
 
 def written_bytes(pid):
@@ -98,13 +98,7 @@ def written_bytes(pid):
     tree is read would be counted twice or not at all, so the tree is read again until the
     root's own count holds still across the read."""
     def wchar(p):
-        try:
-            for line in Path(f"/proc/{p}/io").read_text().splitlines():
-                if line.startswith("wchar:"):
-                    return int(line.split()[1])
-        except OSError:
-            return None
-        return None
+        return read_proc_field(f"/proc/{p}/io", "wchar")
 
     def children(p):
         try:
@@ -827,17 +821,18 @@ class Bench:
         check = {"hardcopy_has_text": True}
         # The pane's program writes its pid first, so what it printed while the commands ran
         # can be read from its process tree (`written_bytes`), the same way for every tool.
+        # Each session's measurement takes the file, so the next session's program writes it
+        # afresh.
         pidfile = self.tmp / f"{key}-program.pid"
         program = f"echo $$ > {pidfile}; {prog}"
 
         def program_pid():
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                try:
-                    return int(pidfile.read_text().strip())
-                except (OSError, ValueError):
-                    time.sleep(0.01)
-            return None
+            try:
+                return self.wait_pidfile(pidfile, limit=5)
+            except RuntimeError:
+                return None
+            finally:
+                pidfile.unlink(missing_ok=True)
 
         def cpu_times():
             with open("/proc/stat") as f:
@@ -870,7 +865,6 @@ class Bench:
 
         def on_belfry(r):
             name = f"{key}{r}"
-            pidfile.unlink(missing_ok=True)
             self.new_pane(name, ["sh", "-c", program])
             try:
                 time.sleep(0.5)
@@ -883,7 +877,6 @@ class Bench:
 
         def on_tmux(r):
             name = f"{key}{r}"
-            pidfile.unlink(missing_ok=True)
             self.tmux("new-session", "-d", "-s", name, "-x", "80", "-y", "24", program)
             try:
                 time.sleep(0.5)
@@ -901,7 +894,6 @@ class Bench:
             screen = ["screen", "-c", str(self.screenrc)]
             hardcopy = self.tmp / f"{key}{r}-hardcopy.txt"
             try:
-                pidfile.unlink(missing_ok=True)
                 self.start_screen(name, program)
                 time.sleep(0.5)
                 measure([
@@ -927,7 +919,6 @@ class Bench:
         def on_dtach(r):
             label = f"{key}{r}"
             try:
-                pidfile.unlink(missing_ok=True)
                 sock, _ = self.start_dtach(label, program)
                 time.sleep(0.5)
                 measure([

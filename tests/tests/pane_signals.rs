@@ -8,16 +8,19 @@ use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use belfry_tests::{eventually, Env};
-use serde_json::json;
+use serde_json::{json, Value};
+
+/// The mask on the line of `lines` that starts `field:` (a `Sig…` line of /proc/PID/status,
+/// as the file holds it or as a pane shows it).
+fn mask_in<'a>(mut lines: impl Iterator<Item = &'a str>, field: &str) -> Option<u64> {
+    let hex = lines.find_map(|line| line.strip_prefix(&format!("{field}:")))?;
+    Some(u64::from_str_radix(hex.trim(), 16).expect("hex mask"))
+}
 
 /// The `Sig…` line of `/proc/PID/status` named `field`, as a mask.
 fn signal_mask(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let line = status
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    u64::from_str_radix(line.trim(), 16).expect("hex mask")
+    mask_in(status.lines(), field).unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
 fn bit(signal: libc::c_int) -> u64 {
@@ -74,14 +77,12 @@ fn a_panes_program_gets_default_signals_though_belfry_was_started_ignoring_them(
     env.wait_screen("sig", r"SigIgn:\s+[0-9a-f]+");
     let lines = env.snapshot("sig")["lines"].clone();
     let mask = |field: &str| {
-        lines
+        let shown = lines
             .as_array()
             .expect("lines")
             .iter()
-            .filter_map(|line| line.as_str()?.strip_prefix(&format!("{field}:")))
-            .map(|hex| u64::from_str_radix(hex.trim(), 16).expect("hex mask"))
-            .next()
-            .unwrap_or_else(|| panic!("no {field} on the screen: {lines}"))
+            .filter_map(Value::as_str);
+        mask_in(shown, field).unwrap_or_else(|| panic!("no {field} on the screen: {lines}"))
     };
     assert_eq!(mask("SigIgn"), 0, "signals the pane's program ignored");
     assert_eq!(mask("SigBlk"), 0, "signals the pane's program blocked");
