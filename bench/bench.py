@@ -13,6 +13,7 @@ import math
 import os
 import platform
 import random
+import re
 import shutil
 import shlex
 import signal
@@ -1559,6 +1560,28 @@ def machine_info():
     return info
 
 
+def link_kind(path):
+    """How an executable is linked, from its ELF header and program headers (readelf)."""
+    try:
+        out = subprocess.run(["readelf", "-lhW", str(path)], capture_output=True, text=True,
+                             timeout=10).stdout
+    except Exception:  # noqa: BLE001
+        return "?"
+    fixed = re.search(r"Type:\s+EXEC", out) is not None
+    dynamic = "INTERP" in out
+    return (("dynamic" if dynamic else "static") + ", "
+            + ("fixed-address" if fixed else "position-independent"))
+
+
+def build_info(belfry):
+    """The command and, when it is beside it, the `belfry-host` the daemon and pane hosts run."""
+    info = {"belfry": link_kind(belfry)}
+    host = Path(belfry).with_name("belfry-host")
+    if os.access(host, os.X_OK):
+        info["belfry-host"] = link_kind(host)
+    return info
+
+
 def fmt_ms(x):
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
@@ -1576,6 +1599,13 @@ def render(results, args):
     add(f"belfry {results.get('commit', '?')} · {m.get('cpu', '?')} · nproc {m['nproc']} · "
         f"{m.get('tmux')} · {m.get('dtach')} · {m.get('screen')} · load avg at start {' '.join(m['loadavg_start'])}, "
         f"at end {' '.join(m.get('loadavg_end', []))}")
+    build = results.get("build")
+    if build:
+        host = build.get("belfry-host")
+        add("")
+        add(f"`belfry`: {build['belfry']}" + (
+            f"; the daemon and pane hosts run `belfry-host` beside it: {host}" if host else
+            "; the daemon and pane hosts run the same executable"))
     add("")
     targets = []
     tp = results.get("throughput")
@@ -2098,6 +2128,7 @@ def main():
     results = b.results
     results["machine"] = machine_info()
     results["commit"] = args.commit
+    results["build"] = build_info(args.belfry)
     results["params"] = vars(args)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     started = time.monotonic()

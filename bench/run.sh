@@ -69,6 +69,15 @@ if [[ -z "${BELFRY_BIN:-}" || -z "${BENCH_BIN:-}" ]]; then
   (cd "$root" && RUSTFLAGS="${BELFRY_STATIC_RUSTFLAGS:-${RUSTFLAGS:-}}" cargo build --release \
     ${BELFRY_CARGO_TARGET:+--target "$BELFRY_CARGO_TARGET"} -p belfry-cli -p belfry-bench >&2)
   built="$target/${BELFRY_CARGO_TARGET:+$BELFRY_CARGO_TARGET/}release"
+  if [[ -n "$BELFRY_CARGO_TARGET" ]]; then
+    # The installed pair: `belfry` fixed-address, the build above beside it as `belfry-host`
+    # (which the daemon and pane hosts run), in a directory of their own.
+    fixed=$(cd "$root" && belfry_build_fixed "$target/fixed")
+    mkdir -p "$target/bench-pair"
+    cp "$built/belfry" "$target/bench-pair/belfry-host"
+    cp "$fixed" "$target/bench-pair/belfry"
+    BELFRY_BIN=${BELFRY_BIN:-$target/bench-pair/belfry}
+  fi
 fi
 belfry=${BELFRY_BIN:-$built/belfry}
 benchbin=${BENCH_BIN:-$built/belfry-bench}

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -620,6 +621,23 @@ pub(crate) fn exe() -> Result<PathBuf> {
     std::env::current_exe().context("cannot find the belfry executable")
 }
 
+/// The name of the executable the daemon and the pane hosts run when it is installed beside
+/// `belfry`.
+const HOST_EXE: &str = "belfry-host";
+
+/// The executable that runs the daemon and the pane hosts: [`HOST_EXE`] beside this one when
+/// it is there, else this one. `scripts/install` builds `belfry` as a fixed-address executable,
+/// which starts each command sooner (no relocations to apply), and `belfry-host` from the same
+/// source as a position-independent one, so the long-running processes that read terminal
+/// output and socket input keep address-space randomisation (docs/decisions.md).
+pub(crate) fn host_exe() -> Result<PathBuf> {
+    let exe = exe()?;
+    let beside = exe.with_file_name(HOST_EXE);
+    let runnable = std::fs::metadata(&beside)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+    Ok(if runnable { beside } else { exe })
+}
+
 /// Connects to the daemon, starting it if needed. The runtime directory is checked first
 /// (created 0700, or refused when another uid owns it or it is open to others, spec §6.1), and
 /// the client checks the server's uid on the socket itself.
@@ -627,7 +645,7 @@ pub(crate) fn daemon() -> Result<Client> {
     paths::private_runtime_dir()?;
     Ok(belfry_mux::client::connect_or_start(
         &paths::daemon_socket(),
-        &exe()?,
+        &host_exe()?,
     )?)
 }
 
@@ -702,7 +720,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 runtime: paths::runtime_dir(),
                 socket: paths::daemon_socket(),
                 state_dir: paths::state_dir(),
-                exe: exe()?,
+                exe: host_exe()?,
                 log_dir: paths::log_dir(),
             };
             belfry_mux::server::run(config)?;
