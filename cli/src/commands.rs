@@ -638,6 +638,23 @@ pub(crate) fn host_exe() -> Result<PathBuf> {
     Ok(if runnable { beside } else { exe })
 }
 
+/// Replaces this process with [`host_exe`], with the same arguments and environment, when that
+/// is another executable; returns when it is not, or when the exec failed (this executable
+/// does the same work). For the subcommands that stay up reading terminal output or another
+/// machine's bytes, so that they too run position-independent.
+pub fn become_host_exe() {
+    use std::os::unix::process::CommandExt;
+    let (Ok(exe), Ok(host)) = (exe(), host_exe()) else {
+        return;
+    };
+    if exe != host {
+        // `exec` returns only when it failed.
+        let _ = std::process::Command::new(&host)
+            .args(std::env::args_os().skip(1))
+            .exec();
+    }
+}
+
 /// Connects to the daemon, starting it if needed. The runtime directory is checked first
 /// (created 0700, or refused when another uid owns it or it is open to others, spec §6.1), and
 /// the client checks the server's uid on the socket itself.

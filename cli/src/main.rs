@@ -27,8 +27,18 @@ mod top;
 
 use std::process::ExitCode;
 
+/// The subcommands that stay up reading terminal output (a pane's, or a pane's through an
+/// attached client) or another machine's bytes for as long as they run. They run as
+/// `belfry-host` when the install put it beside `belfry`: the same source built
+/// position-independent, so address-space randomisation holds for them, while the short
+/// commands run the fixed-address `belfry`, which starts sooner (docs/decisions.md).
+const LONG_RUNNING: [&str; 6] = ["server", "pane-host", "attach", "run", "proxy", "top"];
+
 fn main() -> ExitCode {
     let first = commands::subcommand_name(std::env::args().skip(1));
+    if LONG_RUNNING.contains(&first.as_str()) {
+        commands::become_host_exe();
+    }
     if !matches!(
         first.as_str(),
         "server" | "pane-host" | "attach" | "run" | "dispatch" | "proxy"
