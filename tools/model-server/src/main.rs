@@ -397,9 +397,7 @@ fn log_cut(shared: &Mutex<Shared>, of_seq: u64, written: usize, total: usize, er
         "pieces": total,
         "error": err.to_string(),
     });
-    if let Err(err) = writeln!(state.log, "{line}") {
-        eprintln!("belfry-model-server: cannot write the request log: {err}");
-    }
+    append_line(&mut state.log, &line);
 }
 
 /// Wall-clock milliseconds since the Unix epoch: lets a driver relate a logged request to its
@@ -437,9 +435,18 @@ fn log(
         "content_encoding": request.header("content-encoding"),
         "body": body,
     });
-    // A log write that fails cannot be reported to anyone but stderr; the reply still goes out.
-    if let Err(err) = writeln!(state.log, "{line}") {
+    append_line(&mut state.log, &line);
+    state.seq
+}
+
+/// Appends `line` and its newline to the log in one write. Formatted straight into the file, a
+/// JSON value goes out in many small writes, and a reader of the log (a test waiting for a
+/// line) could read half a line. A write that fails cannot be reported to anyone but stderr;
+/// the reply still goes out.
+fn append_line(log: &mut impl Write, line: &Value) {
+    let mut text = line.to_string();
+    text.push('\n');
+    if let Err(err) = log.write_all(text.as_bytes()) {
         eprintln!("belfry-model-server: cannot write the request log: {err}");
     }
-    state.seq
 }
