@@ -1271,15 +1271,18 @@ impl Worker {
             .unwrap_or_else(|_| Stdio::null());
         // argv only, never a shell (spec §12).
         let mut cmd = tokio::process::Command::new(&program);
-        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and allocates nothing. The
-        // adapter then ends with the daemon (a runtime worker thread, which lives as long as
-        // the daemon, forked it), so a killed daemon leaves no orphan adapter behind.
+        // SAFETY: prctl(PR_SET_PDEATHSIG) and `default_signals` (rt_sigaction and
+        // rt_sigprocmask) are async-signal-safe and allocate nothing. The adapter then ends
+        // with the daemon (a runtime worker thread, which lives as long as the daemon, forked
+        // it), so a killed daemon leaves no orphan adapter behind; and it starts with every
+        // signal at its default action and none blocked, as a pane's program does, not with
+        // the signals the daemon was started ignoring (`nohup`: SIGHUP).
         unsafe {
             cmd.pre_exec(|| {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                Ok(())
+                belfry_pty::pane::default_signals()
             });
         }
         let pane_env = belfry_proto::PaneEnv {

@@ -1343,11 +1343,13 @@ fn first_revision() -> u64 {
 }
 
 /// Sets every signal the kernel lets a process change to its default action and unblocks them
-/// all: the start of a pane's program (see `Pane::spawn_child`). Through the system call
-/// itself, because the C library refuses to touch signals 32 and 33, which it keeps for its
-/// threads, and an ignored one would pass to the program too; nothing runs between this and
-/// the exec to need them. Errors are ignored: a signal that cannot be set keeps what it had.
-fn default_signals() -> std::io::Result<()> {
+/// all: the start of a pane's program (see `Pane::spawn_child`) and of a DING adapter. Through
+/// the system call itself, because the C library refuses to touch signals 32 and 33, which it
+/// keeps for its threads, and an ignored one would pass to the program too; nothing runs
+/// between this and the exec to need them. Errors are ignored: a signal that cannot be set
+/// keeps what it had. Async-signal-safe (two system calls per signal, nothing allocated), for
+/// a `pre_exec`.
+pub fn default_signals() -> std::io::Result<()> {
     // Linux numbers its signals 1 to 64; the kernel's sigset is 8 bytes.
     const LAST_SIGNAL: libc::c_long = 64;
     const SIGSET_BYTES: libc::c_long = 8;

@@ -2,12 +2,13 @@
 //! the process that started belfry ignored or blocked. A signal ignored before an exec stays
 //! ignored after it, so a daemon started under `nohup` (SIGHUP ignored) used to hand that on
 //! through its pane hosts to every program: the hang-up that ends a pane did not end them, and
-//! each `kill` waited out the grace period before its SIGKILL.
+//! each `kill` waited out the grace period before its SIGKILL. The DING adapters the daemon
+//! starts get the same start.
 
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
-use belfry_tests::{eventually, Env};
+use belfry_tests::{eventually, pid_alive, Env};
 use serde_json::{json, Value};
 
 /// The mask on the line of `lines` that starts `field:` (a `Sig…` line of /proc/PID/status,
@@ -27,6 +28,29 @@ fn bit(signal: libc::c_int) -> u64 {
     1 << (signal - 1)
 }
 
+/// Makes `cmd` start ignoring SIGHUP, SIGINT, SIGTERM and SIGUSR1 and blocking SIGUSR2 and
+/// `also_blocked`, as a process started under `nohup`, or by a parent that ignores or blocks
+/// them, would.
+fn ignoring_and_blocking(cmd: &mut std::process::Command, also_blocked: Option<libc::c_int>) {
+    // SAFETY: the closure runs in the child between fork and exec and calls only signal(2)
+    // and sigprocmask(2), async-signal-safe, on locals; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
+                libc::signal(signal, libc::SIG_IGN);
+            }
+            let mut blocked: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut blocked);
+            libc::sigaddset(&mut blocked, libc::SIGUSR2);
+            if let Some(signal) = also_blocked {
+                libc::sigaddset(&mut blocked, signal);
+            }
+            libc::sigprocmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
 #[test]
 fn a_panes_program_gets_default_signals_though_belfry_was_started_ignoring_them() {
     let env = Env::new();
@@ -41,20 +65,7 @@ fn a_panes_program_gets_default_signals_though_belfry_was_started_ignoring_them(
         "-c",
         "grep -E '^Sig(Ign|Blk)' /proc/self/status; exec sleep 100000",
     ]);
-    // SAFETY: the closure runs in the child between fork and exec and calls only signal(2)
-    // and sigprocmask(2), async-signal-safe, on locals; it allocates nothing.
-    unsafe {
-        new.pre_exec(|| {
-            for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
-                libc::signal(signal, libc::SIG_IGN);
-            }
-            let mut blocked: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut blocked);
-            libc::sigaddset(&mut blocked, libc::SIGUSR2);
-            libc::sigprocmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut());
-            Ok(())
-        });
-    }
+    ignoring_and_blocking(&mut new, None);
     let out = new.output().expect("run belfry new");
     assert!(
         out.status.success(),
@@ -104,4 +115,74 @@ fn a_panes_program_gets_default_signals_though_belfry_was_started_ignoring_them(
         last["exited"]["signal"] == libc::SIGHUP
     });
     assert!(ended, "SIGHUP did not end the pane's program: {last}");
+}
+
+/// The same for a DING adapter the daemon starts: it gets every signal at its default action
+/// and none blocked (before, it inherited the signals the daemon was started ignoring: SigIgn
+/// 0x80000203 here), and it still ends when the daemon is killed (its death signal, SIGTERM),
+/// though the daemon was started with SIGTERM blocked.
+#[test]
+fn an_adapter_gets_default_signals_and_ends_with_a_daemon_started_ignoring_them() {
+    let env = Env::new();
+    let seen = env.path("adapter-signals");
+    let script = format!(
+        "grep -E '^Sig(Ign|Blk)' /proc/self/status > {0}.tmp; echo \"Pid: $$\" >> {0}.tmp; \
+         mv {0}.tmp {0}; exec sleep 100000",
+        seen.display()
+    );
+    let adapter_script = format!("--ding-adapter={script}");
+    let mut new = env.cmd(&[
+        "new",
+        "ad",
+        "--ding-delivery",
+        "turn-boundary+fresh-idle",
+        "--ding-adapter",
+        "sh",
+        "--ding-adapter=-c",
+        &adapter_script,
+        "--",
+        "sleep",
+        "100000",
+    ]);
+    ignoring_and_blocking(&mut new, Some(libc::SIGTERM));
+    let out = new.output().expect("run belfry new");
+    assert!(
+        out.status.success(),
+        "belfry new: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The daemon inherited what `new` ignored and blocked, so its adapters had it to inherit.
+    let daemon = env.daemon_pid();
+    assert_ne!(
+        signal_mask(daemon, "SigIgn") & bit(libc::SIGHUP),
+        0,
+        "the daemon was to start with SIGHUP ignored"
+    );
+    assert_ne!(
+        signal_mask(daemon, "SigBlk") & bit(libc::SIGTERM),
+        0,
+        "the daemon was to start with SIGTERM blocked"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || seen.exists()),
+        "the adapter never started"
+    );
+    let report = std::fs::read_to_string(&seen).expect("the adapter's report");
+    assert_eq!(mask_in(report.lines(), "SigIgn"), Some(0), "{report}");
+    assert_eq!(mask_in(report.lines(), "SigBlk"), Some(0), "{report}");
+    let adapter: u32 = report
+        .lines()
+        .find_map(|line| line.strip_prefix("Pid: "))
+        .and_then(|pid| pid.trim().parse().ok())
+        .expect("the adapter's pid");
+    assert!(pid_alive(adapter));
+
+    // SAFETY: kill(2) on this test's own daemon.
+    unsafe { libc::kill(daemon as i32, libc::SIGKILL) };
+    assert!(
+        eventually(Duration::from_secs(10), || !pid_alive(adapter)),
+        "the adapter {adapter} outlived the daemon"
+    );
+    env.start_daemon();
+    env.shutdown();
 }
