@@ -74,8 +74,7 @@ if [[ -z "${BELFRY_BIN:-}" || -z "${BENCH_BIN:-}" ]]; then
     # (which the daemon and pane hosts run), in a directory of their own.
     fixed=$(cd "$root" && belfry_build_fixed "$target/fixed")
     mkdir -p "$target/bench-pair"
-    cp "$built/belfry" "$target/bench-pair/belfry-host"
-    cp "$fixed" "$target/bench-pair/belfry"
+    belfry_place_pair "$target/bench-pair" "$built/belfry" "$fixed"
     BELFRY_BIN=${BELFRY_BIN:-$target/bench-pair/belfry}
   fi
 fi

@@ -632,22 +632,24 @@ const HOST_EXE: &str = "belfry-host";
 /// output and socket input keep address-space randomisation (docs/decisions.md).
 pub(crate) fn host_exe() -> Result<PathBuf> {
     let exe = exe()?;
+    Ok(host_beside(&exe).unwrap_or(exe))
+}
+
+/// [`HOST_EXE`] beside `exe`, when it is an executable file other than `exe` itself.
+fn host_beside(exe: &std::path::Path) -> Option<PathBuf> {
     let beside = exe.with_file_name(HOST_EXE);
     let runnable = std::fs::metadata(&beside)
         .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
-    Ok(if runnable { beside } else { exe })
+    (runnable && beside != exe).then_some(beside)
 }
 
-/// Replaces this process with [`host_exe`], with the same arguments and environment, when that
-/// is another executable; returns when it is not, or when the exec failed (this executable
-/// does the same work). For the subcommands that stay up reading terminal output or another
+/// Replaces this process with [`HOST_EXE`] beside it, with the same arguments and environment,
+/// when there is one; returns when there is not, or when the exec failed (this executable does
+/// the same work). For the subcommands that stay up reading terminal output or another
 /// machine's bytes, so that they too run position-independent.
 pub fn become_host_exe() {
     use std::os::unix::process::CommandExt;
-    let (Ok(exe), Ok(host)) = (exe(), host_exe()) else {
-        return;
-    };
-    if exe != host {
+    if let Some(host) = exe().ok().as_deref().and_then(host_beside) {
         // `exec` returns only when it failed.
         let _ = std::process::Command::new(&host)
             .args(std::env::args_os().skip(1))

@@ -161,7 +161,13 @@ impl Env {
 
     /// A `belfry` command with this environment.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(belfry_bin());
+        self.cmd_of(&belfry_bin(), args)
+    }
+
+    /// `program ARGS` (a `belfry` other than the one under test, such as a copy) with this
+    /// environment.
+    pub fn cmd_of(&self, program: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
         cmd.args(args)
             .env_remove("BELFRY_SOCKET")
             .env_remove("BELFRY_SESSION");
@@ -217,6 +223,25 @@ impl Env {
         self.ok(&args);
         self.wait_screen(session, "READY");
         log
+    }
+
+    /// Starts pane `session` running the recorder, logging to `<session>.log`, that does not
+    /// read its input while the stall file `<session>.stall` exists (it is created here, so the
+    /// program starts stalled), and waits for its `READY`. Returns the log's and the stall
+    /// file's paths.
+    pub fn stalled_recorder(&self, session: &str) -> (PathBuf, PathBuf) {
+        let log = self.path(&format!("{session}.log"));
+        let stall = self.path(&format!("{session}.stall"));
+        std::fs::write(&stall, b"").expect("create the stall file");
+        let rec = recorder_bin().display().to_string();
+        let (log_s, stall_s) = (log.display().to_string(), stall.display().to_string());
+        self.spawn(
+            session,
+            "24x80",
+            &[&rec, "--log", &log_s, "--stall-while", &stall_s],
+            Some("READY"),
+        );
+        (log, stall)
     }
 
     /// Waits until the pane's screen matches `regex` (15 s), and returns the reply.

@@ -7,8 +7,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use std::time::Duration;
 
 use belfry_tests::{belfry_bin, eventually, Env};
@@ -27,14 +25,10 @@ fn install(env: &Env, name: &str, host_mode: Option<u32>) -> PathBuf {
 }
 
 fn run(env: &Env, dir: &Path, args: &[&str]) {
-    let mut cmd = Command::new(dir.join("belfry"));
-    cmd.args(args)
-        .env_remove("BELFRY_SOCKET")
-        .env_remove("BELFRY_SESSION");
-    for (k, v) in env.vars() {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run the copied belfry");
+    let out = env
+        .cmd_of(&dir.join("belfry"), args)
+        .output()
+        .expect("run the copied belfry");
     assert!(
         out.status.success(),
         "belfry {args:?}: {}",

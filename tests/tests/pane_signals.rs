@@ -51,36 +51,48 @@ fn ignoring_and_blocking(cmd: &mut std::process::Command, also_blocked: Option<l
     }
 }
 
-#[test]
-fn a_panes_program_gets_default_signals_though_belfry_was_started_ignoring_them() {
-    let env = Env::new();
-    let mut new = env.cmd(&[
-        "new",
-        "sig",
-        "--size",
-        "24x80",
-        "--json",
-        "--",
-        "sh",
-        "-c",
-        "grep -E '^Sig(Ign|Blk)' /proc/self/status; exec sleep 100000",
-    ]);
-    ignoring_and_blocking(&mut new, None);
+/// Runs `belfry ARGS` (a `new`) started ignoring and blocking as [`ignoring_and_blocking`]
+/// says, and returns the pid of the daemon it started on demand, which inherited that: SIGHUP
+/// is asserted ignored in it, so whatever the daemon starts had it all to inherit.
+fn new_ignoring(env: &Env, args: &[&str], also_blocked: Option<libc::c_int>) -> u32 {
+    let mut new = env.cmd(args);
+    ignoring_and_blocking(&mut new, also_blocked);
     let out = new.output().expect("run belfry new");
     assert!(
         out.status.success(),
         "belfry new: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-
-    // The daemon `new` started on demand inherited what the command ignored, as the pane host
-    // did: the program below had all of it to inherit.
     let daemon = env.daemon_pid();
     assert_ne!(
         signal_mask(daemon, "SigIgn") & bit(libc::SIGHUP),
         0,
         "the daemon was to start with SIGHUP ignored"
     );
+    daemon
+}
+
+#[test]
+fn a_panes_program_gets_default_signals_though_belfry_was_started_ignoring_them() {
+    let env = Env::new();
+    new_ignoring(
+        &env,
+        &[
+            "new",
+            "sig",
+            "--size",
+            "24x80",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "grep -E '^Sig(Ign|Blk)' /proc/self/status; exec sleep 100000",
+        ],
+        None,
+    );
+
+    // The daemon `new` started on demand inherited what the command ignored (asserted by
+    // `new_ignoring`), as the pane host did: the program below had all of it to inherit.
     let host = env.pane_host_pid("sig");
     assert_ne!(signal_mask(host, "SigIgn") & bit(libc::SIGHUP), 0);
 
@@ -131,33 +143,25 @@ fn an_adapter_gets_default_signals_and_ends_with_a_daemon_started_ignoring_them(
         seen.display()
     );
     let adapter_script = format!("--ding-adapter={script}");
-    let mut new = env.cmd(&[
-        "new",
-        "ad",
-        "--ding-delivery",
-        "turn-boundary+fresh-idle",
-        "--ding-adapter",
-        "sh",
-        "--ding-adapter=-c",
-        &adapter_script,
-        "--",
-        "sleep",
-        "100000",
-    ]);
-    ignoring_and_blocking(&mut new, Some(libc::SIGTERM));
-    let out = new.output().expect("run belfry new");
-    assert!(
-        out.status.success(),
-        "belfry new: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let daemon = new_ignoring(
+        &env,
+        &[
+            "new",
+            "ad",
+            "--ding-delivery",
+            "turn-boundary+fresh-idle",
+            "--ding-adapter",
+            "sh",
+            "--ding-adapter=-c",
+            &adapter_script,
+            "--",
+            "sleep",
+            "100000",
+        ],
+        Some(libc::SIGTERM),
     );
-    // The daemon inherited what `new` ignored and blocked, so its adapters had it to inherit.
-    let daemon = env.daemon_pid();
-    assert_ne!(
-        signal_mask(daemon, "SigIgn") & bit(libc::SIGHUP),
-        0,
-        "the daemon was to start with SIGHUP ignored"
-    );
+    // The daemon inherited what `new` ignored (asserted by `new_ignoring`) and blocked, so its
+    // adapters had it to inherit.
     assert_ne!(
         signal_mask(daemon, "SigBlk") & bit(libc::SIGTERM),
         0,

@@ -6,27 +6,17 @@
 
 use std::time::Duration;
 
-use belfry_tests::{eventually, pid_alive, read_or_empty, recorder_bin, Env};
+use belfry_tests::{eventually, pid_alive, read_or_empty, Env};
 use serde_json::json;
 
 #[test]
 fn a_sent_payload_the_program_had_not_read_is_lost_with_its_killed_pane_host() {
     let env = Env::new();
-    let log = env.path("p.log");
-    let stall = env.path("p.stall");
-    std::fs::write(&stall, b"").unwrap();
-    let rec = recorder_bin().display().to_string();
-    let (log_s, stall_s) = (log.display().to_string(), stall.display().to_string());
-    let info = env.spawn(
-        "p",
-        "24x80",
-        &[&rec, "--log", &log_s, "--stall-while", &stall_s],
-        Some("READY"),
-    );
-    let child = info["child_pid"].as_u64().expect("child_pid") as u32;
+    let (log, stall) = env.stalled_recorder("p");
 
     // The program is not reading: a guarded send is taken by the terminal and answered `sent`.
     let snap = env.snapshot("p");
+    let child = snap["child_pid"].as_u64().expect("child_pid") as u32;
     let reply = env.conn().request(json!({"op":"send","session":"p",
         "expect":{"incarnation":snap["incarnation"],"revision":snap["revision"]},
         "input":[{"text":"<UNREAD>"}]}));

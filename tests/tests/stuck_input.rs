@@ -2,31 +2,14 @@
 //! transaction has a deadline, the error says how many bytes were written, the input lock is
 //! released, and restart and kill never wait for it.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use belfry_tests::{eventually, pid_alive, read_or_empty, recorder_bin, Conn, Env};
+use belfry_tests::{eventually, pid_alive, read_or_empty, Conn, Env};
 use serde_json::{json, Value};
 
 /// The largest paste one request may carry (64 KiB including bracketed-paste framing).
 fn big_paste() -> String {
     "x".repeat(64 * 1024 - 12)
-}
-
-/// A recorder that does not read its input while the returned stall file exists.
-fn stalled_recorder(env: &Env, session: &str) -> (PathBuf, PathBuf) {
-    let log = env.path(&format!("{session}.log"));
-    let stall = env.path(&format!("{session}.stall"));
-    std::fs::write(&stall, b"").unwrap();
-    let rec = recorder_bin().display().to_string();
-    let (log_s, stall_s) = (log.display().to_string(), stall.display().to_string());
-    env.spawn(
-        session,
-        "24x80",
-        &[&rec, "--log", &log_s, "--stall-while", &stall_s],
-        Some("READY"),
-    );
-    (log, stall)
 }
 
 /// Pastes 64 KiB at a time until a paste does not complete: the PTY's input buffer holds some
@@ -92,7 +75,7 @@ fn stuck_paste_in_flight(env: &Env, session: &str) -> std::thread::JoinHandle<Op
 #[test]
 fn stuck_paste_times_out_with_bytes_written_and_frees_the_input_lock() {
     let env = Env::new();
-    let (log, stall) = stalled_recorder(&env, "rec");
+    let (log, stall) = env.stalled_recorder("rec");
     let mut conn = Conn::open(&env.pane_socket("rec")).unwrap();
     let (reply, took) = paste_until_stuck(&mut conn, 1000);
     assert_eq!(reply["ok"], false, "{reply}");
@@ -134,7 +117,7 @@ fn stuck_paste_times_out_with_bytes_written_and_frees_the_input_lock() {
 #[test]
 fn restart_aborts_a_stuck_transaction_at_once_and_the_new_child_gets_none_of_it() {
     let env = Env::new();
-    let (log, stall) = stalled_recorder(&env, "rec");
+    let (log, stall) = env.stalled_recorder("rec");
     let before = env.snapshot("rec");
     let stuck = stuck_paste_in_flight(&env, "rec");
 
@@ -173,7 +156,7 @@ fn restart_aborts_a_stuck_transaction_at_once_and_the_new_child_gets_none_of_it(
 #[test]
 fn kill_ends_a_pane_with_a_stuck_transaction_promptly() {
     let env = Env::new();
-    let _ = stalled_recorder(&env, "rec");
+    let _ = env.stalled_recorder("rec");
     let host_pid = env.snapshot("rec")["pid"].as_u64().unwrap() as u32;
     let stuck = stuck_paste_in_flight(&env, "rec");
     let started = Instant::now();
@@ -229,7 +212,7 @@ fn assert_refused_unwritten(reply: &Value, by: &str) {
 #[test]
 fn kill_refuses_a_send_queued_behind_a_stuck_paste_with_nothing_written() {
     let env = Env::new();
-    let (log, stall) = stalled_recorder(&env, "rec");
+    let (log, stall) = env.stalled_recorder("rec");
     let host_pid = env.snapshot("rec")["pid"].as_u64().unwrap() as u32;
     let stuck = stuck_paste_in_flight(&env, "rec");
     let queued = guarded_send_queued(&env, "rec");
@@ -256,7 +239,7 @@ fn kill_refuses_a_send_queued_behind_a_stuck_paste_with_nothing_written() {
 #[test]
 fn sigterm_aborts_a_stuck_paste_and_refuses_the_send_queued_behind_it() {
     let env = Env::new();
-    let (log, stall) = stalled_recorder(&env, "rec");
+    let (log, stall) = env.stalled_recorder("rec");
     let host_pid = env.snapshot("rec")["pid"].as_u64().unwrap() as u32;
     let stuck = stuck_paste_in_flight(&env, "rec");
     let queued = guarded_send_queued(&env, "rec");
@@ -287,7 +270,7 @@ fn sigterm_aborts_a_stuck_paste_and_refuses_the_send_queued_behind_it() {
 #[test]
 fn a_stuck_keystroke_write_releases_the_input_lock() {
     let env = Env::new();
-    let _ = stalled_recorder(&env, "rec");
+    let _ = env.stalled_recorder("rec");
     let mut filler = Conn::open(&env.pane_socket("rec")).unwrap();
     fill_until_full(&mut filler);
     // An attached keyboard types into the full PTY: the write blocks, holding the input lock.
@@ -338,7 +321,7 @@ fn send_timeout_out_of_range_or_null_is_invalid() {
 #[test]
 fn cli_send_timeout_reports_the_bytes_written() {
     let env = Env::new();
-    let _ = stalled_recorder(&env, "rec");
+    let _ = env.stalled_recorder("rec");
     let mut filler = Conn::open(&env.pane_socket("rec")).unwrap();
     fill_until_full(&mut filler);
     let started = Instant::now();
@@ -359,7 +342,7 @@ fn cli_send_timeout_reports_the_bytes_written() {
 #[test]
 fn a_send_queued_behind_a_stuck_transaction_gives_up_and_never_writes() {
     let env = Env::new();
-    let (log, stall) = stalled_recorder(&env, "rec");
+    let (log, stall) = env.stalled_recorder("rec");
     let stuck = stuck_paste_in_flight(&env, "rec");
     // The queued send waits for the input lock at most its timeout_ms + 5 s.
     let started = Instant::now();
