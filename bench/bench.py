@@ -1574,11 +1574,13 @@ def link_kind(path):
 
 
 def build_info(belfry):
-    """The command and, when it is beside it, the `belfry-host` the daemon and pane hosts run."""
+    """The command and, when they are beside it, the `belfry-host` the daemon runs and the
+    `belfry-pane` each pane host runs."""
     info = {"belfry": link_kind(belfry)}
-    host = Path(belfry).with_name("belfry-host")
-    if os.access(host, os.X_OK):
-        info["belfry-host"] = link_kind(host)
+    for name in ("belfry-host", "belfry-pane"):
+        beside = Path(belfry).with_name(name)
+        if os.access(beside, os.X_OK):
+            info[name] = link_kind(beside)
     return info
 
 
@@ -1602,10 +1604,13 @@ def render(results, args):
     build = results.get("build")
     if build:
         host = build.get("belfry-host")
+        pane = build.get("belfry-pane")
         add("")
         add(f"`belfry`: {build['belfry']}" + (
-            f"; the daemon and pane hosts run `belfry-host` beside it: {host}" if host else
-            "; the daemon and pane hosts run the same executable"))
+            f"; the daemon runs `belfry-host` beside it: {host}" if host else
+            "; the daemon runs the same executable") + (
+            f"; each pane host runs `belfry-pane` beside it: {pane}" if pane else
+            "; the pane hosts run the daemon's executable"))
     add("")
     targets = []
     tp = results.get("throughput")

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -541,82 +540,6 @@ impl std::fmt::Display for NotFound {
 
 impl std::error::Error for NotFound {}
 
-fn init_logging(file: &str) {
-    let dir = paths::log_dir();
-    if paths::ensure_private_dir(&dir).is_err() {
-        return;
-    }
-    let appender = LazyLogFile {
-        path: dir.join(file),
-        file: std::sync::OnceLock::new(),
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BELFRY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(appender)
-        .with_ansi(false)
-        .try_init();
-    // A daemon or pane host has no terminal: its stderr goes nowhere a user looks. A panic in
-    // one of its threads (which may leave the process serving without that thread) is written
-    // to its log too, with where it happened, so it is never silent.
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let thread = std::thread::current();
-        tracing::error!(
-            "panic in thread {:?}: {info}",
-            thread.name().unwrap_or("unnamed")
-        );
-        previous(info);
-    }));
-}
-
-/// A log file opened on the first event, not before: a process that never logs (a pane host
-/// whose program could not be started) leaves no empty `pane-<name>.log` behind, so bad input
-/// has no side effect on disk (spec §12).
-struct LazyLogFile {
-    path: PathBuf,
-    /// `None` once opening failed: the events are then dropped, as logging must never stop
-    /// the process it describes.
-    file: std::sync::OnceLock<Option<std::fs::File>>,
-}
-
-/// One event's writer: the log file, or nowhere if it could not be opened.
-struct LogWriter<'a>(Option<&'a std::fs::File>);
-
-impl Write for LogWriter<'_> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        match &mut self.0 {
-            Some(file) => file.write(bytes),
-            None => Ok(bytes.len()),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match &mut self.0 {
-            Some(file) => file.flush(),
-            None => Ok(()),
-        }
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LazyLogFile {
-    type Writer = LogWriter<'a>;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = self.file.get_or_init(|| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&self.path)
-                .ok()
-        });
-        LogWriter(file.as_ref())
-    }
-}
-
 pub(crate) fn exe() -> Result<PathBuf> {
     std::env::current_exe().context("cannot find the belfry executable")
 }
@@ -637,10 +560,7 @@ pub(crate) fn host_exe() -> Result<PathBuf> {
 
 /// [`HOST_EXE`] beside `exe`, when it is an executable file other than `exe` itself.
 fn host_beside(exe: &std::path::Path) -> Option<PathBuf> {
-    let beside = exe.with_file_name(HOST_EXE);
-    let runnable = std::fs::metadata(&beside)
-        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
-    (runnable && beside != exe).then_some(beside)
+    paths::runnable_beside(exe, HOST_EXE)
 }
 
 /// Replaces this process with [`HOST_EXE`] beside it, with the same arguments and environment,
@@ -734,7 +654,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
     match cli.command {
         Command::Proxy { pane } => crate::proxy::run(pane.as_deref()),
         Command::Server => {
-            init_logging("daemon.log");
+            crate::logging::init_logging("daemon.log");
             let config = belfry_mux::server::DaemonConfig {
                 runtime: paths::runtime_dir(),
                 socket: paths::daemon_socket(),
@@ -757,7 +677,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 .context("cannot read the launch spec from stdin")?;
             let spec: belfry_pty::spec::LaunchSpec =
                 serde_json::from_str(&spec).context("stdin is not a launch spec")?;
-            init_logging(&format!("pane-{}.log", spec.session));
+            crate::logging::init_logging(&format!("pane-{}.log", spec.session));
             belfry_pty::host::run(belfry_pty::host::HostConfig {
                 spec,
                 runtime,

@@ -20,6 +20,7 @@ mod exit;
 mod hooks;
 mod human;
 mod inbox;
+mod logging;
 mod logs;
 mod proxy;
 mod remote;

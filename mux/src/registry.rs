@@ -698,7 +698,13 @@ pub fn remove_files(runtime: &Path, session: &str) {
     let _ = std::fs::remove_file(paths::pane_socket(runtime, session));
 }
 
-/// Launches a pane host for `spec` and waits for it to announce itself.
+/// The executable of the pane host alone, which the daemon runs for each pane when it is
+/// installed beside the daemon's executable: a pane then maps only the pages of its own code,
+/// not the whole program's (docs/decisions.md).
+pub const PANE_EXE: &str = "belfry-pane";
+
+/// Launches a pane host for `spec` and waits for it to announce itself: [`PANE_EXE`] when it
+/// is beside `exe`, else `exe pane-host` (the same code in the whole program).
 pub async fn launch(
     exe: &Path,
     runtime: &Path,
@@ -707,6 +713,8 @@ pub async fn launch(
     spec: &LaunchSpec,
 ) -> Result<PaneEntry, String> {
     let spec_json = serde_json::to_string(spec).map_err(|err| err.to_string())?;
+    let beside = paths::runnable_beside(exe, PANE_EXE);
+    let exe = beside.as_deref().unwrap_or(exe);
     let mut cmd = tokio::process::Command::new(exe);
     cmd.arg("pane-host")
         .arg("--runtime")

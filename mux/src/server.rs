@@ -45,7 +45,8 @@ pub struct DaemonConfig {
     pub runtime: PathBuf,
     pub socket: PathBuf,
     pub state_dir: PathBuf,
-    /// The `belfry` executable, run as `belfry pane-host` for new panes.
+    /// The daemon's executable: new panes run `belfry-pane` beside it, or it as `belfry
+    /// pane-host` when there is none (`registry::launch`).
     pub exe: PathBuf,
     /// Where adapter sidecars' stderr goes.
     pub log_dir: PathBuf,

@@ -799,7 +799,7 @@ async fn wait(ctx: &HostContext, op: &req::Wait) -> Result<reply::Waited, ErrorB
     let parsed = (|| -> Result<_, String> {
         let regex = match &op.regex {
             Some(pattern) => Some(
-                regex::Regex::new(pattern)
+                regex_lite::Regex::new(pattern)
                     .map_err(|err| format!("field \"regex\" is not a valid regex: {err}"))?,
             ),
             None => None,

@@ -65,6 +65,15 @@ fn non_empty_env(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.is_empty())
 }
 
+/// The executable file `name` in `exe`'s directory, when it is one and is not `exe` itself:
+/// how `belfry` finds `belfry-host` and the daemon finds `belfry-pane`, installed beside them.
+pub fn runnable_beside(exe: &Path, name: &str) -> Option<PathBuf> {
+    let beside = exe.with_file_name(name);
+    let runnable = std::fs::metadata(&beside)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+    (runnable && beside != exe).then_some(beside)
+}
+
 /// The directory holding every pane host's socket and record.
 pub fn panes_dir(runtime: &Path) -> PathBuf {
     runtime.join("panes")

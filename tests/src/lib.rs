@@ -159,6 +159,19 @@ impl Env {
         self.path("state")
     }
 
+    /// The arguments the daemon starts a pane host with, for this environment's directories:
+    /// `--runtime DIR --daemon-socket PATH --state DIR`.
+    pub fn pane_host_args(&self) -> Vec<String> {
+        [
+            ("--runtime", self.runtime()),
+            ("--daemon-socket", self.socket()),
+            ("--state", self.state()),
+        ]
+        .into_iter()
+        .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
+        .collect()
+    }
+
     /// A `belfry` command with this environment.
     pub fn cmd(&self, args: &[&str]) -> Command {
         self.cmd_of(&belfry_bin(), args)

@@ -184,16 +184,11 @@ fn a_new_pane_never_takes_over_the_socket_of_a_stopped_pane_host_with_a_full_bac
     assert!(stderr.contains("already exists"), "{stderr}");
 
     // A pane host started for the name by hand refuses to bind over the live one.
+    let args = env.pane_host_args();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.insert(0, "pane-host");
     let mut second = env
-        .cmd(&[
-            "pane-host",
-            "--runtime",
-            &env.runtime().display().to_string(),
-            "--daemon-socket",
-            &env.socket().display().to_string(),
-            "--state",
-            &env.state().display().to_string(),
-        ])
+        .cmd(&args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

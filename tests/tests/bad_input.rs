@@ -88,6 +88,13 @@ fn bad_requests_get_clear_errors_and_nothing_changes() {
             r#"{"id":1,"op":"wait","session":"rec","regex":"(","timeout_ms":10}"#.into(),
             "not a valid regex",
         ),
+        (
+            // Screen regexes have ASCII classes only (docs/protocol.md): a Unicode class is
+            // refused by name, not taken for something else.
+            "regex with a Unicode class",
+            r#"{"id":1,"op":"wait","session":"rec","regex":"\\p{Greek}","timeout_ms":10}"#.into(),
+            "not a valid regex",
+        ),
     ];
     for (what, line, needle) in &cases {
         conn.send_raw(format!("{line}\n").as_bytes());
