@@ -76,74 +76,42 @@ fn sgr(bytes: &[u8], pen: &mut Pen) -> Scan {
         Some(_) => return Scan::Not,
         None => return Scan::Cut,
     }
-    let mut params = Params::default();
-    let mut at = 2;
-    loop {
-        let Some(&byte) = bytes.get(at) else {
-            return Scan::Cut;
-        };
+    // The parameters as vte collects them: at most MAX_PARAMS, and a sequence with more is
+    // ignored whole. vte sets its ignoring flag at a digit or a separator that finds the list
+    // full; a digit there is always followed by a separator or the final byte (else the
+    // sequence is cut off or not one read here, and the flag does not matter), so checking at
+    // the separators alone decides the same. A value saturates at u16::MAX as vte's does: held
+    // wider and capped at each digit, which gives the same value without an overflow check.
+    let mut values = [0u16; MAX_PARAMS];
+    let mut len = 0;
+    let mut current: u32 = 0;
+    let mut ignoring = false;
+    for (at, &byte) in bytes.iter().enumerate().skip(2) {
         match byte {
-            digit @ b'0'..=b'9' => params.digit(digit - b'0'),
-            b';' => params.end(),
-            b'm' => {
-                params.end();
-                // vte hands a sequence past its limit to the core as ignored: no effect.
-                if !params.ignoring && apply(params.values(), pen).is_none() {
-                    return Scan::Not;
+            b'0'..=b'9' => {
+                current = (current * 10 + u32::from(byte - b'0')).min(u32::from(u16::MAX));
+            }
+            b';' | b'm' => {
+                match values.get_mut(len) {
+                    Some(slot) => {
+                        *slot = current as u16;
+                        len += 1;
+                        current = 0;
+                    }
+                    None => ignoring = true,
                 }
-                return Scan::Read(at + 1, 0);
+                if byte == b'm' {
+                    // vte hands a sequence past its limit to the core as ignored: no effect.
+                    if !ignoring && apply(&values[..len], pen).is_none() {
+                        return Scan::Not;
+                    }
+                    return Scan::Read(at + 1, 0);
+                }
             }
             _ => return Scan::Not,
         }
-        at += 1;
     }
-}
-
-/// A sequence's parameters as vte collects them: at most [`MAX_PARAMS`], and a sequence
-/// that has more is ignored whole.
-struct Params {
-    values: [u16; MAX_PARAMS],
-    len: usize,
-    /// The parameter being read. Its value saturates at u16::MAX as vte's does: held wider
-    /// and capped at each digit, which gives the same value without an overflow check.
-    current: u32,
-    ignoring: bool,
-}
-
-impl Default for Params {
-    fn default() -> Params {
-        Params {
-            values: [0; MAX_PARAMS],
-            len: 0,
-            current: 0,
-            ignoring: false,
-        }
-    }
-}
-
-impl Params {
-    fn digit(&mut self, digit: u8) {
-        if self.len == MAX_PARAMS {
-            self.ignoring = true;
-        } else {
-            self.current = (self.current * 10 + u32::from(digit)).min(u32::from(u16::MAX));
-        }
-    }
-
-    /// Ends the parameter being read (at `;` and at the final byte).
-    fn end(&mut self) {
-        if self.len == MAX_PARAMS {
-            self.ignoring = true;
-        } else {
-            self.values[self.len] = self.current as u16;
-            self.len += 1;
-            self.current = 0;
-        }
-    }
-
-    fn values(&self) -> &[u16] {
-        &self.values[..self.len]
-    }
+    Scan::Cut
 }
 
 /// Applies SGR parameters to `pen` as the core would; `None` for the underline colour.
@@ -390,6 +358,13 @@ mod tests {
         let mut pen = Pen::DEFAULT;
         let long = format!("\x1b[{}1m", "0;".repeat(32));
         assert_eq!(sgr(long.as_bytes(), &mut pen), Scan::Read(long.len(), 0));
+        assert_eq!(pen, Pen::DEFAULT);
+        // ... the 33rd counted whether it has digits or is empty.
+        let empty_last = format!("\x1b[1;{}m", "0;".repeat(31));
+        assert_eq!(
+            sgr(empty_last.as_bytes(), &mut pen),
+            Scan::Read(empty_last.len(), 0)
+        );
         assert_eq!(pen, Pen::DEFAULT);
         let fits = format!("\x1b[{}1m", "0;".repeat(31));
         sgr(fits.as_bytes(), &mut pen);
