@@ -799,7 +799,7 @@ async fn wait(ctx: &HostContext, op: &req::Wait) -> Result<reply::Waited, ErrorB
     let parsed = (|| -> Result<_, String> {
         let regex = match &op.regex {
             Some(pattern) => Some(
-                regex_lite::Regex::new(pattern)
+                crate::screen_regex::ScreenRegex::new(pattern)
                     .map_err(|err| format!("field \"regex\" is not a valid regex: {err}"))?,
             ),
             None => None,
@@ -814,7 +814,7 @@ async fn wait(ctx: &HostContext, op: &req::Wait) -> Result<reply::Waited, ErrorB
         }
         Ok((op.revision, exit, regex, quiet, timeout))
     })();
-    let (revision, exit, regex, quiet, timeout) = parsed.map_err(ErrorBody::invalid)?;
+    let (revision, exit, mut regex, quiet, timeout) = parsed.map_err(ErrorBody::invalid)?;
     // Both durations are at most MAX_WAIT_MS, so this and `last_change + q` below cannot
     // overflow; the checked add keeps even a clock near its end from panicking.
     let Some(deadline) = Instant::now().checked_add(timeout) else {
@@ -829,7 +829,7 @@ async fn wait(ctx: &HostContext, op: &req::Wait) -> Result<reply::Waited, ErrorB
             let mut st = ctx.pane.state.lock();
             let mut met = revision.is_none_or(|r| st.revision >= r);
             met &= !exit || st.exited.is_some();
-            if let Some(regex) = &regex {
+            if let Some(regex) = &mut regex {
                 met &= regex.is_match(&st.screen.lines().join("\n"));
             }
             let quiet_until = quiet.and_then(|q| st.last_change.checked_add(q));

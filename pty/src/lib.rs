@@ -2,7 +2,7 @@
 //!
 //! A pane is a PTY, the child program running on it, a screen model fed with every byte the
 //! program writes, and a monotonic **revision** that moves on every input write, output chunk,
-//! resize, restart, exit and clear (spec §2). The pane host (`belfry pane-host`) owns exactly
+//! resize, restart, exit and clear (spec §2). The pane host (`belfry-pane`, or `belfry pane-host`) owns exactly
 //! one pane and serves it on `<runtime>/panes/<session>.sock`; it is started detached so it
 //! survives the control-plane daemon (spec §6.0).
 //!
@@ -17,7 +17,8 @@
 //!   line cap and a byte cap, and expanded only when read.
 //! - `answers` (private): finds attached terminals' answers in their input, so a query is
 //!   answered by one client only.
-//! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …).
+//! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …);
+//!   `screen_regex` (private) compiles and matches `wait`'s screen regexes.
 //! - [`wire`]: the NDJSON protocol and attach frames, shared with the daemon in `belfry-mux`.
 //! - [`terminal`]: an attach client's terminal handed to the pane host, written by a thread of
 //!   its own ([`fdpass`] carries the descriptors, and a client's connection the daemon hands to
@@ -50,6 +51,7 @@ mod queries;
 pub mod restore;
 pub mod retry;
 pub mod screen;
+mod screen_regex;
 pub mod spec;
 mod styled;
 pub mod terminal;

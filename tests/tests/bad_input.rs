@@ -89,10 +89,9 @@ fn bad_requests_get_clear_errors_and_nothing_changes() {
             "not a valid regex",
         ),
         (
-            // Screen regexes have ASCII classes only (docs/protocol.md): a Unicode class is
-            // refused by name, not taken for something else.
-            "regex with a Unicode class",
-            r#"{"id":1,"op":"wait","session":"rec","regex":"\\p{Greek}","timeout_ms":10}"#.into(),
+            "regex past the compile size limit",
+            r#"{"id":1,"op":"wait","session":"rec","regex":"(?:a{1000}){1000}","timeout_ms":10}"#
+                .into(),
             "not a valid regex",
         ),
     ];

@@ -1,13 +1,14 @@
 //! `belfry wait --regex`: the pattern is matched against the pane's visible lines joined with
-//! `\n`, in the syntax docs/protocol.md gives (the `regex` crate's, with ASCII classes and ASCII
-//! case folding): a literal outside ASCII matches as itself, `(?m)` anchors lines, `(?i)` folds
-//! ASCII case; a Unicode class is refused by name, and a pattern that never matches ends at the
-//! timeout with the error saying so.
+//! `\n`, in the `regex` crate's syntax and meaning (docs/protocol.md), Unicode included: `\s`
+//! takes the no-break space a harness draws after its prompt glyph (an adapter's readiness
+//! rule depends on it), a Unicode class and case folding work, a pattern that is not a regex or
+//! would compile past the size limit is refused naming why, and a pattern that never matches
+//! ends at the timeout with the error saying so.
 
 use belfry_tests::Env;
 
 #[test]
-fn a_screen_regex_matches_as_documented_and_a_unicode_class_is_refused() {
+fn a_screen_regex_matches_as_the_regex_crate_does_and_a_bad_one_is_refused() {
     let env = Env::new();
     env.ok(&[
         "new",
@@ -15,16 +16,17 @@ fn a_screen_regex_matches_as_documented_and_a_unicode_class_is_refused() {
         "--",
         "sh",
         "-c",
-        "printf '\\342\\235\\257 ready\\nDelta 42\\n'; exec sleep 100000",
+        // `»` and a no-break space, then a line with Greek letters.
+        "printf '\\302\\273\\302\\240\\nDelta \\316\\264\\316\\265 42\\n'; exec sleep 100000",
     ]);
     let wait = |pattern: &str, timeout_ms: &str| {
         env.run(&["wait", "p", "--regex", pattern, "--timeout-ms", timeout_ms])
     };
     for pattern in [
-        "(?m)^❯ ready$",
-        "(?i)delta \\d+",
-        "(?m)^\\w+ 42$",
-        "❯.*\\n.*42",
+        r"(?m)^»\s*$",
+        r"(?i)DELTA \p{Greek}+ \d+",
+        r"(?m)^\w+ \w+ 42$",
+        r"(?i)ΔΕ",
     ] {
         let out = wait(pattern, "10000");
         assert!(
@@ -34,15 +36,19 @@ fn a_screen_regex_matches_as_documented_and_a_unicode_class_is_refused() {
         );
     }
 
-    let out = wait("\\p{Greek}", "10000");
-    assert_eq!(out.status.code(), Some(2), "a Unicode class");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(
-            "field \"regex\" is not a valid regex: Unicode character classes are not supported"
-        ),
-        "{stderr}"
-    );
+    for (pattern, why) in [
+        (r"\p{Nope}", "Unicode property not found"),
+        ("(", "unclosed group"),
+        ("(?:a{1000}){1000}", "exceeded"),
+    ] {
+        let out = wait(pattern, "10000");
+        assert_eq!(out.status.code(), Some(2), "{pattern:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("field \"regex\" is not a valid regex") && stderr.contains(why),
+            "{pattern:?}: {stderr}"
+        );
+    }
 
     let started = std::time::Instant::now();
     let out = wait("(?m)^never$", "300");
