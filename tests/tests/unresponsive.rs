@@ -5,6 +5,7 @@
 //! as it answers; a send whose requester went away is never written later.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -304,11 +305,19 @@ fn a_queued_send_whose_cli_was_killed_or_interrupted_is_never_written() {
         "the holder's transaction did not start"
     );
     let queued = |text: &str| {
-        env.cmd(&["send", "rec", "--text", text])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("queued send")
+        let mut send = env.cmd(&["send", "rec", "--text", text]);
+        send.stdout(Stdio::null()).stderr(Stdio::null());
+        // SIGINT at its default action, as for a command a user runs at a terminal: a suite
+        // run in the background of a shell without job control inherits it ignored, and a
+        // send that ignores it rightly waits and writes (which this test once took for a bug).
+        // SAFETY: signal(2) is async-signal-safe and allocates nothing.
+        unsafe {
+            send.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        send.spawn().expect("queued send")
     };
     let mut killed = queued("KILLED");
     let mut interrupted = queued("INTERRUPTED");
