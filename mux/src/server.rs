@@ -62,6 +62,9 @@ struct Daemon {
 
 /// Runs the daemon in the foreground until `shutdown`.
 pub fn run(config: DaemonConfig) -> Result<(), Error> {
+    // Before the runtime's threads exist, which inherit the mask: a daemon started with
+    // SIGTERM blocked would never see its shutdown signal (nor would its pane hosts).
+    belfry_pty::pane::unblock_signals();
     // Two workers: a DING worker's durable file work (fsync before every send, spec §7.3)
     // blocks the thread it runs on, and must not stall every other request meanwhile.
     let runtime = tokio::runtime::Builder::new_multi_thread()

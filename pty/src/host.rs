@@ -40,6 +40,7 @@ pub struct HostConfig {
 /// Runs a pane host to completion. Prints one JSON line on stdout once it is serving
 /// (`{"ready":true,…}`) or has failed (`{"error":…}`), then stops using stdout.
 pub fn run(config: HostConfig) -> crate::Result<()> {
+    crate::pane::unblock_signals();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -1388,6 +1388,22 @@ pub fn default_signals() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Unblocks every signal in the calling thread, for a process that handles its own (the
+/// daemon and the pane host: SIGTERM ends them in order). A signal blocked by whatever started
+/// belfry would otherwise stay blocked through the exec and in every thread started after
+/// this, so a `kill` of the daemon or a pane host would stay pending for ever. Call it before
+/// any other thread exists. Dispositions are left as they are: what the process was started
+/// ignoring (`nohup`'s SIGHUP) it may go on ignoring, and its own handlers replace the rest.
+pub fn unblock_signals() {
+    // SAFETY: sigemptyset initialises the set it is given; pthread_sigmask reads that set
+    // (alive for the call) and writes nothing (null old set).
+    unsafe {
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

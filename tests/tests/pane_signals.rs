@@ -160,13 +160,8 @@ fn an_adapter_gets_default_signals_and_ends_with_a_daemon_started_ignoring_them(
         ],
         Some(libc::SIGTERM),
     );
-    // The daemon inherited what `new` ignored (asserted by `new_ignoring`) and blocked, so its
-    // adapters had it to inherit.
-    assert_ne!(
-        signal_mask(daemon, "SigBlk") & bit(libc::SIGTERM),
-        0,
-        "the daemon was to start with SIGTERM blocked"
-    );
+    // The daemon inherited what `new` ignored (asserted by `new_ignoring`), so its adapters had
+    // it to inherit; what `new` blocked the daemon unblocks for itself (the test below).
     assert!(
         eventually(Duration::from_secs(10), || seen.exists()),
         "the adapter never started"
@@ -189,4 +184,46 @@ fn an_adapter_gets_default_signals_and_ends_with_a_daemon_started_ignoring_them(
     );
     env.start_daemon();
     env.shutdown();
+}
+
+/// A daemon and a pane host started by a `belfry` that had SIGTERM (and SIGUSR2) blocked
+/// unblock every signal as they start, so each still ends on SIGTERM, its shutdown signal:
+/// before, both kept the block (the daemon's SigBlk held SIGTERM, and its pane hosts inherited
+/// it) and a `kill` of either stayed pending.
+#[test]
+fn a_daemon_and_a_pane_host_started_with_sigterm_blocked_still_end_on_sigterm() {
+    let env = Env::new();
+    let daemon = new_ignoring(
+        &env,
+        &["new", "held", "--", "sleep", "100000"],
+        Some(libc::SIGTERM),
+    );
+    let host = env.pane_host_pid("held");
+    for (what, pid) in [("daemon", daemon), ("pane host", host)] {
+        assert_eq!(
+            signal_mask(pid, "SigBlk"),
+            0,
+            "the {what}'s blocked signals"
+        );
+    }
+    let child = env.snapshot("held")["child_pid"]
+        .as_u64()
+        .expect("the snapshot has the program's pid") as u32;
+
+    // SAFETY: kill(2) on this test's own pane host.
+    unsafe { libc::kill(host as i32, libc::SIGTERM) };
+    assert!(
+        eventually(Duration::from_secs(10), || !pid_alive(host)),
+        "the pane host {host} outlived its SIGTERM"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || !pid_alive(child)),
+        "the pane's program {child} outlived its pane host"
+    );
+    // SAFETY: kill(2) on this test's own daemon.
+    unsafe { libc::kill(daemon as i32, libc::SIGTERM) };
+    assert!(
+        eventually(Duration::from_secs(10), || !pid_alive(daemon)),
+        "the daemon {daemon} outlived its SIGTERM"
+    );
 }
