@@ -555,12 +555,7 @@ const HOST_EXE: &str = "belfry-host";
 /// output and socket input keep address-space randomisation (docs/decisions.md).
 pub(crate) fn host_exe() -> Result<PathBuf> {
     let exe = exe()?;
-    Ok(host_beside(&exe).unwrap_or(exe))
-}
-
-/// [`HOST_EXE`] beside `exe`, when it is an executable file other than `exe` itself.
-fn host_beside(exe: &std::path::Path) -> Option<PathBuf> {
-    paths::runnable_beside(exe, HOST_EXE)
+    Ok(paths::runnable_beside(&exe, HOST_EXE).unwrap_or(exe))
 }
 
 /// Replaces this process with [`HOST_EXE`] beside it, with the same arguments and environment,
@@ -569,7 +564,10 @@ fn host_beside(exe: &std::path::Path) -> Option<PathBuf> {
 /// machine's bytes, so that they too run position-independent.
 pub fn become_host_exe() {
     use std::os::unix::process::CommandExt;
-    if let Some(host) = exe().ok().as_deref().and_then(host_beside) {
+    if let Some(host) = exe()
+        .ok()
+        .and_then(|exe| paths::runnable_beside(&exe, HOST_EXE))
+    {
         // `exec` returns only when it failed.
         let _ = std::process::Command::new(&host)
             .args(std::env::args_os().skip(1))
@@ -670,20 +668,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             daemon_socket,
             state,
         } => {
-            // The launch spec arrives on stdin, never on the command line (it carries the
-            // client's environment).
-            let mut spec = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut spec)
-                .context("cannot read the launch spec from stdin")?;
-            let spec: belfry_pty::spec::LaunchSpec =
-                serde_json::from_str(&spec).context("stdin is not a launch spec")?;
-            crate::logging::init_logging(&format!("pane-{}.log", spec.session));
-            belfry_pty::host::run(belfry_pty::host::HostConfig {
-                spec,
-                runtime,
-                daemon_socket,
-                state_dir: state,
-            })?;
+            crate::pane_host::serve(runtime, daemon_socket, state).map_err(|err| anyhow!(err))?;
             Ok(EXIT_OK)
         }
         Command::New(args) => new_pane(&args, None),

@@ -22,6 +22,7 @@ mod human;
 mod inbox;
 mod logging;
 mod logs;
+mod pane_host;
 mod proxy;
 mod remote;
 mod top;

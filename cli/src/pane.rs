@@ -10,6 +10,7 @@
 //! --state DIR`, with the launch spec on stdin.
 
 mod logging;
+mod pane_host;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -65,21 +66,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    // The launch spec arrives on stdin, never on the command line (it carries the client's
-    // environment).
-    let mut spec = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut spec)
-        .map_err(|err| format!("cannot read the launch spec from stdin: {err}"))?;
-    let spec: belfry_pty::spec::LaunchSpec =
-        serde_json::from_str(&spec).map_err(|err| format!("stdin is not a launch spec: {err}"))?;
-    logging::init_logging(&format!("pane-{}.log", spec.session));
-    belfry_pty::host::run(belfry_pty::host::HostConfig {
-        spec,
-        runtime: args.runtime,
-        daemon_socket: args.daemon_socket,
-        state_dir: args.state,
-    })
-    .map_err(|err| err.to_string())
+    pane_host::serve(args.runtime, args.daemon_socket, args.state)
 }
 
 fn main() -> ExitCode {
