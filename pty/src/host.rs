@@ -1022,7 +1022,10 @@ async fn attach(
         }
     }
     if out
-        .send(&mut writer, &mut vec![Frame::Data(redraw.into())])
+        .send(
+            &mut writer,
+            &mut vec![Frame::Data(redraw.into(), wire::PenOnly::NONE)],
+        )
         .await
         .is_err()
     {
@@ -1101,7 +1104,7 @@ async fn attach(
     let input = async {
         loop {
             match Frame::read(&mut reader).await {
-                Ok(Some(Frame::Data(bytes))) => {
+                Ok(Some(Frame::Data(bytes, _))) => {
                     if read_only {
                         continue;
                     }
@@ -1218,7 +1221,7 @@ enum Out {
 /// that output was missed is kept, and going on needs a redraw.
 #[derive(Default)]
 struct Held {
-    chunks: Vec<Arc<[u8]>>,
+    chunks: Vec<crate::terminal::Chunk>,
     bytes: usize,
     missed: bool,
 }
@@ -1227,11 +1230,11 @@ struct Held {
 const HELD_MAX: usize = 64 * 1024;
 
 impl Held {
-    fn keep(&mut self, chunk: Arc<[u8]>) {
+    fn keep(&mut self, chunk: crate::terminal::Chunk) {
         if self.missed {
             return;
         }
-        self.bytes += chunk.len();
+        self.bytes += chunk.0.len();
         if self.bytes > HELD_MAX {
             *self = Held {
                 missed: true,
@@ -1273,8 +1276,8 @@ impl Out {
                 let mut chunks = Vec::new();
                 for frame in frames.drain(..) {
                     match frame {
-                        Frame::Data(bytes) if *paused => held.keep(bytes),
-                        Frame::Data(bytes) => chunks.push(bytes),
+                        Frame::Data(bytes, pen_only) if *paused => held.keep((bytes, pen_only)),
+                        Frame::Data(bytes, pen_only) => chunks.push((bytes, pen_only)),
                         Frame::Control(control) => {
                             if !chunks.is_empty() {
                                 terminal.write(std::mem::take(&mut chunks)).await?;

@@ -24,9 +24,9 @@ use tokio::sync::{broadcast, mpsc, watch, Notify};
 
 use crate::input::{encode_paste, Step, DEFAULT_TIMEOUT_MS, MAX_DELAY_TOTAL_MS};
 use crate::retry::{poll_until, Backoff};
-use crate::screen::Screen;
+use crate::screen::{PenOnlyRun, Screen};
 use crate::spec::{new_incarnation, LaunchSpec, SizePolicy};
-use crate::wire::Frame;
+use crate::wire::{Frame, PenOnly};
 
 use belfry_proto::event::{Event, Lifecycle};
 use belfry_proto::Control;
@@ -261,7 +261,7 @@ impl PaneState {
                 }
                 continue;
             }
-            if client.cropped && matches!(frame, Frame::Data(_)) {
+            if client.cropped && matches!(frame, Frame::Data(..)) {
                 // A cropped client is shown the model, not the output: a fresh cropped
                 // redraw follows (see `Pane::resync`).
                 client.lagged.store(true, Ordering::Relaxed);
@@ -487,11 +487,13 @@ impl Pane {
                 let mut st = self.state.lock();
                 let mut answers = Vec::new();
                 let mut total = 0;
+                let mut pen_only = PenOnlyRun::default();
                 while total < OUTPUT_TURN {
                     match rustix::io::read(fd.get_ref(), &mut buf[total..OUTPUT_TURN]) {
                         Ok(0) => break,
                         Ok(n) => {
                             answers.append(&mut st.screen.apply_deferring(&buf[total..total + n]));
+                            pen_only.applied(&st.screen, n);
                             total += n;
                         }
                         Err(rustix::io::Errno::INTR) => {}
@@ -502,7 +504,7 @@ impl Pane {
                     }
                 }
                 if total > 0 {
-                    self.after_output(&mut st, &buf[..total], answers);
+                    self.after_output(&mut st, &buf[..total], &pen_only.ranges(), answers);
                 }
                 Ok(total)
             });
@@ -542,10 +544,17 @@ impl Pane {
 
     /// Output just applied to the model (a turn of the reader, or what a send drained): the
     /// revision, attached clients, query answers.
-    fn after_output(&self, st: &mut PaneState, bytes: &[u8], answers: Vec<Vec<u8>>) {
+    /// `pen_only`: the ranges of `bytes` the model read as whole plain or styled lines.
+    fn after_output(
+        &self,
+        st: &mut PaneState,
+        bytes: &[u8],
+        pen_only: &[std::ops::Range<usize>],
+        answers: Vec<Vec<u8>>,
+    ) {
         st.bump(&self.revision_tx);
         if !st.clients.is_empty() {
-            st.broadcast(&Frame::data(bytes));
+            st.broadcast(&Frame::Data(Arc::from(bytes), PenOnly::of(pen_only)));
         }
         if st.screen.sync_deadline().is_some() {
             self.sync_pending.notify_one();
@@ -606,7 +615,9 @@ impl Pane {
                 Ok(0) => return,
                 Ok(n) => {
                     let answers = st.screen.apply(&buf[..n]);
-                    self.after_output(st, &buf[..n], answers);
+                    let mut pen_only = PenOnlyRun::default();
+                    pen_only.applied(&st.screen, n);
+                    self.after_output(st, &buf[..n], &pen_only.ranges(), answers);
                 }
                 Err(rustix::io::Errno::INTR) => continue,
                 // EAGAIN: nothing left. EIO: no slave is open (the child and all its
@@ -1097,7 +1108,7 @@ impl Pane {
         while let Ok(frame) = handle.rx.try_recv() {
             match frame {
                 Frame::Control(_) => controls.push(frame),
-                Frame::Data(bytes) => skipped += bytes.len(),
+                Frame::Data(bytes, _) => skipped += bytes.len(),
             }
         }
         if skipped > 0 {
@@ -1113,7 +1124,10 @@ impl Pane {
             controls.append(&mut slot.missed);
         }
         handle.lagged.store(false, Ordering::Relaxed);
-        let mut frames = vec![Frame::Data(redraw_for(&mut st, handle.id).into())];
+        let mut frames = vec![Frame::Data(
+            redraw_for(&mut st, handle.id).into(),
+            PenOnly::NONE,
+        )];
         frames.append(&mut controls);
         frames
     }

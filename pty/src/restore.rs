@@ -9,6 +9,8 @@
 //! does harm: `?1049l` outside the alternate screen moves the cursor to an old saved position,
 //! so the shell's prompt lands on top of earlier output.
 
+use std::ops::Range;
+
 use alacritty_terminal::vte::ansi::{
     Attr, CharsetIndex, CursorShape, CursorStyle, Handler, KeyboardModes,
     KeyboardModesApplyBehavior, Mode, ModifyOtherKeys, PrivateMode, Processor, StandardCharset,
@@ -160,6 +162,9 @@ pub struct Outer {
     held: Vec<u8>,
     /// The bytes for the parser from the chunk being observed.
     feed: Vec<u8>,
+    /// Tests only: the bytes [`Outer::observe_output`] did not scan.
+    #[cfg(test)]
+    settled: usize,
 }
 
 /// Where [`Outer`]'s scanner is between two bytes.
@@ -305,6 +310,79 @@ impl Outer {
         self.feed = feed;
     }
 
+    /// [`Outer::observe`] for `bytes` of which the ranges `pen_only` (in order) hold only
+    /// text and whole SGR sequences of digits and `;` (as the screen model reports output it
+    /// read as plain or styled lines: [`crate::screen::Screen::pen_only`]). Where the scanner
+    /// is at rest in such a range (no sequence open, no synchronized update), the rest of
+    /// the range is not scanned: what it can change is the pen, and its last SGR, found from
+    /// its end, says what it leaves. The record is the one [`Outer::observe`] makes of the
+    /// same bytes.
+    pub fn observe_output(
+        &mut self,
+        bytes: &[u8],
+        pen_only: impl IntoIterator<Item = Range<usize>>,
+    ) {
+        let mut at = 0;
+        for range in pen_only {
+            let end = range.end.min(bytes.len());
+            let start = range.start.clamp(at, end);
+            if start < end {
+                self.observe(&bytes[at..start]);
+                self.observe_pen_only(&bytes[start..end]);
+                at = end;
+            }
+        }
+        self.observe(&bytes[at..]);
+    }
+
+    /// [`Outer::observe`] for bytes holding only text and whole SGR sequences (or the end of
+    /// such bytes: the first may begin before them).
+    fn observe_pen_only(&mut self, mut range: &[u8]) {
+        if !self.at_rest() {
+            // Output cut inside a sequence is in front of the range: by the end of the
+            // range's first line that sequence has ended (its `ESC`s begin SGRs that end in it).
+            let line = memchr::memchr(b'\n', range).map_or(range.len(), |n| n + 1);
+            self.observe(&range[..line]);
+            range = &range[line..];
+        }
+        if !self.settle_pen(range) {
+            self.observe(range);
+        }
+    }
+
+    /// No sequence open and no synchronized update: the scanner settles an SGR at once.
+    fn at_rest(&self) -> bool {
+        self.scan == Scan::Ground && !self.parser.sync_timeout().pending_timeout()
+    }
+
+    /// Records the pen `range` (text and whole SGR sequences only) leaves, without scanning
+    /// it, when the scanner is at rest and its last SGR is one the scanner settles itself;
+    /// false, and nothing recorded, otherwise.
+    fn settle_pen(&mut self, range: &[u8]) -> bool {
+        if !self.at_rest() {
+            return false;
+        }
+        if let Some(esc) = memchr::memrchr(0x1b, range) {
+            let Some(params) = range[esc..].strip_prefix(b"\x1b[") else {
+                return false;
+            };
+            let len = params
+                .iter()
+                .position(|&b| !matches!(b, b'0'..=b'9' | b';' | b':'))
+                .unwrap_or(params.len());
+            if params.get(len) != Some(&b'm') || 2 + len > MAX_HELD {
+                return false;
+            }
+            self.modes.pen = params[..len].iter().any(|b| (b'1'..=b'9').contains(b));
+        }
+        self.wrote |= !range.is_empty();
+        #[cfg(test)]
+        {
+            self.settled += range.len();
+        }
+        true
+    }
+
     /// Ends an SGR sequence (its bytes: `sequence`, in parts) that leaves the pen `set` or
     /// not. The bytes for the parser before it go first. Inside a synchronized update the
     /// parser holds what it is given until the update ends: the SGR goes there too, in its
@@ -401,6 +479,16 @@ pub const RESET_ALL: &[u8] = b"\x1b[?1049l\x1b[?25h\x1b[0m\x1b7\x1b[r\x1b8\x1b[?
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Numbers below `n` from a xorshift generator started at `seed`.
+    fn numbers(mut seed: u64) -> impl FnMut(usize) -> usize {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        }
+    }
 
     fn modes_after(bytes: &[u8]) -> Modes {
         let mut outer = Outer::default();
@@ -503,13 +591,7 @@ mod tests {
             b"\x1b8",
             b"\x1b[2J",
         ];
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut next = numbers(0x2545_f491_4f6c_dd1du64);
         for _ in 0..3000 {
             let mut stream = Vec::new();
             for _ in 0..next(40) {
@@ -533,6 +615,187 @@ mod tests {
             assert!(scanned.pen || !exact.pen, "pen lost: {shown:?}");
             scanned.pen = exact.pen;
             assert_eq!(scanned, exact, "{shown:?}");
+        }
+    }
+
+    /// `stream` applied to `screen` in reads of the sizes `read` gives, `per_turn` reads to a
+    /// turn, as the pane host's reader applies output: each turn's bytes (a range of
+    /// `stream`) and the ranges of them the model reported.
+    fn turns(
+        screen: &mut crate::screen::Screen,
+        stream: &[u8],
+        mut read: impl FnMut() -> usize,
+        per_turn: usize,
+    ) -> Vec<(Range<usize>, Vec<Range<usize>>)> {
+        let mut turns = Vec::new();
+        let mut at = 0;
+        while at < stream.len() {
+            let start = at;
+            let mut run = crate::screen::PenOnlyRun::default();
+            for _ in 0..per_turn {
+                let n = read().min(stream.len() - at);
+                let _ = screen.apply_deferring(&stream[at..at + n]);
+                run.applied(screen, n);
+                at += n;
+            }
+            turns.push((start..at, run.ranges()));
+        }
+        turns
+    }
+
+    /// Whether `bytes` holds only text and whole SGR sequences of digits and `;`: what a
+    /// [`crate::screen::Screen::pen_only`] range promises.
+    fn only_text_and_sgr(bytes: &[u8]) -> bool {
+        let mut at = 0;
+        while at < bytes.len() {
+            match bytes[at] {
+                0x0e | 0x0f => return false,
+                0x1b => {
+                    let Some(params) = bytes[at + 1..].strip_prefix(b"[") else {
+                        return false;
+                    };
+                    let len = params
+                        .iter()
+                        .position(|&b| !matches!(b, b'0'..=b'9' | b';'))
+                        .unwrap_or(params.len());
+                    if params.get(len) != Some(&b'm') {
+                        return false;
+                    }
+                    at += 3 + len;
+                }
+                _ => at += 1,
+            }
+        }
+        true
+    }
+
+    /// Output written with the ranges the screen model reports for it leaves the record that
+    /// scanning every byte leaves, and each range holds what it promises, however the output
+    /// is cut into reads: plain and styled lines mixed with mode changes, lines cut across
+    /// reads, long SGRs and synchronized updates.
+    #[test]
+    fn the_models_pen_only_ranges_leave_the_record_scanning_leaves() {
+        const PIECES: &[&[u8]] = &[
+            b"text ",
+            b"a longer piece of text, one that wraps ",
+            b"\r\n",
+            b"\r\n",
+            b"\r\n",
+            b"\x1b[1m",
+            b"\x1b[0m",
+            b"\x1b[m",
+            b"\x1b[38;5;196m",
+            b"\x1b[1;0m",
+            b"\x1b[0;1m",
+            b"\x1b[48;2;1;2;3m",
+            b"\x1b[1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17;18;19;20;21;22;23;24;25;26m",
+            b"\x1b[0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;1m",
+            b"\x1b[4:3m",
+            b"\x1b[?1049h",
+            b"\x1b[?1049l",
+            b"\x1b[?1000h",
+            b"\x1b[?2004h",
+            b"\x1b[?2004l",
+            b"\x1b[2;20r",
+            b"\x1b[?7l",
+            b"\x1b[?25l",
+            b"\x1b(0",
+            b"\x0e",
+            b"\x0f",
+            b"\x1b]0;title\x07",
+            b"\x1b[?2026h",
+            b"\x1b[?2026l",
+            b"\x1b[",
+            b"\x1b",
+            b"\xc3\xa9",
+        ];
+        let mut next = numbers(0x9e37_79b9_7f4a_7c15u64);
+        let (mut claimed, mut settled, mut total) = (0, 0, 0);
+        for _ in 0..600 {
+            // Lines of text segments, most coloured and reset; now and then a line that
+            // leaves the pen set or is not ended, or any piece at all.
+            let mut stream = Vec::new();
+            for _ in 0..next(60) {
+                for _ in 0..next(6) {
+                    let coloured = next(4) != 0;
+                    if coloured {
+                        stream.extend_from_slice(PIECES[5 + next(9)]);
+                    }
+                    stream.extend_from_slice(PIECES[next(2)]);
+                    if coloured && next(10) != 0 {
+                        stream.extend_from_slice(PIECES[6 + next(2)]);
+                    }
+                    if next(40) == 0 {
+                        stream.extend_from_slice(PIECES[next(PIECES.len())]);
+                    }
+                }
+                if next(20) != 0 {
+                    stream.extend_from_slice(b"\r\n");
+                }
+            }
+            let mut screen = crate::screen::Screen::new(4, 1 + next(30) as u16, 50);
+            let (mut scanned, mut told) = (Outer::default(), Outer::default());
+            let per_turn = 1 + next(4);
+            for (bytes, ranges) in turns(&mut screen, &stream, || 1 + next(400), per_turn) {
+                let bytes = &stream[bytes];
+                let shown = String::from_utf8_lossy(bytes).into_owned();
+                for range in &ranges {
+                    assert!(
+                        only_text_and_sgr(&bytes[range.clone()]),
+                        "{range:?} of {shown:?}"
+                    );
+                    claimed += range.len();
+                }
+                scanned.observe(bytes);
+                told.observe_output(bytes, ranges);
+            }
+            settled += told.settled;
+            total += stream.len();
+            let shown = String::from_utf8_lossy(&stream).into_owned();
+            assert_eq!(told.modes(), scanned.modes(), "{shown:?}");
+            assert_eq!(told.undo(), scanned.undo(), "{shown:?}");
+        }
+        // The ranges are most of the output (the test is not passed by claiming nothing),
+        // and nearly all of them go unscanned, reads cut inside a sequence or not.
+        assert!(claimed * 3 > total, "{claimed} of {total} bytes claimed");
+        assert!(
+            settled * 5 > claimed * 4,
+            "{settled} of {claimed} bytes settled"
+        );
+    }
+
+    /// A flood of coloured lines read in pieces cut anywhere, inside SGRs too: nearly all of
+    /// it is claimed, and of each turn's range only the first line is scanned.
+    #[test]
+    fn coloured_lines_cut_anywhere_are_settled_from_the_next_line_on() {
+        let line = b"\x1b[38;5;196mword\x1b[0m \x1b[1;4mword\x1b[m \x1b[48;2;1;2;3mword\x1b[0m\r\n";
+        let stream = line.repeat(4000);
+        // A tall screen too, where reads hold too few lines for the model to hold a tail back.
+        for (piece, rows, cols) in [
+            (997, 24, 80),
+            (4096, 24, 80),
+            (16384, 24, 80),
+            (997, 60, 200),
+        ] {
+            let mut screen = crate::screen::Screen::new(rows, cols, 100);
+            let (mut scanned, mut told) = (Outer::default(), Outer::default());
+            let (mut claimed, mut count) = (0, 0);
+            for (bytes, ranges) in turns(&mut screen, &stream, || piece, 8) {
+                claimed += ranges.iter().map(|r| r.len()).sum::<usize>();
+                count += ranges.len();
+                scanned.observe(&stream[bytes.clone()]);
+                told.observe_output(&stream[bytes], ranges);
+            }
+            assert!(
+                claimed * 10 > stream.len() * 9,
+                "{piece}: {claimed} claimed"
+            );
+            assert!(
+                told.settled + count * line.len() >= claimed,
+                "{piece}: {} of {claimed} settled in {count} ranges",
+                told.settled
+            );
+            assert_eq!(told.modes(), scanned.modes());
         }
     }
 

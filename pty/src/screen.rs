@@ -13,6 +13,7 @@
 //! after.
 
 use std::borrow::Borrow;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -218,6 +219,11 @@ pub struct Screen {
     deferred: Vec<u8>,
     placeholders: usize,
     joined: Vec<u8>,
+    /// While an `apply` call runs: where the bytes being advanced start in the call's bytes
+    /// (negative for a held tail joined in front of them) and the call's length.
+    reading: Option<(isize, usize)>,
+    /// Of the bytes the last `apply` call was given, the ranges [`Screen::pen_only`] reports.
+    pen_only: Vec<Range<isize>>,
     /// Tests only: rows stored without the core, and of them rows of styled lines.
     #[cfg(test)]
     rows_skipped: usize,
@@ -314,6 +320,51 @@ fn more_run_lines(bytes: &[u8], lines: &mut Vec<RunLine>) -> Run {
     }
 }
 
+/// Adds `new` to `ranges` (ranges of the same bytes holding only whole plain or styled
+/// lines, or the end of such a run; see [`Screen::pen_only`]), which are in order: joined to
+/// the last when they overlap or touch (a run's `ESC`s each begin an SGR ended inside it, so
+/// their union's do too), else after it.
+fn add_pen_only(ranges: &mut Vec<Range<isize>>, new: Range<isize>) {
+    if new.is_empty() {
+        return;
+    }
+    match ranges.last_mut() {
+        Some(last) if new.start <= last.end && last.start <= new.end => {
+            *last = last.start.min(new.start)..last.end.max(new.end);
+        }
+        _ => ranges.push(new),
+    }
+}
+
+/// The [`Screen::pen_only`] ranges of consecutive `apply` calls joined, for their bytes
+/// handed on as one piece (a turn of the pane host's reader).
+#[derive(Debug, Default)]
+pub struct PenOnlyRun {
+    ranges: Vec<Range<isize>>,
+    len: usize,
+}
+
+impl PenOnlyRun {
+    /// Notes the ranges of the call `screen` just made on the next `n` bytes.
+    pub fn applied(&mut self, screen: &Screen, n: usize) {
+        let at = self.len as isize;
+        for range in screen.pen_only() {
+            add_pen_only(&mut self.ranges, range.start + at..range.end + at);
+        }
+        self.len += n;
+    }
+
+    /// The joined ranges, in the bytes of the calls noted, in order (a run begun before them
+    /// starts at their start).
+    pub fn ranges(&self) -> Vec<Range<usize>> {
+        self.ranges
+            .iter()
+            .map(|r| r.start.max(0) as usize..r.end.max(0) as usize)
+            .filter(|r| !r.is_empty())
+            .collect()
+    }
+}
+
 impl Screen {
     /// A blank screen of `rows` × `cols` keeping `scrollback` lines of history, in at most
     /// the default byte cap ([`DEFAULT_MAX_BYTES`]).
@@ -369,6 +420,8 @@ impl Screen {
             deferred: Vec::new(),
             placeholders: 0,
             joined: Vec::new(),
+            reading: None,
+            pen_only: Vec::new(),
             #[cfg(test)]
             rows_skipped: 0,
             #[cfg(test)]
@@ -435,6 +488,18 @@ impl Screen {
         self.history.encode_awaiting();
     }
 
+    /// Of the bytes the last [`Screen::apply`] or [`Screen::apply_deferring`] was given, the
+    /// ranges the model read as (the end of) a run of whole plain or styled lines, in order
+    /// and apart (the first starts before them, at a negative offset, when its run began in
+    /// the bytes of calls before, held back): printable ASCII and SGR sequences of digits and
+    /// `;`, each line ended by `\r\n`. So every `ESC` in a range begins such an SGR, ended
+    /// within it, and it holds no other control but `CR` and `LF`: written to a terminal at
+    /// rest, it changes nothing but the pen ([`crate::restore::Outer::observe_output`] relies
+    /// on it).
+    pub fn pen_only(&self) -> &[Range<isize>] {
+        &self.pen_only
+    }
+
     /// Whether [`Screen::apply_deferring`] holds bytes back for the next read.
     pub(crate) fn holds_output(&self) -> bool {
         !self.deferred.is_empty()
@@ -493,6 +558,7 @@ impl Screen {
             );
         }
         self.end_expired_sync();
+        self.pen_only.clear();
         // The queries the core drops (crate::queries) are answered here. The chunk is fed to
         // the core up to the end of each, so the answers keep the order of the queries: a
         // program that sends XTVERSION and then DA1 as a sentinel gets them in that order.
@@ -500,12 +566,15 @@ impl Screen {
         let mut start = 0;
         while let Some((at, query)) = self.queries.find(&bytes[start..]) {
             let end = start + at;
+            self.reading = Some((start as isize, bytes.len()));
             self.advance(&bytes[start..=end], false);
             answers.append(&mut self.take_raised());
             answers.extend(query.answers());
             start = end + 1;
         }
+        self.reading = Some((start as isize, bytes.len()));
         self.advance(&bytes[start..], defer);
+        self.reading = None;
         answers.append(&mut self.take_raised());
         self.settle_history();
         answers
@@ -545,6 +614,9 @@ impl Screen {
             // lines (the tail's) were read already.
             let mut joined = std::mem::take(&mut self.joined);
             joined.clear();
+            if let Some((at, _)) = &mut self.reading {
+                *at -= self.deferred.len() as isize;
+            }
             joined.append(&mut self.deferred);
             joined.extend_from_slice(bytes);
             self.advance_from(&joined, defer, true);
@@ -567,6 +639,7 @@ impl Screen {
                     run_lines(&bytes[at..], &mut self.plain)
                 };
                 if run > 0 {
+                    self.note_pen_only(at, at + run);
                     // A tail is held back only when nothing but the start of one more line
                     // comes after it, and not without bound.
                     let hold = defer
@@ -619,6 +692,18 @@ impl Screen {
             at = next;
         }
         self.feed(&bytes[fed..]);
+    }
+
+    /// Notes that `bytes[start..end]` of those being advanced are whole plain or styled lines
+    /// (see [`Screen::pen_only`]).
+    fn note_pen_only(&mut self, start: usize, end: usize) {
+        let Some((at, len)) = self.reading else {
+            return;
+        };
+        // Where they are in the bytes of the `apply` call, before them for a held tail.
+        let start = at + start as isize;
+        let end = (at + end as isize).min(len as isize);
+        add_pen_only(&mut self.pen_only, start..end);
     }
 
     /// Keeps the lines of the run in `self.plain` from line `from` on, as the lines of a run

@@ -21,6 +21,7 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::restore::Outer;
+use crate::wire::PenOnly;
 
 /// How long the pane host waits for the descriptor after agreeing to take it, and the client for
 /// room to send it.
@@ -167,10 +168,14 @@ pub fn send(stream: impl AsFd, fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
     crate::fdpass::send_blocking(stream, b'T', fds, HANDOVER_DEADLINE)
 }
 
+/// Output for a client's terminal: the bytes, and the ranges of them the screen model read as
+/// whole plain or styled lines (see [`PenOnly`]).
+pub type Chunk = (Arc<[u8]>, PenOnly);
+
 /// What the writer thread is asked to do, in order.
 enum Job {
     /// Write these chunks.
-    Write(Vec<Arc<[u8]>>),
+    Write(Vec<Chunk>),
     /// Answer once everything before has been written.
     Flush(oneshot::Sender<()>),
 }
@@ -266,19 +271,24 @@ impl TerminalWriter {
     /// (as much as the terminal takes without waiting), the rest by the thread; waits only
     /// while the thread's queue is full. An error when the terminal failed or the thread
     /// has ended.
-    pub async fn write(&self, mut chunks: Vec<Arc<[u8]>>) -> Result<(), ()> {
+    pub async fn write(&self, mut chunks: Vec<Chunk>) -> Result<(), ()> {
         if self.failed.load(Ordering::Relaxed) {
             return Err(());
         }
-        let total: usize = chunks.iter().map(|c| c.len()).sum();
+        let total: usize = chunks.iter().map(|(c, _)| c.len()).sum();
         if total <= DIRECT_MAX && self.pending.load(Ordering::Acquire) == 0 {
             match write_now(&self.fd, &chunks) {
                 Ok(written) => {
                     let mut outer = self.outer.lock();
                     let mut left = written;
-                    for chunk in &chunks {
+                    for (chunk, pen_only) in &chunks {
                         let part = left.min(chunk.len());
-                        outer.observe(&chunk[..part]);
+                        if part == chunk.len() {
+                            outer.observe_output(chunk, pen_only.ranges());
+                        } else {
+                            // A range cut short may end inside a sequence: scanned.
+                            outer.observe(&chunk[..part]);
+                        }
                         left -= part;
                     }
                     drop(outer);
@@ -338,7 +348,7 @@ impl Drop for TerminalWriter {
 /// terminal failed when it takes no more.
 fn write_job(
     fd: &OwnedFd,
-    chunks: &[Arc<[u8]>],
+    chunks: &[Chunk],
     stop: &AtomicBool,
     failed: &AtomicBool,
     outer: &parking_lot::Mutex<Outer>,
@@ -347,8 +357,8 @@ fn write_job(
     match write_all(fd, chunks, stop) {
         Ok(()) => {
             let mut outer = outer.lock();
-            for chunk in chunks {
-                outer.observe(chunk);
+            for (chunk, pen_only) in chunks {
+                outer.observe_output(chunk, pen_only.ranges());
             }
         }
         Err(err) => {
@@ -361,8 +371,8 @@ fn write_job(
 }
 
 /// Writes what the terminal takes of `chunks` without waiting: the byte count.
-fn write_now(fd: &OwnedFd, chunks: &[Arc<[u8]>]) -> std::io::Result<usize> {
-    let mut slices = io_slices(chunks.iter().map(|c| &c[..]));
+fn write_now(fd: &OwnedFd, chunks: &[Chunk]) -> std::io::Result<usize> {
+    let mut slices = io_slices(chunks.iter().map(|(c, _)| &c[..]));
     writev_some(fd, &mut &mut slices[..])
 }
 
@@ -397,24 +407,24 @@ pub fn writev_some(
 }
 
 /// What is left of `chunks` after their first `written` bytes.
-fn remainder(chunks: &[Arc<[u8]>], mut written: usize) -> Vec<Arc<[u8]>> {
+fn remainder(chunks: &[Chunk], mut written: usize) -> Vec<Chunk> {
     let mut rest = Vec::with_capacity(chunks.len());
-    for chunk in chunks {
+    for (chunk, pen_only) in chunks {
         if written >= chunk.len() {
             written -= chunk.len();
         } else if written > 0 {
-            rest.push(Arc::from(&chunk[written..]));
+            rest.push((Arc::from(&chunk[written..]), pen_only.after(written)));
             written = 0;
         } else {
-            rest.push(Arc::clone(chunk));
+            rest.push((Arc::clone(chunk), pen_only.clone()));
         }
     }
     rest
 }
 
 /// Writes every chunk, waiting for room when the terminal is full, until `stop`.
-fn write_all(fd: &OwnedFd, chunks: &[Arc<[u8]>], stop: &AtomicBool) -> std::io::Result<()> {
-    let mut slices = io_slices(chunks.iter().map(|c| &c[..]));
+fn write_all(fd: &OwnedFd, chunks: &[Chunk], stop: &AtomicBool) -> std::io::Result<()> {
+    let mut slices = io_slices(chunks.iter().map(|(c, _)| &c[..]));
     let mut rest = &mut slices[..];
     loop {
         writev_some(fd, &mut rest)?;
@@ -449,22 +459,40 @@ mod tests {
 
     #[test]
     fn the_rest_of_a_partial_write_starts_at_the_first_byte_not_written() {
-        let chunks: Vec<Arc<[u8]>> = vec![
-            Arc::from(&b"abc"[..]),
-            Arc::from(&b""[..]),
-            Arc::from(&b"defg"[..]),
-        ];
-        let joined = |v: &[Arc<[u8]>]| {
+        let chunks: Vec<Chunk> = [&b"abc"[..], b"", b"defg"]
+            .into_iter()
+            .map(|c| {
+                (
+                    Arc::from(c),
+                    PenOnly::of(std::slice::from_ref(&(1..c.len()))),
+                )
+            })
+            .collect();
+        let joined = |v: &[Chunk]| {
             v.iter()
-                .flat_map(|c| c.iter().copied())
+                .flat_map(|(c, _)| c.iter().copied())
                 .collect::<Vec<u8>>()
         };
+        // The ranges the model reported (all of each chunk but its first byte) follow the
+        // bytes: the same bytes of the stream after a cut.
+        let claimed = |v: &[Chunk]| {
+            let mut at = 0;
+            let mut bytes = Vec::new();
+            for (chunk, pen_only) in v {
+                bytes.extend(pen_only.ranges().map(|r| (at + r.start, at + r.end)));
+                at += chunk.len();
+            }
+            bytes
+        };
         for written in 0..=7 {
-            assert_eq!(
-                joined(&remainder(&chunks, written)),
-                b"abcdefg"[written..].to_vec(),
-                "{written}"
-            );
+            let rest = remainder(&chunks, written);
+            assert_eq!(joined(&rest), b"abcdefg"[written..].to_vec(), "{written}");
+            let expected: Vec<(usize, usize)> = [(1, 3), (4, 7)]
+                .into_iter()
+                .map(|(s, e): (usize, usize)| (s.max(written) - written, e.saturating_sub(written)))
+                .filter(|(s, e)| s < e)
+                .collect();
+            assert_eq!(claimed(&rest), expected, "{written}");
         }
     }
 

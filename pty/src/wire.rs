@@ -131,10 +131,50 @@ pub async fn write_json<W: AsyncWrite + Unpin>(
 /// never copied again on its way to the socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
-    /// Terminal bytes: pane output to the client, keystrokes to the pane.
-    Data(Arc<[u8]>),
+    /// Terminal bytes: pane output to the client, keystrokes to the pane. The [`PenOnly`]
+    /// range is known only inside the pane host, for output; it is not sent.
+    Data(Arc<[u8]>, PenOnly),
     /// A control message (resize, detach, exited, ...), parsed once where it is read.
     Control(Control),
+}
+
+/// Of a data frame's bytes, the ranges the pane's screen model read as whole plain or styled
+/// lines ([`crate::screen::Screen::pen_only`]), in order: the pane host's terminal writer
+/// records what they change without scanning them ([`crate::restore::Outer::observe_output`]).
+/// None for every other frame, and for every frame read from a connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PenOnly(Option<Arc<[(u32, u32)]>>);
+
+impl PenOnly {
+    /// No such range.
+    pub const NONE: PenOnly = PenOnly(None);
+
+    /// The ranges a screen model reported (in order, apart), those that fit.
+    pub fn of(ranges: &[std::ops::Range<usize>]) -> PenOnly {
+        let ranges: Vec<(u32, u32)> = ranges
+            .iter()
+            .filter(|r| r.start < r.end)
+            .filter_map(|r| Some((u32::try_from(r.start).ok()?, u32::try_from(r.end).ok()?)))
+            .collect();
+        PenOnly((!ranges.is_empty()).then(|| Arc::from(ranges)))
+    }
+
+    /// The ranges, as offsets into the frame's bytes.
+    pub fn ranges(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        self.0
+            .iter()
+            .flat_map(|ranges| ranges.iter())
+            .map(|&(start, end)| start as usize..end as usize)
+    }
+
+    /// The ranges after the first `n` bytes are cut off the frame.
+    pub fn after(&self, n: usize) -> PenOnly {
+        let ranges: Vec<_> = self
+            .ranges()
+            .map(|r| r.start.saturating_sub(n)..r.end.saturating_sub(n))
+            .collect();
+        PenOnly::of(&ranges)
+    }
 }
 
 const FRAME_DATA: u8 = 1;
@@ -148,13 +188,13 @@ pub const MAX_BATCH: usize = 64;
 impl Frame {
     /// A data frame holding a copy of `bytes`.
     pub fn data(bytes: &[u8]) -> Frame {
-        Frame::Data(Arc::from(bytes))
+        Frame::Data(Arc::from(bytes), PenOnly::NONE)
     }
 
     /// The frame's header and its payload (a control frame's JSON is encoded here).
     fn parts(&self) -> ([u8; HEADER], Payload<'_>) {
         let (kind, payload) = match self {
-            Frame::Data(bytes) => (FRAME_DATA, Payload::Shared(bytes)),
+            Frame::Data(bytes, _) => (FRAME_DATA, Payload::Shared(bytes)),
             Frame::Control(control) => (
                 FRAME_CONTROL,
                 Payload::Owned(serde_json::to_vec(&control.to_value()).unwrap_or_default()),
@@ -221,7 +261,7 @@ impl Frame {
                     return Err(std::io::Error::other("a new frame buffer is shared"));
                 };
                 reader.read_exact(buf).await?;
-                Ok(Some(Ok(Frame::Data(payload))))
+                Ok(Some(Ok(Frame::Data(payload, PenOnly::NONE))))
             }
             kind => {
                 let mut payload = vec![0u8; len];

@@ -625,7 +625,7 @@ async fn session_loop(
                 frame = reader.read() => match frame? {
                     // While a view is open the pane's output is not drawn; closing the view asks
                     // for a redraw of all of it.
-                    Some(Frame::Data(bytes)) => if view.is_none() {
+                    Some(Frame::Data(bytes, _)) => if view.is_none() {
                         write_output(&bytes, &mut reader, outer)?;
                         // A note for the user goes over the last line once the redraw is drawn.
                         if let Some(note) = note.take() {
@@ -757,7 +757,7 @@ async fn session_loop(
                 continue;
             };
             if !out.is_empty() && !read_only {
-                belfry_pty::wire::write_frames(&mut writer, &[Frame::Data(out.into())]).await?;
+                belfry_pty::wire::write_frames(&mut writer, &[Frame::data(&out)]).await?;
             }
             match action {
                 Action::None => {}
@@ -924,7 +924,7 @@ fn end_in(frame: Option<Frame>, outer: &SharedOuter) -> std::io::Result<Option<E
         Some(Frame::Control(Control::Exited(status))) => return Ok(Some(Ended::Exited(status))),
         Some(Frame::Control(Control::Detach { .. })) => return Ok(Some(Ended::Detached)),
         Some(Frame::Control(_)) => {}
-        Some(Frame::Data(bytes)) => write_terminal(&bytes, outer)?,
+        Some(Frame::Data(bytes, _)) => write_terminal(&bytes, outer)?,
         None => return Ok(Some(Ended::Closed)),
     }
     Ok(None)
