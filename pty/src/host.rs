@@ -151,6 +151,7 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
     let incarnation = pane.identity().incarnation;
     tokio::spawn(Arc::clone(&pane).read_output());
     tokio::spawn(Arc::clone(&pane).end_stalled_frames());
+    tokio::spawn(Arc::clone(&pane).release_program_pages());
     tokio::spawn(Arc::clone(&pane).answer_queries(tasks.answers));
     tokio::spawn(Arc::clone(&pane).watch_child(tasks.child, incarnation));
     {
@@ -500,6 +501,7 @@ fn body(fields: impl serde::Serialize) -> Answer {
 /// Answers one request (every op except the streaming ones). `None` means "no reply: the
 /// requester is gone".
 async fn handle(ctx: &HostContext, op: &Op, gone: &(dyn Fn() -> bool + Sync)) -> Option<Answer> {
+    ctx.pane.note_activity();
     let answer = match op {
         Op::Hello(hello) => match hello.negotiate() {
             Ok(version) => body(reply::Hello {

@@ -47,6 +47,7 @@ pub mod input;
 pub mod listener;
 pub mod pane;
 pub mod paths;
+mod program_pages;
 mod queries;
 pub mod restore;
 pub mod retry;

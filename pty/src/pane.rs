@@ -14,7 +14,7 @@
 //! next byte. (`restart_lock` only keeps two restarts apart; it is never taken with `input`.)
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -303,6 +303,12 @@ pub struct Pane {
     /// Woken when an output chunk leaves a synchronized update pending in the model, so
     /// [`Pane::end_stalled_frames`] starts its timer.
     sync_pending: Notify,
+    /// Woken by the first output or request after a release ([`Pane::note_activity`]); the
+    /// time of the last, in milliseconds since `born`; whether the releasing task is woken.
+    activity: Notify,
+    activity_at: AtomicU64,
+    release_armed: AtomicBool,
+    born: Instant,
 }
 
 /// Channels the host drives after constructing a pane.
@@ -372,7 +378,13 @@ impl Pane {
             answers: answers_tx,
             child_env,
             sync_pending: Notify::new(),
+            activity: Notify::new(),
+            activity_at: AtomicU64::new(0),
+            release_armed: AtomicBool::new(false),
+            born: Instant::now(),
         };
+        // Start-up is activity too: what it mapped is let go of once the pane is quiet.
+        pane.note_activity();
         let child = pane.spawn_child(&incarnation)?;
         pane.state.lock().child_pid = child.id().unwrap_or(0);
         Ok((
@@ -518,7 +530,10 @@ impl Pane {
                 // clients while a program prints non-stop. Yield to them first: the runtime
                 // polls for I/O before it resumes a yielded task, so a request that arrived
                 // during this turn is served before the next one.
-                Ok(Ok(_)) => tokio::task::yield_now().await,
+                Ok(Ok(_)) => {
+                    self.note_activity();
+                    tokio::task::yield_now().await;
+                }
                 Err(_would_block) => {}
                 Ok(Err(err)) if err.raw_os_error() == Some(libc::EIO) => {
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -528,6 +543,41 @@ impl Pane {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             }
+        }
+    }
+
+    /// Output was read or a request answered: the program's pages are let go of once the pane
+    /// host has been quiet for a moment ([`Pane::release_program_pages`]).
+    pub fn note_activity(&self) {
+        let now = self.born.elapsed().as_millis() as u64;
+        self.activity_at.store(now, Ordering::Relaxed);
+        // Only the first activity after a release wakes the releasing task: a flood's reader
+        // turns cost a clock read and a store each, not a wake-up.
+        if !self.release_armed.swap(true, Ordering::AcqRel) {
+            self.activity.notify_one();
+        }
+    }
+
+    /// Lets go of the program's pages ([`crate::program_pages`]) once the pane host has been
+    /// quiet for [`RELEASE_AFTER`] after start-up or any activity ([`Pane::note_activity`]),
+    /// so an idle pane host's resident size is what it holds itself. Runs until the pane host
+    /// ends; waits without waking up while nothing happens.
+    pub async fn release_program_pages(self: Arc<Self>) {
+        loop {
+            self.activity.notified().await;
+            loop {
+                let now = self.born.elapsed().as_millis() as u64;
+                let quiet = now.saturating_sub(self.activity_at.load(Ordering::Relaxed));
+                let quiet = Duration::from_millis(quiet);
+                if quiet >= RELEASE_AFTER {
+                    break;
+                }
+                tokio::time::sleep(RELEASE_AFTER - quiet).await;
+            }
+            // Disarmed first: activity from here on wakes this task again (what it maps after
+            // the release is let go of after its own quiet moment).
+            self.release_armed.store(false, Ordering::Release);
+            crate::program_pages::release();
         }
     }
 
