@@ -324,8 +324,9 @@ impl Outer {
     ) {
         let mut at = 0;
         for range in pen_only {
+            // A range out of order, or overlapping the one before, is scanned as it comes.
             let end = range.end.min(bytes.len());
-            let start = range.start.clamp(at, end);
+            let start = range.start.max(at);
             if start < end {
                 self.observe(&bytes[at..start]);
                 self.observe_pen_only(&bytes[start..end]);
@@ -796,6 +797,29 @@ mod tests {
                 told.settled
             );
             assert_eq!(told.modes(), scanned.modes());
+        }
+    }
+
+    /// Ranges out of order or overlapping (which the model does not report) are taken as far
+    /// as they go on from where the scan stands, without a panic.
+    #[test]
+    fn ranges_out_of_order_are_taken_from_where_the_scan_stands() {
+        let bytes =
+            b"\x1b[31mred\x1b[0m plain \x1b[1mbold\x1b[m\r\n\x1b[7mx\x1b[0m \x1b[1;32my\r\n";
+        let first = bytes.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1);
+        let all = bytes.len();
+        let mut scanned = Outer::default();
+        scanned.observe(bytes);
+        for ranges in [
+            vec![10..all, 2..first, 12..all],
+            vec![first..all, 0..first],
+            vec![0..usize::MAX, 0..first, 5..all],
+            vec![7..first, 3..first, first + 2..all],
+        ] {
+            let mut told = Outer::default();
+            told.observe_output(bytes, ranges.iter().cloned());
+            assert_eq!(told.modes(), scanned.modes(), "{ranges:?}");
+            assert_eq!(told.undo(), scanned.undo(), "{ranges:?}");
         }
     }
 

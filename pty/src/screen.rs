@@ -323,7 +323,8 @@ fn more_run_lines(bytes: &[u8], lines: &mut Vec<RunLine>) -> Run {
 /// Adds `new` to `ranges` (ranges of the same bytes holding only whole plain or styled
 /// lines, or the end of such a run; see [`Screen::pen_only`]), which are in order: joined to
 /// the last when they overlap or touch (a run's `ESC`s each begin an SGR ended inside it, so
-/// their union's do too), else after it.
+/// their union's do too), after it when it comes after it; one before it is left out, so
+/// the ranges stay in order.
 fn add_pen_only(ranges: &mut Vec<Range<isize>>, new: Range<isize>) {
     if new.is_empty() {
         return;
@@ -332,6 +333,7 @@ fn add_pen_only(ranges: &mut Vec<Range<isize>>, new: Range<isize>) {
         Some(last) if new.start <= last.end && last.start <= new.end => {
             *last = last.start.min(new.start)..last.end.max(new.end);
         }
+        Some(last) if new.end < last.start => {}
         _ => ranges.push(new),
     }
 }
