@@ -189,6 +189,18 @@ enum Scan {
 /// An SGR candidate longer than this is handed to the parser as it is (a real one is short).
 const MAX_HELD: usize = 64;
 
+/// The SGR whose parameters `rest` (the bytes after `ESC [`) starts with, when all of it is
+/// there and short enough for the scanner to settle itself: the length of its parameters
+/// (`rest[len]` is its `m`) and whether it leaves the pen set (a digit other than `0`).
+fn whole_sgr(rest: &[u8]) -> Option<(usize, bool)> {
+    let len = rest
+        .iter()
+        .position(|&b| !matches!(b, b'0'..=b'9' | b';' | b':'))
+        .unwrap_or(rest.len());
+    (rest.get(len) == Some(&b'm') && 2 + len <= MAX_HELD)
+        .then(|| (len, rest[..len].iter().any(|b| (b'1'..=b'9').contains(b))))
+}
+
 impl Outer {
     /// Records what `bytes`, written to the outer terminal, change.
     pub fn observe(&mut self, bytes: &[u8]) {
@@ -231,12 +243,7 @@ impl Outer {
                             // A whole SGR in these bytes (most are): settled here at once,
                             // as the byte-by-byte state below would settle it.
                             let rest = &bytes[i..];
-                            let params = rest
-                                .iter()
-                                .position(|&b| !matches!(b, b'0'..=b'9' | b';' | b':'))
-                                .unwrap_or(rest.len());
-                            if rest.get(params) == Some(&b'm') && 2 + params <= MAX_HELD {
-                                let set = rest[..params].iter().any(|b| (b'1'..=b'9').contains(b));
+                            if let Some((params, set)) = whole_sgr(rest) {
                                 self.end_sgr(&mut feed, &[b"\x1b[", &rest[..=params]], set);
                                 i += params + 1;
                                 self.scan = Scan::Ground;
@@ -364,17 +371,10 @@ impl Outer {
             return false;
         }
         if let Some(esc) = memchr::memrchr(0x1b, range) {
-            let Some(params) = range[esc..].strip_prefix(b"\x1b[") else {
+            let Some((_, set)) = range[esc..].strip_prefix(b"\x1b[").and_then(whole_sgr) else {
                 return false;
             };
-            let len = params
-                .iter()
-                .position(|&b| !matches!(b, b'0'..=b'9' | b';' | b':'))
-                .unwrap_or(params.len());
-            if params.get(len) != Some(&b'm') || 2 + len > MAX_HELD {
-                return false;
-            }
-            self.modes.pen = params[..len].iter().any(|b| (b'1'..=b'9').contains(b));
+            self.modes.pen = set;
         }
         self.wrote |= !range.is_empty();
         #[cfg(test)]
