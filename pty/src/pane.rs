@@ -463,6 +463,8 @@ impl Pane {
     /// [`Pane::release_spare_memory`]).
     pub async fn read_output(self: Arc<Self>) {
         let mut buf = vec![0u8; OUTPUT_TURN];
+        // What the model read as plain or styled lines in a turn, for attached clients.
+        let mut pen_only = PenOnlyRun::default();
         loop {
             let spare = self.state.lock().screen.has_spare_rows();
             let readable = if spare {
@@ -499,7 +501,7 @@ impl Pane {
                 let mut st = self.state.lock();
                 let mut answers = Vec::new();
                 let mut total = 0;
-                let mut pen_only = PenOnlyRun::default();
+                pen_only.clear();
                 while total < OUTPUT_TURN {
                     match rustix::io::read(fd.get_ref(), &mut buf[total..OUTPUT_TURN]) {
                         Ok(0) => break,
@@ -516,7 +518,7 @@ impl Pane {
                     }
                 }
                 if total > 0 {
-                    self.after_output(&mut st, &buf[..total], &pen_only.ranges(), answers);
+                    self.after_output(&mut st, &buf[..total], &pen_only, answers);
                 }
                 Ok(total)
             });
@@ -553,7 +555,9 @@ impl Pane {
         self.activity_at.store(now, Ordering::Relaxed);
         // Only the first activity after a release wakes the releasing task: a flood's reader
         // turns cost a clock read and a store each, not a wake-up.
-        if !self.release_armed.swap(true, Ordering::AcqRel) {
+        if !self.release_armed.load(Ordering::Acquire)
+            && !self.release_armed.swap(true, Ordering::AcqRel)
+        {
             self.activity.notify_one();
         }
     }
@@ -594,17 +598,20 @@ impl Pane {
 
     /// Output just applied to the model (a turn of the reader, or what a send drained): the
     /// revision, attached clients, query answers.
-    /// `pen_only`: the ranges of `bytes` the model read as whole plain or styled lines.
+    /// `pen_only`: what the model read of `bytes` as whole plain or styled lines.
     fn after_output(
         &self,
         st: &mut PaneState,
         bytes: &[u8],
-        pen_only: &[std::ops::Range<usize>],
+        pen_only: &PenOnlyRun,
         answers: Vec<Vec<u8>>,
     ) {
         st.bump(&self.revision_tx);
         if !st.clients.is_empty() {
-            st.broadcast(&Frame::Data(Arc::from(bytes), PenOnly::of(pen_only)));
+            st.broadcast(&Frame::Data(
+                Arc::from(bytes),
+                PenOnly::of(pen_only.ranges()),
+            ));
         }
         if st.screen.sync_deadline().is_some() {
             self.sync_pending.notify_one();
@@ -667,7 +674,7 @@ impl Pane {
                     let answers = st.screen.apply(&buf[..n]);
                     let mut pen_only = PenOnlyRun::default();
                     pen_only.applied(&st.screen, n);
-                    self.after_output(st, &buf[..n], &pen_only.ranges(), answers);
+                    self.after_output(st, &buf[..n], &pen_only, answers);
                 }
                 Err(rustix::io::Errno::INTR) => continue,
                 // EAGAIN: nothing left. EIO: no slave is open (the child and all its

@@ -639,7 +639,7 @@ mod tests {
                 run.applied(screen, n);
                 at += n;
             }
-            turns.push((start..at, run.ranges()));
+            turns.push((start..at, run.ranges().collect()));
         }
         turns
     }

@@ -358,12 +358,17 @@ impl PenOnlyRun {
 
     /// The joined ranges, in the bytes of the calls noted, in order (a run begun before them
     /// starts at their start).
-    pub fn ranges(&self) -> Vec<Range<usize>> {
+    pub fn ranges(&self) -> impl Iterator<Item = Range<usize>> + '_ {
         self.ranges
             .iter()
             .map(|r| r.start.max(0) as usize..r.end.max(0) as usize)
             .filter(|r| !r.is_empty())
-            .collect()
+    }
+
+    /// Starts again with no calls noted, keeping the room.
+    pub fn clear(&mut self) {
+        self.ranges.clear();
+        self.len = 0;
     }
 }
 

@@ -461,12 +461,7 @@ mod tests {
     fn the_rest_of_a_partial_write_starts_at_the_first_byte_not_written() {
         let chunks: Vec<Chunk> = [&b"abc"[..], b"", b"defg"]
             .into_iter()
-            .map(|c| {
-                (
-                    Arc::from(c),
-                    PenOnly::of(std::slice::from_ref(&(1..c.len()))),
-                )
-            })
+            .map(|c| (Arc::from(c), PenOnly::of(std::iter::once(1..c.len()))))
             .collect();
         let joined = |v: &[Chunk]| {
             v.iter()

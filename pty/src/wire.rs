@@ -150,9 +150,9 @@ impl PenOnly {
     pub const NONE: PenOnly = PenOnly(None);
 
     /// The ranges a screen model reported (in order, apart), those that fit.
-    pub fn of(ranges: &[std::ops::Range<usize>]) -> PenOnly {
+    pub fn of(ranges: impl IntoIterator<Item = std::ops::Range<usize>>) -> PenOnly {
         let ranges: Vec<(u32, u32)> = ranges
-            .iter()
+            .into_iter()
             .filter(|r| r.start < r.end)
             .filter_map(|r| Some((u32::try_from(r.start).ok()?, u32::try_from(r.end).ok()?)))
             .collect();
@@ -169,11 +169,10 @@ impl PenOnly {
 
     /// The ranges after the first `n` bytes are cut off the frame.
     pub fn after(&self, n: usize) -> PenOnly {
-        let ranges: Vec<_> = self
-            .ranges()
-            .map(|r| r.start.saturating_sub(n)..r.end.saturating_sub(n))
-            .collect();
-        PenOnly::of(&ranges)
+        PenOnly::of(
+            self.ranges()
+                .map(|r| r.start.saturating_sub(n)..r.end.saturating_sub(n)),
+        )
     }
 }
 
