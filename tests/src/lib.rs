@@ -543,6 +543,16 @@ pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     check()
 }
 
+/// A `kB` field of `/proc/PID/status` (`VmRSS`, `RssFile`, ...); `None` when the process or
+/// the field is not there.
+pub fn status_kb(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+}
+
 /// True if a process with this pid exists (and is not a zombie).
 pub fn pid_alive(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {

@@ -20,13 +20,7 @@ const FLOOD: &str = "import os, sys, time; \
     time.sleep(600)";
 
 fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .expect("VmRSS in /proc/PID/status")
+    belfry_tests::status_kb(pid, "VmRSS").expect("VmRSS in /proc/PID/status")
 }
 
 /// The daemon's "starting it again in N ms" lines: when each was logged (seconds since the

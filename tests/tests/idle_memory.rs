@@ -8,11 +8,7 @@ use belfry_tests::{eventually, Env};
 
 /// A `kB` field of `/proc/PID/status`.
 fn status_kb(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{field}:")))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+    belfry_tests::status_kb(pid, field)
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 

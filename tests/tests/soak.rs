@@ -242,11 +242,7 @@ fn daemon_pid_if_running(env: &Env) -> Option<u32> {
 }
 
 fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    belfry_tests::status_kb(pid, "VmRSS")
 }
 
 /// utime + stime in clock ticks.
