@@ -147,7 +147,15 @@ impl Awaiting {
 /// The rows a line printing `printed` characters takes in `cols` columns, from the start of a
 /// row: one for each `cols` characters begun, and one for an empty line.
 pub(crate) fn rows_of(printed: usize, cols: usize) -> usize {
-    printed.div_ceil(cols.max(1)).max(1)
+    let cols = cols.max(1);
+    // Most lines take one row or two: counted without a division, which costs more than all
+    // the rest of this line's bookkeeping (the screen and the history count each line's rows
+    // several times).
+    if printed <= cols.saturating_mul(2) {
+        1 + usize::from(printed > cols)
+    } else {
+        printed.div_ceil(cols)
+    }
 }
 
 impl History {
@@ -903,6 +911,21 @@ mod tests {
             row[Column(i)].c = ch;
         }
         row
+    }
+
+    #[test]
+    fn a_lines_rows_are_one_for_each_row_of_characters_begun_and_one_when_empty() {
+        for cols in [0, 1, 2, 3, 79, 80, 81, 200] {
+            for printed in 0..1000 {
+                assert_eq!(
+                    rows_of(printed, cols),
+                    printed.div_ceil(cols.max(1)).max(1),
+                    "{printed} characters in {cols} columns"
+                );
+            }
+        }
+        assert_eq!(rows_of(usize::MAX, usize::MAX), 1);
+        assert_eq!(rows_of(usize::MAX, 2), usize::MAX / 2 + 1);
     }
 
     #[test]
