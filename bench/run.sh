@@ -45,17 +45,24 @@ for tool in tmux python3; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is required" >&2; exit 2; }
 done
 
-# dtach and GNU screen are measured beside tmux. When missing they are installed from the
-# distribution's packages (Debian: `dtach`, `screen`), and the bench says so.
+# dtach and GNU screen are measured beside tmux, and the remote section runs a real sshd. When
+# missing they are installed from the distribution's packages (Debian: `dtach`, `screen`,
+# `openssh-server`, the last only when the remote section runs), and the bench says so; the
+# package lists are refreshed when the first install finds nothing to install.
 missing=()
 for tool in dtach screen; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
+if [[ -z "${BENCH_ONLY:-}" || ",${BENCH_ONLY}," == *,remote,* ]] && [[ ! -x /usr/sbin/sshd ]]; then
+  missing+=(openssh-server)
+fi
 if (( ${#missing[@]} )); then
   echo "bench: ${missing[*]} not installed; installing with apt-get (Debian packages ${missing[*]})" >&2
   sudo=()
   [[ $(id -u) -eq 0 ]] || sudo=(sudo)
-  if ! "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2; then
+  if ! "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2 &&
+    ! { "${sudo[@]}" apt-get update -qq >&2 &&
+      "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2; }; then
     echo "bench: apt-get install ${missing[*]} failed; install them by hand" >&2
     exit 2
   fi
