@@ -48,7 +48,7 @@ done
 # dtach and GNU screen are measured beside tmux, and the remote section runs a real sshd. When
 # missing they are installed from the distribution's packages (Debian: `dtach`, `screen`,
 # `openssh-server`, the last only when the remote section runs), and the bench says so; the
-# package lists are refreshed when the first install finds nothing to install.
+# package lists are refreshed once when the first install fails.
 missing=()
 for tool in dtach screen; do
   command -v "$tool" >/dev/null || missing+=("$tool")

@@ -103,11 +103,8 @@ fn sgr(bytes: &[u8], pen: &mut Pen) -> Scan {
     // before its digits are read, so the next one does not wait for them.
     let mut start = 2;
     let mut word_at = 2;
-    while let Some(word) = bytes
-        .get(word_at..)
-        .and_then(|rest| rest.first_chunk::<8>())
-    {
-        let (digits, semicolons) = digits_and_semicolons(u64::from_le_bytes(*word));
+    while let Some(word) = word_from(bytes, word_at) {
+        let (digits, semicolons) = digits_and_semicolons(word);
         let stop = !(digits | semicolons) & HIGH;
         let mut ends = semicolons & stop.wrapping_sub(1) & !stop;
         while ends != 0 {
@@ -122,7 +119,7 @@ fn sgr(bytes: &[u8], pen: &mut Pen) -> Scan {
                 return Scan::Not;
             }
             params.push(value(bytes, start, end));
-            return params.apply(pen, end + 1);
+            return params.finish(pen, end + 1);
         }
         word_at += 8;
     }
@@ -138,7 +135,7 @@ fn sgr(bytes: &[u8], pen: &mut Pen) -> Scan {
         params.push(value);
         start = end + 1;
         if byte == b'm' {
-            return params.apply(pen, start);
+            return params.finish(pen, start);
         }
     }
 }
@@ -163,13 +160,20 @@ impl Params {
     }
 
     /// Applies the sequence, `len` bytes long, to `pen`.
-    fn apply(&self, pen: &mut Pen, len: usize) -> Scan {
+    fn finish(&self, pen: &mut Pen, len: usize) -> Scan {
         // vte hands a sequence past its limit to the core as ignored: no effect.
         if self.len <= MAX_PARAMS && apply(&self.values[..self.len], pen).is_none() {
             return Scan::Not;
         }
         Scan::Read(len, 0)
     }
+}
+
+/// The eight bytes from `at` in `bytes` as one word, the first in its lowest bits, when eight
+/// are there.
+fn word_from(bytes: &[u8], at: usize) -> Option<u64> {
+    let word = bytes.get(at..)?.first_chunk::<8>()?;
+    Some(u64::from_le_bytes(*word))
 }
 
 /// The high bit of each byte of `word` that is a digit, and of each that is `;`. Each byte is
@@ -190,8 +194,8 @@ fn digits_and_semicolons(word: u64) -> (u64, u64) {
 /// fewer with eight bytes there to read are read as one word, the rest one at a time.
 fn value(bytes: &[u8], start: usize, end: usize) -> u16 {
     let digits = end - start;
-    match bytes.get(start..).and_then(|rest| rest.first_chunk::<8>()) {
-        Some(word) if digits <= 4 => four_digits(u64::from_le_bytes(*word), digits),
+    match word_from(bytes, start) {
+        Some(word) if digits <= 4 => four_digits(word, digits),
         _ => long_param(bytes, start).0,
     }
 }
@@ -351,8 +355,8 @@ pub(crate) fn line(bytes: &[u8], base: usize, mut segments: Option<&mut Vec<Segm
 /// Where the printable ASCII (`0x20..=0x7e`) that starts at `at` in `bytes` ends: eight
 /// bytes at a time while eight are left, then one at a time.
 fn printable_end(bytes: &[u8], mut at: usize) -> usize {
-    while let Some(word) = bytes.get(at..).and_then(|rest| rest.first_chunk::<8>()) {
-        let found = unprintable(u64::from_le_bytes(*word));
+    while let Some(word) = word_from(bytes, at) {
+        let found = unprintable(word);
         if found != 0 {
             return at + (found.trailing_zeros() / 8) as usize;
         }
