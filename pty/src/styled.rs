@@ -10,6 +10,8 @@
 //! underline colour (`58`), which the core keeps outside the cell's colours. A line holding
 //! anything else, or that leaves the pen changed, is not a styled line; it goes to the core.
 
+mod blocks;
+
 use alacritty_terminal::term::cell::Flags;
 use alacritty_terminal::vte::ansi::{Color, NamedColor, Rgb};
 
@@ -309,6 +311,20 @@ pub(crate) struct Segment {
 /// sequence (nothing is appended for a plain line, or when `bytes` does not start with a
 /// styled line).
 pub(crate) fn line(bytes: &[u8], base: usize, mut segments: Option<&mut Vec<Segment>>) -> Scan {
+    if segments.is_none() {
+        // A plain line is found by its first text run; a line with a sequence in it is read
+        // by blocks when they can answer for it, and by the careful reader below otherwise.
+        let text = printable_end(bytes, 0);
+        match bytes.get(text..) {
+            Some([b'\r', b'\n', ..]) => return Scan::Read(text, text),
+            Some([0x1b, ..]) => {
+                if let Some((len, printed)) = blocks::line(bytes) {
+                    return Scan::Read(len, printed);
+                }
+            }
+            _ => {}
+        }
+    }
     let mut pen = Pen::DEFAULT;
     let (mut at, mut printed) = (0, 0);
     let kept = segments.as_ref().map_or(0, |segments| segments.len());
