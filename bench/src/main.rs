@@ -8,7 +8,7 @@
 //! belfry-bench relay [--rows R --cols C] [--model 1|2] -- CMD… the same, relayed through a 2nd PTY
 //!                                                           (--model 1: and applied to the screen model;
 //!                                                           2: on a second thread)
-//! belfry-bench model --file PATH [--chunk N]                  belfry's screen model alone
+//! belfry-bench model --file PATH [--chunk N] [--rows R --cols C]  belfry's screen model alone
 //! belfry-bench sink [--rows R --cols C] -- CMD…             a terminal that discards output
 //! belfry-bench attach-client --socket PATH [--rows R --cols C]
 //! belfry-bench echo-latency --keys N [--warmup W] -- CMD…   key → echo through a client
@@ -311,7 +311,8 @@ fn own_cpu_seconds() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
-/// `model`: belfry's screen model (24x80, 2000 lines of history) fed the file as the pane
+/// `model`: belfry's screen model (24x80 unless `--rows`/`--cols` say otherwise, 2000 lines
+/// of history) fed the file as the pane
 /// host's reader feeds it while a program prints without pause: reads of `--chunk` bytes
 /// (default 4096, what the terminal layer hands out at a time), each applied as it comes
 /// and allowed to hold back a tail for the next (nobody reads the screen meanwhile), with
@@ -328,7 +329,11 @@ fn cmd_model(args: &Args) -> Result<Value> {
         bytes.push(b);
     }
     drop(data);
-    let mut screen = belfry_pty::screen::Screen::new(24, 80, 2000);
+    let (rows, cols): (u16, u16) = (args.num("rows", 24)?, args.num("cols", 80)?);
+    if rows == 0 || cols == 0 {
+        return Err("--rows and --cols must be at least 1".into());
+    }
+    let mut screen = belfry_pty::screen::Screen::new(rows, cols, 2000);
     let cpu0 = own_cpu_seconds();
     let start = Instant::now();
     let mut answers = 0usize;
@@ -343,7 +348,7 @@ fn cmd_model(args: &Args) -> Result<Value> {
     let seconds = start.elapsed().as_secs_f64();
     Ok(
         json!({"seconds": seconds, "cpu_s": own_cpu_seconds() - cpu0, "bytes": bytes.len(), "chunk": chunk,
-              "history": screen.history_len(), "answers": answers}),
+              "rows": rows, "cols": cols, "history": screen.history_len(), "answers": answers}),
     )
 }
 

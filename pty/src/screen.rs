@@ -676,6 +676,14 @@ impl Screen {
                             fed = at + run;
                             None
                         }
+                    } else if hold {
+                        // A run too short to fill the screen (a read holds less than a
+                        // screenful when lines are long or the pane is large) is held whole:
+                        // with the next reads' lines it may be long enough to skip. Given to
+                        // the core now, it would leave the core inside the next read's first
+                        // line, and no run after it could be skipped either.
+                        self.feed(&bytes[fed..at]);
+                        Some(0)
                     } else {
                         None
                     };
@@ -2307,6 +2315,35 @@ mod tests {
         assert!(!s.has_spare_rows());
         assert_eq!(s.history_len(), 1977);
         assert_eq!(s.lines()[22], "2000");
+    }
+
+    #[test]
+    fn reads_holding_less_than_a_screenful_still_skip_the_core() {
+        // Long coloured lines closed the way chalk closes them, read 1000 bytes at a time
+        // by a 24-row model: no read holds a screenful of rows, so each read's lines are
+        // held for the next reads'. Given to the core instead, a read's lines left the core
+        // inside the next read's first line, and not one row was stored without it.
+        let mut text = String::new();
+        for n in 0..600 {
+            let word = "x".repeat(60 + n % 50);
+            text.push_str(&format!(
+                "{n} \x1b[1;3{}m{word}\x1b[22;39m \x1b[4mend\x1b[24m\r\n",
+                n % 8
+            ));
+        }
+        let (mut compact, mut core) = (
+            Screen::new(24, 80, 2000),
+            Screen::with_core_history(24, 80, 2000),
+        );
+        for read in text.as_bytes().chunks(1000) {
+            compact.apply_deferring(read);
+            core.apply(read);
+        }
+        assert!(compact.rows_skipped() > 1000, "{}", compact.rows_skipped());
+        assert_eq!(compact.history_len(), core.history_len());
+        assert!(compact.history_rows() == core.history_rows());
+        assert_eq!(compact.ansi_lines(), core.ansi_lines());
+        assert_eq!(compact.redraw(), core.redraw());
     }
 
     #[test]
