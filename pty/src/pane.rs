@@ -214,7 +214,9 @@ const CLIENT_QUEUE: usize = 256;
 /// The most output one turn of the reader applies to the screen model before it lets requests
 /// and attach streams run (issue 13, target 4). The model takes ~10 ns a byte on an idle
 /// machine, so 32 KiB is ~0.3 ms of waiting for a `peek` or `send` that arrives mid-turn (the
-/// 256 KiB turns before cost ~2.5 ms); the extra yield and poll per turn cost a few µs.
+/// 256 KiB turns before cost ~2.5 ms); the extra yield and poll per turn cost a few µs. Lines
+/// the model skips the grid for cost far less, and for them 32 KiB also beat 16 and 64 KiB
+/// turns on attached throughput (`docs/performance.md`, section 1 of the analysis).
 pub const OUTPUT_TURN: usize = 32 * 1024;
 
 /// Everything behind the state lock.
