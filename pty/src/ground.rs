@@ -240,16 +240,7 @@ mod tests {
         seen.0 == ["print 'Z'"]
     }
 
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
+    use crate::test_rng::Rng;
 
     /// Bytes that move vte between its states, and some that do not.
     const PIECES: &[&[u8]] = &[

@@ -1157,8 +1157,7 @@ mod properties {
     const CASES: usize = 80;
     const STEPS: usize = 60;
 
-    /// A small xorshift generator: the cases need variety, not cryptographic quality.
-    struct Rng(u64);
+    use crate::test_rng::Rng;
 
     impl Rng {
         fn seeded() -> (Rng, u64) {
@@ -1172,17 +1171,6 @@ mod properties {
                         | 1
                 });
             (Rng(seed), seed)
-        }
-
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
         }
 
         fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {

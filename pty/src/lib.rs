@@ -56,6 +56,8 @@ mod screen_regex;
 pub mod spec;
 mod styled;
 pub mod terminal;
+#[cfg(test)]
+mod test_rng;
 mod tracker;
 pub mod txn;
 pub mod wire;

@@ -272,21 +272,7 @@ fn line_end(bytes: &[u8], end: usize, last_esc: Option<usize>) -> bool {
 mod tests {
     use super::*;
 
-    /// A small generator with a seed the failure message names.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::test_rng::Rng;
 
     /// One piece of a line: text, a sequence of some kind, or a byte that ends a line.
     fn piece(rng: &mut Rng, out: &mut Vec<u8>) {
@@ -315,25 +301,25 @@ mod tests {
             b"\x1b[",
             b"\x1b[1;",
         ];
-        match rng.below(10) {
+        match rng.index(10) {
             0..=3 => {
-                let most = if rng.below(4) == 0 { 140 } else { 12 };
-                let len = rng.below(most);
-                out.extend((0..len).map(|_| b' ' + rng.below(95) as u8));
+                let most = if rng.index(4) == 0 { 140 } else { 12 };
+                let len = rng.index(most);
+                out.extend((0..len).map(|_| b' ' + rng.index(95) as u8));
             }
-            4..=7 => out.extend_from_slice(SEQUENCES[rng.below(SEQUENCES.len())]),
+            4..=7 => out.extend_from_slice(SEQUENCES[rng.index(SEQUENCES.len())]),
             8 => {
                 // Many parameters: past vte's limit of 32 or not.
                 out.extend_from_slice(b"\x1b[");
-                for i in 0..rng.below(40) {
+                for i in 0..rng.index(40) {
                     if i > 0 {
                         out.push(b';');
                     }
-                    out.extend_from_slice(rng.below(300).to_string().as_bytes());
+                    out.extend_from_slice(rng.index(300).to_string().as_bytes());
                 }
                 out.push(b'm');
             }
-            _ => out.push([b'\r', b'\n', b'\t', 0x7f, 0x80, 0xff, 0][rng.below(7)]),
+            _ => out.push([b'\r', b'\n', b'\t', 0x7f, 0x80, 0xff, 0][rng.index(7)]),
         }
     }
 
@@ -343,18 +329,18 @@ mod tests {
         let mut answered = 0;
         for case in 0..4000 {
             let mut bytes = Vec::new();
-            for _ in 0..rng.below(30) {
+            for _ in 0..rng.index(30) {
                 piece(&mut rng, &mut bytes);
             }
-            if rng.below(2) == 0 {
-                bytes.extend_from_slice(if rng.below(2) == 0 {
+            if rng.index(2) == 0 {
+                bytes.extend_from_slice(if rng.index(2) == 0 {
                     b"\x1b[0m"
                 } else {
                     b"\x1b[m"
                 });
             }
             bytes.extend_from_slice(b"\r\n");
-            for _ in 0..rng.below(3) {
+            for _ in 0..rng.index(3) {
                 piece(&mut rng, &mut bytes);
             }
             // Every cut, so that each sequence meets a block's end and the bytes' end
@@ -413,10 +399,10 @@ mod tests {
         for _ in 0..20_000 {
             let mut block = [0u8; 64];
             for byte in &mut block {
-                *byte = if rng.below(4) == 0 {
+                *byte = if rng.index(4) == 0 {
                     rng.next() as u8
                 } else {
-                    alphabet[rng.below(alphabet.len())]
+                    alphabet[rng.index(alphabet.len())]
                 };
             }
             assert_eq!(ends(&block), ends_bytes(&block), "{block:02x?}");
