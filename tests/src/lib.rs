@@ -663,3 +663,22 @@ pub fn npm_package(spec: &str, unpacked: &str, scratch: &Path) -> PathBuf {
     assert!(untar.success(), "cannot unpack {tarball}");
     scratch.join("package")
 }
+
+/// A small deterministic generator for the randomised tests (the soak, DING durability):
+/// xorshift, no dependency, the same sequence for the same seed, so a failure is reproduced
+/// from the seed it prints.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n` (0 for `n` = 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}

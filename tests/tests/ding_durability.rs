@@ -7,20 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use belfry_tests::{eventually, pid_alive, read_or_empty, recorder_bin, Env};
+use belfry_tests::{eventually, pid_alive, read_or_empty, recorder_bin, Env, Rng};
 use serde_json::json;
-
-/// A small deterministic generator (no dependency, reproducible from the seed printed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 #[test]
 fn kill_9_during_posting_and_delivery_loses_nothing_and_never_pastes_twice() {
@@ -102,7 +90,7 @@ fn kill_9_during_posting_and_delivery_loses_nothing_and_never_pastes_twice() {
     let start = Instant::now();
     for trial in 0..200 {
         let daemon = env.daemon_pid();
-        std::thread::sleep(Duration::from_millis(rng.next() % 40));
+        std::thread::sleep(Duration::from_millis(rng.next_u64() % 40));
         // SAFETY: kill(2) on this test's own daemon; it touches no memory.
         let rc = unsafe { libc::kill(daemon as i32, libc::SIGKILL) };
         assert_eq!(rc, 0, "trial {trial}: kill -9 {daemon}");

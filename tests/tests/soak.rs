@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use belfry_tests::{belfry_bin, eventually, pid_alive, read_or_empty, recorder_bin, Env};
+use belfry_tests::{belfry_bin, eventually, pid_alive, read_or_empty, recorder_bin, Env, Rng};
 use serde_json::{json, Value};
 
 /// Every CLI call must return within this (the daemon is stopped for at most 3 s at a time).
@@ -35,21 +35,6 @@ const MAX_PANE_HOST_RSS_KIB: u64 = 128 * 1024;
 const MAX_IDLE_CPU_PERCENT: f64 = 10.0;
 
 const AGENTS: [&str; 2] = ["a", "b"];
-
-/// A small deterministic generator (reproducible from the seed printed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// Everything the workers saw, for the checks at the end.
 #[derive(Default)]
@@ -488,7 +473,7 @@ fn soak_chaos_loses_nothing_tears_nothing_and_nothing_hangs() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut rng = Rng(seed);
-    let seeds: [u64; 6] = std::array::from_fn(|_| rng.next());
+    let seeds: [u64; 6] = std::array::from_fn(|_| rng.next_u64());
     let env = &env;
     std::thread::scope(|scope| {
         for (index, &seed) in seeds.iter().enumerate().take(3) {
