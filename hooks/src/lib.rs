@@ -67,6 +67,8 @@ pub mod canonical;
 mod chain;
 pub mod dispatch;
 pub mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod handlers;
 pub mod matcher;
 pub mod native;

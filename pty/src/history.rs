@@ -1509,29 +1509,9 @@ mod properties {
         out
     }
 
+    /// Every reader ([`crate::fuzzing::assert_agree`]), and every history row cell by cell.
     fn assert_agree(compact: &mut Screen, core: &mut Screen, context: &str) {
-        assert_eq!(compact.lines(), core.lines(), "{context}: lines");
-        assert_eq!(compact.ansi_lines(), core.ansi_lines(), "{context}: ansi");
-        assert_eq!(compact.cells(), core.cells(), "{context}: cells");
-        assert_eq!(compact.cursor(), core.cursor(), "{context}: cursor");
-        assert_eq!(
-            compact.history_len(),
-            core.history_len(),
-            "{context}: history"
-        );
-        assert_eq!(
-            compact.scrollback(0, usize::MAX),
-            core.scrollback(0, usize::MAX),
-            "{context}: scrollback"
-        );
-        let start = core.history_len() / 2;
-        assert_eq!(
-            compact.scrollback(start, 7),
-            core.scrollback(start, 7),
-            "{context}: scrollback from {start}"
-        );
-        assert_eq!(compact.redraw(), core.redraw(), "{context}: redraw");
-        assert_eq!(compact.modes(), core.modes(), "{context}: modes");
+        crate::fuzzing::assert_agree(compact, core, context);
         let (ours, theirs) = (compact.history_rows(), core.history_rows());
         for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
             assert_eq!(cells(a), cells(b), "{context}: history row {i}");

@@ -40,6 +40,8 @@ pub mod deadline;
 pub mod error;
 pub mod expect_token;
 pub mod fdpass;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod ground;
 pub mod history;
 pub mod host;

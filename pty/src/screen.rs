@@ -196,7 +196,7 @@ enum HistoryStore {
     Compact,
     /// Left in the core's grid, as before the compact store existed: the reference the
     /// property tests compare the compact store against.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     Core,
 }
 
@@ -246,7 +246,7 @@ pub struct Screen {
     /// Tests only: a byte that makes the next chunk holding it panic inside the model, the
     /// way a bug of the terminal core on some input would.
     #[cfg(test)]
-    panic_on: Option<u8>,
+    pub(crate) panic_on: Option<u8>,
     /// Tests only: the next resize panics inside the model.
     #[cfg(test)]
     panic_resizing: bool,
@@ -386,7 +386,7 @@ impl Screen {
     }
 
     /// A screen whose history stays in the core's grid: the reference model of the tests.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn with_core_history(rows: u16, cols: u16, scrollback: usize) -> Screen {
         Screen::build(rows, cols, scrollback, usize::MAX, HistoryStore::Core)
     }

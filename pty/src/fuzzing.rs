@@ -1,0 +1,203 @@
+//! Entry points for the coverage-guided fuzz targets in `fuzz/` (feature `fuzzing`; never in a
+//! release build).
+//!
+//! [`screen_against_core`] plays a script decoded from the fuzzer's bytes against two screen
+//! models: the one the pane host runs (compact history, held tails, lines that skip the core)
+//! and the reference whose history stays in the terminal core's grid. Every reader must give
+//! the same answer from both, whatever the program printed and however it was cut into reads.
+//! The property tests in `history.rs` check the same with generated output; the fuzzer finds
+//! its own inputs, guided by which branches they reach.
+
+use crate::screen::Screen;
+
+/// Reads the script's bytes one at a time; an exhausted script reads zeros.
+struct Script<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Script<'a> {
+    fn byte(&mut self) -> u8 {
+        match self.bytes.split_first() {
+            Some((first, rest)) => {
+                self.bytes = rest;
+                *first
+            }
+            None => 0,
+        }
+    }
+
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let (taken, rest) = self.bytes.split_at(n.min(self.bytes.len()));
+        self.bytes = rest;
+        taken
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// A size the core accepts: two columns at least (with one, alacritty_terminal indexes past
+/// the row on a wide character; the pane host's model survives that panic, see
+/// [`Screen::apply`], but the two models could not be compared after it).
+fn size(script: &mut Script) -> (u16, u16) {
+    (
+        1 + u16::from(script.byte() % 12),
+        2 + u16::from(script.byte() % 40),
+    )
+}
+
+/// Plays `data` against the pane host's screen model and the reference model, and panics at
+/// the first reader whose answers differ.
+///
+/// The script: a size and a line cap, then operations until the bytes run out. An operation
+/// byte `op` picks, by `op % 16`: a resize (0), the release of spare rows (1), a clear (2, one
+/// time in four), every reader compared (3), otherwise output: the next byte is its length,
+/// and it is applied in one piece, as `Screen::apply` (odd `op`) or as the pane host's reader
+/// applies it (`apply_deferring`, even `op`), the turn then ended when `op >= 128`.
+///
+/// Returns how many operations it played.
+pub fn screen_against_core(data: &[u8]) -> usize {
+    let mut script = Script { bytes: data };
+    let (rows, cols) = size(&mut script);
+    let cap = usize::from(script.byte() % 150);
+    let mut compact = Screen::new(rows, cols, cap);
+    let mut core = Screen::with_core_history(rows, cols, cap);
+    play(&mut compact, &mut core, script)
+}
+
+fn play(compact: &mut Screen, core: &mut Screen, mut script: Script) -> usize {
+    let mut step = 0;
+    while !script.is_empty() {
+        step += 1;
+        let op = script.byte();
+        match op % 16 {
+            0 => {
+                let (rows, cols) = size(&mut script);
+                compact.resize(rows, cols);
+                core.resize(rows, cols);
+            }
+            1 => {
+                compact.release_spare_rows();
+            }
+            2 => {
+                if script.byte().is_multiple_of(4) {
+                    compact.clear();
+                    core.clear();
+                }
+            }
+            3 => assert_agree(compact, core, &format!("step {step}")),
+            _ => {
+                let len = usize::from(script.byte());
+                let piece = script.take(len);
+                let theirs = core.apply(piece);
+                let ours = if op % 2 == 1 {
+                    compact.apply(piece)
+                } else {
+                    compact.apply_deferring(piece)
+                };
+                assert_eq!(
+                    ours,
+                    theirs,
+                    "step {step}: answers to {:?}",
+                    String::from_utf8_lossy(piece)
+                );
+                if op >= 128 {
+                    compact.end_turn();
+                }
+            }
+        }
+    }
+    assert_agree(compact, core, "end");
+    step
+}
+
+/// Every reader of the screen, compared between the pane host's model and the reference.
+pub(crate) fn assert_agree(compact: &mut Screen, core: &mut Screen, context: &str) {
+    assert_eq!(compact.lines(), core.lines(), "{context}: lines");
+    assert_eq!(compact.ansi_lines(), core.ansi_lines(), "{context}: ansi");
+    assert_eq!(compact.cells(), core.cells(), "{context}: cells");
+    assert_eq!(compact.cursor(), core.cursor(), "{context}: cursor");
+    assert_eq!(
+        compact.history_len(),
+        core.history_len(),
+        "{context}: history"
+    );
+    assert_eq!(
+        compact.scrollback(0, usize::MAX),
+        core.scrollback(0, usize::MAX),
+        "{context}: scrollback"
+    );
+    let start = core.history_len() / 2;
+    assert_eq!(
+        compact.scrollback(start, 7),
+        core.scrollback(start, 7),
+        "{context}: scrollback from {start}"
+    );
+    assert_eq!(compact.redraw(), core.redraw(), "{context}: redraw");
+    assert_eq!(compact.modes(), core.modes(), "{context}: modes");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A script: rows, columns and line cap bytes, then each operation and what follows
+    /// it: an output's bytes (its length is put in front), a resize's two size bytes, a
+    /// clear's one.
+    fn script(size: [u8; 3], ops: &[(u8, &[u8])]) -> Vec<u8> {
+        let mut out = size.to_vec();
+        for (op, follows) in ops {
+            out.push(*op);
+            if op % 16 >= 4 {
+                out.push(follows.len() as u8);
+            }
+            out.extend_from_slice(follows);
+        }
+        out
+    }
+
+    fn lines(n: usize) -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| format!("line {i}\r\n").into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn the_screen_target_plays_every_operation() {
+        let many = lines(24);
+        let styled = b"\x1b[31mred\x1b[0m plain\r\n\x1b[1;42mbold\x1b[m\r\n".repeat(4);
+        let data = script(
+            [3, 8, 20],
+            &[
+                (4, &many),
+                (3, b""),
+                (132, &styled),
+                (5, b"\x1b[?1049hin the alternate screen\x1b[?1049l"),
+                (0, &[5, 20]),
+                (1, b""),
+                (6, &many),
+                (3, b""),
+                (2, &[0]),
+                (4, &many),
+            ],
+        );
+        assert_eq!(screen_against_core(&data), 10);
+        // An empty or short script is a blank screen of the smallest size, compared.
+        assert_eq!(screen_against_core(b""), 0);
+    }
+
+    /// The comparison fails when the pane host's model is wrong: here it drops everything
+    /// it had at a byte (as after a panic inside the terminal core), the reference does not.
+    #[test]
+    fn a_model_that_loses_its_screen_is_found() {
+        let mut compact = Screen::new(4, 10, 50);
+        let mut core = Screen::with_core_history(4, 10, 50);
+        compact.panic_on = Some(b'!');
+        let data = script([0; 3], &[(4, b"kept\r\n"), (4, b"!"), (3, b"")]);
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            play(&mut compact, &mut core, Script { bytes: &data[3..] })
+        }));
+        assert!(found.is_err(), "the lost screen was not noticed");
+    }
+}
