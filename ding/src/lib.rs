@@ -47,6 +47,8 @@
 #![warn(missing_docs)]
 
 pub mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod hold;
 pub mod inbox;
 pub mod lease;

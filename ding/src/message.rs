@@ -132,11 +132,14 @@ pub fn render(front_matter: &FrontMatter, body: &str) -> String {
         field("priority", &render_scalar(priority));
     }
     for (key, value) in &front_matter.extra {
-        // An unknown key is written back only if it reads back as the same key and value.
+        // An unknown key is written back only if it reads back as the same key. Its value is
+        // written as it was read (verbatim, control characters and all: quoting it would
+        // read back as a different value), unless it holds a line feed, which no value read
+        // from a file does: that one is quoted, so that it cannot end its line.
         if is_known_key(key) || !is_key(key) {
             continue;
         }
-        if value.chars().any(char::is_control) {
+        if value.contains('\n') {
             field(key, &quote(value));
         } else {
             field(key, value.trim());
