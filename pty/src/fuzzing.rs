@@ -8,7 +8,10 @@
 //! The property tests in `history.rs` check the same with generated output; the fuzzer finds
 //! its own inputs, guided by which branches they reach.
 
-use crate::screen::Screen;
+use std::ops::Range;
+
+use crate::restore::Outer;
+use crate::screen::{PenOnlyRun, Screen};
 
 /// Reads the script's bytes one at a time; an exhausted script reads zeros.
 struct Script<'a> {
@@ -112,6 +115,101 @@ fn play(compact: &mut Screen, core: &mut Screen, mut script: Script) -> usize {
     step
 }
 
+/// Output written to an attached client's terminal, recorded as the pane host records it:
+/// the screen model reports the ranges of each reader turn it read as plain or styled lines,
+/// the record skips their inside ([`Outer::observe_output`]), and must end the same as the
+/// record that scans every byte ([`Outer::observe`]): what detaching restores, and the bytes
+/// that restore it. Each range holds only text and whole SGRs, as promised.
+///
+/// The script: a column count and a count of reads per turn, then reads until the bytes run
+/// out, each a length byte and that many bytes of output. Returns how many bytes the ranges
+/// claimed.
+pub fn pen_only_record(data: &[u8]) -> usize {
+    let mut script = Script { bytes: data };
+    let cols = 1 + u16::from(script.byte() % 40);
+    let per_turn = 1 + usize::from(script.byte() % 4);
+    let mut stream = Vec::new();
+    let mut reads = Vec::new();
+    while !script.is_empty() {
+        let len = usize::from(script.byte());
+        let read = script.take(len);
+        stream.extend_from_slice(read);
+        reads.push(read.len().max(1));
+    }
+    let mut reads = reads.into_iter();
+    let mut screen = Screen::new(4, cols, 50);
+    let (mut scanned, mut told) = (Outer::default(), Outer::default());
+    let mut claimed = 0;
+    for (bytes, ranges) in turns(&mut screen, &stream, || reads.next().unwrap_or(1), per_turn) {
+        let bytes = &stream[bytes];
+        for range in &ranges {
+            assert!(
+                only_text_and_sgr(&bytes[range.clone()]),
+                "{range:?} of {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+            claimed += range.len();
+        }
+        scanned.observe(bytes);
+        told.observe_output(bytes, ranges);
+    }
+    let shown = String::from_utf8_lossy(&stream).into_owned();
+    assert_eq!(told.modes(), scanned.modes(), "{shown:?}");
+    assert_eq!(told.undo(), scanned.undo(), "{shown:?}");
+    claimed
+}
+
+/// `stream` applied to `screen` in reads of the sizes `read` gives, `per_turn` reads to a
+/// turn, as the pane host's reader applies output: each turn's bytes (a range of
+/// `stream`) and the ranges of them the model reported.
+pub(crate) fn turns(
+    screen: &mut Screen,
+    stream: &[u8],
+    mut read: impl FnMut() -> usize,
+    per_turn: usize,
+) -> Vec<(Range<usize>, Vec<Range<usize>>)> {
+    let mut turns = Vec::new();
+    let mut at = 0;
+    while at < stream.len() {
+        let start = at;
+        let mut run = PenOnlyRun::default();
+        for _ in 0..per_turn {
+            let n = read().min(stream.len() - at);
+            let _ = screen.apply_deferring(&stream[at..at + n]);
+            run.applied(screen, n);
+            at += n;
+        }
+        turns.push((start..at, run.ranges().collect()));
+    }
+    turns
+}
+
+/// Whether `bytes` holds only text and whole SGR sequences of digits and `;`: what a
+/// [`Screen::pen_only`] range promises.
+pub(crate) fn only_text_and_sgr(bytes: &[u8]) -> bool {
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            0x0e | 0x0f => return false,
+            0x1b => {
+                let Some(params) = bytes[at + 1..].strip_prefix(b"[") else {
+                    return false;
+                };
+                let len = params
+                    .iter()
+                    .position(|&b| !matches!(b, b'0'..=b'9' | b';'))
+                    .unwrap_or(params.len());
+                if params.get(len) != Some(&b'm') {
+                    return false;
+                }
+                at += 3 + len;
+            }
+            _ => at += 1,
+        }
+    }
+    true
+}
+
 /// Every reader of the screen, compared between the pane host's model and the reference.
 pub(crate) fn assert_agree(compact: &mut Screen, core: &mut Screen, context: &str) {
     assert_eq!(compact.lines(), core.lines(), "{context}: lines");
@@ -189,6 +287,18 @@ mod tests {
 
     /// The comparison fails when the pane host's model is wrong: here it drops everything
     /// it had at a byte (as after a panic inside the terminal core), the reference does not.
+    #[test]
+    fn the_record_target_claims_coloured_lines() {
+        let lines = b"\x1b[31mred\x1b[0m and plain\r\n".repeat(6);
+        let mut data = vec![20, 1];
+        for piece in lines.chunks(50) {
+            data.push(piece.len() as u8);
+            data.extend_from_slice(piece);
+        }
+        data.extend_from_slice(&[9, 0x1b, b'[', b'?', b'1', b'0', b'4', b'9', b'h', b'x']);
+        assert!(pen_only_record(&data) > 100);
+    }
+
     #[test]
     fn a_model_that_loses_its_screen_is_found() {
         let mut compact = Screen::new(4, 10, 50);

@@ -619,57 +619,6 @@ mod tests {
         }
     }
 
-    /// `stream` applied to `screen` in reads of the sizes `read` gives, `per_turn` reads to a
-    /// turn, as the pane host's reader applies output: each turn's bytes (a range of
-    /// `stream`) and the ranges of them the model reported.
-    fn turns(
-        screen: &mut crate::screen::Screen,
-        stream: &[u8],
-        mut read: impl FnMut() -> usize,
-        per_turn: usize,
-    ) -> Vec<(Range<usize>, Vec<Range<usize>>)> {
-        let mut turns = Vec::new();
-        let mut at = 0;
-        while at < stream.len() {
-            let start = at;
-            let mut run = crate::screen::PenOnlyRun::default();
-            for _ in 0..per_turn {
-                let n = read().min(stream.len() - at);
-                let _ = screen.apply_deferring(&stream[at..at + n]);
-                run.applied(screen, n);
-                at += n;
-            }
-            turns.push((start..at, run.ranges().collect()));
-        }
-        turns
-    }
-
-    /// Whether `bytes` holds only text and whole SGR sequences of digits and `;`: what a
-    /// [`crate::screen::Screen::pen_only`] range promises.
-    fn only_text_and_sgr(bytes: &[u8]) -> bool {
-        let mut at = 0;
-        while at < bytes.len() {
-            match bytes[at] {
-                0x0e | 0x0f => return false,
-                0x1b => {
-                    let Some(params) = bytes[at + 1..].strip_prefix(b"[") else {
-                        return false;
-                    };
-                    let len = params
-                        .iter()
-                        .position(|&b| !matches!(b, b'0'..=b'9' | b';'))
-                        .unwrap_or(params.len());
-                    if params.get(len) != Some(&b'm') {
-                        return false;
-                    }
-                    at += 3 + len;
-                }
-                _ => at += 1,
-            }
-        }
-        true
-    }
-
     /// Output written with the ranges the screen model reports for it leaves the record that
     /// scanning every byte leaves, and each range holds what it promises, however the output
     /// is cut into reads: plain and styled lines mixed with mode changes, lines cut across
@@ -737,12 +686,14 @@ mod tests {
             let mut screen = crate::screen::Screen::new(4, 1 + next(30) as u16, 50);
             let (mut scanned, mut told) = (Outer::default(), Outer::default());
             let per_turn = 1 + next(4);
-            for (bytes, ranges) in turns(&mut screen, &stream, || 1 + next(400), per_turn) {
+            for (bytes, ranges) in
+                crate::fuzzing::turns(&mut screen, &stream, || 1 + next(400), per_turn)
+            {
                 let bytes = &stream[bytes];
                 let shown = String::from_utf8_lossy(bytes).into_owned();
                 for range in &ranges {
                     assert!(
-                        only_text_and_sgr(&bytes[range.clone()]),
+                        crate::fuzzing::only_text_and_sgr(&bytes[range.clone()]),
                         "{range:?} of {shown:?}"
                     );
                     claimed += range.len();
@@ -781,7 +732,7 @@ mod tests {
             let mut screen = crate::screen::Screen::new(rows, cols, 100);
             let (mut scanned, mut told) = (Outer::default(), Outer::default());
             let (mut claimed, mut count) = (0, 0);
-            for (bytes, ranges) in turns(&mut screen, &stream, || piece, 8) {
+            for (bytes, ranges) in crate::fuzzing::turns(&mut screen, &stream, || piece, 8) {
                 claimed += ranges.iter().map(|r| r.len()).sum::<usize>();
                 count += ranges.len();
                 scanned.observe(&stream[bytes.clone()]);
