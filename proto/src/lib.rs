@@ -23,6 +23,8 @@ pub mod code;
 pub mod de;
 pub mod env;
 pub mod event;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod identity;
 pub mod limits;
 pub mod name;
