@@ -7,8 +7,10 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::canonical::{self, compile, Scope};
+use crate::canonical::{self, compile, Scope, SEMANTIC_EVENTS};
+use crate::dispatch::{run_dispatch, DispatchOptions};
 use crate::handlers::HooksFile;
+use crate::native::Dialect;
 use crate::project::jsonc;
 use crate::project::merge::{Created, Merge, WantedGroup};
 
@@ -122,6 +124,31 @@ pub fn canonical_file(data: &[u8]) -> usize {
     hooks.len()
 }
 
+/// What a harness writes on a hook's stdin, given to `belfry dispatch` for one semantic event
+/// in one dialect (both picked by the first byte; the rest is the stdin), with no hooks file:
+/// the answer is rendered, never a panic (spec §8: dispatch fails open). Returns the dialect.
+pub fn dispatch_stdin(data: &[u8]) -> Option<String> {
+    let (&pick, stdin) = data.split_first()?;
+    let dialects = Dialect::available(None);
+    let mut native = dialects
+        .get(usize::from(pick >> 4) % (dialects.len() + 1))
+        .cloned();
+    let event = SEMANTIC_EVENTS[usize::from(pick & 0x0f) % SEMANTIC_EVENTS.len()];
+    if native.is_none() {
+        native = Some(String::new());
+    }
+    let opts = DispatchOptions {
+        event: event.to_string(),
+        native: native.clone().filter(|name| !name.is_empty()),
+        // No hooks file and no call log: nothing is run or written, whatever the environment.
+        hooks_file: Some(std::path::PathBuf::new()),
+        call_log: Some(std::path::PathBuf::new()),
+        ..DispatchOptions::default()
+    };
+    let _answer = run_dispatch(&opts, stdin);
+    native
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +179,19 @@ mod tests {
         for refused in [&b"[1]"[..], b"{", b"\xff{}"] {
             assert!(!settings_merge(refused).merged, "{refused:?}");
         }
+    }
+
+    #[test]
+    fn the_dispatch_target_reaches_every_dialect() {
+        let dialects = Dialect::available(None);
+        assert!(dialects.len() >= 2, "{dialects:?}");
+        for (i, name) in dialects.iter().enumerate() {
+            let pick = (i as u8) << 4;
+            let stdin = br#"{"tool_name": "x", "tool_input": {"command": "ls"}}"#;
+            let data: Vec<u8> = std::iter::once(pick).chain(stdin.iter().copied()).collect();
+            assert_eq!(dispatch_stdin(&data).as_ref(), Some(name));
+        }
+        assert_eq!(dispatch_stdin(b""), None);
     }
 
     #[test]
