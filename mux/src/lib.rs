@@ -41,6 +41,8 @@ pub mod declare;
 pub mod ding;
 pub mod doctor;
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod handoff;
 pub mod kdl_depth;
 pub mod lifecycle;
