@@ -10,21 +10,22 @@ pub fn request_line(data: &[u8]) -> bool {
     let Ok(request) = Request::parse(data) else {
         return false;
     };
+    assert_reads_back(&request, "");
+    true
+}
+
+/// Panics unless `request`, written as a line, reads back as itself (`context` starts the
+/// message). Shared with the property test of every request.
+pub(crate) fn assert_reads_back(request: &Request, context: &str) {
     let line = request.to_line();
+    let shown = String::from_utf8_lossy(&line);
     let again = Request::parse(&line[..line.len() - 1]).unwrap_or_else(|err| {
         panic!(
-            "written back as {} it is refused: {}",
-            String::from_utf8_lossy(&line),
+            "{context}written back as {shown} it is refused: {}",
             err.message
         )
     });
-    assert_eq!(
-        again,
-        request,
-        "written back as {}",
-        String::from_utf8_lossy(&line)
-    );
-    true
+    assert_eq!(&again, request, "{context}written back as {shown}");
 }
 
 #[cfg(test)]

@@ -52,20 +52,7 @@ fn every_request_round_trips_through_json() {
             continue;
         };
         let request = Request::new(id, op);
-        let line = request.to_line();
-        let parsed = Request::parse(&line[..line.len() - 1]).unwrap_or_else(|err| {
-            panic!(
-                "seed {seed}: {} did not parse back: {}",
-                String::from_utf8_lossy(&line),
-                err.message
-            )
-        });
-        assert_eq!(
-            parsed,
-            request,
-            "seed {seed}: {}",
-            String::from_utf8_lossy(&line)
-        );
+        crate::fuzzing::assert_reads_back(&request, &format!("seed {seed}: "));
         names.insert(request.op.name());
         made += 1;
     }
