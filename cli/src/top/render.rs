@@ -82,21 +82,82 @@ impl Ui {
 /// The keys, on the last line.
 const KEYS: &str = "up/down select  enter attach  p peek  d ding status  q quit";
 
-/// The columns of the pane table: heading and width (`None`: the rest of the line).
-const COLUMNS: [(&str, Option<usize>, Align); 12] = [
-    ("NAME", Some(16), Align::Left),
-    ("PROGRAM", Some(14), Align::Left),
-    ("STATE", Some(9), Align::Left),
-    ("REV", Some(16), Align::Right),
-    ("REV/S", Some(6), Align::Right),
-    ("CL", Some(3), Align::Right),
-    ("UNRD", Some(4), Align::Right),
-    ("HELD", Some(4), Align::Right),
-    ("STGD", Some(4), Align::Right),
-    ("HOLD", Some(20), Align::Left),
-    ("AGE", Some(6), Align::Right),
-    ("LAST EVENT", None, Align::Left),
+/// One column of the pane table.
+struct Column {
+    heading: &'static str,
+    /// The most characters its cells take (cut longer, ending in `~`); `None` for the last
+    /// column, which takes the rest of the line.
+    cap: Option<usize>,
+    align: Align,
+    /// When a terminal too narrow for every column leaves it out: never for 0, and the
+    /// higher, the sooner.
+    drop: u8,
+}
+
+/// The columns of the pane table. Each is as wide as its widest cell (its heading included),
+/// up to its cap; on a narrow terminal the least needed go first (see [`layout`]), so the name,
+/// the state and the last event stay in sight at 80 columns and less.
+#[rustfmt::skip]
+const COLUMNS: [Column; 12] = [
+    Column { heading: "NAME", cap: Some(16), align: Align::Left, drop: 0 },
+    Column { heading: "PROGRAM", cap: Some(14), align: Align::Left, drop: 3 },
+    Column { heading: "STATE", cap: Some(9), align: Align::Left, drop: 0 },
+    Column { heading: "REV", cap: Some(16), align: Align::Right, drop: 4 },
+    Column { heading: "REV/S", cap: Some(6), align: Align::Right, drop: 9 },
+    Column { heading: "CL", cap: Some(3), align: Align::Right, drop: 8 },
+    Column { heading: "UNRD", cap: Some(4), align: Align::Right, drop: 1 },
+    Column { heading: "HELD", cap: Some(4), align: Align::Right, drop: 6 },
+    Column { heading: "STGD", cap: Some(4), align: Align::Right, drop: 7 },
+    Column { heading: "HOLD", cap: Some(20), align: Align::Left, drop: 2 },
+    Column { heading: "AGE", cap: Some(6), align: Align::Right, drop: 5 },
+    Column { heading: "LAST EVENT", cap: None, align: Align::Left, drop: 0 },
 ];
+
+/// The characters the last column (the last event) keeps on a narrow terminal: the other
+/// columns give way before it gets less.
+const LAST_EVENT_ROOM: usize = 24;
+
+/// The columns shown: each one's index in [`COLUMNS`] and its width (`None` for the last).
+type Layout = Vec<(usize, Option<usize>)>;
+
+/// The columns a frame `width` characters wide shows for `rows` (each a cell per column), and
+/// how wide each is. Left out, in the order of their [`Column::drop`], are as many as it
+/// takes to leave the last column [`LAST_EVENT_ROOM`] characters; the ones never dropped stay
+/// however narrow the terminal (the frame cuts the line).
+fn layout(rows: &[Vec<String>], width: usize) -> Layout {
+    let mut shown: Layout = COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(at, column)| {
+            let widest = rows
+                .iter()
+                .filter_map(|cells| cells.get(at))
+                .map(|cell| cell.chars().count())
+                .fold(column.heading.len(), usize::max);
+            (at, column.cap.map(|cap| widest.min(cap)))
+        })
+        .collect();
+    // The selection marker and its space, then each fixed column and the space after it.
+    let used = |shown: &Layout| -> usize {
+        2 + shown
+            .iter()
+            .filter_map(|(_, width)| width.map(|w| w + 1))
+            .sum::<usize>()
+    };
+    while used(&shown) + LAST_EVENT_ROOM > width {
+        let Some(next) = shown
+            .iter()
+            .enumerate()
+            .filter(|(_, (at, _))| COLUMNS[*at].drop > 0)
+            .max_by_key(|(_, (at, _))| COLUMNS[*at].drop)
+            .map(|(index, _)| index)
+        else {
+            break;
+        };
+        shown.remove(next);
+    }
+    shown
+}
 
 #[derive(Debug, Clone, Copy)]
 enum Align {
@@ -127,7 +188,9 @@ pub(crate) fn frame(
         return lines;
     }
     lines.push(line(&title(fleet, clock), width, Style::Heading));
-    lines.push(line(&heading(), width, Style::Heading));
+    let rows: Vec<Vec<String>> = fleet.panes().map(|pane| cells(pane, now_ms)).collect();
+    let layout = layout(&rows, width);
+    lines.push(line(&heading(&layout, width), width, Style::Heading));
     let room = height.saturating_sub(3);
     let selected = ui.selected_index(fleet);
     if let Some(index) = selected {
@@ -145,14 +208,18 @@ pub(crate) fn frame(
             Style::Plain,
         ));
     }
-    for (index, pane) in fleet.panes().enumerate().skip(ui.offset).take(room) {
+    for (index, cells) in rows.iter().enumerate().skip(ui.offset).take(room) {
         let chosen = Some(index) == selected;
-        let style = if chosen {
-            Style::Selected
+        let (marker, style) = if chosen {
+            (">", Style::Selected)
         } else {
-            Style::Plain
+            (" ", Style::Plain)
         };
-        lines.push(line(&row(pane, chosen, now_ms), width, style));
+        let text = format!(
+            "{marker} {}",
+            cells_line(cells, &layout, width.saturating_sub(2))
+        );
+        lines.push(line(&text, width, style));
     }
     fill(&mut lines, width, height.saturating_sub(1));
     let footer = if ui.status.is_empty() {
@@ -187,16 +254,16 @@ fn title(fleet: &Fleet, clock: &str) -> String {
     )
 }
 
-fn heading() -> String {
+fn heading(layout: &Layout, width: usize) -> String {
     let cells: Vec<String> = COLUMNS
         .iter()
-        .map(|(name, _, _)| name.to_string())
+        .map(|column| column.heading.to_string())
         .collect();
-    format!("  {}", cells_line(&cells))
+    format!("  {}", cells_line(&cells, layout, width.saturating_sub(2)))
 }
 
-/// One pane's row; `chosen` marks the selected one.
-fn row(pane: &PaneView, chosen: bool, now_ms: u64) -> String {
+/// One pane's cells, one per column of [`COLUMNS`].
+fn cells(pane: &PaneView, now_ms: u64) -> Vec<String> {
     let record = &pane.record;
     let mail = pane.ding.as_ref().map(Mail::of);
     let count = |n: Option<usize>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
@@ -209,7 +276,7 @@ fn row(pane: &PaneView, chosen: bool, now_ms: u64) -> String {
         || "-".to_string(),
         |at| human::coarse(now_ms.saturating_sub(at)),
     );
-    let cells = vec![
+    vec![
         record.session.clone(),
         program,
         state(pane),
@@ -226,8 +293,7 @@ fn row(pane: &PaneView, chosen: bool, now_ms: u64) -> String {
             .unwrap_or_else(|| "-".into()),
         age,
         last_event(pane, now_ms),
-    ];
-    format!("{} {}", if chosen { ">" } else { " " }, cells_line(&cells))
+    ]
 }
 
 /// The pane's state: why its pane host could not be asked, how its program ended, what its
@@ -270,20 +336,25 @@ fn last_event(pane: &PaneView, now_ms: u64) -> String {
     }
 }
 
-/// Cells laid out in [`COLUMNS`], each cut or padded to its width.
-fn cells_line(cells: &[String]) -> String {
+/// The cells of the columns `layout` shows, each cut or padded to its width, the last cut to
+/// what is left of `room` characters.
+fn cells_line(cells: &[String], layout: &Layout, room: usize) -> String {
     let mut out = String::new();
-    for ((_, width, align), cell) in COLUMNS.iter().zip(cells) {
+    for &(at, width) in layout {
+        let cell = cells.get(at).map_or("", String::as_str);
         match width {
             Some(width) => {
-                let cut = cut(cell, *width);
+                let cut = cut(cell, width);
                 let pad = " ".repeat(width - cut.chars().count());
-                match align {
+                match COLUMNS[at].align {
                     Align::Left => out.push_str(&format!("{cut}{pad} ")),
                     Align::Right => out.push_str(&format!("{pad}{cut} ")),
                 }
             }
-            None => out.push_str(cell),
+            None => {
+                let left = room.saturating_sub(out.chars().count());
+                out.push_str(&cut(cell, left));
+            }
         }
     }
     out
@@ -437,6 +508,38 @@ mod tests {
 
         any key: back to the list
         ");
+    }
+
+    /// At 80 columns and less the least needed columns give way, so the name, the state and
+    /// the last event stay in sight; the program, the unread count and the hold reason go
+    /// last.
+    #[test]
+    fn a_narrow_terminal_leaves_columns_out_before_the_last_event() {
+        let fleet = fleet();
+        let mut ui = Ui::default();
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 80, 6);
+        assert!(lines.iter().all(|line| line.text.chars().count() == 80));
+        insta::assert_snapshot!(text(&lines), @r"
+        belfry top  3 pane(s), 2 unread message(s), 1 held  14:02:11
+          NAME   PROGRAM        STATE   UNRD HOLD              LAST EVENT
+        > done   make test      exit 2     - -                 exited with code 2 (1 s ~
+          shell  sh -i          running    0 -                 spawned (1 min ago)
+          worker agent-cli --r~ idle       2 composer-nonempty activity: idle, composer~
+        up/down select  enter attach  p peek  d ding status  q quit
+        ");
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 60, 6);
+        insta::assert_snapshot!(text(&lines), @r"
+        belfry top  3 pane(s), 2 unread message(s), 1 held  14:02:11
+          NAME   STATE   UNRD LAST EVENT
+        > done   exit 2     - exited with code 2 (1 s ago)
+          shell  running    0 spawned (1 min ago)
+          worker idle       2 activity: idle, composer nonempty, re~
+        up/down select  enter attach  p peek  d ding status  q quit
+        ");
+        // Narrower than the columns never left out: the line is cut.
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 30, 3);
+        assert!(lines.iter().all(|line| line.text.chars().count() == 30));
+        assert_eq!(lines[1].text.trim_end(), "  NAME   STATE   LAST EVENT");
     }
 
     #[test]
