@@ -489,6 +489,56 @@ fn run_takes_a_detach_key_and_attach_says_which_pane_and_how_to_detach() {
     );
 }
 
+/// docs/attach.md: the history view reads a key cut across two reads (an arrow key whose
+/// `ESC [` and `A` reach the client 5 ms apart, as ssh or a slow terminal may deliver it; the
+/// client waits 25 ms for the rest of a sequence) as one key: it scrolls up a line. Read as an
+/// Escape, it would close the view.
+#[test]
+fn the_history_view_reads_an_arrow_key_cut_across_reads_as_one_key() {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "24x80",
+        &["sh", "-c", "seq 1 300; echo INNER-READY; sleep 600"],
+        Some("INNER-READY"),
+    );
+    attach_client(&env, "outer", "inner");
+    env.wait_screen("outer", "INNER-READY");
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "["]);
+    env.wait_screen("outer", "\\[history\\] lines");
+    // The view's first line, while its status line shows.
+    let in_view = |lines: &[String]| {
+        let open = lines.iter().any(|line| line.starts_with("[history] lines"));
+        open.then(|| lines[0].trim().parse::<u32>().ok()).flatten()
+    };
+    let before = env.lines("outer");
+    let first = in_view(&before).unwrap_or_else(|| panic!("the view's top line: {before:#?}"));
+    let revision = env.snapshot("inner")["revision"].clone();
+    env.ok(&[
+        "send",
+        "outer",
+        "--key",
+        "Escape",
+        "--text",
+        "[",
+        "--delay-ms",
+        "5",
+        "--text",
+        "A",
+    ]);
+    assert!(
+        eventually(Duration::from_secs(5), || in_view(&env.lines("outer"))
+            == Some(first - 1)),
+        "the view did not scroll up one line from {first}: {:#?}",
+        env.lines("outer")
+    );
+    // Still open a while later, and nothing reached the pane.
+    std::thread::sleep(Duration::from_millis(300));
+    let lines = env.lines("outer");
+    assert_eq!(in_view(&lines), Some(first - 1), "{lines:#?}");
+    assert_eq!(env.snapshot("inner")["revision"], revision);
+}
+
 #[test]
 fn the_programs_end_is_told_in_words_while_attached() {
     let env = Env::new();

@@ -26,12 +26,11 @@ use belfry_proto::{Control, ExitStatus, Reply, Request, Size};
 use belfry_pty::restore::{self, Outer};
 use belfry_pty::wire::{Frame, FrameReader, PROTOCOL_VERSION};
 
-mod keys;
 mod nesting;
 mod views;
 
-pub use keys::DetachKey;
-use keys::{view_keys, Action, Binding, KeyFilter};
+pub use belfry_cli::keys::DetachKey;
+use belfry_cli::keys::{self, Action, Binding, KeyFilter, ViewKey, ViewKeys};
 pub use nesting::refuse_cycle;
 pub use views::PaneEntry;
 use views::{Chooser, History, Outcome};
@@ -555,8 +554,10 @@ async fn session_loop(
     let mut message_until: Option<tokio::time::Instant> = None;
     // While the start of an escape sequence waits for its rest: when it is taken as it is.
     let mut partial_until: Option<tokio::time::Instant> = None;
-    // The chooser or the history view, while one is open over the pane.
+    // The chooser or the history view, while one is open over the pane, and the keys it
+    // reads (an escape sequence cut off by a read waits for its rest, as in the filter).
     let mut view: Option<View> = None;
+    let mut view_keys = ViewKeys::default();
     let redraw = Frame::Control(Control::Redraw).encode();
     // Whether the pane host has stopped writing to the terminal for this client to draw.
     let mut paused = false;
@@ -618,6 +619,8 @@ async fn session_loop(
                 }
             };
             let mut keyed: Option<(Vec<u8>, Action)> = None;
+            // Keys for the open view: from a read, or a cut-off sequence taken as it is.
+            let mut viewed: Option<Vec<ViewKey>> = None;
             // Keystrokes read here or given back by the pane host, and `None` when the keyboard
             // gives no more.
             let mut typed: Option<Option<Vec<u8>>> = None;
@@ -673,9 +676,13 @@ async fn session_loop(
                 }
                 _ = flush_partial => {
                     partial_until = None;
-                    let mut out = Vec::new();
-                    let action = filter.flush(&mut out);
-                    keyed = Some((out, action));
+                    if view.is_some() {
+                        viewed = Some(view_keys.flush());
+                    } else {
+                        let mut out = Vec::new();
+                        let action = filter.flush(&mut out);
+                        keyed = Some((out, action));
+                    }
                 }
                 _ = clear_message => {
                     message_until = None;
@@ -696,27 +703,10 @@ async fn session_loop(
             if let Some(keys) = typed {
                 match keys {
                     Some(keys) if view.is_some() => {
-                        message_until = None;
-                        let Some(open) = view.as_mut() else { continue };
-                        match open.keys(&view_keys(&keys)) {
-                            Outcome::Stay => write_terminal(&open.render(), outer)?,
-                            Outcome::Leave => {
-                                view = None;
-                                // The redraw also ends the pane host's pause.
-                                paused = false;
-                                writer.write_all(&redraw).await?;
-                            }
-                            Outcome::Switch(name) => match panes.socket(&name) {
-                                Ok(next) => {
-                                    leave(&mut reader, &mut writer, outer, handed).await;
-                                    return Ok(Ended::Switch(name, next));
-                                }
-                                Err(err) => {
-                                    write_terminal(&open.render(), outer)?;
-                                    show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
-                                }
-                            },
-                        }
+                        viewed = Some(view_keys.feed(&keys));
+                        partial_until = view_keys
+                            .has_partial()
+                            .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
                     }
                     Some(keys) => {
                         let keys = if tokio::time::Instant::now() < colors_until {
@@ -752,6 +742,35 @@ async fn session_loop(
                     // The terminal stopped giving input: keep showing output until the pane ends.
                     None => stdin_open = false,
                 }
+            }
+            if let Some(keys) = viewed {
+                if keys.is_empty() {
+                    continue;
+                }
+                message_until = None;
+                let Some(open) = view.as_mut() else { continue };
+                match open.keys(&keys) {
+                    Outcome::Stay => write_terminal(&open.render(), outer)?,
+                    Outcome::Leave => {
+                        view = None;
+                        view_keys = ViewKeys::default();
+                        partial_until = None;
+                        // The redraw also ends the pane host's pause.
+                        paused = false;
+                        writer.write_all(&redraw).await?;
+                    }
+                    Outcome::Switch(name) => match panes.socket(&name) {
+                        Ok(next) => {
+                            leave(&mut reader, &mut writer, outer, handed).await;
+                            return Ok(Ended::Switch(name, next));
+                        }
+                        Err(err) => {
+                            write_terminal(&open.render(), outer)?;
+                            show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
+                        }
+                    },
+                }
+                continue;
             }
             let Some((out, action)) = keyed else {
                 continue;

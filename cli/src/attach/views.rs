@@ -6,9 +6,9 @@
 //! puts the pane's screen and modes back exactly. A view is plain text: it never depends on
 //! what the pane left the terminal in, and it reads keys in every encoding ([`view_keys`]).
 //!
-//! [`view_keys`]: super::keys::view_keys
+//! [`view_keys`]: belfry_cli::keys::view_keys
 
-use super::keys::ViewKey;
+use belfry_cli::keys::ViewKey;
 
 /// One pane the chooser offers.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -212,8 +212,8 @@ impl Binding {
     }
 }
 
-/// A key as the client's own views ([`super::views`]) read it, whatever keyboard encoding
-/// the pane left the outer terminal in.
+/// A key as the attach client's own views (the history view, the pane chooser) read it,
+/// whatever keyboard encoding the pane left the outer terminal in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ViewKey {
     /// A key that sends one byte in the legacy encoding: a character or a control key.
@@ -233,7 +233,8 @@ pub enum ViewKey {
 pub fn view_keys(mut input: &[u8]) -> Vec<ViewKey> {
     let mut keys = Vec::new();
     while !input.is_empty() {
-        if let [0x1b, b'O', last, ..] = input {
+        // SS3: `ESC O` and a final byte (anything else after `ESC O` is not one).
+        if let [0x1b, b'O', last @ 0x40..=0x7e, ..] = input {
             keys.push(cursor_key(*last));
             input = &input[3..];
             continue;
@@ -260,6 +261,39 @@ pub fn view_keys(mut input: &[u8]) -> Vec<ViewKey> {
         keys.push(key);
     }
     keys
+}
+
+/// The keys of the client's views read from one read after another: an escape sequence cut
+/// off at the end of a read waits for the rest, as in [`KeyFilter::feed`], so an arrow key the
+/// terminal (or ssh, or a multiplexer around the client) split across two reads is still one
+/// key, not an Escape that closes the view.
+#[derive(Debug, Default)]
+pub struct ViewKeys {
+    /// The start of an escape sequence that ended a read.
+    partial: Vec<u8>,
+}
+
+impl ViewKeys {
+    /// The keys of `input`, after what the last read left waiting; the start of an escape
+    /// sequence at its end waits for the next read, or [`ViewKeys::flush`].
+    pub fn feed(&mut self, input: &[u8]) -> Vec<ViewKey> {
+        let mut joined = std::mem::take(&mut self.partial);
+        joined.extend_from_slice(input);
+        let whole = joined.len() - incomplete_tail(&joined);
+        self.partial = joined.split_off(whole);
+        view_keys(&joined)
+    }
+
+    /// True if the start of an escape sequence waits for the rest of it.
+    pub fn has_partial(&self) -> bool {
+        !self.partial.is_empty()
+    }
+
+    /// Takes the start of an escape sequence that got no rest within [`ESCAPE_TIME`] as the
+    /// keys it is (a lone Escape).
+    pub fn flush(&mut self) -> Vec<ViewKey> {
+        view_keys(&std::mem::take(&mut self.partial))
+    }
 }
 
 /// The cursor or paging key a CSI or SS3 sequence ends with.
@@ -295,14 +329,15 @@ pub struct KeyFilter {
 pub const ESCAPE_TIME: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// The length of the incomplete escape sequence that ends `input`, if it ends with one: a
-/// lone `ESC`, or `ESC [` and parameter or intermediate bytes with no final byte yet.
+/// lone `ESC`, `ESC O` (an SS3 cursor key) with no final byte yet, or `ESC [` and parameter or
+/// intermediate bytes with no final byte yet.
 fn incomplete_tail(input: &[u8]) -> usize {
     let Some(start) = input.iter().rposition(|&b| b == 0x1b) else {
         return 0;
     };
     let tail = &input[start..];
     let incomplete = match tail {
-        [_] => true,
+        [_] | [_, b'O'] => true,
         [_, b'[', rest @ ..] => rest.iter().all(|b| (0x20..=0x3f).contains(b)),
         _ => false,
     };
