@@ -193,11 +193,25 @@ impl Host {
     }
 }
 
+/// As it is given: `[user@]box[:port]`, an IPv6 box in brackets (`[::1]:2222`), so what is
+/// shown reads back as the same host.
 impl std::fmt::Display for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (user, name) = match self.destination.rsplit_once('@') {
+            Some((user, name)) => (Some(user), name),
+            None => (None, self.destination.as_str()),
+        };
+        if let Some(user) = user {
+            write!(f, "{user}@")?;
+        }
+        if name.contains(':') {
+            write!(f, "[{name}]")?;
+        } else {
+            f.write_str(name)?;
+        }
         match self.port {
-            Some(port) => write!(f, "{}:{port}", self.destination),
-            None => f.write_str(&self.destination),
+            Some(port) => write!(f, ":{port}"),
+            None => Ok(()),
         }
     }
 }
@@ -317,17 +331,42 @@ impl Ssh {
     }
 }
 
-/// `word` quoted for a POSIX shell: as it is when it is plainly safe, else in single quotes.
+/// `word` quoted for the far side's login shell, which ssh hands the command to: whatever it
+/// is, POSIX `sh`, bash, zsh or fish, the shell reads back `word` itself. A word of plainly
+/// safe characters goes as it is; any other goes in single quotes, with each `'` and `\`
+/// between them escaped by a backslash (fish reads `\\` inside single quotes as one
+/// backslash, POSIX shells as two; outside quotes all read `\'` and `\\` alike). `=` is not
+/// plainly safe: zsh expands a word that starts with it (`=ls` is `/usr/bin/ls`).
 pub fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@,+%".contains(&b));
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:@,+%".contains(&b));
     if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
+        return word.to_owned();
     }
+    let mut quoted = String::with_capacity(word.len() + 2);
+    let mut open = false;
+    for c in word.chars() {
+        if matches!(c, '\'' | '\\') {
+            if open {
+                quoted.push('\'');
+                open = false;
+            }
+            quoted.push('\\');
+        } else if !open {
+            quoted.push('\'');
+            open = true;
+        }
+        quoted.push(c);
+    }
+    if open {
+        quoted.push('\'');
+    }
+    if quoted.is_empty() {
+        quoted.push_str("''");
+    }
+    quoted
 }
 
 /// Which socket the far side's `belfry proxy` bridges to.
@@ -785,10 +824,76 @@ mod tests {
         assert!(Ssh::parse_command("   ").is_err());
     }
 
+    /// Words a shell would otherwise change: quotes, backslashes (which fish reads inside
+    /// single quotes), a leading `=` (zsh's path expansion), globs, variables, a leading `~`,
+    /// `!`, newlines and spaces, non-ASCII text, an option-like word and the empty word.
+    const AWKWARD: [&str; 16] = [
+        "it's",
+        "a\\b",
+        "a\\\\b",
+        "end\\",
+        "'",
+        "=ls",
+        "=urgent",
+        "a=b",
+        "*.rs",
+        "$HOME ${PATH}",
+        "~",
+        "!x # not a comment",
+        "two\nlines\ttab",
+        "über 文字",
+        "-n",
+        "",
+    ];
+
+    /// Found while writing the `remote_words` fuzz target's oracle: an IPv6 box showed without
+    /// its brackets (`::1:22`), which reads as no host at all.
+    #[test]
+    fn a_host_shows_as_it_reads_an_ipv6_box_in_brackets() {
+        for given in ["me@[::1]:22", "[::1]", "[fe80::1%eth0]:2222", "u@box:7", "box"] {
+            let host = Host::parse(given).unwrap();
+            assert_eq!(host.to_string(), given);
+            assert_eq!(Host::parse(&host.to_string()).unwrap(), host);
+        }
+    }
+
+    #[test]
+    fn a_quoted_word_reads_back_as_itself() {
+        let quoted: Vec<String> = AWKWARD.iter().map(|word| shell_quote(word)).collect();
+        assert_eq!(Ssh::parse_command(&quoted.join(" ")).unwrap(), AWKWARD);
+    }
+
+    /// The far side's login shell may be any of these: each reads every quoted word back as
+    /// itself (run here, each shell printing its arguments one per NUL-ended record).
+    #[test]
+    fn a_quoted_word_reaches_sh_bash_zsh_and_fish_as_itself() {
+        let command = std::iter::once("printf '%s\\0'".to_owned())
+            .chain(AWKWARD.iter().map(|word| shell_quote(word)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for shell in ["sh", "bash", "zsh", "fish"] {
+            let out = std::process::Command::new(shell)
+                .args(["-c", &command])
+                .env("HOME", "/nonexistent")
+                .output()
+                .unwrap_or_else(|err| {
+                    panic!("{shell}: {err} (the test needs it: Debian's package {shell})")
+                });
+            assert!(out.status.success(), "{shell}: {out:?}");
+            let read: Vec<&str> = std::str::from_utf8(&out.stdout)
+                .unwrap()
+                .split_terminator('\0')
+                .collect();
+            assert_eq!(read, AWKWARD, "{shell} read {command}");
+        }
+    }
+
     #[test]
     fn the_far_command_is_quoted_for_its_shell() {
         assert_eq!(shell_quote("worker.1"), "worker.1");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("a\\b"), "'a'\\\\'b'");
+        assert_eq!(shell_quote("=ls"), "'=ls'");
         assert_eq!(shell_quote(""), "''");
         let ssh = Ssh::default();
         let argv = ssh.argv_for(&Host::parse("me@b:2").unwrap(), &["belfry", "proxy"]);
