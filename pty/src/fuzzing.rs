@@ -7,11 +7,22 @@
 //! the same answer from both, whatever the program printed and however it was cut into reads.
 //! The property tests in `history.rs` check the same with generated output; the fuzzer finds
 //! its own inputs, guided by which branches they reach.
+//!
+//! [`attach_frames`] reads an attach stream (what a pane host, or the far end of an ssh
+//! connection, sends an attached client) with both frame readers, cut into reads any way and
+//! with reads given up half-way, and panics where they disagree or where a frame does not read
+//! back as written.
 
+use std::future::Future;
 use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use tokio::io::{AsyncRead, ReadBuf};
 
 use crate::restore::Outer;
 use crate::screen::{PenOnlyRun, Screen};
+use crate::wire::{Frame, FrameReader};
 
 /// Reads the script's bytes one at a time; an exhausted script reads zeros.
 struct Script<'a> {
@@ -236,6 +247,145 @@ pub(crate) fn assert_agree(compact: &mut Screen, core: &mut Screen, context: &st
     assert_eq!(compact.modes(), core.modes(), "{context}: modes");
 }
 
+/// Reads `data` as an attach stream with [`Frame::read`] (the whole stream at once) and with a
+/// [`FrameReader`] (the stream cut into reads, some reads given up half-way, as the attach
+/// client's `select!` does when a key or a timer comes first), and panics when:
+/// - the two read other frames, or end differently (a clean end, or an error of another kind);
+/// - a data frame the reader holds whole is not what [`Frame::buffered_data`] borrows for it;
+/// - a frame, written again and read back, is not the same frame (a control that does not
+///   survive its own encoding).
+///
+/// The script: a count `k` (the first byte, up to 8) and `k` bytes that cut the rest into
+/// reads: each read takes `b % 61 + 1` bytes for the next byte `b` of them in turn, and the
+/// read of the reader that gets it is given up after its first poll when `b >= 128`. With `k`
+/// = 0 the stream comes in one read. Returns the frames read.
+pub fn attach_frames(data: &[u8]) -> usize {
+    let k = usize::from(data.first().copied().unwrap_or(0) % 9);
+    let cuts = data.get(1..1 + k).unwrap_or_default();
+    let stream = data.get(1 + k..).unwrap_or_default();
+    let whole = read_all_at_once(stream);
+    let mut reader = FrameReader::new(Chunked::new(stream, cuts), &[], 1024);
+    let mut frames = Vec::new();
+    let mut turn = 0usize;
+    let end = loop {
+        if let Some((payload, _)) = Frame::buffered_data(reader.buffered()) {
+            let payload = payload.to_vec();
+            match ready(reader.read()) {
+                Ok(Some(Frame::Data(read, _))) => assert_eq!(&read[..], &payload[..]),
+                other => panic!("buffered a data frame of {payload:?}, read {other:?}"),
+            }
+            frames.push(Frame::data(&payload));
+            continue;
+        }
+        let give_up = cuts.get(turn % k.max(1)).is_some_and(|&b| b >= 128);
+        turn += 1;
+        let read = {
+            let mut future = std::pin::pin!(reader.read());
+            match poll_once(future.as_mut()) {
+                Poll::Ready(read) => Some(read),
+                // Dropped half-way: whatever it read stays in the reader.
+                Poll::Pending if give_up => None,
+                Poll::Pending => Some(ready(future)),
+            }
+        };
+        match read {
+            None => {}
+            Some(Ok(Some(frame))) => frames.push(frame),
+            Some(Ok(None)) => break Ok(()),
+            Some(Err(err)) => break Err(err.kind()),
+        }
+    };
+    assert_eq!(
+        (&frames, &end),
+        (&whole.0, &whole.1),
+        "the frame reader read {stream:?} otherwise than Frame::read"
+    );
+    for frame in &frames {
+        let written = frame.encode();
+        let (again, again_end) = read_all_at_once(&written);
+        assert_eq!(
+            again,
+            std::slice::from_ref(frame),
+            "{frame:?} did not read back"
+        );
+        assert_eq!(again_end, Ok(()));
+    }
+    frames.len()
+}
+
+/// The frames [`Frame::read`] reads from `stream` given whole, and how it ended: cleanly, or
+/// with an error of that kind.
+fn read_all_at_once(mut stream: &[u8]) -> (Vec<Frame>, Result<(), std::io::ErrorKind>) {
+    let mut frames = Vec::new();
+    loop {
+        match ready(Frame::read(&mut stream)) {
+            Ok(Some(frame)) => frames.push(frame),
+            Ok(None) => return (frames, Ok(())),
+            Err(err) => return (frames, Err(err.kind())),
+        }
+    }
+}
+
+/// Polls `future` once.
+fn poll_once<F: Future + ?Sized>(future: Pin<&mut F>) -> Poll<F::Output> {
+    future.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// Polls `future` until it is ready. The readers here wait on nothing but a [`Chunked`] stream
+/// or a slice, which is ready again at the next poll, so each poll makes progress.
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(output) = poll_once(future.as_mut()) {
+            return output;
+        }
+    }
+}
+
+/// A stream that gives its bytes in reads of the sizes its cuts say, each after a poll that
+/// is not ready (as a socket is, until the bytes arrive).
+struct Chunked<'a> {
+    rest: &'a [u8],
+    cuts: &'a [u8],
+    turn: usize,
+    arrived: bool,
+}
+
+impl<'a> Chunked<'a> {
+    fn new(stream: &'a [u8], cuts: &'a [u8]) -> Chunked<'a> {
+        Chunked {
+            rest: stream,
+            cuts,
+            turn: 0,
+            arrived: false,
+        }
+    }
+}
+
+impl AsyncRead for Chunked<'_> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if !self.arrived {
+            self.arrived = true;
+            return Poll::Pending;
+        }
+        self.arrived = false;
+        let size = match self.cuts.get(self.turn % self.cuts.len().max(1)) {
+            Some(&b) => usize::from(b % 61) + 1,
+            None => self.rest.len(),
+        };
+        self.turn += 1;
+        let n = size.min(self.rest.len()).min(buf.remaining());
+        let (now, later) = self.rest.split_at(n);
+        buf.put_slice(now);
+        self.rest = later;
+        Poll::Ready(Ok(()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,6 +447,43 @@ mod tests {
         }
         data.extend_from_slice(&[9, 0x1b, b'[', b'?', b'1', b'0', b'4', b'9', b'h', b'x']);
         assert!(pen_only_record(&data) > 100);
+    }
+
+    /// Frames of every kind, an unknown control (passed over) and a frame cut off by the
+    /// end, read whole, cut into reads of 1 to 61 bytes and with reads given up half-way.
+    #[test]
+    fn the_frame_target_reads_every_kind_of_frame_however_cut() {
+        use belfry_proto::{Control, ExitStatus, Size};
+        let mut stream = Vec::new();
+        for frame in [
+            Frame::data(b"output \x1b[31mred\x1b[m"),
+            Frame::Control(Control::Resize(Size::new(30, 100).expect("a size"))),
+            Frame::Control(Control::Keys(vec![2, 100])),
+            Frame::Control(Control::Detach {
+                reason: Some("requested".into()),
+            }),
+            Frame::data(&[7; 300]),
+            Frame::Control(Control::Exited(ExitStatus {
+                code: Some(3),
+                signal: None,
+            })),
+        ] {
+            stream.extend_from_slice(&frame.encode());
+        }
+        let unknown = br#"{"from-a-newer-peer":1}"#;
+        stream.push(2);
+        stream.extend_from_slice(&(unknown.len() as u32).to_be_bytes());
+        stream.extend_from_slice(unknown);
+        stream.extend_from_slice(&Frame::data(b"after it").encode());
+        for cuts in [&[][..], &[0], &[5, 200, 60], &[130, 1, 255, 17]] {
+            let mut data = vec![cuts.len() as u8];
+            data.extend_from_slice(cuts);
+            data.extend_from_slice(&stream);
+            assert_eq!(attach_frames(&data), 7, "cuts {cuts:?}");
+            // Cut off inside the last frame: both readers read six and fail alike.
+            data.truncate(data.len() - 3);
+            assert_eq!(attach_frames(&data), 6, "cuts {cuts:?}, cut off");
+        }
     }
 
     #[test]
