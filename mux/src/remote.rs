@@ -850,7 +850,13 @@ mod tests {
     /// its brackets (`::1:22`), which reads as no host at all.
     #[test]
     fn a_host_shows_as_it_reads_an_ipv6_box_in_brackets() {
-        for given in ["me@[::1]:22", "[::1]", "[fe80::1%eth0]:2222", "u@box:7", "box"] {
+        for given in [
+            "me@[::1]:22",
+            "[::1]",
+            "[fe80::1%eth0]:2222",
+            "u@box:7",
+            "box",
+        ] {
             let host = Host::parse(given).unwrap();
             assert_eq!(host.to_string(), given);
             assert_eq!(Host::parse(&host.to_string()).unwrap(), host);
