@@ -16,6 +16,34 @@ fn screen_text(env: &Env, session: &str) -> String {
     env.lines(session).join("\n")
 }
 
+/// An arrow key whose `ESC [` and `B` reach the view 5 ms apart (as ssh or a slow terminal
+/// may deliver it) moves the selection; read as a lone Escape, it would end the view.
+#[test]
+fn an_arrow_key_cut_across_reads_moves_the_selection_and_the_view_stays() {
+    let env = Env::new();
+    env.spawn("first", "10x60", &["sleep", "600"], None);
+    top_in_a_pane(&env, "watch");
+    env.wait_screen("watch", "belfry top +2 pane");
+    env.wait_screen("watch", "> first ");
+    env.ok(&[
+        "send",
+        "watch",
+        "--key",
+        "Escape",
+        "--text",
+        "[",
+        "--delay-ms",
+        "5",
+        "--text",
+        "B",
+    ]);
+    env.wait_screen("watch", "> watch ");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let text = screen_text(&env, "watch");
+    assert!(!text.contains("TOP-EXIT"), "the view ended:\n{text}");
+    assert!(text.contains("> watch "), "{text}");
+}
+
 #[test]
 fn top_follows_a_new_pane_attaches_peeks_and_quits_restoring_the_terminal() {
     let env = Env::new();

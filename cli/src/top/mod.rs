@@ -24,6 +24,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use belfry_cli::keys::{ViewKey, ViewKeys, ESCAPE_TIME};
 use crossterm::style::{Attribute, Print, SetAttribute};
 use crossterm::{cursor::MoveTo, queue};
 use serde_json::Value;
@@ -406,14 +407,23 @@ fn subscribe(socket: &Path) -> Result<Client> {
 }
 
 /// Reads keystrokes from stdin (raw bytes, so nothing is read ahead into a buffer a child
-/// could not see), pausing on [`Control::Pause`].
+/// could not see), pausing on [`Control::Pause`]. An escape sequence cut off by the end of a
+/// read waits up to [`ESCAPE_TIME`] for its rest, so an arrow key that arrives in two reads is
+/// one key, not an Escape that ends the view.
 fn spawn_keyboard(tx: Sender<Msg>) -> Sender<Control> {
     let (control_tx, control_rx) = mpsc::channel::<Control>();
     std::thread::spawn(move || {
         let mut buffer = [0u8; 64];
+        let mut reader = ViewKeys::default();
+        let send = |keys: Vec<ViewKey>| {
+            keys.into_iter()
+                .all(|key| tx.send(Msg::Key(key_of(key))).is_ok())
+        };
         loop {
             match control_rx.try_recv() {
                 Ok(Control::Pause(ack)) => {
+                    // The terminal goes to a child: a key half read is not this view's.
+                    reader = ViewKeys::default();
                     let _ = ack.send(());
                     // Until resumed; the loop gone ends the thread.
                     loop {
@@ -429,7 +439,16 @@ fn spawn_keyboard(tx: Sender<Msg>) -> Sender<Control> {
                 Ok(Control::Resume) | Err(mpsc::TryRecvError::Empty) => {}
                 Err(mpsc::TryRecvError::Disconnected) => return,
             }
-            if !stdin_readable(KEY_POLL_MS) {
+            let wait = if reader.has_partial() {
+                i32::try_from(ESCAPE_TIME.as_millis()).unwrap_or(KEY_POLL_MS)
+            } else {
+                KEY_POLL_MS
+            };
+            if !stdin_readable(wait) {
+                // No rest came: the start of a sequence is the keys it is (a lone Escape).
+                if reader.has_partial() && !send(reader.flush()) {
+                    return;
+                }
                 continue;
             }
             // SAFETY: read(2) into a live buffer of the length given, on fd 0.
@@ -442,10 +461,8 @@ fn spawn_keyboard(tx: Sender<Msg>) -> Sender<Control> {
                 let _ = tx.send(Msg::Key(Key::Quit));
                 return;
             }
-            for key in keys(&buffer[..read]) {
-                if tx.send(Msg::Key(key)).is_err() {
-                    return;
-                }
+            if !send(reader.feed(&buffer[..read])) {
+                return;
             }
         }
     });
@@ -464,45 +481,17 @@ fn stdin_readable(timeout_ms: i32) -> bool {
     ready > 0 && fd.revents & (libc::POLLIN | libc::POLLHUP) != 0
 }
 
-/// The keys in one read of raw terminal input.
-fn keys(bytes: &[u8]) -> Vec<Key> {
-    let mut keys = Vec::new();
-    let mut rest = bytes;
-    while let Some((&first, tail)) = rest.split_first() {
-        rest = tail;
-        let key = match first {
-            b'q' | 0x03 => Key::Quit,
-            b'k' => Key::Up,
-            b'j' => Key::Down,
-            b'\r' | b'\n' | b'a' => Key::Attach,
-            b'p' => Key::Peek,
-            b'd' => Key::Ding,
-            0x1b => match rest {
-                // Cursor keys, in normal (`ESC [ A`) and application (`ESC O A`) mode.
-                [b'[' | b'O', b'A', tail @ ..] => {
-                    rest = tail;
-                    Key::Up
-                }
-                [b'[' | b'O', b'B', tail @ ..] => {
-                    rest = tail;
-                    Key::Down
-                }
-                // Any other sequence is one key the view does not know; it is skipped whole.
-                [b'[' | b'O', tail @ ..] => {
-                    let end = tail
-                        .iter()
-                        .position(|b| (0x40..=0x7e).contains(b))
-                        .map_or(tail.len(), |at| at + 1);
-                    rest = &tail[end..];
-                    Key::Other
-                }
-                _ => Key::Quit,
-            },
-            _ => Key::Other,
-        };
-        keys.push(key);
+/// The view's key for a key read from the terminal (in any encoding, [`ViewKeys`]).
+fn key_of(key: ViewKey) -> Key {
+    match key {
+        ViewKey::Byte(b'q' | 0x03 | 0x1b) => Key::Quit,
+        ViewKey::Byte(b'k') | ViewKey::Up => Key::Up,
+        ViewKey::Byte(b'j') | ViewKey::Down => Key::Down,
+        ViewKey::Byte(b'\r' | b'\n' | b'a') => Key::Attach,
+        ViewKey::Byte(b'p') => Key::Peek,
+        ViewKey::Byte(b'd') => Key::Ding,
+        _ => Key::Other,
     }
-    keys
 }
 
 /// SIGTERM, SIGHUP and SIGINT end the view (so the terminal is restored); SIGWINCH redraws it.
@@ -620,6 +609,29 @@ fn restore() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The keys of `reads`, each read as the keyboard thread reads it, then the flush.
+    fn keys_of(reads: &[&[u8]]) -> Vec<Key> {
+        let mut reader = ViewKeys::default();
+        let mut keys: Vec<Key> = Vec::new();
+        for read in reads {
+            keys.extend(reader.feed(read).into_iter().map(key_of));
+        }
+        keys.extend(reader.flush().into_iter().map(key_of));
+        keys
+    }
+
+    fn keys(bytes: &[u8]) -> Vec<Key> {
+        keys_of(&[bytes])
+    }
+
+    #[test]
+    fn an_arrow_key_cut_across_reads_is_one_key() {
+        assert_eq!(keys_of(&[b"j\x1b[", b"A"]), [Key::Down, Key::Up]);
+        assert_eq!(keys_of(&[b"\x1bO", b"B"]), [Key::Down]);
+        // A lone Escape, with nothing after it: the view ends.
+        assert_eq!(keys_of(&[b"j\x1b"]), [Key::Down, Key::Quit]);
+    }
 
     #[test]
     fn raw_input_becomes_keys() {
