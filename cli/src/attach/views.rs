@@ -147,6 +147,8 @@ pub struct History {
     height: usize,
     /// The search being typed, and whether it goes toward older lines (`?`).
     prompt: Option<(String, bool)>,
+    /// The bytes of a character of the search not all typed yet (UTF-8 comes a byte a key).
+    pending: Vec<u8>,
     /// The last search, for `n` and `N`: its text and its direction.
     last_search: Option<(String, bool)>,
     /// A line for the status bar instead of the position (a search that found nothing).
@@ -164,6 +166,7 @@ impl History {
             top,
             height,
             prompt: None,
+            pending: Vec::new(),
             last_search: None,
             note: None,
         }
@@ -221,11 +224,27 @@ impl History {
         Outcome::Stay
     }
 
-    /// A key while a search is typed: text, Backspace, Enter to search, Escape to give up.
+    /// A key while a search is typed: text (any, in UTF-8), Backspace, Enter to search,
+    /// Escape to give up.
     fn prompt_key(&mut self, key: ViewKey) {
         let Some((text, backward)) = &mut self.prompt else {
             return;
         };
+        if let ViewKey::Byte(byte @ 0x80..) = key {
+            self.pending.push(byte);
+            match std::str::from_utf8(&self.pending) {
+                Ok(character) => {
+                    text.push_str(character);
+                    self.pending.clear();
+                }
+                // Not UTF-8 at all: dropped, as any other key that is not text.
+                Err(err) if err.error_len().is_some() => self.pending.clear(),
+                // The rest of the character is still to come.
+                Err(_) => {}
+            }
+            return;
+        }
+        self.pending.clear();
         match key {
             ViewKey::Byte(b'\r' | b'\n') => {
                 let (text, backward) = (text.clone(), *backward);
@@ -408,6 +427,29 @@ mod tests {
         );
         assert!(screen.contains("lines 91-100 of 100"), "{screen:?}");
         assert_eq!(view.keys(&typed("q")), Outcome::Leave);
+    }
+
+    /// A search is any text, not only ASCII: its UTF-8 comes a byte a key. It used to keep
+    /// only printable ASCII, so `?größe` searched for `gre`.
+    #[test]
+    fn history_searches_for_text_in_any_script() {
+        let mut lines: Vec<String> = (0..50).map(|i| format!("line {i}")).collect();
+        lines[12] = "Die größe: 文字 ✓".into();
+        lines[40] = "die grosse".into();
+        let mut view = History::new(lines, 6);
+        view.keys(&typed("?größe\r"));
+        assert_eq!(view.top(), 12, "{:?}", view.last_search);
+        view.keys(&typed("G/文字 ✓\r"));
+        assert_eq!(view.top(), 45, "searching down from the end finds nothing");
+        view.keys(&typed("?文字 ✓\r"));
+        assert_eq!(view.top(), 12);
+        let screen = String::from_utf8(view.render(40)).unwrap();
+        assert!(screen.contains("\x1b[7m文字 ✓\x1b[27m"), "{screen:?}");
+        // A byte that is not UTF-8 is dropped; the search goes on.
+        view.keys(&typed("/x"));
+        view.keys(&[Byte(0xff)]);
+        view.keys(&typed("y\r"));
+        assert_eq!(view.last_search, Some(("xy".to_string(), false)));
     }
 
     #[test]
