@@ -320,7 +320,15 @@ pub struct KeyFilter {
     /// the next read, or taken byte by byte by [`KeyFilter::flush`] once no more input came
     /// within [`ESCAPE_TIME`].
     partial: Vec<u8>,
+    /// Inside a bracketed paste: what comes until its end is text for the pane, never the
+    /// prefix or the detach key.
+    pasting: bool,
 }
+
+/// The markers a terminal puts around pasted text once the program turned on bracketed paste
+/// (mode 2004).
+const PASTE_START: &[u8] = b"\x1b[200~";
+const PASTE_END: &[u8] = b"\x1b[201~";
 
 /// How long the start of an escape sequence at the end of a read waits for the rest before
 /// it is taken as the keys it is (a lone Escape): far below tmux's 500 ms `escape-time`, so
@@ -354,6 +362,7 @@ impl KeyFilter {
             key,
             held: None,
             partial: Vec::new(),
+            pasting: false,
         }
     }
 
@@ -385,23 +394,28 @@ impl KeyFilter {
         action
     }
 
-    /// True if the start of an escape sequence waits for the rest of it (see
-    /// [`KeyFilter::flush`]).
+    /// True if the start of an escape sequence waits for the rest of it, or a paste for its
+    /// end (see [`KeyFilter::flush`]).
     pub fn has_partial(&self) -> bool {
-        !self.partial.is_empty()
+        !self.partial.is_empty() || self.pasting
     }
 
     /// True while the filter holds keys of a keystroke or binding not yet complete: the start
-    /// of an escape sequence, or the prefix waiting for the key after it.
+    /// of an escape sequence, a paste not ended yet, or the prefix waiting for the key after
+    /// it.
     pub fn holds_keys(&self) -> bool {
-        self.held.is_some() || !self.partial.is_empty()
+        self.held.is_some() || self.has_partial()
     }
 
     /// Takes the start of an escape sequence that got no rest within [`ESCAPE_TIME`] as the
-    /// keys it is (a lone Escape, or bytes no keyboard sends).
+    /// keys it is (a lone Escape, or bytes no keyboard sends), and ends a paste whose end did
+    /// not come in that time: the keys after it are keys again, so a paste cut off (a
+    /// connection lost in the middle of one) never leaves the detach key dead.
     pub fn flush(&mut self, out: &mut Vec<u8>) -> Action {
         let partial = std::mem::take(&mut self.partial);
-        self.filter(&partial, out)
+        let action = self.filter(&partial, out);
+        self.pasting = false;
+        action
     }
 
     fn filter(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Action {
@@ -410,6 +424,26 @@ impl KeyFilter {
             let (len, keystroke) = next_keystroke(input);
             let (raw, rest) = input.split_at(len);
             input = rest;
+            // A paste is text: it goes to the pane whole, the prefix in it included.
+            if self.pasting {
+                out.extend_from_slice(raw);
+                self.pasting = raw != PASTE_END;
+                continue;
+            }
+            if raw == PASTE_START {
+                if let Some((_, incidental)) = self.held.take() {
+                    // A paste is not a key after the prefix: the prefix is swallowed, as
+                    // before an unbound key, and the paste goes to the pane.
+                    out.extend_from_slice(&incidental);
+                    action = Action::Show(format!(
+                        "{} then a paste: the paste went to the pane, the prefix did not",
+                        key_name(self.key.prefix)
+                    ));
+                }
+                out.extend_from_slice(raw);
+                self.pasting = true;
+                continue;
+            }
             let pressed = match keystroke {
                 Keystroke::Incidental => {
                     match &mut self.held {
@@ -633,6 +667,54 @@ mod tests {
             Action::Show("C-b x is not bound; C-b ? lists the bindings".into())
         );
         assert_eq!(out, [gesture[0], gesture[2], gesture[3]].concat());
+    }
+
+    /// A bracketed paste is text: the prefix and the detach key inside it reach the pane, in
+    /// one read or cut across several, and the detach key works again after its end.
+    #[test]
+    fn a_paste_is_text_even_when_it_holds_the_prefix() {
+        let paste: &[u8] = b"\x1b[200~ls \x02d and \x02? \x1b[98;5ud\x1b[201~";
+        let mut f = filter("C-b d");
+        let mut out = Vec::new();
+        assert_eq!(f.feed(paste, &mut out), Action::None);
+        assert_eq!(out, paste);
+        assert!(!f.holds_keys());
+        assert_eq!(f.feed(b"\x02d", &mut out), Action::Detach);
+        // Cut across reads, the end marker too.
+        for cut in 1..paste.len() {
+            let mut f = filter("C-b d");
+            let mut out = Vec::new();
+            assert_eq!(
+                f.feed(&paste[..cut], &mut out),
+                Action::None,
+                "cut at {cut}"
+            );
+            assert!(f.holds_keys(), "cut at {cut}: the paste is not over");
+            assert_eq!(
+                f.feed(&paste[cut..], &mut out),
+                Action::None,
+                "cut at {cut}"
+            );
+            assert_eq!(out, paste, "cut at {cut}");
+            assert_eq!(f.feed(b"\x02", &mut out), Action::None);
+            assert_eq!(f.feed(b"d", &mut out), Action::Detach, "cut at {cut}");
+        }
+        // The prefix, then a paste: the prefix is swallowed with a note, the paste goes on.
+        let (out, action) = feed_action(&mut filter("C-b d"), &[b"\x02", paste]);
+        assert_eq!(out, paste);
+        assert_eq!(
+            action,
+            Action::Show("C-b then a paste: the paste went to the pane, the prefix did not".into())
+        );
+        // A paste whose end never comes is over at the flush (no input for ESCAPE_TIME): the
+        // detach key works again.
+        let mut f = filter("C-b d");
+        let mut out = Vec::new();
+        f.feed(b"\x1b[200~cut off \x02", &mut out);
+        assert!(f.has_partial(), "the flush timer must run");
+        assert_eq!(f.flush(&mut out), Action::None);
+        assert_eq!(out, b"\x1b[200~cut off \x02");
+        assert_eq!(f.feed(b"\x02d", &mut out), Action::Detach);
     }
 
     #[test]

@@ -489,6 +489,42 @@ fn run_takes_a_detach_key_and_attach_says_which_pane_and_how_to_detach() {
     );
 }
 
+/// docs/attach.md: a bracketed paste is text. The program turned bracketed paste on, so the
+/// client's terminal wraps a paste in `ESC[200~ … ESC[201~`; a paste holding the detach key
+/// (`C-b d`) reaches the program whole and the client stays attached; typed after it, the
+/// detach key detaches.
+#[test]
+fn a_paste_holding_the_detach_key_reaches_the_program_whole() {
+    let env = Env::new();
+    let log = env.path("keys.log");
+    let rec = recorder_bin().display().to_string();
+    let log_arg = log.display().to_string();
+    env.spawn(
+        "inner",
+        "24x80",
+        &[&rec, "--bracketed", "--log", &log_arg],
+        Some("READY"),
+    );
+    attach_client(&env, "outer", "inner");
+    env.wait_screen("outer", "READY");
+    assert!(eventually(Duration::from_secs(5), || env.snapshot("outer")
+        ["modes"]["bracketed_paste"]
+        == true));
+    env.ok(&["send", "outer", "--paste", "ls \u{2}d and \u{2}?"]);
+    let pasted = b"\x1b[200~ls \x02d and \x02?\x1b[201~";
+    assert!(
+        eventually(Duration::from_secs(5), || read_or_empty(&log)
+            .windows(pasted.len())
+            .any(|w| w == pasted)),
+        "the program read {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(env.snapshot("inner")["clients"], 1, "the paste detached");
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+}
+
 /// docs/attach.md: the history view reads a key cut across two reads (an arrow key whose
 /// `ESC [` and `A` reach the client 5 ms apart, as ssh or a slow terminal may deliver it; the
 /// client waits 25 ms for the rest of a sequence) as one key: it scrolls up a line. Read as an
