@@ -593,6 +593,12 @@ pub fn epoch_secs(stamp: &str) -> Option<f64> {
     Some(days as f64 * 86_400.0 + h * 3600.0 + min * 60.0 + sec)
 }
 
+/// A shell command that waits until `path` exists: a script's gate, opened by the test
+/// creating the file once it has seen what it waits for.
+pub fn wait_for_file(path: &Path) -> String {
+    format!("while [ ! -e '{}' ]; do sleep 0.05; done", path.display())
+}
+
 /// Reads a file that may not exist yet.
 pub fn read_or_empty(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_default()

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use belfry_tests::{eventually, read_or_empty, recorder_bin, Env};
+use belfry_tests::{eventually, read_or_empty, recorder_bin, wait_for_file, Env};
 
 /// Starts an outer pane whose program is `belfry attach ARGS`, followed by a report of how the
 /// client ended and whether the terminal was left in canonical (cooked) mode.
@@ -381,12 +381,17 @@ fn a_terminal_of_0x0_attaches_and_runs_at_24x80() {
         &["sh", "-c", "echo inner-up; sleep 600"],
         Some("inner-up"),
     );
-    // The outer terminal reports 0 rows and 0 columns, as a PTY nobody sized does.
-    let script = "stty rows 0 cols 0; \"$BELFRY_BIN\" attach inner; echo \"ATTACH-EXIT=$?\"; \
-                  \"$BELFRY_BIN\" run fresh -- sh -c 'echo fresh-up; sleep 600'; \
-                  echo \"RUN-EXIT=$?\"; sleep 600";
+    // The outer terminal reports 0 rows and 0 columns, as a PTY nobody sized does. `run`
+    // waits for the test to have seen the attach end: its redraw clears the outer screen.
+    let go = env.path("go");
+    let script = format!(
+        "stty rows 0 cols 0; \"$BELFRY_BIN\" attach inner; echo \"ATTACH-EXIT=$?\"; {}; \
+         \"$BELFRY_BIN\" run fresh -- sh -c 'echo fresh-up; sleep 600'; \
+         echo \"RUN-EXIT=$?\"; sleep 600",
+        wait_for_file(&go)
+    );
     // The outer pane itself is 30x100, so 24x80 can only come from the fallback.
-    env.spawn("outer", "30x100", &["sh", "-c", script], None);
+    env.spawn("outer", "30x100", &["sh", "-c", &script], None);
     assert!(
         eventually(Duration::from_secs(5), || inner_size(&env) == (24, 80)),
         "{:?}",
@@ -394,6 +399,7 @@ fn a_terminal_of_0x0_attaches_and_runs_at_24x80() {
     );
     env.ok(&["detach", "inner"]);
     env.wait_screen("outer", "ATTACH-EXIT=0");
+    std::fs::write(&go, b"").expect("open the gate");
     assert!(
         eventually(Duration::from_secs(5), || env
             .conn()

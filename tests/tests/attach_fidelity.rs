@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use belfry_tests::{eventually, Env};
+use belfry_tests::{eventually, wait_for_file, Env};
 
 /// A tmux server of its own (unique `-L` socket), killed when the test ends, even by a panic.
 struct Tmux {
@@ -140,10 +140,6 @@ fn model_cursor(env: &Env, session: &str) -> (u64, u64) {
         cursor["row"].as_u64().expect("row"),
         cursor["col"].as_u64().expect("col"),
     )
-}
-
-fn wait_for_file(path: &Path) -> String {
-    format!("while [ ! -e '{}' ]; do sleep 0.05; done", path.display())
 }
 
 /// Waits until tmux shows what the pane's model holds.
