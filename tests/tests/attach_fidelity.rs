@@ -640,6 +640,25 @@ fn history_view_pane_chooser_and_next_previous_in_a_real_terminal() {
         "{:#?}",
         tmux.lines()
     );
+    // `/` filters by name: only two is left; Escape drops the filter, both are back.
+    type_bytes(&tmux, b"/TW");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let lines = tmux.lines();
+            lines[0].starts_with("filter: TW_  (1 of 2 panes") && lines[1].starts_with("  two")
+        }),
+        "{:#?}",
+        tmux.lines()
+    );
+    type_bytes(&tmux, b"\x1b");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let lines = tmux.lines();
+            lines[0].starts_with("choose a pane") && lines[2].starts_with("  two")
+        }),
+        "{:#?}",
+        tmux.lines()
+    );
     type_bytes(&tmux, b"j\r");
     assert!(
         eventually(Duration::from_secs(10), || clients("two") == Some(1)

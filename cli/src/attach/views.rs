@@ -33,12 +33,18 @@ pub enum Outcome {
 /// Escape, alone: every view closes on it.
 const ESCAPE: u8 = 0x1b;
 
-/// The pane chooser: every pane, one per line, the one attached to marked.
+/// The pane chooser: every pane, one per line, the one attached to marked; `/` narrows the
+/// list to the names holding what is typed.
 #[derive(Debug)]
 pub struct Chooser {
     entries: Vec<PaneEntry>,
+    /// The selected line, among those the filter shows.
     selected: usize,
     current: String,
+    /// The names shown hold this (in any case); empty, every pane is shown.
+    filter: String,
+    /// Whether keys go to the filter (after `/`, until Enter or Escape).
+    typing: bool,
 }
 
 impl Chooser {
@@ -49,13 +55,46 @@ impl Chooser {
             entries,
             selected,
             current: current.to_string(),
+            filter: String::new(),
+            typing: false,
         }
     }
 
-    /// Moves the selection, switches on Enter, leaves on `q` or Escape.
+    /// The entries the filter lets through, as indexes into all of them.
+    fn shown(&self) -> Vec<usize> {
+        let filter = self.filter.to_lowercase();
+        (0..self.entries.len())
+            .filter(|&at| self.entries[at].name.to_lowercase().contains(&filter))
+            .collect()
+    }
+
+    /// Moves the selection, switches on Enter, leaves on `q` or Escape; `/` starts a filter,
+    /// which Enter keeps and Escape drops.
     pub fn keys(&mut self, keys: &[ViewKey]) -> Outcome {
-        let last = self.entries.len().saturating_sub(1);
         for key in keys {
+            if self.typing {
+                match key {
+                    ViewKey::Byte(b'\r' | b'\n') => self.typing = false,
+                    ViewKey::Byte(ESCAPE) => {
+                        self.typing = false;
+                        self.filter.clear();
+                        self.selected = 0;
+                    }
+                    ViewKey::Byte(0x7f | 0x08) => {
+                        self.filter.pop();
+                        self.selected = 0;
+                    }
+                    // Pane names are ASCII.
+                    ViewKey::Byte(byte @ 0x20..0x7f) => {
+                        self.filter.push(char::from(*byte));
+                        self.selected = 0;
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            let shown = self.shown();
+            let last = shown.len().saturating_sub(1);
             match key {
                 ViewKey::Up | ViewKey::Byte(b'k') => {
                     self.selected = self.selected.saturating_sub(1)
@@ -65,8 +104,10 @@ impl Chooser {
                 }
                 ViewKey::Home | ViewKey::Byte(b'g') => self.selected = 0,
                 ViewKey::End | ViewKey::Byte(b'G') => self.selected = last,
+                ViewKey::Byte(b'/') => self.typing = true,
                 ViewKey::Byte(b'\r' | b'\n') => {
-                    return match self.entries.get(self.selected) {
+                    let chosen = shown.get(self.selected).map(|&at| &self.entries[at]);
+                    return match chosen {
                         Some(entry) if entry.name != self.current => {
                             Outcome::Switch(entry.name.clone())
                         }
@@ -84,20 +125,33 @@ impl Chooser {
     pub fn render(&self, rows: u16, cols: u16) -> Vec<u8> {
         let rows = usize::from(rows.max(2));
         let cols = usize::from(cols.max(1));
-        let mut lines = vec![(
-            "choose a pane: up/down or j/k, Enter attaches, q leaves".to_string(),
-            Style::Title,
-        )];
+        let shown = self.shown();
+        let title = if self.typing || !self.filter.is_empty() {
+            format!(
+                "filter: {}{}  ({} of {} panes; Enter keeps it, Escape drops it)",
+                self.filter,
+                if self.typing { "_" } else { "" },
+                shown.len(),
+                self.entries.len()
+            )
+        } else {
+            "choose a pane: up/down or j/k, / filters, Enter attaches, q leaves".to_string()
+        };
+        let mut lines = vec![(title, Style::Title)];
         let width = self
             .entries
             .iter()
             .map(|e| e.name.chars().count())
             .max()
             .unwrap_or(0);
+        if shown.is_empty() {
+            lines.push(("  no pane's name holds that".to_string(), Style::Plain));
+        }
         // The list scrolls to keep the selection in view below the title.
         let room = rows - 1;
         let first = self.selected.saturating_sub(room.saturating_sub(1));
-        for (index, entry) in self.entries.iter().enumerate().skip(first).take(room) {
+        for (index, &at) in shown.iter().enumerate().skip(first).take(room) {
+            let entry = &self.entries[at];
             let mark = if entry.name == self.current { '*' } else { ' ' };
             let text = format!("{mark} {:width$}  {}", entry.name, entry.detail);
             let style = if index == self.selected {
@@ -387,6 +441,44 @@ mod tests {
         assert_eq!(chooser.keys(&typed("jk\r")), Outcome::Leave);
         assert_eq!(chooser.keys(&typed("q")), Outcome::Leave);
         assert_eq!(chooser.keys(&[Byte(ESCAPE)]), Outcome::Leave);
+    }
+
+    /// `/` narrows the list to the names holding what is typed (in any case); Enter keeps
+    /// the filter and Enter again attaches to the selected pane; Escape drops the filter.
+    #[test]
+    fn the_chooser_filters_by_name() {
+        let mut chooser = Chooser::new(
+            entries(&["api-worker", "docs", "Web-Worker", "shell"]),
+            "shell",
+        );
+        assert_eq!(chooser.keys(&typed("/work")), Outcome::Stay);
+        let screen = String::from_utf8(chooser.render(10, 80)).unwrap();
+        assert!(
+            screen.contains("filter: work_  (2 of 4 panes"),
+            "{screen:?}"
+        );
+        assert!(screen.contains("\x1b[7m  api-worker"), "{screen:?}");
+        assert!(
+            screen.contains("Web-Worker") && !screen.contains("docs"),
+            "{screen:?}"
+        );
+        // Backspace edits the filter; Enter keeps it, and Enter again attaches.
+        assert_eq!(chooser.keys(&typed("\x7f\x7f\x7f\x7fweb\r")), Outcome::Stay);
+        assert_eq!(
+            chooser.keys(&typed("\r")),
+            Outcome::Switch("Web-Worker".into())
+        );
+        // Nothing matches: the list says so and Enter only leaves.
+        let mut chooser = Chooser::new(entries(&["a", "b"]), "a");
+        chooser.keys(&typed("/zz\r"));
+        let screen = String::from_utf8(chooser.render(10, 80)).unwrap();
+        assert!(screen.contains("no pane's name holds that"), "{screen:?}");
+        assert_eq!(chooser.keys(&typed("\r")), Outcome::Leave);
+        // Escape while typing drops the filter; every pane is back.
+        let mut chooser = Chooser::new(entries(&["a", "b", "c"]), "a");
+        chooser.keys(&typed("/c"));
+        chooser.keys(&[Byte(ESCAPE)]);
+        assert_eq!(chooser.keys(&typed("jj\r")), Outcome::Switch("c".into()));
     }
 
     #[test]
