@@ -257,6 +257,23 @@ impl Env {
         (log, stall)
     }
 
+    /// Types a cursor key into `session` cut across two writes 5 ms apart, as ssh or a slow
+    /// terminal may deliver it: `ESC [`, then `last` (`A` up, `B` down).
+    pub fn type_cut_arrow(&self, session: &str, last: &str) {
+        self.ok(&[
+            "send",
+            session,
+            "--key",
+            "Escape",
+            "--text",
+            "[",
+            "--delay-ms",
+            "5",
+            "--text",
+            last,
+        ]);
+    }
+
     /// Waits until the pane's screen matches `regex` (15 s), and returns the reply.
     pub fn wait_screen(&self, session: &str, regex: &str) -> Value {
         let mut conn = self.conn();

@@ -556,18 +556,7 @@ fn the_history_view_reads_an_arrow_key_cut_across_reads_as_one_key() {
     let before = env.lines("outer");
     let first = in_view(&before).unwrap_or_else(|| panic!("the view's top line: {before:#?}"));
     let revision = env.snapshot("inner")["revision"].clone();
-    env.ok(&[
-        "send",
-        "outer",
-        "--key",
-        "Escape",
-        "--text",
-        "[",
-        "--delay-ms",
-        "5",
-        "--text",
-        "A",
-    ]);
+    env.type_cut_arrow("outer", "A");
     assert!(
         eventually(Duration::from_secs(5), || in_view(&env.lines("outer"))
             == Some(first - 1)),

@@ -25,18 +25,7 @@ fn an_arrow_key_cut_across_reads_moves_the_selection_and_the_view_stays() {
     top_in_a_pane(&env, "watch");
     env.wait_screen("watch", "belfry top +2 pane");
     env.wait_screen("watch", "> first ");
-    env.ok(&[
-        "send",
-        "watch",
-        "--key",
-        "Escape",
-        "--text",
-        "[",
-        "--delay-ms",
-        "5",
-        "--text",
-        "B",
-    ]);
+    env.type_cut_arrow("watch", "B");
     env.wait_screen("watch", "> watch ");
     std::thread::sleep(std::time::Duration::from_millis(300));
     let text = screen_text(&env, "watch");
