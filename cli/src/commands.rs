@@ -134,8 +134,9 @@ enum Command {
     },
     /// Attach this terminal to a pane.
     Attach {
-        /// The pane to attach to.
-        name: String,
+        /// The pane to attach to; without one, the only pane there is to attach to (one that
+        /// is not this terminal's own).
+        name: Option<String>,
         /// Watch only: keystrokes are not sent.
         #[arg(long)]
         read_only: bool,
@@ -696,7 +697,13 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             name,
             read_only,
             detach_key,
-        } => attach_cmd(&name, read_only, &detach_key),
+        } => {
+            let name = match name {
+                Some(name) => name,
+                None => only_pane()?,
+            };
+            attach_cmd(&name, read_only, &detach_key)
+        }
         Command::Detach { name } => {
             let (place, name) = remote::place_of(&name)?;
             simple(&place, op::Detach::of(name), |r: Detached| {
@@ -1172,6 +1179,28 @@ fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     let socket = attach_socket(name)?;
     let (place, _) = remote::place_of(name)?;
     attach::run(&socket, name, read_only, key, &AttachPanes { place }, None)
+}
+
+/// The pane `belfry attach` with no name attaches to: the only pane (of the `--host` machine,
+/// else this one) that can be attached from here, leaving out the pane this terminal is and
+/// any that already shows it. None or several: an error saying what there is and what to do.
+fn only_pane() -> Result<String> {
+    let place = remote::default_place()?;
+    let local = place.remote().is_none();
+    let names: Vec<String> = attach::Panes::list(&AttachPanes { place })?
+        .into_iter()
+        .map(|entry| entry.name)
+        .filter(|name| !local || attach::refuse_cycle(name).is_ok())
+        .collect();
+    match names.as_slice() {
+        [] => bail!("no pane to attach to; `belfry run NAME -- CMD` starts one and attaches to it"),
+        [one] => Ok(one.clone()),
+        several => bail!(
+            "{} panes to attach to ({}): name one, `belfry attach NAME`",
+            several.len(),
+            several.join(", ")
+        ),
+    }
 }
 
 /// The pane host to attach to for `name` (an address: `NAME` or `HOST:NAME`), refusing a

@@ -76,6 +76,40 @@ fn keystrokes_reach_the_pane_and_detach_restores_the_terminal() {
     );
 }
 
+/// `belfry attach` with no name attaches to the only pane there is to attach to, leaving out
+/// the terminal's own pane; with none or several it says so, names them, and attaches nowhere.
+#[test]
+fn attach_without_a_name_takes_the_only_pane_and_names_several() {
+    let env = Env::new();
+    let out = env.run(&["attach"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("no pane to attach to"), "{said}");
+    env.spawn(
+        "inner",
+        "10x40",
+        &["sh", "-c", "echo inner-up; sleep 600"],
+        Some("inner-up"),
+    );
+    // Inside pane outer the only other pane is inner.
+    attach_client(&env, "outer", "");
+    assert!(eventually(Duration::from_secs(10), || env
+        .snapshot("inner")["clients"]
+        == 1));
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+    assert!(screen_text(&env, "outer").contains("[detached from inner]"));
+    // From outside every pane, there are two.
+    let out = env.run(&["attach"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("2 panes to attach to (inner, outer)"),
+        "{said}"
+    );
+    assert_eq!(env.snapshot("inner")["clients"], 0);
+}
+
 #[test]
 fn belfry_detach_ends_every_client() {
     let env = Env::new();
