@@ -1187,9 +1187,11 @@ fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
 fn only_pane() -> Result<String> {
     let place = remote::default_place()?;
     let local = place.remote().is_none();
-    let names: Vec<String> = attach::Panes::list(&AttachPanes { place })?
+    // The names only: the chooser's unread counts would read every pane's inbox.
+    let names: Vec<String> = AttachPanes { place }
+        .listing()?
         .into_iter()
-        .map(|entry| entry.name)
+        .map(|pane| pane.session)
         .filter(|name| !local || attach::refuse_cycle(name).is_ok())
         .collect();
     match names.as_slice() {
@@ -1234,11 +1236,12 @@ struct AttachPanes {
     place: Place,
 }
 
-impl attach::Panes for AttachPanes {
-    fn list(&self) -> Result<Vec<attach::PaneEntry>> {
+impl AttachPanes {
+    /// Every pane of the place, in name order: the daemon's listing, or the pane hosts asked
+    /// directly when no daemon runs here.
+    fn listing(&self) -> Result<Vec<PaneRecord>> {
         let socket = paths::daemon_socket();
-        let remote = self.place.remote();
-        let mut panes = match remote {
+        let mut panes = match self.place.remote() {
             Some(remote) => ask::<Listing>(&mut remote.daemon()?, op::List {})?.panes,
             None => match direct::running_daemon(&socket)? {
                 Some(mut client) => ask::<Listing>(&mut client, op::List {})?.panes,
@@ -1246,6 +1249,14 @@ impl attach::Panes for AttachPanes {
             },
         };
         panes.sort_by(|a, b| a.session.cmp(&b.session));
+        Ok(panes)
+    }
+}
+
+impl attach::Panes for AttachPanes {
+    fn list(&self) -> Result<Vec<attach::PaneEntry>> {
+        let remote = self.place.remote();
+        let panes = self.listing()?;
         let state = paths::state_dir();
         Ok(panes
             .into_iter()

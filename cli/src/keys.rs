@@ -277,11 +277,7 @@ impl ViewKeys {
     /// The keys of `input`, after what the last read left waiting; the start of an escape
     /// sequence at its end waits for the next read, or [`ViewKeys::flush`].
     pub fn feed(&mut self, input: &[u8]) -> Vec<ViewKey> {
-        let mut joined = std::mem::take(&mut self.partial);
-        joined.extend_from_slice(input);
-        let whole = joined.len() - incomplete_tail(&joined);
-        self.partial = joined.split_off(whole);
-        view_keys(&joined)
+        view_keys(&take_whole(&mut self.partial, input))
     }
 
     /// True if the start of an escape sequence waits for the rest of it.
@@ -336,6 +332,17 @@ const PASTE_END: &[u8] = b"\x1b[201~";
 /// keystroke split across reads.
 pub const ESCAPE_TIME: std::time::Duration = std::time::Duration::from_millis(25);
 
+/// What a read of keys makes whole: `partial` (the start of an escape sequence the last read
+/// ended with) and `input`, less the incomplete escape sequence they end with, which is left
+/// in `partial` for the next read.
+fn take_whole(partial: &mut Vec<u8>, input: &[u8]) -> Vec<u8> {
+    let mut joined = std::mem::take(partial);
+    joined.extend_from_slice(input);
+    let whole = joined.len() - incomplete_tail(&joined);
+    *partial = joined.split_off(whole);
+    joined
+}
+
 /// The length of the incomplete escape sequence that ends `input`, if it ends with one: a
 /// lone `ESC`, `ESC O` (an SS3 cursor key) with no final byte yet, or `ESC [` and parameter or
 /// intermediate bytes with no final byte yet.
@@ -383,13 +390,10 @@ impl KeyFilter {
     /// Appends to `out` what `input` sends to the pane and says what else to do. After a
     /// `Show`, the rest of the read is still filtered (into `out`); after `Detach` it is not.
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Action {
-        let mut joined = std::mem::take(&mut self.partial);
-        joined.extend_from_slice(input);
-        let keep = incomplete_tail(&joined);
-        let whole = joined.len() - keep;
-        let action = self.filter(&joined[..whole], out);
-        if !matches!(action, Action::Detach | Action::Bound(_)) {
-            self.partial = joined[whole..].to_vec();
+        let whole = take_whole(&mut self.partial, input);
+        let action = self.filter(&whole, out);
+        if matches!(action, Action::Detach | Action::Bound(_)) {
+            self.partial.clear();
         }
         action
     }
