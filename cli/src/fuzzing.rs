@@ -6,7 +6,9 @@
 //! answer it wrongly:
 //! - **however it is cut**: the bytes for the pane, and whether and how the client leaves
 //!   (detach, a binding), are the same as when all of it came in one read; so are the keys a
-//!   view reads;
+//!   view reads, and the keys after a binding, which go to what the binding opens;
+//! - **a view hands on what is not its own**: the bytes after a key that closes a view, read
+//!   afresh, are the keys that followed it;
 //! - **nothing invented**: what reaches the pane is the keystrokes typed, in order, with some
 //!   left out (the detach key, the bindings);
 //! - **nothing lost**: keys with no Escape and no prefix byte in them all reach the pane;
@@ -43,8 +45,8 @@ pub fn attach_keys(data: &[u8]) -> usize {
     let stream = reads.concat();
     let shown = String::from_utf8_lossy(&stream).into_owned();
 
-    let (cut, cut_ended, cut_filter) = filter_reads(key, &reads);
-    let (whole, whole_ended, _) = filter_reads(key, &[&stream]);
+    let (cut, cut_ended, cut_filter, cut_after) = filter_reads(key, &reads);
+    let (whole, whole_ended, _, whole_after) = filter_reads(key, &[&stream]);
     assert_eq!(
         cut, whole,
         "{spec}: the pane's bytes depend on the reads, {shown:?}"
@@ -52,6 +54,14 @@ pub fn attach_keys(data: &[u8]) -> usize {
     assert_eq!(
         cut_ended, whole_ended,
         "{spec}: leaving depends on the reads, {shown:?}"
+    );
+    assert_eq!(
+        cut_after, whole_after,
+        "{spec}: the keys after a binding depend on the reads, {shown:?}"
+    );
+    assert!(
+        stream.ends_with(&cut_after),
+        "{spec}: the keys after a binding are not what was typed after it, {shown:?}"
     );
     assert!(
         is_subsequence(&cut, &stream),
@@ -88,19 +98,35 @@ pub fn attach_keys(data: &[u8]) -> usize {
         "the view's keys depend on the reads, {shown:?}"
     );
     assert!(cut_keys.len() <= stream.len(), "more keys than bytes");
+    if !cut_keys.is_empty() {
+        let index = usize::from(pick) % cut_keys.len();
+        if let Some(rest) = view_leaving_at(&reads, index) {
+            assert_eq!(
+                view_reads(&[&rest]),
+                whole_keys[index + 1..],
+                "the bytes after a view's key {index} are not the keys after it, {shown:?}"
+            );
+        }
+    }
     reads.len()
 }
 
 /// The keystrokes fed to a new filter one read after another, as the attach client feeds
 /// them (no pause between reads, then a flush once no more come): the bytes sent to the pane,
-/// the action that ended the session or opened a view (`Action::None` if none did), and the
-/// filter.
-fn filter_reads(key: DetachKey, reads: &[&[u8]]) -> (Vec<u8>, Action, KeyFilter) {
+/// the action that ended the session or opened a view (`Action::None` if none did), the
+/// filter, and after a binding what the binding's view or pane reads next (the keys after it
+/// in its read and every read after that).
+fn filter_reads(key: DetachKey, reads: &[&[u8]]) -> (Vec<u8>, Action, KeyFilter, Vec<u8>) {
     let mut filter = KeyFilter::new(key);
     let mut out = Vec::new();
-    for read in reads {
+    for (at, read) in reads.iter().enumerate() {
         match filter.feed(read, &mut out) {
-            ended @ (Action::Detach | Action::Bound(_)) => return (out, ended, filter),
+            ended @ Action::Detach => return (out, ended, filter, Vec::new()),
+            ended @ Action::Bound(_) => {
+                let mut after = filter.after_binding();
+                after.extend(reads[at + 1..].concat());
+                return (out, ended, filter, after);
+            }
             Action::None | Action::Show(_) => {}
         }
     }
@@ -108,7 +134,8 @@ fn filter_reads(key: DetachKey, reads: &[&[u8]]) -> (Vec<u8>, Action, KeyFilter)
         ended @ (Action::Detach | Action::Bound(_)) => ended,
         Action::None | Action::Show(_) => Action::None,
     };
-    (out, ended, filter)
+    let after = filter.after_binding();
+    (out, ended, filter, after)
 }
 
 /// The keys a view reads from `reads`, then from its flush.
@@ -116,10 +143,38 @@ fn view_reads(reads: &[&[u8]]) -> Vec<ViewKey> {
     let mut keys = ViewKeys::default();
     let mut read = Vec::new();
     for input in reads {
-        read.extend(keys.feed(input));
+        read.extend(keys.feed(input).keys());
     }
-    read.extend(keys.flush());
+    read.extend(keys.flush().keys());
     read
+}
+
+/// A view reading `reads` that closes at its key `index` (counting every key it read, the
+/// flush's too): what it hands on ([`ViewKeys::leave`]) with every read after, or `None` when
+/// that key is pasted text, which never closes a view.
+fn view_leaving_at(reads: &[&[u8]], index: usize) -> Option<Vec<u8>> {
+    let mut keys = ViewKeys::default();
+    let mut seen = 0;
+    for (at, input) in reads.iter().enumerate() {
+        let read = keys.feed(input);
+        let count = read.keys().count();
+        if index < seen + count {
+            let key = read.keys().nth(index - seen)?;
+            if matches!(key, ViewKey::Pasted(_)) {
+                return None;
+            }
+            let mut rest = keys.leave(&read, index - seen);
+            rest.extend(reads[at + 1..].concat());
+            return Some(rest);
+        }
+        seen += count;
+    }
+    let read = keys.flush();
+    let key = read.keys().nth(index - seen)?;
+    if matches!(key, ViewKey::Pasted(_)) {
+        return None;
+    }
+    Some(keys.leave(&read, index - seen))
 }
 
 /// Whether `part` is `whole` with some bytes left out, the rest in order.

@@ -182,7 +182,8 @@ pub enum Action {
     /// all; the line is shown on the outer terminal and the key does not reach the pane.
     Show(String),
     /// A key after the prefix was one of the client's own views or moves; what followed it in
-    /// the read is not looked at (the view reads the keys from then on).
+    /// the read is not filtered but kept for what the binding opens
+    /// ([`KeyFilter::after_binding`]: the view, or the pane moved to).
     Bound(Binding),
 }
 
@@ -224,19 +225,48 @@ pub enum ViewKey {
     PageDown,
     Home,
     End,
+    /// A byte of pasted text (between a bracketed paste's markers): text for a view's search
+    /// or filter, never a command, so a paste can neither leave a view nor choose a pane.
+    Pasted(u8),
     /// Anything else (a function key, a release): ignored by the views.
     Other,
 }
 
 /// Splits `input` into the keys of [`ViewKey`]: arrows and paging keys in their CSI and SS3
 /// forms (with or without modifiers), and every keystroke with a legacy byte, however encoded.
-pub fn view_keys(mut input: &[u8]) -> Vec<ViewKey> {
+/// What comes between a bracketed paste's markers is [`ViewKey::Pasted`], byte by byte.
+pub fn view_keys(input: &[u8]) -> Vec<ViewKey> {
+    view_key_spans(input, &mut false)
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect()
+}
+
+/// [`view_keys`], each key with the offset in `input` where its bytes end. `pasting` says
+/// whether `input` starts inside a paste, and is left saying whether it ends inside one.
+fn view_key_spans(mut input: &[u8], pasting: &mut bool) -> Vec<(ViewKey, usize)> {
+    let whole = input.len();
     let mut keys = Vec::new();
     while !input.is_empty() {
+        if *pasting {
+            if input.starts_with(PASTE_END) {
+                *pasting = false;
+                input = &input[PASTE_END.len()..];
+            } else {
+                keys.push((ViewKey::Pasted(input[0]), whole - input.len() + 1));
+                input = &input[1..];
+            }
+            continue;
+        }
+        if input.starts_with(PASTE_START) {
+            *pasting = true;
+            input = &input[PASTE_START.len()..];
+            continue;
+        }
         // SS3: `ESC O` and a final byte (anything else after `ESC O` is not one).
         if let [0x1b, b'O', last @ 0x40..=0x7e, ..] = input {
-            keys.push(cursor_key(*last));
             input = &input[3..];
+            keys.push((cursor_key(*last), whole - input.len()));
             continue;
         }
         let (len, keystroke) = next_keystroke(input);
@@ -258,7 +288,7 @@ pub fn view_keys(mut input: &[u8]) -> Vec<ViewKey> {
             }
             _ => ViewKey::Other,
         };
-        keys.push(key);
+        keys.push((key, whole - input.len()));
     }
     keys
 }
@@ -266,29 +296,77 @@ pub fn view_keys(mut input: &[u8]) -> Vec<ViewKey> {
 /// The keys of the client's views read from one read after another: an escape sequence cut
 /// off at the end of a read waits for the rest, as in [`KeyFilter::feed`], so an arrow key the
 /// terminal (or ssh, or a multiplexer around the client) split across two reads is still one
-/// key, not an Escape that closes the view.
+/// key, not an Escape that closes the view; and a paste is text however its reads are cut.
 #[derive(Debug, Default)]
 pub struct ViewKeys {
     /// The start of an escape sequence that ended a read.
     partial: Vec<u8>,
+    /// Inside a bracketed paste: what comes until its end is [`ViewKey::Pasted`].
+    pasting: bool,
+}
+
+/// What one read (or a flush) gives a view: its keys, and the bytes each came as, so that
+/// what follows a key that closes the view can go on to the pane ([`ViewRead::after`]).
+#[derive(Debug, Default)]
+pub struct ViewRead {
+    bytes: Vec<u8>,
+    /// Each key, with the offset in `bytes` where it ends.
+    keys: Vec<(ViewKey, usize)>,
+}
+
+impl ViewRead {
+    /// The keys, in order.
+    pub fn keys(&self) -> impl Iterator<Item = ViewKey> + '_ {
+        self.keys.iter().map(|&(key, _)| key)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The bytes of the read after its key `index` (none past the last key).
+    pub fn after(&self, index: usize) -> &[u8] {
+        let end = self
+            .keys
+            .get(index)
+            .map_or(self.bytes.len(), |&(_, end)| end);
+        &self.bytes[end..]
+    }
 }
 
 impl ViewKeys {
     /// The keys of `input`, after what the last read left waiting; the start of an escape
     /// sequence at its end waits for the next read, or [`ViewKeys::flush`].
-    pub fn feed(&mut self, input: &[u8]) -> Vec<ViewKey> {
-        view_keys(&take_whole(&mut self.partial, input))
+    pub fn feed(&mut self, input: &[u8]) -> ViewRead {
+        let bytes = take_whole(&mut self.partial, input);
+        let keys = view_key_spans(&bytes, &mut self.pasting);
+        ViewRead { bytes, keys }
     }
 
-    /// True if the start of an escape sequence waits for the rest of it.
+    /// True if the start of an escape sequence waits for the rest of it, or a paste for its
+    /// end.
     pub fn has_partial(&self) -> bool {
-        !self.partial.is_empty()
+        !self.partial.is_empty() || self.pasting
     }
 
     /// Takes the start of an escape sequence that got no rest within [`ESCAPE_TIME`] as the
-    /// keys it is (a lone Escape).
-    pub fn flush(&mut self) -> Vec<ViewKey> {
-        view_keys(&std::mem::take(&mut self.partial))
+    /// keys it is (a lone Escape), and ends a paste whose end did not come in that time, as
+    /// [`KeyFilter::flush`] does.
+    pub fn flush(&mut self) -> ViewRead {
+        let bytes = std::mem::take(&mut self.partial);
+        let keys = view_key_spans(&bytes, &mut self.pasting);
+        self.pasting = false;
+        ViewRead { bytes, keys }
+    }
+
+    /// What the view leaves unread when it closes at key `index` of `read`: the bytes after
+    /// that key and the start of an escape sequence still waiting, for the pane's filter.
+    /// The reader starts afresh.
+    pub fn leave(&mut self, read: &ViewRead, index: usize) -> Vec<u8> {
+        let mut rest = read.after(index).to_vec();
+        rest.append(&mut self.partial);
+        self.pasting = false;
+        rest
     }
 }
 
@@ -319,6 +397,8 @@ pub struct KeyFilter {
     /// Inside a bracketed paste: what comes until its end is text for the pane, never the
     /// prefix or the detach key.
     pasting: bool,
+    /// What followed the last binding ([`Action::Bound`]), unfiltered.
+    after_binding: Vec<u8>,
 }
 
 /// The markers a terminal puts around pasted text once the program turned on bracketed paste
@@ -370,6 +450,7 @@ impl KeyFilter {
             held: None,
             partial: Vec::new(),
             pasting: false,
+            after_binding: Vec::new(),
         }
     }
 
@@ -392,10 +473,19 @@ impl KeyFilter {
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Action {
         let whole = take_whole(&mut self.partial, input);
         let action = self.filter(&whole, out);
-        if matches!(action, Action::Detach | Action::Bound(_)) {
-            self.partial.clear();
+        match action {
+            Action::Detach => self.partial.clear(),
+            Action::Bound(_) => self.after_binding.append(&mut self.partial),
+            Action::None | Action::Show(_) => {}
         }
         action
+    }
+
+    /// The keys that followed the last binding in its read, not filtered: the keys a user
+    /// typed after `prefix [` or `prefix n` faster than the terminal's reads come, which the
+    /// view or the pane moved to reads next. Taken once; the filter starts afresh.
+    pub fn after_binding(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.after_binding)
     }
 
     /// True if the start of an escape sequence waits for the rest of it, or a paste for its
@@ -468,6 +558,7 @@ impl KeyFilter {
                     out.extend_from_slice(&incidental);
                 } else if let Some(binding) = pressed.and_then(Binding::of) {
                     out.extend_from_slice(&incidental);
+                    self.after_binding = input.to_vec();
                     return Action::Bound(binding);
                 } else if pressed == Some(b'?') {
                     out.extend_from_slice(&incidental);
@@ -816,6 +907,64 @@ mod tests {
                 Byte(0x1b)
             ]
         );
+    }
+
+    #[test]
+    fn the_keys_after_a_binding_are_kept_for_what_it_opens() {
+        let mut f = filter("C-b d");
+        let mut out = Vec::new();
+        // The history binding, then keys for the view and a cut-off arrow key, in one read.
+        assert_eq!(
+            f.feed(b"ab\x02[kq\x1b[", &mut out),
+            Action::Bound(Binding::History)
+        );
+        assert_eq!(out, b"ab");
+        assert_eq!(f.after_binding(), b"kq\x1b[");
+        assert_eq!(f.after_binding(), b"", "taken once");
+        assert!(!f.has_partial(), "the cut-off key went with the rest");
+        // A binding with nothing after it leaves nothing.
+        assert_eq!(f.feed(b"\x02n", &mut out), Action::Bound(Binding::NextPane));
+        assert_eq!(f.after_binding(), b"");
+        // After the detach key nothing is kept: it is not the pane's, nor a view's.
+        assert_eq!(f.feed(b"\x02dls\r", &mut out), Action::Detach);
+        assert_eq!(f.after_binding(), b"");
+    }
+
+    #[test]
+    fn a_paste_is_text_to_a_view_however_cut() {
+        use ViewKey::*;
+        let keys: &[u8] = b"j\x1b[200~q\r\x1b[201~k";
+        let expected = vec![Byte(b'j'), Pasted(b'q'), Pasted(b'\r'), Byte(b'k')];
+        assert_eq!(view_keys(keys), expected);
+        for cut in 1..keys.len() {
+            let mut reader = ViewKeys::default();
+            let mut read: Vec<ViewKey> = reader.feed(&keys[..cut]).keys().collect();
+            read.extend(reader.feed(&keys[cut..]).keys());
+            read.extend(reader.flush().keys());
+            assert_eq!(read, expected, "cut at {cut}");
+        }
+        // A paste whose end never came ends at the flush, as in the filter.
+        let mut reader = ViewKeys::default();
+        let read: Vec<ViewKey> = reader.feed(b"\x1b[200~ab").keys().collect();
+        assert_eq!(read, [Pasted(b'a'), Pasted(b'b')]);
+        assert!(reader.has_partial());
+        assert!(reader.flush().is_empty());
+        assert_eq!(reader.feed(b"q").keys().collect::<Vec<_>>(), [Byte(b'q')]);
+    }
+
+    #[test]
+    fn a_view_hands_on_the_bytes_after_its_last_key() {
+        let mut reader = ViewKeys::default();
+        let read = reader.feed(b"j\x1b[Aqls\r\x1b[");
+        let keys: Vec<ViewKey> = read.keys().collect();
+        assert_eq!(
+            keys[..3],
+            [ViewKey::Byte(b'j'), ViewKey::Up, ViewKey::Byte(b'q')]
+        );
+        assert_eq!(read.after(0), b"\x1b[Aqls\r");
+        // Closing at `q`: the rest of the read and the cut-off sequence waiting.
+        assert_eq!(reader.leave(&read, 2), b"ls\r\x1b[");
+        assert!(!reader.has_partial());
     }
 
     #[test]

@@ -15,6 +15,23 @@ fn attach_client(env: &Env, outer: &str, args: &str) {
     env.spawn(outer, "24x80", &["sh", "-c", &script], None);
 }
 
+/// A pane `inner` that printed the lines 1 to 300, and an outer pane attached to it with the
+/// history view open.
+fn history_view_open() -> Env {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "24x80",
+        &["sh", "-c", "seq 1 300; echo INNER-READY; sleep 600"],
+        Some("INNER-READY"),
+    );
+    attach_client(&env, "outer", "inner");
+    env.wait_screen("outer", "INNER-READY");
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "["]);
+    env.wait_screen("outer", "\\[history\\] lines");
+    env
+}
+
 fn screen_text(env: &Env, session: &str) -> String {
     env.lines(session).join("\n")
 }
@@ -571,17 +588,7 @@ fn a_paste_holding_the_detach_key_reaches_the_program_whole() {
 /// Escape, it would close the view.
 #[test]
 fn the_history_view_reads_an_arrow_key_cut_across_reads_as_one_key() {
-    let env = Env::new();
-    env.spawn(
-        "inner",
-        "24x80",
-        &["sh", "-c", "seq 1 300; echo INNER-READY; sleep 600"],
-        Some("INNER-READY"),
-    );
-    attach_client(&env, "outer", "inner");
-    env.wait_screen("outer", "INNER-READY");
-    env.ok(&["send", "outer", "--key", "C-b", "--text", "["]);
-    env.wait_screen("outer", "\\[history\\] lines");
+    let env = history_view_open();
     // The view's first line, while its status line shows.
     let in_view = |lines: &[String]| {
         let open = lines.iter().any(|line| line.starts_with("[history] lines"));
@@ -602,6 +609,62 @@ fn the_history_view_reads_an_arrow_key_cut_across_reads_as_one_key() {
     let lines = env.lines("outer");
     assert_eq!(in_view(&lines), Some(first - 1), "{lines:#?}");
     assert_eq!(env.snapshot("inner")["revision"], revision);
+}
+
+/// Keys typed faster than the terminal's reads come (ssh, a slow link, a script typing into
+/// the client) arrive in one read with the binding before them: they are for what the binding
+/// opened, and what follows the key that closes the view is for the pane.
+#[test]
+fn keys_in_the_same_read_as_a_binding_reach_the_view_and_then_the_pane() {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "24x80",
+        &["sh", "-c", "seq 1 300; echo INNER-READY; exec cat"],
+        Some("INNER-READY"),
+    );
+    attach_client(&env, "outer", "inner");
+    env.wait_screen("outer", "INNER-READY");
+    // One write: the history binding, `q` (the view closes), then a line for the pane.
+    env.ok(&["send", "outer", "--text", "\u{2}[qafter-the-view\r"]);
+    env.wait_screen("inner", "after-the-view");
+    env.wait_screen("outer", "after-the-view");
+    let lines = env.lines("outer");
+    assert!(
+        !lines.iter().any(|line| line.starts_with("[history]")),
+        "the view stayed open: {lines:#?}"
+    );
+}
+
+/// A paste in a view is text: it never closes the view, and in a search it is what is looked
+/// for.
+#[test]
+fn a_paste_in_the_history_view_is_text_for_its_search() {
+    let env = history_view_open();
+    let revision = env.snapshot("inner")["revision"].clone();
+    // A paste of `q` and Enter (as a terminal sends one with bracketed paste on): before, the
+    // view read its `q` and closed.
+    env.ok(&["send", "outer", "--text", "\u{1b}[200~q\r\u{1b}[201~"]);
+    // A search up for a pasted `150`, its line break dropped, then Enter.
+    env.ok(&["send", "outer", "--text", "?\u{1b}[200~150\n\u{1b}[201~\r"]);
+    assert!(
+        eventually(Duration::from_secs(5), || env
+            .lines("outer")
+            .first()
+            .is_some_and(|line| line.trim() == "150")),
+        "the search for the pasted 150 did not bring its line to the top: {:#?}",
+        env.lines("outer")
+    );
+    let lines = env.lines("outer");
+    assert!(
+        lines.iter().any(|line| line.starts_with("[history]")),
+        "the view closed: {lines:#?}"
+    );
+    assert_eq!(
+        env.snapshot("inner")["revision"],
+        revision,
+        "keys reached the pane"
+    );
 }
 
 #[test]

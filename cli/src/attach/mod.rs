@@ -30,7 +30,7 @@ mod nesting;
 mod views;
 
 pub use belfry_cli::keys::DetachKey;
-use belfry_cli::keys::{self, Action, Binding, KeyFilter, ViewKey, ViewKeys};
+use belfry_cli::keys::{self, Action, Binding, KeyFilter, ViewKey, ViewKeys, ViewRead};
 pub use nesting::refuse_cycle;
 pub use views::PaneEntry;
 use views::{Chooser, History, Outcome};
@@ -179,8 +179,9 @@ pub enum Ended {
     Exited(ExitStatus),
     Closed,
     Signal(&'static str),
-    /// The user chose another pane: attach to it, served there.
-    Switch(String, Endpoint),
+    /// The user chose another pane: attach to it, served there, with the keys typed after
+    /// the choice in the same read (they are for that pane).
+    Switch(String, Endpoint, Vec<u8>),
 }
 
 /// Attaches to the pane host at `socket` until detach, exit or a signal, moving to the panes
@@ -221,6 +222,7 @@ pub fn run(
     };
     let (mut socket, mut session) = (socket.clone(), session.to_string());
     let mut note = note;
+    let mut carried = Vec::new();
     let ended = loop {
         let ended = runtime.block_on(session_loop(
             &socket,
@@ -233,9 +235,10 @@ pub fn run(
             panes,
             &mut keyboard,
             note.take(),
+            std::mem::take(&mut carried),
         ));
         match ended {
-            Ok(Ended::Switch(name, next)) => {
+            Ok(Ended::Switch(name, next, keys)) => {
                 // What this pane turned on in the terminal is turned off before the next
                 // pane's redraw turns on what that one uses.
                 let undo = match outer.lock() {
@@ -247,7 +250,7 @@ pub fn run(
                     Err(_) => restore::RESET_ALL.to_vec(),
                 };
                 let _ = write_terminal(&undo, &SharedOuter::default());
-                (socket, session) = (next, name);
+                (socket, session, carried) = (next, name, keys);
             }
             ended => break ended,
         }
@@ -352,10 +355,10 @@ enum View {
 }
 
 impl View {
-    fn keys(&mut self, keys: &[keys::ViewKey]) -> Outcome {
+    fn key(&mut self, key: ViewKey) -> Outcome {
         match self {
-            View::Chooser(chooser) => chooser.keys(keys),
-            View::History(history) => history.keys(keys),
+            View::Chooser(chooser) => chooser.key(key),
+            View::History(history) => history.key(key),
         }
     }
 
@@ -430,6 +433,7 @@ async fn session_loop(
     panes: &dyn Panes,
     keyboard: &mut Option<Keyboard>,
     mut note: Option<String>,
+    carried: Vec<u8>,
 ) -> Result<Ended> {
     let Link {
         stream,
@@ -558,6 +562,9 @@ async fn session_loop(
     // reads (an escape sequence cut off by a read waits for its rest, as in the filter).
     let mut view: Option<View> = None;
     let mut view_keys = ViewKeys::default();
+    // Keys read but not yet taken: those typed after a binding, a view's last key or a
+    // switch to this pane, in the same read. They are taken before the keyboard is read again.
+    let mut carried = (!carried.is_empty()).then_some(carried);
     let redraw = Frame::Control(Control::Redraw).encode();
     // Whether the pane host has stopped writing to the terminal for this client to draw.
     let mut paused = false;
@@ -593,111 +600,116 @@ async fn session_loop(
                 && view.is_none()
                 && message_until.is_none()
                 && !filter.holds_keys()
+                && carried.is_none()
             {
                 writer
                     .write_all(&Frame::Control(Control::Keyboard).encode())
                     .await?;
                 host_reads = true;
             }
-            let colors_in = async {
-                if colors_asked {
-                    tokio::time::sleep_until(colors_until).await
-                } else {
-                    std::future::pending().await
-                }
-            };
-            let clear_message = async {
-                match message_until {
-                    Some(when) => tokio::time::sleep_until(when).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let flush_partial = async {
-                match partial_until {
-                    Some(when) => tokio::time::sleep_until(when).await,
-                    None => std::future::pending().await,
-                }
-            };
             let mut keyed: Option<(Vec<u8>, Action)> = None;
             // Keys for the open view: from a read, or a cut-off sequence taken as it is.
-            let mut viewed: Option<Vec<ViewKey>> = None;
+            let mut viewed: Option<ViewRead> = None;
             // Keystrokes read here or given back by the pane host, and `None` when the keyboard
             // gives no more.
             let mut typed: Option<Option<Vec<u8>>> = None;
-            tokio::select! {
-                frame = reader.read() => match frame? {
-                    // While a view is open the pane's output is not drawn; closing the view asks
-                    // for a redraw of all of it.
-                    Some(Frame::Data(bytes, _)) => if view.is_none() {
-                        write_output(&bytes, &mut reader, outer)?;
-                        // A note for the user goes over the last line once the redraw is drawn.
-                        if let Some(note) = note.take() {
-                            show_message(&note, outer)?;
-                            message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
-                        }
-                    },
-                    Some(Frame::Control(control)) => match control {
-                        Control::Exited(status) => return Ok::<_, anyhow::Error>(Ended::Exited(status)),
-                        Control::Detach { .. } => return Ok(Ended::Detached),
-                        Control::Restore(undo) => keep_undo(outer, undo),
-                        // The keyboard is this client's again: with keys to filter, or none when
-                        // the pane host could not read it (this client then finds out why, and
-                        // keeps it).
-                        Control::Keys(keys) => {
-                            host_reads = false;
-                            if keys.is_empty() {
-                                // Not offered again: this client reads it from now on.
-                                keyboard_handed = false;
-                            } else {
-                                typed = Some(Some(keys));
-                            }
-                        }
-                        // An answer to a pause that came after its wait ended.
-                        Control::Paused => {}
-                        // Only a client sends these.
-                        Control::Redraw
-                        | Control::Colors(_)
-                        | Control::Resize(_)
-                        | Control::Pause(_)
-                        | Control::Keyboard => {}
-                    },
-                    None => return Ok(Ended::Closed),
-                },
-                keys = read_keys(keyboard), if stdin_open && !host_reads => typed = Some(keys),
-                _ = colors_in => colors_asked = false,
-                _ = winch.recv() => {
-                    // A terminal larger than a pane can be says nothing: the pane keeps its size.
-                    if let Some(size) = terminal_size().and_then(|(rows, cols)| Size::new(rows.into(), cols.into()).ok()) {
-                        writer.write_all(&Frame::Control(Control::Resize(size)).encode()).await?;
-                    }
-                    if let Some(open) = view.as_mut() {
-                        write_terminal(&open.render(), outer)?;
-                    }
-                }
-                _ = flush_partial => {
-                    partial_until = None;
-                    if view.is_some() {
-                        viewed = Some(view_keys.flush());
+            if let Some(keys) = carried.take() {
+                typed = Some(Some(keys));
+            } else {
+                let colors_in = async {
+                    if colors_asked {
+                        tokio::time::sleep_until(colors_until).await
                     } else {
-                        let mut out = Vec::new();
-                        let action = filter.flush(&mut out);
-                        keyed = Some((out, action));
+                        std::future::pending().await
                     }
-                }
-                _ = clear_message => {
-                    message_until = None;
-                    match view.as_mut() {
-                        Some(open) => write_terminal(&open.render(), outer)?,
-                        None => writer.write_all(&redraw).await?,
+                };
+                let clear_message = async {
+                    match message_until {
+                        Some(when) => tokio::time::sleep_until(when).await,
+                        None => std::future::pending().await,
                     }
-                }
-                _ = term.recv() => {
-                    leave(&mut reader, &mut writer, outer, handed).await;
-                    return Ok(Ended::Signal("SIGTERM"));
-                }
-                _ = hup.recv() => {
-                    leave(&mut reader, &mut writer, outer, handed).await;
-                    return Ok(Ended::Signal("SIGHUP"));
+                };
+                let flush_partial = async {
+                    match partial_until {
+                        Some(when) => tokio::time::sleep_until(when).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    frame = reader.read() => match frame? {
+                        // While a view is open the pane's output is not drawn; closing the view asks
+                        // for a redraw of all of it.
+                        Some(Frame::Data(bytes, _)) => if view.is_none() {
+                            write_output(&bytes, &mut reader, outer)?;
+                            // A note for the user goes over the last line once the redraw is drawn.
+                            if let Some(note) = note.take() {
+                                show_message(&note, outer)?;
+                                message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+                            }
+                        },
+                        Some(Frame::Control(control)) => match control {
+                            Control::Exited(status) => return Ok::<_, anyhow::Error>(Ended::Exited(status)),
+                            Control::Detach { .. } => return Ok(Ended::Detached),
+                            Control::Restore(undo) => keep_undo(outer, undo),
+                            // The keyboard is this client's again: with keys to filter, or none when
+                            // the pane host could not read it (this client then finds out why, and
+                            // keeps it).
+                            Control::Keys(keys) => {
+                                host_reads = false;
+                                if keys.is_empty() {
+                                    // Not offered again: this client reads it from now on.
+                                    keyboard_handed = false;
+                                } else {
+                                    typed = Some(Some(keys));
+                                }
+                            }
+                            // An answer to a pause that came after its wait ended.
+                            Control::Paused => {}
+                            // Only a client sends these.
+                            Control::Redraw
+                            | Control::Colors(_)
+                            | Control::Resize(_)
+                            | Control::Pause(_)
+                            | Control::Keyboard => {}
+                        },
+                        None => return Ok(Ended::Closed),
+                    },
+                    keys = read_keys(keyboard), if stdin_open && !host_reads => typed = Some(keys),
+                    _ = colors_in => colors_asked = false,
+                    _ = winch.recv() => {
+                        // A terminal larger than a pane can be says nothing: the pane keeps its size.
+                        if let Some(size) = terminal_size().and_then(|(rows, cols)| Size::new(rows.into(), cols.into()).ok()) {
+                            writer.write_all(&Frame::Control(Control::Resize(size)).encode()).await?;
+                        }
+                        if let Some(open) = view.as_mut() {
+                            write_terminal(&open.render(), outer)?;
+                        }
+                    }
+                    _ = flush_partial => {
+                        partial_until = None;
+                        if view.is_some() {
+                            viewed = Some(view_keys.flush());
+                        } else {
+                            let mut out = Vec::new();
+                            let action = filter.flush(&mut out);
+                            keyed = Some((out, action));
+                        }
+                    }
+                    _ = clear_message => {
+                        message_until = None;
+                        match view.as_mut() {
+                            Some(open) => write_terminal(&open.render(), outer)?,
+                            None => writer.write_all(&redraw).await?,
+                        }
+                    }
+                    _ = term.recv() => {
+                        leave(&mut reader, &mut writer, outer, handed).await;
+                        return Ok(Ended::Signal("SIGTERM"));
+                    }
+                    _ = hup.recv() => {
+                        leave(&mut reader, &mut writer, outer, handed).await;
+                        return Ok(Ended::Signal("SIGHUP"));
+                    }
                 }
             }
             if let Some(keys) = typed {
@@ -743,13 +755,24 @@ async fn session_loop(
                     None => stdin_open = false,
                 }
             }
-            if let Some(keys) = viewed {
-                if keys.is_empty() {
+            if let Some(read) = viewed {
+                if read.is_empty() {
                     continue;
                 }
                 message_until = None;
                 let Some(open) = view.as_mut() else { continue };
-                match open.keys(&keys) {
+                // The keys after the one that closes the view are not the view's: they go to
+                // the pane (or the pane switched to), as if typed a moment later.
+                let mut outcome = Outcome::Stay;
+                let mut rest = Vec::new();
+                for (index, key) in read.keys().enumerate() {
+                    outcome = open.key(key);
+                    if outcome != Outcome::Stay {
+                        rest = view_keys.leave(&read, index);
+                        break;
+                    }
+                }
+                match outcome {
                     Outcome::Stay => write_terminal(&open.render(), outer)?,
                     Outcome::Leave => {
                         view = None;
@@ -758,15 +781,19 @@ async fn session_loop(
                         // The redraw also ends the pane host's pause.
                         paused = false;
                         writer.write_all(&redraw).await?;
+                        carried = (!rest.is_empty()).then_some(rest);
                     }
                     Outcome::Switch(name) => match panes.socket(&name) {
                         Ok(next) => {
                             leave(&mut reader, &mut writer, outer, handed).await;
-                            return Ok(Ended::Switch(name, next));
+                            return Ok(Ended::Switch(name, next, rest));
                         }
                         Err(err) => {
                             write_terminal(&open.render(), outer)?;
                             show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
+                            // The view stays open: the keys after Enter are its own.
+                            partial_until = None;
+                            carried = (!rest.is_empty()).then_some(rest);
                         }
                     },
                 }
@@ -795,6 +822,9 @@ async fn session_loop(
                     message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
                 }
                 Action::Bound(binding) => {
+                    // What was typed after the binding in the same read: the view's keys, the
+                    // next pane's, or (when the binding fails) the pane's.
+                    let rest = filter.after_binding();
                     let opened = match binding {
                         Binding::NextPane | Binding::PreviousPane => {
                             let next = binding == Binding::NextPane;
@@ -802,7 +832,7 @@ async fn session_loop(
                                 Ok(Some(name)) => match panes.socket(&name) {
                                     Ok(socket) => {
                                         leave(&mut reader, &mut writer, outer, handed).await;
-                                        return Ok(Ended::Switch(name, socket));
+                                        return Ok(Ended::Switch(name, socket, rest));
                                     }
                                     Err(err) => Err(anyhow!("cannot attach to {name}: {err:#}")),
                                 },
@@ -829,6 +859,7 @@ async fn session_loop(
                             }
                             write_terminal(&open.render(), outer)?;
                             view = Some(open);
+                            carried = (!rest.is_empty()).then_some(rest);
                         }
                         Err(err) => {
                             let pause_first = handed && !paused;
@@ -845,6 +876,7 @@ async fn session_loop(
                                 return Ok(ended);
                             }
                             message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+                            carried = (!rest.is_empty()).then_some(rest);
                         }
                     }
                 }

@@ -69,54 +69,58 @@ impl Chooser {
     }
 
     /// Moves the selection, switches on Enter, leaves on `q` or Escape; `/` starts a filter,
-    /// which Enter keeps and Escape drops.
-    pub fn keys(&mut self, keys: &[ViewKey]) -> Outcome {
-        for key in keys {
-            if self.typing {
-                match key {
-                    ViewKey::Byte(b'\r' | b'\n') => self.typing = false,
-                    ViewKey::Byte(ESCAPE) => {
-                        self.typing = false;
-                        self.filter.clear();
-                        self.selected = 0;
-                    }
-                    ViewKey::Byte(0x7f | 0x08) => {
-                        self.filter.pop();
-                        self.selected = 0;
-                    }
-                    // Pane names are ASCII.
-                    ViewKey::Byte(byte @ 0x20..0x7f) => {
-                        self.filter.push(char::from(*byte));
-                        self.selected = 0;
-                    }
-                    _ => {}
-                }
-                continue;
+    /// which Enter keeps and Escape drops. A paste is text for the filter (and starts one),
+    /// never a key that moves, chooses or leaves.
+    pub fn key(&mut self, key: ViewKey) -> Outcome {
+        if let ViewKey::Pasted(byte) = key {
+            // Pane names are ASCII; a line break or other control pasted is dropped.
+            if (0x20..0x7f).contains(&byte) {
+                self.typing = true;
+                self.filter.push(char::from(byte));
+                self.selected = 0;
             }
-            let shown = self.shown();
-            let last = shown.len().saturating_sub(1);
+            return Outcome::Stay;
+        }
+        if self.typing {
             match key {
-                ViewKey::Up | ViewKey::Byte(b'k') => {
-                    self.selected = self.selected.saturating_sub(1)
+                ViewKey::Byte(b'\r' | b'\n') => self.typing = false,
+                ViewKey::Byte(ESCAPE) => {
+                    self.typing = false;
+                    self.filter.clear();
+                    self.selected = 0;
                 }
-                ViewKey::Down | ViewKey::Byte(b'j') => {
-                    self.selected = (self.selected + 1).min(last)
+                ViewKey::Byte(0x7f | 0x08) => {
+                    self.filter.pop();
+                    self.selected = 0;
                 }
-                ViewKey::Home | ViewKey::Byte(b'g') => self.selected = 0,
-                ViewKey::End | ViewKey::Byte(b'G') => self.selected = last,
-                ViewKey::Byte(b'/') => self.typing = true,
-                ViewKey::Byte(b'\r' | b'\n') => {
-                    let chosen = shown.get(self.selected).map(|&at| &self.entries[at]);
-                    return match chosen {
-                        Some(entry) if entry.name != self.current => {
-                            Outcome::Switch(entry.name.clone())
-                        }
-                        _ => Outcome::Leave,
-                    };
+                // Pane names are ASCII.
+                ViewKey::Byte(byte @ 0x20..0x7f) => {
+                    self.filter.push(char::from(byte));
+                    self.selected = 0;
                 }
-                ViewKey::Byte(b'q' | ESCAPE) => return Outcome::Leave,
                 _ => {}
             }
+            return Outcome::Stay;
+        }
+        let shown = self.shown();
+        let last = shown.len().saturating_sub(1);
+        match key {
+            ViewKey::Up | ViewKey::Byte(b'k') => self.selected = self.selected.saturating_sub(1),
+            ViewKey::Down | ViewKey::Byte(b'j') => self.selected = (self.selected + 1).min(last),
+            ViewKey::Home | ViewKey::Byte(b'g') => self.selected = 0,
+            ViewKey::End | ViewKey::Byte(b'G') => self.selected = last,
+            ViewKey::Byte(b'/') => self.typing = true,
+            ViewKey::Byte(b'\r' | b'\n') => {
+                let chosen = shown.get(self.selected).map(|&at| &self.entries[at]);
+                return match chosen {
+                    Some(entry) if entry.name != self.current => {
+                        Outcome::Switch(entry.name.clone())
+                    }
+                    _ => Outcome::Leave,
+                };
+            }
+            ViewKey::Byte(b'q' | ESCAPE) => return Outcome::Leave,
+            _ => {}
         }
         Outcome::Stay
     }
@@ -243,48 +247,48 @@ impl History {
         self.top
     }
 
-    /// Scrolls, searches, or leaves on `q` or Escape.
-    pub fn keys(&mut self, keys: &[ViewKey]) -> Outcome {
-        for &key in keys {
-            if self.prompt.is_some() {
-                self.prompt_key(key);
-                continue;
+    /// Scrolls, searches, or leaves on `q` or Escape. A paste is text for the search being
+    /// typed, and nothing without one: never a key that scrolls or leaves.
+    pub fn key(&mut self, key: ViewKey) -> Outcome {
+        if self.prompt.is_some() {
+            self.prompt_key(key);
+            return Outcome::Stay;
+        }
+        if let ViewKey::Pasted(_) = key {
+            return Outcome::Stay;
+        }
+        self.note = None;
+        let page = self.height.max(1);
+        match key {
+            ViewKey::Up | ViewKey::Byte(b'k') => self.top = self.top.saturating_sub(1),
+            ViewKey::Down | ViewKey::Byte(b'j') => self.top = (self.top + 1).min(self.max_top()),
+            // PgUp, Ctrl-B, and b as in less.
+            ViewKey::PageUp | ViewKey::Byte(0x02 | b'b') => {
+                self.top = self.top.saturating_sub(page)
             }
-            self.note = None;
-            let page = self.height.max(1);
-            match key {
-                ViewKey::Up | ViewKey::Byte(b'k') => self.top = self.top.saturating_sub(1),
-                ViewKey::Down | ViewKey::Byte(b'j') => {
-                    self.top = (self.top + 1).min(self.max_top())
-                }
-                // PgUp, Ctrl-B, and b as in less.
-                ViewKey::PageUp | ViewKey::Byte(0x02 | b'b') => {
-                    self.top = self.top.saturating_sub(page)
-                }
-                // PgDn, Ctrl-F, and space as in less.
-                ViewKey::PageDown | ViewKey::Byte(0x06 | b' ') => {
-                    self.top = (self.top + page).min(self.max_top())
-                }
-                ViewKey::Home | ViewKey::Byte(b'g') => self.top = 0,
-                ViewKey::End | ViewKey::Byte(b'G') => self.top = self.max_top(),
-                ViewKey::Byte(b'/') => self.prompt = Some((String::new(), false)),
-                ViewKey::Byte(b'?') => self.prompt = Some((String::new(), true)),
-                ViewKey::Byte(b'n') => self.repeat_search(false),
-                ViewKey::Byte(b'N') => self.repeat_search(true),
-                ViewKey::Byte(b'q' | ESCAPE) => return Outcome::Leave,
-                _ => {}
+            // PgDn, Ctrl-F, and space as in less.
+            ViewKey::PageDown | ViewKey::Byte(0x06 | b' ') => {
+                self.top = (self.top + page).min(self.max_top())
             }
+            ViewKey::Home | ViewKey::Byte(b'g') => self.top = 0,
+            ViewKey::End | ViewKey::Byte(b'G') => self.top = self.max_top(),
+            ViewKey::Byte(b'/') => self.prompt = Some((String::new(), false)),
+            ViewKey::Byte(b'?') => self.prompt = Some((String::new(), true)),
+            ViewKey::Byte(b'n') => self.repeat_search(false),
+            ViewKey::Byte(b'N') => self.repeat_search(true),
+            ViewKey::Byte(b'q' | ESCAPE) => return Outcome::Leave,
+            _ => {}
         }
         Outcome::Stay
     }
 
-    /// A key while a search is typed: text (any, in UTF-8), Backspace, Enter to search,
-    /// Escape to give up.
+    /// A key while a search is typed: text (any, in UTF-8, typed or pasted), Backspace, Enter
+    /// to search, Escape to give up. A line break or other control in a paste is dropped.
     fn prompt_key(&mut self, key: ViewKey) {
         let Some((text, backward)) = &mut self.prompt else {
             return;
         };
-        if let ViewKey::Byte(byte @ 0x80..) = key {
+        if let ViewKey::Byte(byte @ 0x80..) | ViewKey::Pasted(byte @ 0x80..) = key {
             self.pending.push(byte);
             match std::str::from_utf8(&self.pending) {
                 Ok(character) => {
@@ -312,7 +316,9 @@ impl History {
             ViewKey::Byte(0x7f | 0x08) => {
                 text.pop();
             }
-            ViewKey::Byte(byte) if (0x20..0x7f).contains(&byte) => text.push(char::from(byte)),
+            ViewKey::Byte(byte) | ViewKey::Pasted(byte) if (0x20..0x7f).contains(&byte) => {
+                text.push(char::from(byte))
+            }
             _ => {}
         }
     }
@@ -413,6 +419,33 @@ fn highlight(line: &str, search: Option<&str>) -> String {
 mod tests {
     use super::*;
     use ViewKey::Byte;
+
+    /// A view's keys, one after another until one closes it.
+    trait Keys {
+        fn one(&mut self, key: ViewKey) -> Outcome;
+
+        fn keys(&mut self, keys: &[ViewKey]) -> Outcome {
+            for &key in keys {
+                match self.one(key) {
+                    Outcome::Stay => {}
+                    outcome => return outcome,
+                }
+            }
+            Outcome::Stay
+        }
+    }
+
+    impl Keys for Chooser {
+        fn one(&mut self, key: ViewKey) -> Outcome {
+            self.key(key)
+        }
+    }
+
+    impl Keys for History {
+        fn one(&mut self, key: ViewKey) -> Outcome {
+            self.key(key)
+        }
+    }
 
     fn entries(names: &[&str]) -> Vec<PaneEntry> {
         names
@@ -583,5 +616,34 @@ mod tests {
         assert_eq!(view.top(), 50);
         view.resize(200);
         assert_eq!(view.top(), 0);
+    }
+
+    #[test]
+    fn a_paste_is_text_and_never_a_command() {
+        use ViewKey::Pasted;
+        let pasted = |text: &[u8]| text.iter().map(|&b| Pasted(b)).collect::<Vec<_>>();
+        // The chooser: a paste filters (Enter and `q` in it move, choose and leave nothing).
+        let mut chooser = Chooser::new(entries(&["alpha", "beta", "worker"]), "alpha");
+        assert_eq!(chooser.keys(&pasted(b"wor\rq")), Outcome::Stay);
+        assert_eq!(chooser.filter, "worq");
+        assert_eq!(chooser.keys(&[Pasted(0x7f)]), Outcome::Stay);
+        assert_eq!(chooser.filter, "worq", "a pasted control is dropped");
+        // The history view: a paste outside a search does nothing, inside one it is the text.
+        let lines: Vec<String> = (1..=100).map(|n| n.to_string()).collect();
+        let mut view = History::new(lines, 11);
+        let top = view.top();
+        assert_eq!(view.keys(&pasted(b"gq")), Outcome::Stay);
+        assert_eq!(view.top(), top);
+        let mut keys = vec![ViewKey::Byte(b'?')];
+        keys.extend(pasted("4\u{e9}2\n".as_bytes()));
+        assert_eq!(view.keys(&keys), Outcome::Stay);
+        assert_eq!(view.prompt, Some(("4\u{e9}2".to_string(), true)));
+        view.keys(&[
+            ViewKey::Byte(0x7f),
+            ViewKey::Byte(0x7f),
+            ViewKey::Byte(b'2'),
+        ]);
+        view.keys(&[ViewKey::Byte(b'\r')]);
+        assert_eq!(view.top(), 41, "the line 42 at the top");
     }
 }

@@ -24,7 +24,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use belfry_cli::keys::{ViewKey, ViewKeys, ESCAPE_TIME};
+use belfry_cli::keys::{ViewKey, ViewKeys, ViewRead, ESCAPE_TIME};
 use crossterm::style::{Attribute, Print, SetAttribute};
 use crossterm::{cursor::MoveTo, queue};
 use serde_json::Value;
@@ -415,8 +415,8 @@ fn spawn_keyboard(tx: Sender<Msg>) -> Sender<Control> {
     std::thread::spawn(move || {
         let mut buffer = [0u8; 64];
         let mut reader = ViewKeys::default();
-        let send = |keys: Vec<ViewKey>| {
-            keys.into_iter()
+        let send = |read: ViewRead| {
+            read.keys()
                 .all(|key| tx.send(Msg::Key(key_of(key))).is_ok())
         };
         loop {
@@ -490,6 +490,8 @@ fn key_of(key: ViewKey) -> Key {
         ViewKey::Byte(b'\r' | b'\n' | b'a') => Key::Attach,
         ViewKey::Byte(b'p') => Key::Peek,
         ViewKey::Byte(b'd') => Key::Ding,
+        // A paste is text, and this view reads no text: never a key that quits or attaches.
+        ViewKey::Pasted(_) => Key::Other,
         _ => Key::Other,
     }
 }
@@ -615,9 +617,9 @@ mod tests {
         let mut reader = ViewKeys::default();
         let mut keys: Vec<Key> = Vec::new();
         for read in reads {
-            keys.extend(reader.feed(read).into_iter().map(key_of));
+            keys.extend(reader.feed(read).keys().map(key_of));
         }
-        keys.extend(reader.flush().into_iter().map(key_of));
+        keys.extend(reader.flush().keys().map(key_of));
         keys
     }
 
