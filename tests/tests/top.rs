@@ -33,6 +33,40 @@ fn an_arrow_key_cut_across_reads_moves_the_selection_and_the_view_stays() {
     assert!(text.contains("> watch "), "{text}");
 }
 
+/// `/` filters the list by name: the selection and Enter act on the panes listed; a paste is
+/// text for the filter, never keys that quit or attach; Escape shows every pane again.
+#[test]
+fn a_filter_lists_the_panes_whose_names_hold_it() {
+    let env = Env::new();
+    for name in ["api-worker", "db-worker", "reviewer"] {
+        env.spawn(name, "10x60", &["sleep", "600"], None);
+    }
+    top_in_a_pane(&env, "watch");
+    env.wait_screen("watch", "belfry top +4 pane");
+    env.wait_screen("watch", "> api-worker ");
+    env.ok(&["send", "watch", "--text", "/WORK"]);
+    env.wait_screen("watch", "/WORK .* 2 of 4 pane");
+    env.ok(&["send", "watch", "--key", "Enter", "--text", "j"]);
+    env.wait_screen("watch", "filter \"WORK\": 2 of 4 pane");
+    env.wait_screen("watch", "> db-worker ");
+    let text = screen_text(&env, "watch");
+    assert!(
+        !text.contains("reviewer") && !text.contains("  watch "),
+        "{text}"
+    );
+    // Escape drops the filter; a paste holding `q` and a line break starts a new one.
+    env.ok(&["send", "watch", "--key", "Escape"]);
+    env.wait_screen("watch", "  reviewer ");
+    env.ok(&["send", "watch", "--text", "\u{1b}[200~rev\rq\u{1b}[201~"]);
+    env.wait_screen("watch", "/revq .* 0 of 4 pane");
+    env.wait_screen("watch", "no pane's name holds \"revq\"");
+    env.ok(&["send", "watch", "--key", "BSpace", "--key", "Enter"]);
+    env.wait_screen("watch", "> reviewer ");
+    let text = screen_text(&env, "watch");
+    assert!(!text.contains("TOP-EXIT"), "the view ended:\n{text}");
+    assert!(!text.contains("db-worker"), "{text}");
+}
+
 #[test]
 fn top_follows_a_new_pane_attaches_peeks_and_quits_restoring_the_terminal() {
     let env = Env::new();

@@ -58,11 +58,6 @@ impl Fleet {
         self.panes.len()
     }
 
-    /// The name of the pane at `index` in name order.
-    pub(crate) fn name_at(&self, index: usize) -> Option<&str> {
-        self.panes.keys().nth(index).map(String::as_str)
-    }
-
     /// The names in order.
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.panes.keys().map(String::as_str)

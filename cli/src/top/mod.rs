@@ -49,7 +49,10 @@ enum Msg {
     Subscribed,
     /// The stream ended or could not be opened; it is tried again every second.
     StreamLost(String),
-    Key(Key),
+    /// A key, as read from the terminal.
+    Key(ViewKey),
+    /// Stdin was closed: no key will come, so the view ends.
+    KeyboardGone,
     /// The terminal changed size.
     Resized,
     /// A signal that ends the view.
@@ -64,6 +67,8 @@ enum Key {
     Attach,
     Peek,
     Ding,
+    /// `/`: type a filter on the panes' names.
+    Filter,
     Quit,
     /// Escape, or any other key: closes what is shown over the list.
     Other,
@@ -168,8 +173,12 @@ impl View {
                     Msg::StreamLost(why) => self.ui.status = format!("event stream: {why}"),
                     Msg::Resized => terminal.clear()?,
                     Msg::Signal(name) => return Ok(Some(name)),
-                    Msg::Key(Key::Quit) if self.ui.overlay.is_none() => return Ok(None),
-                    Msg::Key(key) => self.key(key, terminal)?,
+                    Msg::KeyboardGone => return Ok(None),
+                    Msg::Key(key) => {
+                        if self.key(key, terminal)? {
+                            return Ok(None);
+                        }
+                    }
                 }
             }
             self.refresh(&refresh);
@@ -190,22 +199,43 @@ impl View {
         )
     }
 
-    fn key(&mut self, key: Key, terminal: &mut Terminal) -> Result<()> {
+    /// Does what `key` asks; true when it ends the view.
+    fn key(&mut self, key: ViewKey, terminal: &mut Terminal) -> Result<bool> {
         if self.ui.overlay.is_some() {
             // Any key closes what is shown over the list.
             self.ui.overlay = None;
-            return Ok(());
+            return Ok(false);
+        }
+        if key == ViewKey::Byte(0x03) {
+            return Ok(true);
+        }
+        if self.ui.typing {
+            self.ui.filter_key(key);
+            return Ok(false);
+        }
+        // A paste is text: it starts a filter, as in the attach client's pane chooser.
+        if let ViewKey::Pasted(_) = key {
+            self.ui.typing = true;
+            self.ui.filter_key(key);
+            return Ok(false);
+        }
+        // Escape drops a filter kept before it ends the view.
+        if key == ViewKey::Byte(0x1b) && !self.ui.filter.is_empty() {
+            self.ui.filter.clear();
+            return Ok(false);
         }
         let selected = self.ui.selected.clone();
-        match (key, selected) {
+        match (key_of(key), selected) {
+            (Key::Quit, _) => return Ok(true),
             (Key::Up, _) => self.ui.move_selection(&self.fleet, -1),
             (Key::Down, _) => self.ui.move_selection(&self.fleet, 1),
+            (Key::Filter, _) => self.ui.typing = true,
             (Key::Attach, Some(name)) => self.attach(&name, terminal)?,
             (Key::Peek, Some(name)) => self.peek(&name),
             (Key::Ding, Some(name)) => self.ding_status(&name),
             _ => {}
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Leaves the view for `belfry attach NAME` on this terminal and comes back when it ends.
@@ -415,10 +445,7 @@ fn spawn_keyboard(tx: Sender<Msg>) -> Sender<Control> {
     std::thread::spawn(move || {
         let mut buffer = [0u8; 64];
         let mut reader = ViewKeys::default();
-        let send = |read: ViewRead| {
-            read.keys()
-                .all(|key| tx.send(Msg::Key(key_of(key))).is_ok())
-        };
+        let send = |read: ViewRead| read.keys().all(|key| tx.send(Msg::Key(key)).is_ok());
         loop {
             match control_rx.try_recv() {
                 Ok(Control::Pause(ack)) => {
@@ -458,7 +485,7 @@ fn spawn_keyboard(tx: Sender<Msg>) -> Sender<Control> {
             };
             if read == 0 {
                 // Stdin closed: nothing more will come, so the view ends.
-                let _ = tx.send(Msg::Key(Key::Quit));
+                let _ = tx.send(Msg::KeyboardGone);
                 return;
             }
             if !send(reader.feed(&buffer[..read])) {
@@ -490,6 +517,7 @@ fn key_of(key: ViewKey) -> Key {
         ViewKey::Byte(b'\r' | b'\n' | b'a') => Key::Attach,
         ViewKey::Byte(b'p') => Key::Peek,
         ViewKey::Byte(b'd') => Key::Ding,
+        ViewKey::Byte(b'/') => Key::Filter,
         // A paste is text, and this view reads no text: never a key that quits or attaches.
         ViewKey::Pasted(_) => Key::Other,
         _ => Key::Other,
@@ -655,5 +683,8 @@ mod tests {
         assert_eq!(keys(b"\x1b[15~"), [Key::Other]);
         assert_eq!(keys(b"\x1b"), [Key::Quit]);
         assert_eq!(keys(b"\x03"), [Key::Quit]);
+        assert_eq!(keys(b"/"), [Key::Filter]);
+        // A paste is no key here: its `q` does not quit, its line break does not attach.
+        assert_eq!(keys(b"\x1b[200~q\r\x1b[201~"), [Key::Other, Key::Other]);
     }
 }

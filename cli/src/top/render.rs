@@ -6,6 +6,8 @@
 //! the first frame of a known fleet. Which line is selected is part of the model (drawn in
 //! reverse video by the loop, and marked `>` in the text so the model says it too).
 
+use belfry_cli::keys::ViewKey;
+
 use super::fleet::{adapter_state, Fleet, Mail, PaneView};
 use crate::human;
 
@@ -35,12 +37,16 @@ pub(crate) struct Overlay {
     pub(crate) lines: Vec<String>,
 }
 
-/// The view's own state: which pane is selected, what is shown over the list, and the line
-/// of news at the bottom.
+/// The view's own state: which pane is selected, which panes the filter lets through, what is
+/// shown over the list, and the line of news at the bottom.
 #[derive(Debug, Default)]
 pub(crate) struct Ui {
     /// The selected pane, by name, so the selection stays on it as others come and go.
     pub(crate) selected: Option<String>,
+    /// Only the panes whose names hold this (in any case) are listed; empty, every pane is.
+    pub(crate) filter: String,
+    /// Whether keys go to the filter (after `/`, until Enter or Escape).
+    pub(crate) typing: bool,
     /// The first pane shown, when there are more panes than lines.
     pub(crate) offset: usize,
     pub(crate) overlay: Option<Overlay>,
@@ -49,38 +55,68 @@ pub(crate) struct Ui {
 }
 
 impl Ui {
-    /// The selected pane's index in `fleet`, selecting the first pane if the selected one is
-    /// gone (or none is).
+    /// The panes listed: those the filter lets through, in name order.
+    pub(crate) fn shown<'f>(&self, fleet: &'f Fleet) -> Vec<&'f PaneView> {
+        let filter = self.filter.to_lowercase();
+        fleet
+            .panes()
+            .filter(|pane| pane.record.session.to_lowercase().contains(&filter))
+            .collect()
+    }
+
+    /// The selected pane's index among the panes listed, selecting the first one listed if
+    /// the selected one is gone or filtered out (or none is selected).
     pub(crate) fn selected_index(&mut self, fleet: &Fleet) -> Option<usize> {
+        let shown = self.shown(fleet);
         let found = self
             .selected
             .as_deref()
-            .and_then(|name| fleet.names().position(|n| n == name));
+            .and_then(|name| shown.iter().position(|pane| pane.record.session == name));
         let index = match found {
             Some(index) => index,
-            None if fleet.len() > 0 => 0,
+            None if !shown.is_empty() => 0,
             None => {
                 self.selected = None;
                 return None;
             }
         };
-        self.selected = fleet.name_at(index).map(str::to_string);
+        self.selected = Some(shown[index].record.session.clone());
         Some(index)
     }
 
-    /// Moves the selection `by` panes, staying within the list.
+    /// Moves the selection `by` panes, staying within the panes listed.
     pub(crate) fn move_selection(&mut self, fleet: &Fleet, by: isize) {
         let Some(index) = self.selected_index(fleet) else {
             return;
         };
-        let last = fleet.len().saturating_sub(1);
+        let shown = self.shown(fleet);
+        let last = shown.len().saturating_sub(1);
         let moved = index.saturating_add_signed(by).min(last);
-        self.selected = fleet.name_at(moved).map(str::to_string);
+        self.selected = shown.get(moved).map(|pane| pane.record.session.clone());
+    }
+
+    /// A key while the filter is typed: text (typed or pasted; pane names are ASCII),
+    /// Backspace, Enter to keep the filter, Escape to drop it.
+    pub(crate) fn filter_key(&mut self, key: ViewKey) {
+        match key {
+            ViewKey::Byte(b'\r' | b'\n') => self.typing = false,
+            ViewKey::Byte(0x1b) => {
+                self.typing = false;
+                self.filter.clear();
+            }
+            ViewKey::Byte(0x7f | 0x08) => {
+                self.filter.pop();
+            }
+            ViewKey::Byte(byte @ 0x20..0x7f) | ViewKey::Pasted(byte @ 0x20..0x7f) => {
+                self.filter.push(char::from(byte))
+            }
+            _ => {}
+        }
     }
 }
 
 /// The keys, on the last line.
-const KEYS: &str = "up/down select  enter attach  p peek  d ding status  q quit";
+const KEYS: &str = "up/down select  enter attach  p peek  d ding status  / filter  q quit";
 
 /// One column of the pane table.
 struct Column {
@@ -188,7 +224,8 @@ pub(crate) fn frame(
         return lines;
     }
     lines.push(line(&title(fleet, clock), width, Style::Heading));
-    let rows: Vec<Vec<String>> = fleet.panes().map(|pane| cells(pane, now_ms)).collect();
+    let shown = ui.shown(fleet);
+    let rows: Vec<Vec<String>> = shown.iter().map(|pane| cells(pane, now_ms)).collect();
     let layout = layout(&rows, width);
     lines.push(line(&heading(&layout, width), width, Style::Heading));
     let room = height.saturating_sub(3);
@@ -207,6 +244,12 @@ pub(crate) fn frame(
             width,
             Style::Plain,
         ));
+    } else if shown.is_empty() {
+        let none = format!(
+            "  no pane's name holds {:?} (Escape shows them all)",
+            ui.filter
+        );
+        lines.push(line(&none, width, Style::Plain));
     }
     for (index, cells) in rows.iter().enumerate().skip(ui.offset).take(room) {
         let chosen = Some(index) == selected;
@@ -222,10 +265,27 @@ pub(crate) fn frame(
         lines.push(line(&text, width, style));
     }
     fill(&mut lines, width, height.saturating_sub(1));
-    let footer = if ui.status.is_empty() {
-        KEYS.to_string()
+    let keys = if ui.typing {
+        format!(
+            "/{}  (enter keeps the filter, escape drops it)  {} of {} pane(s)",
+            ui.filter,
+            shown.len(),
+            fleet.len()
+        )
+    } else if !ui.filter.is_empty() {
+        format!(
+            "filter {:?}: {} of {} pane(s)  |  {KEYS}",
+            ui.filter,
+            shown.len(),
+            fleet.len()
+        )
     } else {
-        format!("{KEYS}  |  {}", ui.status)
+        KEYS.to_string()
+    };
+    let footer = if ui.status.is_empty() {
+        keys
+    } else {
+        format!("{keys}  |  {}", ui.status)
     };
     lines.push(line(&footer, width, Style::Plain));
     lines.truncate(height);
@@ -525,7 +585,7 @@ mod tests {
         > done   make test      exit 2     - -                 exited with code 2 (1 s ~
           shell  sh -i          running    0 -                 spawned (1 min ago)
           worker agent-cli --r~ idle       2 composer-nonempty activity: idle, composer~
-        up/down select  enter attach  p peek  d ding status  q quit
+        up/down select  enter attach  p peek  d ding status  / filter  q quit
         ");
         let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 60, 6);
         insta::assert_snapshot!(text(&lines), @r"
@@ -534,12 +594,56 @@ mod tests {
         > done   exit 2     - exited with code 2 (1 s ago)
           shell  running    0 spawned (1 min ago)
           worker idle       2 activity: idle, composer nonempty, re~
-        up/down select  enter attach  p peek  d ding status  q quit
+        up/down select  enter attach  p peek  d ding status  / filte
         ");
         // Narrower than the columns never left out: the line is cut.
         let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 30, 3);
         assert!(lines.iter().all(|line| line.text.chars().count() == 30));
         assert_eq!(lines[1].text.trim_end(), "  NAME   STATE   LAST EVENT");
+    }
+
+    #[test]
+    fn a_filter_lists_only_the_names_holding_it_and_selects_among_them() {
+        let fleet = fleet();
+        let mut ui = Ui::default();
+        for key in b"/ELL".iter().skip(1) {
+            ui.filter_key(ViewKey::Byte(*key));
+        }
+        ui.typing = true;
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 80, 5);
+        insta::assert_snapshot!(text(&lines), @r"
+        belfry top  3 pane(s), 2 unread message(s), 1 held  14:02:11
+          NAME  PROGRAM STATE   REV UNRD HELD STGD HOLD   AGE LAST EVENT
+        > shell sh -i   running   7    0    0    0 -    2 min spawned (1 min ago)
+
+        /ELL  (enter keeps the filter, escape drops it)  1 of 3 pane(s)
+        ");
+        assert_eq!(ui.selected.as_deref(), Some("shell"));
+        ui.move_selection(&fleet, 1);
+        assert_eq!(
+            ui.selected.as_deref(),
+            Some("shell"),
+            "moved to a pane not listed"
+        );
+        // Enter keeps it; a pasted `r` and a pasted line break (dropped) narrow it to none.
+        ui.filter_key(ViewKey::Byte(b'\r'));
+        assert!(!ui.typing);
+        ui.filter_key(ViewKey::Pasted(b'r'));
+        ui.filter_key(ViewKey::Pasted(b'\n'));
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 80, 4);
+        assert_eq!(
+            lines[2].text.trim_end(),
+            "  no pane's name holds \"ELLr\" (Escape shows them all)"
+        );
+        assert!(lines[3]
+            .text
+            .starts_with("filter \"ELLr\": 0 of 3 pane(s)  |  up/down"));
+        assert_eq!(ui.selected, None);
+        // Escape while typing drops the filter: every pane again.
+        ui.typing = true;
+        ui.filter_key(ViewKey::Byte(0x1b));
+        assert_eq!((ui.typing, ui.filter.as_str()), (false, ""));
+        assert_eq!(ui.shown(&fleet).len(), 3);
     }
 
     #[test]
