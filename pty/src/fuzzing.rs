@@ -227,6 +227,12 @@ pub(crate) fn assert_agree(compact: &mut Screen, core: &mut Screen, context: &st
     assert_eq!(compact.ansi_lines(), core.ansi_lines(), "{context}: ansi");
     assert_eq!(compact.cells(), core.cells(), "{context}: cells");
     assert_eq!(compact.cursor(), core.cursor(), "{context}: cursor");
+    // Counted first (as a snapshot counts, without encoding when it need not), then read.
+    assert_eq!(
+        compact.history_count(),
+        core.history_len(),
+        "{context}: history counted"
+    );
     assert_eq!(
         compact.history_len(),
         core.history_len(),

@@ -60,6 +60,11 @@ pub const DEFAULT_MAX_BYTES: usize = belfry_proto::limits::DEFAULT_SCROLLBACK_BY
 /// What one row's entry in the index costs, counted against the byte cap with the row's bytes.
 const INDEX_BYTES: usize = std::mem::size_of::<u64>();
 
+/// The most a row of a plain line costs beyond its characters, its index entry included: the
+/// row's header and run of `encode_plain` (at most five varints of at most 10 bytes, three
+/// bytes besides) and [`INDEX_BYTES`].
+const PLAIN_ROW_BOUND: usize = 5 * 10 + 3 + INDEX_BYTES;
+
 /// Which parts of a style follow its header byte.
 const HAS_FG: u8 = 1;
 const HAS_BG: u8 = 2;
@@ -94,6 +99,10 @@ pub struct History {
     awaiting: VecDeque<Awaiting>,
     awaiting_bytes: VecDeque<u8>,
     awaiting_rows: usize,
+    /// At least what the awaiting rows will cost when encoded (index included), of those
+    /// whose cost is known before ([`Awaiting::bound`]); and how many awaiting lines' is not.
+    awaiting_bound: usize,
+    awaiting_unbounded: usize,
     /// Room for cutting an awaiting styled line into rows.
     segments: Vec<Segment>,
     row_scratch: styled::RowScratch,
@@ -135,6 +144,19 @@ impl Awaiting {
         }
     }
 
+    /// At most what its rows cost when encoded, their index entries included, when that is
+    /// known before: for a row, its bytes; for a plain line (one byte a character), its
+    /// characters and [`PLAIN_ROW_BOUND`] a row. `None` for a styled line.
+    fn bound(&self) -> Option<usize> {
+        match self {
+            Awaiting::Line(line) if line.len == line.printed + 2 => {
+                Some(line.len + rows_of(line.printed, line.cols) * PLAIN_ROW_BOUND)
+            }
+            Awaiting::Line(_) => None,
+            Awaiting::Row { len } => Some(len + INDEX_BYTES),
+        }
+    }
+
     /// The rows it still holds.
     fn rows(&self) -> usize {
         match self {
@@ -171,6 +193,8 @@ impl History {
             awaiting: VecDeque::new(),
             awaiting_bytes: VecDeque::new(),
             awaiting_rows: 0,
+            awaiting_bound: 0,
+            awaiting_unbounded: 0,
             segments: Vec::new(),
             row_scratch: styled::RowScratch::default(),
             #[cfg(test)]
@@ -186,6 +210,26 @@ impl History {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// [`History::len`] when it is what [`History::encode_awaiting`] would leave, so that a
+    /// reader of the count alone need not encode: when nothing awaits, or when every awaiting
+    /// row's cost is known and all of them together with the encoded rows fit the byte cap
+    /// (the line cap is applied as they come). `None` when only encoding tells.
+    pub fn settled_len(&self) -> Option<usize> {
+        let fits = self.awaiting_unbounded == 0
+            && self.bytes().saturating_add(self.awaiting_bound) <= self.max_bytes;
+        (self.awaiting.is_empty() || fits).then(|| self.len())
+    }
+
+    /// Counts `awaiting` in (`grew`) or out of what [`History::settled_len`] knows.
+    fn count_awaiting(&mut self, awaiting: &Awaiting, grew: bool) {
+        match (awaiting.bound(), grew) {
+            (Some(bound), true) => self.awaiting_bound += bound,
+            (Some(bound), false) => self.awaiting_bound -= bound,
+            (None, true) => self.awaiting_unbounded += 1,
+            (None, false) => self.awaiting_unbounded -= 1,
+        }
     }
 
     /// Tests only: rows of lines still awaiting their encoding.
@@ -213,6 +257,8 @@ impl History {
         self.awaiting = VecDeque::new();
         self.awaiting_bytes = VecDeque::new();
         self.awaiting_rows = 0;
+        self.awaiting_bound = 0;
+        self.awaiting_unbounded = 0;
     }
 
     /// Appends `row` as the newest row, then drops the oldest rows while either cap is
@@ -228,9 +274,11 @@ impl History {
         }
         self.scratch.clear();
         encode_row(row, &mut self.scratch);
-        self.awaiting.push_back(Awaiting::Row {
+        let awaiting = Awaiting::Row {
             len: self.scratch.len(),
-        });
+        };
+        self.count_awaiting(&awaiting, true);
+        self.awaiting.push_back(awaiting);
         self.awaiting_bytes.extend(&self.scratch);
         self.awaiting_rows += 1;
         self.after_awaiting_grew();
@@ -279,6 +327,7 @@ impl History {
             cols,
         });
         self.awaiting_rows += awaiting.rows();
+        self.count_awaiting(&awaiting, true);
         self.awaiting.push_back(awaiting);
         self.awaiting_bytes.extend(line);
         self.after_awaiting_grew();
@@ -293,6 +342,8 @@ impl History {
         let mut lines = std::mem::take(&mut self.awaiting);
         let mut bytes = std::mem::take(&mut self.awaiting_bytes);
         self.awaiting_rows = 0;
+        self.awaiting_bound = 0;
+        self.awaiting_unbounded = 0;
         let mut at = 0;
         let all = bytes.make_contiguous();
         for awaiting in &lines {
@@ -409,7 +460,9 @@ impl History {
                 break;
             }
             let len = front.len();
-            self.awaiting.pop_front();
+            if let Some(front) = self.awaiting.pop_front() {
+                self.count_awaiting(&front, false);
+            }
             self.awaiting_bytes.drain(..len);
             self.awaiting_rows -= left;
             count -= left;
@@ -1038,6 +1091,7 @@ mod tests {
             state % below
         };
         let (screen_rows, cols) = (5, 12);
+        let mut settled_counts = 0;
         for case in 0..60 {
             let max_lines = 1 + next(40) as usize;
             let max_bytes = [200, 600, 2000, DEFAULT_MAX_BYTES][next(4) as usize];
@@ -1087,6 +1141,17 @@ mod tests {
                         "case {case}: rows held, line {i}"
                     );
                 }
+                // The count a snapshot reads without encoding is the one encoding leaves.
+                if let Some(settled) = lazy.settled_len() {
+                    let mut encoded = lazy.clone();
+                    encoded.encode_awaiting();
+                    assert_eq!(
+                        settled,
+                        encoded.len(),
+                        "case {case}: settled count, line {i}"
+                    );
+                    settled_counts += usize::from(!lazy.awaiting.is_empty());
+                }
                 if next(10) == 0 {
                     lazy.encode_awaiting();
                 }
@@ -1099,6 +1164,10 @@ mod tests {
                 assert_eq!(lazy.row(i), eager.row(i), "{context}: row {i}");
             }
         }
+        assert!(
+            settled_counts > 100,
+            "the count was known without encoding {settled_counts} times"
+        );
     }
 
     #[test]
@@ -1470,7 +1539,7 @@ mod properties {
     /// Reads the screen of both with one reader picked at random, the first to see a tail
     /// the compact model holds back: each must give it to the core before it reads.
     fn first_reader_agrees(rng: &mut Rng, compact: &mut Screen, core: &mut Screen, context: &str) {
-        match rng.below(7) {
+        match rng.below(8) {
             0 => assert_eq!(compact.lines(), core.lines(), "{context}: lines first"),
             1 => assert_eq!(compact.cursor(), core.cursor(), "{context}: cursor first"),
             2 => assert_eq!(
@@ -1484,6 +1553,11 @@ mod properties {
                 "{context}: scrollback first"
             ),
             4 => assert_eq!(compact.cells(), core.cells(), "{context}: cells first"),
+            7 => assert_eq!(
+                compact.history_count(),
+                core.history_len(),
+                "{context}: history counted first"
+            ),
             5 => assert_eq!(
                 compact.ansi_lines(),
                 core.ansi_lines(),

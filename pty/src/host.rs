@@ -578,7 +578,7 @@ fn snapshot(ctx: &HostContext, op: &req::Snapshot) -> Result<reply::Screen, Erro
         child_pid: st.child_pid,
         pid: std::process::id(),
         clients: st.clients_len(),
-        history: st.screen.history_len(),
+        history: st.screen.history_count(),
         ansi: op.ansi.unwrap_or(false).then(|| st.screen.ansi_lines()),
         cells: op.cells.unwrap_or(false).then(|| st.screen.cells()),
         scrollback,

@@ -1217,6 +1217,24 @@ impl Screen {
         self.compact_len() + self.term.grid().history_size()
     }
 
+    /// [`Screen::history_len`] for a reader of the count alone (a snapshot's `history`): the
+    /// lines the history keeps as they came are encoded only when the byte cap may drop some
+    /// of them, which only encoding tells. A pane printing plain lines without pause has up to
+    /// the line cap of them waiting at each snapshot, and a request waits while they are
+    /// encoded under the state lock.
+    pub fn history_count(&mut self) -> usize {
+        self.end_turn();
+        let compact = if self.term.mode().contains(TermMode::ALT_SCREEN) {
+            Some(0)
+        } else {
+            self.history.settled_len()
+        };
+        match compact {
+            Some(compact) => compact + self.term.grid().history_size(),
+            None => self.history_len(),
+        }
+    }
+
     /// Tests only: every history row, oldest first, with all its cells and flags.
     #[cfg(test)]
     pub(crate) fn history_rows(&mut self) -> Vec<Row<Cell>> {
@@ -2484,8 +2502,29 @@ mod narrow_tests {
             waiting,
             "a screen reader encoded history"
         );
+        // Counting the history (a snapshot's `history`) encodes nothing while the lines
+        // waiting fit the byte cap whatever they encode to, and counts what encoding leaves.
+        assert_eq!(screen.history_count(), core.history_len());
+        assert_eq!(screen.history.awaiting_rows(), waiting, "counting encoded");
         assert_eq!(screen.history_len(), core.history_len());
         assert_eq!(screen.history.awaiting_rows(), 0);
         assert_eq!(screen.scrollback(0, 300), core.scrollback(0, 300));
+        // Under a byte cap those lines may pass, only encoding tells the count: it encodes.
+        let mut capped = Screen::with_history_cap(5, 20, 1000, 2000);
+        for read in output.chunks(700) {
+            capped.apply_deferring(read);
+        }
+        assert!(capped.history.awaiting_rows() > 0);
+        let counted = capped.history_count();
+        assert_eq!(
+            capped.history.awaiting_rows(),
+            0,
+            "a count that may bind did not encode"
+        );
+        assert_eq!(counted, capped.history_len());
+        assert!(
+            counted < core.history_len(),
+            "the byte cap did not bind: {counted}"
+        );
     }
 }
