@@ -135,7 +135,7 @@ enum Command {
     /// Attach this terminal to a pane.
     Attach {
         /// The pane to attach to; without one, the only pane there is to attach to (one that
-        /// is not this terminal's own).
+        /// is not this terminal's own), or with several the pane chooser first.
         name: Option<String>,
         /// Watch only: keystrokes are not sent.
         #[arg(long)]
@@ -697,13 +697,10 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             name,
             read_only,
             detach_key,
-        } => {
-            let name = match name {
-                Some(name) => name,
-                None => only_pane()?,
-            };
-            attach_cmd(&name, read_only, &detach_key)
-        }
+        } => match name {
+            Some(name) => attach_cmd(&name, read_only, &detach_key),
+            None => attach_unnamed(read_only, &detach_key),
+        },
         Command::Detach { name } => {
             let (place, name) = remote::place_of(&name)?;
             simple(&place, op::Detach::of(name), |r: Detached| {
@@ -1165,7 +1162,13 @@ fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result
             ));
         }
         let socket = attach_socket(name)?;
-        return attach::run(&socket, name, false, key, &AttachPanes { place }, note);
+        return attach::run(
+            Some((&socket, name)),
+            false,
+            key,
+            &AttachPanes { place },
+            note,
+        );
     }
     bail!(
         "{}; `belfry attach {name}` attaches to it (`belfry run {name} -- CMD` attaches, or \
@@ -1178,17 +1181,26 @@ fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
     let key = DetachKey::parse(detach_key)?;
     let socket = attach_socket(name)?;
     let (place, _) = remote::place_of(name)?;
-    attach::run(&socket, name, read_only, key, &AttachPanes { place }, None)
+    attach::run(
+        Some((&socket, name)),
+        read_only,
+        key,
+        &AttachPanes { place },
+        None,
+    )
 }
 
-/// The pane `belfry attach` with no name attaches to: the only pane (of the `--host` machine,
-/// else this one) that can be attached from here, leaving out the pane this terminal is and
-/// any that already shows it. None or several: an error saying what there is and what to do.
-fn only_pane() -> Result<String> {
+/// `belfry attach` with no name: the only pane (of the `--host` machine, else this one) that
+/// can be attached from here, leaving out the pane this terminal is and any that already
+/// shows it. Several, on a terminal: the pane chooser first. None, or several with no
+/// terminal: an error saying what there is and what to do.
+fn attach_unnamed(read_only: bool, detach_key: &str) -> Result<i32> {
+    let key = DetachKey::parse(detach_key)?;
     let place = remote::default_place()?;
     let local = place.remote().is_none();
+    let panes = AttachPanes { place };
     // The names only: the chooser's unread counts would read every pane's inbox.
-    let names: Vec<String> = AttachPanes { place }
+    let names: Vec<String> = panes
         .listing()?
         .into_iter()
         .map(|pane| pane.session)
@@ -1196,7 +1208,10 @@ fn only_pane() -> Result<String> {
         .collect();
     match names.as_slice() {
         [] => bail!("no pane to attach to; `belfry run NAME -- CMD` starts one and attaches to it"),
-        [one] => Ok(one.clone()),
+        [one] => attach_cmd(one, read_only, detach_key),
+        _ if rustix::termios::isatty(std::io::stdin()) => {
+            attach::run(None, read_only, key, &panes, None)
+        }
         several => bail!(
             "{} panes to attach to ({}): name one, `belfry attach NAME`",
             several.len(),

@@ -127,6 +127,54 @@ fn attach_without_a_name_takes_the_only_pane_and_names_several() {
     assert_eq!(env.snapshot("inner")["clients"], 0);
 }
 
+/// With several panes to attach to and a terminal, `belfry attach` with no name shows the pane
+/// chooser first: Enter attaches to the pane chosen (the keys typed after it in the same read
+/// are that pane's), `q` leaves it attaching nowhere, and the terminal's own pane is refused
+/// with the reason while the chooser stays.
+#[test]
+fn attach_without_a_name_on_a_terminal_offers_the_chooser() {
+    let env = Env::new();
+    for name in ["alpha", "beta"] {
+        let script = format!("echo {name}-up; exec cat");
+        env.spawn(
+            name,
+            "10x40",
+            &["sh", "-c", &script],
+            Some(&format!("{name}-up")),
+        );
+    }
+    attach_client(&env, "outer", "");
+    env.wait_screen("outer", "choose a pane");
+    env.wait_screen("outer", "  beta ");
+    // outer is this terminal's own pane: the chooser says so and stays.
+    env.ok(&["send", "outer", "--text", "G\r"]);
+    env.wait_screen("outer", "cannot attach to outer");
+    // gg would be g twice; k twice from the end is alpha, j is beta: Enter, then a line for
+    // beta in the same write.
+    env.ok(&["send", "outer", "--text", "kkj\rto-beta\r"]);
+    env.wait_screen("beta", "to-beta");
+    assert_eq!(env.snapshot("beta")["clients"], 1);
+    env.wait_screen("outer", "to-beta");
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+    env.wait_screen("outer", "TTY-COOKED");
+    let text = screen_text(&env, "outer");
+    assert!(text.contains("[detached from beta]"), "{text}");
+    assert_eq!(env.snapshot("alpha")["clients"], 0);
+
+    // q leaves the chooser: nothing attached, exit 0, the terminal as it was.
+    attach_client(&env, "outer2", "");
+    env.wait_screen("outer2", "choose a pane");
+    env.ok(&["send", "outer2", "--text", "q"]);
+    env.wait_screen("outer2", "ATTACH-EXIT=0");
+    env.wait_screen("outer2", "TTY-COOKED");
+    let text = screen_text(&env, "outer2");
+    assert!(text.contains("[no pane chosen]"), "{text}");
+    for name in ["alpha", "beta", "outer"] {
+        assert_eq!(env.snapshot(name)["clients"], 0, "{name}");
+    }
+}
+
 #[test]
 fn belfry_detach_ends_every_client() {
     let env = Env::new();

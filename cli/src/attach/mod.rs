@@ -184,11 +184,12 @@ pub enum Ended {
     Switch(String, Endpoint, Vec<u8>),
 }
 
-/// Attaches to the pane host at `socket` until detach, exit or a signal, moving to the panes
-/// the user switches to on the way.
+/// Attaches to the pane host at `target` (its endpoint and the pane's name) until detach,
+/// exit or a signal, moving to the panes the user switches to on the way. With no target
+/// (`belfry attach` with no name and several panes to attach to), the pane chooser comes
+/// first, on its own; leaving it attaches nowhere.
 pub fn run(
-    socket: &Endpoint,
-    session: &str,
+    target: Option<(&Endpoint, &str)>,
     read_only: bool,
     detach: DetachKey,
     panes: &dyn Panes,
@@ -220,9 +221,35 @@ pub fn run(
     } else {
         None
     };
-    let (mut socket, mut session) = (socket.clone(), session.to_string());
+    let chosen = match target {
+        Some((socket, session)) => Ok(Chosen::Pane(session.to_string(), socket.clone(), None)),
+        None if interactive => runtime.block_on(choose_first(panes, &mut keyboard)),
+        None => Err(anyhow!("choosing a pane needs a terminal")),
+    };
+    let (mut socket, mut session, mut carried) = match chosen {
+        Ok(Chosen::Pane(session, socket, keys)) => (socket, session, keys.unwrap_or_default()),
+        left => {
+            restore_terminal(interactive, &outer);
+            let code = match left {
+                Ok(Chosen::Left(None)) => {
+                    eprintln!("[no pane chosen]");
+                    0
+                }
+                Ok(Chosen::Left(Some(signal))) => {
+                    eprintln!("[no pane chosen: {signal}]");
+                    0
+                }
+                Err(err) => {
+                    eprintln!("belfry attach: {err:#}");
+                    2
+                }
+                Ok(Chosen::Pane(..)) => 0,
+            };
+            end_run(runtime, keyboard);
+            return Ok(code);
+        }
+    };
     let mut note = note;
-    let mut carried = Vec::new();
     let ended = loop {
         let ended = runtime.block_on(session_loop(
             &socket,
@@ -287,14 +314,103 @@ pub fn run(
             2
         }
     };
-    // The keyboard's descriptor is closed (and stdin's flags put back) on the runtime.
+    end_run(runtime, keyboard);
+    Ok(code)
+}
+
+/// Closes the keyboard's descriptor (and puts stdin's flags back) on the runtime, then ends
+/// the runtime.
+fn end_run(runtime: tokio::runtime::Runtime, keyboard: Option<Keyboard>) {
     {
         let _context = runtime.enter();
         drop(keyboard);
     }
     runtime.shutdown_background();
-    Ok(code)
 }
+
+/// What the chooser shown before any pane is attached ended with.
+enum Chosen {
+    /// The pane chosen, where it is served, and the keys typed after Enter in the same read
+    /// (they are for it).
+    Pane(String, Endpoint, Option<Vec<u8>>),
+    /// The user left it (`q`, Escape), or a signal ended it (its name).
+    Left(Option<&'static str>),
+}
+
+/// The pane chooser on its own, on the terminal's alternate screen, before any pane is
+/// attached: `belfry attach` with no name and several panes to attach to. The keys are read
+/// as the chooser reads them while attached; a pane that cannot be attached to from here
+/// (the terminal's own) says why and the chooser stays.
+async fn choose_first(panes: &dyn Panes, keyboard: &mut Option<Keyboard>) -> Result<Chosen> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut winch = signal(SignalKind::window_change())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut chooser = Chooser::new(panes.list()?, "");
+    let mut keys = ViewKeys::default();
+    let mut partial_until: Option<tokio::time::Instant> = None;
+    let mut message: Option<String> = None;
+    let screen = SharedOuter::default();
+    write_terminal(ALTERNATE_SCREEN_ON, &screen)?;
+    let draw = |chooser: &Chooser, message: &Option<String>| -> std::io::Result<()> {
+        let (rows, cols) = terminal_size().unwrap_or((24, 80));
+        write_terminal(&chooser.render(rows, cols), &screen)?;
+        match message {
+            Some(message) => show_message(message, &screen),
+            None => Ok(()),
+        }
+    };
+    let chosen = async {
+        loop {
+            draw(&chooser, &message)?;
+            let flush_partial = async {
+                match partial_until {
+                    Some(when) => tokio::time::sleep_until(when).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let read = tokio::select! {
+                typed = read_keys(keyboard) => match typed {
+                    Some(typed) => keys.feed(&typed),
+                    // The terminal gives no more input: nothing can be chosen.
+                    None => return Ok(Chosen::Left(None)),
+                },
+                _ = flush_partial => keys.flush(),
+                _ = winch.recv() => continue,
+                _ = term.recv() => return Ok(Chosen::Left(Some("SIGTERM"))),
+                _ = hup.recv() => return Ok(Chosen::Left(Some("SIGHUP"))),
+            };
+            partial_until = keys
+                .has_partial()
+                .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
+            message = None;
+            for (index, key) in read.keys().enumerate() {
+                match chooser.key(key) {
+                    Outcome::Stay => {}
+                    Outcome::Leave => return Ok(Chosen::Left(None)),
+                    Outcome::Switch(name) => match panes.socket(&name) {
+                        Ok(socket) => {
+                            let rest = keys.leave(&read, index);
+                            return Ok(Chosen::Pane(name, socket, Some(rest)));
+                        }
+                        Err(err) => {
+                            message = Some(format!("cannot attach to {name}: {err:#}"));
+                            break;
+                        }
+                    },
+                }
+            }
+        }
+    }
+    .await;
+    // The chooser's screen goes; the pane's redraw (or the shell) draws on the main one.
+    write_terminal(ALTERNATE_SCREEN_OFF, &screen)?;
+    chosen
+}
+
+/// The terminal's alternate screen, on (with the cursor hidden) and off (the cursor shown).
+const ALTERNATE_SCREEN_ON: &[u8] = b"\x1b[?1049h\x1b[?25l";
+const ALTERNATE_SCREEN_OFF: &[u8] = b"\x1b[0m\x1b[?1049l\x1b[?25h";
 
 /// This terminal's size as `(rows, cols)`; `None` when it cannot be read. A terminal that
 /// reports 0 rows or columns (a serial line or a freshly made PTY nobody sized) is taken as
