@@ -67,6 +67,43 @@ fn a_filter_lists_the_panes_whose_names_hold_it() {
     assert!(!text.contains("db-worker"), "{text}");
 }
 
+/// `K` and `R` end a pane or restart its program, each only after `y`: any other key leaves
+/// the pane as it is.
+#[test]
+fn kill_and_restart_from_the_view_ask_first() {
+    let env = Env::new();
+    env.spawn("keeper", "10x60", &["sleep", "600"], None);
+    env.spawn("victim", "10x60", &["sleep", "600"], None);
+    let incarnation = env.snapshot("keeper")["incarnation"].clone();
+    top_in_a_pane(&env, "watch");
+    env.wait_screen("watch", "belfry top +3 pane");
+    env.wait_screen("watch", "> keeper ");
+    env.ok(&["send", "watch", "--text", "jK"]);
+    env.wait_screen(
+        "watch",
+        "kill victim, its program and its pane host\\? y kills it",
+    );
+    env.ok(&["send", "watch", "--text", "n"]);
+    env.wait_screen("watch", "victim left as it is");
+    assert!(
+        env.run(&["peek", "victim"]).status.success(),
+        "victim was killed after n"
+    );
+    env.ok(&["send", "watch", "--text", "Ky"]);
+    env.wait_screen("watch", "killed victim");
+    env.wait_screen("watch", "belfry top +2 pane");
+    let out = env.run(&["peek", "victim"]);
+    assert!(!out.status.success(), "victim is still there: {out:?}");
+    // The selection is on keeper again (victim went): restart it.
+    env.ok(&["send", "watch", "--text", "gR"]);
+    env.wait_screen("watch", "restart keeper's program\\? y restarts it");
+    env.ok(&["send", "watch", "--text", "y"]);
+    env.wait_screen("watch", "restarted keeper: incarnation");
+    assert_ne!(env.snapshot("keeper")["incarnation"], incarnation);
+    let text = screen_text(&env, "watch");
+    assert!(!text.contains("TOP-EXIT"), "the view ended:\n{text}");
+}
+
 #[test]
 fn top_follows_a_new_pane_attaches_peeks_and_quits_restoring_the_terminal() {
     let env = Env::new();

@@ -30,7 +30,7 @@ use crossterm::{cursor::MoveTo, queue};
 use serde_json::Value;
 
 use belfry_mux::client::Client;
-use belfry_proto::reply::{DingState, Listing, Screen, Subscribed};
+use belfry_proto::reply::{DingState, Killed, Listing, Restarted, Screen, Subscribed};
 use belfry_proto::request as op;
 use belfry_proto::{ErrorCode, SessionName};
 use belfry_pty::paths;
@@ -39,7 +39,7 @@ use crate::direct;
 use crate::exit::EXIT_OK;
 use crate::human;
 use fleet::{Fleet, Refresh};
-use render::{Line, Overlay, Style, Ui};
+use render::{Confirm, Line, Overlay, Style, Ui};
 
 /// What reaches the loop.
 enum Msg {
@@ -69,6 +69,10 @@ enum Key {
     Ding,
     /// `/`: type a filter on the panes' names.
     Filter,
+    /// `K`: end the selected pane, once confirmed.
+    Kill,
+    /// `R`: restart the selected pane's program, once confirmed.
+    Restart,
     Quit,
     /// Escape, or any other key: closes what is shown over the list.
     Other,
@@ -99,7 +103,10 @@ pub(crate) fn run(interval: Duration) -> Result<i32> {
     let socket = paths::daemon_socket();
     // The view lives on the daemon's event stream, so it needs a daemon; when none runs it
     // starts one, and says so, rather than doing it behind the user's back.
-    let mut ui = Ui::default();
+    let mut ui = Ui {
+        own: std::env::var("BELFRY_SESSION").ok(),
+        ..Ui::default()
+    };
     if direct::running_daemon(&socket)?.is_none() {
         ui.status = format!("no daemon was running: started one at {}", socket.display());
     }
@@ -209,6 +216,15 @@ impl View {
         if key == ViewKey::Byte(0x03) {
             return Ok(true);
         }
+        // `y` carries out the action asked for; any other key keeps the pane as it is.
+        if let Some((action, name)) = self.ui.confirm.take() {
+            if key == ViewKey::Byte(b'y') {
+                self.carry_out(action, &name);
+            } else {
+                self.ui.status = format!("{name} left as it is");
+            }
+            return Ok(false);
+        }
         if self.ui.typing {
             self.ui.filter_key(key);
             return Ok(false);
@@ -230,6 +246,8 @@ impl View {
             (Key::Up, _) => self.ui.move_selection(&self.fleet, -1),
             (Key::Down, _) => self.ui.move_selection(&self.fleet, 1),
             (Key::Filter, _) => self.ui.typing = true,
+            (Key::Kill, Some(name)) => self.ui.confirm = Some((Confirm::Kill, name)),
+            (Key::Restart, Some(name)) => self.ui.confirm = Some((Confirm::Restart, name)),
             (Key::Attach, Some(name)) => self.attach(&name, terminal)?,
             (Key::Peek, Some(name)) => self.peek(&name),
             (Key::Ding, Some(name)) => self.ding_status(&name),
@@ -260,6 +278,27 @@ impl View {
         };
         self.refresh(&[Refresh::Listing(name.to_string())]);
         Ok(())
+    }
+
+    /// Ends the pane `name` or restarts its program, as confirmed, and says how it went.
+    fn carry_out(&mut self, action: Confirm, name: &str) {
+        let Ok(session) = SessionName::parse(name) else {
+            return;
+        };
+        self.ui.status = match action {
+            Confirm::Kill => match self.ask::<Killed>(op::Kill::of(session)) {
+                Ok(_) => format!("killed {name}"),
+                Err(err) => format!("kill {name}: {err}"),
+            },
+            Confirm::Restart => match self.ask::<Restarted>(op::Restart::of(session)) {
+                Ok(restarted) => format!(
+                    "restarted {name}: incarnation {}",
+                    restarted.identity.incarnation
+                ),
+                Err(err) => format!("restart {name}: {err}"),
+            },
+        };
+        self.refresh(&[Refresh::Listing(name.to_string())]);
     }
 
     fn peek(&mut self, name: &str) {
@@ -518,6 +557,8 @@ fn key_of(key: ViewKey) -> Key {
         ViewKey::Byte(b'p') => Key::Peek,
         ViewKey::Byte(b'd') => Key::Ding,
         ViewKey::Byte(b'/') => Key::Filter,
+        ViewKey::Byte(b'K') => Key::Kill,
+        ViewKey::Byte(b'R') => Key::Restart,
         // A paste is text, and this view reads no text: never a key that quits or attaches.
         ViewKey::Pasted(_) => Key::Other,
         _ => Key::Other,

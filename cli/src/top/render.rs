@@ -37,6 +37,27 @@ pub(crate) struct Overlay {
     pub(crate) lines: Vec<String>,
 }
 
+/// An action on a pane that ends or restarts its program: asked for with a key, carried out
+/// only after `y`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Confirm {
+    /// `K`: end the pane, its program and its pane host.
+    Kill,
+    /// `R`: restart the pane's program (a new incarnation).
+    Restart,
+}
+
+impl Confirm {
+    /// The question on the last line; `own` when the pane is the one this view runs in.
+    pub(crate) fn question(self, name: &str, own: bool) -> String {
+        let own = if own { " (this view's own pane)" } else { "" };
+        match self {
+            Confirm::Kill => format!("kill {name}{own}, its program and its pane host? y kills it, any other key keeps it"),
+            Confirm::Restart => format!("restart {name}'s program{own}? y restarts it, any other key keeps it running"),
+        }
+    }
+}
+
 /// The view's own state: which pane is selected, which panes the filter lets through, what is
 /// shown over the list, and the line of news at the bottom.
 #[derive(Debug, Default)]
@@ -47,6 +68,10 @@ pub(crate) struct Ui {
     pub(crate) filter: String,
     /// Whether keys go to the filter (after `/`, until Enter or Escape).
     pub(crate) typing: bool,
+    /// An action asked for that waits for `y`, and the pane it is for.
+    pub(crate) confirm: Option<(Confirm, String)>,
+    /// The pane this view runs in, if it runs in one (`$BELFRY_SESSION`).
+    pub(crate) own: Option<String>,
     /// The first pane shown, when there are more panes than lines.
     pub(crate) offset: usize,
     pub(crate) overlay: Option<Overlay>,
@@ -116,7 +141,7 @@ impl Ui {
 }
 
 /// The keys, on the last line.
-const KEYS: &str = "up/down select  enter attach  p peek  d ding status  / filter  q quit";
+const KEYS: &str = "j/k select  enter attach  p peek  d ding  / filter  R restart  K kill  q quit";
 
 /// One column of the pane table.
 struct Column {
@@ -265,7 +290,9 @@ pub(crate) fn frame(
         lines.push(line(&text, width, style));
     }
     fill(&mut lines, width, height.saturating_sub(1));
-    let keys = if ui.typing {
+    let keys = if let Some((action, name)) = &ui.confirm {
+        action.question(name, ui.own.as_deref() == Some(name))
+    } else if ui.typing {
         format!(
             "/{}  (enter keeps the filter, escape drops it)  {} of {} pane(s)",
             ui.filter,
@@ -585,7 +612,7 @@ mod tests {
         > done   make test      exit 2     - -                 exited with code 2 (1 s ~
           shell  sh -i          running    0 -                 spawned (1 min ago)
           worker agent-cli --r~ idle       2 composer-nonempty activity: idle, composer~
-        up/down select  enter attach  p peek  d ding status  / filter  q quit
+        j/k select  enter attach  p peek  d ding  / filter  R restart  K kill  q quit
         ");
         let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 60, 6);
         insta::assert_snapshot!(text(&lines), @r"
@@ -594,7 +621,7 @@ mod tests {
         > done   exit 2     - exited with code 2 (1 s ago)
           shell  running    0 spawned (1 min ago)
           worker idle       2 activity: idle, composer nonempty, re~
-        up/down select  enter attach  p peek  d ding status  / filte
+        j/k select  enter attach  p peek  d ding  / filter  R restar
         ");
         // Narrower than the columns never left out: the line is cut.
         let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 30, 3);
@@ -637,13 +664,38 @@ mod tests {
         );
         assert!(lines[3]
             .text
-            .starts_with("filter \"ELLr\": 0 of 3 pane(s)  |  up/down"));
+            .starts_with("filter \"ELLr\": 0 of 3 pane(s)  |  j/k select"));
         assert_eq!(ui.selected, None);
         // Escape while typing drops the filter: every pane again.
         ui.typing = true;
         ui.filter_key(ViewKey::Byte(0x1b));
         assert_eq!((ui.typing, ui.filter.as_str()), (false, ""));
         assert_eq!(ui.shown(&fleet).len(), 3);
+    }
+
+    #[test]
+    fn a_kill_or_restart_asks_on_the_last_line_first() {
+        let fleet = fleet();
+        let mut ui = Ui {
+            confirm: Some((Confirm::Kill, "worker".into())),
+            ..Ui::default()
+        };
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 120, 6);
+        assert_eq!(
+            lines[5].text.trim_end(),
+            "kill worker, its program and its pane host? y kills it, any other key keeps it"
+        );
+        ui.confirm = Some((Confirm::Restart, "shell".into()));
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 120, 6);
+        assert_eq!(
+            lines[5].text.trim_end(),
+            "restart shell's program? y restarts it, any other key keeps it running"
+        );
+        assert_eq!(
+            Confirm::Kill.question("watch", true),
+            "kill watch (this view's own pane), its program and its pane host? y kills it, any \
+             other key keeps it"
+        );
     }
 
     #[test]
