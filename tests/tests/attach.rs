@@ -162,10 +162,11 @@ fn attach_without_a_name_on_a_terminal_offers_the_chooser() {
     assert!(text.contains("[detached from beta]"), "{text}");
     assert_eq!(env.snapshot("alpha")["clients"], 0);
 
-    // q leaves the chooser: nothing attached, exit 0, the terminal as it was.
+    // Ctrl-C leaves the chooser (as q and Escape do): nothing attached, exit 0, the terminal
+    // as it was.
     attach_client(&env, "outer2", "");
     env.wait_screen("outer2", "choose a pane");
-    env.ok(&["send", "outer2", "--text", "q"]);
+    env.ok(&["send", "outer2", "--key", "C-c"]);
     env.wait_screen("outer2", "ATTACH-EXIT=0");
     env.wait_screen("outer2", "TTY-COOKED");
     let text = screen_text(&env, "outer2");

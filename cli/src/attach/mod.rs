@@ -385,6 +385,10 @@ async fn choose_first(panes: &dyn Panes, keyboard: &mut Option<Keyboard>) -> Res
                 .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
             message = None;
             for (index, key) in read.keys().enumerate() {
+                // Ctrl-C leaves too: nothing is attached yet that it could be meant for.
+                if key == ViewKey::Byte(0x03) {
+                    return Ok(Chosen::Left(None));
+                }
                 match chooser.key(key) {
                     Outcome::Stay => {}
                     Outcome::Leave => return Ok(Chosen::Left(None)),
