@@ -370,6 +370,42 @@ impl ViewKeys {
     }
 }
 
+/// What a key did to a filter on pane names being typed ([`edit_name_filter`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterEdit {
+    /// Text typed or pasted, or the last character taken back: the filter changed.
+    Changed,
+    /// Enter: the filter is kept and typing ends.
+    Kept,
+    /// Escape: the filter is dropped and typing ends.
+    Dropped,
+    /// Any other key: nothing changed.
+    Ignored,
+}
+
+/// One key typed into a filter on pane names, the same in the attach client's chooser and in
+/// `belfry top`: printable ASCII (pane names are ASCII), typed or pasted, is added; Backspace
+/// takes the last character back; Enter keeps the filter, Escape drops it; a pasted line break
+/// or any other key changes nothing.
+pub fn edit_name_filter(filter: &mut String, key: ViewKey) -> FilterEdit {
+    match key {
+        ViewKey::Byte(b'\r' | b'\n') => FilterEdit::Kept,
+        ViewKey::Byte(0x1b) => {
+            filter.clear();
+            FilterEdit::Dropped
+        }
+        ViewKey::Byte(0x7f | 0x08) => {
+            filter.pop();
+            FilterEdit::Changed
+        }
+        ViewKey::Byte(byte @ 0x20..0x7f) | ViewKey::Pasted(byte @ 0x20..0x7f) => {
+            filter.push(char::from(byte));
+            FilterEdit::Changed
+        }
+        _ => FilterEdit::Ignored,
+    }
+}
+
 /// The cursor or paging key a CSI or SS3 sequence ends with.
 fn cursor_key(last: u8) -> ViewKey {
     match last {

@@ -8,11 +8,25 @@ use belfry_tests::{eventually, read_or_empty, recorder_bin, wait_for_file, Env};
 /// Starts an outer pane whose program is `belfry attach ARGS`, followed by a report of how the
 /// client ended and whether the terminal was left in canonical (cooked) mode.
 fn attach_client(env: &Env, outer: &str, args: &str) {
-    let script = format!(
+    env.spawn(outer, "24x80", &["sh", "-c", &attach_script(args)], None);
+}
+
+/// The script of [`attach_client`]'s pane.
+fn attach_script(args: &str) -> String {
+    format!(
         "\"$BELFRY_BIN\" attach {args}; echo \"ATTACH-EXIT=$?\"; \
          if stty -a | grep -q -- '-icanon'; then echo TTY-RAW; else echo TTY-COOKED; fi; sleep 600"
-    );
+    )
+}
+
+/// [`attach_client`], with the client started only once the daemon lists pane `outer` (its
+/// program runs before `belfry new` returns, so a listing the client reads at once may not
+/// have the pane yet).
+fn attach_client_once_listed(env: &Env, outer: &str, args: &str) {
+    let go = env.path(&format!("{outer}.go"));
+    let script = format!("{}; {}", wait_for_file(&go), attach_script(args));
     env.spawn(outer, "24x80", &["sh", "-c", &script], None);
+    std::fs::write(&go, "").expect("write the go file");
 }
 
 /// A pane `inner` that printed the lines 1 to 300, and an outer pane attached to it with the
@@ -143,7 +157,7 @@ fn attach_without_a_name_on_a_terminal_offers_the_chooser() {
             Some(&format!("{name}-up")),
         );
     }
-    attach_client(&env, "outer", "");
+    attach_client_once_listed(&env, "outer", "");
     env.wait_screen("outer", "choose a pane");
     env.wait_screen("outer", "  beta ");
     // outer is this terminal's own pane: the chooser says so and stays.

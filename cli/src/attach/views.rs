@@ -8,7 +8,7 @@
 //!
 //! [`view_keys`]: belfry_cli::keys::view_keys
 
-use belfry_cli::keys::ViewKey;
+use belfry_cli::keys::{edit_name_filter, FilterEdit, ViewKey};
 
 /// One pane the chooser offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,33 +72,17 @@ impl Chooser {
     /// which Enter keeps and Escape drops. A paste is text for the filter (and starts one),
     /// never a key that moves, chooses or leaves.
     pub fn key(&mut self, key: ViewKey) -> Outcome {
-        if let ViewKey::Pasted(byte) = key {
-            // Pane names are ASCII; a line break or other control pasted is dropped.
-            if (0x20..0x7f).contains(&byte) {
-                self.typing = true;
-                self.filter.push(char::from(byte));
-                self.selected = 0;
-            }
-            return Outcome::Stay;
-        }
-        if self.typing {
-            match key {
-                ViewKey::Byte(b'\r' | b'\n') => self.typing = false,
-                ViewKey::Byte(ESCAPE) => {
+        // A paste is text for the filter, and starts one.
+        if self.typing || matches!(key, ViewKey::Pasted(_)) {
+            self.typing = true;
+            match edit_name_filter(&mut self.filter, key) {
+                FilterEdit::Changed => self.selected = 0,
+                FilterEdit::Kept => self.typing = false,
+                FilterEdit::Dropped => {
                     self.typing = false;
-                    self.filter.clear();
                     self.selected = 0;
                 }
-                ViewKey::Byte(0x7f | 0x08) => {
-                    self.filter.pop();
-                    self.selected = 0;
-                }
-                // Pane names are ASCII.
-                ViewKey::Byte(byte @ 0x20..0x7f) => {
-                    self.filter.push(char::from(byte));
-                    self.selected = 0;
-                }
-                _ => {}
+                FilterEdit::Ignored => {}
             }
             return Outcome::Stay;
         }

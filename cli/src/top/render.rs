@@ -6,7 +6,7 @@
 //! the first frame of a known fleet. Which line is selected is part of the model (drawn in
 //! reverse video by the loop, and marked `>` in the text so the model says it too).
 
-use belfry_cli::keys::ViewKey;
+use belfry_cli::keys::{edit_name_filter, FilterEdit, ViewKey};
 
 use super::fleet::{adapter_state, Fleet, Mail, PaneView};
 use crate::human;
@@ -123,19 +123,8 @@ impl Ui {
     /// A key while the filter is typed: text (typed or pasted; pane names are ASCII),
     /// Backspace, Enter to keep the filter, Escape to drop it.
     pub(crate) fn filter_key(&mut self, key: ViewKey) {
-        match key {
-            ViewKey::Byte(b'\r' | b'\n') => self.typing = false,
-            ViewKey::Byte(0x1b) => {
-                self.typing = false;
-                self.filter.clear();
-            }
-            ViewKey::Byte(0x7f | 0x08) => {
-                self.filter.pop();
-            }
-            ViewKey::Byte(byte @ 0x20..0x7f) | ViewKey::Pasted(byte @ 0x20..0x7f) => {
-                self.filter.push(char::from(byte))
-            }
-            _ => {}
+        if let FilterEdit::Kept | FilterEdit::Dropped = edit_name_filter(&mut self.filter, key) {
+            self.typing = false;
         }
     }
 }
