@@ -698,7 +698,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             read_only,
             detach_key,
         } => match name {
-            Some(name) => attach_cmd(&name, read_only, &detach_key),
+            Some(name) => attach_cmd(&name, read_only, DetachKey::parse(&detach_key)?),
             None => attach_unnamed(read_only, &detach_key),
         },
         Command::Detach { name } => {
@@ -1112,7 +1112,7 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
         );
     }
     if let Some(detach_key) = attach_with {
-        return attach_cmd(&args.name, false, detach_key);
+        return attach_cmd(&args.name, false, DetachKey::parse(detach_key)?);
     }
     Ok(EXIT_OK)
 }
@@ -1177,8 +1177,7 @@ fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result
     )
 }
 
-fn attach_cmd(name: &str, read_only: bool, detach_key: &str) -> Result<i32> {
-    let key = DetachKey::parse(detach_key)?;
+fn attach_cmd(name: &str, read_only: bool, key: DetachKey) -> Result<i32> {
     let socket = attach_socket(name)?;
     let (place, _) = remote::place_of(name)?;
     attach::run(
@@ -1208,7 +1207,7 @@ fn attach_unnamed(read_only: bool, detach_key: &str) -> Result<i32> {
         .collect();
     match names.as_slice() {
         [] => bail!("no pane to attach to; `belfry run NAME -- CMD` starts one and attaches to it"),
-        [one] => attach_cmd(one, read_only, detach_key),
+        [one] => attach_cmd(one, read_only, key),
         _ if rustix::termios::isatty(std::io::stdin()) => {
             attach::run(None, read_only, key, &panes, None)
         }

@@ -29,18 +29,25 @@ fn attach_client_once_listed(env: &Env, outer: &str, args: &str) {
     std::fs::write(&go, "").expect("write the go file");
 }
 
-/// A pane `inner` that printed the lines 1 to 300, and an outer pane attached to it with the
-/// history view open.
-fn history_view_open() -> Env {
+/// A pane `inner` that printed the lines 1 to 300 and then runs `then`, and an outer pane
+/// attached to it.
+fn attached_to_300_lines(then: &str) -> Env {
     let env = Env::new();
+    let script = format!("seq 1 300; echo INNER-READY; {then}");
     env.spawn(
         "inner",
         "24x80",
-        &["sh", "-c", "seq 1 300; echo INNER-READY; sleep 600"],
+        &["sh", "-c", &script],
         Some("INNER-READY"),
     );
     attach_client(&env, "outer", "inner");
     env.wait_screen("outer", "INNER-READY");
+    env
+}
+
+/// [`attached_to_300_lines`], idle, with the history view open.
+fn history_view_open() -> Env {
+    let env = attached_to_300_lines("sleep 600");
     env.ok(&["send", "outer", "--key", "C-b", "--text", "["]);
     env.wait_screen("outer", "\\[history\\] lines");
     env
@@ -679,15 +686,7 @@ fn the_history_view_reads_an_arrow_key_cut_across_reads_as_one_key() {
 /// opened, and what follows the key that closes the view is for the pane.
 #[test]
 fn keys_in_the_same_read_as_a_binding_reach_the_view_and_then_the_pane() {
-    let env = Env::new();
-    env.spawn(
-        "inner",
-        "24x80",
-        &["sh", "-c", "seq 1 300; echo INNER-READY; exec cat"],
-        Some("INNER-READY"),
-    );
-    attach_client(&env, "outer", "inner");
-    env.wait_screen("outer", "INNER-READY");
+    let env = attached_to_300_lines("exec cat");
     // One write: the history binding, `q` (the view closes), then a line for the pane.
     env.ok(&["send", "outer", "--text", "\u{2}[qafter-the-view\r"]);
     env.wait_screen("inner", "after-the-view");

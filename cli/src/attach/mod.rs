@@ -222,28 +222,30 @@ pub fn run(
         None
     };
     let chosen = match target {
-        Some((socket, session)) => Ok(Chosen::Pane(session.to_string(), socket.clone(), None)),
+        Some((socket, session)) => Ok(Chosen::Pane(
+            session.to_string(),
+            socket.clone(),
+            Vec::new(),
+        )),
         None if interactive => runtime.block_on(choose_first(panes, &mut keyboard)),
         None => Err(anyhow!("choosing a pane needs a terminal")),
     };
     let (mut socket, mut session, mut carried) = match chosen {
-        Ok(Chosen::Pane(session, socket, keys)) => (socket, session, keys.unwrap_or_default()),
+        Ok(Chosen::Pane(session, socket, keys)) => (socket, session, keys),
         left => {
             restore_terminal(interactive, &outer);
             let code = match left {
-                Ok(Chosen::Left(None)) => {
-                    eprintln!("[no pane chosen]");
-                    0
-                }
-                Ok(Chosen::Left(Some(signal))) => {
-                    eprintln!("[no pane chosen: {signal}]");
-                    0
-                }
                 Err(err) => {
                     eprintln!("belfry attach: {err:#}");
                     2
                 }
-                Ok(Chosen::Pane(..)) => 0,
+                Ok(left) => {
+                    match left {
+                        Chosen::Left(Some(signal)) => eprintln!("[no pane chosen: {signal}]"),
+                        _ => eprintln!("[no pane chosen]"),
+                    }
+                    0
+                }
             };
             end_run(runtime, keyboard);
             return Ok(code);
@@ -332,7 +334,7 @@ fn end_run(runtime: tokio::runtime::Runtime, keyboard: Option<Keyboard>) {
 enum Chosen {
     /// The pane chosen, where it is served, and the keys typed after Enter in the same read
     /// (they are for it).
-    Pane(String, Endpoint, Option<Vec<u8>>),
+    Pane(String, Endpoint, Vec<u8>),
     /// The user left it (`q`, Escape), or a signal ended it (its name).
     Left(Option<&'static str>),
 }
@@ -395,7 +397,7 @@ async fn choose_first(panes: &dyn Panes, keyboard: &mut Option<Keyboard>) -> Res
                     Outcome::Switch(name) => match panes.socket(&name) {
                         Ok(socket) => {
                             let rest = keys.leave(&read, index);
-                            return Ok(Chosen::Pane(name, socket, Some(rest)));
+                            return Ok(Chosen::Pane(name, socket, rest));
                         }
                         Err(err) => {
                             message = Some(format!("cannot attach to {name}: {err:#}"));
@@ -684,7 +686,7 @@ async fn session_loop(
     let mut view_keys = ViewKeys::default();
     // Keys read but not yet taken: those typed after a binding, a view's last key or a
     // switch to this pane, in the same read. They are taken before the keyboard is read again.
-    let mut carried = (!carried.is_empty()).then_some(carried);
+    let mut carried = carried;
     let redraw = Frame::Control(Control::Redraw).encode();
     // Whether the pane host has stopped writing to the terminal for this client to draw.
     let mut paused = false;
@@ -720,7 +722,7 @@ async fn session_loop(
                 && view.is_none()
                 && message_until.is_none()
                 && !filter.holds_keys()
-                && carried.is_none()
+                && carried.is_empty()
             {
                 writer
                     .write_all(&Frame::Control(Control::Keyboard).encode())
@@ -733,8 +735,8 @@ async fn session_loop(
             // Keystrokes read here or given back by the pane host, and `None` when the keyboard
             // gives no more.
             let mut typed: Option<Option<Vec<u8>>> = None;
-            if let Some(keys) = carried.take() {
-                typed = Some(Some(keys));
+            if !carried.is_empty() {
+                typed = Some(Some(std::mem::take(&mut carried)));
             } else {
                 let colors_in = async {
                     if colors_asked {
@@ -901,7 +903,7 @@ async fn session_loop(
                         // The redraw also ends the pane host's pause.
                         paused = false;
                         writer.write_all(&redraw).await?;
-                        carried = (!rest.is_empty()).then_some(rest);
+                        carried = rest;
                     }
                     Outcome::Switch(name) => match panes.socket(&name) {
                         Ok(next) => {
@@ -913,7 +915,7 @@ async fn session_loop(
                             show_message(&format!("cannot attach to {name}: {err:#}"), outer)?;
                             // The view stays open: the keys after Enter are its own.
                             partial_until = None;
-                            carried = (!rest.is_empty()).then_some(rest);
+                            carried = rest;
                         }
                     },
                 }
@@ -979,7 +981,7 @@ async fn session_loop(
                             }
                             write_terminal(&open.render(), outer)?;
                             view = Some(open);
-                            carried = (!rest.is_empty()).then_some(rest);
+                            carried = rest;
                         }
                         Err(err) => {
                             let pause_first = handed && !paused;
@@ -996,7 +998,7 @@ async fn session_loop(
                                 return Ok(ended);
                             }
                             message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
-                            carried = (!rest.is_empty()).then_some(rest);
+                            carried = rest;
                         }
                     }
                 }

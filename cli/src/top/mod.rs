@@ -225,12 +225,8 @@ impl View {
             }
             return Ok(false);
         }
-        if self.ui.typing {
-            self.ui.filter_key(key);
-            return Ok(false);
-        }
-        // A paste is text: it starts a filter, as in the attach client's pane chooser.
-        if let ViewKey::Pasted(_) = key {
+        // A paste is text for the filter, and starts one, as in the attach client's chooser.
+        if self.ui.typing || matches!(key, ViewKey::Pasted(_)) {
             self.ui.typing = true;
             self.ui.filter_key(key);
             return Ok(false);
