@@ -1066,8 +1066,8 @@ async fn attach(
                     batch.push(frame);
                     while batch.len() < wire::MAX_BATCH {
                         match handle.rx.try_recv() {
-                            Ok(frame) => batch.push(frame),
-                            Err(_) => break,
+                            Some(frame) => batch.push(frame),
+                            None => break,
                         }
                     }
                     if out.send(&mut writer, &mut batch).await.is_err() {

@@ -14,7 +14,7 @@
 //! next byte. (`restart_lock` only keeps two restarts apart; it is never taken with `input`.)
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -172,6 +172,12 @@ pub struct ClientSlot {
     pub size: (u16, u16),
     pub last_active: Instant,
     tx: mpsc::Sender<Frame>,
+    /// The output bytes in `tx`'s queue (the receiving [`ClientQueue`] takes them off).
+    queued: Arc<AtomicUsize>,
+    /// Notified when the queue goes down to [`CLIENT_WAIT_AT`] bytes, or the client goes.
+    room: Arc<Notify>,
+    /// How much longer the reader may wait for this client to take its output.
+    patience: Patience,
     lagged: Arc<AtomicBool>,
     wake: Arc<Notify>,
     /// The client's terminal is smaller than the pane: it is sent redraws of the part around
@@ -198,9 +204,82 @@ const MAX_MISSED_CONTROLS: usize = 64;
 /// The receiving side of an attached client.
 pub struct ClientHandle {
     pub id: u64,
-    pub rx: mpsc::Receiver<Frame>,
+    pub rx: ClientQueue,
     pub lagged: Arc<AtomicBool>,
     pub wake: Arc<Notify>,
+}
+
+/// The frames waiting for one attached client, with a count of the output bytes among them
+/// (what [`CLIENT_QUEUE_BYTES`] bounds).
+pub struct ClientQueue {
+    rx: mpsc::Receiver<Frame>,
+    queued: Arc<AtomicUsize>,
+    room: Arc<Notify>,
+}
+
+impl Drop for ClientQueue {
+    /// A reader waiting for this client to take its output stops waiting.
+    fn drop(&mut self) {
+        self.room.notify_one();
+    }
+}
+
+impl ClientQueue {
+    /// The next frame; `None` once the pane has let the client go.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        let frame = self.rx.recv().await;
+        self.taken(frame.as_ref());
+        frame
+    }
+
+    /// The next frame if one is queued.
+    pub fn try_recv(&mut self) -> Option<Frame> {
+        let frame = self.rx.try_recv().ok();
+        self.taken(frame.as_ref());
+        frame
+    }
+
+    fn taken(&self, frame: Option<&Frame>) {
+        if let Some(Frame::Data(bytes, _)) = frame {
+            let before = self.queued.fetch_sub(bytes.len(), Ordering::Relaxed);
+            if before > CLIENT_WAIT_AT && before - bytes.len() <= CLIENT_WAIT_AT {
+                self.room.notify_one();
+            }
+        }
+    }
+}
+
+/// How long the reader may still wait for one client: [`PATIENCE_MAX`] at first, less what
+/// it waited, and back again at [`PATIENCE_REFILL`] of the time that passes.
+#[derive(Clone, Copy)]
+struct Patience {
+    left: Duration,
+    at: Instant,
+}
+
+impl Patience {
+    fn new(now: Instant) -> Self {
+        Patience {
+            left: PATIENCE_MAX,
+            at: now,
+        }
+    }
+
+    /// What is left at `now`.
+    fn left(&mut self, now: Instant) -> Duration {
+        let refill = now
+            .saturating_duration_since(self.at)
+            .mul_f64(PATIENCE_REFILL);
+        self.left = (self.left + refill).min(PATIENCE_MAX);
+        self.at = self.at.max(now);
+        self.left
+    }
+
+    /// The reader waited `waited` for the client, up to `now`.
+    fn spend(&mut self, waited: Duration, now: Instant) {
+        self.left(now);
+        self.left = self.left.saturating_sub(waited);
+    }
 }
 
 /// How long after the program's last query attached terminals' answers are routed from one
@@ -208,8 +287,42 @@ pub struct ClientHandle {
 /// trip; a program that waited longer has given up on the answer.
 const ANSWER_WINDOW: Duration = Duration::from_secs(3);
 
-/// Chunks queued per client before it is considered lagging and resynchronised by a redraw.
-const CLIENT_QUEUE: usize = 256;
+/// Output bytes queued for one client before it is considered lagging and resynchronised by a
+/// redraw (the pane host's log says how many bytes the redraw replaced). What a client that is
+/// not waited for ([`CLIENT_WAIT_AT`]) may pin: as much as 256 full turns of the reader, the
+/// most the bound of 256 chunks before it let a client pin (chunks are often far shorter than
+/// a turn, so a count bounded the time a client could fall behind, not what it held).
+pub const CLIENT_QUEUE_BYTES: usize = 256 * OUTPUT_TURN;
+
+/// Output bytes queued for one writable client past which the reader waits for it before it
+/// reads the program's next output, so the program prints at the pace of the terminal of the
+/// person at its keyboard, as it would in a terminal of its own, and that terminal gets every
+/// byte. A terminal that falls behind for a moment (a scheduler's hiccup, the terminal
+/// emulator busy) is waited for: with `belfry attach` of a program printing 100 MB of styled
+/// text as fast as it can, a queue bounded at 256 chunks resynchronised 4 attaches in 24 on an
+/// idle 2-core machine, 1.5–4.1 MB of queued output replaced by a redraw each time; waited for, 0 in
+/// 24, in the same time (`docs/performance.md`). The wait is bounded by the client's
+/// [`Patience`]: a terminal that takes nothing (a frozen window, a stopped client) holds the
+/// program up for [`PATIENCE_MAX`] once, and one slower than the program for good for at most
+/// [`PATIENCE_REFILL`] of the time; a client whose patience is spent is resynchronised by a
+/// redraw, as one whose queue reaches [`CLIENT_QUEUE_BYTES`] is. A read-only client (a
+/// watcher) is never waited for.
+pub const CLIENT_WAIT_AT: usize = 1 << 20;
+
+/// The longest the reader waits for one client at once.
+const PATIENCE_MAX: Duration = Duration::from_secs(1);
+
+/// The share of the time that passes by which a client's patience grows back.
+const PATIENCE_REFILL: f64 = 0.5;
+
+/// A client whose patience is down to less than this (the runtime's timer's resolution) is
+/// resynchronised instead of waited for.
+const PATIENCE_LEAST: Duration = Duration::from_millis(2);
+
+/// Chunks queued for one client before it is considered lagging: the bound that holds when
+/// the program prints in small pieces (a chunk is what one turn of the reader read, up to
+/// [`OUTPUT_TURN`]).
+const CLIENT_QUEUE: usize = 4096;
 
 /// The most output one turn of the reader applies to the screen model before it lets requests
 /// and attach streams run (issue 13, target 4). The model takes ~10 ns a byte on an idle
@@ -270,7 +383,14 @@ impl PaneState {
                 client.wake.notify_one();
                 continue;
             }
-            if client.tx.try_send(frame.clone()).is_err() {
+            // Counted before the send, so the receiver never takes off what was not added.
+            let bytes = match frame {
+                Frame::Data(bytes, _) => bytes.len(),
+                Frame::Control(_) => 0,
+            };
+            let before = client.queued.fetch_add(bytes, Ordering::Relaxed);
+            if before + bytes > CLIENT_QUEUE_BYTES || client.tx.try_send(frame.clone()).is_err() {
+                client.queued.fetch_sub(bytes, Ordering::Relaxed);
                 // The client cannot keep up: drop its queue and resynchronise it with a redraw.
                 if control {
                     client.missed.push(frame.clone());
@@ -468,6 +588,7 @@ impl Pane {
         // What the model read as plain or styled lines in a turn, for attached clients.
         let mut pen_only = PenOnlyRun::default();
         loop {
+            self.wait_for_slow_clients().await;
             let spare = self.state.lock().screen.has_spare_rows();
             let readable = if spare {
                 match tokio::time::timeout(RELEASE_AFTER, self.master.readable()).await {
@@ -546,6 +667,44 @@ impl Pane {
                     tracing::error!("PTY read failed: {err}");
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
+            }
+        }
+    }
+
+    /// Waits, before the program's next output is read, while a writable client has more than
+    /// [`CLIENT_WAIT_AT`] bytes of output to take, for as long as its [`Patience`] lasts. A
+    /// client that lags is not waited for: a redraw replaces what it missed.
+    async fn wait_for_slow_clients(&self) {
+        loop {
+            let behind = {
+                let mut st = self.state.lock();
+                let now = Instant::now();
+                st.clients.iter_mut().find_map(|client| {
+                    if client.read_only
+                        || client.lagged.load(Ordering::Relaxed)
+                        || client.queued.load(Ordering::Relaxed) <= CLIENT_WAIT_AT
+                    {
+                        return None;
+                    }
+                    let left = client.patience.left(now);
+                    if left < PATIENCE_LEAST {
+                        // Its patience is spent: resynchronised rather than waited for.
+                        client.lagged.store(true, Ordering::Relaxed);
+                        client.wake.notify_one();
+                        return None;
+                    }
+                    Some((client.id, Arc::clone(&client.room), left))
+                })
+            };
+            let Some((id, room, left)) = behind else {
+                return;
+            };
+            let started = Instant::now();
+            let _ = tokio::time::timeout(left, room.notified()).await;
+            let now = Instant::now();
+            let mut st = self.state.lock();
+            if let Some(client) = st.clients.iter_mut().find(|c| c.id == id) {
+                client.patience.spend(now.duration_since(started), now);
             }
         }
     }
@@ -1124,6 +1283,8 @@ impl Pane {
         st.next_client_id += 1;
         let current_size = st.size;
         let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let room = Arc::new(Notify::new());
         let lagged = Arc::new(AtomicBool::new(false));
         let wake = Arc::new(Notify::new());
         st.clients.push(ClientSlot {
@@ -1132,6 +1293,9 @@ impl Pane {
             size: size.unwrap_or(current_size),
             last_active: Instant::now(),
             tx,
+            queued: Arc::clone(&queued),
+            room: Arc::clone(&room),
+            patience: Patience::new(Instant::now()),
             lagged: Arc::clone(&lagged),
             wake: Arc::clone(&wake),
             cropped: false,
@@ -1146,7 +1310,7 @@ impl Pane {
             redraw,
             ClientHandle {
                 id,
-                rx,
+                rx: ClientQueue { rx, queued, room },
                 lagged,
                 wake,
             },
@@ -1164,7 +1328,7 @@ impl Pane {
         let mut st = self.state.lock();
         let mut controls = Vec::new();
         let mut skipped = 0usize;
-        while let Ok(frame) = handle.rx.try_recv() {
+        while let Some(frame) = handle.rx.try_recv() {
             match frame {
                 Frame::Control(_) => controls.push(frame),
                 Frame::Data(bytes, _) => skipped += bytes.len(),
@@ -1193,6 +1357,9 @@ impl Pane {
 
     pub fn detach(&self, id: u64) {
         let mut st = self.state.lock();
+        if let Some(client) = st.clients.iter().find(|c| c.id == id) {
+            client.room.notify_one();
+        }
         st.clients.retain(|c| c.id != id);
         self.apply_size_policy(&mut st);
         update_cropping(&mut st);
@@ -1480,6 +1647,51 @@ pub fn unblock_signals() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clients_patience_is_spent_by_waiting_and_grows_back_with_half_the_time() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut patience = Patience::new(t0);
+        assert_eq!(patience.left(t0), PATIENCE_MAX);
+        // Never more than the most, however long nothing was waited for.
+        assert_eq!(patience.left(at(5_000)), PATIENCE_MAX);
+        // A terminal that took nothing: waited for the whole of it.
+        patience.spend(PATIENCE_MAX, at(6_000));
+        assert_eq!(patience.left(at(6_000)), Duration::ZERO);
+        assert!(patience.left(at(6_001)) < PATIENCE_LEAST);
+        // Half of the time that passes comes back.
+        assert_eq!(patience.left(at(6_400)), Duration::from_millis(200));
+        patience.spend(Duration::from_millis(150), at(6_400));
+        assert_eq!(patience.left(at(6_400)), Duration::from_millis(50));
+        assert_eq!(
+            patience.left(at(8_400)),
+            Duration::from_millis(1_050).min(PATIENCE_MAX)
+        );
+        // A clock read out of order takes nothing back.
+        assert_eq!(patience.left(at(8_000)), PATIENCE_MAX);
+        // A client slower than the program for good, waited for in every turn: its patience
+        // grows back by half of all the time that passes, so it holds the program up for half
+        // of it once the first second is spent.
+        let mut slow = Patience::new(t0);
+        let (mut waited, mut now) = (Duration::ZERO, t0);
+        for _ in 0..10_000 {
+            now += Duration::from_millis(1);
+            let left = slow.left(now);
+            if left < PATIENCE_LEAST {
+                continue;
+            }
+            let wait = left.min(Duration::from_millis(1));
+            now += wait;
+            waited += wait;
+            slow.spend(wait, now);
+        }
+        let share = waited.as_secs_f64() / now.duration_since(t0).as_secs_f64();
+        assert!(
+            (0.45..=0.51).contains(&share),
+            "waited {share:.3} of the time"
+        );
+    }
 
     #[test]
     fn only_an_unguarded_send_of_raw_bytes_skips_the_pending_output() {
