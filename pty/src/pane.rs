@@ -300,8 +300,8 @@ pub const CLIENT_QUEUE_BYTES: usize = 256 * OUTPUT_TURN;
 /// byte. A terminal that falls behind for a moment (a scheduler's hiccup, the terminal
 /// emulator busy) is waited for: with `belfry attach` of a program printing 100 MB of styled
 /// text as fast as it can, a queue bounded at 256 chunks resynchronised 4 attaches in 24 on an
-/// idle 2-core machine, 1.5–4.1 MB of queued output replaced by a redraw each time; waited for, 0 in
-/// 24, in the same time (`docs/performance.md`). The wait is bounded by the client's
+/// idle 2-core machine, 1.5–4.1 MB of queued output replaced by a redraw each time; waited
+/// for, 0 in 24, in the same time (`docs/performance.md`). The wait is bounded by the client's
 /// [`Patience`]: a terminal that takes nothing (a frozen window, a stopped client) holds the
 /// program up for [`PATIENCE_MAX`] once, and one slower than the program for good for at most
 /// [`PATIENCE_REFILL`] of the time; a client whose patience is spent is resynchronised by a
