@@ -1668,9 +1668,14 @@ def render(results, args):
                 if not r:
                     continue
                 ratio = r["median_s"] / relay[kind]
-                share = (100.0 * r["client_bytes_median"] / raw_bytes[kind]
-                         if r["client_bytes_median"] is not None and raw_bytes[kind] else None)
+                # Delivered in every repetition, not only at the median: the least share is
+                # the one the verdict reads.
+                got = [b for b in r["client_bytes"] if b is not None]
+                share = (100.0 * min(got) / raw_bytes[kind]
+                         if got and raw_bytes[kind] else None)
                 delivered = "?" if share is None else f"{share:.0f} %"
+                if share is not None and len(got) > 1:
+                    delivered += " in the repetition that got least"
                 measured = f"{ratio:.2f}× ({delivered})"
                 # The verdict stays the ratio of the medians; the ratio within each repetition
                 # (the two rows run in the same pass over the variants, seconds apart) says how
