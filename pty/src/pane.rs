@@ -188,6 +188,9 @@ pub struct ClientSlot {
     /// among them): unlike output, which a redraw replaces, they are sent after that redraw
     /// ([`Pane::resync`]), so a client that fell behind still learns that the program ended.
     missed: Vec<Frame>,
+    /// Output bytes not queued because the client lagged (a cropped client's aside: it is
+    /// shown the model, not the output), which the next resynchronisation reports.
+    dropped: usize,
 }
 
 impl ClientSlot {
@@ -371,8 +374,12 @@ impl PaneState {
         let control = matches!(frame, Frame::Control(_));
         for client in &mut self.clients {
             if client.lagged.load(Ordering::Relaxed) {
-                if control && client.missed.len() < MAX_MISSED_CONTROLS {
-                    client.missed.push(frame.clone());
+                match frame {
+                    Frame::Control(_) if client.missed.len() < MAX_MISSED_CONTROLS => {
+                        client.missed.push(frame.clone());
+                    }
+                    Frame::Data(bytes, _) if !client.cropped => client.dropped += bytes.len(),
+                    _ => {}
                 }
                 continue;
             }
@@ -689,6 +696,12 @@ impl Pane {
                     let left = client.patience.left(now);
                     if left < PATIENCE_LEAST {
                         // Its patience is spent: resynchronised rather than waited for.
+                        tracing::warn!(
+                            "attach client {} stayed more than {CLIENT_WAIT_AT} bytes behind \
+                             while the program was held for it; the program goes on, and the \
+                             client is caught up with a redraw",
+                            client.id
+                        );
                         client.lagged.store(true, Ordering::Relaxed);
                         client.wake.notify_one();
                         return None;
@@ -1300,6 +1313,7 @@ impl Pane {
             wake: Arc::clone(&wake),
             cropped: false,
             missed: Vec::new(),
+            dropped: 0,
         });
         if !read_only {
             self.apply_size_policy(&mut st);
@@ -1322,8 +1336,8 @@ impl Pane {
     /// frames (`exited`, `detach`) that were in the queue, which the redraw does not stand for.
     ///
     /// Output bytes a client misses this way are never dropped silently: the pane host's log
-    /// says how many queued bytes the redraw replaced (chunks not queued while the client was
-    /// marked lagging come on top).
+    /// says how many output bytes the redraw replaced: those it empties from the queue and those
+    /// not queued while the client was marked lagging.
     pub fn resync(&self, handle: &mut ClientHandle) -> Vec<Frame> {
         let mut st = self.state.lock();
         let mut controls = Vec::new();
@@ -1334,17 +1348,20 @@ impl Pane {
                 Frame::Data(bytes, _) => skipped += bytes.len(),
             }
         }
-        if skipped > 0 {
-            tracing::warn!(
-                "attach client {} fell behind: {skipped} queued output bytes (and any \
-                 output while it lagged) were replaced by a redraw of the screen",
-                handle.id
-            );
-        }
         // Then the controls that found the client lagging, newest last; taken under the same
         // lock that clears `lagged`, so none falls between the two.
+        let mut dropped = 0;
         if let Some(slot) = st.clients.iter_mut().find(|c| c.id == handle.id) {
             controls.append(&mut slot.missed);
+            dropped = std::mem::take(&mut slot.dropped);
+        }
+        if skipped + dropped > 0 {
+            tracing::warn!(
+                "attach client {} fell behind: {} output bytes ({skipped} queued, {dropped} \
+                 while it lagged) were replaced by a redraw of the screen",
+                handle.id,
+                skipped + dropped
+            );
         }
         handle.lagged.store(false, Ordering::Relaxed);
         let mut frames = vec![Frame::Data(

@@ -1177,6 +1177,7 @@ fn a_keyboard_given_with_its_descriptor_is_read_at_once() {
 fn frames_client(
     env: &Env,
     session: &str,
+    read_only: bool,
 ) -> (
     std::os::unix::net::UnixStream,
     std::io::BufReader<std::os::unix::net::UnixStream>,
@@ -1187,7 +1188,8 @@ fn frames_client(
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
-    let request = serde_json::json!({"id":1,"op":"attach","rows":24,"cols":80});
+    let request = serde_json::json!({"id":1,"op":"attach","rows":24,"cols":80,
+                                     "read_only":read_only});
     (&stream)
         .write_all(format!("{request}\n").as_bytes())
         .unwrap();
@@ -1196,6 +1198,15 @@ fn frames_client(
     assert!(line.contains("\"attached\":true"), "{line}");
     (stream, reader)
 }
+
+/// The pane host's log of `session`.
+fn pane_log(env: &Env, session: &str) -> String {
+    let log = env.path("xdg-state").join("belfry").join("log");
+    String::from_utf8_lossy(&read_or_empty(&log.join(format!("pane-{session}.log")))).into_owned()
+}
+
+/// What the pane host logs when it stops holding the program for a client.
+const HELD_IN_VAIN: &str = "while the program was held for it";
 
 /// Reads a frames client's stream until the `exited` control: the data frames' bytes in
 /// order, and that control.
@@ -1229,6 +1240,7 @@ fn read_frame(reader: &mut impl std::io::Read) -> Option<(u8, Vec<u8>)> {
 /// exits 7, with a frames client attached.
 fn flood_with_a_frames_client(
     env: &Env,
+    read_only: bool,
 ) -> (
     std::os::unix::net::UnixStream,
     std::io::BufReader<std::os::unix::net::UnixStream>,
@@ -1240,7 +1252,7 @@ fn flood_with_a_frames_client(
         None,
     );
     std::thread::sleep(Duration::from_millis(300));
-    frames_client(env, "flood")
+    frames_client(env, "flood", read_only)
 }
 
 /// What `seq 1 n` prints through a PTY (each line ends in CR LF).
@@ -1254,7 +1266,7 @@ fn seq_through_a_pty(n: usize) -> String {
 #[test]
 fn a_client_that_fell_behind_still_learns_that_the_program_exited() {
     let env = Env::new();
-    let (_stream, mut reader) = flood_with_a_frames_client(&env);
+    let (_stream, mut reader) = flood_with_a_frames_client(&env, false);
     // The client reads nothing while the program prints about 20 MB and ends.
     env.ok(&["send", "flood", "--key", "Enter"]);
     assert!(
@@ -1272,6 +1284,50 @@ fn a_client_that_fell_behind_still_learns_that_the_program_exited() {
     );
     let exited = exited.expect("the client that fell behind was never told the program exited");
     assert_eq!(exited["exited"]["code"], 7, "{exited}");
+    // The program was held for it first, and went on when the client's patience was spent;
+    // what the redraw replaced is logged.
+    let logged = || {
+        let log = pane_log(&env, "flood");
+        log.contains(HELD_IN_VAIN) && log.contains("fell behind")
+    };
+    assert!(
+        eventually(Duration::from_secs(5), logged),
+        "{}",
+        pane_log(&env, "flood")
+    );
+}
+
+/// A read-only client (a watcher) that reads nothing never holds the program: it is caught up
+/// with a redraw, as a client that falls behind is, without the program ever waiting for it.
+#[test]
+fn a_watcher_that_falls_behind_never_holds_the_program() {
+    let env = Env::new();
+    let (_stream, mut reader) = flood_with_a_frames_client(&env, true);
+    env.ok(&["send", "flood", "--key", "Enter"]);
+    assert!(
+        eventually(Duration::from_secs(120), || !env.snapshot("flood")
+            ["exited"]
+            .is_null()),
+        "the program did not end"
+    );
+    let (data, exited) = frames_until_exited(&mut reader);
+    assert!(
+        data.len() < seq_through_a_pty(3_000_000).len() / 2,
+        "the watcher got {} bytes: it never fell behind, so this proves nothing",
+        data.len()
+    );
+    assert_eq!(exited.expect("no exit")["exited"]["code"], 7);
+    assert!(
+        eventually(Duration::from_secs(5), || pane_log(&env, "flood")
+            .contains("fell behind")),
+        "{}",
+        pane_log(&env, "flood")
+    );
+    let log = pane_log(&env, "flood");
+    assert!(
+        !log.contains(HELD_IN_VAIN),
+        "the program was held for a watcher: {log}"
+    );
 }
 
 /// A client whose terminal stops taking output for a moment while the program prints as fast
@@ -1283,7 +1339,7 @@ fn a_client_that_fell_behind_still_learns_that_the_program_exited() {
 #[test]
 fn a_client_that_falls_behind_for_a_moment_gets_every_byte() {
     let env = Env::new();
-    let (_stream, mut reader) = flood_with_a_frames_client(&env);
+    let (_stream, mut reader) = flood_with_a_frames_client(&env, false);
     let (kind, _redraw) = read_frame(&mut reader).expect("no redraw on attach");
     assert_eq!(kind, 1, "the first frame is the redraw");
     let before = env.snapshot("flood")["revision"].as_u64().unwrap();
@@ -1321,6 +1377,11 @@ fn a_client_that_falls_behind_for_a_moment_gets_every_byte() {
     );
     let exited = exited.expect("the client was never told the program exited");
     assert_eq!(exited["exited"]["code"], 7, "{exited}");
+    let log = pane_log(&env, "flood");
+    assert!(
+        !log.contains("fell behind") && !log.contains(HELD_IN_VAIN),
+        "{log}"
+    );
 }
 
 /// A client that reads the output in frames (`BELFRY_ATTACH_HANDOVER=0`, as a remote client
