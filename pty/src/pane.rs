@@ -174,7 +174,8 @@ pub struct ClientSlot {
     tx: mpsc::Sender<Frame>,
     /// The output bytes in `tx`'s queue (the receiving [`ClientQueue`] takes them off).
     queued: Arc<AtomicUsize>,
-    /// Notified when the queue goes down to [`CLIENT_WAIT_AT`] bytes, or the client goes.
+    /// Notified when the queue goes down to [`CLIENT_WAIT_AT`] bytes, or the client's
+    /// [`ClientQueue`] is dropped (it has gone).
     room: Arc<Notify>,
     /// How much longer the reader may wait for this client to take its output.
     patience: Patience,
@@ -194,6 +195,14 @@ pub struct ClientSlot {
 }
 
 impl ClientSlot {
+    /// Whether the reader waits for this client before it reads more output
+    /// ([`CLIENT_WAIT_AT`]): a writable client, not lagging, with more than that queued.
+    fn waited_for(&self) -> bool {
+        !self.read_only
+            && !self.lagged.load(Ordering::Relaxed)
+            && self.queued.load(Ordering::Relaxed) > CLIENT_WAIT_AT
+    }
+
     /// Whether this client's terminal is smaller than `pane` in either direction.
     fn smaller_than(&self, pane: (u16, u16)) -> bool {
         self.size.0 < pane.0 || self.size.1 < pane.1
@@ -595,8 +604,15 @@ impl Pane {
         // What the model read as plain or styled lines in a turn, for attached clients.
         let mut pen_only = PenOnlyRun::default();
         loop {
-            self.wait_for_slow_clients().await;
-            let spare = self.state.lock().screen.has_spare_rows();
+            let (spare, behind) = {
+                let st = self.state.lock();
+                let behind = st.clients.iter().any(ClientSlot::waited_for);
+                (st.screen.has_spare_rows(), behind)
+            };
+            if behind {
+                self.wait_for_slow_clients().await;
+                continue;
+            }
             let readable = if spare {
                 match tokio::time::timeout(RELEASE_AFTER, self.master.readable()).await {
                     Ok(readable) => readable,
@@ -687,10 +703,7 @@ impl Pane {
                 let mut st = self.state.lock();
                 let now = Instant::now();
                 st.clients.iter_mut().find_map(|client| {
-                    if client.read_only
-                        || client.lagged.load(Ordering::Relaxed)
-                        || client.queued.load(Ordering::Relaxed) <= CLIENT_WAIT_AT
-                    {
+                    if !client.waited_for() {
                         return None;
                     }
                     let left = client.patience.left(now);
@@ -1374,9 +1387,6 @@ impl Pane {
 
     pub fn detach(&self, id: u64) {
         let mut st = self.state.lock();
-        if let Some(client) = st.clients.iter().find(|c| c.id == id) {
-            client.room.notify_one();
-        }
         st.clients.retain(|c| c.id != id);
         self.apply_size_policy(&mut st);
         update_cropping(&mut st);

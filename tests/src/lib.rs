@@ -112,6 +112,11 @@ impl Env {
         self.dir.path().join(name)
     }
 
+    /// Where the daemon and the pane hosts of this environment log.
+    pub fn log_dir(&self) -> PathBuf {
+        self.path("xdg-state").join("belfry").join("log")
+    }
+
     pub fn runtime(&self) -> PathBuf {
         self.path("run")
     }
@@ -418,8 +423,7 @@ impl Drop for Env {
                 );
             }
             // Show what the daemon and pane hosts logged, to explain the failure.
-            let dir = self.path("xdg-state").join("belfry").join("log");
-            if let Ok(entries) = std::fs::read_dir(&dir) {
+            if let Ok(entries) = std::fs::read_dir(self.log_dir()) {
                 for entry in entries.flatten() {
                     let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
                     let tail: Vec<&str> = text.lines().rev().take(25).collect();

@@ -1051,7 +1051,7 @@ fn read_for(master: &std::os::fd::OwnedFd, wait: Duration) -> Vec<u8> {
 /// 64 KiB held, the pause's end is a redraw.
 #[test]
 fn output_held_by_a_pause_is_written_after_it_without_a_redraw() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufRead, BufReader, Write};
     use std::os::fd::AsFd;
     let env = Env::new();
     env.spawn(
@@ -1084,12 +1084,8 @@ fn output_held_by_a_pause_is_written_after_it_without_a_redraw() {
     let mut paused = |frame: &[u8]| {
         (&stream).write_all(frame).unwrap();
         loop {
-            let mut header = [0u8; 5];
-            reader.read_exact(&mut header).unwrap();
-            let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-            let mut payload = vec![0u8; len];
-            reader.read_exact(&mut payload).unwrap();
-            if header[0] == 2 && payload == br#"{"paused":true}"# {
+            let (kind, payload) = read_frame(&mut reader).expect("the stream ended");
+            if kind == 2 && payload == br#"{"paused":true}"# {
                 return;
             }
         }
@@ -1201,8 +1197,8 @@ fn frames_client(
 
 /// The pane host's log of `session`.
 fn pane_log(env: &Env, session: &str) -> String {
-    let log = env.path("xdg-state").join("belfry").join("log");
-    String::from_utf8_lossy(&read_or_empty(&log.join(format!("pane-{session}.log")))).into_owned()
+    let log = env.log_dir().join(format!("pane-{session}.log"));
+    String::from_utf8_lossy(&read_or_empty(&log)).into_owned()
 }
 
 /// What the pane host logs when it stops holding the program for a client.
