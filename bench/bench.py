@@ -879,6 +879,26 @@ class Bench:
                     rate[0] += wrote1 - wrote0
                     rate[1] += t1 - t0
 
+        # `/bin/true` runs among every tool's commands: the start of a process that asks
+        # nobody anything, on the machine as that tool's busy pane leaves it. Beside a raw PTY
+        # reader (the baseline of section 1, which reads as fast as the terminal layer hands
+        # the output over and does nothing else with it) it gives what any tool reading at
+        # that rate leaves of the machine.
+        def beside(tool):
+            return {"name": f"/bin/true beside {tool}", "argv": ["/bin/true"]}
+
+        def on_raw(r):
+            reader = subprocess.Popen(
+                [self.bench, "raw-pty", "--timeout-s", "900", "--", "sh", "-c", program],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            try:
+                time.sleep(0.5)
+                measure([beside("a raw PTY reader")])
+            finally:
+                # The reader's end closes the terminal: its program is hung up and ends.
+                reader.kill()
+                reader.wait(timeout=30)
+
         def on_belfry(r):
             name = f"{key}{r}"
             self.new_pane(name, ["sh", "-c", program])
@@ -887,6 +907,7 @@ class Bench:
                 measure([
                     {"name": "belfry peek", "argv": [self.belfry, "peek", name]},
                     {"name": "belfry send", "argv": [self.belfry, "send", name, "--text", "x"]},
+                    beside("belfry"),
                 ])
             finally:
                 self.kill_pane(name)
@@ -901,6 +922,7 @@ class Bench:
                                                               "-p", "-t", name]},
                     {"name": "tmux send-keys", "argv": [*self.tmux_prefix, "send-keys", "-t",
                                                         name, "x"]},
+                    beside("tmux"),
                 ])
             finally:
                 self.tmux("kill-session", "-t", name, check=False)
@@ -917,6 +939,7 @@ class Bench:
                                                             "hardcopy", str(hardcopy)]},
                     {"name": "screen -X stuff", "argv": [*screen, "-S", name, "-X", "stuff",
                                                          "x"]},
+                    beside("GNU screen"),
                 ])
                 # The file the hardcopies wrote holds the pane's text (lines of the file).
                 deadline = time.monotonic() + 5
@@ -940,11 +963,12 @@ class Bench:
                 measure([
                     {"name": "dtach -p", "argv": ["dtach", "-p", sock],
                      "stdin": str(self.key_file)},
+                    beside("dtach"),
                 ])
             finally:
                 self.end_dtach(label)
 
-        tools = [on_belfry, on_tmux, on_screen, on_dtach]
+        tools = [on_belfry, on_tmux, on_screen, on_dtach, on_raw]
         for r in range(rounds):
             log(f"{key}: round {r + 1} of {rounds}")
             for tool in (tools if r % 2 == 0 else list(reversed(tools))):
@@ -1843,7 +1867,33 @@ def render(results, args):
                     add(f"| {cli_label.get(k, f'`{k}`')}{fail} | {fmt_ms(r['p50_ms'])} | "
                         f"{fmt_ms(r['p90_ms'])} | {fmt_ms(r['p99_ms'])} | "
                         f"{fmt_ms(r['max_ms'])} | {each} | {idle} | {rate} |")
+        for k in (k for k in bz if k.startswith("/bin/true beside ")):
+            r = bz[k]
+            fail = f" ({r['failures']} failed)" if r["failures"] else ""
+            each = ", ".join(f"{x:.2f}" for x in r.get("round_p99_ms", []))
+            idle = r.get("machine_idle_pct")
+            idle = "—" if idle is None else f"{idle:.1f} %"
+            rate = r.get("printed_mb_per_s")
+            rate = "—" if rate is None else f"{rate:.1f}"
+            add(f"| `{k}`{fail} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p90_ms'])} | "
+                f"{fmt_ms(r['p99_ms'])} | {fmt_ms(r['max_ms'])} | {each} | {idle} | {rate} |")
         add("")
+        starts = {k[len("/bin/true beside "):]: bz[k] for k in bz
+                  if k.startswith("/bin/true beside ")}
+        if starts:
+            add("`/bin/true` ran among each tool's commands: the start of a process that asks "
+                "nobody anything, on the machine as that tool's busy pane left it; beside a raw "
+                "PTY reader (section 1's baseline: it reads the pane's output as fast as the "
+                "terminal layer hands it over and does nothing else) it shows what reading at "
+                "that rate leaves of the machine to a process that starts.")
+            add("")
+            for b, t in (("belfry peek", "tmux capture-pane -p"),
+                         ("belfry send", "tmux send-keys")):
+                if b in bz and t in bz and "belfry" in starts and "tmux" in starts:
+                    add(f"`{b}` p99 over the p99 of `/bin/true` beside it: "
+                        f"{bz[b]['p99_ms'] - starts['belfry']['p99_ms']:+.2f} ms; `{t}`'s: "
+                        f"{bz[t]['p99_ms'] - starts['tmux']['p99_ms']:+.2f} ms.")
+            add("")
         add("The machine's idle share is of both cores, over the rounds in which the command "
             "ran; the pane printed what its program's process tree wrote over the same time "
             "(`wchar` of /proc/PID/io). A multiplexer that reads its pane faster lets `cat` "
@@ -1855,10 +1905,18 @@ def render(results, args):
             wins = sum(x <= y for x, y in zip(rb["round_p99_ms"], rt["round_p99_ms"]))
             add(f"{difference_line(b, t, cmp)}; belfry's p99 at or under tmux's in {wins} of "
                 f"{len(rb['round_p99_ms'])} rounds.")
+            context = ""
+            if {"belfry", "tmux"} <= starts.keys():
+                raw = starts.get("a raw PTY reader")
+                raw = f", a raw PTY reader's {raw['p99_ms']:.2f}" if raw else ""
+                context = (f"; `/bin/true` p99 beside belfry's pane "
+                           f"{starts['belfry']['p99_ms']:.2f}, tmux's "
+                           f"{starts['tmux']['p99_ms']:.2f}{raw}")
             targets.append((f"`{b}` p99 on a busy pane vs `{t}` (issue 13 target 4{suffix})",
                             "≤ tmux's",
                             f"{rb['p99_ms']:.2f} vs {rt['p99_ms']:.2f} ms (difference "
-                            f"{cmp['ci95_low_ms']:+.2f} to {cmp['ci95_high_ms']:+.2f} ms, 95 %)",
+                            f"{cmp['ci95_low_ms']:+.2f} to {cmp['ci95_high_ms']:+.2f} ms, "
+                            f"95 %){context}",
                             rb["p99_ms"] <= rt["p99_ms"]))
         add("")
         if "screen -X stuff" in bz or "dtach -p" in bz:
