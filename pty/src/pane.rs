@@ -192,6 +192,11 @@ pub struct ClientSlot {
     /// Output bytes not queued because the client lagged (a cropped client's aside: it is
     /// shown the model, not the output), which the next resynchronisation reports.
     dropped: usize,
+    /// The reader stopped waiting for this client because its patience was spent; the next
+    /// resynchronisation says so.
+    held_in_vain: bool,
+    /// What the log has said, and not yet said, of this client's falling behind.
+    lag_log: LagLog,
 }
 
 impl ClientSlot {
@@ -206,6 +211,79 @@ impl ClientSlot {
     /// Whether this client's terminal is smaller than `pane` in either direction.
     fn smaller_than(&self, pane: (u16, u16)) -> bool {
         self.size.0 < pane.0 || self.size.1 < pane.1
+    }
+}
+
+/// How often the pane host's log speaks of one attach client falling behind: the first time at
+/// once, then at most once per this window, each line summing up the resynchronisations since
+/// the one before, and a last line when the client leaves. A terminal slower than the program
+/// for good falls behind again and again for as long as the program prints without pause
+/// (once a second or so with one that takes 6 MB a second, a line each time before).
+const LAG_LOG_WINDOW: Duration = Duration::from_secs(10);
+
+/// One client's falling behind as the log has told it ([`LAG_LOG_WINDOW`]): when it last said
+/// something, and what happened since that it has not said yet.
+#[derive(Default)]
+struct LagLog {
+    logged_at: Option<Instant>,
+    /// Resynchronisations since `logged_at`, ...
+    times: u64,
+    /// ... the output bytes their redraws replaced, ...
+    bytes: u64,
+    /// ... and how many of them came after the program was held for the client in vain.
+    held: u64,
+}
+
+impl LagLog {
+    /// One resynchronisation that replaced `bytes` output bytes: `Some` with what the log says
+    /// of the ones since the last line (empty when there were none) when this one is logged,
+    /// `None` when it is counted for a later line.
+    fn resynchronised(&mut self, bytes: usize, held: bool, now: Instant) -> Option<String> {
+        let due = self
+            .logged_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= LAG_LOG_WINDOW);
+        if !due {
+            self.times += 1;
+            self.bytes += bytes as u64;
+            self.held += u64::from(held);
+            return None;
+        }
+        self.logged_at = Some(now);
+        Some(self.take_summary("; before this, since the last line about it,"))
+    }
+
+    /// What the log has not said yet, after `lead` (empty when nothing is left to say).
+    fn take_summary(&mut self, lead: &str) -> String {
+        if self.times == 0 {
+            return String::new();
+        }
+        let held = match self.held {
+            0 => String::new(),
+            held => format!(
+                ", {held} of them after the program had been held for it as long as its \
+                 patience lasted"
+            ),
+        };
+        let times = match self.times {
+            1 => "1 more time".to_owned(),
+            times => format!("{times} more times"),
+        };
+        let summary = format!(
+            "{lead} it fell behind {times} and redraws replaced {} output bytes{held}",
+            self.bytes
+        );
+        (self.times, self.bytes, self.held) = (0, 0, 0);
+        summary
+    }
+}
+
+/// Logs what [`LagLog`] has not said yet of a client that is leaving.
+fn log_unsaid_lag(slot: &mut ClientSlot) {
+    let unsaid = slot
+        .lag_log
+        .take_summary(", and since the last line about it,");
+    if !unsaid.is_empty() {
+        tracing::warn!("attach client {} left{unsaid}", slot.id);
     }
 }
 
@@ -708,13 +786,9 @@ impl Pane {
                     }
                     let left = client.patience.left(now);
                     if left < PATIENCE_LEAST {
-                        // Its patience is spent: resynchronised rather than waited for.
-                        tracing::warn!(
-                            "attach client {} stayed more than {CLIENT_WAIT_AT} bytes behind \
-                             while the program was held for it; the program goes on, and the \
-                             client is caught up with a redraw",
-                            client.id
-                        );
+                        // Its patience is spent: resynchronised rather than waited for (the
+                        // resynchronisation's log line says so).
+                        client.held_in_vain = true;
                         client.lagged.store(true, Ordering::Relaxed);
                         client.wake.notify_one();
                         return None;
@@ -1327,6 +1401,8 @@ impl Pane {
             cropped: false,
             missed: Vec::new(),
             dropped: 0,
+            held_in_vain: false,
+            lag_log: LagLog::default(),
         });
         if !read_only {
             self.apply_size_policy(&mut st);
@@ -1363,18 +1439,29 @@ impl Pane {
         }
         // Then the controls that found the client lagging, newest last; taken under the same
         // lock that clears `lagged`, so none falls between the two.
-        let mut dropped = 0;
         if let Some(slot) = st.clients.iter_mut().find(|c| c.id == handle.id) {
             controls.append(&mut slot.missed);
-            dropped = std::mem::take(&mut slot.dropped);
-        }
-        if skipped + dropped > 0 {
-            tracing::warn!(
-                "attach client {} fell behind: {} output bytes ({skipped} queued, {dropped} \
-                 while it lagged) were replaced by a redraw of the screen",
-                handle.id,
-                skipped + dropped
-            );
+            let dropped = std::mem::take(&mut slot.dropped);
+            let held = std::mem::take(&mut slot.held_in_vain);
+            let bytes = skipped + dropped;
+            if bytes > 0 {
+                if let Some(before) = slot.lag_log.resynchronised(bytes, held, Instant::now()) {
+                    let held = if held {
+                        format!(
+                            " (it stayed more than {CLIENT_WAIT_AT} bytes behind while the \
+                             program was held for it, as long as its patience lasted)"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    tracing::warn!(
+                        "attach client {} fell behind{held}: {bytes} output bytes ({skipped} \
+                         queued, {dropped} while it lagged) were replaced by a redraw of the \
+                         screen{before}",
+                        handle.id,
+                    );
+                }
+            }
         }
         handle.lagged.store(false, Ordering::Relaxed);
         let mut frames = vec![Frame::Data(
@@ -1387,6 +1474,9 @@ impl Pane {
 
     pub fn detach(&self, id: u64) {
         let mut st = self.state.lock();
+        if let Some(slot) = st.clients.iter_mut().find(|c| c.id == id) {
+            log_unsaid_lag(slot);
+        }
         st.clients.retain(|c| c.id != id);
         self.apply_size_policy(&mut st);
         update_cropping(&mut st);
@@ -1399,6 +1489,7 @@ impl Pane {
         st.broadcast(&Frame::Control(Control::Detach {
             reason: Some("requested".into()),
         }));
+        st.clients.iter_mut().for_each(log_unsaid_lag);
         st.clients.clear();
         n
     }
@@ -1674,6 +1765,43 @@ pub fn unblock_signals() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_falling_behind_is_logged_at_most_once_a_window_and_nothing_goes_unsaid() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let window = LAG_LOG_WINDOW.as_millis() as u64;
+        let mut log = LagLog::default();
+        // The first time is logged at once, with nothing before it.
+        assert_eq!(log.resynchronised(100, true, t0).as_deref(), Some(""));
+        // Within the window: counted, not logged.
+        assert_eq!(log.resynchronised(200, true, at(5)), None);
+        assert_eq!(log.resynchronised(300, false, at(window - 1)), None);
+        // The first one after the window is logged, with the two before it.
+        let line = log.resynchronised(400, false, at(window)).unwrap();
+        assert!(
+            line.contains("it fell behind 2 more times and redraws replaced 500 output bytes, 1 of them after"),
+            "{line}"
+        );
+        // Said once: the next window starts empty, and a client that leaves with nothing
+        // unsaid adds no line.
+        assert_eq!(log.resynchronised(1, false, at(window + 1)), None);
+        let last = log.take_summary(",");
+        assert_eq!(
+            last,
+            ", it fell behind 1 more time and redraws replaced 1 output bytes"
+        );
+        assert_eq!(log.take_summary(","), "");
+        // A window of nothing but falling behind, one every 10 ms, is one line.
+        let mut slow = LagLog::default();
+        let lines = (0..window / 10)
+            .filter_map(|i| slow.resynchronised(1 << 20, true, at(i * 10)))
+            .count();
+        assert_eq!(lines, 1);
+        assert!(slow
+            .take_summary(",")
+            .contains(&format!("{} more times", window / 10 - 1)));
+    }
 
     #[test]
     fn a_clients_patience_is_spent_by_waiting_and_grows_back_with_half_the_time() {

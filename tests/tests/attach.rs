@@ -1299,6 +1299,89 @@ fn a_client_that_fell_behind_still_learns_that_the_program_exited() {
     assert!(log.contains(HELD_IN_VAIN), "{log}");
 }
 
+/// A client slower than the program for good falls behind again and again while the program
+/// prints without pause (about once a second with a client taking 6 MB a second), and the
+/// pane host's log speaks of it once in a while, summing up the times between, not once each
+/// time. Nothing goes unsaid: what was not logged yet is logged when the client leaves.
+#[test]
+fn a_client_slower_than_the_program_for_good_is_logged_once_in_a_while() {
+    let env = Env::new();
+    // 92 MB, as fast as the program can print it.
+    env.spawn(
+        "flood",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "read -r _; for i in 1 2 3 4; do seq 1 3000000; done; exit 7",
+        ],
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let (stream, mut reader) = frames_client(&env, "flood", false);
+    let started = std::time::Instant::now();
+    env.ok(&["send", "flood", "--key", "Enter"]);
+    // Slower than the program: a frame (at most 32 KiB) every 5 ms, about 6 MB a second.
+    let slow = std::thread::spawn(move || {
+        let mut exited = false;
+        while let Some((kind, payload)) = read_frame(&mut reader) {
+            if kind != 1 && String::from_utf8_lossy(&payload).contains("\"exited\"") {
+                exited = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        exited
+    });
+    assert!(
+        eventually(Duration::from_secs(120), || !env.snapshot("flood")
+            ["exited"]
+            .is_null()),
+        "the program did not end"
+    );
+    assert!(
+        slow.join().unwrap(),
+        "the slow client was never told the program exited"
+    );
+    drop(stream);
+    assert!(
+        eventually(Duration::from_secs(10), || pane_log(&env, "flood")
+            .contains("attach client")
+            && pane_log(&env, "flood").contains(" left")),
+        "no line when the client left: {}",
+        pane_log(&env, "flood")
+    );
+    let log = pane_log(&env, "flood");
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("fell behind")).collect();
+    // How many times it fell behind in all: one for each line that opens with it, plus those
+    // each line sums up.
+    let summed: u64 = lines
+        .iter()
+        .filter_map(|line| {
+            let (_, rest) = line.split_once("it fell behind ")?;
+            rest.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum();
+    let opened = lines
+        .iter()
+        .filter(|l| l.contains("fell behind (") || l.contains("fell behind:"))
+        .count() as u64;
+    assert!(
+        opened + summed >= 3,
+        "the client fell behind {} times: too few for this to prove anything\n{log}",
+        opened + summed
+    );
+    // The first time, one line per 10 s window after it, and the one when it left.
+    let allowed = 2 + (started.elapsed().as_secs() / 10) as usize;
+    assert!(
+        lines.len() <= allowed,
+        "{} lines (at most {allowed}) for {} times the client fell behind in one flood:\n{log}",
+        lines.len(),
+        opened + summed
+    );
+    assert!(log.contains(HELD_IN_VAIN), "{log}");
+}
+
 /// A read-only client (a watcher) that reads nothing never holds the program: it is caught up
 /// with a redraw, as a client that falls behind is, without the program ever waiting for it.
 #[test]
