@@ -190,6 +190,7 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
     }
     ctx.pane.stop_child().await;
     ctx.remove_files();
+    ctx.pane.log_unsaid_lag_of_every_client();
     tracing::info!(session, "pane host exiting");
     Ok(())
 }

@@ -1506,6 +1506,16 @@ impl Pane {
         self.state.lock().clients.len()
     }
 
+    /// The pane host is ending with clients attached: what the log has not said yet of their
+    /// falling behind is said now, as when a client leaves ([`LagLog`]).
+    pub fn log_unsaid_lag_of_every_client(&self) {
+        self.state
+            .lock()
+            .clients
+            .iter_mut()
+            .for_each(log_unsaid_lag);
+    }
+
     /// What a writable client's input frame writes to the pane. spec §4 (one answer per
     /// query): for a while after the program sent a query, every attached terminal's answer
     /// to it arrives, and only the most recently active writable client's are kept; the

@@ -1,7 +1,7 @@
 //! spec §5: attach end to end through a real terminal. The attach client runs inside another
 //! belfry pane (a real PTY), so a test can type into it and read what it shows.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use belfry_tests::{eventually, read_or_empty, recorder_bin, wait_for_file, Env};
 
@@ -1299,14 +1299,11 @@ fn a_client_that_fell_behind_still_learns_that_the_program_exited() {
     assert!(log.contains(HELD_IN_VAIN), "{log}");
 }
 
-/// A client slower than the program for good falls behind again and again while the program
-/// prints without pause (about once a second with a client taking 6 MB a second), and the
-/// pane host's log speaks of it once in a while, summing up the times between, not once each
-/// time. Nothing goes unsaid: what was not logged yet is logged when the client leaves.
-#[test]
-fn a_client_slower_than_the_program_for_good_is_logged_once_in_a_while() {
-    let env = Env::new();
-    // 92 MB, as fast as the program can print it.
+/// Pane `flood`, whose program prints 92 MB as fast as it can once a line is typed and then
+/// exits 7, with a frames client that takes about 6 MB a second (a frame, at most 32 KiB,
+/// every 5 ms) until it is told the program exited. Returns the client's connection and when
+/// the flood began.
+fn a_slow_client_through_a_flood(env: &Env) -> (std::os::unix::net::UnixStream, Instant) {
     env.spawn(
         "flood",
         "24x80",
@@ -1318,10 +1315,9 @@ fn a_client_slower_than_the_program_for_good_is_logged_once_in_a_while() {
         None,
     );
     std::thread::sleep(Duration::from_millis(300));
-    let (stream, mut reader) = frames_client(&env, "flood", false);
-    let started = std::time::Instant::now();
+    let (stream, mut reader) = frames_client(env, "flood", false);
+    let started = Instant::now();
     env.ok(&["send", "flood", "--key", "Enter"]);
-    // Slower than the program: a frame (at most 32 KiB) every 5 ms, about 6 MB a second.
     let slow = std::thread::spawn(move || {
         let mut exited = false;
         while let Some((kind, payload)) = read_frame(&mut reader) {
@@ -1343,15 +1339,23 @@ fn a_client_slower_than_the_program_for_good_is_logged_once_in_a_while() {
         slow.join().unwrap(),
         "the slow client was never told the program exited"
     );
-    drop(stream);
+    (stream, started)
+}
+
+/// Once the pane host's log has said its last of the slow client (`left`): it fell behind
+/// often enough for this to prove something, and the log spoke of it at most once per 10 s
+/// after the first time, plus the last line.
+fn assert_falling_behind_logged_once_in_a_while(env: &Env, started: Instant) {
     assert!(
-        eventually(Duration::from_secs(10), || pane_log(&env, "flood")
-            .contains("attach client")
-            && pane_log(&env, "flood").contains(" left")),
+        eventually(Duration::from_secs(10), || pane_log(env, "flood")
+            .lines()
+            .any(
+                |line| line.contains("attach client") && line.contains(" left")
+            )),
         "no line when the client left: {}",
-        pane_log(&env, "flood")
+        pane_log(env, "flood")
     );
-    let log = pane_log(&env, "flood");
+    let log = pane_log(env, "flood");
     let lines: Vec<&str> = log.lines().filter(|l| l.contains("fell behind")).collect();
     // How many times it fell behind in all: one for each line that opens with it, plus those
     // each line sums up.
@@ -1380,6 +1384,34 @@ fn a_client_slower_than_the_program_for_good_is_logged_once_in_a_while() {
         opened + summed
     );
     assert!(log.contains(HELD_IN_VAIN), "{log}");
+}
+
+/// A client slower than the program for good falls behind again and again while the program
+/// prints without pause (about once a second with a client taking 6 MB a second), and the
+/// pane host's log speaks of it once in a while, summing up the times between, not once each
+/// time. Nothing goes unsaid: what was not logged yet is logged when the client leaves.
+#[test]
+fn a_client_slower_than_the_program_for_good_is_logged_once_in_a_while() {
+    let env = Env::new();
+    let (stream, started) = a_slow_client_through_a_flood(&env);
+    drop(stream);
+    assert_falling_behind_logged_once_in_a_while(&env, started);
+}
+
+/// The same when the pane host ends with the slow client still attached: what the log had not
+/// said yet of it is said as the pane host ends.
+#[test]
+fn a_slow_clients_falling_behind_is_all_logged_when_the_pane_host_ends_under_it() {
+    let env = Env::new();
+    let (_stream, started) = a_slow_client_through_a_flood(&env);
+    env.ok(&["kill", "flood"]);
+    assert!(
+        eventually(Duration::from_secs(10), || pane_log(&env, "flood")
+            .contains("pane host exiting")),
+        "the pane host did not end: {}",
+        pane_log(&env, "flood")
+    );
+    assert_falling_behind_logged_once_in_a_while(&env, started);
 }
 
 /// A read-only client (a watcher) that reads nothing never holds the program: it is caught up
