@@ -1851,35 +1851,28 @@ def render(results, args):
         add("")
         add("| command | p50 ms | p90 ms | p99 ms | max ms | p99 of each round, ms | machine idle while it ran | pane printed, MB/s |")
         add("|---|---:|---:|---:|---:|---|---:|---:|")
-        for b, others in reversed(cli_groups):
-            for k in (b, *others):
-                if k is None:
-                    add(f"| {no_capture} | — | — | — | — | — | — | — |")
-                    continue
-                r = bz.get(k)
-                if r:
-                    fail = f" ({r['failures']} failed)" if r["failures"] else ""
-                    each = ", ".join(f"{x:.2f}" for x in r.get("round_p99_ms", []))
-                    idle = r.get("machine_idle_pct")
-                    idle = "—" if idle is None else f"{idle:.1f} %"
-                    rate = r.get("printed_mb_per_s")
-                    rate = "—" if rate is None else f"{rate:.1f}"
-                    add(f"| {cli_label.get(k, f'`{k}`')}{fail} | {fmt_ms(r['p50_ms'])} | "
-                        f"{fmt_ms(r['p90_ms'])} | {fmt_ms(r['p99_ms'])} | "
-                        f"{fmt_ms(r['max_ms'])} | {each} | {idle} | {rate} |")
-        for k in (k for k in bz if k.startswith("/bin/true beside ")):
-            r = bz[k]
+
+        def busy_row(label, r):
             fail = f" ({r['failures']} failed)" if r["failures"] else ""
             each = ", ".join(f"{x:.2f}" for x in r.get("round_p99_ms", []))
             idle = r.get("machine_idle_pct")
             idle = "—" if idle is None else f"{idle:.1f} %"
             rate = r.get("printed_mb_per_s")
             rate = "—" if rate is None else f"{rate:.1f}"
-            add(f"| `{k}`{fail} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p90_ms'])} | "
+            add(f"| {label}{fail} | {fmt_ms(r['p50_ms'])} | {fmt_ms(r['p90_ms'])} | "
                 f"{fmt_ms(r['p99_ms'])} | {fmt_ms(r['max_ms'])} | {each} | {idle} | {rate} |")
+
+        for b, others in reversed(cli_groups):
+            for k in (b, *others):
+                if k is None:
+                    add(f"| {no_capture} | — | — | — | — | — | — | — |")
+                elif bz.get(k):
+                    busy_row(cli_label.get(k, f"`{k}`"), bz[k])
+        beside = "/bin/true beside "
+        starts = {k[len(beside):]: r for k, r in bz.items() if k.startswith(beside)}
+        for tool, r in starts.items():
+            busy_row(f"`{beside}{tool}`", r)
         add("")
-        starts = {k[len("/bin/true beside "):]: bz[k] for k in bz
-                  if k.startswith("/bin/true beside ")}
         if starts:
             add("`/bin/true` ran among each tool's commands: the start of a process that asks "
                 "nobody anything, on the machine as that tool's busy pane left it; beside a raw "
