@@ -49,6 +49,26 @@ pub fn belfry_bin() -> PathBuf {
     path
 }
 
+/// Copies the executable `from` to `to` with `cp`, so this process never holds the copy open
+/// for writing. A test that wrote the copy itself could not reliably run it: a child forked
+/// meanwhile by another test thread inherits the open descriptor and keeps it until it execs,
+/// and running the copy in that moment fails with ETXTBSY ("Text file busy").
+pub fn copy_executable(from: &Path, to: &Path) {
+    let out = Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .output()
+        .unwrap_or_else(|err| panic!("run cp: {err}"));
+    assert!(
+        out.status.success(),
+        "cp {} {}: {}",
+        from.display(),
+        to.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The recorder test program.
 pub fn recorder_bin() -> PathBuf {
     bin_dir().join("belfry-test-recorder")

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use belfry_tests::{belfry_bin, eventually, Env};
+use belfry_tests::{belfry_bin, copy_executable, eventually, Env};
 use serde_json::Value;
 
 /// The adapters of this source tree, as the build embedded them: (name, declaration).
@@ -33,7 +33,7 @@ fn installed_binary(env: &Env) -> PathBuf {
     let bin = env.path("install/bin");
     std::fs::create_dir_all(&bin).unwrap();
     let exe = bin.join("belfry");
-    std::fs::copy(belfry_bin(), &exe).unwrap();
+    copy_executable(&belfry_bin(), &exe);
     exe
 }
 
@@ -47,19 +47,7 @@ fn run_installed(env: &Env, exe: &Path, args: &[&str]) -> Output {
         cmd.env(key, value);
     }
     cmd.env_remove("BELFRY_ADAPTERS");
-    // The copy was just written: a child forked by another test thread while its file was
-    // open for writing holds that descriptor until it execs, and running the copy meanwhile
-    // fails with ETXTBSY. That lasts microseconds; try again for a while.
-    let mut tries = 0;
-    loop {
-        match cmd.output() {
-            Err(err) if err.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            result => return result.unwrap(),
-        }
-    }
+    cmd.output().unwrap()
 }
 
 #[test]

@@ -11,14 +11,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use belfry_tests::{belfry_bin, eventually, Env};
+use belfry_tests::{belfry_bin, copy_executable, eventually, Env};
 
 /// A directory holding a copy of `belfry`, of it as `belfry-host` with `host_mode`, and of the
 /// build's `belfry-pane` with `pane_mode`.
 fn install(env: &Env, name: &str, host_mode: Option<u32>, pane_mode: Option<u32>) -> PathBuf {
     let dir = env.path(name);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(belfry_bin(), dir.join("belfry")).unwrap();
+    copy_executable(&belfry_bin(), &dir.join("belfry"));
     let pane_bin = belfry_bin().with_file_name("belfry-pane");
     for (from, to, mode) in [
         (belfry_bin(), "belfry-host", host_mode),
@@ -26,8 +26,7 @@ fn install(env: &Env, name: &str, host_mode: Option<u32>, pane_mode: Option<u32>
     ] {
         if let Some(mode) = mode {
             let copy = dir.join(to);
-            std::fs::copy(&from, &copy)
-                .unwrap_or_else(|err| panic!("copy {}: {err}", from.display()));
+            copy_executable(&from, &copy);
             std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(mode)).unwrap();
         }
     }
