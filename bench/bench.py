@@ -350,7 +350,10 @@ class Bench:
             r = json.loads(out)
         except ValueError:
             return {}
-        return {"client_bytes": r.get("bytes"), "redraws": r.get("redraws")}
+        out = {"client_bytes": r.get("bytes"), "redraws": r.get("redraws")}
+        if r.get("mark_ns") is not None:
+            out["mark_ns"] = r["mark_ns"]
+        return out
 
     def tp_raw(self, path):
         out = self.bench_json(["raw-pty", "--", "cat", str(path)])
@@ -580,7 +583,10 @@ class Bench:
         """client: None, "attach" (belfry attach on a PTY: the pane host writes the client's
         terminal itself), "attach-frames" (the same with BELFRY_ATTACH_HANDOVER=0: the output
         in frames, written by the client), "frames" (protocol client). With a client, the time
-        runs until the client has exited, after the last byte reached its terminal."""
+        runs until the last byte of the program's output (a marker line after the file) reached
+        the client's terminal, as the relay's runs until its terminal has read the last byte;
+        the client's exit after it (the program's exit seen, the terminal restored, the
+        process gone) is kept apart as `exit_tail`."""
         name = self.next_name("tp")
         self.new_pane(name, ["sh", "-c", f"read -r _; cat {path}; echo BENCH-DONE"])
         sink = None
@@ -590,7 +596,8 @@ class Bench:
                 env = dict(os.environ)
                 if client == "attach-frames":
                     env["BELFRY_ATTACH_HANDOVER"] = "0"
-                sink = subprocess.Popen([self.bench, "sink", "--", self.belfry, "attach", name],
+                sink = subprocess.Popen([self.bench, "sink", "--mark", "BENCH-DONE", "--",
+                                         self.belfry, "attach", name],
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                         env=env)
             elif client == "frames":
@@ -601,17 +608,24 @@ class Bench:
                 self.wait_clients(name, 1)
             # Let the echo of the start key and the shell's start settle out of the timing.
             cpu0 = cpu_seconds(pid)
-            t0 = time.perf_counter()
+            t0 = time.monotonic_ns()
             self.daemon({"op": "send", "session": name, "input": [{"key": "Enter"}]})
             self.wait_pane(name, 900, exit=True)
             cpu1 = cpu_seconds(pid)
-            client = self.finish_client(sink)
+            got = self.finish_client(sink)
             sink = None
-            seconds = time.perf_counter() - t0
+            seconds = (time.monotonic_ns() - t0) / 1e9
+            mark_ns = got.pop("mark_ns", None)
+            if client in ("attach", "attach-frames"):
+                if mark_ns is None:
+                    raise RuntimeError(f"pane {name}: BENCH-DONE never reached the client")
+                to_mark = (mark_ns - t0) / 1e9
+                got["exit_tail"] = seconds - to_mark
+                seconds = to_mark
             snap = self.daemon({"op": "snapshot", "session": name})
             if not any("BENCH-DONE" in line for line in snap["lines"]):
                 raise RuntimeError(f"pane {name} exited without BENCH-DONE on screen")
-            return {"seconds": seconds, "cpu": cpu1 - cpu0, **client}
+            return {"seconds": seconds, "cpu": cpu1 - cpu0, **got}
         finally:
             if sink:
                 sink.terminate()
@@ -644,40 +658,61 @@ class Bench:
         if wanted - known:
             raise SystemExit(f"BENCH_VARIANTS: unknown {sorted(wanted - known)} "
                              f"(known: {', '.join(key for _, key in self.VARIANTS)})")
-        for rep in range(self.args.reps):
-            for kind, path in self.files.items():
+        def want(key):
+            return not wanted or key == "raw" or key in wanted
+
+        # Target 2's two rows run back to back, the relay first in one repetition and
+        # `belfry attach` first in the next, so that each repetition's ratio of the two is
+        # taken in one phase of this machine (whose speed moves by 10-50 % over minutes),
+        # and the pair runs again after the other rows' repetitions, to `--pair-reps` in all.
+        paired = want("relay") and want("belfry+attach")
+        pair_order = (["relay", "belfry+attach"], ["belfry+attach", "relay"])
+        reps = max(self.args.reps, self.args.pair_reps if paired else 0)
+        plan = []
+        for rep in range(reps):
+            for kind in self.files:
                 for _, key in self.VARIANTS:
-                    if wanted and key != "raw" and key not in wanted:
+                    if not want(key) or (paired and key == "belfry+attach"):
                         continue
-                    if key == "raw":
-                        r = self.tp_raw(path)
-                    elif key == "relay":
-                        r = self.tp_relay(path)
-                    elif key == "relay+model":
-                        r = self.tp_relay(path, model=1)
-                    elif key == "relay+model-thread":
-                        r = self.tp_relay(path, model=2)
-                    elif key in ("dtach", "dtach+client"):
-                        r = self.tp_dtach(path, key != "dtach")
-                    elif key in ("screen", "screen+client"):
-                        r = self.tp_screen(path, key != "screen")
-                    elif key == "tmux":
-                        r = self.tp_tmux(path, False)
-                    elif key == "tmux+client":
-                        r = self.tp_tmux(path, True)
-                    elif key == "belfry":
-                        r = self.tp_belfry(path, None)
-                    elif key == "belfry+attach":
-                        r = self.tp_belfry(path, "attach")
-                    elif key == "belfry+attach-frames":
-                        r = self.tp_belfry(path, "attach-frames")
+                    if rep >= self.args.reps and not (paired and key == "relay"):
+                        continue
+                    if paired and key == "relay":
+                        plan += [(rep, kind, k) for k in pair_order[rep % 2]]
                     else:
-                        r = self.tp_belfry(path, "frames")
-                    runs.setdefault(f"{key}/{kind}", []).append(r)
-                    cpu = "—" if r.get("cpu") is None else f"{r['cpu']:.2f}"
-                    log(f"throughput rep {rep + 1}/{self.args.reps} {kind:5} {key:14} "
-                        f"{r['seconds']:.3f} s, server cpu {cpu} s, client got "
-                        f"{r.get('client_bytes')} bytes, {r.get('redraws')} redraws")
+                        plan.append((rep, kind, key))
+        for rep, kind, key in plan:
+            path = self.files[kind]
+            if key == "raw":
+                r = self.tp_raw(path)
+            elif key == "relay":
+                r = self.tp_relay(path)
+            elif key == "relay+model":
+                r = self.tp_relay(path, model=1)
+            elif key == "relay+model-thread":
+                r = self.tp_relay(path, model=2)
+            elif key in ("dtach", "dtach+client"):
+                r = self.tp_dtach(path, key != "dtach")
+            elif key in ("screen", "screen+client"):
+                r = self.tp_screen(path, key != "screen")
+            elif key == "tmux":
+                r = self.tp_tmux(path, False)
+            elif key == "tmux+client":
+                r = self.tp_tmux(path, True)
+            elif key == "belfry":
+                r = self.tp_belfry(path, None)
+            elif key == "belfry+attach":
+                r = self.tp_belfry(path, "attach")
+            elif key == "belfry+attach-frames":
+                r = self.tp_belfry(path, "attach-frames")
+            else:
+                r = self.tp_belfry(path, "frames")
+            runs.setdefault(f"{key}/{kind}", []).append(r)
+            cpu = "—" if r.get("cpu") is None else f"{r['cpu']:.2f}"
+            log(f"throughput rep {rep + 1}/{reps} {kind:5} {key:14} "
+                f"{r['seconds']:.3f} s, server cpu {cpu} s, client got "
+                f"{r.get('client_bytes')} bytes, {r.get('redraws')} redraws"
+                + (f", client gone {r['exit_tail']:.3f} s after the last byte"
+                   if r.get("exit_tail") is not None else ""))
         model = {}
         for kind, path in self.files.items():
             r = self.bench_json(["model", "--file", str(path)])
@@ -694,6 +729,9 @@ class Bench:
                       "client_bytes": [r.get("client_bytes") for r in rs],
                       "client_bytes_median": statistics.median(got) if got else None,
                       "redraws": [r.get("redraws") for r in rs]}
+            tails = [r["exit_tail"] for r in rs if r.get("exit_tail") is not None]
+            if tails:
+                out[k]["exit_tail_s"] = tails
         self.results["throughput"] = out
 
     def start_relay(self, name):
@@ -1655,7 +1693,11 @@ def render(results, args):
     tp = results.get("throughput")
     if tp:
         mb = args.mb
-        add(f"### 1. Output throughput ({mb:g} MB per file, 24x80, median of {args.reps})")
+        pairs = len(tp.get("belfry+attach/sgr", {}).get("seconds", []))
+        paired_note = (f"; the relay and `belfry attach` of {pairs}, run back to back"
+                       if tp.get("relay/sgr") and pairs > args.reps else "")
+        add(f"### 1. Output throughput ({mb:g} MB per file, 24x80, median of {args.reps}"
+            f"{paired_note})")
         add("")
         add("| variant | plain: s | plain: × raw | SGR: s | SGR: × raw | server CPU s "
             "(plain / SGR) | stream delivered to client (plain / SGR) |")
@@ -1702,8 +1744,8 @@ def render(results, args):
                     delivered += " in the repetition that got least"
                 measured = f"{ratio:.2f}× ({delivered})"
                 # The verdict stays the ratio of the medians; the ratio within each repetition
-                # (the two rows run in the same pass over the variants, seconds apart) says how
-                # far this machine's drift moves it.
+                # (the two rows run back to back, in turn first) says how far this machine's
+                # drift moves it.
                 paired = paired_ratio(r["seconds"], tp[f"relay/{kind}"]["seconds"])
                 if paired and len(paired["ratios"]) > 1:
                     measured += (f"; per repetition {', '.join(f'{x:.2f}' for x in paired['ratios'])}"
@@ -1735,6 +1777,18 @@ def render(results, args):
             "delivered: bytes the attached client received (median) / bytes the program wrote "
             "through the PTY; less than 100 % means the server skipped output and redrew "
             "the screen instead.")
+        tails = {k: statistics.median(tp[f"belfry+attach{v}/{k}"]["exit_tail_s"])
+                 for v in ("", "-frames") for k in ("plain", "sgr")
+                 if tp.get(f"belfry+attach{v}/{k}", {}).get("exit_tail_s")}
+        add("")
+        add("Time: from the start of the program's output until it has all reached the reader "
+            "(the raw reader and the relay: their terminal read the last byte; tmux, dtach "
+            "and GNU screen: the program ended; belfry detached: the pane's program ended; "
+            "frames to /dev/null: the pane's program ended and its client exited; "
+            "`belfry attach`: the line the program prints after the file reached the "
+            "client's terminal" + (
+                f", its exit after that, median {statistics.median(tails.values()):.3f} s, "
+                "not counted" if tails else "") + ").")
         add("")
     s = results.get("send")
     if s:
@@ -2185,6 +2239,7 @@ def main():
     p.add_argument("--commit", default="?")
     p.add_argument("--mb", type=float, default=100)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--pair-reps", type=int, default=11)
     p.add_argument("--variants", default="")
     p.add_argument("--sends", type=int, default=5000)
     p.add_argument("--cli-runs", type=int, default=300)

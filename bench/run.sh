@@ -5,6 +5,7 @@
 # Knobs (environment):
 #   BENCH_MB=100            size of each throughput file in MB (BENCH_MB=10 for a quick run)
 #   BENCH_REPS=5            throughput repetitions (the median is reported)
+#   BENCH_PAIR_REPS=11      repetitions of the relay and `belfry attach`, run back to back
 #   BENCH_VARIANTS=relay,belfry+attach   throughput rows to run (default all; raw always
 #                           runs, every ratio is to it): raw relay relay+model
 #                           relay+model-thread tmux tmux+client dtach dtach+client screen
@@ -139,7 +140,7 @@ trap cleanup EXIT
 python3 "$here/bench.py" \
   --belfry "$belfry" --bench "$benchbin" --tmp "$tmp" --tmux-socket "$tmux_socket" \
   --commit "$commit" \
-  --mb "${BENCH_MB:-100}" --reps "${BENCH_REPS:-5}" --variants "${BENCH_VARIANTS:-}" \
+  --mb "${BENCH_MB:-100}" --reps "${BENCH_REPS:-5}" --pair-reps "${BENCH_PAIR_REPS:-11}" --variants "${BENCH_VARIANTS:-}" \
   --sends "${BENCH_SENDS:-5000}" \
   --cli-runs "${BENCH_CLI_RUNS:-300}" --keys "${BENCH_KEYS:-1000}" \
   --echo-blocks "${BENCH_ECHO_BLOCKS:-4}" \

@@ -9,7 +9,8 @@
 //!                                                           (--model 1: and applied to the screen model;
 //!                                                           2: on a second thread)
 //! belfry-bench model --file PATH [--chunk N] [--rows R --cols C]  belfry's screen model alone
-//! belfry-bench sink [--rows R --cols C] -- CMD…             a terminal that discards output
+//! belfry-bench sink [--rows R --cols C] [--mark TEXT] -- CMD… a terminal that discards output
+//!                                                           (--mark: and says when TEXT came)
 //! belfry-bench attach-client --socket PATH [--rows R --cols C]
 //! belfry-bench echo-latency --keys N [--warmup W] -- CMD…   key → echo through a client
 //! belfry-bench frame-echo --socket SOCK --keys N [--warmup W]  the same, protocol client
@@ -358,6 +359,7 @@ fn cmd_sink(args: &Args) -> Result<Value> {
     pty::install_stop_handler();
     let (rows, cols) = size(args)?;
     let limit = Duration::from_secs(args.num("timeout-s", 3600)?);
+    let mut mark = args.get("mark").map(|m| Mark::new(m.as_bytes()));
     let pair = pty::open(rows, cols)?;
     let mut child = pty::spawn(args.command()?, &pair.slave, &term_env())?;
     drop(pair.slave);
@@ -367,7 +369,12 @@ fn cmd_sink(args: &Args) -> Result<Value> {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline && !pty::stopped() {
         match pty::read_timeout(fd, &mut buf, Duration::from_millis(100))? {
-            pty::Read::Data(n) => bytes += n as u64,
+            pty::Read::Data(n) => {
+                bytes += n as u64;
+                if let Some(mark) = mark.as_mut() {
+                    mark.scan(&buf[..n]);
+                }
+            }
             pty::Read::End => break,
             pty::Read::Timeout => {}
         }
@@ -375,7 +382,52 @@ fn cmd_sink(args: &Args) -> Result<Value> {
     // Closing the master hangs the client up (SIGHUP), as closing a terminal window would.
     drop(pair.master);
     let status = pty::reap(&mut child, Duration::from_secs(3));
-    Ok(json!({"bytes": bytes, "exit": status.and_then(|s| s.code())}))
+    let mark_ns = mark.and_then(|m| m.seen_ns);
+    Ok(json!({"bytes": bytes, "exit": status.and_then(|s| s.code()), "mark_ns": mark_ns}))
+}
+
+/// The first time a text came through a stream read in pieces: `CLOCK_MONOTONIC` in
+/// nanoseconds (the clock of Python's `time.monotonic_ns`), taken right after the read that
+/// completed it.
+struct Mark {
+    text: Vec<u8>,
+    /// The last bytes read, fewer than the text: where a text cut between reads begins.
+    tail: Vec<u8>,
+    seen_ns: Option<u64>,
+}
+
+impl Mark {
+    fn new(text: &[u8]) -> Mark {
+        Mark {
+            text: text.to_vec(),
+            tail: Vec::new(),
+            seen_ns: None,
+        }
+    }
+
+    fn scan(&mut self, read: &[u8]) {
+        if self.seen_ns.is_some() || self.text.is_empty() {
+            return;
+        }
+        let keep = self.text.len() - 1;
+        // The tail joined to the read's first bytes finds a text cut between reads; the read
+        // itself is searched where it lies.
+        let head = &read[..read.len().min(keep)];
+        let mut joined = std::mem::take(&mut self.tail);
+        joined.extend_from_slice(head);
+        if memchr::memmem::find(&joined, &self.text).is_some()
+            || memchr::memmem::find(read, &self.text).is_some()
+        {
+            self.seen_ns = Some(ding::mono_ns());
+            return;
+        }
+        if read.len() >= keep {
+            self.tail = read[read.len() - keep..].to_vec();
+        } else {
+            let from = joined.len().saturating_sub(keep);
+            self.tail = joined[from..].to_vec();
+        }
+    }
 }
 
 fn write_line(stream: &mut UnixStream, value: &Value) -> Result<()> {
@@ -967,4 +1019,43 @@ fn cmd_times(args: &Args) -> Result<Value> {
         );
     }
     Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mark;
+
+    #[test]
+    fn a_mark_is_found_however_the_reads_cut_it_and_not_before_it_is_whole() {
+        let stream = b"xxBENCH-DONEyy";
+        for first in 0..=stream.len() {
+            for second in first..=stream.len() {
+                let mut mark = Mark::new(b"BENCH-DONE");
+                let reads = [&stream[..first], &stream[first..second], &stream[second..]];
+                let mut seen_after = None;
+                for (i, read) in reads.iter().enumerate() {
+                    mark.scan(read);
+                    if mark.seen_ns.is_some() && seen_after.is_none() {
+                        seen_after = Some(i);
+                    }
+                }
+                // The read that brings the mark's last byte (index 11) is where it is seen.
+                let last = if second >= 12 {
+                    if first >= 12 {
+                        0
+                    } else {
+                        1
+                    }
+                } else {
+                    2
+                };
+                assert_eq!(seen_after, Some(last), "reads cut at {first} and {second}");
+            }
+        }
+        let mut mark = Mark::new(b"BENCH-DONE");
+        for read in [&b"BENCH-"[..], b"DON", b"x", b"E"] {
+            mark.scan(read);
+        }
+        assert_eq!(mark.seen_ns, None, "a broken mark is not the mark");
+    }
 }
