@@ -390,7 +390,9 @@ fn cmd_sink(args: &Args) -> Result<Value> {
 /// nanoseconds (the clock of Python's `time.monotonic_ns`), taken right after the read that
 /// completed it.
 struct Mark {
-    text: Vec<u8>,
+    /// The text, its searcher built once: the sink runs beside what it measures, and reads a
+    /// flood a few KiB at a time.
+    finder: memchr::memmem::Finder<'static>,
     /// The last bytes read, fewer than the text: where a text cut between reads begins.
     tail: Vec<u8>,
     seen_ns: Option<u64>,
@@ -399,34 +401,36 @@ struct Mark {
 impl Mark {
     fn new(text: &[u8]) -> Mark {
         Mark {
-            text: text.to_vec(),
+            finder: memchr::memmem::Finder::new(text).into_owned(),
             tail: Vec::new(),
             seen_ns: None,
         }
     }
 
     fn scan(&mut self, read: &[u8]) {
-        if self.seen_ns.is_some() || self.text.is_empty() {
+        let len = self.finder.needle().len();
+        if self.seen_ns.is_some() || len == 0 {
             return;
         }
-        let keep = self.text.len() - 1;
+        let keep = len - 1;
         // The tail joined to the read's first bytes finds a text cut between reads; the read
         // itself is searched where it lies.
         let head = &read[..read.len().min(keep)];
         let mut joined = std::mem::take(&mut self.tail);
         joined.extend_from_slice(head);
-        if memchr::memmem::find(&joined, &self.text).is_some()
-            || memchr::memmem::find(read, &self.text).is_some()
-        {
+        if self.finder.find(&joined).is_some() || self.finder.find(read).is_some() {
             self.seen_ns = Some(ding::mono_ns());
             return;
         }
+        // The new tail: the read's last bytes, or all of a short read after the old tail's.
         if read.len() >= keep {
-            self.tail = read[read.len() - keep..].to_vec();
+            joined.clear();
+            joined.extend_from_slice(&read[read.len() - keep..]);
         } else {
-            let from = joined.len().saturating_sub(keep);
-            self.tail = joined[from..].to_vec();
+            let extra = joined.len().saturating_sub(keep);
+            joined.drain(..extra);
         }
+        self.tail = joined;
     }
 }
 
