@@ -1061,7 +1061,9 @@ async fn attach(
         // a few system calls rather than one per chunk.
         let mut batch = Vec::with_capacity(wire::MAX_BATCH);
         loop {
-            tokio::select! {
+            // Whether the client fell behind (`Pane::broadcast`, the reader's patience with
+            // it spent) and is to be sent a redraw now.
+            let fell_behind = tokio::select! {
                 frame = handle.rx.recv() => {
                     let Some(frame) = frame else { return };
                     batch.push(frame);
@@ -1071,27 +1073,24 @@ async fn attach(
                             None => break,
                         }
                     }
-                    if out.send(&mut writer, &mut batch).await.is_err() {
+                    // A client found behind is not sent this batch and the rest of its queue
+                    // (at a slow client's pace, seconds of output it would see only to have
+                    // it drawn over): the redraw replaces them now.
+                    let behind = handle.lagged.load(std::sync::atomic::Ordering::Relaxed);
+                    if !behind && out.send(&mut writer, &mut batch).await.is_err() {
                         return;
                     }
+                    behind
                 }
                 _ = handle.wake.notified() => {
-                    if handle.lagged.load(std::sync::atomic::Ordering::Relaxed) {
-                        let mut frames = pane.resync(&mut handle);
-                        if out.send(&mut writer, &mut frames).await.is_err() {
-                            return;
-                        }
-                        // A client shown redraws (a cropped one, after every change) gets at
-                        // most about a hundred a second; changes meanwhile make one more.
-                        tokio::time::sleep(RESYNC_PAUSE).await;
-                    }
+                    handle.lagged.load(std::sync::atomic::Ordering::Relaxed)
                 }
                 ask = requests.recv() => {
                     let Some(ask) = ask else { return };
                     match out.ask(&mut writer, ask).await {
                         Ok(Some(resync)) => {
                             if resync {
-                                let mut frames = pane.resync(&mut handle);
+                                let mut frames = pane.resync(&mut handle, &mut batch);
                                 if out.send(&mut writer, &mut frames).await.is_err() {
                                     return;
                                 }
@@ -1100,7 +1099,17 @@ async fn attach(
                         // The client left.
                         Ok(None) | Err(_) => return,
                     }
+                    false
                 }
+            };
+            if fell_behind {
+                let mut frames = pane.resync(&mut handle, &mut batch);
+                if out.send(&mut writer, &mut frames).await.is_err() {
+                    return;
+                }
+                // A client shown redraws (a cropped one, after every change) gets at most
+                // about a hundred a second; changes meanwhile make one more.
+                tokio::time::sleep(RESYNC_PAUSE).await;
             }
         }
     };

@@ -1432,14 +1432,18 @@ impl Pane {
     /// queue and returns a fresh redraw, both under the state lock, followed by the control
     /// frames (`exited`, `detach`) that were in the queue, which the redraw does not stand for.
     ///
+    /// `taken` are frames already taken off the queue and not sent (a batch the client's
+    /// output side found it lagging with): they count as the queue's, and are emptied first.
+    ///
     /// Output bytes a client misses this way are never dropped silently: the pane host's log
     /// says how many output bytes the redraw replaced: those it empties from the queue and those
     /// not queued while the client was marked lagging.
-    pub fn resync(&self, handle: &mut ClientHandle) -> Vec<Frame> {
+    pub fn resync(&self, handle: &mut ClientHandle, taken: &mut Vec<Frame>) -> Vec<Frame> {
         let mut st = self.state.lock();
         let mut controls = Vec::new();
         let mut skipped = 0usize;
-        while let Some(frame) = handle.rx.try_recv() {
+        let queue = std::iter::from_fn(|| handle.rx.try_recv());
+        for frame in taken.drain(..).chain(queue) {
             match frame {
                 Frame::Control(_) => controls.push(frame),
                 Frame::Data(bytes, _) => skipped += bytes.len(),
