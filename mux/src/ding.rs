@@ -49,7 +49,7 @@ use belfry_ding::{
 use belfry_proto::event::HookSeen;
 use belfry_proto::reply::{Reply, Sent};
 use belfry_proto::request::{self as req, InputStep};
-use belfry_proto::{Event, Expect, Request};
+use belfry_proto::{ErrorCode, Event, Expect, Request};
 
 use crate::adapter_group::{AdapterGroup, GroupOwner};
 use crate::adapters::Adapters;
@@ -521,6 +521,12 @@ struct Worker {
     adapter_state: AdapterProcessState,
     last_hold: Option<HoldReason>,
     exited: bool,
+    /// The pane host refused a notice with nothing written because a kill or a restart had
+    /// begun (`aborted`, `written: 0`). No notice is sent to it again until a restart's
+    /// lifecycle event says a new program runs: a killed pane host never sends one and is
+    /// soon gone (the next pane of the name has a worker of its own), and a send that meets
+    /// its exit would get no answer, leaving the notice staged without proof either way.
+    input_ended: bool,
     first_pass: bool,
     /// Refused entries of `new/` already logged, so each is logged once, not every poll.
     refused_logged: HashSet<PathBuf>,
@@ -609,6 +615,7 @@ async fn run_worker(
         adapter_state: AdapterProcessState::NotConfigured,
         last_hold: None,
         exited: false,
+        input_ended: false,
         first_pass: true,
         refused_logged: HashSet::new(),
         next_recheck: Instant::now() + UNRESOLVED_RECHECK,
@@ -1077,6 +1084,9 @@ impl Worker {
                 // notice may be sent again. This is the journal's own answer, given in the
                 // reply because a stopping pane host answers no later `txn` query.
                 tracing::warn!(session = self.info.session, "notice not written: {reply}");
+                if err.code == ErrorCode::Aborted {
+                    self.input_ended = true;
+                }
                 match self.ownership.release_unsent(names) {
                     Ok(()) => self.settle_transaction(&txn).await,
                     Err(err) => {
@@ -1129,7 +1139,7 @@ impl Worker {
 
     async fn deliver_aggressive(&mut self) {
         self.recheck_unresolved().await;
-        if self.exited {
+        if self.exited || self.input_ended {
             return;
         }
         if !self.has_pending() || !self.ready_for_input().await {
@@ -1521,7 +1531,7 @@ impl Worker {
             return;
         }
         let pending = self.pending();
-        if pending.is_empty() || !self.ready_for_input().await {
+        if pending.is_empty() || self.input_ended || !self.ready_for_input().await {
             return;
         }
         match self.lease.take_lease(now) {
@@ -1557,6 +1567,7 @@ impl Worker {
                 }
                 Event::Lifecycle(lifecycle) if lifecycle.what == "restart" => {
                     self.exited = false;
+                    self.input_ended = false;
                     // spec §10: a new program accepts no input before its own start-up.
                     self.ready = false;
                     self.restarted = Some((lifecycle.revision.unwrap_or(0), unix_ms()));

@@ -383,5 +383,21 @@ fn a_notice_queued_when_its_pane_is_killed_is_not_recorded_written_and_reaches_t
     );
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(notices_for(&log2, &name), 1, "announced twice");
+    // The killed pane host said it was stopping: no notice went to it again, where one that
+    // met its exit would have had no answer, and stayed staged without proof either way.
+    let daemon_log = std::fs::read_to_string(env.log_dir().join("daemon.log")).unwrap_or_default();
+    let said = |what: &str| daemon_log.matches(what).count();
+    assert_eq!(
+        (said("notice not written"), said("notice sent")),
+        (1, 1),
+        "one refusal by the killed pane host, one notice to the next:\n{daemon_log}"
+    );
+    for after in [
+        "notice not sent",
+        "notice refused",
+        "notice transport failed",
+    ] {
+        assert_eq!(said(after), 0, "{after}:\n{daemon_log}");
+    }
     assert_eq!(notices_for(&log, &name), 0);
 }
