@@ -520,12 +520,12 @@ struct Worker {
     turns: TurnClaims,
     adapter_state: AdapterProcessState,
     last_hold: Option<HoldReason>,
-    exited: bool,
-    /// The pane host refused a notice with nothing written because a kill or a restart had
-    /// begun (`aborted`, `written: 0`). No notice is sent to it again until a restart's
-    /// lifecycle event says a new program runs: a killed pane host never sends one and is
-    /// soon gone (the next pane of the name has a worker of its own), and a send that meets
-    /// its exit would get no answer, leaving the notice staged without proof either way.
+    /// The program takes no more notices until a restart's lifecycle event says a new one
+    /// runs: it exited (the pane host's event, or a conflict of a send said so), or its pane
+    /// host refused a notice with nothing written because a kill or a restart had begun
+    /// (`aborted`, `written: 0`). A killed pane host sends no such event and is soon gone (the
+    /// next pane of the name has a worker of its own); a notice sent to it again could meet its
+    /// exit, get no answer, and stay staged without proof either way.
     input_ended: bool,
     first_pass: bool,
     /// Refused entries of `new/` already logged, so each is logged once, not every poll.
@@ -614,7 +614,6 @@ async fn run_worker(
         turns: TurnClaims::new(),
         adapter_state: AdapterProcessState::NotConfigured,
         last_hold: None,
-        exited: false,
         input_ended: false,
         first_pass: true,
         refused_logged: HashSet::new(),
@@ -1139,7 +1138,7 @@ impl Worker {
 
     async fn deliver_aggressive(&mut self) {
         self.recheck_unresolved().await;
-        if self.exited || self.input_ended {
+        if self.input_ended {
             return;
         }
         if !self.has_pending() || !self.ready_for_input().await {
@@ -1164,7 +1163,7 @@ impl Worker {
         if let Some(Sent::Conflict { exited: true, .. }) =
             self.stage_and_send(&names, &notice, Some(expect)).await
         {
-            self.exited = true;
+            self.input_ended = true;
         }
     }
 
@@ -1562,11 +1561,10 @@ impl Worker {
             DingMsg::InboxChanged => self.scans.forget(),
             DingMsg::Pane(event) => match event {
                 Event::Exit { .. } => {
-                    self.exited = true;
+                    self.input_ended = true;
                     self.apply(LeaseInput::PaneExited);
                 }
                 Event::Lifecycle(lifecycle) if lifecycle.what == "restart" => {
-                    self.exited = false;
                     self.input_ended = false;
                     // spec §10: a new program accepts no input before its own start-up.
                     self.ready = false;
