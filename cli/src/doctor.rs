@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;
@@ -28,9 +27,6 @@ use belfry_pty::spec::LaunchSpec;
 
 use crate::commands::NotFound;
 use crate::exit::{EXIT_NOT_FOUND, EXIT_OK};
-
-/// How long a harness may take to print its version.
-const VERSION_DEADLINE: Duration = Duration::from_secs(5);
 
 #[derive(clap::Args, Debug)]
 pub struct DoctorArgs {
@@ -363,7 +359,11 @@ fn harness_findings(
         let path = subject.env.get("PATH").map(String::as_str);
         let found = mux_doctor::find_program(&asked[0], path, cwd);
         let detected = found.as_ref().and_then(|found| {
-            crate::hooks::run_version(&found.display().to_string(), &asked[1..], VERSION_DEADLINE)
+            crate::harness_version::run_version(
+                &found.display().to_string(),
+                &asked[1..],
+                crate::harness_version::VERSION_DEADLINE,
+            )
         });
         // A program the pane runs that is not there was reported already; a harness asked by
         // another name (the agent runs it through a wrapper) is reported here.

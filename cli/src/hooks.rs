@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
@@ -251,51 +250,18 @@ pub(crate) fn context_in(
     })
 }
 
-/// The version each adapter's harness reports on this machine (`matrix.json` `detect`),
-/// each asked with a deadline. `BELFRY_HOOKS_DETECT=0` skips it.
+/// The version each adapter's harness reports on this machine (`matrix.json` `detect`), all
+/// asked at once, each with a deadline. `BELFRY_HOOKS_DETECT=0` skips it.
 fn detect_versions(adapters: &Adapters) -> BTreeMap<String, String> {
-    let mut versions = BTreeMap::new();
     if std::env::var("BELFRY_HOOKS_DETECT").is_ok_and(|v| v == "0") {
-        return versions;
+        return BTreeMap::new();
     }
-    for (name, data) in &adapters.by_name {
-        let Some((program, args)) = data.matrix.detect.split_first() else {
-            continue;
-        };
-        if let Some(version) = run_version(program, args, Duration::from_secs(5)) {
-            versions.insert(name.clone(), version);
-        }
-    }
-    versions
-}
-
-/// The first dotted version (`1.2.3`) `program args` prints on stdout within `deadline`.
-pub(crate) fn run_version(program: &str, args: &[String], deadline: Duration) -> Option<String> {
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
-    let output = child.wait_with_output().ok()?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .find(|word| word.split('.').count() >= 3 && word.split('.').all(|p| !p.is_empty()))
-        .map(str::to_string)
+    let commands = adapters
+        .by_name
+        .iter()
+        .map(|(name, data)| (name.clone(), data.matrix.detect.clone()))
+        .collect();
+    crate::harness_version::detect_all(&commands, crate::harness_version::VERSION_DEADLINE)
 }
 
 /// The plan as printed: per target its harness and versions, each hook with every cell, the

@@ -17,6 +17,7 @@ mod commands;
 mod direct;
 mod doctor;
 mod exit;
+mod harness_version;
 mod hooks;
 mod human;
 mod inbox;
