@@ -1735,6 +1735,7 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
     let subscribe = op::Subscribe {
         session,
         revisions: None,
+        exit_so_far: None,
     };
     let _: Subscribed = ask(&mut client, subscribe)?;
     loop {

@@ -785,6 +785,31 @@ pub async fn subscribe(
     ),
     String,
 > {
+    subscribe_from(socket, revisions, ExitSoFar::Skip).await
+}
+
+/// Whether a subscription is first told an exit that came before it (see
+/// [`request::Subscribe::exit_so_far`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitSoFar {
+    /// Only what happens from now on.
+    Skip,
+    /// The running program's exit first, when it has already happened.
+    Tell,
+}
+
+/// [`subscribe`], saying whether an exit that came before the subscription is told first.
+pub async fn subscribe_from(
+    socket: &Path,
+    revisions: bool,
+    exit_so_far: ExitSoFar,
+) -> Result<
+    (
+        tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
+        tokio::net::unix::OwnedWriteHalf,
+    ),
+    String,
+> {
     let stream = connect(socket).await.map_err(|err| err.to_string())?;
     let (reader, mut writer) = stream.into_split();
     let request = Request::new(
@@ -792,6 +817,7 @@ pub async fn subscribe(
         request::Subscribe {
             session: None,
             revisions: Some(revisions),
+            exit_so_far: (exit_so_far == ExitSoFar::Tell).then_some(true),
         },
     );
     writer

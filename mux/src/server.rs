@@ -269,7 +269,11 @@ fn adopt(daemon: &Arc<Daemon>, entry: PaneEntry, info: &Value) {
     );
     daemon.registry.insert(entry.clone());
     start_ding(daemon, &entry, &host, true);
-    tokio::spawn(monitor(Arc::clone(daemon), entry));
+    tokio::spawn(monitor(
+        Arc::clone(daemon),
+        entry,
+        registry::ExitSoFar::Skip,
+    ));
 }
 
 /// Waits (bounded) for process `pid` to be gone; `None` if it still lives at the deadline.
@@ -486,7 +490,11 @@ const MONITOR_SUBSCRIBE_STEP: Duration = Duration::from_secs(5);
 
 /// Watches one pane host: forwards its exit and lifecycle events to the bus and reports the
 /// pane host's death (spec §12: `kill -9` of a pane host is reported on the bus).
-async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
+///
+/// `exit_so_far`: a pane the daemon just spawned asks for the exit of a program that ended
+/// before the subscription (`belfry new X -- true`), which no bus subscriber heard otherwise;
+/// an adopted pane's exit was published (or not) by the daemon that ran then.
+async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry, exit_so_far: registry::ExitSoFar) {
     // A subscription that cannot be opened (refused `busy` at the connection cap, a full
     // backlog, a stopped pane host) is retried, with back-off, for as long as the pane host
     // lives and is still this registry's pane: a live pane is never reported lost.
@@ -494,7 +502,7 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry) {
     let subscription = loop {
         let attempt = tokio::time::timeout(
             MONITOR_SUBSCRIBE_STEP,
-            registry::subscribe(&entry.socket, false),
+            registry::subscribe_from(&entry.socket, false, exit_so_far),
         )
         .await
         .unwrap_or_else(|_| {
@@ -1010,7 +1018,7 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
     let host = HostRecord::read(&entry, &info);
     start_ding(daemon, &entry, &host, false);
     host_lifecycle(daemon, &entry, &host, "session-start");
-    tokio::spawn(monitor(Arc::clone(daemon), entry.clone()));
+    // `spawned` is on the bus before the monitor can publish the program's exit.
     publish(
         daemon,
         Event::Lifecycle(Lifecycle {
@@ -1020,6 +1028,11 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
             ..Lifecycle::new(&entry.session, "spawned")
         }),
     );
+    tokio::spawn(monitor(
+        Arc::clone(daemon),
+        entry.clone(),
+        registry::ExitSoFar::Tell,
+    ));
     let mut reply = info;
     if let Value::Object(map) = &mut reply {
         map.insert("id".into(), id.clone());

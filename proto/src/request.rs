@@ -836,6 +836,11 @@ pub struct Subscribe {
     /// Revision events too (pane host; default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revisions: Option<bool>,
+    /// With true, an exit of the running program that came before the subscription is sent
+    /// first, once (pane host; default false): the daemon's monitor of a program that ended
+    /// before the monitor subscribed still hears of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_so_far: Option<bool>,
 }
 
 /// `txn`: what became of a transaction; with `settle`, forget an ended one.

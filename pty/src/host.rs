@@ -894,6 +894,13 @@ async fn subscribe(
     let revisions = op.revisions.unwrap_or(true);
     let mut events = ctx.pane.events.subscribe();
     let mut changes = ctx.pane.revision_tx.subscribe();
+    // Read after the broadcast is subscribed to: an exit that happens in between is both here
+    // and on the broadcast, and the broadcast's copy is skipped by its incarnation below.
+    let exit_so_far = if op.exit_so_far == Some(true) {
+        ctx.pane.state.lock().exit_event.clone()
+    } else {
+        None
+    };
     let reply = reply::ok(
         id,
         &reply::Subscribed {
@@ -906,6 +913,18 @@ async fn subscribe(
         return;
     }
     let session = ctx.pane.spec.session.clone();
+    let told_exit = match &exit_so_far {
+        Some(event @ Event::Exit { incarnation, .. }) => {
+            if wire::write_json(&mut writer, &event.to_value())
+                .await
+                .is_err()
+            {
+                return;
+            }
+            Some(incarnation.clone())
+        }
+        _ => None,
+    };
     let mut sink = Vec::new();
     loop {
         let event = tokio::select! {
@@ -926,6 +945,12 @@ async fn subscribe(
                 match read { Ok(0) | Err(_) => return, Ok(_) => { sink.clear(); continue; } }
             }
         };
+        if let (Event::Exit { incarnation, .. }, Some(told)) = (&event, &told_exit) {
+            if incarnation == told {
+                // Sent first already: every exit is told once.
+                continue;
+            }
+        }
         if wire::write_json(&mut writer, &event.to_value())
             .await
             .is_err()

@@ -429,6 +429,9 @@ pub struct PaneState {
     pub incarnation: String,
     pub child_pid: u32,
     pub exited: Option<ExitStatus>,
+    /// The exit event of the running incarnation, once it exited: a subscriber that arrives
+    /// after it (the daemon's monitor of a program that ended at once) is told it first.
+    pub exit_event: Option<Event>,
     pub last_change: Instant,
     pub size: (u16, u16),
     clients: Vec<ClientSlot>,
@@ -572,6 +575,7 @@ impl Pane {
             incarnation: incarnation.clone(),
             child_pid: 0,
             exited: None,
+            exit_event: None,
             last_change: Instant::now(),
             size,
             clients: Vec::new(),
@@ -1260,7 +1264,9 @@ impl Pane {
             st.exited = Some(exit);
             st.bump(&self.revision_tx);
             st.broadcast(&Frame::Control(Control::Exited(exit)));
-            Event::exit(&self.spec.session, &incarnation, st.revision, exit)
+            let event = Event::exit(&self.spec.session, &incarnation, st.revision, exit);
+            st.exit_event = Some(event.clone());
+            event
         };
         tracing::info!("child exited: {event:?}");
         let _ = self.events.send(event);
@@ -1314,6 +1320,7 @@ impl Pane {
             st.incarnation = incarnation.clone();
             st.child_pid = child.id().unwrap_or(0);
             st.exited = None;
+            st.exit_event = None;
             st.bump(&self.revision_tx);
             let identity = self.identity_of(&st);
             tokio::spawn(Arc::clone(self).watch_child(child, incarnation));

@@ -109,3 +109,57 @@ fn events_of_every_pane_carry_lifecycle_but_not_revisions_and_one_panes_carry_bo
         child.wait().unwrap();
     }
 }
+
+/// A program that exits at once (`true`, `printf`, `exit 3`) ends before the daemon's monitor
+/// of its pane host has subscribed; its exit is still an event on the bus, exactly once per
+/// pane. Before, `belfry new X -- true` with `belfry events` running printed only `spawned`,
+/// 5 times in 5.
+#[test]
+fn a_program_that_exits_at_once_is_an_exit_event_exactly_once() {
+    let env = Env::new();
+    let (mut all, rx) = events(&env, &[]);
+    // The subscription is in place once a pane's `spawned` arrives.
+    until_seen(
+        &rx,
+        |attempt| {
+            let name = format!("probe{attempt}");
+            env.run(&["new", &name, "--", "sleep", "600"]);
+        },
+        |event| event["what"] == "spawned",
+    );
+    let programs: [&[&str]; 3] = [&["true"], &["printf", "x"], &["sh", "-c", "exit 3"]];
+    let count = 50;
+    for index in 0..count {
+        let name = format!("quick{index}");
+        let mut args = vec!["new", name.as_str(), "--"];
+        args.extend_from_slice(programs[index % programs.len()]);
+        let output = env.run(&args);
+        assert!(output.status.success(), "belfry new {name}: {output:?}");
+    }
+    let mut exits = std::collections::BTreeMap::<String, usize>::new();
+    let until = Instant::now() + Duration::from_secs(30);
+    while exits.len() < count && Instant::now() < until {
+        for event in collect(&rx, Duration::from_millis(200)) {
+            let session = event["session"].as_str().unwrap_or_default();
+            if event["event"] == "exit" && session.starts_with("quick") {
+                *exits.entry(session.to_string()).or_default() += 1;
+            }
+        }
+    }
+    // Late duplicates would arrive in the next moment.
+    for event in collect(&rx, Duration::from_millis(500)) {
+        let session = event["session"].as_str().unwrap_or_default();
+        if event["event"] == "exit" && session.starts_with("quick") {
+            *exits.entry(session.to_string()).or_default() += 1;
+        }
+    }
+    let _ = all.kill();
+    let _ = all.wait();
+    let missing: Vec<String> = (0..count)
+        .map(|index| format!("quick{index}"))
+        .filter(|name| !exits.contains_key(name))
+        .collect();
+    assert!(missing.is_empty(), "no exit event for {missing:?}");
+    let twice: Vec<(&String, &usize)> = exits.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "exit events more than once: {twice:?}");
+}

@@ -463,6 +463,7 @@ fn subscribe(socket: &Path) -> Result<Client> {
     let subscribe = op::Subscribe {
         session: None,
         revisions: None,
+        exit_so_far: None,
     };
     client
         .call::<Subscribed>(subscribe)?
