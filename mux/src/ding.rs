@@ -512,7 +512,10 @@ struct Worker {
     ownership: OwnershipStore,
     policy: Result<DeliveryPolicy, String>,
     lease: LeaseMachine,
+    /// The validator of the running adapter process's events; a new process gets a new one.
     validator: EventValidator,
+    /// Set when the pane's program restarted under a running adapter, which must be replaced.
+    adapter_outdated: bool,
     clock: Clock,
     counters: Counters,
     last_event: Option<LastEvent>,
@@ -608,6 +611,7 @@ async fn run_worker(
         policy,
         lease,
         validator: EventValidator::new(),
+        adapter_outdated: false,
         clock: Clock(Instant::now()),
         counters: Counters::default(),
         last_event: None,
@@ -1172,6 +1176,12 @@ impl Worker {
         let mut restarts = 0u32;
         loop {
             let started = Instant::now();
+            // spec §7.4: sequences increase per adapter process, and a new process counts
+            // from its own start, so each one gets a validator of its own. One kept across
+            // processes held every event of a restarted adapter `out-of-order` until it passed
+            // the old one's count: for about as long as the old one had run.
+            self.validator = EventValidator::new();
+            self.adapter_outdated = false;
             let mut adapter = self.spawn_adapter(&command);
             let mut lines = adapter
                 .as_mut()
@@ -1186,7 +1196,8 @@ impl Worker {
             } else {
                 self.apply(LeaseInput::AdapterUnreachable);
             }
-            // Serve until the adapter ends.
+            // Serve until the adapter ends, or the pane's program is replaced under it.
+            let mut replaced = false;
             loop {
                 self.deliver_rich().await;
                 let look_again_at = self.look_again_at();
@@ -1195,6 +1206,11 @@ impl Worker {
                         match msg {
                             Some(msg) => self.handle_common(msg).await,
                             None => return,
+                        }
+                        if self.adapter_outdated && adapter.is_some() {
+                            self.replace_adapter(adapter.as_mut()).await;
+                            replaced = true;
+                            break;
                         }
                         continue;
                     }
@@ -1244,6 +1260,10 @@ impl Worker {
                     backoff.as_millis()
                 );
                 break;
+            }
+            if replaced {
+                // A replacement is no failure of the adapter: it starts again at once.
+                continue;
             }
             // Back off before restarting, still serving messages (everything stays held).
             let until = Instant::now() + backoff;
@@ -1334,6 +1354,21 @@ impl Worker {
                 None
             }
         }
+    }
+
+    /// Ends the adapter of a program that was restarted (its whole process group, reaped
+    /// within [`ADAPTER_REAP`]), so the caller starts a new one at once. spec §7.4: the adapter
+    /// gets the pane's identity in its environment, and one that takes it from there would
+    /// otherwise speak of the old incarnation for good (`incarnation-mismatch`).
+    async fn replace_adapter(&mut self, adapter: Option<&mut AdapterGroup>) {
+        if let Some(group) = adapter {
+            let _ = tokio::time::timeout(ADAPTER_REAP, group.end()).await;
+        }
+        tracing::info!(
+            session = self.info.session,
+            incarnation = self.info.incarnation,
+            "the program restarted; starting its adapter again for the new incarnation"
+        );
     }
 
     /// Records that the adapter process ended, reaping it within [`ADAPTER_REAP`].
@@ -1572,6 +1607,9 @@ impl Worker {
                     if let Some(incarnation) = lifecycle.incarnation {
                         self.info.incarnation = incarnation;
                     }
+                    // The adapter was started with the old incarnation in its environment:
+                    // the rich path replaces it (see `Worker::replace_adapter`).
+                    self.adapter_outdated = true;
                     let identity = PaneIdentity {
                         session: self.lease.identity().session.clone(),
                         incarnation: self.info.incarnation.clone(),
