@@ -1599,6 +1599,10 @@ impl Worker {
                     self.input_ended = true;
                     self.apply(LeaseInput::PaneExited);
                 }
+                // spec §7.4: a person's keystrokes end the idle the last report described.
+                Event::Lifecycle(lifecycle) if lifecycle.what == "typed" => {
+                    self.apply(LeaseInput::Typed);
+                }
                 Event::Lifecycle(lifecycle) if lifecycle.what == "restart" => {
                     self.input_ended = false;
                     // spec §10: a new program accepts no input before its own start-up.

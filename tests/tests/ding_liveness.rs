@@ -173,3 +173,55 @@ fn a_restarted_program_gets_a_new_adapter_that_is_heard_at_its_next_idle() {
     env.wait_screen("agent", "READY");
     told_within_2_s_of_the_next_idle(&env, &log, &name);
 }
+
+/// spec §7.4, a person's input (issue 39, item 9): a person at an attached terminal types a
+/// draft and presses Enter, and mail is posted right after. The adapter goes on reporting the
+/// idle from before with the composer empty (the harness took the Enter and shows no turn
+/// yet), which before gave a lease: the notice was typed ~300 ms after the post, into the
+/// turn the person's Enter had started. Now nothing is typed until the harness shows the
+/// turn (here: the adapter reports `active`) and it has settled; then the notice comes.
+#[test]
+fn a_notice_is_never_typed_between_a_persons_enter_and_the_turn_it_starts() {
+    let env = Env::with_vars(&[("BELFRY_DING_SUBMIT_UNSEEN_MS", "60000")]);
+    let log = rich_pane(&env, "idle-until-turn-shown");
+    // A real client: `belfry attach agent` in a terminal of its own (another pane).
+    env.spawn(
+        "human",
+        "24x100",
+        &["sh", "-c", "\"$BELFRY_BIN\" attach agent; sleep 600"],
+        None,
+    );
+    env.wait_screen("human", "READY");
+    env.ok(&["send", "human", "--text", "my draft", "--key", "Enter"]);
+    assert!(
+        eventually(Duration::from_secs(5), || read_or_empty(&log)
+            .ends_with(b"my draft\r")),
+        "the person's draft never reached the program: {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    let name = post(&env, "while you were typing");
+    let held = eventually(Duration::from_secs(5), || {
+        status(&env)["messages"][0]["state"] == "held:typed"
+    });
+    assert!(held, "{}", status(&env));
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        String::from_utf8_lossy(&read_or_empty(&log)),
+        "my draft\r",
+        "a notice was typed before the harness showed the turn of the person's Enter; status: {}",
+        status(&env)
+    );
+    // The harness shows the turn, which then ends: the notice follows, once.
+    std::fs::write(env.state().join("turn-shown"), b"").unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || notices_for(&log, &name) == 1),
+        "no notice after the turn: {}",
+        status(&env)
+    );
+    let text = String::from_utf8_lossy(&read_or_empty(&log)).to_string();
+    assert!(
+        text.starts_with("my draft\r[DING] new message:"),
+        "{text:?}"
+    );
+    assert_eq!(status(&env)["counters"]["sends"], 1);
+}

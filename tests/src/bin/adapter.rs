@@ -10,7 +10,9 @@
 //! adapter, stop here and stay silent), `{"capture_revision":true}`, `{"pane":{…request…}}`,
 //! `{"exit":N}`, `{"hang":true}`, `{"repeat":N,"event":{…}}` (the event N times, each filled
 //! afresh), `{"on_rerun_skip_to":"MARK"}` (in a later process of the adapter for the same pane,
-//! skip to the line `{"mark":"MARK"}`; the first process notes that it ran and goes on).
+//! skip to the line `{"mark":"MARK"}`; the first process notes that it ran and goes on),
+//! `{"until_file":"NAME","every_ms":N,"event":{…}}` (the event every N ms until `NAME` exists
+//! under `$BELFRY_STATE`, for up to 30 s).
 //! A line that is not JSON is written as it is.
 //! After the last line the adapter stays silent with its output open.
 
@@ -158,6 +160,19 @@ fn main() {
                 skip_to = Some(mark.to_string());
             } else {
                 let _ = std::fs::write(&marker, b"1");
+            }
+        } else if let (Some(name), Some(event)) = (
+            value.get("until_file").and_then(Value::as_str),
+            value.get("event"),
+        ) {
+            let every = Duration::from_millis(value["every_ms"].as_u64().unwrap_or(300));
+            let path = PathBuf::from(env("BELFRY_STATE")).join(name);
+            let start = Instant::now();
+            while !path.exists() && start.elapsed() < Duration::from_secs(30) {
+                let event = filler.fill(event);
+                let _ = writeln!(out, "{event}");
+                let _ = out.flush();
+                std::thread::sleep(every);
             }
         } else if value.get("mark").is_some() {
         } else if let (Some(times), Some(event)) = (
