@@ -865,8 +865,44 @@ impl Worker {
             .is_some_and(|(_, host)| host == self.info.pane_host)
     }
 
+    /// Makes pending again every staged notice whose program is gone before it saw the
+    /// notice whole, noting why for `ding status` (issue 39: such a notice stayed staged for
+    /// good). Two cases: its send went to another pane host of this name, which is gone and
+    /// its program with it, and nobody learned how the send ended; or its send was cut off
+    /// part-way and the program it was addressed to has been replaced. A notice written to its
+    /// end, or one whose program still runs, stays staged: never pasted twice to one program.
+    fn requeue_stranded(&mut self) {
+        for notice in self.ownership.staged() {
+            let why = match (&notice.txn, &notice.incarnation) {
+                (Some(txn), _) if !self.sent_to_this_pane_host(txn) => format!(
+                    "sent again: the pane host its notice went to is gone, with the program                      that may have seen part of it, and how the send ended was never learned                      (transaction {txn})"
+                ),
+                (_, Some(incarnation))
+                    if notice.cut_off && *incarnation != self.info.incarnation =>
+                {
+                    format!(
+                        "sent again: its notice was cut off part-way, and the program that saw                          the part (incarnation {incarnation}) is gone"
+                    )
+                }
+                _ => continue,
+            };
+            match self
+                .ownership
+                .requeue(std::slice::from_ref(&notice.name), &why)
+            {
+                Ok(()) => tracing::info!(session = self.info.session, "{}: {why}", notice.name),
+                Err(err) => tracing::error!(
+                    session = self.info.session,
+                    "cannot make {} pending again: {err}",
+                    notice.name
+                ),
+            }
+        }
+    }
+
     /// Asks the pane host about every staged notice whose send outcome is not recorded.
     async fn resolve_stranded(&mut self) {
+        self.requeue_stranded();
         for (txn, names) in self.ownership.unresolved_transactions() {
             let resolution = self
                 .resolve_transaction(&txn, &names, TXN_RUNNING_WAIT)
@@ -1013,9 +1049,10 @@ impl Worker {
         expect: Option<Expect>,
     ) -> Option<Sent> {
         let txn = self.next_txn();
+        let incarnation = self.info.incarnation.clone();
         match self
             .ownership
-            .stage_transaction(names, Some(&txn), unix_ms())
+            .stage_for(names, Some(&txn), Some(&incarnation), unix_ms())
         {
             Ok(StageOutcome::Staged) => {}
             Ok(StageOutcome::AlreadyOwned { .. }) => return None,
@@ -1094,6 +1131,20 @@ impl Worker {
                     Ok(()) => self.settle_transaction(&txn).await,
                     Err(err) => {
                         tracing::error!(session = self.info.session, "cannot release notice: {err}")
+                    }
+                }
+                None
+            }
+            Ok((Ok(Reply::Err(err)), reply)) if err.written.is_some_and(|written| written > 0) => {
+                // The pane host says the transaction stopped part-way (a restart aborted it
+                // after the paste, the program stopped reading): the program has part of the
+                // notice and no Enter. It stays staged while that program runs, and is owed
+                // to the next one if it goes (`Worker::requeue_stranded`).
+                tracing::warn!(session = self.info.session, "notice cut off: {reply}");
+                match self.ownership.confirm_cut_off(names) {
+                    Ok(()) => self.settle_transaction(&txn).await,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot record notice: {err}")
                     }
                 }
                 None
@@ -1620,6 +1671,8 @@ impl Worker {
                         generation: self.info.generation.clone(),
                     };
                     self.apply(LeaseInput::PaneRestarted(&identity));
+                    // A notice the old program saw only part of is owed to the new one.
+                    self.requeue_stranded();
                 }
                 _ => {}
             },
@@ -1855,7 +1908,9 @@ impl Worker {
                     .map(|m| m.front_matter)
                     .unwrap_or_default();
                 let state = MessageState::derive(self.ownership.state_of(name), lease);
-                MessageStatus::new(name.clone(), &front, state)
+                let mut status = MessageStatus::new(name.clone(), &front, state);
+                status.sent_again = self.ownership.sent_again_because(name).map(str::to_owned);
+                status
             })
             .collect();
         let presence = Presence::load(&self.inbox).ok().flatten();
