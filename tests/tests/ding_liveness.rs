@@ -110,6 +110,10 @@ fn told_within_2_s_of_the_next_idle(env: &Env, log: &std::path::Path, name: &str
     std::fs::write(env.state().join("idle-now"), b"").unwrap();
     let told = eventually(Duration::from_secs(5), || notices_for(log, name) == 1);
     let took = idle_at.elapsed();
+    eprintln!(
+        "notice {} ms after the new adapter's first idle report",
+        took.as_millis()
+    );
     assert!(
         told,
         "no notice 5 s after the new adapter process reported idle; status: {}",
