@@ -154,6 +154,10 @@ pub(crate) fn ding_status_lines(state: &DingState, now_ms: u64) -> Vec<String> {
             text(&message["subject"]),
             text(&message["from"])
         ));
+        // Why the notice of this message was told again (its earlier program went away).
+        if message["sent_again"].is_string() {
+            lines.push(format!("      {}", text(&message["sent_again"])));
+        }
     }
     lines.push(format!(
         "  counters:   {}",

@@ -54,11 +54,15 @@ pub enum HoldReason {
     /// DING submitted a notice (or a turn-stop continued on mail) and the turn that started
     /// has not settled: an idle-looking screen right after a submit proves nothing.
     Submitted,
+    /// A person typed into the pane (an attached client's keystrokes, not a transaction)
+    /// since the last idle report: the harness may be taking their Enter as a turn it does not
+    /// show yet, so no idle counts until it shows one (or long enough passes without).
+    Typed,
 }
 
 impl HoldReason {
     /// Every reason, in the order spec §7.4 lists them.
-    pub const ALL: [HoldReason; 20] = [
+    pub const ALL: [HoldReason; 21] = [
         HoldReason::Active,
         HoldReason::Child,
         HoldReason::Unknown,
@@ -79,6 +83,7 @@ impl HoldReason {
         HoldReason::OutOfOrder,
         HoldReason::Conflict,
         HoldReason::Submitted,
+        HoldReason::Typed,
     ];
 
     /// The spec's token for this reason (`"composer-nonempty"`, `"out-of-order"`, ...).
@@ -104,6 +109,7 @@ impl HoldReason {
             HoldReason::OutOfOrder => "out-of-order",
             HoldReason::Conflict => "conflict",
             HoldReason::Submitted => "submitted",
+            HoldReason::Typed => "typed",
         }
     }
 }
@@ -149,7 +155,8 @@ mod tests {
             tokens.join(", "),
             "active, child, unknown, composer-nonempty, composer-unknown, stale, unreachable, \
              malformed, timeout, adapter-error, incarnation-mismatch, generation-mismatch, \
-             compaction, clear, crash, unsupported-version, unknown-kind, out-of-order, conflict, submitted"
+             compaction, clear, crash, unsupported-version, unknown-kind, out-of-order, conflict, submitted, \
+             typed"
         );
     }
 

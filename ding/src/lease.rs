@@ -23,6 +23,14 @@
 //! since the submit; until then the hold is [`HoldReason::Submitted`]. The harness's own
 //! turn-stop ([`LeaseInput::TurnEnded`]) ends that wait at once.
 //!
+//! A person's input is a submit belfry did not make ([`LeaseInput::Typed`]): right after a
+//! person pressed Enter, the harness still looks as idle as before, with a composer that has
+//! just emptied, until its prompt-submit hook shows the turn (seen with two real harnesses: a
+//! notice typed in that moment joined the person's prompt). So typing ends the idle the last
+//! report described, and the same wait follows, held as [`HoldReason::Typed`]. The harness's
+//! turn-stop ends it only once a sign of a turn came after the typing: a stop of the turn that
+//! was running while the person typed ahead says nothing of the turn their Enter queued.
+//!
 //! Silence is a hold too: when the last thing heard from the adapter is older than
 //! `event_timeout_ms`, the machine reports [`HoldReason::Timeout`] instead of the stale reason.
 //! Adapters are expected to repeat their activity at least that often.
@@ -143,6 +151,9 @@ pub enum LeaseInput<'a> {
     /// The harness's turn-stop hook (one belfry did not continue): whatever turn a submit
     /// started has ended, so the next idle report needs no settling.
     TurnEnded,
+    /// A person typed into the pane (an attached client's keystrokes, not a transaction): the
+    /// idle the last report described is over, and the next one counts only as after a submit.
+    Typed,
 }
 
 /// A submit whose turn has not been seen to settle.
@@ -152,6 +163,8 @@ struct AfterSubmit {
     since_ms: u64,
     /// Whether a sign of the turn (a turn-start hook, `active`, `child`) came since the submit.
     turn_seen: bool,
+    /// Who submitted: [`HoldReason::Submitted`] for belfry, [`HoldReason::Typed`] for a person.
+    hold: HoldReason,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -269,21 +282,32 @@ impl LeaseMachine {
             }
             LeaseInput::SendConflict => Current::Hold(HoldReason::Conflict),
             LeaseInput::TurnEnded => {
-                self.after_submit = None;
+                // A person's input waits for a sign of its own turn first (see the module).
+                let typed_unseen = self
+                    .after_submit
+                    .is_some_and(|after| after.hold == HoldReason::Typed && !after.turn_seen);
+                if !typed_unseen {
+                    self.after_submit = None;
+                }
                 match &self.current {
                     // No lease outlives a turn boundary.
                     Current::Leased { .. } => Current::AdapterHold(HoldReason::Stale),
                     other => other.clone(),
                 }
             }
-            LeaseInput::Submitted => {
-                self.after_submit = Some(AfterSubmit {
-                    since_ms: now_ms,
-                    turn_seen: false,
-                });
-                Current::AdapterHold(HoldReason::Submitted)
-            }
+            LeaseInput::Submitted => self.submitted(HoldReason::Submitted, now_ms),
+            LeaseInput::Typed => self.submitted(HoldReason::Typed, now_ms),
         };
+    }
+
+    /// Input went in that may start a turn not shown yet; `hold` says whose.
+    fn submitted(&mut self, hold: HoldReason, now_ms: u64) -> Current {
+        self.after_submit = Some(AfterSubmit {
+            since_ms: now_ms,
+            turn_seen: false,
+            hold,
+        });
+        Current::AdapterHold(hold)
     }
 
     /// A sign that the turn a submit started is running: the settle time counts from here.
@@ -316,7 +340,7 @@ impl LeaseMachine {
             self.config.submit_unseen_ms
         };
         if now_ms.saturating_sub(after.since_ms) < needed {
-            return Current::AdapterHold(HoldReason::Submitted);
+            return Current::AdapterHold(after.hold);
         }
         self.after_submit = None;
         judged

@@ -42,6 +42,18 @@
 //! record without an id (a send confirmed written, or a record from an older build) stays
 //! staged: it stays unread in the inbox, where `belfry inbox ls` and the next turn-boundary hook
 //! still show it.
+//!
+//! ## Staged notices whose program is gone
+//!
+//! A notice is owed to a running program, not to a pane name. Each staged record keeps the
+//! incarnation its send was addressed to, and a send that stopped part-way (a restart aborted
+//! it after the paste, before its Enter) is recorded as cut off
+//! ([`OwnershipStore::confirm_cut_off`]). When the program that may have seen such a paste is
+//! gone (its pane host was killed, or it was restarted), nobody is left who read the notice,
+//! and [`OwnershipStore::requeue`] makes the message pending again, for the next incarnation,
+//! with a note of why ([`OwnershipStore::sent_again_because`]) that `ding status` shows until
+//! the message is archived. A notice written to its end stays staged: its program had the
+//! Enter.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -148,6 +160,12 @@ struct Record {
     /// The transaction of a staged notice's send, while its outcome is not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     txn: Option<String>,
+    /// The program incarnation a staged notice's send was addressed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    incarnation: Option<String>,
+    /// The send stopped part-way: some of the notice was written, not all of it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    cut_off: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -155,6 +173,22 @@ struct StateFile {
     version: u64,
     session: SessionName,
     messages: BTreeMap<MessageName, Record>,
+    /// Why a message pending again was made so, while it is unread (see the module's text).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    sent_again: BTreeMap<MessageName, String>,
+}
+
+/// A staged notice as [`OwnershipStore::staged`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedNotice {
+    /// The message.
+    pub name: MessageName,
+    /// Its send's transaction, while the outcome is not known.
+    pub txn: Option<String>,
+    /// The incarnation the send was addressed to, if recorded.
+    pub incarnation: Option<String>,
+    /// Whether the send stopped part-way.
+    pub cut_off: bool,
 }
 
 /// The ownership records of one session.
@@ -164,6 +198,7 @@ pub struct OwnershipStore {
     path: PathBuf,
     session: SessionName,
     records: BTreeMap<MessageName, Record>,
+    sent_again: BTreeMap<MessageName, String>,
     origin: StoreOrigin,
 }
 
@@ -218,6 +253,7 @@ impl OwnershipStore {
                     path,
                     session: session.clone(),
                     records: BTreeMap::new(),
+                    sent_again: BTreeMap::new(),
                     origin: StoreOrigin::Missing,
                 })
             }
@@ -245,6 +281,7 @@ impl OwnershipStore {
             path,
             session: session.clone(),
             records,
+            sent_again: file.sent_again,
             origin: StoreOrigin::Loaded,
         })
     }
@@ -299,6 +336,18 @@ impl OwnershipStore {
         txn: Option<&str>,
         now_unix_ms: u64,
     ) -> Result<StageOutcome> {
+        self.stage_for(names, txn, None, now_unix_ms)
+    }
+
+    /// [`OwnershipStore::stage_transaction`], recording too the incarnation the notice is
+    /// addressed to, so that a notice its program never saw whole can be owed to the next one.
+    pub fn stage_for(
+        &mut self,
+        names: &[MessageName],
+        txn: Option<&str>,
+        incarnation: Option<&str>,
+        now_unix_ms: u64,
+    ) -> Result<StageOutcome> {
         for name in names {
             if let Some(record) = self.records.get(name) {
                 return Ok(StageOutcome::AlreadyOwned {
@@ -312,10 +361,66 @@ impl OwnershipStore {
             self.set(name, DeliveryState::Staged, now_unix_ms);
             if let Some(record) = self.records.get_mut(name) {
                 record.txn = txn.map(str::to_owned);
+                record.incarnation = incarnation.map(str::to_owned);
             }
         }
         self.persist_if_changed(before)?;
         Ok(StageOutcome::Staged)
+    }
+
+    /// Every staged notice, oldest message first.
+    pub fn staged(&self) -> Vec<StagedNotice> {
+        self.records
+            .iter()
+            .filter(|(_, record)| record.state == DeliveryState::Staged)
+            .map(|(name, record)| StagedNotice {
+                name: name.clone(),
+                txn: record.txn.clone(),
+                incarnation: record.incarnation.clone(),
+                cut_off: record.cut_off,
+            })
+            .collect()
+    }
+
+    /// Records that the send of these staged notices stopped part-way (some bytes written):
+    /// their transaction id is dropped, and they stay staged while the program that may have
+    /// seen the paste runs.
+    pub fn confirm_cut_off(&mut self, names: &[MessageName]) -> Result<()> {
+        let before = self.records.clone();
+        for name in names {
+            if let Some(record) = self.records.get_mut(name) {
+                record.txn = None;
+                record.cut_off = true;
+            }
+        }
+        self.persist_if_changed(before)
+    }
+
+    /// Makes staged messages pending again because the program their notice was meant for is
+    /// gone before it saw it whole, noting `why` for `ding status`. Other states are left alone.
+    pub fn requeue(&mut self, names: &[MessageName], why: &str) -> Result<()> {
+        let before = self.records.clone();
+        let notes_before = self.sent_again.clone();
+        for name in names {
+            if self.state_of(name) == DeliveryState::Staged {
+                self.records.remove(name);
+                self.sent_again.insert(name.clone(), why.to_owned());
+            }
+        }
+        if self.records == before {
+            return Ok(());
+        }
+        let result = self.persist();
+        if result.is_err() {
+            self.records = before;
+            self.sent_again = notes_before;
+        }
+        result
+    }
+
+    /// Why a message was made pending again after its notice's program went away, if it was.
+    pub fn sent_again_because(&self, name: &MessageName) -> Option<&str> {
+        self.sent_again.get(name).map(String::as_str)
     }
 
     /// The transactions of staged notices whose outcome is not known, each with its messages,
@@ -415,6 +520,8 @@ impl OwnershipStore {
     /// released without delivery.
     pub fn reconcile(&mut self, unread: &[MessageName]) -> Result<Vec<MessageName>> {
         let unread: BTreeSet<&MessageName> = unread.iter().collect();
+        // A note says why an unread message was told again; an archived one needs none.
+        self.sent_again.retain(|name, _| unread.contains(name));
         let released: Vec<MessageName> = self
             .records
             .keys()
@@ -439,6 +546,8 @@ impl OwnershipStore {
                 state,
                 since_unix_ms: now_unix_ms,
                 txn: None,
+                incarnation: None,
+                cut_off: false,
             },
         );
     }
@@ -464,6 +573,7 @@ impl OwnershipStore {
             version: STATE_VERSION,
             session: self.session.clone(),
             messages: self.records.clone(),
+            sent_again: self.sent_again.clone(),
         };
         let mut bytes =
             serde_json::to_vec_pretty(&file).map_err(|err| Error::CorruptOwnershipState {

@@ -277,6 +277,10 @@ pub struct MessageStatus {
     pub from: String,
     /// Its state.
     pub state: MessageState,
+    /// Why its notice is told again, when the program an earlier one was meant for went away
+    /// before it saw it whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_again: Option<String>,
 }
 
 impl MessageStatus {
@@ -287,6 +291,7 @@ impl MessageStatus {
             subject: display_subject(front_matter),
             from: display_sender(front_matter),
             state,
+            sent_again: None,
         }
     }
 }
@@ -416,6 +421,9 @@ impl fmt::Display for DingStatus {
                 "    {}  {}  {} (from {})",
                 message.name, message.state, message.subject, message.from
             )?;
+            if let Some(why) = &message.sent_again {
+                writeln!(formatter, "      {}", sanitize_field(why, 300))?;
+            }
         }
         writeln!(formatter, "  counters:   {}", self.counters_line())
     }

@@ -357,6 +357,11 @@ fn every_spec_hold_reason_is_reachable_and_sends_nothing() {
         ),
     );
 
+    expect(
+        HoldReason::Typed,
+        hold_after(|machine, now| machine.apply(LeaseInput::Typed, now), 1_000),
+    );
+
     let all: BTreeSet<HoldReason> = HoldReason::ALL.into_iter().collect();
     assert_eq!(reached, all, "every reason in spec §7.4 has a path");
 }
@@ -420,6 +425,60 @@ fn after_a_submit_idle_leases_only_once_the_turn_it_started_has_settled() {
         machine.state(5_100),
         LeaseState::Leased { revision: 51, .. }
     ));
+}
+
+/// Issue 39, item 9 (seen with two real harnesses): a person pressed Enter on a draft, and until the
+/// harness's prompt-submit hook showed the turn, the adapter still reported the idle from
+/// before with a composer that had just emptied. A person's input ends that idle (even a lease
+/// already granted) and no idle report leases until the harness has shown a turn and it has
+/// settled; a turn-stop of a turn that started before the typing does not end the wait.
+#[test]
+fn a_persons_input_ends_the_idle_until_the_harness_shows_a_turn() {
+    let me = identity();
+    let mut machine = leased_machine(1_000);
+    machine.apply(LeaseInput::Typed, 1_010);
+    assert_eq!(machine.state(1_010), LeaseState::Held(HoldReason::Typed));
+    assert_eq!(machine.take_lease(1_010), Err(HoldReason::Typed));
+    // The adapter still sees the idle screen, the composer just emptied by the Enter.
+    for at in [1_100, 1_400, 1_700, 2_000] {
+        feed(&mut machine, &idle(&me, 43), at);
+        assert_eq!(
+            machine.state(at),
+            LeaseState::Held(HoldReason::Typed),
+            "at {at}"
+        );
+    }
+    // A stop of the turn that ran while the person typed ahead is no sign of theirs.
+    machine.apply(LeaseInput::TurnEnded, 2_100);
+    feed(&mut machine, &idle(&me, 43), 2_200);
+    assert_eq!(machine.state(2_200), LeaseState::Held(HoldReason::Typed));
+    // Their turn shows (the prompt-submit hook), runs, and ends.
+    machine.apply(LeaseInput::TurnStarted, 2_300);
+    assert_eq!(machine.state(2_300), LeaseState::Held(HoldReason::Active));
+    feed(&mut machine, &active(&me), 3_000);
+    feed(&mut machine, &idle(&me, 60), 3_200);
+    assert_eq!(machine.state(3_200), LeaseState::Held(HoldReason::Typed));
+    machine.apply(LeaseInput::TurnEnded, 3_300);
+    feed(&mut machine, &idle(&me, 61), 3_310);
+    assert!(matches!(
+        machine.state(3_310),
+        LeaseState::Leased { revision: 61, .. }
+    ));
+}
+
+/// Typing that starts no turn (a draft written and erased) holds mail for `submit_unseen_ms`
+/// from the last keystroke, then idle leases again: mail never waits for a turn that will not
+/// come.
+#[test]
+fn typing_that_starts_no_turn_holds_idle_for_the_unseen_time_after_the_last_keystroke() {
+    let me = identity();
+    let mut machine = leased_machine(1_000);
+    machine.apply(LeaseInput::Typed, 1_000);
+    machine.apply(LeaseInput::Typed, 4_000);
+    feed(&mut machine, &idle(&me, 43), 13_999);
+    assert_eq!(machine.state(13_999), LeaseState::Held(HoldReason::Typed));
+    feed(&mut machine, &idle(&me, 43), 14_000);
+    assert!(matches!(machine.state(14_000), LeaseState::Leased { .. }));
 }
 
 /// The harness's own turn-stop ends the wait at once: the turn the submit started is over.

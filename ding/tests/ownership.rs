@@ -368,3 +368,49 @@ fn a_state_file_without_transactions_still_loads() {
         "a record without a transaction stays staged: nothing can prove it unwritten"
     );
 }
+
+/// Issue 39, item 10: a notice cut off part-way is kept with the incarnation it was addressed
+/// to, and made pending again (durably, with the reason) only by `requeue`; the reason stays
+/// while the message is unread and goes with its archiving.
+#[test]
+fn a_cut_off_notice_remembers_its_incarnation_and_a_requeue_says_why_until_archived() {
+    let state = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        name("1785070000000-abc123.md"),
+        name("1785070000100-def456.md"),
+    );
+    {
+        let mut store = OwnershipStore::open(state.path(), &session()).unwrap();
+        let outcome = store
+            .stage_for(std::slice::from_ref(&a), Some("t-1"), Some("inc-1"), 1)
+            .unwrap();
+        assert_eq!(outcome, StageOutcome::Staged);
+        let outcome = store
+            .stage_for(std::slice::from_ref(&b), Some("t-2"), Some("inc-1"), 2)
+            .unwrap();
+        assert_eq!(outcome, StageOutcome::Staged);
+        store.confirm_cut_off(std::slice::from_ref(&a)).unwrap();
+        store.confirm_written(std::slice::from_ref(&b)).unwrap();
+    }
+    let mut store = OwnershipStore::open(state.path(), &session()).unwrap();
+    let staged = store.staged();
+    assert_eq!(staged.len(), 2);
+    assert_eq!(
+        (staged[0].cut_off, staged[0].incarnation.as_deref()),
+        (true, Some("inc-1"))
+    );
+    assert_eq!((staged[1].cut_off, staged[1].txn.as_deref()), (false, None));
+    store.requeue(std::slice::from_ref(&a), "cut off").unwrap();
+    let mut store = OwnershipStore::open(state.path(), &session()).unwrap();
+    assert_eq!(store.state_of(&a), DeliveryState::Pending);
+    assert_eq!(store.state_of(&b), DeliveryState::Staged);
+    assert_eq!(store.sent_again_because(&a), Some("cut off"));
+    // Staged again, it keeps the reason; archived, it has none.
+    let outcome = store.stage(std::slice::from_ref(&a), 3).unwrap();
+    assert_eq!(outcome, StageOutcome::Staged);
+    assert_eq!(store.sent_again_because(&a), Some("cut off"));
+    store.reconcile(std::slice::from_ref(&b)).unwrap();
+    let store = OwnershipStore::open(state.path(), &session()).unwrap();
+    assert_eq!(store.sent_again_because(&a), None);
+    assert_eq!(store.state_of(&a), DeliveryState::Pending);
+}

@@ -512,7 +512,10 @@ struct Worker {
     ownership: OwnershipStore,
     policy: Result<DeliveryPolicy, String>,
     lease: LeaseMachine,
+    /// The validator of the running adapter process's events; a new process gets a new one.
     validator: EventValidator,
+    /// Set when the pane's program restarted under a running adapter, which must be replaced.
+    adapter_outdated: bool,
     clock: Clock,
     counters: Counters,
     last_event: Option<LastEvent>,
@@ -608,6 +611,7 @@ async fn run_worker(
         policy,
         lease,
         validator: EventValidator::new(),
+        adapter_outdated: false,
         clock: Clock(Instant::now()),
         counters: Counters::default(),
         last_event: None,
@@ -861,8 +865,44 @@ impl Worker {
             .is_some_and(|(_, host)| host == self.info.pane_host)
     }
 
+    /// Makes pending again every staged notice whose program is gone before it saw the
+    /// notice whole, noting why for `ding status` (issue 39: such a notice stayed staged for
+    /// good). Two cases: its send went to another pane host of this name, which is gone and
+    /// its program with it, and nobody learned how the send ended; or its send was cut off
+    /// part-way and the program it was addressed to has been replaced. A notice written to its
+    /// end, or one whose program still runs, stays staged: never pasted twice to one program.
+    fn requeue_stranded(&mut self) {
+        for notice in self.ownership.staged() {
+            let why = match (&notice.txn, &notice.incarnation) {
+                (Some(txn), _) if !self.sent_to_this_pane_host(txn) => format!(
+                    "sent again: the pane host its notice went to is gone, with the program                      that may have seen part of it, and how the send ended was never learned                      (transaction {txn})"
+                ),
+                (_, Some(incarnation))
+                    if notice.cut_off && *incarnation != self.info.incarnation =>
+                {
+                    format!(
+                        "sent again: its notice was cut off part-way, and the program that saw                          the part (incarnation {incarnation}) is gone"
+                    )
+                }
+                _ => continue,
+            };
+            match self
+                .ownership
+                .requeue(std::slice::from_ref(&notice.name), &why)
+            {
+                Ok(()) => tracing::info!(session = self.info.session, "{}: {why}", notice.name),
+                Err(err) => tracing::error!(
+                    session = self.info.session,
+                    "cannot make {} pending again: {err}",
+                    notice.name
+                ),
+            }
+        }
+    }
+
     /// Asks the pane host about every staged notice whose send outcome is not recorded.
     async fn resolve_stranded(&mut self) {
+        self.requeue_stranded();
         for (txn, names) in self.ownership.unresolved_transactions() {
             let resolution = self
                 .resolve_transaction(&txn, &names, TXN_RUNNING_WAIT)
@@ -1009,9 +1049,10 @@ impl Worker {
         expect: Option<Expect>,
     ) -> Option<Sent> {
         let txn = self.next_txn();
+        let incarnation = self.info.incarnation.clone();
         match self
             .ownership
-            .stage_transaction(names, Some(&txn), unix_ms())
+            .stage_for(names, Some(&txn), Some(&incarnation), unix_ms())
         {
             Ok(StageOutcome::Staged) => {}
             Ok(StageOutcome::AlreadyOwned { .. }) => return None,
@@ -1094,6 +1135,20 @@ impl Worker {
                 }
                 None
             }
+            Ok((Ok(Reply::Err(err)), reply)) if err.written.is_some_and(|written| written > 0) => {
+                // The pane host says the transaction stopped part-way (a restart aborted it
+                // after the paste, the program stopped reading): the program has part of the
+                // notice and no Enter. It stays staged while that program runs, and is owed
+                // to the next one if it goes (`Worker::requeue_stranded`).
+                tracing::warn!(session = self.info.session, "notice cut off: {reply}");
+                match self.ownership.confirm_cut_off(names) {
+                    Ok(()) => self.settle_transaction(&txn).await,
+                    Err(err) => {
+                        tracing::error!(session = self.info.session, "cannot record notice: {err}")
+                    }
+                }
+                None
+            }
             Ok((_, reply)) => {
                 // An error reply: refused before anything was written, or a write that failed
                 // part-way. Only the pane host's journal can tell which.
@@ -1172,6 +1227,12 @@ impl Worker {
         let mut restarts = 0u32;
         loop {
             let started = Instant::now();
+            // spec §7.4: sequences increase per adapter process, and a new process counts
+            // from its own start, so each one gets a validator of its own. One kept across
+            // processes held every event of a restarted adapter `out-of-order` until it passed
+            // the old one's count: for about as long as the old one had run.
+            self.validator = EventValidator::new();
+            self.adapter_outdated = false;
             let mut adapter = self.spawn_adapter(&command);
             let mut lines = adapter
                 .as_mut()
@@ -1186,7 +1247,8 @@ impl Worker {
             } else {
                 self.apply(LeaseInput::AdapterUnreachable);
             }
-            // Serve until the adapter ends.
+            // Serve until the adapter ends, or the pane's program is replaced under it.
+            let mut replaced = false;
             loop {
                 self.deliver_rich().await;
                 let look_again_at = self.look_again_at();
@@ -1195,6 +1257,11 @@ impl Worker {
                         match msg {
                             Some(msg) => self.handle_common(msg).await,
                             None => return,
+                        }
+                        if self.adapter_outdated && adapter.is_some() {
+                            self.replace_adapter(adapter.as_mut()).await;
+                            replaced = true;
+                            break;
                         }
                         continue;
                     }
@@ -1244,6 +1311,10 @@ impl Worker {
                     backoff.as_millis()
                 );
                 break;
+            }
+            if replaced {
+                // A replacement is no failure of the adapter: it starts again at once.
+                continue;
             }
             // Back off before restarting, still serving messages (everything stays held).
             let until = Instant::now() + backoff;
@@ -1334,6 +1405,21 @@ impl Worker {
                 None
             }
         }
+    }
+
+    /// Ends the adapter of a program that was restarted (its whole process group, reaped
+    /// within [`ADAPTER_REAP`]), so the caller starts a new one at once. spec §7.4: the adapter
+    /// gets the pane's identity in its environment, and one that takes it from there would
+    /// otherwise speak of the old incarnation for good (`incarnation-mismatch`).
+    async fn replace_adapter(&mut self, adapter: Option<&mut AdapterGroup>) {
+        if let Some(group) = adapter {
+            let _ = tokio::time::timeout(ADAPTER_REAP, group.end()).await;
+        }
+        tracing::info!(
+            session = self.info.session,
+            incarnation = self.info.incarnation,
+            "the program restarted; starting its adapter again for the new incarnation"
+        );
     }
 
     /// Records that the adapter process ended, reaping it within [`ADAPTER_REAP`].
@@ -1564,6 +1650,10 @@ impl Worker {
                     self.input_ended = true;
                     self.apply(LeaseInput::PaneExited);
                 }
+                // spec §7.4: a person's keystrokes end the idle the last report described.
+                Event::Lifecycle(lifecycle) if lifecycle.what == "typed" => {
+                    self.apply(LeaseInput::Typed);
+                }
                 Event::Lifecycle(lifecycle) if lifecycle.what == "restart" => {
                     self.input_ended = false;
                     // spec §10: a new program accepts no input before its own start-up.
@@ -1572,12 +1662,17 @@ impl Worker {
                     if let Some(incarnation) = lifecycle.incarnation {
                         self.info.incarnation = incarnation;
                     }
+                    // The adapter was started with the old incarnation in its environment:
+                    // the rich path replaces it (see `Worker::replace_adapter`).
+                    self.adapter_outdated = true;
                     let identity = PaneIdentity {
                         session: self.lease.identity().session.clone(),
                         incarnation: self.info.incarnation.clone(),
                         generation: self.info.generation.clone(),
                     };
                     self.apply(LeaseInput::PaneRestarted(&identity));
+                    // A notice the old program saw only part of is owed to the new one.
+                    self.requeue_stranded();
                 }
                 _ => {}
             },
@@ -1813,7 +1908,9 @@ impl Worker {
                     .map(|m| m.front_matter)
                     .unwrap_or_default();
                 let state = MessageState::derive(self.ownership.state_of(name), lease);
-                MessageStatus::new(name.clone(), &front, state)
+                let mut status = MessageStatus::new(name.clone(), &front, state);
+                status.sent_again = self.ownership.sent_again_because(name).map(str::to_owned);
+                status
             })
             .collect();
         let presence = Presence::load(&self.inbox).ok().flatten();

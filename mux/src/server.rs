@@ -559,10 +559,16 @@ async fn monitor(daemon: Arc<Daemon>, entry: PaneEntry, exit_so_far: registry::E
                         host_lifecycle(&daemon, &entry, &HostRecord::read(&entry, &info), what);
                     }
                 }
+                // A person's typing (`typed`, at most ten a second) is for the pane's DING
+                // worker alone: the bus would only wake every `belfry top` with it.
+                let typed =
+                    matches!(&event, Event::Lifecycle(lifecycle) if lifecycle.what == "typed");
                 daemon
                     .ding
                     .tell(&entry.session, DingMsg::Pane(event.clone()));
-                publish(&daemon, event);
+                if !typed {
+                    publish(&daemon, event);
+                }
             }
         }
         Err(err) => tracing::warn!(session = entry.session, "cannot monitor pane host: {err}"),

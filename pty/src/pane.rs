@@ -377,6 +377,12 @@ impl Patience {
 /// trip; a program that waited longer has given up on the answer.
 const ANSWER_WINDOW: Duration = Duration::from_secs(3);
 
+/// The least time between two `typed` lifecycle events of one pane: a person's keystrokes
+/// are announced at most ten times a second, so a client pouring input in cannot flood the
+/// event stream. Whoever waits on them (the DING worker, spec §7.4) counts its wait from the
+/// latest, so one announced up to this much late costs nothing it would notice.
+const TYPED_EVENT_EVERY: Duration = Duration::from_millis(100);
+
 /// Output bytes queued for one client before it is considered lagging and resynchronised by a
 /// redraw (the pane host's log says how many bytes the redraw replaced). What a client that is
 /// not waited for ([`CLIENT_WAIT_AT`]) may pin: as much as 256 full turns of the reader, the
@@ -443,6 +449,8 @@ pub struct PaneState {
     /// When the program last sent a terminal query the model knows, so attached clients'
     /// answers to it are routed from one client only ([`Pane::client_input`]).
     last_query: Option<Instant>,
+    /// When the last `typed` lifecycle event was sent ([`Pane::client_input`]).
+    last_typed_event: Option<Instant>,
 }
 
 impl PaneState {
@@ -582,6 +590,7 @@ impl Pane {
             next_client_id: 1,
             stopping: None,
             last_query: None,
+            last_typed_event: None,
         };
         let pane = Pane {
             spec,
@@ -1558,8 +1567,33 @@ impl Pane {
         };
         if keystrokes {
             self.client_activity_locked(&mut st, id, None);
+            if !input.is_empty() {
+                self.announce_typing(&mut st);
+            }
         }
         input
+    }
+
+    /// Tells the pane's subscribers that a person typed into the pane (a lifecycle event
+    /// `typed`), at most once per [`TYPED_EVENT_EVERY`], before the keystrokes are written.
+    /// spec §7.4: a harness that just took a person's Enter can look idle with an empty
+    /// composer until it shows the turn that Enter started, and the DING worker must not take
+    /// that for an idle it may type a notice into. A transaction (`send`) is not typing: it
+    /// never comes through here.
+    fn announce_typing(&self, st: &mut PaneState) {
+        let now = Instant::now();
+        if st
+            .last_typed_event
+            .is_some_and(|at| now.duration_since(at) < TYPED_EVENT_EVERY)
+        {
+            return;
+        }
+        st.last_typed_event = Some(now);
+        let _ = self.events.send(Event::Lifecycle(Lifecycle {
+            incarnation: Some(st.incarnation.clone()),
+            revision: Some(st.revision),
+            ..Lifecycle::new(&self.spec.session, "typed")
+        }));
     }
 
     /// Colour answers a client's terminal gave to the client's own query on attach: learned,

@@ -8,7 +8,12 @@
 //! `"$FIRST_UNREAD"` the oldest. Directives: `{"sleep_ms":N}`, `{"wait_for_unread":true}`,
 //! `{"wait_for_file":"NAME"}` (under `$BELFRY_STATE`), `{"once":true}` (on a restart of the
 //! adapter, stop here and stay silent), `{"capture_revision":true}`, `{"pane":{…request…}}`,
-//! `{"exit":N}`, `{"hang":true}`. A line that is not JSON is written as it is.
+//! `{"exit":N}`, `{"hang":true}`, `{"repeat":N,"event":{…}}` (the event N times, each filled
+//! afresh), `{"on_rerun_skip_to":"MARK"}` (in a later process of the adapter for the same pane,
+//! skip to the line `{"mark":"MARK"}`; the first process notes that it ran and goes on),
+//! `{"until_file":"NAME","every_ms":N,"event":{…}}` (the event every N ms until `NAME` exists
+//! under `$BELFRY_STATE`, for up to 30 s).
+//! A line that is not JSON is written as it is.
 //! After the last line the adapter stays silent with its output open.
 
 use std::io::{BufRead, BufReader, Write};
@@ -101,8 +106,16 @@ fn main() {
         seq: 0,
         captured: 0,
     };
+    let mut skip_to: Option<String> = None;
     for line in text.lines() {
         if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(mark) = &skip_to {
+            let value = serde_json::from_str::<Value>(line).unwrap_or(Value::Null);
+            if value.get("mark").and_then(Value::as_str) == Some(mark.as_str()) {
+                skip_to = None;
+            }
             continue;
         }
         let Ok(value) = serde_json::from_str::<Value>(line) else {
@@ -140,6 +153,37 @@ fn main() {
             std::process::exit(code as i32);
         } else if value.get("hang").is_some() {
             hang();
+        } else if let Some(mark) = value.get("on_rerun_skip_to").and_then(Value::as_str) {
+            let marker = PathBuf::from(env("BELFRY_STATE"))
+                .join(format!("adapter-{}.reran", env("BELFRY_SESSION")));
+            if marker.exists() {
+                skip_to = Some(mark.to_string());
+            } else {
+                let _ = std::fs::write(&marker, b"1");
+            }
+        } else if let (Some(name), Some(event)) = (
+            value.get("until_file").and_then(Value::as_str),
+            value.get("event"),
+        ) {
+            let every = Duration::from_millis(value["every_ms"].as_u64().unwrap_or(300));
+            let path = PathBuf::from(env("BELFRY_STATE")).join(name);
+            let start = Instant::now();
+            while !path.exists() && start.elapsed() < Duration::from_secs(30) {
+                let event = filler.fill(event);
+                let _ = writeln!(out, "{event}");
+                let _ = out.flush();
+                std::thread::sleep(every);
+            }
+        } else if value.get("mark").is_some() {
+        } else if let (Some(times), Some(event)) = (
+            value.get("repeat").and_then(Value::as_u64),
+            value.get("event"),
+        ) {
+            for _ in 0..times {
+                let event = filler.fill(event);
+                let _ = writeln!(out, "{event}");
+            }
+            let _ = out.flush();
         } else {
             let event = filler.fill(&value);
             let _ = writeln!(out, "{event}");
