@@ -1,0 +1,249 @@
+//! How the projection writes (issue 39): every file through a temporary file with a unique
+//! name, created `O_EXCL|O_NOFOLLOW` in the directory of the file it replaces and already
+//! holding that file's mode before a byte of content goes in, then renamed over it; a
+//! settings file that is a symbolic link is edited where the link points, and the link kept;
+//! a path inside the project that resolves outside it is refused; and one `apply` or
+//! `uninstall` at a time per project and scope, under an `flock` with a deadline.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::{Context, ProjectError};
+use crate::canonical::Scope;
+
+/// How long `apply` or `uninstall` waits for another one of the same project and scope.
+pub const LOCK_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The file a write or removal of `path` really acts on: the file a final symbolic link
+/// points to (so the link is kept), under the canonical form of its directory. A path inside
+/// the project must stay inside it once links are followed, so that a checkout cannot point a
+/// rendered path (`.claude/settings.json`, `.belfry/hooks`) at a file of the user's.
+pub fn real_target(context: &Context, path: &Path) -> Result<PathBuf, String> {
+    let link = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|meta| meta.file_type().is_symlink());
+    let real = if link.is_some() {
+        let real = std::fs::canonicalize(path).map_err(|err| {
+            format!(
+                "{} is a symbolic link whose target cannot be resolved ({err}); belfry does not \
+                 create a file through a dangling link",
+                path.display()
+            )
+        })?;
+        if !std::fs::metadata(&real).is_ok_and(|meta| meta.is_file()) {
+            return Err(format!(
+                "{} is a symbolic link to {}, which is not a regular file",
+                path.display(),
+                real.display()
+            ));
+        }
+        real
+    } else {
+        let Some(name) = path.file_name() else {
+            return Err(format!("{} names no file", path.display()));
+        };
+        let parent = path.parent().unwrap_or(Path::new("/"));
+        // The deepest ancestor that exists, canonical, with the missing part after it.
+        let mut existing = parent.to_path_buf();
+        let mut missing = Vec::new();
+        while std::fs::symlink_metadata(&existing).is_err() {
+            match (existing.file_name(), existing.parent()) {
+                (Some(last), Some(up)) => {
+                    missing.push(last.to_os_string());
+                    existing = up.to_path_buf();
+                }
+                _ => break,
+            }
+        }
+        let mut real = std::fs::canonicalize(&existing)
+            .map_err(|err| format!("cannot resolve {}: {err}", existing.display()))?;
+        for part in missing.into_iter().rev() {
+            real.push(part);
+        }
+        real.push(name);
+        real
+    };
+    let project = &context.project_dir;
+    if context.scope == Scope::Project && path.starts_with(project) && !real.starts_with(project)
+    {
+        return Err(format!(
+            "{} resolves to {}, outside the project {}: belfry writes a project's files only \
+             inside it (a symbolic link in the checkout points out of it)",
+            path.display(),
+            real.display(),
+            project.display()
+        ));
+    }
+    Ok(real)
+}
+
+/// Writes a file of the projection, creating missing directories (recorded in
+/// `created_dirs` so that uninstall can remove them when empty). The file keeps its mode; a
+/// new one gets the usual `0666 & !umask`.
+pub fn write_file(
+    context: &Context,
+    path: &Path,
+    text: &str,
+    created_dirs: &mut Vec<String>,
+) -> Result<(), String> {
+    let real = real_target(context, path)?;
+    if let Some(parent) = path.parent() {
+        let mut missing = Vec::new();
+        let mut dir = parent;
+        while std::fs::symlink_metadata(dir).is_err() {
+            missing.push(dir.to_path_buf());
+            match dir.parent() {
+                Some(up) => dir = up,
+                None => break,
+            }
+        }
+        if let Some(real_parent) = real.parent() {
+            std::fs::create_dir_all(real_parent)
+                .map_err(|err| format!("cannot create {}: {err}", real_parent.display()))?;
+        }
+        for dir in missing.into_iter().rev() {
+            let dir = dir.display().to_string();
+            if !created_dirs.contains(&dir) {
+                created_dirs.push(dir);
+            }
+        }
+    }
+    let mode = match std::fs::metadata(&real) {
+        Ok(meta) => Some(meta.permissions().mode() & 0o7777),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => return Err(format!("cannot read {}: {err}", real.display())),
+    };
+    replace_file(&real, text.as_bytes(), mode)
+}
+
+/// Removes a file of the projection (a missing one is fine). A symbolic link is removed
+/// itself, never the file it points to; a path inside the project that resolves outside it
+/// is refused.
+pub fn remove_file(context: &Context, path: &Path) -> Result<(), String> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(());
+    }
+    if let Some(parent) = path.parent() {
+        // The directory must be where it says: `.belfry/hooks` a link to `~` is refused.
+        let probe = parent.join(".belfry-probe");
+        real_target(context, &probe)?;
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(format!("cannot remove {}: {err}", path.display())),
+    }
+}
+
+/// Replaces `real` with `bytes` through a temporary file in its directory: a unique name,
+/// `O_CREAT|O_EXCL|O_NOFOLLOW` (a planted file or link at the name is never written through),
+/// the final `mode` set on the descriptor before the content, then a rename. `None` keeps
+/// the creation mode `0666 & !umask`.
+pub fn replace_file(real: &Path, bytes: &[u8], mode: Option<u32>) -> Result<(), String> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = real.parent().unwrap_or(Path::new("/"));
+    let name = real
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.subsec_nanos())
+        .unwrap_or(0);
+    let mut attempt = 0;
+    let (temp, mut file) = loop {
+        let unique = format!(
+            ".{name}.{}-{nanos:08x}-{}.belfry-tmp",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let temp = dir.join(unique);
+        let opened = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode.unwrap_or(0o666))
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&temp);
+        match opened {
+            Ok(file) => break (temp, file),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
+                attempt += 1;
+            }
+            Err(err) => return Err(format!("cannot create {}: {err}", temp.display())),
+        }
+    };
+    let written = (|| -> std::io::Result<()> {
+        if let Some(mode) = mode {
+            // The umask may have taken bits off the creation mode; the descriptor gets the
+            // replaced file's exact mode before any content is in it.
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        Ok(())
+    })();
+    drop(file);
+    let result = written
+        .map_err(|err| format!("cannot write {}: {err}", temp.display()))
+        .and_then(|()| {
+            std::fs::rename(&temp, real)
+                .map_err(|err| format!("cannot write {}: {err}", real.display()))
+        });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+/// One `apply` or `uninstall` of a project and scope at a time: an exclusive `flock` on
+/// [`Context::lock_path`], held until the guard drops (the kernel releases it however the
+/// process ends).
+pub struct StateLock {
+    _file: File,
+}
+
+/// Takes the lock, waiting at most [`LOCK_DEADLINE`] for another run to finish.
+pub fn lock(context: &Context) -> Result<StateLock, ProjectError> {
+    let path = context.lock_path();
+    let error = |reason: String| ProjectError::Lock {
+        path: path.clone(),
+        reason,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|err| error(format!("cannot create {}: {err}", parent.display())))?;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&path)
+        .map_err(|err| error(format!("cannot open it: {err}")))?;
+    let deadline = Instant::now() + LOCK_DEADLINE;
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(StateLock { _file: file }),
+            Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR)
+                if Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(error(format!(
+                    "another `belfry hooks apply` or `uninstall` of this {} held it for {} s; \
+                     try again when it has finished",
+                    context.scope,
+                    LOCK_DEADLINE.as_secs()
+                )))
+            }
+            Err(err) => return Err(error(format!("cannot lock it: {err}"))),
+        }
+    }
+}
