@@ -46,7 +46,21 @@ impl ApplyReport {
 pub fn apply(context: &Context, options: ApplyOptions) -> Result<ApplyReport, ProjectError> {
     // One apply or uninstall of this project and scope at a time, from the reading of the
     // state and the live files to the writing of both.
-    let _lock = super::write::lock(context)?;
+    let lock = super::write::lock(context)?;
+    let result = apply_locked(context, options, &lock);
+    // An apply that wrote no state leaves no lock file either.
+    lock.remove_if_unused(context);
+    if result.is_err() && std::fs::symlink_metadata(context.state_path()).is_err() {
+        super::remove_empty_dirs(&lock.created_dirs);
+    }
+    result
+}
+
+fn apply_locked(
+    context: &Context,
+    options: ApplyOptions,
+    lock: &super::write::StateLock,
+) -> Result<ApplyReport, ProjectError> {
     let plan = plan(context)?;
     let state_path = context.state_path();
     let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
@@ -64,6 +78,12 @@ pub fn apply(context: &Context, options: ApplyOptions) -> Result<ApplyReport, Pr
             Scope::Project => context.project_dir.display().to_string(),
             Scope::User => String::new(),
         },
+        created_dirs: previous
+            .created_dirs
+            .iter()
+            .chain(&lock.created_dirs)
+            .cloned()
+            .collect(),
         targets: previous.targets.clone(),
     };
     let mut settled = Vec::new();

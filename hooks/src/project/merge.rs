@@ -258,10 +258,26 @@ impl<'a> Merge<'a> {
         Ok(Some(node))
     }
 
-    /// This projection's groups, where they are now.
+    /// This projection's groups, where they are now, in file order.
     pub fn placed(&self) -> Result<Vec<PlacedGroup>, MergeError> {
-        self.root()?;
-        Ok(self.owned.clone())
+        let root = self.root()?;
+        let events: Vec<String> = match root.member(self.hooks_key).map(|hooks| &hooks.kind) {
+            Some(jsonc::Kind::Object(members)) => {
+                members.iter().map(|(event, _)| event.clone()).collect()
+            }
+            _ => Vec::new(),
+        };
+        let mut placed = self.owned.clone();
+        placed.sort_by_key(|group| {
+            (
+                events
+                    .iter()
+                    .position(|event| *event == group.native_event)
+                    .unwrap_or(usize::MAX),
+                group.index,
+            )
+        });
+        Ok(placed)
     }
 
     /// Makes this projection's groups exactly `wanted`: an owned group is replaced in place

@@ -28,6 +28,10 @@ pub struct State {
     /// state found under another project's key is not acted on.
     #[serde(default)]
     pub project_dir: String,
+    /// Directories made to hold this state and its lock, removed by the last uninstall when
+    /// empty.
+    #[serde(default)]
+    pub created_dirs: Vec<String>,
     #[serde(default)]
     pub targets: BTreeMap<String, TargetState>,
 }

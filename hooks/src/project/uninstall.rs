@@ -15,8 +15,12 @@ pub fn uninstall(
     context: &Context,
     force: bool,
 ) -> Result<Vec<(String, Settlement)>, ProjectError> {
-    let _lock = super::write::lock(context)?;
     let state_path = context.state_path();
+    if std::fs::symlink_metadata(&state_path).is_err() {
+        // Nothing was installed: nothing to lock, nothing to create.
+        return Ok(Vec::new());
+    }
+    let lock = super::write::lock(context)?;
     let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
     // Only records that pass verification are acted on; the others stay unread.
     let Some(mut state) = super::verify::load(context, &adapters)?.state else {
@@ -25,7 +29,7 @@ pub fn uninstall(
     let mut report = Vec::new();
     // Directories any target's apply created: one target's may hold another's files, so
     // they are tried again once every target is out.
-    let mut created_dirs: Vec<String> = Vec::new();
+    let mut created_dirs: Vec<String> = state.created_dirs.clone();
     let names: Vec<String> = state.targets.keys().cloned().collect();
     for name in names {
         let Some(target) = state.targets.get(&name).cloned() else {
@@ -60,6 +64,8 @@ pub fn uninstall(
                 });
             }
         }
+        lock.remove_if_unused(context);
+        created_dirs.extend(lock.created_dirs.iter().cloned());
         super::remove_empty_dirs(&created_dirs);
     } else {
         state

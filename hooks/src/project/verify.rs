@@ -111,6 +111,23 @@ pub fn verify(
         state.targets.clear();
         return (state, rejected);
     }
+    // The directories of the state itself: only those between it and the config directory.
+    let state_path = context.state_path();
+    let allowed: Vec<&Path> = state_path
+        .ancestors()
+        .skip(1)
+        .take_while(|dir| dir.starts_with(&context.config_home))
+        .collect();
+    state.created_dirs.retain(|dir| {
+        let ok = allowed.contains(&Path::new(dir));
+        if !ok {
+            rejected.push(format!(
+                "{}: created_dirs {dir}: not a directory of belfry's state; not acted on",
+                path.display()
+            ));
+        }
+        ok
+    });
     let names: Vec<String> = state.targets.keys().cloned().collect();
     for name in names {
         let Some(target) = state.targets.get_mut(&name) else {

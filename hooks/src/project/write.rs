@@ -59,8 +59,9 @@ pub fn real_target(context: &Context, path: &Path) -> Result<PathBuf, String> {
                 _ => break,
             }
         }
+        // An ancestor that does not resolve (a dangling link) is one no file can be made in.
         let mut real = std::fs::canonicalize(&existing)
-            .map_err(|err| format!("cannot resolve {}: {err}", existing.display()))?;
+            .map_err(|err| format!("cannot create {}: {err}", existing.display()))?;
         for part in missing.into_iter().rev() {
             real.push(part);
         }
@@ -203,7 +204,22 @@ pub fn replace_file(real: &Path, bytes: &[u8], mode: Option<u32>) -> Result<(), 
 /// [`Context::lock_path`], held until the guard drops (the kernel releases it however the
 /// process ends).
 pub struct StateLock {
-    _file: File,
+    file: File,
+    path: PathBuf,
+    /// The directories taking the lock had to create (recorded in the state, so the last
+    /// uninstall removes them when empty).
+    pub created_dirs: Vec<String>,
+}
+
+impl StateLock {
+    /// Removes the lock file when no install state is left beside it, so that an uninstall
+    /// leaves nothing of belfry behind. Safe while others wait: a waiter that gets the lock
+    /// on the removed file sees it is no longer at the path and takes it again.
+    pub fn remove_if_unused(&self, context: &Context) {
+        if std::fs::symlink_metadata(context.state_path()).is_err() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// Takes the lock, waiting at most [`LOCK_DEADLINE`] for another run to finish.
@@ -213,37 +229,68 @@ pub fn lock(context: &Context) -> Result<StateLock, ProjectError> {
         path: path.clone(),
         reason,
     };
+    let mut created_dirs = Vec::new();
     if let Some(parent) = path.parent() {
+        let mut dir = parent;
+        while std::fs::symlink_metadata(dir).is_err() {
+            created_dirs.push(dir.display().to_string());
+            match dir.parent() {
+                Some(up) => dir = up,
+                None => break,
+            }
+        }
         std::fs::create_dir_all(parent)
             .map_err(|err| error(format!("cannot create {}: {err}", parent.display())))?;
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&path)
-        .map_err(|err| error(format!("cannot open it: {err}")))?;
     let deadline = Instant::now() + LOCK_DEADLINE;
     loop {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .map_err(|err| error(format!("cannot open it: {err}")))?;
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(StateLock { _file: file }),
-            Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR)
-                if Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
+            Ok(()) => {
+                // The lock counts only on the file still at the path: a finishing uninstall
+                // may have removed the one this run waited on.
+                let held = rustix::fs::fstat(&file).ok();
+                let at_path = rustix::fs::stat(&path).ok();
+                let same = match (held, at_path) {
+                    (Some(held), Some(at_path)) => {
+                        held.st_ino == at_path.st_ino && held.st_dev == at_path.st_dev
+                    }
+                    _ => false,
+                };
+                if same {
+                    return Ok(StateLock {
+                        file,
+                        path: path.clone(),
+                        created_dirs,
+                    });
+                }
             }
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                return Err(error(format!(
-                    "another `belfry hooks apply` or `uninstall` of this {} held it for {} s; \
-                     try again when it has finished",
-                    context.scope,
-                    LOCK_DEADLINE.as_secs()
-                )))
-            }
+            Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR) => {}
             Err(err) => return Err(error(format!("cannot lock it: {err}"))),
         }
+        if Instant::now() >= deadline {
+            return Err(error(format!(
+                "another `belfry hooks apply` or `uninstall` of this {} held it for {} s; try \
+                 again when it has finished",
+                context.scope,
+                LOCK_DEADLINE.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // Closing the descriptor releases the lock; said here so that the order is plain.
+        let _ = rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock);
     }
 }
