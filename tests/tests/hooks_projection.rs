@@ -330,8 +330,7 @@ fn enforce_on_a_lossy_target_fails_before_anything_is_written() {
         assert_eq!(after.get(path), Some(bytes), "{}", path.display());
     }
     assert!(!tree.project.join(".belfry/hooks/codex.json").exists());
-    let state: Value =
-        serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
+    let state: Value = serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
     assert!(state.pointer("/targets/claude").is_some(), "{state}");
     assert!(state.pointer("/targets/codex").is_none(), "{state}");
 }
@@ -422,8 +421,7 @@ fn a_partial_failure_exits_non_zero_and_says_which_targets_settled() {
         out.contains("settled: claude, codex, opencode, pi"),
         "{out}"
     );
-    let state: Value =
-        serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
+    let state: Value = serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
     for settled in ["claude", "codex", "opencode", "pi"] {
         assert_eq!(
             state.pointer(&format!("/targets/{settled}/settlement")),
@@ -1125,8 +1123,7 @@ fn a_target_no_hook_names_any_more_is_removed_by_apply() {
         "the emptied .claude/ was left behind"
     );
     assert!(!tree.project.join(".belfry/hooks/claude.json").exists());
-    let state: Value =
-        serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
+    let state: Value = serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
     assert!(state.pointer("/targets/claude").is_none(), "{state}");
     assert!(state.pointer("/targets/pi").is_some(), "{state}");
 }

@@ -85,8 +85,7 @@ impl GroupShape {
     pub fn matches(&self, group: &Value) -> bool {
         let mut group = group.clone();
         if let Some(field) = &self.timeout_field {
-            let Some(handler) = group.pointer_mut("/hooks/0").and_then(Value::as_object_mut)
-            else {
+            let Some(handler) = group.pointer_mut("/hooks/0").and_then(Value::as_object_mut) else {
                 return false;
             };
             if !handler.get(field).is_some_and(Value::is_u64) {
@@ -299,8 +298,9 @@ impl<'a> Merge<'a> {
             };
             let path = vec![self.hooks_key.to_string(), stale.native_event.clone()];
             self.remove_element(&path, stale.index)?;
-            self.owned
-                .retain(|owned| !(owned.native_event == stale.native_event && owned.index == stale.index));
+            self.owned.retain(|owned| {
+                !(owned.native_event == stale.native_event && owned.index == stale.index)
+            });
             for owned in &mut self.owned {
                 if owned.native_event == stale.native_event && owned.index > stale.index {
                     owned.index -= 1;
@@ -598,16 +598,34 @@ mod tests {
         // The user's guard calls belfry dispatch with a hooks file of their own; one group of
         // this projection's exact shape that the record does not name is the user's too.
         let mine = "{\"hooks\": {\"Ev\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"belfry dispatch --event e --native t --hooks-file /home/me/MY-OWN-HOOKS.json\"}]}, {\"hooks\": [{\"type\": \"command\", \"command\": \"belfry dispatch --event e --native t --hooks-file /x\"}]}]}}";
-        let mut merge = Merge::new(Some(mine), "hooks", "t", "command", None, Created::default())
-            .owning(&[], shapes(&["Ev"]), true);
+        let mut merge = Merge::new(
+            Some(mine),
+            "hooks",
+            "t",
+            "command",
+            None,
+            Created::default(),
+        )
+        .owning(&[], shapes(&["Ev"]), true);
         merge
             .set_groups(&[group(COMMAND)])
             .unwrap_or_else(|err| panic!("{err}"));
-        assert!(merge.text.starts_with(&mine[..mine.len() - 3]), "{}", merge.text);
+        assert!(
+            merge.text.starts_with(&mine[..mine.len() - 3]),
+            "{}",
+            merge.text
+        );
         assert_eq!(merge.owned.len(), 1);
         assert_eq!(merge.owned[0].index, 2);
-        let mut undo = Merge::new(Some(&merge.text), "hooks", "t", "command", None, merge.created.clone())
-            .owning(&merge.owned, shapes(&["Ev"]), false);
+        let mut undo = Merge::new(
+            Some(&merge.text),
+            "hooks",
+            "t",
+            "command",
+            None,
+            merge.created.clone(),
+        )
+        .owning(&merge.owned, shapes(&["Ev"]), false);
         undo.set_groups(&[]).unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(undo.text, mine);
     }

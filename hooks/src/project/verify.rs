@@ -61,7 +61,10 @@ pub fn rejections(context: &Context) -> Result<Vec<String>, ProjectError> {
         context.state_path().display()
     ));
     match State::load(&legacy) {
-        Ok(Some(state)) => {
+        Ok(Some(mut state)) => {
+            // Its project is where it lies (earlier belfry did not record one); each record
+            // is checked, so that every one is named with why it would be refused anyway.
+            state.project_dir = context.project_dir.display().to_string();
             let (kept, reasons) = verify(context, &adapters, state, &legacy);
             rejected.extend(reasons);
             for name in kept.targets.keys() {
@@ -159,7 +162,10 @@ fn verify_target(
         return false;
     };
     let Some(render) = &data.render else {
-        reasons.push(format!(": {} is not projected by a renderer", data.matrix.harness));
+        reasons.push(format!(
+            ": {} is not projected by a renderer",
+            data.matrix.harness
+        ));
         return false;
     };
     let hooks_dir = context.hooks_dir();
@@ -179,7 +185,10 @@ fn verify_target(
                 file.path, context.scope
             ));
         } else if !is_digest(&file.digest) {
-            reasons.push(format!(".files {}: {:?} is not a digest", file.path, file.digest));
+            reasons.push(format!(
+                ".files {}: {:?} is not a digest",
+                file.path, file.digest
+            ));
         }
         ok && is_digest(&file.digest)
     });
@@ -207,7 +216,10 @@ fn verify_target(
                                 .unwrap_or_else(|| "none".to_string())
                         ))
                     } else if &settings.hooks_key != hooks_key {
-                        Some(format!("the hooks key {:?} is not {hooks_key:?}", settings.hooks_key))
+                        Some(format!(
+                            "the hooks key {:?} is not {hooks_key:?}",
+                            settings.hooks_key
+                        ))
                     } else {
                         settings_problem(settings, hooks_key, &native)
                     };
@@ -258,7 +270,10 @@ fn verify_target(
                         None
                     };
                     if let Some(problem) = &problem {
-                        reasons.push(format!(".trust {} {:?}: {problem}", record.file, record.key));
+                        reasons.push(format!(
+                            ".trust {} {:?}: {problem}",
+                            record.file, record.key
+                        ));
                     }
                     problem.is_none()
                 });
@@ -371,7 +386,10 @@ fn settings_problem(
 
 /// `<settings path>:<event label>:<group index>:0`, the key apply writes.
 fn trust_key_ok(key: &str, settings_path: &str, rule: &super::adapters::TrustRule) -> bool {
-    let Some(rest) = key.strip_prefix(settings_path).and_then(|r| r.strip_prefix(':')) else {
+    let Some(rest) = key
+        .strip_prefix(settings_path)
+        .and_then(|r| r.strip_prefix(':'))
+    else {
         return false;
     };
     let mut parts = rest.split(':');
@@ -388,14 +406,22 @@ fn trust_key_ok(key: &str, settings_path: &str, rule: &super::adapters::TrustRul
 /// `sha256:` and 64 lowercase hex digits.
 fn is_digest(text: &str) -> bool {
     text.strip_prefix("sha256:").is_some_and(|hex| {
-        hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 
 /// The ownership shapes of `target`'s settings groups in this scope.
-pub fn shapes(context: &Context, data: Option<&super::adapters::AdapterData>) -> Vec<super::merge::GroupShape> {
+pub fn shapes(
+    context: &Context,
+    data: Option<&super::adapters::AdapterData>,
+) -> Vec<super::merge::GroupShape> {
     match data.and_then(|data| data.render.as_ref().map(|render| (data, render))) {
-        Some((data, render)) => super::render::group_shapes(render, &data.name, &context.hooks_dir()),
+        Some((data, render)) => {
+            super::render::group_shapes(render, &data.name, &context.hooks_dir())
+        }
         None => Vec::new(),
     }
 }

@@ -69,8 +69,7 @@ pub fn real_target(context: &Context, path: &Path) -> Result<PathBuf, String> {
         real
     };
     let project = &context.project_dir;
-    if context.scope == Scope::Project && path.starts_with(project) && !real.starts_with(project)
-    {
+    if context.scope == Scope::Project && path.starts_with(project) && !real.starts_with(project) {
         return Err(format!(
             "{} resolves to {}, outside the project {}: belfry writes a project's files only \
              inside it (a symbolic link in the checkout points out of it)",
