@@ -21,7 +21,7 @@ pub const LOCK_DEADLINE: Duration = Duration::from_secs(20);
 /// The file a write or removal of `path` really acts on: the file a final symbolic link
 /// points to (so the link is kept), under the canonical form of its directory. A path inside
 /// the project must stay inside it once links are followed, so that a checkout cannot point a
-/// rendered path (`.claude/settings.json`, `.belfry/hooks`) at a file of the user's.
+/// rendered path (a settings file, `.belfry/hooks`) at a file of the user's.
 pub fn real_target(context: &Context, path: &Path) -> Result<PathBuf, String> {
     let link = std::fs::symlink_metadata(path)
         .ok()
