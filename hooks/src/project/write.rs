@@ -223,6 +223,10 @@ impl StateLock {
 
 /// Takes the lock, waiting at most [`LOCK_DEADLINE`] for another run to finish.
 pub fn lock(context: &Context) -> Result<StateLock, ProjectError> {
+    lock_within(context, LOCK_DEADLINE)
+}
+
+fn lock_within(context: &Context, wait: Duration) -> Result<StateLock, ProjectError> {
     let path = context.lock_path();
     let error = |reason: String| ProjectError::Lock {
         path: path.clone(),
@@ -241,7 +245,7 @@ pub fn lock(context: &Context) -> Result<StateLock, ProjectError> {
         std::fs::create_dir_all(parent)
             .map_err(|err| error(format!("cannot create {}: {err}", parent.display())))?;
     }
-    let deadline = Instant::now() + LOCK_DEADLINE;
+    let deadline = Instant::now() + wait;
     loop {
         let file = OpenOptions::new()
             .read(true)
@@ -277,10 +281,10 @@ pub fn lock(context: &Context) -> Result<StateLock, ProjectError> {
         }
         if Instant::now() >= deadline {
             return Err(error(format!(
-                "another `belfry hooks apply` or `uninstall` of this {} held it for {} s; try \
-                 again when it has finished",
+                "another `belfry hooks apply` or `uninstall` of this {} held it for {:.1} s; \
+                 try again when it has finished",
                 context.scope,
-                LOCK_DEADLINE.as_secs()
+                wait.as_secs_f64()
             )));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -291,5 +295,88 @@ impl Drop for StateLock {
     fn drop(&mut self) {
         // Closing the descriptor releases the lock; said here so that the order is plain.
         let _ = rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn context(root: &Path) -> Context {
+        Context {
+            scope: Scope::Project,
+            project_dir: root.join("project"),
+            config_home: root.join("config"),
+            env: BTreeMap::new(),
+            belfry_version: "test".to_string(),
+            harness_versions: BTreeMap::new(),
+        }
+    }
+
+    fn root() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let root = std::fs::canonicalize(dir.path()).unwrap_or_else(|err| panic!("{err}"));
+        (dir, root)
+    }
+
+    #[test]
+    fn a_held_lock_makes_another_run_wait_then_fail_naming_it() {
+        let (_dir, root) = root();
+        let context = context(&root);
+        let held = lock(&context).unwrap_or_else(|err| panic!("{err}"));
+        let started = Instant::now();
+        let second = lock_within(&context, Duration::from_millis(300));
+        let waited = started.elapsed();
+        let message = second.err().map(|err| err.to_string()).unwrap_or_default();
+        assert!(
+            message.contains(&context.lock_path().display().to_string()),
+            "{message}"
+        );
+        assert!(message.contains("held it for 0.3 s"), "{message}");
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+        drop(held);
+        assert!(lock_within(&context, Duration::from_millis(300)).is_ok());
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_mode_and_no_temporary_file_is_left() {
+        let (_dir, root) = root();
+        let file = root.join("settings.json");
+        std::fs::write(&file, "{}").unwrap_or_else(|err| panic!("{err}"));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))
+            .unwrap_or_else(|err| panic!("{err}"));
+        replace_file(&file, b"{\"a\": 1}", Some(0o600)).unwrap_or_else(|err| panic!("{err}"));
+        let mode = std::fs::metadata(&file).map(|m| m.permissions().mode() & 0o7777);
+        assert_eq!(mode.ok(), Some(0o600));
+        assert_eq!(
+            std::fs::read_to_string(&file).ok().as_deref(),
+            Some("{\"a\": 1}")
+        );
+        let names: Vec<String> = std::fs::read_dir(&root)
+            .unwrap_or_else(|err| panic!("{err}"))
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["settings.json".to_string()]);
+    }
+
+    #[test]
+    fn a_rendered_path_that_leads_out_of_the_project_is_refused() {
+        let (_dir, root) = root();
+        let context = context(&root);
+        std::fs::create_dir_all(&context.project_dir).unwrap_or_else(|err| panic!("{err}"));
+        std::fs::create_dir_all(root.join("elsewhere")).unwrap_or_else(|err| panic!("{err}"));
+        std::os::unix::fs::symlink(root.join("elsewhere"), context.project_dir.join(".belfry"))
+            .unwrap_or_else(|err| panic!("{err}"));
+        let path = context.project_dir.join(".belfry/hooks/t.json");
+        let refused = write_file(&context, &path, "{}", &mut Vec::new());
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|err| err.contains("outside the project")),
+            "{refused:?}"
+        );
+        assert!(!root.join("elsewhere/hooks").exists());
     }
 }
