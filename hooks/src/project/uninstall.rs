@@ -1,4 +1,5 @@
-//! `belfry hooks uninstall`: removes exactly the managed artifacts the install state records,
+//! `belfry hooks uninstall`: removes exactly the managed artifacts the install state records
+//! (each record verified first, [`super::verify`]),
 //! so everything else stays byte-identical (spec §9).
 
 use std::path::Path;
