@@ -68,6 +68,7 @@ pub fn run(scope: ScopeArgs, command: HooksCommand) -> Result<i32> {
             Ok(if refused { EXIT_ERROR } else { EXIT_OK })
         }
         HooksCommand::Apply { force, trust } => {
+            print_rejections(&context)?;
             let report = project::apply(&context, ApplyOptions { force, trust })?;
             for (target, settlement) in &report.settled {
                 match settlement {
@@ -96,15 +97,17 @@ pub fn run(scope: ScopeArgs, command: HooksCommand) -> Result<i32> {
             }
         }
         HooksCommand::Status => {
+            // A record belfry will not act on is named, and makes the status not clean.
+            let rejected = print_rejections(&context)?;
             let statuses = project::status(&context)?;
             if statuses.is_empty() {
                 println!(
                     "no projection installed ({})",
                     context.state_path().display()
                 );
-                return Ok(EXIT_OK);
+                return Ok(if rejected { EXIT_ERROR } else { EXIT_OK });
             }
-            let mut all_installed = true;
+            let mut all_installed = !rejected;
             for (target, status) in statuses {
                 let line = match status {
                     TargetStatus::Installed => "installed".to_string(),
@@ -119,6 +122,7 @@ pub fn run(scope: ScopeArgs, command: HooksCommand) -> Result<i32> {
             Ok(if all_installed { EXIT_OK } else { EXIT_ERROR })
         }
         HooksCommand::Uninstall { force } => {
+            print_rejections(&context)?;
             let report = project::uninstall(&context, force)?;
             if report.is_empty() {
                 println!("nothing to uninstall ({})", context.state_path().display());
@@ -203,6 +207,16 @@ pub(crate) fn refuse_unguarded_agents(
         file.display(),
         problems.join("\n  ")
     )
+}
+
+/// Prints every install-state record this scope's commands will not act on (issue 39: a
+/// planted or foreign record is reported, never acted on); whether there was one.
+fn print_rejections(context: &Context) -> Result<bool> {
+    let rejected = project::rejections(context)?;
+    for line in &rejected {
+        println!("rejected: {line}");
+    }
+    Ok(!rejected.is_empty())
 }
 
 fn context(scope: &ScopeArgs) -> Result<Context> {

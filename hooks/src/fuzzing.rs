@@ -12,7 +12,7 @@ use crate::dispatch::{run_dispatch, DispatchOptions};
 use crate::handlers::HooksFile;
 use crate::native::Dialect;
 use crate::project::jsonc;
-use crate::project::merge::{Created, Merge, WantedGroup};
+use crate::project::merge::{Created, GroupShape, Merge, WantedGroup};
 
 /// A harness's settings file, read and merged as `belfry hooks apply` merges it.
 ///
@@ -53,7 +53,6 @@ pub fn settings_merge(data: &[u8]) -> MergeChecks {
         None,
         Created::default(),
     );
-    let had_ours = !before.placed().is_ok_and(|placed| placed.is_empty());
     let mut merge = before;
     if merge.set_groups(&wanted).is_err() {
         return checks;
@@ -65,9 +64,16 @@ pub fn settings_merge(data: &[u8]) -> MergeChecks {
     }
     let placed = merge.placed().map(|placed| placed.len()).ok();
     assert_eq!(placed, Some(wanted.len()), "groups placed in\n{applied}");
-    if had_ours {
-        return checks;
-    }
+    let shapes = wanted
+        .iter()
+        .map(|group| GroupShape {
+            native_event: group.native_event.clone(),
+            is_async: false,
+            value: group.value.clone(),
+            timeout_field: None,
+            command: COMMAND.to_string(),
+        })
+        .collect();
     let mut undo = Merge::new(
         Some(&applied),
         "hooks",
@@ -75,7 +81,8 @@ pub fn settings_merge(data: &[u8]) -> MergeChecks {
         "command",
         None,
         merge.created.clone(),
-    );
+    )
+    .owning(&merge.owned, shapes, false);
     if let Err(err) = undo.set_groups(&[]) {
         panic!("the merge cannot be undone: {err}\n{applied}");
     }
@@ -95,7 +102,8 @@ pub struct MergeChecks {
     pub undone: bool,
 }
 
-/// The managed command the merge writes (its marker is what tells belfry's groups apart).
+/// The managed command the merge writes (the install record, not this command, says which
+/// groups are belfry's).
 const COMMAND: &str = "belfry dispatch --event e --native t --hooks-file /x";
 
 /// A canonical hooks file (`belfry-hooks.kdl`), as `belfry hooks` reads it: it is read or

@@ -85,6 +85,21 @@ impl Tree {
             .replace(&self.home.display().to_string(), "[HOME]")
     }
 
+    /// The project's install state: the one file in the user's belfry `installs/` directory
+    /// (never inside the project, issue 39).
+    fn state(&self) -> String {
+        let dir = self.home.join(".config/belfry/installs");
+        let states: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|err| panic!("{}: {err}", dir.display()))
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+            .collect();
+        assert_eq!(states.len(), 1, "{states:?}");
+        assert!(!self.project.join(".belfry/hooks-state.json").exists());
+        std::fs::read_to_string(&states[0]).unwrap_or_else(|err| panic!("{err}"))
+    }
+
     /// Every file under the project and home, with its bytes.
     fn snapshot_files(&self) -> BTreeMap<PathBuf, Vec<u8>> {
         let mut files = BTreeMap::new();
@@ -315,8 +330,7 @@ fn enforce_on_a_lossy_target_fails_before_anything_is_written() {
         assert_eq!(after.get(path), Some(bytes), "{}", path.display());
     }
     assert!(!tree.project.join(".belfry/hooks/codex.json").exists());
-    let state: Value =
-        serde_json::from_str(&tree.read(".belfry/hooks-state.json")).unwrap_or(Value::Null);
+    let state: Value = serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
     assert!(state.pointer("/targets/claude").is_some(), "{state}");
     assert!(state.pointer("/targets/codex").is_none(), "{state}");
 }
@@ -407,8 +421,7 @@ fn a_partial_failure_exits_non_zero_and_says_which_targets_settled() {
         out.contains("settled: claude, codex, opencode, pi"),
         "{out}"
     );
-    let state: Value =
-        serde_json::from_str(&tree.read(".belfry/hooks-state.json")).unwrap_or(Value::Null);
+    let state: Value = serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
     for settled in ["claude", "codex", "opencode", "pi"] {
         assert_eq!(
             state.pointer(&format!("/targets/{settled}/settlement")),
@@ -1110,8 +1123,7 @@ fn a_target_no_hook_names_any_more_is_removed_by_apply() {
         "the emptied .claude/ was left behind"
     );
     assert!(!tree.project.join(".belfry/hooks/claude.json").exists());
-    let state: Value =
-        serde_json::from_str(&tree.read(".belfry/hooks-state.json")).unwrap_or(Value::Null);
+    let state: Value = serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
     assert!(state.pointer("/targets/claude").is_none(), "{state}");
     assert!(state.pointer("/targets/pi").is_some(), "{state}");
 }

@@ -6,7 +6,7 @@ use super::plan::{plan, Plan, TargetPlan};
 use super::state::{self, State, TargetState, TrustRecord};
 use super::status::drift;
 use super::{read_optional, remove_file, trust, write_file, Context, ProjectError};
-use crate::canonical::compile;
+use crate::canonical::{compile, Scope};
 
 /// What one target came to in an apply or uninstall.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,21 +44,46 @@ impl ApplyReport {
 /// Writes the plan, target by target. Every target that must fail fails before any write
 /// (spec §9); a write that fails fails its target and the others still settle.
 pub fn apply(context: &Context, options: ApplyOptions) -> Result<ApplyReport, ProjectError> {
+    // One apply or uninstall of this project and scope at a time, from the reading of the
+    // state and the live files to the writing of both.
+    let lock = super::write::lock(context)?;
+    let result = apply_locked(context, options, &lock);
+    // An apply that wrote no state leaves no lock file either.
+    lock.remove_if_unused(context);
+    if result.is_err() && std::fs::symlink_metadata(context.state_path()).is_err() {
+        super::remove_empty_dirs(&lock.created_dirs);
+    }
+    result
+}
+
+fn apply_locked(
+    context: &Context,
+    options: ApplyOptions,
+    lock: &super::write::StateLock,
+) -> Result<ApplyReport, ProjectError> {
     let plan = plan(context)?;
     let state_path = context.state_path();
-    let previous = State::load(&state_path)
-        .map_err(|reason| ProjectError::State {
-            path: state_path.clone(),
-            reason,
-        })?
-        .unwrap_or_default();
     let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
+    // Only records that pass verification are carried over: a dropped one is never acted on.
+    let previous = super::verify::load(context, &adapters)?
+        .state
+        .unwrap_or_default();
     let mut state = State {
         version: state::STATE_VERSION,
         scope: context.scope.as_str().to_string(),
         belfry_version: context.belfry_version.clone(),
         canonical_path: plan.canonical.path.display().to_string(),
         canonical_sha256: plan.canonical.sha256.clone(),
+        project_dir: match context.scope {
+            Scope::Project => context.project_dir.display().to_string(),
+            Scope::User => String::new(),
+        },
+        created_dirs: previous
+            .created_dirs
+            .iter()
+            .chain(&lock.created_dirs)
+            .cloned()
+            .collect(),
         targets: previous.targets.clone(),
     };
     let mut settled = Vec::new();
@@ -67,7 +92,7 @@ pub fn apply(context: &Context, options: ApplyOptions) -> Result<ApplyReport, Pr
         let mut refusal = target.refusal.clone();
         if refusal.is_none() && !options.force {
             if let Some(recorded) = recorded {
-                let drifted = drift(recorded, adapters.by_name.get(&target.target));
+                let drifted = drift(context, recorded, adapters.by_name.get(&target.target));
                 if !drifted.is_empty() {
                     refusal = Some(format!(
                         "drift: {}; apply --force overwrites it",
@@ -129,7 +154,7 @@ fn write_target(
         match &change.after {
             Some(text) => {
                 if change.changes() {
-                    write_file(&change.path, text, &mut created_dirs)?;
+                    write_file(context, &change.path, text, &mut created_dirs)?;
                 }
                 if !is_settings {
                     files.push(state::FileRecord {
@@ -138,7 +163,7 @@ fn write_target(
                     });
                 }
             }
-            None => remove_file(&change.path)?,
+            None => remove_file(context, &change.path)?,
         }
     }
     let settings = target
@@ -217,7 +242,7 @@ fn write_target(
             }
         }
         if text != original.unwrap_or_default() {
-            write_file(&trust_file, &text, &mut created_dirs)?;
+            write_file(context, &trust_file, &text, &mut created_dirs)?;
         }
     }
     Ok(TargetState {

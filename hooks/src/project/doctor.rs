@@ -6,7 +6,6 @@
 //! `belfry_mux::doctor`; the CLI prints both.
 
 use super::adapters::Adapters;
-use super::state::State;
 use super::status::{target_status, trust_reasons, TargetStatus};
 use super::{read_optional, Context, ProjectError};
 use crate::canonical::{CanonicalError, Problem, Scope};
@@ -107,15 +106,12 @@ pub fn hooks_findings(project: &Context, user: &Context, adapter: &str) -> Vec<F
 
 /// `None` when nothing is recorded for `adapter` in this scope; else what is wrong with it.
 fn scope_findings(context: &Context, adapter: &str) -> Result<Option<Vec<Finding>>, ProjectError> {
-    let state_path = context.state_path();
-    let state = State::load(&state_path).map_err(|reason| ProjectError::State {
-        path: state_path.clone(),
-        reason,
-    })?;
+    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
+    // Only verified records count: a planted one neither passes nor fails a pane.
+    let state = super::verify::load(context, &adapters)?.state;
     let Some(target) = state.as_ref().and_then(|state| state.targets.get(adapter)) else {
         return Ok(None);
     };
-    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
     let data = adapters.by_name.get(adapter);
     let apply = apply_command(context);
     let findings = match target_status(context, data, target) {

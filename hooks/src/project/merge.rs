@@ -2,9 +2,11 @@
 //! JSON(C) settings file and takes them out again, touching no other byte (spec §9).
 //!
 //! Each edit is a splice of the text at spans found by [`super::jsonc`], followed by a fresh
-//! parse, so offsets are never stale. A managed group is recognised by its command (`belfry
-//! dispatch --event E --native T …`, [`is_managed_group`]), never by position alone, so a
-//! user's own groups are never taken for belfry's. What apply had to create to hold a group
+//! parse, so offsets are never stale. A group is belfry's only when the install record says
+//! so ([`Merge::owning`]): the exact group apply wrote, found by its recorded digest, and of
+//! the exact shape this scope renders ([`GroupShape`]), never because its command looks like
+//! `belfry dispatch …`, so a user's own dispatch groups, and the other scope's, are never
+//! taken for this projection's. What apply had to create to hold a group
 //! (the file, the `hooks` object, an event's array) is recorded in [`Created`], with the text
 //! an empty container held before, so that uninstall restores the file byte for byte.
 
@@ -63,26 +65,58 @@ impl std::fmt::Display for MergeError {
     }
 }
 
-/// The markers of a managed group's command: `belfry dispatch --event … --native TARGET `.
-pub fn is_managed_command(command: &str, target: &str) -> bool {
-    command.starts_with("belfry dispatch --event ")
-        && command.contains(&format!(" --native {target} "))
+/// A group this scope's renderer produces for one native event and wait mode, with its
+/// handler's timeout (which follows the hooks) left open: a live group is this projection's
+/// only when it has this exact shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupShape {
+    pub native_event: String,
+    pub is_async: bool,
+    /// The rendered group, its handler's timeout set to 0.
+    pub value: Value,
+    /// The handler's timeout field, when it has one.
+    pub timeout_field: Option<String>,
+    /// The handler's command: what a group belfry wrote still runs after a user edited it.
+    pub command: String,
 }
 
-/// Whether a group value is one of belfry's for `target`.
-pub fn is_managed_group(group: &Value, target: &str, command_field: &str) -> bool {
-    group
-        .get("hooks")
-        .and_then(Value::as_array)
-        .is_some_and(|handlers| {
-            !handlers.is_empty()
-                && handlers.iter().all(|handler| {
-                    handler
-                        .get(command_field)
-                        .and_then(Value::as_str)
-                        .is_some_and(|command| is_managed_command(command, target))
-                })
-        })
+impl GroupShape {
+    /// Whether `group` is exactly the rendered group, with any whole-number timeout.
+    pub fn matches(&self, group: &Value) -> bool {
+        let mut group = group.clone();
+        if let Some(field) = &self.timeout_field {
+            let Some(handler) = group.pointer_mut("/hooks/0").and_then(Value::as_object_mut) else {
+                return false;
+            };
+            if !handler.get(field).is_some_and(Value::is_u64) {
+                return false;
+            }
+            handler.insert(field.clone(), Value::from(0u64));
+        }
+        group == self.value
+    }
+
+    /// Whether `group`'s only handler still runs this shape's exact command (a managed group
+    /// the user edited, which is drift).
+    pub fn runs_command(&self, group: &Value, command_field: &str) -> bool {
+        group
+            .get("hooks")
+            .and_then(Value::as_array)
+            .is_some_and(|handlers| {
+                handlers.len() == 1
+                    && handlers[0].get(command_field).and_then(Value::as_str)
+                        == Some(self.command.as_str())
+            })
+    }
+}
+
+/// Where a recorded group is in the live text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Located {
+    /// The recorded digest, of the rendered shape.
+    Same(PlacedGroup),
+    /// At its recorded place, still running this scope's command, but edited.
+    Changed(PlacedGroup),
 }
 
 /// The editing context: one settings file's text.
@@ -93,6 +127,11 @@ pub struct Merge<'a> {
     pub command_field: &'a str,
     pub async_field: Option<&'a str>,
     pub created: Created,
+    /// The groups of this projection, where they are now: what [`Merge::owning`] found of the
+    /// install record, then kept up to date through every edit.
+    pub owned: Vec<PlacedGroup>,
+    /// What this scope renders, per native event and wait mode.
+    pub shapes: Vec<GroupShape>,
 }
 
 impl<'a> Merge<'a> {
@@ -120,7 +159,80 @@ impl<'a> Merge<'a> {
             command_field,
             async_field,
             created,
+            owned: Vec::new(),
+            shapes: Vec::new(),
         }
+    }
+
+    /// This projection's groups are the recorded ones found in the text ([`Merge::locate`]),
+    /// same or (with `take_changed`, for an apply or uninstall with `--force`) changed; a
+    /// recorded group not found is no longer this projection's.
+    pub fn owning(
+        mut self,
+        recorded: &[PlacedGroup],
+        shapes: Vec<GroupShape>,
+        take_changed: bool,
+    ) -> Merge<'a> {
+        self.shapes = shapes;
+        let mut owned: Vec<PlacedGroup> = Vec::new();
+        for group in recorded {
+            let found = match self.locate(group, &owned) {
+                Some(Located::Same(found)) => Some(found),
+                Some(Located::Changed(found)) if take_changed => Some(found),
+                _ => None,
+            };
+            owned.extend(found);
+        }
+        self.owned = owned;
+        self
+    }
+
+    /// Where the recorded `group` is: an element of its event's array with its digest and of
+    /// the shape this scope renders (at its recorded index if it is there, else the last
+    /// one), or else the element at its recorded index when that still runs this scope's
+    /// command. Elements in `taken` are never found again.
+    pub fn locate(&self, group: &PlacedGroup, taken: &[PlacedGroup]) -> Option<Located> {
+        let shape = self.shapes.iter().find(|shape| {
+            shape.native_event == group.native_event && shape.is_async == group.is_async
+        })?;
+        let root = self.root().ok()?;
+        let array = root
+            .member(self.hooks_key)?
+            .member(&group.native_event)?
+            .clone();
+        let values: Vec<Option<Value>> = array
+            .elements()
+            .iter()
+            .map(|element| element.value(&self.text))
+            .collect();
+        let free = |index: usize| {
+            !taken
+                .iter()
+                .any(|t| t.native_event == group.native_event && t.index == index)
+        };
+        let same = |index: usize| {
+            values[index].as_ref().is_some_and(|value| {
+                super::canonical_digest(value) == group.digest && shape.matches(value)
+            }) && free(index)
+        };
+        let placed = |index: usize, value: &Value| PlacedGroup {
+            native_event: group.native_event.clone(),
+            index,
+            is_async: group.is_async,
+            digest: super::canonical_digest(value),
+        };
+        let at = if group.index < values.len() && same(group.index) {
+            Some(group.index)
+        } else {
+            (0..values.len()).rev().find(|index| same(*index))
+        };
+        if let Some(index) = at {
+            let value = values[index].clone()?;
+            return Some(Located::Same(placed(index, &value)));
+        }
+        let value = values.get(group.index)?.clone()?;
+        (free(group.index) && shape.runs_command(&value, self.command_field))
+            .then(|| Located::Changed(placed(group.index, &value)))
     }
 
     fn root(&self) -> Result<Node, MergeError> {
@@ -145,54 +257,38 @@ impl<'a> Merge<'a> {
         Ok(Some(node))
     }
 
-    /// The managed groups found now, per native event, with their index and digest.
+    /// This projection's groups, where they are now, in file order.
     pub fn placed(&self) -> Result<Vec<PlacedGroup>, MergeError> {
         let root = self.root()?;
-        let Some(hooks) = root.member(self.hooks_key) else {
-            return Ok(Vec::new());
-        };
-        let mut placed = Vec::new();
-        if let jsonc::Kind::Object(members) = &hooks.kind {
-            for (event, array) in members {
-                for (index, element) in array.elements().iter().enumerate() {
-                    let Some(value) = element.value(&self.text) else {
-                        continue;
-                    };
-                    if is_managed_group(&value, self.target, self.command_field) {
-                        placed.push(PlacedGroup {
-                            native_event: event.clone(),
-                            index,
-                            is_async: self.group_is_async(&value),
-                            digest: super::canonical_digest(&value),
-                        });
-                    }
-                }
+        let events: Vec<String> = match root.member(self.hooks_key).map(|hooks| &hooks.kind) {
+            Some(jsonc::Kind::Object(members)) => {
+                members.iter().map(|(event, _)| event.clone()).collect()
             }
-        }
+            _ => Vec::new(),
+        };
+        let mut placed = self.owned.clone();
+        placed.sort_by_key(|group| {
+            (
+                events
+                    .iter()
+                    .position(|event| *event == group.native_event)
+                    .unwrap_or(usize::MAX),
+                group.index,
+            )
+        });
         Ok(placed)
     }
 
-    fn group_is_async(&self, group: &Value) -> bool {
-        let Some(field) = self.async_field else {
-            return false;
-        };
-        group
-            .pointer("/hooks/0")
-            .and_then(|handler| handler.get(field))
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-    }
-
-    /// Makes the managed groups exactly `wanted`: a group already there is replaced in place
+    /// Makes this projection's groups exactly `wanted`: an owned group is replaced in place
     /// (its position kept, which keeps a harness's positional trust keys), a new one is
-    /// appended to its event's array, and a managed group no longer wanted is removed.
+    /// appended to its event's array, and an owned group no longer wanted is removed. No
+    /// group the projection does not own is touched.
     pub fn set_groups(&mut self, wanted: &[WantedGroup]) -> Result<(), MergeError> {
         for group in wanted {
             self.put_group(group)?;
         }
         loop {
-            let placed = self.placed()?;
-            let stale = placed.iter().find(|found| {
+            let stale = self.owned.iter().find(|found| {
                 !wanted.iter().any(|group| {
                     group.native_event == found.native_event && group.is_async == found.is_async
                 })
@@ -202,6 +298,14 @@ impl<'a> Merge<'a> {
             };
             let path = vec![self.hooks_key.to_string(), stale.native_event.clone()];
             self.remove_element(&path, stale.index)?;
+            self.owned.retain(|owned| {
+                !(owned.native_event == stale.native_event && owned.index == stale.index)
+            });
+            for owned in &mut self.owned {
+                if owned.native_event == stale.native_event && owned.index > stale.index {
+                    owned.index -= 1;
+                }
+            }
         }
         self.drop_empty_created()?;
         Ok(())
@@ -216,17 +320,28 @@ impl<'a> Merge<'a> {
         if self.node_at(&event_path)?.is_none() {
             self.insert_member(&hooks_path, &group.native_event, "[]")?;
         }
-        let placed = self.placed()?;
-        let existing = placed.iter().find(|found| {
+        let digest = super::canonical_digest(&group.value);
+        let existing = self.owned.iter().position(|found| {
             found.native_event == group.native_event && found.is_async == group.is_async
         });
         match existing {
-            Some(found) => {
-                if found.digest != super::canonical_digest(&group.value) {
-                    self.replace_element(&event_path, found.index, &group.value)?;
+            Some(at) => {
+                let index = self.owned[at].index;
+                if self.owned[at].digest != digest {
+                    self.replace_element(&event_path, index, &group.value)?;
                 }
+                self.owned[at].digest = digest;
             }
-            None => self.append_element(&event_path, &group.value)?,
+            None => {
+                let index = self.container(&event_path)?.elements().len();
+                self.append_element(&event_path, &group.value)?;
+                self.owned.push(PlacedGroup {
+                    native_event: group.native_event.clone(),
+                    index,
+                    is_async: group.is_async,
+                    digest,
+                });
+            }
         }
         Ok(())
     }
@@ -464,6 +579,57 @@ mod tests {
 
     const COMMAND: &str = "belfry dispatch --event e --native t --hooks-file /x";
 
+    /// The shapes of `group(COMMAND)` on `events`.
+    fn shapes(events: &[&str]) -> Vec<GroupShape> {
+        events
+            .iter()
+            .map(|event| GroupShape {
+                native_event: event.to_string(),
+                is_async: false,
+                value: group(COMMAND).value,
+                timeout_field: None,
+                command: COMMAND.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_users_own_dispatch_group_is_never_taken_for_belfrys() {
+        // The user's guard calls belfry dispatch with a hooks file of their own; one group of
+        // this projection's exact shape that the record does not name is the user's too.
+        let mine = "{\"hooks\": {\"Ev\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"belfry dispatch --event e --native t --hooks-file /home/me/MY-OWN-HOOKS.json\"}]}, {\"hooks\": [{\"type\": \"command\", \"command\": \"belfry dispatch --event e --native t --hooks-file /x\"}]}]}}";
+        let mut merge = Merge::new(
+            Some(mine),
+            "hooks",
+            "t",
+            "command",
+            None,
+            Created::default(),
+        )
+        .owning(&[], shapes(&["Ev"]), true);
+        merge
+            .set_groups(&[group(COMMAND)])
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert!(
+            merge.text.starts_with(&mine[..mine.len() - 3]),
+            "{}",
+            merge.text
+        );
+        assert_eq!(merge.owned.len(), 1);
+        assert_eq!(merge.owned[0].index, 2);
+        let mut undo = Merge::new(
+            Some(&merge.text),
+            "hooks",
+            "t",
+            "command",
+            None,
+            merge.created.clone(),
+        )
+        .owning(&merge.owned, shapes(&["Ev"]), false);
+        undo.set_groups(&[]).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(undo.text, mine);
+    }
+
     #[test]
     fn apply_then_uninstall_restores_every_byte() {
         let originals = [
@@ -495,7 +661,8 @@ mod tests {
             );
             let created = merge.created.clone();
             let applied = merge.text.clone();
-            let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, created);
+            let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, created)
+                .owning(&merge.owned, shapes(&["Ev"]), false);
             undo.set_groups(&[]).unwrap_or_else(|err| panic!("{err}"));
             assert_eq!(undo.text, original, "applied:\n{applied}");
         }
@@ -609,7 +776,8 @@ mod tests {
                         }
                     }
                 }
-                let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, merge.created.clone());
+                let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, merge.created.clone())
+                    .owning(&merge.owned, shapes(&["Ev", "New"]), false);
                 prop_assert!(undo.set_groups(&[]).is_ok());
                 prop_assert_eq!(undo.text, original);
             }

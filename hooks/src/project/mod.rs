@@ -7,8 +7,13 @@
 //! target, after checking every target that must fail (an `enforce` hook on a non-exact cell,
 //! drift without `force`) before any write; [`status()`] (`status.rs`) reads the live files
 //! back and says installed / drifted / missing / inert; and [`uninstall()`] (`uninstall.rs`)
-//! removes only what the install state records. The state is `.belfry/hooks-state.json`
-//! ([`state::State`]). [`doctor`] reads the same state for `belfry doctor`: per adapter,
+//! removes only what the install state records. The state lives in the user's belfry
+//! directory, keyed by the project's canonical path ([`Context::state_path`], [`state::State`]),
+//! where a checkout cannot plant it, and every record is verified against what the renderer
+//! derives for the project and scope before anything acts on it ([`verify`]); a record that
+//! fails is reported and never acted on. Writes go through [`write`]: a unique temporary file
+//! created with its final mode, and one `apply`/`uninstall` at a time per project and scope.
+//! [`doctor`] reads the same state for `belfry doctor`: per adapter,
 //! whether its harness is admitted and its hooks are applied, intact, live and trusted.
 //!
 //! Provider knowledge arrives as data ([`adapters`]): the matrix says what each semantic
@@ -28,11 +33,14 @@ pub mod state;
 mod status;
 pub mod trust;
 mod uninstall;
+pub mod verify;
+pub mod write;
 
 pub use apply::{apply, ApplyOptions, ApplyReport, Settlement};
 pub use plan::{dependency_refusal, plan, FileChange, HookPlan, Plan, TargetPlan};
 pub use status::{status, TargetStatus};
 pub use uninstall::uninstall;
+pub use verify::rejections;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,7 +104,7 @@ impl Context {
         canonical::canonical_path(self.scope, &self.project_dir, &self.config_home)
     }
 
-    /// Where state and compiled hooks files live: `.belfry/` in the project, or
+    /// Where the compiled hooks files live: `.belfry/` in the project, or
     /// `$XDG_CONFIG_HOME/belfry/` for the user.
     pub fn state_dir(&self) -> PathBuf {
         match self.scope {
@@ -109,8 +117,36 @@ impl Context {
         self.state_dir().join("hooks")
     }
 
+    /// The install state: `$XDG_CONFIG_HOME/belfry/installs/<key>.json` for a project, where
+    /// `<key>` is the start of the sha256 of its canonical path, and
+    /// `$XDG_CONFIG_HOME/belfry/hooks-state.json` for the user. Never inside the project: a
+    /// checkout that ships a state file would otherwise say what belfry removes.
     pub fn state_path(&self) -> PathBuf {
-        self.state_dir().join("hooks-state.json")
+        match self.scope {
+            Scope::Project => {
+                let digest = compile::sha256_hex(self.project_dir.as_os_str().as_encoded_bytes());
+                let key = digest.trim_start_matches("sha256:");
+                self.config_home
+                    .join("belfry")
+                    .join("installs")
+                    .join(format!("{}.json", &key[..32.min(key.len())]))
+            }
+            Scope::User => self.config_home.join("belfry").join("hooks-state.json"),
+        }
+    }
+
+    /// The lock file `apply` and `uninstall` hold for this project and scope.
+    pub fn lock_path(&self) -> PathBuf {
+        self.state_path().with_extension("lock")
+    }
+
+    /// Where belfry before issue 39 kept a project's install state: read only to report it,
+    /// never acted on.
+    pub fn legacy_state_path(&self) -> Option<PathBuf> {
+        match self.scope {
+            Scope::Project => Some(self.project_dir.join(".belfry").join("hooks-state.json")),
+            Scope::User => None,
+        }
     }
 
     /// Expands `$NAME` from the environment, then from `defaults`; a path that stays
@@ -173,6 +209,8 @@ pub enum ProjectError {
     AdapterData(String),
     #[error("install state {path}: {reason}")]
     State { path: PathBuf, reason: String },
+    #[error("lock {path}: {reason}")]
+    Lock { path: PathBuf, reason: String },
 }
 
 /// Loads the adapters and the scope's canonical file.
@@ -190,59 +228,33 @@ fn read_optional(path: &Path) -> Result<Option<String>, String> {
     }
 }
 
-/// Writes a file through a temporary file in its directory and a rename, creating missing
-/// directories (recorded so that uninstall can remove them when empty).
-fn write_file(path: &Path, text: &str, created_dirs: &mut Vec<String>) -> Result<(), String> {
-    if let Some(parent) = path.parent() {
-        let mut missing = Vec::new();
-        let mut dir = parent;
-        while !dir.exists() {
-            missing.push(dir.to_path_buf());
-            match dir.parent() {
-                Some(up) => dir = up,
-                None => break,
-            }
-        }
-        std::fs::create_dir_all(parent)
-            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
-        for dir in missing.into_iter().rev() {
-            let dir = dir.display().to_string();
-            if !created_dirs.contains(&dir) {
-                created_dirs.push(dir);
-            }
-        }
-    }
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{file_name}.belfry-tmp"));
-    std::fs::write(&temp, text).map_err(|err| format!("cannot write {}: {err}", temp.display()))?;
-    if let Ok(meta) = std::fs::metadata(path) {
-        let _ = std::fs::set_permissions(&temp, meta.permissions());
-    }
-    std::fs::rename(&temp, path).map_err(|err| {
-        let _ = std::fs::remove_file(&temp);
-        format!("cannot write {}: {err}", path.display())
-    })
+/// Writes a file of this projection (see [`write::write_file`]).
+fn write_file(
+    context: &Context,
+    path: &Path,
+    text: &str,
+    created_dirs: &mut Vec<String>,
+) -> Result<(), String> {
+    write::write_file(context, path, text, created_dirs)
 }
 
-/// Removes directories apply created, deepest first, each only when nothing else is in it.
+/// Removes directories apply created, deepest first, each only when nothing else is in it and
+/// it is a directory, not a symbolic link to one.
 fn remove_empty_dirs(dirs: &[String]) {
     let mut dirs = dirs.to_vec();
     dirs.sort_by_key(|dir| std::cmp::Reverse(dir.len()));
+    dirs.dedup();
     for dir in dirs {
-        // A directory that holds anything is kept: remove_dir refuses it.
-        let _ = std::fs::remove_dir(&dir);
+        let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|meta| meta.is_dir());
+        if is_dir {
+            // A directory that holds anything is kept: remove_dir refuses it.
+            let _ = std::fs::remove_dir(&dir);
+        }
     }
 }
 
-fn remove_file(path: &Path) -> Result<(), String> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(err) => Err(format!("cannot remove {}: {err}", path.display())),
-    }
+fn remove_file(context: &Context, path: &Path) -> Result<(), String> {
+    write::remove_file(context, path)
 }
 
 impl AdapterData {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::adapters::{AdapterData, Render, Status};
 use super::merge::{Created, Merge, PlacedGroup};
-use super::state::{State, TargetState};
+use super::state::TargetState;
 use super::{read_optional, render, trust, Context, ProjectError};
 use crate::canonical::{compile, CanonicalFile, CanonicalHook};
 
@@ -100,10 +100,7 @@ pub struct Plan {
 /// Computes the plan: reads, writes nothing.
 pub fn plan(context: &Context) -> Result<Plan, ProjectError> {
     let (adapters, canonical) = super::load(context)?;
-    let previous = State::load(&context.state_path()).map_err(|reason| ProjectError::State {
-        path: context.state_path(),
-        reason,
-    })?;
+    let previous = super::verify::load(context, &adapters)?.state;
     let mut targets = Vec::new();
     for data in adapters.by_name.values() {
         let hooks: Vec<&CanonicalHook> = canonical
@@ -220,9 +217,12 @@ fn build_files(
             context.scope, data.name
         ));
     };
+    // Nothing is planned through a link that leads out of the project.
+    super::write::real_target(context, &target_path)?;
     // The compiled hooks files: one per wait mode that has hooks.
     for is_async in [false, true] {
         let path = render::compiled_path(&hooks_dir, &data.name, is_async);
+        super::write::real_target(context, &path)?;
         let selected: Vec<&CanonicalHook> = projected
             .iter()
             .copied()
@@ -271,10 +271,15 @@ fn build_files(
             if before.is_none() && groups.is_empty() {
                 return Ok(());
             }
-            let created = recorded
-                .and_then(|state| state.settings.as_ref())
+            let record = recorded.and_then(|state| state.settings.as_ref());
+            let created = record
                 .map(|settings| settings.created.clone())
                 .unwrap_or_default();
+            let owned = record
+                .map(|settings| settings.groups.clone())
+                .unwrap_or_default();
+            // A recorded group the user edited is still this projection's: apply refuses the
+            // drift without --force and replaces it in place with it.
             let mut merge = Merge::new(
                 before.as_deref(),
                 hooks_key,
@@ -282,7 +287,8 @@ fn build_files(
                 &fields.command,
                 fields.async_field.as_deref(),
                 created,
-            );
+            )
+            .owning(&owned, super::verify::shapes(context, Some(data)), true);
             merge
                 .set_groups(&groups)
                 .map_err(|err| format!("{}: {err}", target_path.display()))?;

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::{json, Map, Value};
 
 use super::adapters::{AdapterData, Cell, HandlerFields, Render, Status, TimeoutUnit};
-use super::merge::WantedGroup;
+use super::merge::{GroupShape, WantedGroup};
 use crate::canonical::compile::Platform;
 use crate::canonical::{CanonicalHook, Intent};
 
@@ -183,8 +183,6 @@ pub fn settings_groups(
         events,
         timeout_unit,
         max_timeout_ms,
-        handler: fixed,
-        fields,
         ..
     } = render
     else {
@@ -201,26 +199,76 @@ pub fn settings_groups(
             if selected.is_empty() {
                 continue;
             }
-            let file = compiled_path(hooks_dir, target, is_async);
-            let value = json!({
-                "hooks": [handler(
-                    fixed,
-                    fields,
-                    dispatch_command(semantic, target, &file, Platform::Unix),
-                    dispatch_command(semantic, target, &file, Platform::Windows),
-                    native_timeout(&selected, semantic, *timeout_unit, max_timeout_ms),
+            let timeout = native_timeout(&selected, semantic, *timeout_unit, max_timeout_ms);
+            if let Some(value) = group_value(render, target, semantic, is_async, hooks_dir, timeout)
+            {
+                groups.push(WantedGroup {
+                    native_event: native.clone(),
+                    value,
                     is_async,
-                    format!("belfry-{semantic}"),
-                )]
-            });
-            groups.push(WantedGroup {
-                native_event: native.clone(),
-                value,
-                is_async,
-            });
+                });
+            }
         }
     }
     groups
+}
+
+/// The group this renderer writes for `semantic` and a wait mode, with `timeout`.
+fn group_value(
+    render: &Render,
+    target: &str,
+    semantic: &str,
+    is_async: bool,
+    hooks_dir: &Path,
+    timeout: u64,
+) -> Option<Value> {
+    let Render::SettingsJson {
+        handler: fixed,
+        fields,
+        ..
+    } = render
+    else {
+        return None;
+    };
+    let file = compiled_path(hooks_dir, target, is_async);
+    Some(json!({
+        "hooks": [handler(
+            fixed,
+            fields,
+            dispatch_command(semantic, target, &file, Platform::Unix),
+            dispatch_command(semantic, target, &file, Platform::Windows),
+            timeout,
+            is_async,
+            format!("belfry-{semantic}"),
+        )]
+    }))
+}
+
+/// Every group this renderer can write into a settings target of the scope whose compiled
+/// files are in `hooks_dir`, one per native event and wait mode, its timeout left open: the
+/// only shapes a group must have to be this projection's (issue 39: ownership is never read
+/// from a command that merely starts `belfry dispatch`).
+pub fn group_shapes(render: &Render, target: &str, hooks_dir: &Path) -> Vec<GroupShape> {
+    let Render::SettingsJson { events, fields, .. } = render else {
+        return Vec::new();
+    };
+    let mut shapes = Vec::new();
+    for (semantic, native) in events {
+        for is_async in [false, true] {
+            let Some(value) = group_value(render, target, semantic, is_async, hooks_dir, 0) else {
+                continue;
+            };
+            let file = compiled_path(hooks_dir, target, is_async);
+            shapes.push(GroupShape {
+                native_event: native.clone(),
+                is_async,
+                value,
+                timeout_field: Some(fields.timeout.clone()),
+                command: dispatch_command(semantic, target, &file, Platform::Unix),
+            });
+        }
+    }
+    shapes
 }
 
 /// The generated shim file for a target: the template with its placeholders filled.

@@ -1,4 +1,5 @@
-//! The install state, `.belfry/hooks-state.json` (spec §9): which canonical file was
+//! The install state (spec §9), kept in the user's belfry directory
+//! ([`super::Context::state_path`]): which project, which canonical file was
 //! projected (path and sha256), and per target the adapter data and harness versions, every
 //! managed artifact with its digest (compiled hooks files, generated files, the managed groups
 //! of a settings file with what apply had to create, trust entries with the exact text
@@ -23,6 +24,14 @@ pub struct State {
     pub belfry_version: String,
     pub canonical_path: String,
     pub canonical_sha256: String,
+    /// The canonical project directory the state belongs to (empty for the user scope): a
+    /// state found under another project's key is not acted on.
+    #[serde(default)]
+    pub project_dir: String,
+    /// Directories made to hold this state and its lock, removed by the last uninstall when
+    /// empty.
+    #[serde(default)]
+    pub created_dirs: Vec<String>,
     #[serde(default)]
     pub targets: BTreeMap<String, TargetState>,
 }
@@ -113,10 +122,6 @@ impl State {
             std::fs::create_dir_all(parent)
                 .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
         }
-        let temp = path.with_extension("json.belfry-tmp");
-        std::fs::write(&temp, text)
-            .map_err(|err| format!("cannot write {}: {err}", temp.display()))?;
-        std::fs::rename(&temp, path)
-            .map_err(|err| format!("cannot write {}: {err}", path.display()))
+        super::write::replace_file(path, text.as_bytes(), Some(0o600))
     }
 }

@@ -4,17 +4,17 @@
 use std::path::Path;
 
 use super::adapters::{AdapterData, Adapters, JsonDialect, Render};
-use super::merge::{Created, Merge, PlacedGroup};
-use super::state::{self, State, TargetState};
+use super::merge::{Created, Located, Merge, PlacedGroup};
+use super::state::{self, TargetState};
 use super::{canonical_digest, jsonc, read_optional, trust, Context, ProjectError};
 use crate::canonical::{compile, Scope};
 
 /// What became of one recorded managed group in the live settings text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum GroupNow {
-    /// Found (by its belfry command, same wait mode) with the digest apply recorded.
+    /// Found with the digest apply recorded, of the shape this scope renders.
     Same(PlacedGroup),
-    /// Found, but changed since apply.
+    /// At its recorded place, still running this scope's command, but changed since apply.
     Changed(PlacedGroup),
     /// Not found as a belfry group, but something else sits at its recorded place with a
     /// different digest: edited so that it no longer calls belfry dispatch.
@@ -23,9 +23,11 @@ pub(super) enum GroupNow {
 }
 
 /// The live state of each recorded group of a settings target. A group is looked up by what
-/// it is (a belfry group of that event and wait mode), not by its recorded index, so a group
-/// the user added before it is not taken for it.
+/// apply wrote (its digest and this scope's shape, [`Merge::locate`]), not by its recorded
+/// index alone, so a group the user added before it is not taken for it, and neither is a
+/// user's own group that merely calls `belfry dispatch`.
 pub(super) fn groups_now(
+    context: &Context,
     settings: &state::SettingsRecord,
     data: Option<&AdapterData>,
     text: &str,
@@ -44,19 +46,23 @@ pub(super) fn groups_now(
         &command_field,
         async_field.as_deref(),
         Created::default(),
-    );
-    let placed = merge.placed().unwrap_or_default();
+    )
+    .owning(&[], super::verify::shapes(context, data), false);
     let root = jsonc::parse(text).ok();
+    let mut taken: Vec<PlacedGroup> = Vec::new();
     settings
         .groups
         .iter()
         .map(|recorded| {
-            let found = placed.iter().find(|now| {
-                now.native_event == recorded.native_event && now.is_async == recorded.is_async
-            });
-            let now = match found {
-                Some(now) if now.digest == recorded.digest => GroupNow::Same(now.clone()),
-                Some(now) => GroupNow::Changed(now.clone()),
+            let now = match merge.locate(recorded, &taken) {
+                Some(Located::Same(now)) => {
+                    taken.push(now.clone());
+                    GroupNow::Same(now)
+                }
+                Some(Located::Changed(now)) => {
+                    taken.push(now.clone());
+                    GroupNow::Changed(now)
+                }
                 None => {
                     let at_index = root
                         .as_ref()
@@ -78,7 +84,11 @@ pub(super) fn groups_now(
 }
 
 /// Drift: a managed artifact recorded by the last apply that no longer has its digest.
-pub(super) fn drift(state: &TargetState, data: Option<&AdapterData>) -> Vec<String> {
+pub(super) fn drift(
+    context: &Context,
+    state: &TargetState,
+    data: Option<&AdapterData>,
+) -> Vec<String> {
     let mut drifted = Vec::new();
     for file in &state.files {
         if let Ok(Some(text)) = read_optional(Path::new(&file.path)) {
@@ -89,7 +99,7 @@ pub(super) fn drift(state: &TargetState, data: Option<&AdapterData>) -> Vec<Stri
     }
     if let Some(settings) = &state.settings {
         if let Ok(Some(text)) = read_optional(Path::new(&settings.path)) {
-            for (recorded, now) in groups_now(settings, data, &text) {
+            for (recorded, now) in groups_now(context, settings, data, &text) {
                 match now {
                     GroupNow::Changed(_) => drifted.push(format!(
                         "{}: the managed {} entry changed since apply",
@@ -123,15 +133,10 @@ pub enum TargetStatus {
 
 /// Reads every recorded target back.
 pub fn status(context: &Context) -> Result<Vec<(String, TargetStatus)>, ProjectError> {
-    let state_path = context.state_path();
-    let Some(state) = State::load(&state_path).map_err(|reason| ProjectError::State {
-        path: state_path.clone(),
-        reason,
-    })?
-    else {
+    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
+    let Some(state) = super::verify::load(context, &adapters)?.state else {
         return Ok(Vec::new());
     };
-    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
     let mut out = Vec::new();
     for (name, target) in &state.targets {
         out.push((
@@ -174,7 +179,7 @@ pub(super) fn target_status(
                 )]);
             }
             Some(text) => {
-                for (recorded, now) in groups_now(settings, data, text) {
+                for (recorded, now) in groups_now(context, settings, data, text) {
                     if now == GroupNow::Gone {
                         missing.push(format!(
                             "{}: the managed {} entry is gone",
@@ -188,7 +193,7 @@ pub(super) fn target_status(
     if !missing.is_empty() {
         return TargetStatus::Missing(missing);
     }
-    let drifted = drift(target, data);
+    let drifted = drift(context, target, data);
     if !drifted.is_empty() {
         return TargetStatus::Drifted(drifted);
     }
@@ -306,7 +311,7 @@ pub(super) fn trust_reasons(
         }
         let text_now = settings_text.unwrap_or_default();
         let root = jsonc::parse(text_now).ok();
-        for (_, now) in groups_now(settings, Some(data), text_now) {
+        for (_, now) in groups_now(context, settings, Some(data), text_now) {
             // Trust is keyed by position: the entry's current place is what the harness checks.
             let GroupNow::Same(placed) = now else {
                 continue;

@@ -1,4 +1,5 @@
-//! `belfry hooks uninstall`: removes exactly the managed artifacts the install state records,
+//! `belfry hooks uninstall`: removes exactly the managed artifacts the install state records
+//! (each record verified first, [`super::verify`]),
 //! so everything else stays byte-identical (spec §9).
 
 use std::path::Path;
@@ -6,7 +7,7 @@ use std::path::Path;
 use super::adapters::{AdapterData, Adapters, Render};
 use super::apply::Settlement;
 use super::merge::Merge;
-use super::state::{State, TargetState};
+use super::state::TargetState;
 use super::status::drift;
 use super::{read_optional, remove_file, trust, write_file, Context, ProjectError};
 
@@ -16,21 +17,26 @@ pub fn uninstall(
     force: bool,
 ) -> Result<Vec<(String, Settlement)>, ProjectError> {
     let state_path = context.state_path();
-    let Some(mut state) = State::load(&state_path).map_err(|reason| ProjectError::State {
-        path: state_path.clone(),
-        reason,
-    })?
-    else {
+    if std::fs::symlink_metadata(&state_path).is_err() {
+        // Nothing was installed: nothing to lock, nothing to create.
+        return Ok(Vec::new());
+    }
+    let lock = super::write::lock(context)?;
+    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
+    // Only records that pass verification are acted on; the others stay unread.
+    let Some(mut state) = super::verify::load(context, &adapters)?.state else {
         return Ok(Vec::new());
     };
-    let adapters = Adapters::embedded().map_err(ProjectError::AdapterData)?;
     let mut report = Vec::new();
+    // Directories any target's apply created: one target's may hold another's files, so
+    // they are tried again once every target is out.
+    let mut created_dirs: Vec<String> = state.created_dirs.clone();
     let names: Vec<String> = state.targets.keys().cloned().collect();
     for name in names {
         let Some(target) = state.targets.get(&name).cloned() else {
             continue;
         };
-        let drifted = drift(&target, adapters.by_name.get(&name));
+        let drifted = drift(context, &target, adapters.by_name.get(&name));
         if !drifted.is_empty() && !force {
             report.push((
                 name,
@@ -41,8 +47,9 @@ pub fn uninstall(
             ));
             continue;
         }
-        match uninstall_target(&target, adapters.by_name.get(&name)) {
+        match uninstall_target(context, &target, adapters.by_name.get(&name), force) {
             Ok(()) => {
+                created_dirs.extend(target.created_dirs.iter().cloned());
                 state.targets.remove(&name);
                 report.push((name, Settlement::Settled));
             }
@@ -50,12 +57,17 @@ pub fn uninstall(
         }
     }
     if state.targets.is_empty() {
-        remove_file(&state_path).map_err(|reason| ProjectError::State {
-            path: state_path.clone(),
-            reason,
-        })?;
-        let _ = std::fs::remove_dir(context.hooks_dir());
-        let _ = std::fs::remove_dir(context.state_dir());
+        if let Err(err) = std::fs::remove_file(&state_path) {
+            if err.kind() != std::io::ErrorKind::NotFound {
+                return Err(ProjectError::State {
+                    path: state_path.clone(),
+                    reason: format!("cannot remove it: {err}"),
+                });
+            }
+        }
+        lock.remove_if_unused(context);
+        created_dirs.extend(lock.created_dirs.iter().cloned());
+        super::remove_empty_dirs(&created_dirs);
     } else {
         state
             .save(&state_path)
@@ -67,9 +79,14 @@ pub fn uninstall(
     Ok(report)
 }
 
-fn uninstall_target(target: &TargetState, data: Option<&AdapterData>) -> Result<(), String> {
+fn uninstall_target(
+    context: &Context,
+    target: &TargetState,
+    data: Option<&AdapterData>,
+    force: bool,
+) -> Result<(), String> {
     for file in &target.files {
-        remove_file(Path::new(&file.path))?;
+        remove_file(context, Path::new(&file.path))?;
     }
     if let Some(settings) = &target.settings {
         let path = Path::new(&settings.path);
@@ -88,15 +105,20 @@ fn uninstall_target(target: &TargetState, data: Option<&AdapterData>) -> Result<
                 &command_field,
                 async_field.as_deref(),
                 settings.created.clone(),
+            )
+            .owning(
+                &settings.groups,
+                super::verify::shapes(context, data),
+                force,
             );
             merge
                 .set_groups(&[])
                 .map_err(|err| format!("{}: {err}", settings.path))?;
             if merge.is_created_and_empty() {
-                remove_file(path)?;
+                remove_file(context, path)?;
             } else if merge.text != text {
                 let mut ignored = Vec::new();
-                write_file(path, &merge.text, &mut ignored)?;
+                write_file(context, path, &merge.text, &mut ignored)?;
             }
         }
     }
@@ -105,10 +127,10 @@ fn uninstall_target(target: &TargetState, data: Option<&AdapterData>) -> Result<
         if let Some(text) = read_optional(path)? {
             let new_text = trust::remove_appended(&text, std::slice::from_ref(&record.appended));
             if record.created_file && new_text.trim().is_empty() {
-                remove_file(path)?;
+                remove_file(context, path)?;
             } else if new_text != text {
                 let mut ignored = Vec::new();
-                write_file(path, &new_text, &mut ignored)?;
+                write_file(context, path, &new_text, &mut ignored)?;
             }
         }
     }
