@@ -64,6 +64,9 @@ pub fn run(config: DaemonConfig) -> Result<(), Error> {
     // Before the runtime's threads exist, which inherit the mask: a daemon started with
     // SIGTERM blocked would never see its shutdown signal (nor would its pane hosts).
     belfry_pty::pane::unblock_signals();
+    // Before anything is opened: every pane costs the daemon descriptors, and the soft limit a
+    // session starts with (often 1024) would stop it near 140 panes (see `crate::descriptors`).
+    let limits = crate::descriptors::raise_soft_limit();
     // Two workers: a DING worker's durable file work (fsync before every send, spec §7.3)
     // blocks the thread it runs on, and must not stall every other request meanwhile.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -78,11 +81,11 @@ pub fn run(config: DaemonConfig) -> Result<(), Error> {
     // A daemon started on demand has no terminal: its log is where a client that saw it exit
     // at start points the user.
     runtime
-        .block_on(serve(config))
+        .block_on(serve(config, limits))
         .inspect_err(|err| tracing::error!("daemon stopped: {err}"))
 }
 
-async fn serve(config: DaemonConfig) -> Result<(), Error> {
+async fn serve(config: DaemonConfig, limits: crate::descriptors::Limits) -> Result<(), Error> {
     paths::ensure_private_dir(&config.runtime)?;
     paths::ensure_private_dir(&paths::panes_dir(&config.runtime))?;
     // A socket outside the runtime directory ($BELFRY_SOCKET) gets its directory created if
@@ -149,6 +152,10 @@ async fn serve(config: DaemonConfig) -> Result<(), Error> {
         shutdown: Notify::new(),
         ding: DingEngine::default(),
     });
+    tracing::info!(
+        "{}",
+        limits.describe(crate::descriptors::open_now().unwrap_or(0))
+    );
     adopt_existing(&daemon).await;
     tracing::info!("daemon serving on {}", daemon.config.socket.display());
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -937,6 +944,13 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
             )
         }
     };
+    // A pane that would leave the daemon too few descriptors is refused here, before anything
+    // is started, saying how many fit: not half-way with "Too many open files".
+    let running = (daemon.registry.all().len() + daemon.registry.all_unadopted().len()) as u64;
+    if let Err(message) = crate::descriptors::check_room_for_a_pane(&spec.session, running) {
+        tracing::warn!("{message}");
+        return reply::error(id, ErrorCode::Unavailable, message);
+    }
     // A pane host the daemon does not know of (its record lost) may still serve the name's
     // socket. Nothing of this spawn may touch its files (the charter is written below), and
     // its socket is never taken over.
