@@ -1,12 +1,13 @@
 //! The daemon's file descriptors: how many it may open, how many a pane takes, and the refusal
 //! of a spawn that would not fit.
 //!
-//! Every pane costs the daemon descriptors for as long as it runs: its inbox's four checked
-//! directory handles (the DING worker's, `belfry_ding::Inbox`), the subscription to its pane
-//! host's events, the kept connection for requests to it, and the pidfd that watches the pane
-//! host's exit. Measured in `/proc/<daemon>/fd` with 10 panes: 7 a pane. Under the soft
-//! `RLIMIT_NOFILE` most systems start a session with, 1024, that is about 140 panes, and the
-//! next spawn failed half-way with "Too many open files".
+//! Every pane costs the daemon descriptors for as long as it runs: its inbox's three checked
+//! directory handles (the DING worker's, `belfry_ding::Inbox`: the inbox, `new/` and
+//! `archive/`; `tmp/` is opened only to post), the subscription to its pane host's events, the
+//! kept connection for requests to it, and the pidfd through which tokio reaps the pane host.
+//! Measured in `/proc/<daemon>/fd` with 10 panes: 6 a pane (7 while the inbox kept `tmp/` open
+//! too). Under the soft `RLIMIT_NOFILE` most systems start a session with, 1024, 7 a pane
+//! stopped the daemon at 143 panes, the next spawn failing half-way with "Too many open files".
 //!
 //! So the daemon raises its soft limit to the hard limit when it starts ([`raise_soft_limit`]),
 //! which an unprivileged process may always do, and says in its log how many panes fit. The
@@ -21,9 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
-/// Descriptors one pane keeps open in the daemon: four inbox directories, one subscription
+/// Descriptors one pane keeps open in the daemon: three inbox directories, one subscription
 /// and one kept connection to its pane host, one pidfd (measured with 10 panes).
-pub const PER_PANE: u64 = 7;
+pub const PER_PANE: u64 = 6;
 
 /// Descriptors kept free for what is not a pane: client connections, attaches, a request's
 /// second connection to a pane host, a DING adapter's pipes, the log, a spawn in progress.
@@ -194,9 +195,9 @@ mod tests {
             soft: 1024,
             hard: Some(1024),
         };
-        // 22 open at start: (1024 - 22 - 64) / 7 = 134.
-        assert_eq!(limits.panes_that_fit(22, 0), 134);
-        assert_eq!(limits.panes_that_fit(22 + 7 * 134, 134), 134);
+        // 22 open at start: (1024 - 22 - 64) / 6 = 156.
+        assert_eq!(limits.panes_that_fit(22, 0), 156);
+        assert_eq!(limits.panes_that_fit(22 + 6 * 156, 156), 156);
         assert_eq!(limits.panes_that_fit(2000, 5), 5);
         assert!(limits.describe(22).contains("cannot be raised"));
         let raised = Limits {
