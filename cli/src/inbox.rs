@@ -66,8 +66,13 @@ pub enum InboxCommand {
         #[arg(long = "session", value_name = "SESSION")]
         session_flag: Option<String>,
         /// Print the message as JSON.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "raw")]
         json: bool,
+        /// Print the body's bytes as written, escape sequences included (by default control
+        /// characters are shown as `\u{1b}`-style escapes, so a message cannot drive the
+        /// terminal that reads it).
+        #[arg(long)]
+        raw: bool,
     },
     /// Archive a message without printing it.
     Archive {
@@ -261,6 +266,7 @@ pub fn run(command: InboxCommand) -> Result<i32> {
             second,
             session_flag,
             json,
+            raw,
         } => {
             let (session, name) = session_and_name(first, second, session_flag)?;
             let inbox = open_existing(&session)?;
@@ -289,8 +295,13 @@ pub fn run(command: InboxCommand) -> Result<i32> {
                 );
                 println!("Date: {}", written(&name, crate::human::now_unix_ms()));
                 println!("Id: {}\n", name.id());
-                print!("{}", message.body);
-                if !message.body.ends_with('\n') {
+                let body = if raw {
+                    message.body
+                } else {
+                    escape_body(&message.body)
+                };
+                print!("{body}");
+                if !body.ends_with('\n') {
                     println!();
                 }
             }
@@ -315,6 +326,35 @@ pub fn run(command: InboxCommand) -> Result<i32> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// A message body made safe to print on a terminal: every control character but a newline
+/// and a tab (and a carriage return just before a newline) is shown as `\u{…}` instead of
+/// acting, as are the bidirectional controls that reorder text, so a sender's `ESC ] 0 ;`
+/// title, SGR colours or `ESC ] 52 ;` clipboard write reach the reader as text. Everything
+/// else, backslashes and emoji joiners included, is left as written. This is done whether or
+/// not stdout is a terminal: most often it is a pipe to a harness's tool call or a pager whose
+/// output ends on a terminal anyway (see docs/decisions.md); `--raw` keeps the bytes.
+fn escape_body(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\r' if chars.peek() == Some(&'\n') => out.push(c),
+            c if c.is_control() || is_bidi_control(c) => {
+                out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The embedding, override and isolate controls, which make text read in another order than
+/// it is written (the "Trojan Source" characters).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// When a message was written, as a person reads it (`14:02:11 (3 s ago)`): its name starts
@@ -342,4 +382,17 @@ pub fn presence(state: &str, session: Option<String>, flag: Option<String>) -> R
     nudge(&session);
     println!("{session}: {}", state.as_str());
     Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_body;
+
+    #[test]
+    fn a_body_keeps_its_lines_and_tabs_and_shows_every_other_control_as_an_escape() {
+        assert_eq!(
+            escape_body("a\tb\r\nc\n\u{1b}]0;x\u{7}\u{1b}[31m\u{9b}2J\rd\u{7f}\u{202e}e \\ \u{1f468}\u{200d}\u{1f469}"),
+            "a\tb\r\nc\n\\u{1b}]0;x\\u{7}\\u{1b}[31m\\u{9b}2J\\u{d}d\\u{7f}\\u{202e}e \\ \u{1f468}\u{200d}\u{1f469}"
+        );
+    }
 }

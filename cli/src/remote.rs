@@ -236,6 +236,7 @@ pub fn inbox_elsewhere(command: &crate::inbox::InboxCommand) -> Result<Option<i3
             second,
             session_flag,
             json,
+            raw,
         } => {
             let (place, first, session_flag) = split_pair(first, session_flag)?;
             args.push("read".into());
@@ -244,6 +245,9 @@ pub fn inbox_elsewhere(command: &crate::inbox::InboxCommand) -> Result<Option<i3
             push_option(&mut args, "--session", &session_flag);
             if *json {
                 args.push("--json".into());
+            }
+            if *raw {
+                args.push("--raw".into());
             }
             (place, None)
         }

@@ -61,10 +61,13 @@ pub struct Inbox {
 }
 
 /// The checked handles of one inbox's directories, opened once and shared by clones.
+///
+/// `tmp/` is checked when the inbox is opened but not kept open: only a post and
+/// [`Inbox::reconcile`] use it, and the daemon keeps one inbox open for every pane, so each
+/// handle kept is a descriptor a pane costs the daemon (see `belfry_mux::descriptors`).
 #[derive(Debug)]
 struct InboxDirs {
     session: PrivateDir,
-    tmp: PrivateDir,
     new: PrivateDir,
     archive: PrivateDir,
 }
@@ -215,8 +218,9 @@ impl Inbox {
         let Some(dir) = root.child(session.as_str(), missing)? else {
             return Err(no_inbox());
         };
+        // Made and checked now (a planted link is refused at open), then closed.
+        dir.create_child(TMP)?;
         let dirs = InboxDirs {
-            tmp: dir.create_child(TMP)?,
             new: dir.create_child(NEW)?,
             archive: dir.create_child(ARCHIVE)?,
             session: dir,
@@ -248,18 +252,17 @@ impl Inbox {
         })
     }
 
-    /// Whether the inbox's directory, or one of `tmp/`, `new/` and `archive/`, has been removed
-    /// since the inbox was opened. The inbox works on the directories it opened, so a holder
+    /// Whether the inbox's directory, or one of `new/` and `archive/`, has been removed since
+    /// the inbox was opened (`tmp/` is opened afresh by each post). The inbox works on the directories it opened, so a holder
     /// that lives long (the daemon's DING worker) opens the inbox again when this is true;
     /// otherwise it would keep watching a directory nobody can post to any more.
     pub fn is_removed(&self) -> bool {
         let InboxDirs {
             session,
-            tmp,
             new,
             archive,
         } = &*self.dirs;
-        [session, tmp, new, archive]
+        [session, new, archive]
             .into_iter()
             .any(PrivateDir::is_removed)
     }
@@ -298,9 +301,10 @@ impl Inbox {
             Some(newest) if newest >= now_ms => newest.saturating_add(1),
             _ => now_ms,
         };
+        let tmp = self.dirs.session.create_child(TMP)?;
         for _ in 0..NAME_ATTEMPTS {
             let name = MessageName::generate(unix_ms)?;
-            if self.try_post_as(&name, text.as_bytes())? {
+            if self.try_post_as(&tmp, &name, text.as_bytes())? {
                 return Ok(name);
             }
         }
@@ -311,10 +315,8 @@ impl Inbox {
     }
 
     /// Writes `text` as `name`; `Ok(false)` if the name is taken anywhere in the inbox.
-    fn try_post_as(&self, name: &MessageName, text: &[u8]) -> Result<bool> {
-        let InboxDirs {
-            tmp, new, archive, ..
-        } = &*self.dirs;
+    fn try_post_as(&self, tmp: &PrivateDir, name: &MessageName, text: &[u8]) -> Result<bool> {
+        let InboxDirs { new, archive, .. } = &*self.dirs;
         let name = name.as_str();
         // A name that is already a receipt would be suppressed the moment it was posted.
         if archive.exists(name)? || new.exists(name)? {
@@ -506,7 +508,7 @@ impl Inbox {
     }
 
     fn remove_stale_temporaries(&self, now: SystemTime, max_age: Duration) -> Result<Vec<String>> {
-        let tmp = &self.dirs.tmp;
+        let tmp = self.dirs.session.create_child(TMP)?;
         let mut removed = Vec::new();
         for file_name in tmp.list()? {
             let file_name = OsStr::from_bytes(&file_name);

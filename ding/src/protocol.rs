@@ -352,6 +352,18 @@ fn rejection(line: &str, reason: HoldReason, detail: String) -> Error {
     }
 }
 
+/// What a JSON value is, for a message naming a field of the wrong type.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a negative or fractional number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Typed access to an event's fields, with messages naming the field.
 struct Fields<'a> {
     object: &'a Map<String, Value>,
@@ -376,14 +388,19 @@ impl<'a> Fields<'a> {
             .ok_or_else(|| format!("field {key:?} must be a non-negative integer"))
     }
 
-    /// A non-negative integer, or `None` when the field is absent or null.
+    /// A non-negative integer, or `None` when the field is absent. A `null` is refused like
+    /// any other non-integer: an adapter that writes `"revision": null` has a bug or lost
+    /// track of the screen, and reading it as "not given" would let a notice be typed on the
+    /// strength of an event that does not say which screen it judged (fail closed).
     fn optional_u64(&self, key: &str) -> Result<Option<u64>, String> {
         match self.object.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(value) => value
-                .as_u64()
-                .map(Some)
-                .ok_or_else(|| format!("field {key:?} must be a non-negative integer")),
+            None => Ok(None),
+            Some(value) => value.as_u64().map(Some).ok_or_else(|| {
+                format!(
+                    "field {key:?} must be a non-negative integer or left out, not {}",
+                    json_kind(value)
+                )
+            }),
         }
     }
 
@@ -448,6 +465,30 @@ mod tests {
             "adapter event held as malformed: required field \"session\" is missing \
              (line: \"{\\\"v\\\":1,\\\"kind\\\":\\\"activity\\\"}\")"
         );
+    }
+
+    /// Issue 39: `"revision": null` was read as no revision given, and a notice was typed on
+    /// the strength of an event that did not say which screen it judged.
+    #[test]
+    fn a_null_revision_or_valid_for_is_a_malformed_event_not_an_absent_field() {
+        for (field, value) in [("revision", "42"), ("validForMs", "250")] {
+            let null = ACTIVITY.replace(
+                &format!("\"{field}\":{value}"),
+                &format!("\"{field}\":null"),
+            );
+            assert_ne!(null, ACTIVITY);
+            let err = parse_event(&null).unwrap_err();
+            assert_eq!(err.hold_reason(), Some(HoldReason::Malformed), "{err}");
+            assert!(
+                err.to_string().contains(&format!(
+                    "field \"{field}\" must be a non-negative integer or left out, not null"
+                )),
+                "{err}"
+            );
+            let absent = ACTIVITY.replace(&format!(",\"{field}\":{value}"), "");
+            assert_ne!(absent, ACTIVITY);
+            assert!(parse_event(&absent).is_ok(), "{absent}");
+        }
     }
 
     #[test]

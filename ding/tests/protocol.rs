@@ -20,7 +20,9 @@ fn validation_table() {
     let cases: Vec<(&str, String, Option<HoldReason>)> = vec![
         ("fresh idle", line(idle), None),
         ("valid for and revision", line(&format!(r#"{idle},"validForMs":250,"revision":42"#)), None),
-        ("null optional fields", line(&format!(r#"{idle},"validForMs":null,"revision":null"#)), None),
+        // Issue 39: a null optional field is a bug in the adapter, not a field left out.
+        ("null validForMs", line(&format!(r#"{idle},"validForMs":null"#)), Some(HoldReason::Malformed)),
+        ("null revision", line(&format!(r#"{idle},"revision":null"#)), Some(HoldReason::Malformed)),
         ("extra opaque fields", line(&format!(r#"{idle},"reason":"x","debug":{{"a":1}}"#)), None),
         ("active", line(r#""kind":"activity","state":"active","composer":"unknown""#), None),
         ("turn boundary", line(r#""kind":"turn-boundary","messages":["1785070000000-abc123.md"]"#), None),

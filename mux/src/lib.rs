@@ -38,6 +38,7 @@ pub mod adapters;
 pub mod client;
 pub use belfry_pty::deadline;
 pub mod declare;
+pub mod descriptors;
 pub mod ding;
 pub mod doctor;
 mod error;

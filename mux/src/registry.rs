@@ -730,11 +730,13 @@ pub async fn launch(
         .stderr(Stdio::null())
         .kill_on_drop(false);
     // SAFETY: setsid() is async-signal-safe and allocates nothing; it gives the pane host its
-    // own session and process group so it survives the daemon (spec §6.0).
+    // own session and process group so it survives the daemon (spec §6.0). Restoring the
+    // descriptor limit reads an atomic and makes one system call, as `pre_exec` requires; the
+    // pane host and its program get the soft limit the daemon was started with.
     unsafe {
         cmd.pre_exec(|| {
             rustix::process::setsid()?;
-            Ok(())
+            crate::descriptors::restore_for_child()
         });
     }
     let mut child = cmd

@@ -134,62 +134,107 @@ pub struct Host {
 }
 
 impl Host {
-    /// Parses `[user@]box[:port]`. The box is a name, an IPv4 address, or an IPv6 address
-    /// in brackets (`[::1]:2222`).
+    /// Parses `[user@]box[:port]` against a strict grammar, before ssh or any shell sees it.
+    ///
+    /// The user and a box name are letters, digits, `.`, `-` and `_`, neither starting with
+    /// `-` (ssh would read an option); a box may instead be an IPv6 address in brackets
+    /// (`[::1]:2222`, `[fe80::1%eth0]`); the port is 1 to 65535 in decimal digits. Anything
+    /// else is refused with the value named: ssh hands its destination to `ProxyCommand`,
+    /// `Match exec` and `%h` expansions that a shell reads, so `a;touch x`, `$(x)`, a quote, a
+    /// space or a newline must never reach it, whatever this side's argv quoting does.
     pub fn parse(given: &str) -> Result<Host, RemoteError> {
-        let bad = |reason: &str| RemoteError::BadHost {
+        let bad = |reason: String| RemoteError::BadHost {
             given: given.to_owned(),
-            reason: reason.to_owned(),
+            reason,
         };
         if given.is_empty() {
-            return Err(bad("it is empty"));
+            return Err(bad("it is empty".to_owned()));
         }
-        if given.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(bad("it holds a space or a control character"));
-        }
-        // A leading dash would be taken by ssh as an option.
-        if given.starts_with('-') {
-            return Err(bad("it starts with '-'"));
-        }
-        let (user, rest) = match given.rsplit_once('@') {
-            Some((user, rest)) if !user.is_empty() => (Some(user), rest),
-            Some(_) => return Err(bad("the user before '@' is empty")),
+        let (user, rest) = match given.split_once('@') {
+            Some((user, rest)) => (Some(user), rest),
             None => (None, given),
         };
+        if let Some(user) = user {
+            check_word(user, "the user before '@'").map_err(bad)?;
+        }
         let (name, port) = if let Some(bracketed) = rest.strip_prefix('[') {
             let (inner, after) = bracketed
                 .split_once(']')
-                .ok_or_else(|| bad("an IPv6 address in '[' has no ']'"))?;
+                .ok_or_else(|| bad("an IPv6 address in '[' has no ']'".to_owned()))?;
+            check_ipv6(inner).map_err(bad)?;
             let port = match after {
                 "" => None,
                 after => Some(
                     after
                         .strip_prefix(':')
-                        .ok_or_else(|| bad("after ']' only :PORT may follow"))?,
+                        .ok_or_else(|| bad("after ']' only :PORT may follow".to_owned()))?,
                 ),
             };
             (inner, port)
         } else {
-            match rest.split_once(':') {
+            let (name, port) = match rest.split_once(':') {
                 Some((name, port)) => (name, Some(port)),
                 None => (rest, None),
-            }
+            };
+            check_word(name, "the box name").map_err(bad)?;
+            (name, port)
         };
-        if name.is_empty() {
-            return Err(bad("the box name is empty"));
-        }
         let port = match port {
             None => None,
-            Some(port) => match port.parse::<u16>() {
-                Ok(port) if port > 0 => Some(port),
-                _ => return Err(bad(&format!("port {port:?} is not 1..=65535"))),
-            },
+            Some(port) => Some(parse_port(port).map_err(bad)?),
         };
         let destination = match user {
             Some(user) => format!("{user}@{name}"),
             None => name.to_owned(),
         };
         Ok(Host { destination, port })
+    }
+}
+
+/// Checks a user or box name: one or more of `[A-Za-z0-9._-]`, not starting with `-`.
+fn check_word(word: &str, what: &str) -> Result<(), String> {
+    if word.is_empty() {
+        return Err(format!("{what} is empty"));
+    }
+    if let Some(c) = word.chars().find(|&c| !is_name_char(c)) {
+        return Err(format!(
+            "{what} holds {c:?}; only letters, digits, '.', '-' and '_' are allowed"
+        ));
+    }
+    if word.starts_with('-') {
+        return Err(format!(
+            "{what} starts with '-', which ssh would read as an option"
+        ));
+    }
+    Ok(())
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')
+}
+
+/// Checks what is between the brackets: an IPv6 address, with an optional `%zone` of name
+/// characters (a link-local address names its interface).
+fn check_ipv6(inner: &str) -> Result<(), String> {
+    let (address, zone) = match inner.split_once('%') {
+        Some((address, zone)) => (address, Some(zone)),
+        None => (inner, None),
+    };
+    if address.parse::<std::net::Ipv6Addr>().is_err() {
+        return Err(format!("{:?} in brackets is not an IPv6 address", address));
+    }
+    if let Some(zone) = zone {
+        check_word(zone, "the IPv6 zone after '%'")?;
+    }
+    Ok(())
+}
+
+/// A port of decimal digits only (no sign, no spaces), 1 to 65535.
+fn parse_port(port: &str) -> Result<u16, String> {
+    let digits = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    match port.parse::<u16>() {
+        Ok(number) if digits && number > 0 => Ok(number),
+        _ => Err(format!("port {port:?} is not 1..=65535")),
     }
 }
 
@@ -811,6 +856,48 @@ mod tests {
         ] {
             let err = Host::parse(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    /// Issue 39: shell metacharacters in a host's box part reached ssh, which hands its
+    /// destination to shells of its own (`ProxyCommand`, `Match exec`).
+    #[test]
+    fn a_host_outside_the_strict_grammar_is_refused_naming_it() {
+        for bad in [
+            "a;touch x",
+            "box;touch x",
+            "-oProxyCommand=touch x",
+            "me@-oProxyCommand=x",
+            "$(touch x)",
+            "me@$(x)",
+            "`x`",
+            "a b",
+            "box\nother",
+            "box\n",
+            "a|b",
+            "a&b",
+            "a>b",
+            "'box'",
+            "\"box\"",
+            "me@you@box",
+            "box:+22",
+            "box:22x",
+            "box: 22",
+            "[::1;x]",
+            "[::1%eth0;x]",
+            "[not-v6]",
+            "[::1]x",
+            "bo\u{e9}x",
+        ] {
+            let err = Host::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+        for good in [
+            "b-1.example_x",
+            "u.s-e_r@10.0.0.1:65535",
+            "[::ffff:1.2.3.4]",
+        ] {
+            assert!(Host::parse(good).is_ok(), "{good}");
         }
     }
 

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +64,9 @@ pub fn run(config: DaemonConfig) -> Result<(), Error> {
     // Before the runtime's threads exist, which inherit the mask: a daemon started with
     // SIGTERM blocked would never see its shutdown signal (nor would its pane hosts).
     belfry_pty::pane::unblock_signals();
+    // Before anything is opened: every pane costs the daemon descriptors, and the soft limit a
+    // session starts with (often 1024) would stop it near 140 panes (see `crate::descriptors`).
+    let limits = crate::descriptors::raise_soft_limit();
     // Two workers: a DING worker's durable file work (fsync before every send, spec §7.3)
     // blocks the thread it runs on, and must not stall every other request meanwhile.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -79,11 +81,11 @@ pub fn run(config: DaemonConfig) -> Result<(), Error> {
     // A daemon started on demand has no terminal: its log is where a client that saw it exit
     // at start points the user.
     runtime
-        .block_on(serve(config))
+        .block_on(serve(config, limits))
         .inspect_err(|err| tracing::error!("daemon stopped: {err}"))
 }
 
-async fn serve(config: DaemonConfig) -> Result<(), Error> {
+async fn serve(config: DaemonConfig, limits: crate::descriptors::Limits) -> Result<(), Error> {
     paths::ensure_private_dir(&config.runtime)?;
     paths::ensure_private_dir(&paths::panes_dir(&config.runtime))?;
     // A socket outside the runtime directory ($BELFRY_SOCKET) gets its directory created if
@@ -97,33 +99,41 @@ async fn serve(config: DaemonConfig) -> Result<(), Error> {
     // for the daemon's lifetime and released by the kernel however it dies, so a `kill -9`
     // never leaves a stale lock behind. They are all taken before anything is bound, removed
     // or adopted, so a refused daemon leaves no trace.
-    let socket_lock = take_lock(&paths::daemon_lock(&config.socket))
+    let socket_lock_path = paths::daemon_lock(&config.socket);
+    let socket_lock = take_lock(open_lock(&socket_lock_path)?, &socket_lock_path)
         .await?
         .map_err(|_| Error::AlreadyRunning(config.socket.clone()))?;
     // Two daemons over one state directory would each run a DING worker for every pane and
     // paste every notice twice; over one runtime directory they would both adopt every pane
     // host and fire its lifecycle events twice. So the lock is per directory, not per socket.
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&config.state_dir)
-        .map_err(|source| Error::Io {
-            what: "cannot create state directory",
-            path: config.state_dir.clone(),
-            source,
-        })?;
+    // The state directory is opened without following a link, and its lock taken through that
+    // handle: a `BELFRY_STATE` that is a link is refused before anything is written.
+    let state_dir = paths::open_state_dir(&config.state_dir)?;
+    let state_lock = config.state_dir.join(DIR_LOCK);
+    let runtime_lock = config.runtime.join(DIR_LOCK);
     let mut dir_locks = Vec::new();
-    for (what, dir) in [
-        ("state directory", &config.state_dir),
-        ("runtime directory", &config.runtime),
+    for (what, dir, lock, file) in [
+        (
+            "state directory",
+            &config.state_dir,
+            &state_lock,
+            open_lock_in(&state_dir, &state_lock)?,
+        ),
+        (
+            "runtime directory",
+            &config.runtime,
+            &runtime_lock,
+            open_lock(&runtime_lock)?,
+        ),
     ] {
-        let lock = dir.join(DIR_LOCK);
-        let held = take_lock(&lock).await?.map_err(|holder| Error::DirInUse {
-            what,
-            dir: dir.clone(),
-            lock: lock.clone(),
-            holder,
-        })?;
+        let held = take_lock(file, lock)
+            .await?
+            .map_err(|holder| Error::DirInUse {
+                what,
+                dir: dir.clone(),
+                lock: lock.clone(),
+                holder,
+            })?;
         dir_locks.push(held);
     }
     let _ = std::fs::remove_file(&config.socket);
@@ -142,6 +152,10 @@ async fn serve(config: DaemonConfig) -> Result<(), Error> {
         shutdown: Notify::new(),
         ding: DingEngine::default(),
     });
+    tracing::info!(
+        "{}",
+        limits.describe(crate::descriptors::open_now().unwrap_or(0))
+    );
     adopt_existing(&daemon).await;
     tracing::info!("daemon serving on {}", daemon.config.socket.display());
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -174,15 +188,10 @@ async fn serve(config: DaemonConfig) -> Result<(), Error> {
 /// The lock file a daemon holds in its state and runtime directories.
 const DIR_LOCK: &str = "daemon.lock";
 
-/// Takes an exclusive `flock` on `path` (created if missing) and writes our pid into it.
-/// `Ok(Err(holder))` when another process keeps it: `holder` names the pid written in the file.
-///
-/// A daemon that was just killed may still hold its locks for a moment while its last threads
-/// exit, so a held lock is retried for 2 s before it counts as taken.
-async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, Error> {
-    use std::io::Write as _;
+/// Opens (creating it if missing) the lock file at `path`.
+fn open_lock(path: &Path) -> Result<std::fs::File, Error> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
@@ -193,7 +202,38 @@ async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, Error> 
             what: "cannot open daemon lock",
             path: path.to_path_buf(),
             source,
-        })?;
+        })
+}
+
+/// Opens (creating it if missing) the lock file `path` names inside the directory `dir` was
+/// opened as, never through a link.
+fn open_lock_in(dir: &std::os::fd::OwnedFd, path: &Path) -> Result<std::fs::File, Error> {
+    use rustix::fs::{Mode, OFlags};
+    let name = path.file_name().unwrap_or_default();
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::CREATE | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map(std::fs::File::from)
+    .map_err(|errno| Error::Io {
+        what: "cannot open daemon lock",
+        path: path.to_path_buf(),
+        source: errno.into(),
+    })
+}
+
+/// Takes an exclusive `flock` on `file` (the lock at `path`) and writes our pid into it.
+/// `Ok(Err(holder))` when another process keeps it: `holder` names the pid written in the file.
+///
+/// A daemon that was just killed may still hold its locks for a moment while its last threads
+/// exit, so a held lock is retried for 2 s before it counts as taken.
+async fn take_lock(
+    file: std::fs::File,
+    path: &Path,
+) -> Result<Result<std::fs::File, String>, Error> {
+    use std::io::Write as _;
     let locked = || {
         rustix::fs::flock(
             file.as_fd(),
@@ -206,7 +246,9 @@ async fn take_lock(path: &Path) -> Result<Result<std::fs::File, String>, Error> 
         .await
         .is_none()
     {
-        let pid = std::fs::read_to_string(path).unwrap_or_default();
+        // Read through the handle, not the path, which may name another file by now.
+        let mut pid = String::new();
+        let _ = std::io::Read::read_to_string(&mut &file, &mut pid);
         let holder = match pid.trim().parse::<u32>() {
             Ok(pid) => format!("pid {pid}"),
             Err(_) => "a process whose pid the lock does not record".to_string(),
@@ -916,6 +958,13 @@ async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
             )
         }
     };
+    // A pane that would leave the daemon too few descriptors is refused here, before anything
+    // is started, saying how many fit: not half-way with "Too many open files".
+    let running = (daemon.registry.all().len() + daemon.registry.all_unadopted().len()) as u64;
+    if let Err(message) = crate::descriptors::check_room_for_a_pane(&spec.session, running) {
+        tracing::warn!("{message}");
+        return reply::error(id, ErrorCode::Unavailable, message);
+    }
     // A pane host the daemon does not know of (its record lost) may still serve the name's
     // socket. Nothing of this spawn may touch its files (the charter is written below), and
     // its socket is never taken over.

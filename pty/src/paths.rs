@@ -178,6 +178,81 @@ fn check_private_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Creates the state directory `dir` (0700, with missing parents) if it is missing and opens
+/// it without following a symbolic link at its last component; refuses it when that is a link,
+/// not a directory, or not owned by us. The daemon takes its lock through the handle, so no
+/// file of it is ever written through a link.
+///
+/// `BELFRY_STATE` pointing at a link would otherwise have the daemon create, lock and write its
+/// pid through it, wherever it leads; the DING workers under it refuse the link (they never
+/// follow one in the state directory), so the daemon would run with no mail delivered. Like
+/// them, an existing state directory keeps its mode: it is the user's. The directories above
+/// the last component are the user's choice of where the state lives and are resolved as usual.
+pub fn open_state_dir(dir: &Path) -> Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let unsafe_dir = |reason: String| Error::UnsafeDir {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(unsafe_dir(
+                "it is a symbolic link, and belfry never follows a link for its state \
+                 directory; point BELFRY_STATE at the directory itself"
+                    .into(),
+            ))
+        }
+        Ok(_) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|source| Error::Path {
+                    what: "cannot create state directory",
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+        }
+        Err(source) => {
+            return Err(Error::Path {
+                what: "cannot stat state directory",
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    }
+    // O_NOFOLLOW closes the race with a link swapped in after the check above: the open itself
+    // refuses a link (ELOOP).
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| match errno {
+        rustix::io::Errno::LOOP => unsafe_dir("it is a symbolic link".into()),
+        rustix::io::Errno::NOTDIR => unsafe_dir("it is not a directory".into()),
+        errno => Error::Path {
+            what: "cannot open state directory",
+            path: dir.to_path_buf(),
+            source: errno.into(),
+        },
+    })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|errno| Error::Path {
+        what: "cannot stat state directory",
+        path: dir.to_path_buf(),
+        source: errno.into(),
+    })?;
+    let uid = rustix::process::getuid().as_raw();
+    if stat.st_uid != uid {
+        return Err(unsafe_dir(format!(
+            "it is owned by uid {}, not by uid {uid}; choose another directory (BELFRY_STATE)",
+            stat.st_uid
+        )));
+    }
+    Ok(fd)
+}
+
 /// The runtime directory, created 0700 if absent and refused if it exists but is not ours or
 /// not 0700 (see [`ensure_private_dir`]). Every client checks it before it connects to a socket
 /// inside it.

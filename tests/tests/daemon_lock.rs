@@ -167,3 +167,37 @@ fn five_posts_give_exactly_five_notices_when_a_second_daemon_is_started() {
     let (code, stderr) = ended.expect("the second daemon kept running beside the first");
     assert_eq!(code, Some(2), "{stderr}");
 }
+
+/// Issue 39: with `BELFRY_STATE` a symbolic link, `belfry server` started and wrote its lock
+/// (and pid) through it. It now refuses to start, naming the path, before anything is bound
+/// or written: the link's target stays empty and no socket appears.
+#[test]
+fn a_daemon_whose_state_directory_is_a_symbolic_link_refuses_to_start_and_writes_nothing_through_it(
+) {
+    use std::os::unix::fs::{symlink, DirBuilderExt};
+    let env = Env::new();
+    let target = env.path("elsewhere");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&target)
+        .unwrap();
+    symlink(&target, env.state()).unwrap();
+    let mut daemon = SecondDaemon::start(&env);
+    let (code, stderr) = daemon
+        .ended_within(Duration::from_secs(10))
+        .expect("the daemon started over a state directory that is a symbolic link");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "directory {} is not safe to use: it is a symbolic link",
+            env.state().display()
+        )),
+        "{stderr}"
+    );
+    let written: Vec<_> = std::fs::read_dir(&target).unwrap().collect();
+    assert!(written.is_empty(), "written through the link: {written:?}");
+    assert!(
+        !env.path("second.sock").exists(),
+        "the daemon bound its socket"
+    );
+}

@@ -199,3 +199,163 @@ fn daemon_connections_over_the_cap_get_a_clear_busy_refusal() {
     env.start_daemon();
     connections_over_the_cap_are_refused(&env.socket());
 }
+
+/// Starts this environment's daemon under `prlimit --nofile=LIMITS` (`soft:hard`), in the
+/// background as the CLI starts one, and returns its pid once it answers.
+fn start_daemon_under_limits(env: &Env, limits: &str) -> u32 {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("prlimit --nofile=\"$1\" \"$0\" server </dev/null >/dev/null 2>&1 &")
+        .arg(belfry_tests::belfry_bin())
+        .arg(limits)
+        .env_remove("BELFRY_SOCKET")
+        .env_remove("BELFRY_SESSION");
+    for (key, value) in env.vars() {
+        cmd.env(key, value);
+    }
+    assert!(cmd.status().unwrap().success());
+    // Only once its socket answers: asked earlier, the test's client would start a daemon of
+    // its own, without the limits.
+    assert!(
+        eventually(Duration::from_secs(15), || hello(&env.socket()).is_some()),
+        "the daemon under prlimit --nofile={limits} does not answer"
+    );
+    env.daemon_pid()
+}
+
+/// The hard RLIMIT_NOFILE of `pid`.
+fn hard_nofile(pid: u32) -> String {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("read limits");
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("open files limit");
+    line.split_whitespace().nth(4).unwrap().to_owned()
+}
+
+/// Issue 39: the daemon stopped at 144 panes under the common soft limit of 1024 (about 7
+/// descriptors a pane), the 145th spawn failing half-way with "Too many open files". Under a
+/// hard limit of 1024 too, which it cannot raise, the daemon says at start how many panes
+/// fit, starts that many, and refuses the next one before starting anything, naming the
+/// limit, the cost of a pane and how many fit; it still serves, and a pane stopped makes room
+/// for another.
+#[test]
+fn a_daemon_that_cannot_raise_its_descriptor_limit_refuses_the_pane_that_would_not_fit_saying_how_many_fit(
+) {
+    let env = Env::new();
+    let pid = start_daemon_under_limits(&env, "1024:1024");
+    assert_eq!(soft_nofile(pid), 1024);
+    let mut started = 0;
+    let refusal = loop {
+        assert!(started < 400, "no refusal after {started} panes");
+        let name = format!("p{started}");
+        let out = env
+            .cmd(&["new", &name, "--size", "5x20", "--", "sleep", "600"])
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            assert_eq!(out.status.code(), Some(2), "{out:?}");
+            break String::from_utf8_lossy(&out.stderr).into_owned();
+        }
+        started += 1;
+    };
+    eprintln!("{started} panes started; refusal: {refusal}");
+    assert!(!refusal.contains("Too many open files"), "{refusal}");
+    assert!(
+        refusal.contains(&format!(
+            "cannot start pane \"p{started}\": too few descriptors"
+        )) && refusal.contains("RLIMIT_NOFILE soft 1024, hard 1024")
+            && refusal.contains("a pane takes about 6")
+            && refusal.contains(&format!("so {started} panes fit and {started} run"))
+            && refusal.contains("raise the hard limit"),
+        "{refusal}"
+    );
+    // What the log said at start is what came true, and a pane costs no more than 6.
+    let log = log_file(&env, "daemon.log");
+    let text = String::from_utf8_lossy(&belfry_tests::read_or_empty(&log)).into_owned();
+    let said: usize = text
+        .split(" panes fit")
+        .next()
+        .and_then(|before| before.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the log does not say how many panes fit:\n{text}"));
+    assert!(
+        said.abs_diff(started) <= 2,
+        "said {said}, started {started}"
+    );
+    assert!(
+        started >= 150,
+        "only {started} panes under 1024 descriptors"
+    );
+    // Nothing of the refused pane was started, and the daemon still serves.
+    let listed: Vec<Value> = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
+    assert_eq!(listed.len(), started);
+    assert!(!env.pane_socket(&format!("p{started}")).exists());
+    env.ok(&["kill", "p0"]);
+    assert!(
+        eventually(Duration::from_secs(10), || env
+            .cmd(&["new", "again", "--", "sleep", "600"])
+            .output()
+            .is_ok_and(|out| out.status.success())),
+        "a pane stopped made no room for another"
+    );
+    env.shutdown();
+}
+
+/// Issue 39: under a soft limit of 1024 and a higher hard one, the daemon raises its soft
+/// limit to the hard one at start (and says so in its log), while its pane hosts and their
+/// programs get the soft limit the daemon was started with.
+#[test]
+fn a_daemon_raises_its_soft_descriptor_limit_to_the_hard_one_and_its_panes_keep_the_original() {
+    let env = Env::new();
+    let pid = start_daemon_under_limits(&env, "1024:4096");
+    assert_eq!(soft_nofile(pid), 4096);
+    assert_eq!(hard_nofile(pid), "4096");
+    let text = String::from_utf8_lossy(&belfry_tests::read_or_empty(&log_file(&env, "daemon.log")))
+        .into_owned();
+    assert!(
+        text.contains("soft raised from 1024 to 4096, hard 4096") && text.contains("panes fit"),
+        "{text}"
+    );
+    let info = env.spawn("w", "5x20", &["sleep", "600"], None);
+    let host = info["pid"].as_u64().unwrap() as u32;
+    let program = info["child_pid"].as_u64().unwrap() as u32;
+    assert_eq!(soft_nofile(host), 1024, "the pane host's soft limit");
+    assert_eq!(soft_nofile(program), 1024, "the program's soft limit");
+    assert_eq!(hard_nofile(program), "4096");
+    env.shutdown();
+}
+
+/// Issue 39: a pane cost the daemon 7 descriptors, one of them a handle on its inbox's `tmp/`
+/// that only a post uses. Ten panes now cost it 60 at most.
+#[test]
+fn a_pane_costs_the_daemon_at_most_six_descriptors() {
+    let env = Env::new();
+    env.spawn("first", "5x20", &["sleep", "600"], None);
+    let pid = env.daemon_pid();
+    let inbox_handles = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .filter(|target| target.ends_with("new"))
+            .count()
+    };
+    assert!(eventually(Duration::from_secs(10), || inbox_handles() == 1));
+    let before = open_fds(pid);
+    for n in 0..10 {
+        env.spawn(&format!("p{n}"), "5x20", &["sleep", "600"], None);
+    }
+    // Once every DING worker has opened its inbox.
+    assert!(
+        eventually(Duration::from_secs(10), || inbox_handles() == 11),
+        "the workers did not open their inboxes"
+    );
+    let after = open_fds(pid);
+    eprintln!("{before} -> {after} descriptors for 10 panes");
+    assert!(
+        after - before <= 60,
+        "10 panes cost the daemon {} descriptors",
+        after - before
+    );
+    env.shutdown();
+}

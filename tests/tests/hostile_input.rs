@@ -176,3 +176,113 @@ fn a_wide_character_in_a_one_column_pane_leaves_its_screen_model_working() {
     env.ok(&["resize", "wide", "4x10"]);
     env.wait_screen("wide", "AFTER");
 }
+
+/// Issue 39: `belfry inbox read` printed a message body raw, so a sender's title, SGR colours
+/// and OSC 52 clipboard write reached the reader's terminal. On a real terminal (a pty pair)
+/// every escape of the body is shown as text, its lines and tabs kept; piped, the same; with
+/// `--raw` the bytes are as written.
+#[test]
+fn inbox_read_shows_a_messages_escape_sequences_as_text_on_a_terminal() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let env = Env::new();
+    let body = "line one\n\tindented\n\u{1b}]0;pwned\u{7}\u{1b}[31mred\u{1b}[0m\n\
+                \u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{9b}2J\rhidden\u{202e}gpj.exe\n";
+    let post = |subject: &str| {
+        let mut child = env
+            .cmd(&[
+                "inbox",
+                "post",
+                "agent",
+                "--from",
+                "\u{1b}]0;from\u{7}sender",
+                "--subject",
+                subject,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    let read_on_a_terminal = |extra: &[&str]| -> Vec<u8> {
+        let (mut master, mut slave) = (-1, -1);
+        // SAFETY: openpty writes the two descriptors it opens; no name, termios or size.
+        let opened = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(opened, 0, "openpty");
+        // SAFETY: both were just opened by openpty and are owned here alone.
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let mut args = vec!["inbox", "read", "--session", "agent"];
+        args.extend_from_slice(extra);
+        let out = env
+            .cmd(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(slave))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        // The child has ended and our copy of the slave is gone: the master reads what it
+        // printed, then EIO.
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: `master` is open and `buf` is writable for its length.
+            let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n as usize]);
+        }
+        got
+    };
+    let escaped_lines = [
+        "line one",
+        "\tindented",
+        "\\u{1b}]0;pwned\\u{7}\\u{1b}[31mred\\u{1b}[0m",
+        "\\u{1b}]52;c;cm0gLXJmIH4=\\u{7}\\u{9b}2J\\u{d}hidden\\u{202e}gpj.exe",
+    ];
+    let check_escaped = |out: &str| {
+        for c in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+            assert!(!out.contains(c), "{c:?} reached the reader: {out:?}");
+        }
+        // The terminal's own line discipline turns each newline into CR LF.
+        let body: Vec<&str> = out
+            .lines()
+            .map(|line| line.trim_end_matches('\r'))
+            .skip_while(|line| !line.is_empty())
+            .skip(1)
+            .collect();
+        assert_eq!(body, escaped_lines, "{out:?}");
+        assert!(out.contains("From: ") && out.contains("sender"), "{out:?}");
+    };
+
+    post("\u{1b}[2Jsubject");
+    let out = String::from_utf8(read_on_a_terminal(&[])).unwrap();
+    check_escaped(&out);
+
+    post("piped");
+    let out = env.ok(&["inbox", "read", "--session", "agent"]);
+    check_escaped(&out);
+
+    post("raw");
+    let out = read_on_a_terminal(&["--raw"]);
+    let out = String::from_utf8(out).unwrap();
+    for sequence in ["\u{1b}]52;c;cm0gLXJmIH4=\u{7}", "\u{1b}[31mred", "\u{9b}2J"] {
+        assert!(out.contains(sequence), "--raw lost {sequence:?}: {out:?}");
+    }
+}

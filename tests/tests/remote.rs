@@ -628,3 +628,73 @@ fn proxy_bridges_stdin_to_the_daemon_and_a_pane_host_unchanged() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue 39: shell metacharacters in a host's box part reached ssh. Every spelling of a host
+/// (`--host`, a `HOST:NAME` address, a `host` in `belfry.kdl`) is checked against
+/// `[user@]box[:port]` first: ssh (here a stand-in that records its argv) never runs, the
+/// shell never runs what the host holds, and the error names the host.
+#[test]
+fn a_host_with_shell_metacharacters_is_refused_before_ssh_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let near = Env::new();
+    let ran = near.path("ssh-ran");
+    let planted = near.path("planted");
+    let ssh = near.path("fake-ssh");
+    std::fs::write(
+        &ssh,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\nexit 255\n", ran.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ssh = ssh.display().to_string();
+    // No spaces in most of them: the check before this one refused spaces already.
+    let touch = format!("touch${{IFS}}{}", planted.display());
+    let hosts = [
+        format!("a;{touch}"),
+        format!("-oProxyCommand={touch}"),
+        format!("me@$({touch})"),
+        format!("`{touch}`"),
+        format!("box|{touch}"),
+        "box&&id".to_owned(),
+        "'box'".to_owned(),
+        "box other".to_owned(),
+        "box\nother".to_owned(),
+        "box:+22".to_owned(),
+    ];
+    for host in &hosts {
+        let address = format!("{host}:worker");
+        let host_flag = format!("--host={host}");
+        for args in [
+            vec!["--ssh-command", &ssh, &host_flag, "ls"],
+            vec!["--ssh-command", &ssh, "peek", "--", &address],
+        ] {
+            let out = near.cmd(&args).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("host {host:?} is not [user@]box[:port]")),
+                "{args:?}: {stderr}"
+            );
+        }
+        let file = near.path("belfry.kdl");
+        let kdl = format!(
+            "agent \"w\" {{\n    command \"true\"\n    host {}\n}}\n",
+            serde_json::to_string(host).unwrap()
+        );
+        std::fs::write(&file, kdl).unwrap();
+        let file = file.display().to_string();
+        let out = near
+            .cmd(&["--ssh-command", &ssh, "up", &file, "--dry-run"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains(&format!("{file}:3:")), "{host:?}: {stderr}");
+    }
+    assert!(
+        !ran.exists(),
+        "ssh ran: {}",
+        String::from_utf8_lossy(&read_or_empty(&ran))
+    );
+    assert!(!planted.exists(), "a host's shell command ran");
+}

@@ -193,3 +193,29 @@ fn up_stops_the_panes_it_launched_when_the_daemon_refuses_a_later_one() {
     assert!(stderr.contains("stopped first"), "{stderr}");
     assert!(panes(&env).is_empty(), "{stderr}");
 }
+
+/// Issue 39: `up --dry-run` accepted `adapter "../../x"`, which real `up` refused only at
+/// spawn, without the place in the file. Both now refuse it when the file is read, naming
+/// `file:line:col` of the name, and nothing is launched (no daemon is even started).
+#[test]
+fn an_adapter_name_that_is_a_path_is_refused_at_its_place_by_up_and_dry_run() {
+    let env = Env::new();
+    for bad in ["../../x", "a/b", ".."] {
+        let file = write(
+            &env,
+            &format!(
+                "agent \"ok\" {{\n  command \"sleep\" \"600\"\n}}\nagent \"a\" {{\n  command \"sleep\" \"600\"\n  adapter \"{bad}\"\n}}\n"
+            ),
+        );
+        for args in [vec!["up", &file, "--dry-run"], vec!["up", &file]] {
+            let out = env.run(&args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{file}:6:11: adapter name {bad:?} is invalid")),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+    assert!(!env.socket().exists(), "a daemon was started");
+}

@@ -51,6 +51,15 @@ pub enum Problem {
         /// The rejected name.
         name: String,
     },
+    /// An `adapter` that is not a name of the adapters directory.
+    #[error(
+        "adapter name {name:?} is invalid: an adapter is a directory of the adapters \
+         directory, named with 1 to 64 characters of [A-Za-z0-9._-], and not \".\" or \"..\""
+    )]
+    InvalidAdapterName {
+        /// The rejected name.
+        name: String,
+    },
     /// A `host` that is neither an alias nor `[user@]box[:port]`.
     #[error("{reason}: give a `hosts` alias of the user config, or [user@]box[:port]")]
     InvalidHost {

@@ -250,9 +250,18 @@ impl<'a> Lowering<'a> {
                 }
                 "charter" => agent.charter = Some(self.path(child, "charter", CHARTER_EXAMPLE)?),
                 "adapter" => {
-                    let (adapter, _) =
+                    let (adapter, entry) =
                         self.single_string(child, "adapter", ADAPTER_NAME_EXAMPLE)?;
                     self.no_block(child, "adapter", ADAPTER_NAME_EXAMPLE)?;
+                    // The name becomes a directory under the adapters directory, so it is
+                    // checked here, where the file's place can be named, and not first at
+                    // spawn (after other agents were launched) or never (`--dry-run`).
+                    if belfry_proto::SessionName::parse(&adapter).is_err() {
+                        return Err(self.invalid(
+                            entry.span().offset(),
+                            Problem::InvalidAdapterName { name: adapter },
+                        ));
+                    }
                     agent.adapter = Some(adapter);
                 }
                 "host" => {
