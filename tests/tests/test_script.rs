@@ -18,6 +18,12 @@ fn scripts_test_runs_every_binary_and_counts_tests_that_did_not_run() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/test");
     std::fs::create_dir_all(root.join("scripts")).expect("mkdir");
     std::fs::copy(&script, root.join("scripts/test")).expect("copy scripts/test");
+    // scripts/test first checks the tools the suite needs with scripts/test-deps.
+    std::fs::copy(
+        script.with_file_name("test-deps"),
+        root.join("scripts/test-deps"),
+    )
+    .expect("copy scripts/test-deps");
     write(
         root,
         "Cargo.toml",
