@@ -405,16 +405,10 @@ impl<'a> Merge<'a> {
         let Some(index) = members.iter().position(|(name, _)| name == key) else {
             return Ok(());
         };
-        // A member's span starts at its key: the key is the last string before the value.
+        // A member's span starts at its key, where the parser says the member starts.
         let spans: Vec<(usize, usize)> = members
             .iter()
-            .map(|(name, value)| {
-                let quoted = serde_json::to_string(name).unwrap_or_default();
-                let key_start = self.text[..value.start]
-                    .rfind(&quoted)
-                    .unwrap_or(value.start);
-                (key_start, value.end)
-            })
+            .map(|(_, value)| (value.member_start, value.end))
             .collect();
         self.remove_span(path, object.start, object.end, &spans, index);
         Ok(())

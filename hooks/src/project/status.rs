@@ -434,12 +434,15 @@ fn project_flag_set(
 
 /// Whether a harness that reads JSON as `dialect` can read `text`.
 fn readable_as(text: &str, dialect: JsonDialect) -> Result<(), String> {
-    let prepared = match dialect {
-        JsonDialect::Strict => text.to_string(),
-        JsonDialect::Comments => jsonc::strip_comments_only(text),
-        JsonDialect::Jsonc => jsonc::strip_comments(text),
-    };
-    serde_json::from_str::<serde_json::Value>(&prepared)
-        .map(|_| ())
-        .map_err(|err| err.to_string())
+    match dialect {
+        JsonDialect::Strict => serde_json::from_str::<serde_json::Value>(text)
+            .map(|_| ())
+            .map_err(|err| err.to_string()),
+        JsonDialect::Comments => jsonc::parse_value(text, jsonc::Leniency::CommentsOnly)
+            .map(|_| ())
+            .map_err(|err| err.to_string()),
+        JsonDialect::Jsonc => jsonc::parse_value(text, jsonc::Leniency::CommentsAndTrailingCommas)
+            .map(|_| ())
+            .map_err(|err| err.to_string()),
+    }
 }
