@@ -51,7 +51,15 @@ pub struct PlacedGroup {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MergeError {
     Syntax(jsonc::SyntaxError),
-    NotAnObject { what: String },
+    NotAnObject {
+        what: String,
+    },
+    /// A key on the way to the managed groups is written more than once. A JSON reader keeps
+    /// only the last one, so an edit of the first would be one the harness never sees.
+    DuplicateKey {
+        path: String,
+        count: usize,
+    },
 }
 
 impl std::fmt::Display for MergeError {
@@ -59,6 +67,11 @@ impl std::fmt::Display for MergeError {
         match self {
             MergeError::Syntax(err) => write!(f, "{err} (not valid JSON with comments)"),
             MergeError::NotAnObject { what } => write!(f, "{what} is not a JSON object"),
+            MergeError::DuplicateKey { path, count } => write!(
+                f,
+                "the key `{path}` is written {count} times; a JSON reader keeps only the last, \
+                 so belfry edits none of them: merge them into one"
+            ),
         }
     }
 }
@@ -83,6 +96,41 @@ pub fn is_managed_group(group: &Value, target: &str, command_field: &str) -> boo
                         .is_some_and(|command| is_managed_command(command, target))
                 })
         })
+}
+
+/// Whether belfry can read and edit the managed groups of `text`: it parses, it is an object,
+/// and neither `hooks_key` nor an event under it is written twice.
+pub fn check(text: &str, hooks_key: &str) -> Result<(), MergeError> {
+    checked_root(text, hooks_key).map(|_| ())
+}
+
+fn checked_root(text: &str, hooks_key: &str) -> Result<Node, MergeError> {
+    let root = jsonc::parse(text).map_err(MergeError::Syntax)?;
+    if !root.is_object() {
+        return Err(MergeError::NotAnObject {
+            what: "the file".to_string(),
+        });
+    }
+    let count = root.member_count(hooks_key);
+    if count > 1 {
+        return Err(MergeError::DuplicateKey {
+            path: hooks_key.to_string(),
+            count,
+        });
+    }
+    if let Some(jsonc::Kind::Object(events)) = root.member(hooks_key).map(|hooks| &hooks.kind) {
+        // Events are few; a quadratic count over them is a handful of comparisons.
+        for (event, _) in events {
+            let count = events.iter().filter(|(name, _)| name == event).count();
+            if count > 1 {
+                return Err(MergeError::DuplicateKey {
+                    path: format!("{hooks_key}.{event}"),
+                    count,
+                });
+            }
+        }
+    }
+    Ok(root)
 }
 
 /// The editing context: one settings file's text.
@@ -124,13 +172,7 @@ impl<'a> Merge<'a> {
     }
 
     fn root(&self) -> Result<Node, MergeError> {
-        let root = jsonc::parse(&self.text).map_err(MergeError::Syntax)?;
-        if !root.is_object() {
-            return Err(MergeError::NotAnObject {
-                what: "the file".to_string(),
-            });
-        }
-        Ok(root)
+        checked_root(&self.text, self.hooks_key)
     }
 
     /// The node at a member path.
@@ -523,6 +565,44 @@ mod tests {
         assert!(
             user_after.starts_with("{\"hooks\": {\"Ev\": [{\"hooks\": [{\"command\": \"mine\"}]},")
         );
+    }
+
+    /// Issue 39: a JSON reader keeps the last of two equal keys, so belfry's groups edited
+    /// into the first `hooks` (or the first of two equal events) would never run while
+    /// status said installed. Such a file is refused, naming the key, and left as it is.
+    #[test]
+    fn a_duplicate_hooks_key_or_event_is_refused_and_the_file_left_alone() {
+        for (text, key) in [
+            (
+                "{\"hooks\": {}, \"a\": 1, \"hooks\": {\"Ev\": []}}",
+                "hooks",
+            ),
+            ("{\"hooks\": {\"Ev\": [], \"Ev\": []}}", "hooks.Ev"),
+        ] {
+            let mut merge = Merge::new(
+                Some(text),
+                "hooks",
+                "t",
+                "command",
+                None,
+                Created::default(),
+            );
+            let err = merge
+                .set_groups(&[group(COMMAND)])
+                .err()
+                .map(|e| e.to_string());
+            assert_eq!(
+                err,
+                Some(format!(
+                    "the key `{key}` is written 2 times; a JSON reader keeps only the last, so \
+                     belfry edits none of them: merge them into one"
+                ))
+            );
+            assert_eq!(merge.text, text);
+            assert!(check(text, "hooks").is_err());
+        }
+        // Equal keys elsewhere are the user's business.
+        assert!(check("{\"a\": 1, \"a\": 2, \"hooks\": {}}", "hooks").is_ok());
     }
 
     mod roundtrip {
