@@ -101,12 +101,26 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
 /// The value of `text` as a reader with `leniency` sees it, or why it cannot read it.
 pub fn parse_value(text: &str, leniency: Leniency) -> Result<Value, SyntaxError> {
     let tree = syntax_tree(text, leniency)?;
-    let mut problem = None;
-    // The spans are built only to check every number once; they cost one more pass.
-    let _ = node(&tree, None, text, &mut problem);
-    match problem {
-        Some(problem) => Err(problem),
+    match out_of_range(&tree) {
+        Some(at) => Err(error_at(text, at, "a number out of range")),
         None => Ok(Value::from(tree)),
+    }
+}
+
+/// Where the first number `serde_json` cannot hold is, if any: one walk, nothing built.
+fn out_of_range(value: &ast::Value<'_>) -> Option<usize> {
+    match value {
+        ast::Value::Object(object) => object
+            .properties
+            .iter()
+            .find_map(|property| out_of_range(&property.value)),
+        ast::Value::Array(array) => array.elements.iter().find_map(out_of_range),
+        ast::Value::NumberLit(number) => number
+            .value
+            .parse::<serde_json::Number>()
+            .is_err()
+            .then_some(number.range.start),
+        _ => None,
     }
 }
 
