@@ -141,6 +141,10 @@ pub struct Merge<'a> {
     pub command_field: &'a str,
     pub async_field: Option<&'a str>,
     pub created: Created,
+    /// The last text read and its tree: one edit asks for the tree several times, and a
+    /// large file (hundreds of kilobytes of permissions) is read once per change, not once
+    /// per question. Keyed by the text itself, so a change made through `text` is seen.
+    parsed: std::cell::RefCell<Option<(String, std::rc::Rc<Node>)>>,
 }
 
 impl<'a> Merge<'a> {
@@ -168,23 +172,32 @@ impl<'a> Merge<'a> {
             command_field,
             async_field,
             created,
+            parsed: std::cell::RefCell::new(None),
         }
     }
 
-    fn root(&self) -> Result<Node, MergeError> {
-        checked_root(&self.text, self.hooks_key)
+    fn root(&self) -> Result<std::rc::Rc<Node>, MergeError> {
+        if let Some((text, root)) = self.parsed.borrow().as_ref() {
+            if *text == self.text {
+                return Ok(root.clone());
+            }
+        }
+        let root = std::rc::Rc::new(checked_root(&self.text, self.hooks_key)?);
+        *self.parsed.borrow_mut() = Some((self.text.clone(), root.clone()));
+        Ok(root)
     }
 
     /// The node at a member path.
     fn node_at(&self, path: &[String]) -> Result<Option<Node>, MergeError> {
-        let mut node = self.root()?;
+        let root = self.root()?;
+        let mut node: &Node = &root;
         for key in path {
             match node.member(key) {
-                Some(child) => node = child.clone(),
+                Some(child) => node = child,
                 None => return Ok(None),
             }
         }
-        Ok(Some(node))
+        Ok(Some(node.clone()))
     }
 
     /// The managed groups found now, per native event, with their index and digest.
