@@ -330,6 +330,17 @@ impl<'a> Merge<'a> {
         "  ".to_string()
     }
 
+    /// The line ending of the lines an edit adds: CRLF when every line of the file ends so
+    /// (a file written on Windows keeps its line endings), LF otherwise.
+    fn newline(&self) -> &'static str {
+        let lines = self.text.matches('\n').count();
+        if lines > 0 && self.text.matches("\r\n").count() == lines {
+            "\r\n"
+        } else {
+            "\n"
+        }
+    }
+
     /// The leading whitespace of the line where `offset` is.
     fn line_indent(&self, offset: usize) -> String {
         let line_start = self.text[..offset].rfind('\n').map_or(0, |i| i + 1);
@@ -345,7 +356,7 @@ impl<'a> Merge<'a> {
         let mut out = String::new();
         for (number, line) in pretty.lines().enumerate() {
             if number > 0 {
-                out.push('\n');
+                out.push_str(self.newline());
                 out.push_str(indent);
             }
             let spaces = line.len() - line.trim_start().len();
@@ -386,7 +397,8 @@ impl<'a> Merge<'a> {
         match members.last() {
             Some((_, last)) => {
                 let at = last.end;
-                self.splice(at, at, &format!(",\n{inner}{member}"));
+                let nl = self.newline();
+                self.splice(at, at, &format!(",{nl}{inner}{member}"));
             }
             None => {
                 let interior = self.text[object.start + 1..object.end - 1].to_string();
@@ -394,7 +406,7 @@ impl<'a> Merge<'a> {
                 self.splice(
                     object.start + 1,
                     object.end - 1,
-                    &format!("\n{inner}{member}\n{outer}"),
+                    &format!("{nl}{inner}{member}{nl}{outer}", nl = self.newline()),
                 );
             }
         }
@@ -412,7 +424,8 @@ impl<'a> Merge<'a> {
         match array.elements().last() {
             Some(last) => {
                 let at = last.end;
-                self.splice(at, at, &format!(",\n{inner}{rendered}"));
+                let nl = self.newline();
+                self.splice(at, at, &format!(",{nl}{inner}{rendered}"));
             }
             None => {
                 let interior = self.text[array.start + 1..array.end - 1].to_string();
@@ -420,7 +433,7 @@ impl<'a> Merge<'a> {
                 self.splice(
                     array.start + 1,
                     array.end - 1,
-                    &format!("\n{inner}{rendered}\n{outer}"),
+                    &format!("{nl}{inner}{rendered}{nl}{outer}", nl = self.newline()),
                 );
             }
         }
@@ -616,6 +629,39 @@ mod tests {
         }
         // Equal keys elsewhere are the user's business.
         assert!(check("{\"a\": 1, \"a\": 2, \"hooks\": {}}", "hooks").is_ok());
+    }
+
+    /// Issue 39: every edit keeps the file's line endings. The lines apply adds to a file
+    /// whose lines end in CRLF end in CRLF, and uninstall gives back every byte.
+    #[test]
+    fn a_crlf_settings_file_keeps_crlf_on_every_line_apply_adds() {
+        for original in [
+            "{\r\n  \"a\": 1\r\n}\r\n",
+            "// c\r\n{\r\n  \"hooks\": {\r\n    \"Ev\": [\r\n      {\"hooks\": [{\"command\": \"mine\"}]}\r\n    ]\r\n  }\r\n}\r\n",
+            "{\r\n  \"hooks\": {}\r\n}\r\n",
+        ] {
+            let mut merge = Merge::new(
+                Some(original),
+                "hooks",
+                "t",
+                "command",
+                None,
+                Created::default(),
+            );
+            merge
+                .set_groups(&[group(COMMAND)])
+                .unwrap_or_else(|err| panic!("{err}"));
+            let applied = merge.text.clone();
+            assert_eq!(
+                applied.matches('\n').count(),
+                applied.matches("\r\n").count(),
+                "a bare LF in {applied:?}"
+            );
+            assert_eq!(merge.placed().map(|p| p.len()).ok(), Some(1));
+            let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, merge.created.clone());
+            undo.set_groups(&[]).unwrap_or_else(|err| panic!("{err}"));
+            assert_eq!(undo.text, original, "applied:\n{applied:?}");
+        }
     }
 
     mod roundtrip {
