@@ -1058,9 +1058,9 @@ fn a_settings_file_that_no_longer_parses_is_reported_drifted() {
     );
     tree.write(".gemini/settings.json", &broken);
     let status = tree.expect(&["status"], 2);
-    assert!(status.contains("gemini: drifted: [PROJECT]/.gemini/settings.json:3:19: expected a key in quotes or `}`: the file no longer parses"), "{status}");
+    assert!(status.contains("gemini: drifted: [PROJECT]/.gemini/settings.json:3:19: Unexpected token in object: the file no longer parses"), "{status}");
     let out = tree.expect(&["apply"], 2);
-    assert!(out.contains("gemini: FAILED: [PROJECT]/.gemini/settings.json: 3:19: expected a key in quotes or `}` (not valid JSON with comments)"), "{out}");
+    assert!(out.contains("gemini: FAILED: [PROJECT]/.gemini/settings.json: 3:19: Unexpected token in object (not valid JSON with comments)"), "{out}");
 }
 
 /// The plan is keyed by the harness version found on this machine (`<harness> --version`):

@@ -53,7 +53,15 @@ pub struct PlacedGroup {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MergeError {
     Syntax(jsonc::SyntaxError),
-    NotAnObject { what: String },
+    NotAnObject {
+        what: String,
+    },
+    /// A key on the way to the managed groups is written more than once. A JSON reader keeps
+    /// only the last one, so an edit of the first would be one the harness never sees.
+    DuplicateKey {
+        path: String,
+        count: usize,
+    },
 }
 
 impl std::fmt::Display for MergeError {
@@ -61,6 +69,11 @@ impl std::fmt::Display for MergeError {
         match self {
             MergeError::Syntax(err) => write!(f, "{err} (not valid JSON with comments)"),
             MergeError::NotAnObject { what } => write!(f, "{what} is not a JSON object"),
+            MergeError::DuplicateKey { path, count } => write!(
+                f,
+                "the key `{path}` is written {count} times; a JSON reader keeps only the last, \
+                 so belfry edits none of them: merge them into one"
+            ),
         }
     }
 }
@@ -119,6 +132,41 @@ pub enum Located {
     Changed(PlacedGroup),
 }
 
+/// Whether belfry can read and edit the managed groups of `text`: it parses, it is an object,
+/// and neither `hooks_key` nor an event under it is written twice.
+pub fn check(text: &str, hooks_key: &str) -> Result<(), MergeError> {
+    checked_root(text, hooks_key).map(|_| ())
+}
+
+fn checked_root(text: &str, hooks_key: &str) -> Result<Node, MergeError> {
+    let root = jsonc::parse(text).map_err(MergeError::Syntax)?;
+    if !root.is_object() {
+        return Err(MergeError::NotAnObject {
+            what: "the file".to_string(),
+        });
+    }
+    let count = root.member_count(hooks_key);
+    if count > 1 {
+        return Err(MergeError::DuplicateKey {
+            path: hooks_key.to_string(),
+            count,
+        });
+    }
+    if let Some(jsonc::Kind::Object(events)) = root.member(hooks_key).map(|hooks| &hooks.kind) {
+        // Events are few; a quadratic count over them is a handful of comparisons.
+        for (event, _) in events {
+            let count = events.iter().filter(|(name, _)| name == event).count();
+            if count > 1 {
+                return Err(MergeError::DuplicateKey {
+                    path: format!("{hooks_key}.{event}"),
+                    count,
+                });
+            }
+        }
+    }
+    Ok(root)
+}
+
 /// The editing context: one settings file's text.
 pub struct Merge<'a> {
     pub text: String,
@@ -132,6 +180,10 @@ pub struct Merge<'a> {
     pub owned: Vec<PlacedGroup>,
     /// What this scope renders, per native event and wait mode.
     pub shapes: Vec<GroupShape>,
+    /// The last text read and its tree: one edit asks for the tree several times, and a
+    /// large file (hundreds of kilobytes of permissions) is read once per change, not once
+    /// per question. Keyed by the text itself, so a change made through `text` is seen.
+    parsed: std::cell::RefCell<Option<(String, std::rc::Rc<Node>)>>,
 }
 
 impl<'a> Merge<'a> {
@@ -161,6 +213,7 @@ impl<'a> Merge<'a> {
             created,
             owned: Vec::new(),
             shapes: Vec::new(),
+            parsed: std::cell::RefCell::new(None),
         }
     }
 
@@ -235,26 +288,28 @@ impl<'a> Merge<'a> {
             .then(|| Located::Changed(placed(group.index, &value)))
     }
 
-    fn root(&self) -> Result<Node, MergeError> {
-        let root = jsonc::parse(&self.text).map_err(MergeError::Syntax)?;
-        if !root.is_object() {
-            return Err(MergeError::NotAnObject {
-                what: "the file".to_string(),
-            });
+    fn root(&self) -> Result<std::rc::Rc<Node>, MergeError> {
+        if let Some((text, root)) = self.parsed.borrow().as_ref() {
+            if *text == self.text {
+                return Ok(root.clone());
+            }
         }
+        let root = std::rc::Rc::new(checked_root(&self.text, self.hooks_key)?);
+        *self.parsed.borrow_mut() = Some((self.text.clone(), root.clone()));
         Ok(root)
     }
 
     /// The node at a member path.
     fn node_at(&self, path: &[String]) -> Result<Option<Node>, MergeError> {
-        let mut node = self.root()?;
+        let root = self.root()?;
+        let mut node: &Node = &root;
         for key in path {
             match node.member(key) {
-                Some(child) => node = child.clone(),
+                Some(child) => node = child,
                 None => return Ok(None),
             }
         }
-        Ok(Some(node))
+        Ok(Some(node.clone()))
     }
 
     /// This projection's groups, where they are now, in file order.
@@ -390,6 +445,17 @@ impl<'a> Merge<'a> {
         "  ".to_string()
     }
 
+    /// The line ending of the lines an edit adds: CRLF when every line of the file ends so
+    /// (a file written on Windows keeps its line endings), LF otherwise.
+    fn newline(&self) -> &'static str {
+        let lines = self.text.matches('\n').count();
+        if lines > 0 && self.text.matches("\r\n").count() == lines {
+            "\r\n"
+        } else {
+            "\n"
+        }
+    }
+
     /// The leading whitespace of the line where `offset` is.
     fn line_indent(&self, offset: usize) -> String {
         let line_start = self.text[..offset].rfind('\n').map_or(0, |i| i + 1);
@@ -405,7 +471,7 @@ impl<'a> Merge<'a> {
         let mut out = String::new();
         for (number, line) in pretty.lines().enumerate() {
             if number > 0 {
-                out.push('\n');
+                out.push_str(self.newline());
                 out.push_str(indent);
             }
             let spaces = line.len() - line.trim_start().len();
@@ -446,7 +512,8 @@ impl<'a> Merge<'a> {
         match members.last() {
             Some((_, last)) => {
                 let at = last.end;
-                self.splice(at, at, &format!(",\n{inner}{member}"));
+                let nl = self.newline();
+                self.splice(at, at, &format!(",{nl}{inner}{member}"));
             }
             None => {
                 let interior = self.text[object.start + 1..object.end - 1].to_string();
@@ -454,7 +521,7 @@ impl<'a> Merge<'a> {
                 self.splice(
                     object.start + 1,
                     object.end - 1,
-                    &format!("\n{inner}{member}\n{outer}"),
+                    &format!("{nl}{inner}{member}{nl}{outer}", nl = self.newline()),
                 );
             }
         }
@@ -472,7 +539,8 @@ impl<'a> Merge<'a> {
         match array.elements().last() {
             Some(last) => {
                 let at = last.end;
-                self.splice(at, at, &format!(",\n{inner}{rendered}"));
+                let nl = self.newline();
+                self.splice(at, at, &format!(",{nl}{inner}{rendered}"));
             }
             None => {
                 let interior = self.text[array.start + 1..array.end - 1].to_string();
@@ -480,7 +548,7 @@ impl<'a> Merge<'a> {
                 self.splice(
                     array.start + 1,
                     array.end - 1,
-                    &format!("\n{inner}{rendered}\n{outer}"),
+                    &format!("{nl}{inner}{rendered}{nl}{outer}", nl = self.newline()),
                 );
             }
         }
@@ -520,16 +588,10 @@ impl<'a> Merge<'a> {
         let Some(index) = members.iter().position(|(name, _)| name == key) else {
             return Ok(());
         };
-        // A member's span starts at its key: the key is the last string before the value.
+        // A member's span starts at its key, where the parser says the member starts.
         let spans: Vec<(usize, usize)> = members
             .iter()
-            .map(|(name, value)| {
-                let quoted = serde_json::to_string(name).unwrap_or_default();
-                let key_start = self.text[..value.start]
-                    .rfind(&quoted)
-                    .unwrap_or(value.start);
-                (key_start, value.end)
-            })
+            .map(|(_, value)| (value.member_start, value.end))
             .collect();
         self.remove_span(path, object.start, object.end, &spans, index);
         Ok(())
@@ -696,6 +758,77 @@ mod tests {
         assert!(
             user_after.starts_with("{\"hooks\": {\"Ev\": [{\"hooks\": [{\"command\": \"mine\"}]},")
         );
+    }
+
+    /// Issue 39: a JSON reader keeps the last of two equal keys, so belfry's groups edited
+    /// into the first `hooks` (or the first of two equal events) would never run while
+    /// status said installed. Such a file is refused, naming the key, and left as it is.
+    #[test]
+    fn a_duplicate_hooks_key_or_event_is_refused_and_the_file_left_alone() {
+        for (text, key) in [
+            (
+                "{\"hooks\": {}, \"a\": 1, \"hooks\": {\"Ev\": []}}",
+                "hooks",
+            ),
+            ("{\"hooks\": {\"Ev\": [], \"Ev\": []}}", "hooks.Ev"),
+        ] {
+            let mut merge = Merge::new(
+                Some(text),
+                "hooks",
+                "t",
+                "command",
+                None,
+                Created::default(),
+            );
+            let err = merge
+                .set_groups(&[group(COMMAND)])
+                .err()
+                .map(|e| e.to_string());
+            assert_eq!(
+                err,
+                Some(format!(
+                    "the key `{key}` is written 2 times; a JSON reader keeps only the last, so \
+                     belfry edits none of them: merge them into one"
+                ))
+            );
+            assert_eq!(merge.text, text);
+            assert!(check(text, "hooks").is_err());
+        }
+        // Equal keys elsewhere are the user's business.
+        assert!(check("{\"a\": 1, \"a\": 2, \"hooks\": {}}", "hooks").is_ok());
+    }
+
+    /// Issue 39: every edit keeps the file's line endings. The lines apply adds to a file
+    /// whose lines end in CRLF end in CRLF, and uninstall gives back every byte.
+    #[test]
+    fn a_crlf_settings_file_keeps_crlf_on_every_line_apply_adds() {
+        for original in [
+            "{\r\n  \"a\": 1\r\n}\r\n",
+            "// c\r\n{\r\n  \"hooks\": {\r\n    \"Ev\": [\r\n      {\"hooks\": [{\"command\": \"mine\"}]}\r\n    ]\r\n  }\r\n}\r\n",
+            "{\r\n  \"hooks\": {}\r\n}\r\n",
+        ] {
+            let mut merge = Merge::new(
+                Some(original),
+                "hooks",
+                "t",
+                "command",
+                None,
+                Created::default(),
+            );
+            merge
+                .set_groups(&[group(COMMAND)])
+                .unwrap_or_else(|err| panic!("{err}"));
+            let applied = merge.text.clone();
+            assert_eq!(
+                applied.matches('\n').count(),
+                applied.matches("\r\n").count(),
+                "a bare LF in {applied:?}"
+            );
+            assert_eq!(merge.placed().map(|p| p.len()).ok(), Some(1));
+            let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, merge.created.clone());
+            undo.set_groups(&[]).unwrap_or_else(|err| panic!("{err}"));
+            assert_eq!(undo.text, original, "applied:\n{applied:?}");
+        }
     }
 
     mod roundtrip {

@@ -220,12 +220,61 @@ pub fn load(context: &Context) -> Result<(Adapters, CanonicalFile), ProjectError
     Ok((adapters, canonical))
 }
 
+/// A native or state file's text, `None` when there is none. Only a regular file is read
+/// (after following a symlink): a FIFO there would block the read for good, and a device or
+/// a directory is no settings file. The file is opened without blocking and its type checked
+/// on the open descriptor, so what is read is what was checked.
 fn read_optional(path: &Path) -> Result<Option<String>, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(format!("cannot read {}: {err}", path.display())),
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        // Opening a FIFO for reading waits for a writer unless the open does not block.
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path);
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => {
+            // A socket cannot be opened at all; say what it is rather than the errno alone.
+            return Err(match std::fs::metadata(path) {
+                Ok(meta) if !meta.is_file() => not_regular(path, &meta.file_type()),
+                _ => format!("cannot read {}: {err}", path.display()),
+            });
+        }
+    };
+    let meta = file
+        .metadata()
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    if !meta.is_file() {
+        return Err(not_regular(path, &meta.file_type()));
     }
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    Ok(Some(text))
+}
+
+fn not_regular(path: &Path, kind: &std::fs::FileType) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    };
+    format!(
+        "cannot read {}: it is {what}, and belfry reads only a regular file there",
+        path.display()
+    )
 }
 
 /// Writes a file of this projection (see [`write::write_file`]).

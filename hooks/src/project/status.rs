@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::adapters::{AdapterData, Adapters, JsonDialect, Render};
-use super::merge::{Created, Located, Merge, PlacedGroup};
-use super::state::{self, TargetState};
+use super::merge::{self, Created, Located, Merge, MergeError, PlacedGroup};
+use super::state::{self, State, TargetState};
 use super::{canonical_digest, jsonc, read_optional, trust, Context, ProjectError};
 use crate::canonical::{compile, Scope};
 
@@ -91,10 +91,12 @@ pub(super) fn drift(
 ) -> Vec<String> {
     let mut drifted = Vec::new();
     for file in &state.files {
-        if let Ok(Some(text)) = read_optional(Path::new(&file.path)) {
-            if compile::sha256_hex(text.as_bytes()) != file.digest {
+        match read_optional(Path::new(&file.path)) {
+            Ok(Some(text)) if compile::sha256_hex(text.as_bytes()) != file.digest => {
                 drifted.push(format!("{} changed since apply", file.path));
             }
+            Ok(_) => {}
+            Err(reason) => drifted.push(reason),
         }
     }
     if let Some(settings) = &state.settings {
@@ -161,22 +163,27 @@ pub(super) fn target_status(
             missing.push(format!("{} is gone", file.path));
         }
     }
-    let settings_text = target
-        .settings
-        .as_ref()
-        .and_then(|settings| read_optional(Path::new(&settings.path)).ok().flatten());
+    let settings_text = match &target.settings {
+        Some(settings) => match read_optional(Path::new(&settings.path)) {
+            Ok(text) => text,
+            // A file that cannot be read (a FIFO, a directory) holds no entry belfry can
+            // vouch for: said as it is, never taken for a file that is gone.
+            Err(reason) => return TargetStatus::Drifted(vec![reason]),
+        },
+        None => None,
+    };
     if let Some(settings) = &target.settings {
         match &settings_text {
             None => missing.push(format!("{} is gone", settings.path)),
-            Some(text) if jsonc::parse(text).is_err() => {
-                let problem = jsonc::parse(text)
-                    .err()
-                    .map(|err| err.to_string())
-                    .unwrap_or_default();
-                return TargetStatus::Drifted(vec![format!(
-                    "{}:{problem}: the file no longer parses, so no managed entry can be found in it",
-                    settings.path
-                )]);
+            Some(text) if merge::check(text, &settings.hooks_key).is_err() => {
+                let problem = match merge::check(text, &settings.hooks_key) {
+                    Err(MergeError::Syntax(err)) => format!(
+                        "{err}: the file no longer parses, so no managed entry can be found in it"
+                    ),
+                    Err(err) => format!(" {err}"),
+                    Ok(()) => String::new(),
+                };
+                return TargetStatus::Drifted(vec![format!("{}:{problem}", settings.path)]);
             }
             Some(text) => {
                 for (recorded, now) in groups_now(context, settings, data, text) {
@@ -238,13 +245,17 @@ pub(super) fn inert_reasons(
         }
     }
     if let (Some(rule), Scope::Project) = (folder_trust, context.scope) {
-        if !folder_trusted(context, rule, &defaults) {
-            reasons.push(rule.reason.clone());
+        match folder_trusted(context, rule, &defaults) {
+            Ok(true) => {}
+            Ok(false) => reasons.push(rule.reason.clone()),
+            Err(reason) => reasons.push(reason),
         }
     }
     if let (Some(rule), Scope::Project) = (project_flag, context.scope) {
-        if !project_flag_set(context, rule, &defaults) {
-            reasons.push(rule.reason.clone());
+        match project_flag_set(context, rule, &defaults) {
+            Ok(true) => {}
+            Ok(false) => reasons.push(rule.reason.clone()),
+            Err(reason) => reasons.push(reason),
         }
     }
     for rule in inert {
@@ -254,10 +265,10 @@ pub(super) fn inert_reasons(
         }
         for extra in &rule.paths {
             if let Some(path) = context.expand(extra, &defaults) {
-                files.push((
-                    path.display().to_string(),
-                    read_optional(&path).ok().flatten(),
-                ));
+                match read_optional(&path) {
+                    Ok(text) => files.push((path.display().to_string(), text)),
+                    Err(reason) => reasons.push(reason),
+                }
             }
         }
         for (path, text) in files {
@@ -293,10 +304,19 @@ pub(super) fn trust_reasons(
     let defaults = data.render_defaults();
     if let (Some(rule), Some(settings)) = (trust_rule, &target.settings) {
         let trust_file = context.expand(&rule.file, &defaults);
-        let text = trust_file
-            .as_ref()
-            .and_then(|path| read_optional(path).ok().flatten())
-            .unwrap_or_default();
+        let text = match trust_file.as_deref().map(read_optional) {
+            Some(Err(reason)) => {
+                reasons.push(reason);
+                return reasons;
+            }
+            Some(Ok(text)) => text.unwrap_or_default(),
+            None => String::new(),
+        };
+        if let (Err(problem), Some(path)) = (trust::parse(&text), &trust_file) {
+            // No entry of a file that is not TOML can be trusted, nor written by apply.
+            reasons.push(format!("{}: {problem}", path.display()));
+            return reasons;
+        }
         if let (Some(project_trust), Scope::Project) = (&rule.project_trust, context.scope) {
             let project = context.project_dir.display().to_string();
             if !trust::table_field_equals(
@@ -354,35 +374,26 @@ fn folder_trusted(
     context: &Context,
     rule: &super::adapters::FolderTrust,
     defaults: &std::collections::BTreeMap<String, String>,
-) -> bool {
+) -> Result<bool, String> {
     if rule
         .env_trusted
         .iter()
         .any(|(name, value)| context.env.get(name) == Some(value))
     {
-        return true;
+        return Ok(true);
     }
     if let Some(disabled) = &rule.disabled_by {
         for extra in &disabled.paths {
-            let text = context
-                .expand(extra, defaults)
-                .and_then(|path| read_optional(&path).ok().flatten());
-            let value = text
-                .as_deref()
-                .and_then(|text| jsonc::parse(text).ok().and_then(|root| root.value(text)));
+            let value = read_value(context.expand(extra, defaults).as_deref())?;
             if value.as_ref().and_then(|v| v.pointer(&disabled.pointer)) == Some(&disabled.equals) {
-                return true;
+                return Ok(true);
             }
         }
     }
-    let text = context
-        .expand(&rule.file, defaults)
-        .and_then(|path| read_optional(&path).ok().flatten())
-        .unwrap_or_default();
     let Some(serde_json::Value::Object(folders)) =
-        jsonc::parse(&text).ok().and_then(|root| root.value(&text))
+        read_value(context.expand(&rule.file, defaults).as_deref())?
     else {
-        return false;
+        return Ok(false);
     };
     let mut best: Option<(usize, &str)> = None;
     for (folder, level) in &folders {
@@ -401,7 +412,19 @@ fn folder_trusted(
             best = Some((folder.len(), level));
         }
     }
-    best.is_some_and(|(_, level)| rule.trusted.iter().any(|t| t == level))
+    Ok(best.is_some_and(|(_, level)| rule.trusted.iter().any(|t| t == level)))
+}
+
+/// The value of a JSON(C) file the harness reads, `None` when there is no such file or it
+/// does not parse (the harness then reads nothing from it either); an error when it cannot be
+/// read at all (a FIFO, a directory), naming it.
+fn read_value(path: Option<&Path>) -> Result<Option<serde_json::Value>, String> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    Ok(read_optional(path)?.and_then(|text| {
+        jsonc::parse_value(&text, jsonc::Leniency::CommentsAndTrailingCommas).ok()
+    }))
 }
 
 /// Whether the project's (or, if the rule says so, an ancestor's) entry has the flag.
@@ -409,42 +432,41 @@ fn project_flag_set(
     context: &Context,
     rule: &super::adapters::ProjectFlag,
     defaults: &std::collections::BTreeMap<String, String>,
-) -> bool {
-    let text = context
-        .expand(&rule.file, defaults)
-        .and_then(|path| read_optional(&path).ok().flatten())
-        .unwrap_or_default();
-    let Some(value) = jsonc::parse(&text).ok().and_then(|root| root.value(&text)) else {
-        return false;
+) -> Result<bool, String> {
+    let Some(value) = read_value(context.expand(&rule.file, defaults).as_deref())? else {
+        return Ok(false);
     };
     let Some(map) = value
         .pointer(&rule.map_pointer)
         .and_then(|map| map.as_object())
     else {
-        return false;
+        return Ok(false);
     };
     let mut folder = Some(context.project_dir.as_path());
     while let Some(dir) = folder {
         let key = dir.display().to_string();
         if map.get(&key).and_then(|entry| entry.get(&rule.field)) == Some(&rule.equals) {
-            return true;
+            return Ok(true);
         }
         if !rule.ancestors {
             break;
         }
         folder = dir.parent();
     }
-    false
+    Ok(false)
 }
 
 /// Whether a harness that reads JSON as `dialect` can read `text`.
 fn readable_as(text: &str, dialect: JsonDialect) -> Result<(), String> {
-    let prepared = match dialect {
-        JsonDialect::Strict => text.to_string(),
-        JsonDialect::Comments => jsonc::strip_comments_only(text),
-        JsonDialect::Jsonc => jsonc::strip_comments(text),
-    };
-    serde_json::from_str::<serde_json::Value>(&prepared)
-        .map(|_| ())
-        .map_err(|err| err.to_string())
+    match dialect {
+        JsonDialect::Strict => serde_json::from_str::<serde_json::Value>(text)
+            .map(|_| ())
+            .map_err(|err| err.to_string()),
+        JsonDialect::Comments => jsonc::parse_value(text, jsonc::Leniency::CommentsOnly)
+            .map(|_| ())
+            .map_err(|err| err.to_string()),
+        JsonDialect::Jsonc => jsonc::parse_value(text, jsonc::Leniency::CommentsAndTrailingCommas)
+            .map(|_| ())
+            .map_err(|err| err.to_string()),
+    }
 }
