@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::adapters::{AdapterData, Adapters, JsonDialect, Render};
 use super::merge::{self, Created, Located, Merge, MergeError, PlacedGroup};
-use super::state::{self, State, TargetState};
+use super::state::{self, TargetState};
 use super::{canonical_digest, jsonc, read_optional, trust, Context, ProjectError};
 use crate::canonical::{compile, Scope};
 
