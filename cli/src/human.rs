@@ -8,6 +8,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use belfry_proto::program_status::StatusRecord;
 use belfry_proto::reply::DingState;
 use belfry_proto::Event;
 use serde_json::Value;
@@ -266,8 +267,42 @@ pub(crate) enum Detail {
 /// An event in words: `spawned`, `exited with code 0`, `hook before-tool (Bash)`; with
 /// [`Detail::Full`] also the pid, incarnation and revision a lifecycle event carries and a DING
 /// event's outcome.
+/// A program status record as `ls` and `top` show it: its state in words and how long it has
+/// been in it (`working 12s`, `needs you: permission 3m`).
+pub(crate) fn status_words(record: &StatusRecord, now_ms: u64) -> String {
+    format!(
+        "{} {}",
+        record.words(),
+        coarse(now_ms.saturating_sub(record.since))
+    )
+}
+
 pub(crate) fn event_words(event: &Event, detail: Detail) -> String {
     let words = match event {
+        Event::ProgramStatus {
+            id,
+            old,
+            new,
+            cause,
+            revision,
+            ..
+        } => {
+            let record = id.as_deref().unwrap_or("root");
+            let state =
+                |r: &Option<StatusRecord>| r.as_ref().map_or("-".to_string(), StatusRecord::words);
+            let cause = serde_json::to_value(cause)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let mut words = format!("program status {record}: {} -> {}", state(old), state(new));
+            if detail == Detail::Full {
+                words.push_str(&format!(" ({cause}, revision {revision})"));
+                if let Some(msg) = new.as_ref().and_then(|r| r.msg.as_deref()) {
+                    words.push_str(&format!(": {}", escape_for_terminal(msg)));
+                }
+            }
+            words
+        }
         Event::Revision { revision, .. } => format!("revision {revision}"),
         Event::Exit {
             code,
