@@ -131,16 +131,38 @@ impl CsiPrefix {
 }
 
 /// Whether `bytes` hold the start of a query: `ESC [ >` (XTVERSION; its `>` must be the
-/// CSI's first parameter byte), `ESC P` (a DCS, which XTGETTCAP is) or `ESC ]` (an OSC,
-/// which OSC 7501 is). It looks for the rarer byte of each (`>`, `P`, `]`) with a vectorised
-/// search and then at the bytes before it: in output that colours every word that costs less
-/// than stepping from one ESC to the next, and less than searching for the pairs, whose ESC
-/// and `[` are everywhere in such output.
+/// CSI's first parameter byte), `ESC P` (a DCS, which XTGETTCAP is) or `ESC ] 7501 ;`. It
+/// looks for the rarer byte of the first two (`>`, `P`) with a vectorised search and then at
+/// the bytes before it: in output that colours every word that costs less than stepping from
+/// one ESC to the next, and less than searching for the pairs, whose ESC and `[` are
+/// everywhere in such output. The OSC is looked for whole, with a second vectorised search:
+/// `]` is common in text and `ESC ]` in hyperlinks (OSC 8) and prompts (OSC 133), and
+/// stopping at each cost a third of the scan's speed on such output.
 fn may_start_a_query(bytes: &[u8]) -> bool {
-    memchr::memchr3_iter(b'>', b'P', b']', bytes).any(|at| match bytes[at] {
+    memchr::memchr2_iter(b'>', b'P', bytes).any(|at| match bytes[at] {
         b'>' => at >= 2 && bytes[at - 2..at] == *b"\x1b[",
         _ => at >= 1 && bytes[at - 1] == 0x1b,
-    })
+    }) || may_start_a_status_string(bytes)
+}
+
+/// `ESC ] 7501 ;`, what starts an OSC 7501 string.
+const STATUS_START: &[u8] = b"\x1b]7501;";
+
+/// Whether `bytes` hold `ESC ] 7501 ;`, or end with the start of it (the rest may come in the
+/// next read).
+fn may_start_a_status_string(bytes: &[u8]) -> bool {
+    // Searched for without its `ESC ]`: the searcher keys on the bytes it deems rarest, which
+    // would be those two, common in output with hyperlinks.
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(&STATUS_START[2..]));
+    if FINDER
+        .find_iter(bytes)
+        .any(|at| at >= 2 && bytes[at - 2..at] == STATUS_START[..2])
+    {
+        return true;
+    }
+    let tail = &bytes[bytes.len().saturating_sub(STATUS_START.len() - 1)..];
+    memchr::memrchr(0x1b, tail).is_some_and(|at| STATUS_START.starts_with(&tail[at..]))
 }
 
 /// Where an OSC 7501 body's run of plain bytes ends: at the first byte that ends or cancels
@@ -432,6 +454,17 @@ mod tests {
             assert_eq!(found(&chunks), reference, "case {case}: {stream:?}");
         }
         assert!(queries > 1000, "the streams held only {queries} queries");
+    }
+
+    #[test]
+    fn the_look_ahead_finds_a_status_string_whole_or_cut_at_the_end() {
+        assert!(may_start_a_query(b"ab\x1b]7501;state=idle\x07"));
+        for cut in 1..STATUS_START.len() {
+            let mut bytes = b"text \x1b]8;;x\x1b\\ ".to_vec();
+            bytes.extend_from_slice(&STATUS_START[..cut]);
+            assert!(may_start_a_query(&bytes), "cut after {cut} bytes");
+        }
+        assert!(!may_start_a_query(b"[x] \x1b]8;;http://x/7501;\x1b\\ \x1b]0;t\x07 7501;"));
     }
 
     #[test]
