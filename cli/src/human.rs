@@ -298,7 +298,7 @@ pub(crate) fn event_words(event: &Event, detail: Detail) -> String {
             if detail == Detail::Full {
                 words.push_str(&format!(" ({cause}, revision {revision})"));
                 if let Some(msg) = new.as_ref().and_then(|r| r.msg.as_deref()) {
-                    words.push_str(&format!(": {}", escape_for_terminal(msg)));
+                    words.push_str(&format!(": {msg}"));
                 }
             }
             words
@@ -460,5 +460,43 @@ mod tests {
         assert_eq!(old.len(), 19, "{old}");
         assert!(old.ends_with(&old[11..]), "{old}");
         assert!(when(now - 3_000, now).ends_with("(3 s ago)"));
+    }
+
+    #[test]
+    fn a_program_status_is_said_with_what_it_waits_for_and_how_long() {
+        use belfry_proto::program_status::{BlockedKind, ProgramState, StatusCause};
+        let record = StatusRecord {
+            id: Some("build/test".into()),
+            state: ProgramState::Blocked,
+            kind: Some(BlockedKind::Permission),
+            app: Some("tool".into()),
+            msg: Some("run \u{1b}[2J?".into()),
+            title: None,
+            progress: None,
+            revision: 9,
+            since: 1_000,
+            incarnation: "i".into(),
+        };
+        assert_eq!(
+            status_words(&record, 1_000 + 3 * 60_000),
+            format!("needs you: permission {}", coarse(3 * 60_000))
+        );
+        let event = Event::ProgramStatus {
+            session: "w".into(),
+            id: record.id.clone(),
+            old: None,
+            new: Some(record),
+            cause: StatusCause::Report,
+            revision: 9,
+        };
+        assert_eq!(
+            event_words(&event, Detail::Short),
+            "program status build/test: - -> needs you: permission"
+        );
+        let full = event_words(&event, Detail::Full);
+        assert!(
+            full.ends_with("(report, revision 9): run \\u{1b}[2J?"),
+            "a message is shown escaped: {full}"
+        );
     }
 }

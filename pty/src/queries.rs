@@ -464,7 +464,9 @@ mod tests {
             bytes.extend_from_slice(&STATUS_START[..cut]);
             assert!(may_start_a_query(&bytes), "cut after {cut} bytes");
         }
-        assert!(!may_start_a_query(b"[x] \x1b]8;;http://x/7501;\x1b\\ \x1b]0;t\x07 7501;"));
+        assert!(!may_start_a_query(
+            b"[x] \x1b]8;;http://x/7501;\x1b\\ \x1b]0;t\x07 7501;"
+        ));
     }
 
     #[test]
