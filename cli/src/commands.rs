@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use belfry_mux::client::{Client, ClientError};
 use belfry_mux::Error as MuxError;
 use belfry_proto::limits::{MAX_DIMENSION, MIN_DIMENSION};
+use belfry_proto::program_status::ProgramState;
 use belfry_proto::reply::{
     self as body, AttachTarget, Cleared, Detached, DingState, Killed, Listing, PaneRecord, Resized,
     Restarted, Screen, Sent, Subscribed, Waited,
@@ -387,6 +388,9 @@ struct WaitArgs {
     /// Until the revision has not changed for MS milliseconds.
     #[arg(long, value_name = "MS")]
     quiet_ms: Option<u64>,
+    /// Until the program reports this state (OSC 7501), as `belfry ls` shows it.
+    #[arg(long, value_name = "STATE", value_parser = ["idle", "working", "blocked", "done", "error"])]
+    status: Option<String>,
     /// Give up after MS milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     timeout_ms: u64,
@@ -763,6 +767,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             exit,
             regex,
             quiet_ms,
+            status,
             timeout_ms,
             json,
         }) => {
@@ -773,6 +778,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 exit: exit.then_some(true),
                 regex,
                 quiet_ms,
+                // clap lets only the five words through.
+                status: status.as_deref().and_then(ProgramState::parse),
                 timeout_ms: Some(timeout_ms),
             };
             let waited: Waited = ask(&mut place.daemon()?, wait)?;
@@ -1476,8 +1483,8 @@ fn ls_all_hosts(json: bool) -> Result<i32> {
 /// The `belfry ls` table at `now_ms` (for the panes' ages): a heading, then one row a pane.
 fn ls_table(panes: &[PaneRecord], now_ms: u64) -> String {
     let mut table = format!(
-        "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:>6}  COMMAND\n",
-        "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE", "AGE"
+        "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:<26} {:>6}  COMMAND\n",
+        "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE", "STATUS", "AGE"
     );
     for pane in panes {
         table.push_str(&ls_row(pane, now_ms));
@@ -1492,7 +1499,7 @@ fn ls_row(pane: &PaneRecord, now_ms: u64) -> String {
     let dash = || "-".to_string();
     if let Some(error) = &pane.error {
         return format!(
-            "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:>6}  ({})",
+            "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:<26} {:>6}  ({})",
             pane.session,
             pane.pid,
             "-",
@@ -1500,6 +1507,7 @@ fn ls_row(pane: &PaneRecord, now_ms: u64) -> String {
             "-",
             "-",
             pane.state.as_deref().unwrap_or("error"),
+            "-",
             "-",
             escape_for_terminal(error)
         );
@@ -1513,8 +1521,12 @@ fn ls_row(pane: &PaneRecord, now_ms: u64) -> String {
         },
     };
     let argv = pane.argv.as_deref().unwrap_or_default().join(" ");
+    let status = pane
+        .program_status
+        .as_ref()
+        .map_or_else(dash, |record| crate::human::status_words(record, now_ms));
     format!(
-        "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:>6}  {}",
+        "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:<26} {:>6}  {}",
         pane.session,
         pane.pid,
         pane.child_pid.map_or_else(dash, |pid| pid.to_string()),
@@ -1524,6 +1536,7 @@ fn ls_row(pane: &PaneRecord, now_ms: u64) -> String {
         pane.clients
             .map_or_else(dash, |clients| clients.to_string()),
         state,
+        status,
         pane.started_at
             .map_or_else(dash, |at| crate::human::coarse(now_ms.saturating_sub(at))),
         escape_for_terminal(&argv)

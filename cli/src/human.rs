@@ -8,6 +8,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use belfry_proto::program_status::StatusRecord;
 use belfry_proto::reply::DingState;
 use belfry_proto::Event;
 use serde_json::Value;
@@ -270,8 +271,42 @@ pub(crate) enum Detail {
 /// An event in words: `spawned`, `exited with code 0`, `hook before-tool (Bash)`; with
 /// [`Detail::Full`] also the pid, incarnation and revision a lifecycle event carries and a DING
 /// event's outcome.
+/// A program status record as `ls` and `top` show it: its state in words and how long it has
+/// been in it (`working 12s`, `needs you: permission 3m`).
+pub(crate) fn status_words(record: &StatusRecord, now_ms: u64) -> String {
+    format!(
+        "{} {}",
+        record.words(),
+        coarse(now_ms.saturating_sub(record.since))
+    )
+}
+
 pub(crate) fn event_words(event: &Event, detail: Detail) -> String {
     let words = match event {
+        Event::ProgramStatus {
+            id,
+            old,
+            new,
+            cause,
+            revision,
+            ..
+        } => {
+            let record = id.as_deref().unwrap_or("root");
+            let state =
+                |r: &Option<StatusRecord>| r.as_ref().map_or("-".to_string(), StatusRecord::words);
+            let cause = serde_json::to_value(cause)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let mut words = format!("program status {record}: {} -> {}", state(old), state(new));
+            if detail == Detail::Full {
+                words.push_str(&format!(" ({cause}, revision {revision})"));
+                if let Some(msg) = new.as_ref().and_then(|r| r.msg.as_deref()) {
+                    words.push_str(&format!(": {msg}"));
+                }
+            }
+            words
+        }
         Event::Revision { revision, .. } => format!("revision {revision}"),
         Event::Exit {
             code,
@@ -429,5 +464,43 @@ mod tests {
         assert_eq!(old.len(), 19, "{old}");
         assert!(old.ends_with(&old[11..]), "{old}");
         assert!(when(now - 3_000, now).ends_with("(3 s ago)"));
+    }
+
+    #[test]
+    fn a_program_status_is_said_with_what_it_waits_for_and_how_long() {
+        use belfry_proto::program_status::{BlockedKind, ProgramState, StatusCause};
+        let record = StatusRecord {
+            id: Some("build/test".into()),
+            state: ProgramState::Blocked,
+            kind: Some(BlockedKind::Permission),
+            app: Some("tool".into()),
+            msg: Some("run \u{1b}[2J?".into()),
+            title: None,
+            progress: None,
+            revision: 9,
+            since: 1_000,
+            incarnation: "i".into(),
+        };
+        assert_eq!(
+            status_words(&record, 1_000 + 3 * 60_000),
+            format!("needs you: permission {}", coarse(3 * 60_000))
+        );
+        let event = Event::ProgramStatus {
+            session: "w".into(),
+            id: record.id.clone(),
+            old: None,
+            new: Some(record),
+            cause: StatusCause::Report,
+            revision: 9,
+        };
+        assert_eq!(
+            event_words(&event, Detail::Short),
+            "program status build/test: - -> needs you: permission"
+        );
+        let full = event_words(&event, Detail::Full);
+        assert!(
+            full.ends_with("(report, revision 9): run \\u{1b}[2J?"),
+            "a message is shown escaped: {full}"
+        );
     }
 }

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::identity::ExitStatus;
+use crate::program_status::{StatusCause, StatusRecord};
 
 /// One event, tagged on the wire by its `event` field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +44,26 @@ pub enum Event {
         #[serde(default)]
         outcome: Value,
     },
+    /// A program status record of the pane changed (OSC 7501): reported, cleared, evicted,
+    /// or ended with its program.
+    #[serde(rename = "program-status")]
+    ProgramStatus {
+        /// The pane.
+        session: String,
+        /// The record's id; absent for the root record.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// The record before; absent when the report made it.
+        #[serde(default)]
+        old: Option<StatusRecord>,
+        /// The record after; absent when it was removed.
+        #[serde(default)]
+        new: Option<StatusRecord>,
+        /// Why it changed.
+        cause: StatusCause,
+        /// The pane's revision at the change.
+        revision: u64,
+    },
     /// The subscriber fell behind and missed events.
     Lagged {
         /// The pane, on a pane host's stream.
@@ -59,7 +80,8 @@ impl Event {
         match self {
             Event::Revision { session, .. }
             | Event::Exit { session, .. }
-            | Event::Ding { session, .. } => Some(session),
+            | Event::Ding { session, .. }
+            | Event::ProgramStatus { session, .. } => Some(session),
             Event::Lifecycle(lifecycle) => Some(&lifecycle.session),
             Event::Hook(hook) => Some(&hook.session),
             Event::Lagged { session, .. } => session.as_deref(),
@@ -74,6 +96,7 @@ impl Event {
             Event::Lifecycle(_) => "lifecycle",
             Event::Hook(_) => "hook",
             Event::Ding { .. } => "ding",
+            Event::ProgramStatus { .. } => "program-status",
             Event::Lagged { .. } => "lagged",
         }
     }

@@ -12,6 +12,7 @@
 //! - [`event`]: the events of `subscribe` streams and the daemon's bus.
 //! - [`identity`]: what a guarded send expects ([`Expect`]) and what a pane is ([`Identity`]).
 //! - [`name`]: [`SessionName`], the one validator of session (and adapter) names.
+//! - [`program_status`]: the OSC 7501 records a pane's program reports of itself.
 //! - [`code`]: the error codes of error replies.
 //! - [`limits`]: protocol versions, line and frame limits, the pane size range, deadlines.
 //! - [`env`]: [`PaneEnv`], the `BELFRY_*` environment contract between a pane and its program.
@@ -28,6 +29,7 @@ pub mod fuzzing;
 pub mod identity;
 pub mod limits;
 pub mod name;
+pub mod program_status;
 pub mod reply;
 pub mod request;
 

@@ -216,6 +216,10 @@ pub struct PaneRecord {
     /// The window title the program set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The record the program's status is shown by (OSC 7501), if it reported any
+    /// ([`crate::program_status::summary`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_status: Option<crate::program_status::StatusRecord>,
 }
 
 impl PaneRecord {
@@ -242,6 +246,7 @@ impl PaneRecord {
             size: None,
             clients: None,
             title: None,
+            program_status: None,
         }
     }
 
@@ -426,6 +431,9 @@ pub struct Screen {
     /// The last lines of history, when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scrollback: Option<Vec<String>>,
+    /// The program's status records (OSC 7501) at this snapshot's revision.
+    #[serde(default)]
+    pub program_status: crate::program_status::ProgramStatus,
 }
 
 impl Screen {

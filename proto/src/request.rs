@@ -821,6 +821,10 @@ pub struct Wait {
     /// Nothing changed for this many ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quiet_ms: Option<u64>,
+    /// The program reports this state (OSC 7501): the record the pane is shown by
+    /// ([`crate::program_status::summary`]) is in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<crate::program_status::ProgramState>,
     /// Give up after this many ms (default 30 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,

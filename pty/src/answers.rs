@@ -64,6 +64,30 @@ fn answer_len(input: &[u8]) -> Option<usize> {
     }
 }
 
+/// `input` without the OSC 7501 strings in it: a terminal's answers to the program status
+/// query, which the pane host answers itself. A string cut off at the end of `input` stays,
+/// as in [`without_answers`].
+pub fn without_status_answers(input: Vec<u8>) -> Vec<u8> {
+    const START: &[u8] = b"\x1b]7501;";
+    if memchr::memmem::find(&input, START).is_none() {
+        return input;
+    }
+    let mut kept = Vec::with_capacity(input.len());
+    let mut rest = input.as_slice();
+    while let Some(at) = memchr::memmem::find(rest, START) {
+        kept.extend_from_slice(&rest[..at]);
+        match string_end(&rest[at + 2..], true) {
+            Some(len) => rest = &rest[at + 2 + len..],
+            None => {
+                rest = &rest[at..];
+                break;
+            }
+        }
+    }
+    kept.extend_from_slice(rest);
+    kept
+}
+
 /// The length of a control string's body and terminator (`ESC \`, or `BEL` for OSC).
 fn string_end(body: &[u8], bel_ends: bool) -> Option<usize> {
     for (i, &b) in body.iter().enumerate() {
@@ -107,6 +131,20 @@ mod tests {
                 "{answer:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_terminals_program_status_answer_is_taken_out_and_the_rest_kept() {
+        assert_eq!(
+            without_status_answers(
+                b"a\x1b]7501;?\x1b\\b\x1b]7501;?\x07c\x1b]11;rgb:0/0/0\x07".to_vec()
+            ),
+            b"abc\x1b]11;rgb:0/0/0\x07".to_vec()
+        );
+        assert_eq!(
+            without_status_answers(b"x\x1b]7501;?".to_vec()),
+            b"x\x1b]7501;?".to_vec()
+        );
     }
 
     #[test]

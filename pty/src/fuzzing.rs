@@ -8,6 +8,11 @@
 //! The property tests in `history.rs` check the same with generated output; the fuzzer finds
 //! its own inputs, guided by which branches they reach.
 //!
+//! [`program_status`] finds the OSC 7501 strings in a program's output cut into reads any way,
+//! and keeps the records they report: the strings found do not depend on the cuts, and every
+//! record kept is within the protocol's limits, holds no control character, and written again
+//! as a report reads back as itself.
+//!
 //! [`attach_frames`] reads an attach stream (what a pane host, or the far end of an ssh
 //! connection, sends an attached client) with both frame readers, cut into reads any way and
 //! with reads given up half-way, and panics where they disagree or where a frame does not read
@@ -23,6 +28,97 @@ use tokio::io::{AsyncRead, ReadBuf};
 use crate::restore::Outer;
 use crate::screen::{PenOnlyRun, Screen};
 use crate::wire::{Frame, FrameReader};
+
+/// Reads `data` as a program's output: its first byte seeds where the output is cut into
+/// reads, the rest is the output. Panics if the OSC 7501 strings found depend on the cuts, if
+/// a record kept breaks the protocol's limits or holds a control character, if more records
+/// are kept than the cap, or if a record written again as a report does not read back as
+/// itself. Returns how many strings were found.
+pub fn program_status(data: &[u8]) -> usize {
+    use crate::program_status::{parse, Message, Records, MAX_RECORDS};
+    use crate::queries::{Query, Scanner};
+    let Some((&seed, output)) = data.split_first() else {
+        return 0;
+    };
+    let strings = |cuts: &mut dyn FnMut(usize) -> usize| {
+        let mut scanner = Scanner::default();
+        let mut found = Vec::new();
+        let mut rest = output;
+        while !rest.is_empty() {
+            let (read, tail) = rest.split_at(cuts(rest.len()).clamp(1, rest.len()));
+            let mut start = 0;
+            while let Some((at, query)) = scanner.find(&read[start..]) {
+                if let Query::Status(string) = query {
+                    found.push(string);
+                }
+                start += at + 1;
+            }
+            rest = tail;
+        }
+        found
+    };
+    let whole = strings(&mut |len| len);
+    let mut state = u32::from(seed) | 1;
+    let cut = strings(&mut |len| {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        1 + state as usize % len.min(64)
+    });
+    assert_eq!(
+        whole, cut,
+        "the strings found depend on how the output was read"
+    );
+    let found = whole.len();
+    let mut records = Records::default();
+    let mut changes = Vec::new();
+    for (revision, string) in whole.into_iter().enumerate() {
+        records.take(string, revision as u64, "fuzz", 0, &mut changes);
+    }
+    let status = records.status();
+    assert!(status.records.len() <= MAX_RECORDS);
+    for record in &status.records {
+        let texts = [&record.msg, &record.title, &record.app, &record.id];
+        for text in texts.into_iter().flatten() {
+            assert!(!text.chars().any(char::is_control), "{record:?}");
+        }
+        assert!(record.progress.is_none_or(|p| p <= 100));
+        let body = report_of(record);
+        match parse(body.as_bytes()) {
+            Ok(Message::Report(report)) => {
+                assert_eq!(
+                    (&report.id, report.state, report.kind, &report.app),
+                    (&record.id, record.state, record.kind, &record.app)
+                );
+                assert_eq!(
+                    (&report.msg, &report.title, report.progress),
+                    (&record.msg, &record.title, record.progress)
+                );
+            }
+            other => panic!("{body:?} read back as {other:?}"),
+        }
+    }
+    found
+}
+
+/// A record written as the report that makes it.
+fn report_of(record: &belfry_proto::program_status::StatusRecord) -> String {
+    use base64::Engine as _;
+    let encode = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+    let mut pairs = vec![format!("state={}", record.state.as_str())];
+    pairs.extend(record.kind.map(|k| format!("kind={}", k.as_str())));
+    pairs.extend(record.id.as_ref().map(|id| format!("id={id}")));
+    pairs.extend(record.app.as_ref().map(|app| format!("app={app}")));
+    pairs.extend(record.msg.as_deref().map(|m| format!("msg={}", encode(m))));
+    pairs.extend(
+        record
+            .title
+            .as_deref()
+            .map(|t| format!("title={}", encode(t))),
+    );
+    pairs.extend(record.progress.map(|p| format!("progress={p}")));
+    pairs.join(":")
+}
 
 /// Reads the script's bytes one at a time; an exhausted script reads zeros.
 struct Script<'a> {
@@ -415,6 +511,22 @@ mod tests {
         (0..n)
             .flat_map(|i| format!("line {i}\r\n").into_bytes())
             .collect()
+    }
+
+    #[test]
+    fn the_program_status_target_reads_reports_however_cut() {
+        let mut data = vec![7u8];
+        data.extend_from_slice(
+            b"x\x1b]7501;state=blocked:kind=auth:id=a/b:app=t:msg=aGk=:progress=5\x07",
+        );
+        data.extend_from_slice(
+            b"\x1b]7501;?\x1b\\\x1b]7501;state=nope\x1b\\\x1b]7501;state=idle\x18",
+        );
+        for seed in 0..=255u8 {
+            data[0] = seed;
+            assert_eq!(program_status(&data), 4);
+        }
+        assert_eq!(program_status(&[]), 0);
     }
 
     #[test]

@@ -266,6 +266,9 @@ impl HostContext {
         record["size"] = json!({"rows": st.size.0, "cols": st.size.1});
         record["clients"] = json!(st.clients_len());
         record["title"] = json!(st.screen.title());
+        if let Some(summary) = st.status.summary() {
+            record["program_status"] = json!(summary);
+        }
         record
     }
 
@@ -583,6 +586,7 @@ fn snapshot(ctx: &HostContext, op: &req::Snapshot) -> Result<reply::Screen, Erro
         ansi: op.ansi.unwrap_or(false).then(|| st.screen.ansi_lines()),
         cells: op.cells.unwrap_or(false).then(|| st.screen.cells()),
         scrollback,
+        program_status: st.status.status(),
     })
 }
 
@@ -813,12 +817,20 @@ async fn wait(ctx: &HostContext, op: &req::Wait) -> Result<reply::Waited, ErrorB
             wait_ms(op.timeout_ms, "timeout_ms")?.unwrap_or(belfry_proto::limits::DEFAULT_WAIT_MS),
         );
         let exit = op.exit.unwrap_or(false);
-        if op.revision.is_none() && !exit && regex.is_none() && quiet.is_none() {
-            return Err("wait needs at least one of revision, exit, regex, quiet_ms".into());
+        if op.revision.is_none()
+            && !exit
+            && regex.is_none()
+            && quiet.is_none()
+            && op.status.is_none()
+        {
+            return Err(
+                "wait needs at least one of revision, exit, regex, quiet_ms, status".into(),
+            );
         }
         Ok((op.revision, exit, regex, quiet, timeout))
     })();
     let (revision, exit, mut regex, quiet, timeout) = parsed.map_err(ErrorBody::invalid)?;
+    let status = op.status;
     // Both durations are at most MAX_WAIT_MS, so this and `last_change + q` below cannot
     // overflow; the checked add keeps even a clock near its end from panicking.
     let Some(deadline) = Instant::now().checked_add(timeout) else {
@@ -833,6 +845,9 @@ async fn wait(ctx: &HostContext, op: &req::Wait) -> Result<reply::Waited, ErrorB
             let mut st = ctx.pane.state.lock();
             let mut met = revision.is_none_or(|r| st.revision >= r);
             met &= !exit || st.exited.is_some();
+            // The record the pane is shown by, as `ls` shows it. Every change to the records
+            // comes with output or an exit or restart, which move the revision and wake this.
+            met &= status.is_none_or(|s| st.status.summary().is_some_and(|r| r.state == s));
             if let Some(regex) = &mut regex {
                 met &= regex.is_match(&st.screen.lines().join("\n"));
             }

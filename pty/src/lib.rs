@@ -12,7 +12,10 @@
 //! - [`screen`]: the alacritty_terminal model, snapshots, the attach redraw and query answers.
 //!   `tracker` (private) sits between its parser and the terminal core and records the state
 //!   the core keeps to itself (scroll region, active character set) so the redraw can restore it;
-//!   `queries` (private) finds the queries the core drops (XTVERSION, XTGETTCAP).
+//!   `queries` (private) finds the queries the core drops (XTVERSION, XTGETTCAP, and the
+//!   program status protocol's OSC 7501 strings).
+//! - [`program_status`]: OSC 7501 as a terminal speaks it: the query's answer, the reports
+//!   read, and the records kept per id.
 //! - [`history`]: the rows above the screen, kept compact (text plus attribute runs) under a
 //!   line cap and a byte cap, and expanded only when read.
 //! - `answers` (private): finds attached terminals' answers in their input, so a query is
@@ -50,6 +53,7 @@ pub mod listener;
 pub mod pane;
 pub mod paths;
 mod program_pages;
+pub mod program_status;
 mod queries;
 pub mod restore;
 pub mod retry;

@@ -451,6 +451,8 @@ pub struct PaneState {
     last_query: Option<Instant>,
     /// When the last `typed` lifecycle event was sent ([`Pane::client_input`]).
     last_typed_event: Option<Instant>,
+    /// What the program reported of itself through OSC 7501.
+    pub status: crate::program_status::Records,
 }
 
 impl PaneState {
@@ -591,6 +593,7 @@ impl Pane {
             stopping: None,
             last_query: None,
             last_typed_event: None,
+            status: Default::default(),
         };
         let pane = Pane {
             spec,
@@ -889,6 +892,7 @@ impl Pane {
         answers: Vec<Vec<u8>>,
     ) {
         st.bump(&self.revision_tx);
+        self.take_program_status(st);
         if !st.clients.is_empty() {
             st.broadcast(&Frame::Data(
                 Arc::from(bytes),
@@ -901,17 +905,55 @@ impl Pane {
         self.answer_when_detached(st, answers);
     }
 
+    /// The OSC 7501 strings the output just applied held: the records they change, stamped
+    /// with the revision the output moved the pane to, and a `program-status` event for each
+    /// change.
+    fn take_program_status(&self, st: &mut PaneState) {
+        let found = st.screen.take_status();
+        if found.is_empty() {
+            return;
+        }
+        let now = unix_ms();
+        let mut changes = Vec::new();
+        for string in found {
+            st.status
+                .take(string, st.revision, &st.incarnation, now, &mut changes);
+        }
+        self.publish_status_changes(st.revision, changes);
+    }
+
+    fn publish_status_changes(&self, revision: u64, changes: Vec<crate::program_status::Change>) {
+        for change in changes {
+            let _ = self.events.send(Event::ProgramStatus {
+                session: self.spec.session.clone(),
+                id: change.id,
+                old: change.old,
+                new: change.new,
+                cause: change.cause,
+                revision,
+            });
+        }
+    }
+
     /// spec §4: while no writable client is attached the pane host answers queries itself;
     /// otherwise the attached terminals see the query and one of them answers (see
     /// [`Pane::client_input`]). Never both.
+    ///
+    /// The program status query (OSC 7501) is the exception: the pane host answers it always,
+    /// since it keeps the records whatever terminal is attached, and an attached terminal's
+    /// own answer is taken out of its input ([`Pane::client_input`]).
     fn answer_when_detached(&self, st: &mut PaneState, answers: Vec<Vec<u8>>) {
-        if !answers.is_empty() {
-            st.last_query = Some(Instant::now());
-        }
-        if !answers.is_empty() && st.writable_clients() == 0 {
-            for answer in answers {
+        let detached = st.writable_clients() == 0;
+        let mut terminal_queries = false;
+        for answer in answers {
+            let ours = answer.starts_with(crate::program_status::ANSWER_PREFIX);
+            terminal_queries |= !ours;
+            if detached || ours {
                 let _ = self.answers.send(answer);
             }
+        }
+        if terminal_queries {
+            st.last_query = Some(Instant::now());
         }
     }
 
@@ -1273,12 +1315,16 @@ impl Pane {
             st.exited = Some(exit);
             st.bump(&self.revision_tx);
             st.broadcast(&Frame::Control(Control::Exited(exit)));
+            let mut ended = Vec::new();
+            st.status.exited(&mut ended);
             let event = Event::exit(&self.spec.session, &incarnation, st.revision, exit);
             st.exit_event = Some(event.clone());
-            event
+            (event, ended, st.revision)
         };
+        let (event, ended, revision) = event;
         tracing::info!("child exited: {event:?}");
         let _ = self.events.send(event);
+        self.publish_status_changes(revision, ended);
     }
 
     /// Ends the current child (SIGHUP to its process group, SIGKILL after a grace period).
@@ -1331,15 +1377,21 @@ impl Pane {
             st.exited = None;
             st.exit_event = None;
             st.bump(&self.revision_tx);
+            // A new program has reported nothing yet: what the old one said, even its `done`
+            // or `error`, is not said of this one.
+            let mut forgotten = Vec::new();
+            st.status.restarted(&mut forgotten);
             let identity = self.identity_of(&st);
             tokio::spawn(Arc::clone(self).watch_child(child, incarnation));
-            identity
+            (identity, forgotten)
         };
+        let (identity, forgotten) = identity;
         let _ = self.events.send(Event::Lifecycle(Lifecycle {
             incarnation: Some(identity.incarnation.clone()),
             revision: Some(identity.revision),
             ..Lifecycle::new(&self.spec.session, "restart")
         }));
+        self.publish_status_changes(identity.revision, forgotten);
         Ok(identity)
     }
 
@@ -1543,10 +1595,14 @@ impl Pane {
     /// client active (they are its terminal's, not the user's); keystrokes do.
     pub fn client_input(&self, id: u64, bytes: Vec<u8>) -> Vec<u8> {
         let mut st = self.state.lock();
+        let mut bytes = bytes;
         if bytes.windows(2).any(|w| w == b"\x1b]") {
             // A terminal's colour answers teach the pane its real colours (see
             // `Screen::learn_colors`).
             st.screen.learn_colors(&bytes);
+            // The pane host answers the program status query itself, attached or not: a
+            // terminal that speaks the protocol too would be a second answer.
+            bytes = crate::answers::without_status_answers(bytes);
         }
         let answering = st.last_query.is_some_and(|at| at.elapsed() < ANSWER_WINDOW);
         let (input, keystrokes) = if answering {
@@ -1756,6 +1812,13 @@ fn io_err(what: &str, err: pty_process::Error) -> crate::Error {
 /// the clock was set back by more than that life. Microseconds stay below 2^53 until the year
 /// 2255, so JSON readers that hold numbers as doubles read revisions exactly. The `--expect`
 /// token (incarnation included) closes the window completely; see `docs/decisions.md`.
+/// The wall clock in unix ms, for when a program status record entered its state.
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 fn first_revision() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

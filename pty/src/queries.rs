@@ -3,6 +3,12 @@
 //! (`CSI > 0 q`, `CSI > q`) and XTGETTCAP (`DCS + q NAME;NAME… ST`). The core parses both
 //! and drops them without a word, so they are found here, byte by byte, across chunk
 //! boundaries, before the core sees the chunk.
+//!
+//! The same scan finds the program status protocol's strings (`ESC ] 7501 ; … BEL/ST`,
+//! [`crate::program_status`]): its query and its reports, which the core drops too (an OSC it
+//! does not know). They ride on this scan rather than a second one so the output is looked at
+//! once: a chunk without `ESC ]` costs the one vectorised search it cost before, for three
+//! bytes instead of two.
 
 /// A query found in the output, with the answer it is owed.
 #[derive(Debug, PartialEq, Eq)]
@@ -11,7 +17,58 @@ pub enum Query {
     Version,
     /// XTGETTCAP with how many capability names it asked for.
     Termcap(usize),
+    /// An OSC 7501 string: the protocol's query or a report (answered, or recorded, by the
+    /// pane, not by [`Query::answers`]).
+    Status(StatusString),
 }
+
+/// An OSC 7501 string as the scan found it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StatusString {
+    /// `ESC ] 7501 ; BODY` and its terminator, the body whole.
+    Whole {
+        body: Vec<u8>,
+        terminator: Terminator,
+    },
+    /// Longer than the protocol's limit ([`MAX_STATUS_SEQUENCE`]): dropped unread.
+    Oversized,
+    /// Cut off by CAN, SUB or an `ESC` that starts no ST: dropped.
+    Cancelled,
+}
+
+/// How an OSC string ended; an answer to a query ends the way the query did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Terminator {
+    /// `BEL` (0x07).
+    Bel,
+    /// `ESC \`.
+    St,
+}
+
+impl Terminator {
+    /// The terminator's bytes.
+    pub fn bytes(self) -> &'static [u8] {
+        match self {
+            Terminator::Bel => b"\x07",
+            Terminator::St => b"\x1b\\",
+        }
+    }
+
+    fn len(self) -> usize {
+        self.bytes().len()
+    }
+}
+
+/// The longest OSC 7501 string the protocol allows, `ESC ] 7501 ;` and terminator included
+/// (revision 0.4, "Limits": 4096 bytes). A longer one is dropped whole.
+pub const MAX_STATUS_SEQUENCE: usize = 4096;
+
+/// `7501;`: the OSC's number and separator, what follows `ESC ]`.
+const STATUS_PREFIX: &[u8] = b"7501;";
+
+/// The most body bytes kept: one past what can still fit with the shortest terminator, so a
+/// body that reaches it is known to be too long.
+const MAX_STATUS_BODY: usize = MAX_STATUS_SEQUENCE - 2 - STATUS_PREFIX.len() - 1 + 1;
 
 impl Query {
     /// The answers, in order: `DCS > | belfry VERSION ST` for XTVERSION; for XTGETTCAP one
@@ -23,6 +80,7 @@ impl Query {
                 vec![format!("\x1bP>|belfry {}\x1b\\", env!("CARGO_PKG_VERSION")).into_bytes()]
             }
             Query::Termcap(names) => vec![b"\x1bP0+r\x1b\\".to_vec(); (*names).max(1)],
+            Query::Status(_) => Vec::new(),
         }
     }
 }
@@ -44,6 +102,13 @@ enum State {
     Dcs(Vec<u8>),
     /// An `ESC` inside a DCS body: `\` ends the string.
     DcsEscape(Vec<u8>),
+    /// After `ESC ]`: how many bytes of `7501;` matched so far. Any other OSC goes back to
+    /// the ground state at its first byte that differs, as every OSC did before.
+    Osc(usize),
+    /// Inside an OSC 7501 string: the body so far (at most [`MAX_STATUS_BODY`] bytes).
+    Status(Vec<u8>),
+    /// An `ESC` inside an OSC 7501 string: `\` ends it.
+    StatusEscape(Vec<u8>),
 }
 
 /// How far a CSI's parameter bytes match XTVERSION's.
@@ -66,15 +131,57 @@ impl CsiPrefix {
 }
 
 /// Whether `bytes` hold the start of a query: `ESC [ >` (XTVERSION; its `>` must be the
-/// CSI's first parameter byte) or `ESC P` (a DCS, which XTGETTCAP is). It looks for the
-/// rarer byte of each (`>`, `P`) with a vectorised search and then at the bytes before it:
-/// in output that colours every word that costs less than stepping from one ESC to the next,
-/// and less than searching for the pairs, whose ESC and `[` are everywhere in such output.
+/// CSI's first parameter byte), `ESC P` (a DCS, which XTGETTCAP is) or `ESC ] 7501 ;`. It
+/// looks for the rarer byte of the first two (`>`, `P`) with a vectorised search and then at
+/// the bytes before it: in output that colours every word that costs less than stepping from
+/// one ESC to the next, and less than searching for the pairs, whose ESC and `[` are
+/// everywhere in such output. The OSC is looked for whole, with a second vectorised search:
+/// `]` is common in text and `ESC ]` in hyperlinks (OSC 8) and prompts (OSC 133), and
+/// stopping at each cost a third of the scan's speed on such output.
 fn may_start_a_query(bytes: &[u8]) -> bool {
     memchr::memchr2_iter(b'>', b'P', bytes).any(|at| match bytes[at] {
         b'>' => at >= 2 && bytes[at - 2..at] == *b"\x1b[",
         _ => at >= 1 && bytes[at - 1] == 0x1b,
-    })
+    }) || may_start_a_status_string(bytes)
+}
+
+/// `ESC ] 7501 ;`, what starts an OSC 7501 string.
+const STATUS_START: &[u8] = b"\x1b]7501;";
+
+/// Whether `bytes` hold `ESC ] 7501 ;`, or end with the start of it (the rest may come in the
+/// next read).
+fn may_start_a_status_string(bytes: &[u8]) -> bool {
+    // Searched for without its `ESC ]`: the searcher keys on the bytes it deems rarest, which
+    // would be those two, common in output with hyperlinks.
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(&STATUS_START[2..]));
+    if FINDER
+        .find_iter(bytes)
+        .any(|at| at >= 2 && bytes[at - 2..at] == STATUS_START[..2])
+    {
+        return true;
+    }
+    let tail = &bytes[bytes.len().saturating_sub(STATUS_START.len() - 1)..];
+    memchr::memrchr(0x1b, tail).is_some_and(|at| STATUS_START.starts_with(&tail[at..]))
+}
+
+/// Where an OSC 7501 body's run of plain bytes ends: at the first byte that ends or cancels
+/// the string (`BEL`, `ESC`, `CAN`, `SUB`), or at the end of `bytes`.
+fn status_body_run(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .position(|b| matches!(b, 0x07 | 0x1b | 0x18 | 0x1a))
+        .unwrap_or(bytes.len())
+}
+
+/// The string a terminator ends, or [`StatusString::Oversized`] when the whole sequence is
+/// longer than the protocol allows.
+fn status_string(body: Vec<u8>, terminator: Terminator) -> StatusString {
+    if 2 + STATUS_PREFIX.len() + body.len() + terminator.len() > MAX_STATUS_SEQUENCE {
+        StatusString::Oversized
+    } else {
+        StatusString::Whole { body, terminator }
+    }
 }
 
 /// Follows program output far enough to find the queries of [`Query`].
@@ -142,6 +249,18 @@ impl Scanner {
                         }
                     }
                 }
+                // An OSC 7501 body: its plain bytes are kept in one step, up to the limit
+                // (past it only the terminator matters).
+                State::Status(ref mut body) => {
+                    let rest = &bytes[at..];
+                    let run = status_body_run(rest);
+                    let room = MAX_STATUS_BODY - body.len();
+                    body.extend_from_slice(&rest[..run.min(room)]);
+                    at += run;
+                    if at == bytes.len() {
+                        return None;
+                    }
+                }
                 _ => {}
             }
             if let Some(query) = self.feed(bytes[at]) {
@@ -156,6 +275,36 @@ impl Scanner {
     pub fn feed(&mut self, byte: u8) -> Option<Query> {
         let state = std::mem::take(&mut self.state);
         let (next, query) = match (state, byte) {
+            // An OSC 7501 string ends at BEL or ST; CAN, SUB, and an ESC that starts no ST,
+            // cut it off (the ESC then starts the next sequence, as in any OSC).
+            (State::Status(body), 0x07) => (
+                State::Ground,
+                Some(Query::Status(status_string(body, Terminator::Bel))),
+            ),
+            (State::Status(body), 0x1b) => (State::StatusEscape(body), None),
+            (State::StatusEscape(body), b'\\') => (
+                State::Ground,
+                Some(Query::Status(status_string(body, Terminator::St))),
+            ),
+            (State::StatusEscape(_), _) => {
+                let mut after = Scanner {
+                    state: State::Escape,
+                };
+                // The byte after the ESC is read as the start of a sequence; it cannot
+                // complete a query by itself.
+                let _ = after.feed(byte);
+                self.state = after.state;
+                return Some(Query::Status(StatusString::Cancelled));
+            }
+            (State::Status(_), 0x18 | 0x1a) => {
+                (State::Ground, Some(Query::Status(StatusString::Cancelled)))
+            }
+            (State::Status(mut body), _) => {
+                if body.len() < MAX_STATUS_BODY {
+                    body.push(byte);
+                }
+                (State::Status(body), None)
+            }
             // ESC starts a new sequence from anywhere but a DCS body; CAN and SUB cancel.
             (State::Dcs(body), 0x1b) => (State::DcsEscape(body), None),
             (State::DcsEscape(body), b'\\') => {
@@ -168,6 +317,14 @@ impl Scanner {
             (_, 0x18 | 0x1a) => (State::Ground, None),
             (State::Escape, b'[') => (State::Csi(CsiPrefix::Empty), None),
             (State::Escape, b'P') => (State::Dcs(Vec::new()), None),
+            (State::Escape, b']') => (State::Osc(0), None),
+            (State::Osc(matched), _) if STATUS_PREFIX.get(matched) == Some(&byte) => {
+                if matched + 1 == STATUS_PREFIX.len() {
+                    (State::Status(Vec::new()), None)
+                } else {
+                    (State::Osc(matched + 1), None)
+                }
+            }
             (State::Csi(prefix), 0x20..=0x3f) => (State::Csi(prefix.then(byte)), None),
             (State::Csi(prefix), b'q') => {
                 let query =
@@ -250,6 +407,13 @@ mod tests {
             b"text\n",
             b"\x1b[1;38;5;208m",
             b"\x1b[0m",
+            b"]",
+            b"\x07",
+            b"7501;",
+            b"\x1b]",
+            b"\x1b]7501;state=idle\x07",
+            b"\x1b]7501;?\x1b\\",
+            b"\x1b]0;title\x07",
         ];
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = move || {
@@ -272,6 +436,10 @@ mod tests {
                 stream.extend_from_slice(b"q\x1bP+q");
                 stream.extend(std::iter::repeat_n(b'a', MAX_DCS + 3));
                 stream.extend_from_slice(b"\x1b\\\x1b[>q");
+                // An OSC 7501 string past its limit.
+                stream.extend_from_slice(b"\x1b]7501;");
+                stream.extend(std::iter::repeat_n(b'a', MAX_STATUS_SEQUENCE));
+                stream.extend_from_slice(b"\x07");
             }
             let mut chunks: Vec<&[u8]> = Vec::new();
             let mut rest = stream.as_slice();
@@ -286,6 +454,19 @@ mod tests {
             assert_eq!(found(&chunks), reference, "case {case}: {stream:?}");
         }
         assert!(queries > 1000, "the streams held only {queries} queries");
+    }
+
+    #[test]
+    fn the_look_ahead_finds_a_status_string_whole_or_cut_at_the_end() {
+        assert!(may_start_a_query(b"ab\x1b]7501;state=idle\x07"));
+        for cut in 1..STATUS_START.len() {
+            let mut bytes = b"text \x1b]8;;x\x1b\\ ".to_vec();
+            bytes.extend_from_slice(&STATUS_START[..cut]);
+            assert!(may_start_a_query(&bytes), "cut after {cut} bytes");
+        }
+        assert!(!may_start_a_query(
+            b"[x] \x1b]8;;http://x/7501;\x1b\\ \x1b]0;t\x07 7501;"
+        ));
     }
 
     #[test]

@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use crate::ground::Follower;
 use crate::history::rows_of;
 use crate::history::{is_default_blank, History, DEFAULT_MAX_BYTES};
-use crate::queries::Scanner;
+use crate::queries::{Query, Scanner, StatusString};
 use crate::styled;
 use crate::tracker::{Tracked, Tracker};
 
@@ -208,6 +208,8 @@ pub struct Screen {
     title: String,
     tracked: Tracked,
     queries: Scanner,
+    /// The OSC 7501 strings found since the pane last took them ([`Screen::take_status`]).
+    status_strings: Vec<StatusString>,
     /// Where the parser stands, so runs of plain lines can skip the core.
     follower: Follower,
     /// The lines of a run of plain or styled lines being looked at, kept for its room.
@@ -422,6 +424,7 @@ impl Screen {
             title: String::new(),
             tracked: Tracked::default(),
             queries: Scanner::default(),
+            status_strings: Vec::new(),
             follower: Follower::default(),
             plain: Vec::new(),
             deferred: Vec::new(),
@@ -507,6 +510,12 @@ impl Screen {
         &self.pen_only
     }
 
+    /// The OSC 7501 strings (program status queries and reports) the output applied since the
+    /// last call held, in order. The model keeps nothing of them: the pane does.
+    pub fn take_status(&mut self) -> Vec<StatusString> {
+        std::mem::take(&mut self.status_strings)
+    }
+
     /// Whether [`Screen::apply_deferring`] holds bytes back for the next read.
     pub(crate) fn holds_output(&self) -> bool {
         !self.deferred.is_empty()
@@ -576,7 +585,16 @@ impl Screen {
             self.reading = Some((start as isize, bytes.len()));
             self.advance(&bytes[start..=end], false);
             answers.append(&mut self.take_raised());
-            answers.extend(query.answers());
+            match query {
+                // The protocol's query is answered in order with the others (a program that
+                // sends DA1 after it as a sentinel must get this answer first); whether the
+                // pane host or a terminal answers is the pane's choice, as for every query.
+                Query::Status(found) => {
+                    answers.extend(crate::program_status::answer_to(&found));
+                    self.status_strings.push(found);
+                }
+                query => answers.extend(query.answers()),
+            }
             start = end + 1;
         }
         self.reading = Some((start as isize, bytes.len()));
@@ -1900,6 +1918,21 @@ mod tests {
         let mut s = Screen::new(5, 20, 100);
         let answers = s.apply(b"ab\x1b[6n\x1b[c");
         assert_eq!(answers, vec![b"\x1b[1;3R".to_vec(), b"\x1b[?6c".to_vec()]);
+    }
+
+    #[test]
+    fn program_status_strings_never_reach_the_screen_and_the_query_is_answered_in_order() {
+        let mut s = Screen::new(4, 40, 10);
+        let answers = s.apply(
+            b"a\x1b]7501;state=working:msg=aGk=\x1b\\b\x1b]7501;?\x07\x1b[c\x1b]7501;state=x:\x18c",
+        );
+        assert_eq!(
+            answers,
+            vec![b"\x1b]7501;?\x07".to_vec(), b"\x1b[?6c".to_vec()]
+        );
+        assert_eq!(s.lines()[0].trim_end(), "abc");
+        assert_eq!(s.take_status().len(), 3);
+        assert!(s.take_status().is_empty());
     }
 
     #[test]

@@ -121,7 +121,9 @@ impl Fleet {
         match event {
             Event::Lagged { .. } => Refresh::Everything,
             Event::Revision { .. } => Refresh::Nothing,
-            Event::Exit { .. } | Event::Lifecycle(_) => Refresh::Listing(session),
+            Event::Exit { .. } | Event::Lifecycle(_) | Event::ProgramStatus { .. } => {
+                Refresh::Listing(session)
+            }
             Event::Hook(_) | Event::Ding { .. } => Refresh::Ding(session),
         }
     }

@@ -372,8 +372,8 @@ fn cells(pane: &PaneView, now_ms: u64) -> Vec<String> {
     ]
 }
 
-/// The pane's state: why its pane host could not be asked, how its program ended, what its
-/// adapter says it is doing, or `running`.
+/// The pane's state: why its pane host could not be asked, how its program ended, what the
+/// program reports of itself (OSC 7501), what its adapter says it is doing, or `running`.
 fn state(pane: &PaneView) -> String {
     let record = &pane.record;
     if record.error.is_some() {
@@ -385,6 +385,9 @@ fn state(pane: &PaneView) -> String {
             (None, Some(signal)) => format!("signal {signal}"),
             (None, None) => "exited".into(),
         };
+    }
+    if let Some(record) = &pane.record.program_status {
+        return record.words();
     }
     pane.ding
         .as_ref()
