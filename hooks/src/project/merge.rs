@@ -814,7 +814,8 @@ mod tests {
                 "command",
                 None,
                 Created::default(),
-            );
+            )
+            .owning(&[], shapes(&["Ev"]), false);
             merge
                 .set_groups(&[group(COMMAND)])
                 .unwrap_or_else(|err| panic!("{err}"));
@@ -825,7 +826,15 @@ mod tests {
                 "a bare LF in {applied:?}"
             );
             assert_eq!(merge.placed().map(|p| p.len()).ok(), Some(1));
-            let mut undo = Merge::new(Some(&applied), "hooks", "t", "command", None, merge.created.clone());
+            let mut undo = Merge::new(
+                Some(&applied),
+                "hooks",
+                "t",
+                "command",
+                None,
+                merge.created.clone(),
+            )
+            .owning(&merge.owned, shapes(&["Ev"]), false);
             undo.set_groups(&[]).unwrap_or_else(|err| panic!("{err}"));
             assert_eq!(undo.text, original, "applied:\n{applied:?}");
         }
