@@ -5,7 +5,9 @@
 //! - no transaction torn: every winning payload stands whole, exactly once, in what the program
 //!   read; every losing payload is absent; a payload whose reply was lost to a daemon death
 //!   stands whole at most once; every notice stands whole;
-//! - every posted message announced at most once, and every one never announced shown by
+//! - every posted message announced whole (with its Enter) at most once (a notice cut off by a
+//!   kill between paste and Enter is told again to the next program), and every one never
+//!   announced shown by
 //!   `ding status` with a state (nothing lost, nothing left `pending` once things settle);
 //! - every CLI call and every request answered within its deadline;
 //! - no process spinning at the end, and the RSS of every process bounded throughout.
@@ -637,15 +639,44 @@ fn soak_chaos_loses_nothing_tears_nothing_and_nothing_hangs() {
         assert_eq!(notices, whole_notices, "{session}: a notice was torn");
     }
 
-    // Every message announced at most once; the rest shown with a state.
+    // Every message announced whole (its notice and then its Enter) at most once; the rest
+    // shown with a state. A notice whose pane host was killed between its paste and its Enter
+    // was never submitted to that program, and is told again to the next one (INVARIANT 190),
+    // so its id may stand once more without an Enter, never twice with one.
     let mut announced: BTreeMap<String, usize> = BTreeMap::new();
+    let mut announced_whole: BTreeMap<String, usize> = BTreeMap::new();
+    let mut after_whole = Vec::new();
     for log in logs.values() {
-        for part in log.split("[id:").skip(1) {
-            *announced.entry(part.chars().take(6).collect()).or_default() += 1;
+        // In the order the program read them: nothing of a message stands after its whole
+        // announcement.
+        for notice in log.split("[DING] ").skip(1) {
+            let submitted = notice
+                .split_once("; check your inbox")
+                .is_some_and(|(_, after)| after.starts_with('\r'));
+            let text = notice.split("; check your inbox").next().unwrap_or("");
+            for part in text.split("[id:").skip(1) {
+                let id: String = part.chars().take(6).collect();
+                if announced_whole.contains_key(&id) {
+                    after_whole.push(id.clone());
+                }
+                *announced.entry(id.clone()).or_default() += 1;
+                if submitted {
+                    *announced_whole.entry(id).or_default() += 1;
+                }
+            }
         }
     }
-    let twice: Vec<_> = announced.iter().filter(|(_, &n)| n > 1).collect();
-    assert!(twice.is_empty(), "announced more than once: {twice:?}");
+    assert!(
+        after_whole.is_empty(),
+        "announced again after a whole announcement: {after_whole:?}"
+    );
+    eprintln!(
+        "soak: {} notices cut off by a kill between paste and Enter",
+        announced
+            .iter()
+            .filter(|(id, &n)| n > announced_whole.get(*id).copied().unwrap_or(0))
+            .count()
+    );
     // Messages a recovery notice counted without naming them ("and N more", "N not listed").
     let counted_unnamed: usize = logs
         .values()
