@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn a_version_printed_on_stderr_is_found() {
-        let argv = sh("echo 'pi 1.6.0' >&2");
+        let argv = sh("echo 'harness 1.6.0' >&2");
         assert_eq!(
             run_version(&argv[0], &argv[1..], VERSION_DEADLINE).as_deref(),
             Some("1.6.0")
