@@ -1498,6 +1498,12 @@ impl Screen {
         };
         set(&mut out, mode.contains(TermMode::BRACKETED_PASTE), "2004");
         set(&mut out, mode.contains(TermMode::APP_CURSOR), "1");
+        // Every mouse mode is turned off, not just left unset: this client may have followed
+        // the output (or a full redraw) with a mouse mode on before it became the smaller
+        // one, and the program turning it off reaches it only through these redraws. Left
+        // on, a click would type its report into whatever reads the keys next.
+        out.extend_from_slice(CROPPED_MOUSE_OFF);
+        set(&mut out, mode.contains(TermMode::FOCUS_IN_OUT), "1004");
         out.extend_from_slice(if mode.contains(TermMode::APP_KEYPAD) {
             b"\x1b="
         } else {
@@ -1583,6 +1589,10 @@ impl Screen {
         result
     }
 }
+
+/// What a cropped redraw turns off: every mouse tracking mode and every mouse encoding.
+const CROPPED_MOUSE_OFF: &[u8] =
+    b"\x1b[?1003l\x1b[?1002l\x1b[?1000l\x1b[?1006l\x1b[?1015l\x1b[?1005l";
 
 /// Every redraw starts with these bytes (a known starting point: attributes reset, the primary
 /// screen, whole-screen scrolling, absolute cursor addressing, autowrap, ASCII in every

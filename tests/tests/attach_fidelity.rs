@@ -811,3 +811,64 @@ fn a_colour_query_while_detached_gets_the_last_attached_terminals_colour() {
     std::fs::write(&go, "").expect("touch go");
     env.wait_screen("app", "BG:]11;rgb:2828/2c2c/3434");
 }
+
+impl Tmux {
+    /// Whether any mouse tracking mode is on in tmux's pane.
+    fn mouse_on(&self) -> bool {
+        self.run(&["display", "-p", "-t", "t", "#{mouse_any_flag}"])
+            .trim()
+            .eq("1")
+    }
+}
+
+/// Issue 46, defect 3: a watcher that becomes the smaller client while the program has mouse
+/// tracking on is shown cropped redraws, not the program's output; the program turning the
+/// mouse off must still turn it off in the watcher's terminal, or a click there types
+/// `0;10;5M` into the shell.
+#[test]
+fn no_mouse_mode_survives_the_program_in_a_cropped_view() {
+    let env = Env::new();
+    let go = env.path("go");
+    let program = format!(
+        "printf '\\033[?1000h\\033[?1006h\\033[?1004hMOUSE-ON\\r\\n'; {}; \
+         printf '\\033[?1000l\\033[?1006l\\033[?1004lMOUSE-OFF\\r\\n'; sleep 600",
+        wait_for_file(&go)
+    );
+    env.spawn("app", "24x80", &["sh", "-c", &program], Some("MOUSE-ON"));
+    let tmux = Tmux::start(
+        &env,
+        "cropmouse",
+        "\"$BELFRY_BIN\" attach --read-only app; sleep 600",
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.mouse_on()),
+        "the full view never turned the mouse on: {:#?}",
+        tmux.lines()
+    );
+    // The watcher's terminal shrinks: it becomes the smaller client and is shown the
+    // cropped view from now on.
+    tmux.run(&["resize-window", "-t", "t", "-x", "70", "-y", "20"]);
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[pane 24x80, this terminal 20x70"))),
+        "no cropped view: {:#?}",
+        tmux.lines()
+    );
+    std::fs::write(&go, "").expect("touch go");
+    env.wait_screen("app", "MOUSE-OFF");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line == "MOUSE-OFF")),
+        "the cropped view never showed the program's last output: {:#?}",
+        tmux.lines()
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || !tmux.mouse_on()),
+        "mouse tracking is still on in the watcher's terminal: {}",
+        tmux.modes()
+    );
+}
