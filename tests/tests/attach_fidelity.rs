@@ -1101,3 +1101,48 @@ fn the_crop_line_goes_with_the_client() {
         "the crop line stayed: {lines:#?}"
     );
 }
+
+/// Issue 46, defect 3, in belfry's own views: while the history view is open over a pane that
+/// has mouse tracking on, the mouse is off in the outer terminal (a click would arrive as keys
+/// the view cannot read), and leaving the view turns on again what the pane has.
+#[test]
+fn no_mouse_mode_is_on_while_a_view_is_open() {
+    let env = Env::new();
+    env.spawn(
+        "app",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "printf '\\033[?1002h\\033[?1006hMOUSE-ON\\r\\n'; sleep 600",
+        ],
+        Some("MOUSE-ON"),
+    );
+    let tmux = Tmux::start(&env, "viewmouse", "\"$BELFRY_BIN\" attach app; sleep 600");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.mouse_on()),
+        "the pane's mouse mode never reached tmux: {:#?}",
+        tmux.lines()
+    );
+    tmux.run(&["send-keys", "-t", "t", "C-b", "["]);
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[history] lines"))),
+        "no history view: {:#?}",
+        tmux.lines()
+    );
+    assert!(
+        !tmux.mouse_on(),
+        "mouse tracking is on under the history view: {}",
+        tmux.modes()
+    );
+    tmux.run(&["send-keys", "-t", "t", "q"]);
+    assert_tmux_shows_the_model(&env, &tmux, "app", "after the history view");
+    assert!(
+        eventually(Duration::from_secs(5), || tmux.mouse_on()),
+        "leaving the view did not give the pane its mouse mode back: {}",
+        tmux.modes()
+    );
+}

@@ -509,9 +509,12 @@ async fn choose_first(panes: &dyn Panes, keyboard: &mut Option<Keyboard>) -> Res
 
 /// A view over the pane goes on the terminal's alternate screen (saving the cursor), so its
 /// frames never scroll into the terminal's own history and the way out finds the pane's
-/// screen under it. Leaving a view needs no `VIEW_SCREEN_OFF`: the pane's redraw that follows
-/// starts on the primary screen (`REDRAW_START`).
-const VIEW_SCREEN_ON: &[u8] = b"\x1b[?1049h";
+/// screen under it; every mouse mode and focus events go off while it is open (a click or a
+/// change of focus would otherwise arrive as keys the view cannot read, starting with an
+/// Escape that closes it). Leaving a view needs no `VIEW_SCREEN_OFF`: the pane's redraw that
+/// follows starts on the primary screen (`REDRAW_START`) and turns on the modes the pane has.
+const VIEW_SCREEN_ON: &[u8] = b"\x1b[?1049h\x1b[?1003l\x1b[?1002l\x1b[?1000l\x1b[?1006l\
+    \x1b[?1015l\x1b[?1005l\x1b[?1004l";
 const VIEW_SCREEN_OFF: &[u8] = b"\x1b[?1049l";
 
 /// The terminal's alternate screen, on (with the cursor hidden) and off (the cursor shown).
