@@ -1777,3 +1777,37 @@ fn the_restart_note_goes_with_the_client() {
     let text = screen_text(&env, "outer");
     assert!(!text.contains("restarted it"), "the note stayed:\n{text}");
 }
+
+/// A client that was not shown a cropped view keeps the pane's last row when it detaches,
+/// even when the pane then takes a larger client's size: whether the crop line is there to
+/// erase is asked before the client leaves.
+#[test]
+fn a_client_that_was_not_cropped_keeps_the_last_row_on_detach() {
+    let env = Env::new();
+    let go = env.path("go");
+    let program = format!(
+        "{}; printf '\\033[H\\033[2J'; seq 1 23; printf LAST-ROW; sleep 600",
+        wait_for_file(&go)
+    );
+    env.spawn("inner", "24x80", &["sh", "-c", &program], None);
+    attach_sized(&env, "big", "30x100", "inner");
+    assert!(eventually(Duration::from_secs(10), || env
+        .snapshot("inner")["clients"]
+        == 1));
+    attach_sized(&env, "small", "24x80", "inner");
+    assert!(eventually(Duration::from_secs(10), || env
+        .snapshot("inner")["clients"]
+        == 2));
+    // The small client typed last: the pane has its size, and it is shown the whole pane.
+    env.ok(&["send", "small", "--text", ""]);
+    assert!(eventually(Duration::from_secs(10), || inner_size(&env) == (24, 80)));
+    std::fs::write(&go, "").expect("touch go");
+    env.wait_screen("small", "LAST-ROW");
+    env.ok(&["send", "small", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("small", "ATTACH-EXIT=0");
+    let text = screen_text(&env, "small");
+    assert!(
+        text.contains("LAST-ROW"),
+        "the pane's last row was erased:\n{text}"
+    );
+}

@@ -133,6 +133,9 @@ struct Record {
     /// A view (history, chooser) is open on the terminal's alternate screen
     /// ([`VIEW_SCREEN_ON`]); the way out leaves that screen first.
     view_screen: bool,
+    /// Whether the client was shown the cropped view of a larger pane, when it asked on its
+    /// way out (`None`: not asked yet).
+    cropped: Option<bool>,
 }
 
 /// Saves the outer terminal's window and icon titles on its title stack (xterm's window
@@ -372,7 +375,8 @@ pub fn run(
     // A client shown the cropped view of a larger pane has the crop line on its last row,
     // which nothing paints over once it leaves.
     if let (true, Endpoint::Socket(path)) = (interactive, &socket) {
-        if shown_cropped(path) {
+        let asked = outer.lock().ok().and_then(|outer| outer.cropped);
+        if asked.unwrap_or_else(|| shown_cropped(path)) {
             if let Ok(mut outer) = outer.lock() {
                 outer.cover_rows = outer.cover_rows.max(1);
             }
@@ -946,11 +950,11 @@ async fn session_loop(
                         }
                     }
                     _ = term.recv() => {
-                        leave(&mut reader, &mut writer, outer, handed).await;
+                        leave(&mut reader, &mut writer, outer, handed, socket).await;
                         return Ok(Ended::Signal("SIGTERM"));
                     }
                     _ = hup.recv() => {
-                        leave(&mut reader, &mut writer, outer, handed).await;
+                        leave(&mut reader, &mut writer, outer, handed, socket).await;
                         return Ok(Ended::Signal("SIGHUP"));
                     }
                 }
@@ -1029,7 +1033,7 @@ async fn session_loop(
                     }
                     Outcome::Switch(name) => match panes.socket(&name) {
                         Ok(next) => {
-                            leave(&mut reader, &mut writer, outer, handed).await;
+                            leave(&mut reader, &mut writer, outer, handed, socket).await;
                             return Ok(Ended::Switch(name, next, rest));
                         }
                         Err(err) => {
@@ -1052,7 +1056,7 @@ async fn session_loop(
             match action {
                 Action::None => {}
                 Action::Detach => {
-                    leave(&mut reader, &mut writer, outer, handed).await;
+                    leave(&mut reader, &mut writer, outer, handed, socket).await;
                     return Ok(Ended::Detached);
                 }
                 Action::Show(message) => {
@@ -1074,9 +1078,9 @@ async fn session_loop(
                             let next = binding == Binding::NextPane;
                             match neighbour(panes, session, next) {
                                 Ok(Some(name)) => match panes.socket(&name) {
-                                    Ok(socket) => {
-                                        leave(&mut reader, &mut writer, outer, handed).await;
-                                        return Ok(Ended::Switch(name, socket, rest));
+                                    Ok(next) => {
+                                        leave(&mut reader, &mut writer, outer, handed, socket).await;
+                                        return Ok(Ended::Switch(name, next, rest));
                                     }
                                     Err(err) => Err(anyhow!("cannot attach to {name}: {err:#}")),
                                 },
@@ -1264,7 +1268,16 @@ async fn leave(
     writer: &mut tokio::net::unix::OwnedWriteHalf,
     outer: &SharedOuter,
     handed: bool,
+    socket: &Endpoint,
 ) {
+    // Whether this client is shown the cropped view is asked while it is still attached:
+    // once it has left, the pane may take another client's larger size.
+    if let Endpoint::Socket(path) = socket {
+        let cropped = shown_cropped(path);
+        if let Ok(mut outer) = outer.lock() {
+            outer.cropped = Some(cropped);
+        }
+    }
     let detach = Frame::Control(Control::Detach { reason: None }).encode();
     if writer.write_all(&detach).await.is_err() || !handed {
         return;
