@@ -1729,7 +1729,8 @@ fn the_bindings_line_is_whole_on_a_narrow_terminal() {
     );
 }
 
-/// Issue 46, defect 6: a read-only client says so over the pane when it attaches.
+/// Issue 46, defect 6: a read-only client says so over the pane when it attaches, and again
+/// when typed into; what is typed reaches nothing.
 #[test]
 fn a_read_only_attach_says_it_is_read_only() {
     let env = Env::new();
@@ -1740,10 +1741,18 @@ fn a_read_only_attach_says_it_is_read_only() {
         Some("INNER-READY"),
     );
     attach_client(&env, "outer", "--read-only inner");
-    env.wait_screen(
-        "outer",
-        "read-only: nothing typed here reaches inner; C-b d detaches",
+    let note = "read-only: nothing typed here reaches inner; C-b d detaches";
+    env.wait_screen("outer", note);
+    // The note goes after its 3 s.
+    assert!(
+        eventually(Duration::from_secs(10), || !screen_text(&env, "outer")
+            .contains(note)),
+        "the note stayed: {}",
+        screen_text(&env, "outer")
     );
+    env.ok(&["send", "outer", "--text", "typed"]);
+    env.wait_screen("outer", note);
+    assert!(!screen_text(&env, "inner").contains("typed"));
 }
 
 /// Issue 46, defect 6: the note `belfry run` shows over a pane whose program it restarted

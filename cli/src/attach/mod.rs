@@ -667,9 +667,7 @@ async fn session_loop(
     // A watcher is told, over the pane, that its keys go nowhere (the line above it scrolls
     // away under the redraw).
     if read_only && note.is_none() {
-        note = Some(format!(
-            "read-only: nothing typed here reaches {session}; {detach} detaches"
-        ));
+        note = Some(read_only_note(session, detach));
     }
     let Link {
         stream,
@@ -1053,6 +1051,18 @@ async fn session_loop(
             if !out.is_empty() && !read_only {
                 belfry_pty::wire::write_frames(&mut writer, &[Frame::data(&out)]).await?;
             }
+            // Typing into a watcher says again why nothing happens. A read that starts with an
+            // Escape may be the terminal answering a query, which nobody typed: no note.
+            if read_only && out.first().is_some_and(|&b| b != 0x1b) && message_until.is_none() {
+                let pause_first = handed && !paused;
+                let note = read_only_note(session, detach);
+                if let Some(ended) =
+                    message_over_pane(&mut reader, &mut writer, outer, pause_first, &note).await?
+                {
+                    return Ok(ended);
+                }
+                message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+            }
             match action {
                 Action::None => {}
                 Action::Detach => {
@@ -1371,6 +1381,11 @@ fn show_message(message: &str, outer: &SharedOuter) -> std::io::Result<()> {
         outer.cover_rows = outer.cover_rows.max(count);
     }
     Ok(())
+}
+
+/// What a read-only client says over the pane on attach and when typed into.
+fn read_only_note(session: &str, detach: DetachKey) -> String {
+    format!("read-only: nothing typed here reaches {session}; {detach} detaches")
 }
 
 /// Asks the pane host for a redraw, which paints over whatever the client drew (a message).
