@@ -1445,15 +1445,22 @@ impl Screen {
         } else {
             b"\x1b>"
         });
-        let style = self.term.cursor_style();
-        let shape = match style.shape {
-            CursorShape::Block | CursorShape::HollowBlock | CursorShape::Hidden => 1,
-            CursorShape::Underline => 3,
-            CursorShape::Beam => 5,
-        } + u8::from(!style.blinking);
-        out.extend_from_slice(format!("\x1b[{shape} q").as_bytes());
+        // The cursor shape and the title only when the program set them: the outer terminal
+        // keeps its own otherwise (a shell that never set a title must not blank the
+        // window's), and the client puts the title back on detach.
+        if self.tracked.cursor_style_set {
+            let style = self.term.cursor_style();
+            let shape = match style.shape {
+                CursorShape::Block | CursorShape::HollowBlock | CursorShape::Hidden => 1,
+                CursorShape::Underline => 3,
+                CursorShape::Beam => 5,
+            } + u8::from(!style.blinking);
+            out.extend_from_slice(format!("\x1b[{shape} q").as_bytes());
+        }
         let title: String = self.title.chars().filter(|c| !c.is_control()).collect();
-        out.extend_from_slice(format!("\x1b]2;{title}\x07").as_bytes());
+        if !title.is_empty() {
+            out.extend_from_slice(format!("\x1b]2;{title}\x07").as_bytes());
+        }
         let grid = self.term.grid();
         let rows: Vec<&Row<Cell>> = (0..self.rows()).map(|r| &grid[Line(r as i32)]).collect();
         place_cursor(&grid.cursor, &rows, cols, origin_top, &mut out);
@@ -1472,8 +1479,9 @@ impl Screen {
     /// A redraw for a client whose terminal is smaller than the pane (`rows` x `cols`, at
     /// least one of them smaller): the part of the screen around the cursor, as tmux shows a
     /// smaller client, and on the last row a line saying what is shown. Only the screen the
-    /// program is on is painted, and no mouse mode is set (the client's coordinates are not
-    /// the pane's); the keyboard modes are, so keys still reach the program as it expects.
+    /// program is on is painted, in place, and every mouse mode is turned off (the client's
+    /// coordinates are not the pane's); the keyboard modes are set, so keys still reach the
+    /// program as it expects.
     /// Such a client gets one of these instead of the pane's output after every change.
     pub fn cropped_redraw(&mut self, rows: u16, cols: u16) -> Vec<u8> {
         self.end_turn();
@@ -1492,11 +1500,18 @@ impl Screen {
             .saturating_sub(shown_cols)
             .min(pane_cols - shown_cols);
         let mut out = Vec::with_capacity(2 * shown_rows * (shown_cols + 16) + 256);
-        out.extend_from_slice(REDRAW_START);
+        // Painted in place, each row erased to its end after its cells and the rows between
+        // the window and the crop line erased: a cleared screen (`ED 2`) would push every
+        // frame (one per change) into the outer terminal's own history (tmux's
+        // scroll-on-clear, kitty, alacritty).
+        out.extend_from_slice(CROPPED_START);
         for r in 0..shown_rows {
             out.extend_from_slice(format!("\x1b[{};1H", r + 1).as_bytes());
             render_cells(&grid[Line((top + r) as i32)], left, shown_cols, &mut out);
-            out.extend_from_slice(b"\x1b[0m");
+            out.extend_from_slice(b"\x1b[0m\x1b[K");
+        }
+        for r in shown_rows..usize::from(rows.max(2)) - 1 {
+            out.extend_from_slice(format!("\x1b[{};1H\x1b[K", r + 1).as_bytes());
         }
         let note = format!(
             "[pane {pane_rows}x{pane_cols}, this terminal {rows}x{cols}: rows {}-{} and columns \
@@ -1508,7 +1523,11 @@ impl Screen {
         );
         let note: String = note.chars().take(usize::from(cols.max(1))).collect();
         out.extend_from_slice(
-            format!("\x1b[{};1H\x1b[7m{note}\x1b[0m", usize::from(rows.max(2))).as_bytes(),
+            format!(
+                "\x1b[{};1H\x1b[K\x1b[7m{note}\x1b[0m",
+                usize::from(rows.max(2))
+            )
+            .as_bytes(),
         );
         let mode = *self.term.mode();
         let set = |out: &mut Vec<u8>, on: bool, code: &str| {
@@ -1516,6 +1535,12 @@ impl Screen {
         };
         set(&mut out, mode.contains(TermMode::BRACKETED_PASTE), "2004");
         set(&mut out, mode.contains(TermMode::APP_CURSOR), "1");
+        // Every mouse mode is turned off, not just left unset: this client may have followed
+        // the output (or a full redraw) with a mouse mode on before it became the smaller
+        // one, and the program turning it off reaches it only through these redraws. Left
+        // on, a click would type its report into whatever reads the keys next.
+        out.extend_from_slice(CROPPED_MOUSE_OFF);
+        set(&mut out, mode.contains(TermMode::FOCUS_IN_OUT), "1004");
         out.extend_from_slice(if mode.contains(TermMode::APP_KEYPAD) {
             b"\x1b="
         } else {
@@ -1601,6 +1626,14 @@ impl Screen {
         result
     }
 }
+
+/// A cropped redraw's start: [`REDRAW_START`] without its clear, the window painted in place.
+const CROPPED_START: &[u8] =
+    b"\x1b[0m\x1b[?1049l\x1b[r\x1b[?6l\x1b[?7h\x1b(B\x1b)B\x1b*B\x1b+B\x0f\x1b[?25l";
+
+/// What a cropped redraw turns off: every mouse tracking mode and every mouse encoding.
+const CROPPED_MOUSE_OFF: &[u8] =
+    b"\x1b[?1003l\x1b[?1002l\x1b[?1000l\x1b[?1006l\x1b[?1015l\x1b[?1005l";
 
 /// Every redraw starts with these bytes (a known starting point: attributes reset, the primary
 /// screen, whole-screen scrolling, absolute cursor addressing, autowrap, ASCII in every

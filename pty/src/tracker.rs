@@ -31,6 +31,10 @@ pub struct Tracked {
     pub active_charset: CharsetIndex,
     /// Whether `?1015` is set.
     pub urxvt_mouse: bool,
+    /// Whether the program chose a cursor shape (`DECSCUSR` other than `CSI 0 SP q`): a
+    /// redraw sets one only then, so attaching to a pane that chose none leaves the outer
+    /// terminal's own shape alone.
+    pub cursor_style_set: bool,
 }
 
 impl Tracked {
@@ -92,9 +96,11 @@ impl<L: EventListener> Handler for Tracker<'_, L> {
         Handler::set_title(&mut *self.term, a0)
     }
     fn set_cursor_style(&mut self, a0: Option<CursorStyle>) {
+        self.tracked.cursor_style_set = a0.is_some();
         Handler::set_cursor_style(&mut *self.term, a0)
     }
     fn set_cursor_shape(&mut self, a0: CursorShape) {
+        self.tracked.cursor_style_set = true;
         Handler::set_cursor_shape(&mut *self.term, a0)
     }
     fn input(&mut self, a0: char) {

@@ -1539,3 +1539,284 @@ fn keys_typed_while_output_streams_in_frames_keep_the_stream_whole() {
         "the client's screen is not the pane's"
     );
 }
+
+/// Runs `belfry attach PANE` (with `vars` added to its environment) on the slave side of a
+/// raw pseudo-terminal until the pane has a client, then detaches it: everything the client
+/// and the pane host wrote to that terminal, from attach to the client's end.
+fn attach_bytes(env: &Env, pane: &str, vars: &[(&str, &str)]) -> Vec<u8> {
+    use std::process::Stdio;
+    let (master, slave) = raw_pty();
+    let mut cmd = env.cmd(&["attach", pane]);
+    cmd.envs(vars.iter().copied())
+        .stdin(Stdio::from(slave.try_clone().expect("dup the slave")))
+        .stdout(Stdio::from(slave.try_clone().expect("dup the slave")))
+        .stderr(Stdio::from(slave));
+    let mut child = cmd.spawn().expect("start belfry attach");
+    assert!(
+        eventually(Duration::from_secs(10), || env.snapshot(pane)["clients"]
+            == 1),
+        "the client never attached"
+    );
+    let mut got = read_for(&master, Duration::from_millis(1500));
+    env.ok(&["detach", pane]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().expect("wait for the client").is_none() {
+        assert!(Instant::now() < until, "the client did not end on detach");
+        got.extend(read_for(&master, Duration::from_millis(100)));
+    }
+    got.extend(read_for(&master, Duration::from_millis(300)));
+    got
+}
+
+/// Whether `bytes` hold `needle`.
+fn holds(bytes: &[u8], needle: &[u8]) -> bool {
+    find(bytes, needle).is_some()
+}
+
+/// Where `needle` first is in `bytes`.
+fn find(bytes: &[u8], needle: &[u8]) -> Option<usize> {
+    bytes.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Every cursor shape (`DECSCUSR`, `CSI N SP q`) in `bytes`.
+fn cursor_shapes(bytes: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut found = Vec::new();
+    for (at, _) in text.match_indices(" q") {
+        let head = &text[..at];
+        if let Some(start) = head.rfind("\x1b[") {
+            let param = &head[start + 2..];
+            if param.chars().all(|c| c.is_ascii_digit()) {
+                found.push(format!("CSI {param} SP q"));
+            }
+        }
+    }
+    found
+}
+
+/// Issue 46, defect 4: attaching to a pane that chose no cursor shape and no title sends
+/// neither (before: a steady block `CSI 2 SP q` and an empty title on every attach), and the
+/// title is saved on attach and put back on detach. A pane that chose a shape gets it, and
+/// detach resets it.
+#[test]
+fn attach_sends_a_cursor_shape_and_title_only_when_the_pane_set_them() {
+    let env = Env::new();
+    env.spawn(
+        "plain",
+        "24x80",
+        &["sh", "-c", "echo PLAIN-READY; sleep 600"],
+        Some("PLAIN-READY"),
+    );
+    env.spawn(
+        "shaped",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "printf '\\033[6 q\\033]2;SHAPED-TITLE\\007'; echo SHAPED-READY; sleep 600",
+        ],
+        Some("SHAPED-READY"),
+    );
+    let plain = attach_bytes(&env, "plain", &[]);
+    let text = String::from_utf8_lossy(&plain);
+    assert!(text.contains("PLAIN-READY"), "no redraw: {text:?}");
+    assert_eq!(cursor_shapes(&plain), Vec::<String>::new(), "{text:?}");
+    assert!(!holds(&plain, b"\x1b]2;"), "a title was set: {text:?}");
+    let (push, pop) = (b"\x1b[22;0t", b"\x1b[23;0t");
+    let (pushed, popped) = (find(&plain, push), find(&plain, pop));
+    assert!(
+        matches!((pushed, popped), (Some(a), Some(b)) if a < b),
+        "the title is not saved on attach and put back on detach: {text:?}"
+    );
+
+    let shaped = attach_bytes(&env, "shaped", &[]);
+    let text = String::from_utf8_lossy(&shaped);
+    assert_eq!(
+        cursor_shapes(&shaped),
+        ["CSI 6 SP q", "CSI 0 SP q"],
+        "{text:?}"
+    );
+    assert!(holds(&shaped, b"\x1b]2;SHAPED-TITLE\x07"), "{text:?}");
+    let (title_at, popped) = (find(&shaped, b"\x1b]2;"), find(&shaped, pop));
+    assert!(
+        matches!((title_at, popped), (Some(a), Some(b)) if a < b),
+        "{text:?}"
+    );
+}
+
+/// A pane whose program reads its terminal raw and prints each read in hex, one line a read.
+fn hex_reader(env: &Env, name: &str) {
+    let program = "import os, sys, tty\n\
+                   tty.setraw(0)\n\
+                   sys.stdout.write('RAW-READY\\r\\n'); sys.stdout.flush()\n\
+                   while True:\n    \
+                   b = os.read(0, 64)\n    \
+                   sys.stdout.write('read ' + ' '.join('%02x' % c for c in b) + '\\r\\n')\n    \
+                   sys.stdout.flush()\n";
+    env.spawn(
+        name,
+        "24x80",
+        &["python3", "-c", program],
+        Some("RAW-READY"),
+    );
+}
+
+/// Issue 46, defect 4: the time a lone Escape waits for the rest of a sequence is
+/// `BELFRY_ESCAPE_TIME_MS` (25 ms by default): set to 1500, an Escape reaches the program
+/// no sooner than that; a value that is not a number of milliseconds is refused, naming it.
+#[test]
+fn the_escape_time_is_set_by_belfry_escape_time_ms() {
+    let env = Env::new();
+    hex_reader(&env, "inner");
+    env.spawn(
+        "outer",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "BELFRY_ESCAPE_TIME_MS=1500 \"$BELFRY_BIN\" attach inner; sleep 600",
+        ],
+        None,
+    );
+    env.wait_screen("outer", "RAW-READY");
+    assert!(eventually(Duration::from_secs(10), || env
+        .snapshot("inner")["clients"]
+        == 1));
+    // The terminal's colour answers are looked for during the first 2 s; past them.
+    std::thread::sleep(Duration::from_millis(2200));
+    let sent = Instant::now();
+    env.ok(&["send", "outer", "--key", "Escape"]);
+    env.wait_screen("inner", "read 1b");
+    let waited = sent.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1400),
+        "the Escape arrived after {waited:?}, not after the 1500 ms asked for"
+    );
+    let out = env
+        .cmd(&["attach", "inner"])
+        .env("BELFRY_ESCAPE_TIME_MS", "soon")
+        .output()
+        .expect("run belfry attach");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("BELFRY_ESCAPE_TIME_MS=\"soon\" is not a whole number of milliseconds"),
+        "{stderr}"
+    );
+}
+
+/// Issue 46, defect 6: the bindings line (`prefix ?`) is wrapped over the terminal's last
+/// lines when it is wider than the terminal, not cut at its width (before: cut at 60
+/// columns, `? this list` lost).
+#[test]
+fn the_bindings_line_is_whole_on_a_narrow_terminal() {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "24x60",
+        &["sh", "-c", "echo INNER-READY; sleep 600"],
+        Some("INNER-READY"),
+    );
+    attach_sized(&env, "outer", "24x60", "inner");
+    env.wait_screen("outer", "INNER-READY");
+    env.ok(&["send", "outer", "--key", "C-b", "--text", "?"]);
+    env.wait_screen("outer", "\\[ history");
+    let lines = env.lines("outer");
+    let shown = format!("{}{}", lines[22], lines[23]);
+    assert!(
+        shown.contains("s panes, n/p next/previous, C-b send C-b, ? this list"),
+        "the bindings line is cut: {lines:#?}"
+    );
+}
+
+/// Issue 46, defect 6: a read-only client says so over the pane when it attaches, and again
+/// when typed into; what is typed reaches nothing.
+#[test]
+fn a_read_only_attach_says_it_is_read_only() {
+    let env = Env::new();
+    env.spawn(
+        "inner",
+        "24x80",
+        &["sh", "-c", "echo INNER-READY; sleep 600"],
+        Some("INNER-READY"),
+    );
+    attach_client(&env, "outer", "--read-only inner");
+    let note = "read-only: nothing typed here reaches inner; C-b d detaches";
+    env.wait_screen("outer", note);
+    // The note goes after its 3 s.
+    assert!(
+        eventually(Duration::from_secs(10), || !screen_text(&env, "outer")
+            .contains(note)),
+        "the note stayed: {}",
+        screen_text(&env, "outer")
+    );
+    env.ok(&["send", "outer", "--text", "typed"]);
+    env.wait_screen("outer", note);
+    assert!(!screen_text(&env, "inner").contains("typed"));
+}
+
+/// Issue 46, defect 6: the note `belfry run` shows over a pane whose program it restarted
+/// goes with the client when the client leaves before the note's time is up (before: it
+/// stayed on the terminal's last line under the shell).
+#[test]
+fn the_restart_note_goes_with_the_client() {
+    let env = Env::new();
+    let flag = env.path("flag");
+    let program = format!(
+        "if [ -e {flag} ]; then echo SECOND; sleep 600; else touch {flag}; echo FIRST; exit 3; fi",
+        flag = flag.display()
+    );
+    env.spawn("r", "24x80", &["sh", "-c", &program], Some("FIRST"));
+    assert!(eventually(Duration::from_secs(10), || !env.snapshot("r")
+        ["exited"]
+        .is_null()));
+    env.spawn(
+        "outer",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "\"$BELFRY_BIN\" run r -- true; echo RUN-DONE; sleep 600",
+        ],
+        None,
+    );
+    env.wait_screen("outer", "restarted it");
+    env.ok(&["detach", "r"]);
+    env.wait_screen("outer", "RUN-DONE");
+    let text = screen_text(&env, "outer");
+    assert!(!text.contains("restarted it"), "the note stayed:\n{text}");
+}
+
+/// A client that was not shown a cropped view keeps the pane's last row when it detaches,
+/// even when the pane then takes a larger client's size: whether the crop line is there to
+/// erase is asked before the client leaves.
+#[test]
+fn a_client_that_was_not_cropped_keeps_the_last_row_on_detach() {
+    let env = Env::new();
+    let go = env.path("go");
+    let program = format!(
+        "{}; printf '\\033[H\\033[2J'; seq 1 23; printf LAST-ROW; sleep 600",
+        wait_for_file(&go)
+    );
+    env.spawn("inner", "24x80", &["sh", "-c", &program], None);
+    attach_sized(&env, "big", "30x100", "inner");
+    assert!(eventually(Duration::from_secs(10), || env
+        .snapshot("inner")["clients"]
+        == 1));
+    attach_sized(&env, "small", "24x80", "inner");
+    assert!(eventually(Duration::from_secs(10), || env
+        .snapshot("inner")["clients"]
+        == 2));
+    // The small client typed last: the pane has its size, and it is shown the whole pane.
+    env.ok(&["send", "small", "--text", ""]);
+    assert!(eventually(Duration::from_secs(10), || inner_size(&env) == (24, 80)));
+    std::fs::write(&go, "").expect("touch go");
+    env.wait_screen("small", "LAST-ROW");
+    env.ok(&["send", "small", "--key", "C-b", "--text", "d"]);
+    env.wait_screen("small", "ATTACH-EXIT=0");
+    let text = screen_text(&env, "small");
+    assert!(
+        text.contains("LAST-ROW"),
+        "the pane's last row was erased:\n{text}"
+    );
+}

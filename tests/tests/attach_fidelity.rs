@@ -811,3 +811,338 @@ fn a_colour_query_while_detached_gets_the_last_attached_terminals_colour() {
     std::fs::write(&go, "").expect("touch go");
     env.wait_screen("app", "BG:]11;rgb:2828/2c2c/3434");
 }
+
+impl Tmux {
+    /// Whether any mouse tracking mode is on in tmux's pane.
+    fn mouse_on(&self) -> bool {
+        self.run(&["display", "-p", "-t", "t", "#{mouse_any_flag}"])
+            .trim()
+            .eq("1")
+    }
+}
+
+/// Issue 46, defect 3: a watcher that becomes the smaller client while the program has mouse
+/// tracking on is shown cropped redraws, not the program's output; the program turning the
+/// mouse off must still turn it off in the watcher's terminal, or a click there types
+/// `0;10;5M` into the shell.
+#[test]
+fn no_mouse_mode_survives_the_program_in_a_cropped_view() {
+    let env = Env::new();
+    let go = env.path("go");
+    let program = format!(
+        "printf '\\033[?1000h\\033[?1006h\\033[?1004hMOUSE-ON\\r\\n'; {}; \
+         printf '\\033[?1000l\\033[?1006l\\033[?1004lMOUSE-OFF\\r\\n'; sleep 600",
+        wait_for_file(&go)
+    );
+    env.spawn("app", "24x80", &["sh", "-c", &program], Some("MOUSE-ON"));
+    let tmux = Tmux::start(
+        &env,
+        "cropmouse",
+        "\"$BELFRY_BIN\" attach --read-only app; sleep 600",
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.mouse_on()),
+        "the full view never turned the mouse on: {:#?}",
+        tmux.lines()
+    );
+    // The watcher's terminal shrinks: it becomes the smaller client and is shown the
+    // cropped view from now on.
+    tmux.run(&["resize-window", "-t", "t", "-x", "70", "-y", "20"]);
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[pane 24x80, this terminal 20x70"))),
+        "no cropped view: {:#?}",
+        tmux.lines()
+    );
+    std::fs::write(&go, "").expect("touch go");
+    env.wait_screen("app", "MOUSE-OFF");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line == "MOUSE-OFF")),
+        "the cropped view never showed the program's last output: {:#?}",
+        tmux.lines()
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || !tmux.mouse_on()),
+        "mouse tracking is still on in the watcher's terminal: {}",
+        tmux.modes()
+    );
+}
+
+impl Tmux {
+    /// How many lines tmux's pane holds in its own history (scrolled off its screen).
+    fn history_size(&self) -> u64 {
+        let out = self.run(&["display", "-p", "-t", "t", "#{history_size}"]);
+        out.trim().parse().expect("tmux prints a number")
+    }
+
+    /// tmux's pane title (what the program in it set last).
+    fn title(&self) -> String {
+        self.run(&["display", "-p", "-t", "t", "#{pane_title}"])
+            .trim_end_matches('\n')
+            .to_string()
+    }
+}
+
+/// A pane that prints a numbered tick ten times a second, forever.
+fn ticking(env: &Env, name: &str, size: &str) {
+    env.spawn(
+        name,
+        size,
+        &[
+            "sh",
+            "-c",
+            "i=0; while :; do i=$((i+1)); echo tick-$i; sleep 0.1; done",
+        ],
+        Some("tick-3"),
+    );
+}
+
+/// Issue 46, defect 2: a read-only watcher smaller than a pane ticking ten times a second is
+/// redrawn after every tick; the redraws are painted in place, so the outer terminal's own
+/// history does not grow (before: every frame's clear pushed a screen into it, 1,350 lines
+/// in 5 s).
+#[test]
+fn a_cropped_view_leaves_the_outer_terminals_history_alone() {
+    let env = Env::new();
+    ticking(&env, "tick", "30x100");
+    let tmux = Tmux::start(
+        &env,
+        "crophist",
+        "\"$BELFRY_BIN\" attach --read-only tick; sleep 600",
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[pane 30x100, this terminal 24x80"))),
+        "no cropped view: {:#?}",
+        tmux.lines()
+    );
+    // The redraw on attach may push what was there before; from here on nothing may.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = tmux.history_size();
+    let first = tmux.lines();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_ne!(tmux.lines(), first, "the watcher did not follow the ticks");
+    let grown = tmux.history_size() - before;
+    assert_eq!(
+        grown, 0,
+        "the outer terminal's history grew by {grown} lines"
+    );
+}
+
+/// Issue 46, defect 2: the history view and the pane chooser are drawn on the outer
+/// terminal's alternate screen: paging the history view and moving in the chooser, over a
+/// pane that keeps printing, add no line to the outer terminal's history (before: every
+/// frame's clear pushed a screen into it), and leaving them gives the pane's screen back.
+#[test]
+fn the_history_view_and_the_chooser_leave_the_outer_terminals_history_alone() {
+    let env = Env::new();
+    env.spawn(
+        "lines",
+        "24x80",
+        &["sh", "-c", "seq 1 500; echo LINES-READY; sleep 600"],
+        Some("LINES-READY"),
+    );
+    ticking(&env, "other", "24x80");
+    let tmux = Tmux::start(&env, "viewhist", "\"$BELFRY_BIN\" attach lines; sleep 600");
+    assert_tmux_shows_the_model(&env, &tmux, "lines", "attached");
+    let before = tmux.history_size();
+    tmux.run(&["send-keys", "-t", "t", "C-b", "["]);
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[history] lines"))),
+        "no history view: {:#?}",
+        tmux.lines()
+    );
+    for _ in 0..10 {
+        tmux.run(&["send-keys", "-t", "t", "PPage"]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[history] lines 250-272"))),
+        "paging did not reach lines 250-272: {:#?}",
+        tmux.lines()
+    );
+    assert_eq!(
+        tmux.history_size() - before,
+        0,
+        "paging the history view pushed lines into the outer terminal's history"
+    );
+    tmux.run(&["send-keys", "-t", "t", "q"]);
+    assert_tmux_shows_the_model(&env, &tmux, "lines", "after the history view");
+    let before = tmux.history_size();
+    tmux.run(&["send-keys", "-t", "t", "C-b", "s"]);
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("choose a pane"))),
+        "no chooser: {:#?}",
+        tmux.lines()
+    );
+    for key in ["Down", "Up", "Down", "Up"] {
+        tmux.run(&["send-keys", "-t", "t", key]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        tmux.history_size() - before,
+        0,
+        "the chooser pushed lines into the outer terminal's history"
+    );
+    tmux.run(&["send-keys", "-t", "t", "Escape"]);
+    assert_tmux_shows_the_model(&env, &tmux, "lines", "after the chooser");
+}
+
+/// Issue 46, defect 4: attaching to a pane that set no title and no cursor shape leaves the
+/// outer terminal's title alone (before: the redraw set an empty one), a pane's own title is
+/// shown while attached, and detach gives back the title the terminal had.
+#[test]
+fn attach_and_detach_leave_the_outer_terminals_title_as_it_was() {
+    let env = Env::new();
+    env.spawn(
+        "plain",
+        "24x80",
+        &["sh", "-c", "echo PLAIN-READY; sleep 600"],
+        Some("PLAIN-READY"),
+    );
+    env.spawn(
+        "titled",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "printf '\\033]2;PANE-TITLE\\007'; echo TITLED-READY; sleep 600",
+        ],
+        Some("TITLED-READY"),
+    );
+    let second = env.path("second");
+    let script = format!(
+        "printf '\\033]2;USER-TITLE\\007'; \"$BELFRY_BIN\" attach plain; {}; \
+         \"$BELFRY_BIN\" attach titled; echo BOTH-DONE; sleep 600",
+        wait_for_file(&second)
+    );
+    let tmux = Tmux::start(&env, "title", &script);
+    assert!(eventually(Duration::from_secs(10), || env
+        .snapshot("plain")["clients"]
+        == 1));
+    assert_tmux_shows_the_model(&env, &tmux, "plain", "attached to plain");
+    assert_eq!(
+        tmux.title(),
+        "USER-TITLE",
+        "attaching to plain changed the title"
+    );
+    env.ok(&["detach", "plain"]);
+    assert!(eventually(Duration::from_secs(10), || tmux
+        .lines()
+        .iter()
+        .any(|line| line == "[detached from plain]")));
+    assert_eq!(tmux.title(), "USER-TITLE", "after detaching from plain");
+    std::fs::write(&second, "").expect("touch second");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.title() == "PANE-TITLE"),
+        "the pane's own title is not shown while attached: {:?}",
+        tmux.title()
+    );
+    env.ok(&["detach", "titled"]);
+    assert!(eventually(Duration::from_secs(10), || tmux
+        .lines()
+        .iter()
+        .any(|line| line == "BOTH-DONE")));
+    assert_eq!(tmux.title(), "USER-TITLE", "after detaching from titled");
+    assert!(
+        !tmux.state().alternate,
+        "detach left the alternate screen on"
+    );
+}
+
+/// Issue 46, defect 6: a watcher shown the cropped view of a larger pane leaves no crop line
+/// behind when it detaches (before: `[pane 30x100, this terminal 24x80: …]` stayed on the
+/// last row under the shell's prompt).
+#[test]
+fn the_crop_line_goes_with_the_client() {
+    let env = Env::new();
+    ticking(&env, "tick", "30x100");
+    let tmux = Tmux::start(
+        &env,
+        "cropgone",
+        "\"$BELFRY_BIN\" attach --read-only tick; echo CLIENT-GONE; sleep 600",
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[pane 30x100"))),
+        "no cropped view: {:#?}",
+        tmux.lines()
+    );
+    env.ok(&["detach", "tick"]);
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line == "CLIENT-GONE")),
+        "{:#?}",
+        tmux.lines()
+    );
+    let lines = tmux.lines();
+    assert!(
+        !lines.iter().any(|line| line.contains("[pane 30x100")),
+        "the crop line stayed: {lines:#?}"
+    );
+}
+
+/// Issue 46, defect 3, in belfry's own views: while the history view is open over a pane that
+/// has mouse tracking on, the mouse is off in the outer terminal (a click would arrive as keys
+/// the view cannot read), and leaving the view turns on again what the pane has.
+#[test]
+fn no_mouse_mode_is_on_while_a_view_is_open() {
+    let env = Env::new();
+    env.spawn(
+        "app",
+        "24x80",
+        &[
+            "sh",
+            "-c",
+            "printf '\\033[?1002h\\033[?1006hMOUSE-ON\\r\\n'; sleep 600",
+        ],
+        Some("MOUSE-ON"),
+    );
+    let tmux = Tmux::start(&env, "viewmouse", "\"$BELFRY_BIN\" attach app; sleep 600");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux.mouse_on()),
+        "the pane's mouse mode never reached tmux: {:#?}",
+        tmux.lines()
+    );
+    tmux.run(&["send-keys", "-t", "t", "C-b", "["]);
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[history] lines"))),
+        "no history view: {:#?}",
+        tmux.lines()
+    );
+    assert!(
+        !tmux.mouse_on(),
+        "mouse tracking is on under the history view: {}",
+        tmux.modes()
+    );
+    tmux.run(&["send-keys", "-t", "t", "q"]);
+    assert_tmux_shows_the_model(&env, &tmux, "app", "after the history view");
+    assert!(
+        eventually(Duration::from_secs(5), || tmux.mouse_on()),
+        "leaving the view did not give the pane its mouse mode back: {}",
+        tmux.modes()
+    );
+}

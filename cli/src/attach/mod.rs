@@ -123,7 +123,27 @@ struct Record {
     handed: bool,
     /// The pane host's undo bytes, once it sent them (on detach, before the program's exit).
     host_undo: Option<Vec<u8>>,
+    /// The terminal's title was pushed on its title stack at attach ([`TITLE_PUSH`]): it is
+    /// popped back on the way out, whatever titles the pane set meanwhile.
+    title_saved: bool,
+    /// How many of the terminal's last rows hold a line of the client's own that nothing
+    /// will paint over: a message not yet redrawn away, or the crop line of a client shown
+    /// the part of a larger pane. They are erased on the way out.
+    cover_rows: u16,
+    /// A view (history, chooser) is open on the terminal's alternate screen
+    /// ([`VIEW_SCREEN_ON`]); the way out leaves that screen first.
+    view_screen: bool,
+    /// Whether the client was shown the cropped view of a larger pane, when it asked on its
+    /// way out (`None`: not asked yet).
+    cropped: Option<bool>,
 }
+
+/// Saves the outer terminal's window and icon titles on its title stack (xterm's window
+/// operation 22), before the pane's redraw or output may set its own.
+const TITLE_PUSH: &[u8] = b"\x1b[22;0t";
+
+/// Puts back the titles [`TITLE_PUSH`] saved (window operation 23).
+const TITLE_POP: &[u8] = b"\x1b[23;0t";
 
 impl Record {
     fn observe(&mut self, bytes: &[u8]) {
@@ -133,7 +153,12 @@ impl Record {
     /// The bytes that undo the modes the writes left on. A pane host that wrote to the
     /// terminal and ended without saying what to undo (it was killed) gets every mode reset.
     fn undo_modes(&mut self) -> Vec<u8> {
-        let mut out = restore::undo(&self.local.modes());
+        let mut out = Vec::new();
+        if std::mem::take(&mut self.view_screen) {
+            out.extend_from_slice(VIEW_SCREEN_OFF);
+        }
+        out.extend_from_slice(&self.title_back());
+        out.extend_from_slice(&restore::undo(&self.local.modes()));
         if self.handed {
             match self.host_undo.take() {
                 Some(host) => out.extend_from_slice(&host),
@@ -143,14 +168,39 @@ impl Record {
         out
     }
 
+    /// [`TITLE_POP`] when the title was saved (once), else nothing.
+    fn title_back(&mut self) -> Vec<u8> {
+        if std::mem::take(&mut self.title_saved) {
+            TITLE_POP.to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// [`Record::undo_modes`] and a line break, for the shell that gets the terminal back;
     /// nothing when nothing was written.
     fn undo(&mut self) -> Vec<u8> {
-        if !self.handed {
-            return self.local.undo();
+        if !self.handed && self.local.undo().is_empty() {
+            return self.title_back();
         }
         let mut out = self.undo_modes();
+        out.extend_from_slice(&self.uncover());
         out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    /// Erases the last rows [`Record::cover_rows`] counts, the cursor and pen put back.
+    fn uncover(&mut self) -> Vec<u8> {
+        let cover = std::mem::take(&mut self.cover_rows);
+        if cover == 0 {
+            return Vec::new();
+        }
+        let (rows, _) = terminal_size().unwrap_or((24, 80));
+        let mut out = b"\x1b7\x1b[0m".to_vec();
+        for row in rows.saturating_sub(cover).saturating_add(1)..=rows {
+            out.extend_from_slice(format!("\x1b[{row};1H\x1b[2K").as_bytes());
+        }
+        out.extend_from_slice(b"\x1b8");
         out
     }
 }
@@ -171,6 +221,40 @@ fn restore_terminal(raw: bool, outer: &SharedOuter) {
     let mut out = std::io::stdout();
     let _ = out.write_all(&undo);
     let _ = out.flush();
+}
+
+/// The environment variable that sets how long the start of an escape sequence (a lone
+/// Escape) waits for its rest, in milliseconds.
+const ESCAPE_TIME_VAR: &str = "BELFRY_ESCAPE_TIME_MS";
+
+/// The longest escape time [`ESCAPE_TIME_VAR`] may set (ten times tmux's default of 500 ms):
+/// past that a lone Escape would seem lost.
+const ESCAPE_TIME_MAX_MS: u64 = 5000;
+
+/// The escape time this process uses, set from [`ESCAPE_TIME_VAR`] when `run` starts.
+static ESCAPE_TIME: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+
+/// How long the start of an escape sequence waits for its rest: [`ESCAPE_TIME_VAR`], else
+/// `keys::ESCAPE_TIME` (25 ms).
+fn escape_time() -> std::time::Duration {
+    ESCAPE_TIME.get().copied().unwrap_or(keys::ESCAPE_TIME)
+}
+
+/// The escape time `value` (of [`ESCAPE_TIME_VAR`]) asks for: the default when unset or
+/// empty, an error naming the variable and the value when it is not a whole number of
+/// milliseconds from 0 to [`ESCAPE_TIME_MAX_MS`].
+fn escape_time_from(value: Option<&std::ffi::OsStr>) -> Result<std::time::Duration> {
+    let Some(value) = value.filter(|v| !v.is_empty()) else {
+        return Ok(keys::ESCAPE_TIME);
+    };
+    let text = value.to_string_lossy();
+    match text.trim().parse::<u64>() {
+        Ok(ms) if ms <= ESCAPE_TIME_MAX_MS => Ok(std::time::Duration::from_millis(ms)),
+        _ => bail!(
+            "{ESCAPE_TIME_VAR}={text:?} is not a whole number of milliseconds from 0 to \
+             {ESCAPE_TIME_MAX_MS}"
+        ),
+    }
 }
 
 /// How an attach session ended.
@@ -195,6 +279,9 @@ pub fn run(
     panes: &dyn Panes,
     note: Option<String>,
 ) -> Result<i32> {
+    let escape = escape_time_from(std::env::var_os(ESCAPE_TIME_VAR).as_deref())?;
+    // Set once per process; a second run (none today) keeps the first value.
+    let _ = ESCAPE_TIME.set(escape);
     let interactive = rustix::termios::isatty(std::io::stdin());
     // Without a terminal on stdin the client refuses after the hello (below), so it never
     // sends a size that would resize the pane.
@@ -285,6 +372,16 @@ pub fn run(
         }
     };
     let session = session.as_str();
+    // A client shown the cropped view of a larger pane has the crop line on its last row,
+    // which nothing paints over once it leaves.
+    if let (true, Endpoint::Socket(path)) = (interactive, &socket) {
+        let asked = outer.lock().ok().and_then(|outer| outer.cropped);
+        if asked.unwrap_or_else(|| shown_cropped(path)) {
+            if let Ok(mut outer) = outer.lock() {
+                outer.cover_rows = outer.cover_rows.max(1);
+            }
+        }
+    }
     restore_terminal(interactive, &outer);
     let code = match ended {
         Ok(Ended::Detached) => {
@@ -384,7 +481,7 @@ async fn choose_first(panes: &dyn Panes, keyboard: &mut Option<Keyboard>) -> Res
             };
             partial_until = keys
                 .has_partial()
-                .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
+                .then(|| tokio::time::Instant::now() + escape_time());
             message = None;
             for (index, key) in read.keys().enumerate() {
                 // Ctrl-C leaves too: nothing is attached yet that it could be meant for.
@@ -413,6 +510,16 @@ async fn choose_first(panes: &dyn Panes, keyboard: &mut Option<Keyboard>) -> Res
     write_terminal(ALTERNATE_SCREEN_OFF, &screen)?;
     chosen
 }
+
+/// A view over the pane goes on the terminal's alternate screen (saving the cursor), so its
+/// frames never scroll into the terminal's own history and the way out finds the pane's
+/// screen under it; every mouse mode and focus events go off while it is open (a click or a
+/// change of focus would otherwise arrive as keys the view cannot read, starting with an
+/// Escape that closes it). Leaving a view needs no `VIEW_SCREEN_OFF`: the pane's redraw that
+/// follows starts on the primary screen (`REDRAW_START`) and turns on the modes the pane has.
+const VIEW_SCREEN_ON: &[u8] = b"\x1b[?1049h\x1b[?1003l\x1b[?1002l\x1b[?1000l\x1b[?1006l\
+    \x1b[?1015l\x1b[?1005l\x1b[?1004l";
+const VIEW_SCREEN_OFF: &[u8] = b"\x1b[?1049l";
 
 /// The terminal's alternate screen, on (with the cursor hidden) and off (the cursor shown).
 const ALTERNATE_SCREEN_ON: &[u8] = b"\x1b[?1049h\x1b[?25l";
@@ -557,6 +664,11 @@ async fn session_loop(
     mut note: Option<String>,
     carried: Vec<u8>,
 ) -> Result<Ended> {
+    // A watcher is told, over the pane, that its keys go nowhere (the line above it scrolls
+    // away under the redraw).
+    if read_only && note.is_none() {
+        note = Some(read_only_note(session, detach));
+    }
     let Link {
         stream,
         pid: pane_host_pid,
@@ -645,10 +757,17 @@ async fn session_loop(
 
     // spec §5: a one-line note of where the user is and how to leave, written before the
     // redraw arrives so it never lands in the pane's screen or its model.
+    let watching = if read_only { ", read-only" } else { "" };
     write_terminal(
-        format!("[attached to {session}: {detach} detaches]\r\n").as_bytes(),
+        format!("[attached to {session}{watching}: {detach} detaches]\r\n").as_bytes(),
         outer,
     )?;
+    // The terminal's own title is saved before the pane may set one, and put back on the
+    // way out (`Record::undo`): attaching and detaching leave it as it was.
+    write_terminal(TITLE_PUSH, outer)?;
+    if let Ok(mut outer) = outer.lock() {
+        outer.title_saved = true;
+    }
     // The terminal's own colours, for the pane host to answer the program's colour queries
     // with while no client is attached (a program started detached otherwise sees a fixed
     // black and white). A terminal that does not answer is not waited for.
@@ -687,7 +806,6 @@ async fn session_loop(
     // Keys read but not yet taken: those typed after a binding, a view's last key or a
     // switch to this pane, in the same read. They are taken before the keyboard is read again.
     let mut carried = carried;
-    let redraw = Frame::Control(Control::Redraw).encode();
     // Whether the pane host has stopped writing to the terminal for this client to draw.
     let mut paused = false;
     // Whether the pane host reads the keyboard now (it gives it back with the keys of a
@@ -820,16 +938,21 @@ async fn session_loop(
                     _ = clear_message => {
                         message_until = None;
                         match view.as_mut() {
-                            Some(open) => write_terminal(&open.render(), outer)?,
-                            None => writer.write_all(&redraw).await?,
+                            Some(open) => {
+                                write_terminal(&open.render(), outer)?;
+                                if let Ok(mut outer) = outer.lock() {
+                                    outer.cover_rows = 0;
+                                }
+                            }
+                            None => ask_redraw(&mut writer, outer).await?,
                         }
                     }
                     _ = term.recv() => {
-                        leave(&mut reader, &mut writer, outer, handed).await;
+                        leave(&mut reader, &mut writer, outer, handed, socket).await;
                         return Ok(Ended::Signal("SIGTERM"));
                     }
                     _ = hup.recv() => {
-                        leave(&mut reader, &mut writer, outer, handed).await;
+                        leave(&mut reader, &mut writer, outer, handed, socket).await;
                         return Ok(Ended::Signal("SIGHUP"));
                     }
                 }
@@ -840,7 +963,7 @@ async fn session_loop(
                         viewed = Some(view_keys.feed(&keys));
                         partial_until = view_keys
                             .has_partial()
-                            .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
+                            .then(|| tokio::time::Instant::now() + escape_time());
                     }
                     Some(keys) => {
                         let keys = if tokio::time::Instant::now() < colors_until {
@@ -864,13 +987,13 @@ async fn session_loop(
                             keys
                         };
                         if message_until.take().is_some() {
-                            writer.write_all(&redraw).await?;
+                            ask_redraw(&mut writer, outer).await?;
                         }
                         let mut out = Vec::with_capacity(keys.len());
                         let action = filter.feed(&keys, &mut out);
                         partial_until = filter
                             .has_partial()
-                            .then(|| tokio::time::Instant::now() + keys::ESCAPE_TIME);
+                            .then(|| tokio::time::Instant::now() + escape_time());
                         keyed = Some((out, action));
                     }
                     // The terminal stopped giving input: keep showing output until the pane ends.
@@ -900,14 +1023,15 @@ async fn session_loop(
                         view = None;
                         view_keys = ViewKeys::default();
                         partial_until = None;
-                        // The redraw also ends the pane host's pause.
+                        // The redraw also ends the pane host's pause, and leaves the view's
+                        // alternate screen.
                         paused = false;
-                        writer.write_all(&redraw).await?;
+                        ask_redraw(&mut writer, outer).await?;
                         carried = rest;
                     }
                     Outcome::Switch(name) => match panes.socket(&name) {
                         Ok(next) => {
-                            leave(&mut reader, &mut writer, outer, handed).await;
+                            leave(&mut reader, &mut writer, outer, handed, socket).await;
                             return Ok(Ended::Switch(name, next, rest));
                         }
                         Err(err) => {
@@ -927,10 +1051,22 @@ async fn session_loop(
             if !out.is_empty() && !read_only {
                 belfry_pty::wire::write_frames(&mut writer, &[Frame::data(&out)]).await?;
             }
+            // Typing into a watcher says again why nothing happens. A read that starts with an
+            // Escape may be the terminal answering a query, which nobody typed: no note.
+            if read_only && out.first().is_some_and(|&b| b != 0x1b) && message_until.is_none() {
+                let pause_first = handed && !paused;
+                let note = read_only_note(session, detach);
+                if let Some(ended) =
+                    message_over_pane(&mut reader, &mut writer, outer, pause_first, &note).await?
+                {
+                    return Ok(ended);
+                }
+                message_until = Some(tokio::time::Instant::now() + MESSAGE_TIME);
+            }
             match action {
                 Action::None => {}
                 Action::Detach => {
-                    leave(&mut reader, &mut writer, outer, handed).await;
+                    leave(&mut reader, &mut writer, outer, handed, socket).await;
                     return Ok(Ended::Detached);
                 }
                 Action::Show(message) => {
@@ -952,9 +1088,9 @@ async fn session_loop(
                             let next = binding == Binding::NextPane;
                             match neighbour(panes, session, next) {
                                 Ok(Some(name)) => match panes.socket(&name) {
-                                    Ok(socket) => {
-                                        leave(&mut reader, &mut writer, outer, handed).await;
-                                        return Ok(Ended::Switch(name, socket, rest));
+                                    Ok(next) => {
+                                        leave(&mut reader, &mut writer, outer, handed, socket).await;
+                                        return Ok(Ended::Switch(name, next, rest));
                                     }
                                     Err(err) => Err(anyhow!("cannot attach to {name}: {err:#}")),
                                 },
@@ -978,6 +1114,13 @@ async fn session_loop(
                                     return Ok(ended);
                                 }
                                 paused = true;
+                            }
+                            // Not recorded as the pane's: the record keeps `view_screen`.
+                            write_terminal(VIEW_SCREEN_ON, &SharedOuter::default())?;
+                            if let Ok(mut outer) = outer.lock() {
+                                outer.view_screen = true;
+                                // The view covers every row; leaving it redraws them all.
+                                outer.cover_rows = 0;
                             }
                             write_terminal(&open.render(), outer)?;
                             view = Some(open);
@@ -1135,7 +1278,16 @@ async fn leave(
     writer: &mut tokio::net::unix::OwnedWriteHalf,
     outer: &SharedOuter,
     handed: bool,
+    socket: &Endpoint,
 ) {
+    // Whether this client is shown the cropped view is asked while it is still attached:
+    // once it has left, the pane may take another client's larger size.
+    if let Endpoint::Socket(path) = socket {
+        let cropped = shown_cropped(path);
+        if let Ok(mut outer) = outer.lock() {
+            outer.cropped = Some(cropped);
+        }
+    }
     let detach = Frame::Control(Control::Detach { reason: None }).encode();
     if writer.write_all(&detach).await.is_err() || !handed {
         return;
@@ -1205,16 +1357,71 @@ fn take_color_answers(input: &[u8]) -> (Vec<u8>, Vec<u8>) {
 /// How long a message stays on the last line unless a key is typed first.
 const MESSAGE_TIME: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// Writes `message` over the outer terminal's last line, in reverse video and cut to its
-/// width, and puts the cursor and pen back (DECSC/DECRC). The line it covers is the pane's:
-/// the pane host's redraw (asked for on the next key or after [`MESSAGE_TIME`]) paints it
-/// back, and the saved cursor with it.
+/// Writes `message` over the outer terminal's last lines, in reverse video, on as many
+/// lines as its width needs (at most the terminal's rows), and puts the cursor and pen back
+/// (DECSC/DECRC). The lines it covers are the pane's: the pane host's redraw (asked for on
+/// the next key or after [`MESSAGE_TIME`]) paints them back, and the saved cursor with it;
+/// until then they are erased on the way out ([`Record::cover_rows`]).
 fn show_message(message: &str, outer: &SharedOuter) -> std::io::Result<()> {
     let (rows, cols) = terminal_size().unwrap_or((24, 80));
-    let text: String = message.chars().take(usize::from(cols)).collect();
-    let line = format!("\x1b7\x1b[{rows};1H\x1b[0m\x1b[2K\x1b[7m{text}\x1b[0m\x1b8");
-    write_terminal(line.as_bytes(), outer)
+    let chars: Vec<char> = message.chars().collect();
+    let lines: Vec<String> = chars
+        .chunks(usize::from(cols.max(1)))
+        .take(usize::from(rows))
+        .map(|line| line.iter().collect())
+        .collect();
+    let count = u16::try_from(lines.len()).unwrap_or(rows).max(1);
+    let mut out = String::from("\x1b7");
+    for (at, text) in (rows - count + 1..).zip(&lines) {
+        out.push_str(&format!("\x1b[{at};1H\x1b[0m\x1b[2K\x1b[7m{text}\x1b[0m"));
+    }
+    out.push_str("\x1b8");
+    write_terminal(out.as_bytes(), outer)?;
+    if let Ok(mut outer) = outer.lock() {
+        outer.cover_rows = outer.cover_rows.max(count);
+    }
+    Ok(())
 }
+
+/// What a read-only client says over the pane on attach and when typed into.
+fn read_only_note(session: &str, detach: DetachKey) -> String {
+    format!("read-only: nothing typed here reaches {session}; {detach} detaches")
+}
+
+/// Asks the pane host for a redraw, which paints over whatever the client drew (a message).
+async fn ask_redraw(
+    writer: &mut tokio::net::unix::OwnedWriteHalf,
+    outer: &SharedOuter,
+) -> std::io::Result<()> {
+    writer
+        .write_all(&Frame::Control(Control::Redraw).encode())
+        .await?;
+    if let Ok(mut outer) = outer.lock() {
+        outer.cover_rows = 0;
+        outer.view_screen = false;
+    }
+    Ok(())
+}
+
+/// Whether the pane served at `socket` is larger than this terminal in either direction, so
+/// the client was shown its cropped view, whose last line says so; `false` when the pane
+/// host does not answer within a moment.
+fn shown_cropped(socket: &std::path::Path) -> bool {
+    let Some((rows, cols)) = terminal_size() else {
+        return false;
+    };
+    let ask = || -> Result<Screen> {
+        let mut client = belfry_pty::client::Client::connect_within(socket, CROP_ASK)?;
+        client
+            .call::<Screen>(op::Snapshot::default())?
+            .into_result()
+            .map_err(|err| anyhow!("the pane host refused: {}", err.message))
+    };
+    ask().is_ok_and(|screen| screen.size.rows() > rows || screen.size.cols() > cols)
+}
+
+/// How long a leaving client asks its pane host for the pane's size.
+const CROP_ASK: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The pane host (or the ssh connection to it) gave no reply to a handshake request: the
 /// connection failed, as opposed to a reply that refused.
@@ -1400,7 +1607,35 @@ fn write_terminal(mut bytes: &[u8], outer: &SharedOuter) -> std::io::Result<()> 
 
 #[cfg(test)]
 mod tests {
-    use super::take_color_answers;
+    use super::{escape_time_from, take_color_answers};
+    use std::ffi::OsStr;
+    use std::time::Duration;
+
+    #[test]
+    fn the_escape_time_is_read_from_its_variable_and_bad_values_are_named() {
+        assert_eq!(escape_time_from(None).ok(), Some(Duration::from_millis(25)));
+        assert_eq!(
+            escape_time_from(Some(OsStr::new(""))).ok(),
+            Some(Duration::from_millis(25))
+        );
+        assert_eq!(
+            escape_time_from(Some(OsStr::new("10"))).ok(),
+            Some(Duration::from_millis(10))
+        );
+        assert_eq!(
+            escape_time_from(Some(OsStr::new("0"))).ok(),
+            Some(Duration::ZERO)
+        );
+        for bad in ["-1", "ten", "2.5", "5001", "99999999999999999999"] {
+            let err = escape_time_from(Some(OsStr::new(bad)))
+                .expect_err(bad)
+                .to_string();
+            assert!(
+                err.contains(&format!("BELFRY_ESCAPE_TIME_MS={bad:?}")),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn colour_answers_are_taken_out_of_the_keys() {
