@@ -2,9 +2,12 @@
 //! own lifecycle hooks as `belfry dispatch` forwards them, `child` from the pane's foreground
 //! process group, and the composer from the screen, as one protocol v1 `activity` event.
 //!
-//! The screen never makes a pane idle: only a turn-stop hook does, and a prompt submit or a
-//! tool event makes it active again. Until the first such event, and after the harness is
-//! restarted, the state is `unknown`, so no fresh-idle lease can be granted on a guess.
+//! The screen never makes a pane idle: only the harness itself does, by a turn-stop hook or by
+//! its own OSC 7501 program status (`idle`, for the current incarnation, in the snapshot the
+//! event judges), and a prompt submit, a tool event, or a `working` or `blocked` status makes
+//! it active again. Until the first such signal, and after the harness is restarted, the state
+//! is `unknown`, so no fresh-idle lease can be granted on a guess. The screen may veto: a busy
+//! row the grammar recognises makes the pane `active` whatever the harness said last.
 
 use serde_json::{json, Value};
 
@@ -34,6 +37,131 @@ impl Turn {
             "session-start" | "session-end" | "stop-failure" => Turn::Unknown,
             _ => self,
         }
+    }
+}
+
+/// What the program's own status (OSC 7501) says of its turn, in one snapshot: the record the
+/// pane is shown by (the most urgent) among those the current incarnation reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramView {
+    /// `idle`, `working`, `blocked`, `done` or `error`, as reported.
+    pub state: String,
+    /// With `blocked`: what it waits for, when said.
+    pub kind: Option<String>,
+    /// When the record entered its state (unix ms): a new value is a new statement.
+    pub since: u64,
+}
+
+impl ProgramView {
+    /// The shown record of `incarnation` in a snapshot's `program_status`, if it reported one.
+    pub fn from_snapshot(snapshot: &Value, incarnation: &str) -> Option<ProgramView> {
+        let urgency = |state: &str| match state {
+            "blocked" => 4,
+            "error" => 3,
+            "working" => 2,
+            "done" => 1,
+            _ => 0,
+        };
+        snapshot["program_status"]["records"]
+            .as_array()?
+            .iter()
+            .filter(|record| record["incarnation"].as_str() == Some(incarnation))
+            .filter_map(|record| {
+                Some((
+                    urgency(record["state"].as_str()?),
+                    record["revision"].as_u64().unwrap_or(0),
+                    ProgramView {
+                        state: record["state"].as_str()?.to_string(),
+                        kind: record["kind"].as_str().map(str::to_string),
+                        since: record["since"].as_u64().unwrap_or(0),
+                    },
+                ))
+            })
+            .max_by_key(|(urgency, revision, _)| (*urgency, *revision))
+            .map(|(_, _, view)| view)
+    }
+
+    /// Whether it says the program is busy (`working`, or `blocked` on a person).
+    pub fn busy(&self) -> bool {
+        self.state == "working" || self.state == "blocked"
+    }
+
+    /// The status in words, for an event's reason.
+    pub fn words(&self) -> String {
+        match &self.kind {
+            Some(kind) => format!("{} ({kind})", self.state),
+            None => self.state.clone(),
+        }
+    }
+}
+
+/// The turn state from both harness-authored sources: hooks as `belfry dispatch` forwards them,
+/// and the program status each snapshot carries. Each new statement is stamped with the look
+/// (one batch of events and its snapshot) it was first seen in; the later one wins, and
+/// statements first seen in the same look resolve to busy.
+#[derive(Debug, Clone, Default)]
+pub struct TurnSources {
+    look: u64,
+    hook: Option<(Turn, u64)>,
+    program: Option<(ProgramView, u64)>,
+}
+
+impl TurnSources {
+    /// Nothing known: a new incarnation has said nothing yet.
+    pub fn new() -> TurnSources {
+        TurnSources::default()
+    }
+
+    /// Starts the next look (a batch of events and the snapshot that answers it).
+    pub fn next_look(&mut self) {
+        self.look += 1;
+    }
+
+    /// A hook of the current incarnation.
+    pub fn hook(&mut self, hook: &str) {
+        let before = self.hook.map_or(Turn::Unknown, |(turn, _)| turn);
+        let after = before.after(hook);
+        // Every turn-start hook is a new statement, even in a turn already seen active.
+        if self.hook.is_none() || after != before || after == Turn::Active {
+            self.hook = Some((after, self.look));
+        }
+    }
+
+    /// Hooks were lost (the subscription lagged): what they said is unknown.
+    pub fn hooks_lost(&mut self) {
+        self.hook = Some((Turn::Unknown, self.look));
+    }
+
+    /// The program status a snapshot showed for the current incarnation (`None`: none).
+    pub fn program(&mut self, view: Option<ProgramView>) {
+        self.program = match (view, self.program.take()) {
+            (None, _) => None,
+            // The same statement (state, kind and since unchanged) keeps its look.
+            (Some(view), Some((old, look))) if old == view => Some((old, look)),
+            (Some(view), _) => Some((view, self.look)),
+        };
+    }
+
+    /// The turn, and why in words. A busy program status wins over everything; a program's
+    /// `idle` wins over hooks unless a hook showed a turn start after it (or in the same look);
+    /// `done`, `error` or no status leave the hooks to say.
+    pub fn turn(&self) -> (Turn, String) {
+        let (hook, hook_look) = self.hook.unwrap_or((Turn::Unknown, 0));
+        let hook_words = || format!("hooks: {hook:?}").to_lowercase();
+        let Some((program, program_look)) = &self.program else {
+            return (hook, hook_words());
+        };
+        let words = format!("program status {}", program.words());
+        if program.busy() {
+            return (Turn::Active, words);
+        }
+        if program.state != "idle" {
+            return (hook, format!("{}; {words}", hook_words()));
+        }
+        if hook == Turn::Active && hook_look >= *program_look {
+            return (Turn::Active, format!("{}; {words} before it", hook_words()));
+        }
+        (Turn::Idle, words)
     }
 }
 
@@ -73,11 +201,16 @@ pub fn activity_event(
     pane: &PaneSeen,
     sequence: u64,
     turn: Turn,
+    why: &str,
     verdict: &Verdict,
     valid_for_ms: u64,
 ) -> Value {
     let state = if !pane.program_in_foreground {
         "child"
+    } else if verdict.busy.is_some() {
+        // The veto: a busy row on the screen keeps the pane not idle, whatever the harness
+        // said last. It never makes a pane idle.
+        "active"
     } else {
         match turn {
             Turn::Unknown => "unknown",
@@ -104,6 +237,9 @@ pub fn activity_event(
         "composer": composer,
         "validForMs": valid_for_ms,
         "revision": pane.revision,
-        "reason": format!("turn {turn:?}; {reason}").to_lowercase(),
+        "reason": match &verdict.busy {
+            Some(rule) => format!("screen shows busy row {rule}; {why}; {reason}"),
+            None => format!("turn {}; {why}; {reason}", format!("{turn:?}").to_lowercase()),
+        },
     })
 }

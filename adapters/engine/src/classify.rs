@@ -120,6 +120,8 @@ pub struct Verdict {
     pub body: Vec<BodyRow>,
     /// The rows the composer's frame spans (body and borders), when one was found.
     pub frame_rows: Option<(usize, usize)>,
+    /// The busy rule a row of the screen matched, if any: a turn runs, whatever the composer.
+    pub busy: Option<String>,
 }
 
 impl Verdict {
@@ -128,12 +130,22 @@ impl Verdict {
             composer: Composer::Unknown(reason),
             body: Vec::new(),
             frame_rows: None,
+            busy: None,
         }
     }
 }
 
 /// Judges the lowest live composer on `screen` by `grammar`.
 pub fn classify(grammar: &Grammar, screen: &Screen) -> Verdict {
+    let mut verdict = classify_composer(grammar, screen);
+    // spec §7.4: the screen may veto an idle, never grant one. Looked for on every screen,
+    // the composer's verdict whatever it is.
+    verdict.busy = grammar.busy_line(&screen.lines).map(str::to_owned);
+    verdict
+}
+
+/// The composer's verdict alone.
+fn classify_composer(grammar: &Grammar, screen: &Screen) -> Verdict {
     // spec §7.4: a dialog is never a composer, whatever else the screen shows, so its
     // signatures are looked for first and anywhere.
     for (row, line) in screen.lines.iter().enumerate() {
@@ -169,6 +181,7 @@ pub fn classify(grammar: &Grammar, screen: &Screen) -> Verdict {
         composer: judge_body(grammar, screen, &chars),
         body,
         frame_rows: Some(frame_rows),
+        busy: None,
     }
 }
 

@@ -24,6 +24,9 @@ pub struct Grammar {
     pub composer: ComposerRules,
     /// Screens that are a dialog, whatever else they show.
     pub modals: Vec<Modal>,
+    /// Rows that mean a turn is running, whatever a hook or a program status said last: the
+    /// screen may veto an idle, never grant one.
+    pub busy: Vec<Modal>,
 }
 
 /// The harness versions a grammar was derived from (inclusive).
@@ -116,6 +119,8 @@ struct GrammarFile {
     derived_from: String,
     composer: ComposerFile,
     modals: Vec<ModalFile>,
+    #[serde(default)]
+    busy: Vec<ModalFile>,
 }
 
 #[derive(Deserialize)]
@@ -295,6 +300,17 @@ impl Grammar {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let busy = file
+            .busy
+            .iter()
+            .map(|b| {
+                Ok(Modal {
+                    name: b.name.clone(),
+                    regex: regex("busy[].regex", &b.regex)?,
+                    proved_by: b.proved_by.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Grammar {
             origin: origin.to_string(),
             harness: file.harness,
@@ -314,6 +330,18 @@ impl Grammar {
                 placeholders,
             },
             modals,
+            busy,
+        })
+    }
+
+    /// The name of the first busy rule a row of `lines` matches: the screen shows a running
+    /// turn. One regex per row per rule, so it costs about what the dialog search does.
+    pub fn busy_line(&self, lines: &[String]) -> Option<&str> {
+        lines.iter().find_map(|line| {
+            self.busy
+                .iter()
+                .find(|rule| rule.regex.is_match(line))
+                .map(|rule| rule.name.as_str())
         })
     }
 }

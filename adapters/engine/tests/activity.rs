@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use belfry_adapter_engine::activity::{activity_event, PaneSeen, Turn};
+use belfry_adapter_engine::activity::{activity_event, PaneSeen, ProgramView, Turn, TurnSources};
 use belfry_adapter_engine::{classify, embedded, Screen};
 use belfry_ding::protocol::{parse_event, ActivityState, ComposerState, EventBody};
 use serde_json::Value;
@@ -33,8 +33,15 @@ fn events_from_real_snapshots_parse_as_protocol_v1() {
             &embedded::grammar(provider).unwrap(),
             &Screen::from_value(peek).unwrap(),
         );
-        let line =
-            activity_event(&pane, sequence as u64 + 1, Turn::Idle, &verdict, 750).to_string();
+        let line = activity_event(
+            &pane,
+            sequence as u64 + 1,
+            Turn::Idle,
+            "test",
+            &verdict,
+            750,
+        )
+        .to_string();
         let event =
             parse_event(&line).unwrap_or_else(|e| panic!("{provider}/{state}: {e}: {line}"));
         assert_eq!(
@@ -97,9 +104,122 @@ fn a_child_in_the_foreground_is_child() {
         &embedded::grammar("claude").unwrap(),
         &Screen::from_value(&peek).unwrap(),
     );
-    let line = activity_event(&pane, 1, Turn::Idle, &verdict, 500).to_string();
+    let line = activity_event(&pane, 1, Turn::Idle, "test", &verdict, 500).to_string();
     let EventBody::Activity { state, .. } = parse_event(&line).unwrap().body else {
         panic!("not activity");
     };
     assert_eq!(state, ActivityState::Child);
+}
+
+fn program(state: &str, since: u64) -> Option<ProgramView> {
+    Some(ProgramView {
+        state: state.to_string(),
+        kind: (state == "blocked").then(|| "permission".to_string()),
+        since,
+    })
+}
+
+/// Issue 40 item 3: a harness that reports `idle` of itself is idle with no hook ever fired
+/// (a fresh start), `working` and `blocked` are active whatever the hooks said, and `done` or
+/// `error` leave the hooks to say.
+#[test]
+fn a_program_status_idle_is_a_turn_state_like_a_turn_stop() {
+    let mut sources = TurnSources::new();
+    sources.next_look();
+    sources.program(None);
+    assert_eq!(sources.turn().0, Turn::Unknown, "nothing said yet");
+    sources.program(program("idle", 1));
+    assert_eq!(sources.turn().0, Turn::Idle, "a fresh start reported idle");
+    sources.next_look();
+    sources.program(program("working", 2));
+    let (turn, why) = sources.turn();
+    assert_eq!(turn, Turn::Active);
+    assert!(why.contains("working"), "{why}");
+    sources.hook("turn-stop");
+    assert_eq!(
+        sources.turn().0,
+        Turn::Active,
+        "working outweighs a turn-stop"
+    );
+    sources.next_look();
+    sources.program(program("blocked", 3));
+    let (turn, why) = sources.turn();
+    assert_eq!(turn, Turn::Active);
+    assert!(why.contains("blocked (permission)"), "{why}");
+    sources.next_look();
+    sources.program(program("done", 4));
+    assert_eq!(
+        sources.turn().0,
+        Turn::Idle,
+        "done leaves it to the turn-stop hook"
+    );
+    sources.next_look();
+    sources.program(program("error", 5));
+    sources.hook("prompt-submit");
+    assert_eq!(sources.turn().0, Turn::Active);
+}
+
+/// The later statement wins, and two first seen in one look resolve to busy: a prompt submit
+/// seen after the program's idle makes it active until the program speaks again.
+#[test]
+fn a_turn_start_hook_after_a_program_idle_is_active_until_the_program_speaks_again() {
+    let mut sources = TurnSources::new();
+    sources.next_look();
+    sources.program(program("idle", 1));
+    sources.next_look();
+    sources.hook("prompt-submit");
+    sources.program(program("idle", 1));
+    assert_eq!(sources.turn().0, Turn::Active, "the hook is newer");
+    sources.next_look();
+    sources.program(program("idle", 1));
+    assert_eq!(
+        sources.turn().0,
+        Turn::Active,
+        "the same idle is no new statement"
+    );
+    sources.next_look();
+    sources.hook("before-tool");
+    sources.program(program("idle", 9));
+    assert_eq!(sources.turn().0, Turn::Active, "one look: busy wins");
+    sources.next_look();
+    sources.program(program("idle", 10));
+    assert_eq!(sources.turn().0, Turn::Idle, "a newer idle");
+    sources.next_look();
+    sources.hook("session-start");
+    assert_eq!(
+        sources.turn().0,
+        Turn::Idle,
+        "an unknown hook is no turn start"
+    );
+}
+
+/// Issue 40 item 4: a busy row on the screen makes the event `active` whatever the turn said,
+/// and never makes a pane idle.
+#[test]
+fn a_busy_screen_row_vetoes_an_idle_turn() {
+    let peek = fixture("claude", "streaming")["peek"].clone();
+    let pane = PaneSeen::from_snapshot(&peek).unwrap();
+    let grammar = embedded::grammar("claude").unwrap();
+    let verdict = classify(&grammar, &Screen::from_value(&peek).unwrap());
+    assert_eq!(verdict.busy.as_deref(), Some("esc-to-interrupt"));
+    for turn in [Turn::Idle, Turn::Unknown, Turn::Active] {
+        let line = activity_event(&pane, 1, turn, "test", &verdict, 500).to_string();
+        let EventBody::Activity { state, reason, .. } = parse_event(&line).unwrap().body else {
+            panic!("not activity");
+        };
+        assert_eq!(state, ActivityState::Active, "{turn:?}");
+        assert!(reason.unwrap().contains("busy row"));
+    }
+    let idle = fixture("claude", "idle-empty")["peek"].clone();
+    let verdict = classify(&grammar, &Screen::from_value(&idle).unwrap());
+    assert_eq!(verdict.busy, None);
+    let line = activity_event(&pane, 1, Turn::Unknown, "test", &verdict, 500).to_string();
+    let EventBody::Activity { state, .. } = parse_event(&line).unwrap().body else {
+        panic!("not activity");
+    };
+    assert_eq!(
+        state,
+        ActivityState::Unknown,
+        "the screen never grants an idle"
+    );
 }

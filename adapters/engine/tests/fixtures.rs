@@ -537,3 +537,76 @@ fn a_dialog_is_unknown_even_without_its_signatures() {
         eprintln!("{provider}: without signatures: {:?}", verdict.composer);
     }
 }
+
+/// Which captured states show a running turn, per harness. The busy rules were derived from
+/// `tool-running` alone; every other active screen here is held out, read only by this test.
+/// Codex's `streaming` and `queued-message` screens show no busy row (its status line then
+/// reads nothing the grammar knows), so the veto does not claim them: it only ever adds a hold.
+const ACTIVE: &[(&str, &[&str])] = &[
+    ("claude", &["tool-running", "streaming", "queued-message"]),
+    ("codex", &["tool-running"]),
+    (
+        "gemini",
+        &[
+            "tool-running",
+            "streaming",
+            "queued-message",
+            "after-submit",
+        ],
+    ),
+    (
+        "opencode",
+        &["tool-running", "streaming", "queued-message", "api-error"],
+    ),
+    (
+        "pi",
+        &[
+            "tool-running",
+            "streaming",
+            "queued-message",
+            "after-submit",
+        ],
+    ),
+];
+
+/// spec §7.4 (the screen may veto, never grant): a busy row the grammar recognises marks every
+/// held-out screen of an active turn busy, and no screen of a harness at rest (idle, a draft,
+/// after an interrupt, a dialog) is marked busy, so the veto never holds mail from a harness
+/// that waits for it.
+#[test]
+fn held_out_screens_of_active_turns_are_vetoed_busy_and_no_screen_at_rest_is() {
+    let mut held_out = 0;
+    for (provider, states) in EXPECTED {
+        let grammar = grammar(provider);
+        assert!(!grammar.busy.is_empty(), "{provider}: no busy rule");
+        for rule in &grammar.busy {
+            assert_eq!(
+                rule.proved_by,
+                ["tool-running"],
+                "{provider}: {}",
+                rule.name
+            );
+        }
+        let active = ACTIVE
+            .iter()
+            .find(|(p, _)| p == provider)
+            .map(|(_, states)| *states)
+            .unwrap_or_default();
+        for (state, _) in *states {
+            let screen = fixture(provider, state);
+            let busy = grammar.busy_line(&screen.lines);
+            if active.contains(state) {
+                assert!(
+                    busy.is_some(),
+                    "{provider}/{state}: an active turn not seen busy"
+                );
+                if *state != "tool-running" {
+                    held_out += 1;
+                }
+            } else {
+                assert_eq!(busy, None, "{provider}/{state}: a screen at rest seen busy");
+            }
+        }
+    }
+    assert_eq!(held_out, 11, "held-out active screens");
+}

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use belfry_adapter_engine::activity::{activity_event, PaneSeen, Turn};
+use belfry_adapter_engine::activity::{activity_event, PaneSeen, ProgramView, TurnSources};
 use belfry_adapter_engine::{classify, embedded, Grammar, Screen};
 use belfry_pty::client::Client;
 use serde_json::{json, Value};
@@ -151,7 +151,7 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
         Ok(client) => client,
         Err(err) => return End::Failed(format!("cannot reach the daemon: {err}")),
     };
-    let mut turn = Turn::Unknown;
+    let mut sources = TurnSources::new();
     let mut incarnation: Option<String> = None;
     let mut sequence = 0u64;
     let mut stdout = std::io::stdout().lock();
@@ -159,6 +159,7 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
         // Either something happened or the refresh interval passed; both end in one event.
         // Hook events wait for the snapshot, which says which incarnation is current.
         let mut hooks: Vec<(String, Option<String>)> = Vec::new();
+        sources.next_look();
         match rx.recv_timeout(options.refresh) {
             Ok(seen) => {
                 let deadline = Instant::now() + COALESCE;
@@ -177,7 +178,7 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
                         // after a gap nothing is known until the next turn-stop.
                         Seen::Lagged => {
                             hooks.clear();
-                            turn = Turn::Unknown;
+                            sources.hooks_lost();
                         }
                         Seen::Gone(why) => return End::Gone(why),
                     }
@@ -202,24 +203,28 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
             // and the daemon's lease simply expires. Hook events of this batch cannot be placed
             // in an incarnation, so the turn is unknown again.
             if !hooks.is_empty() {
-                turn = Turn::Unknown;
+                sources.hooks_lost();
             }
             continue;
         };
         if incarnation.as_deref() != Some(pane.incarnation.as_str()) {
             // A new program incarnation has proved nothing about its turns yet.
-            turn = Turn::Unknown;
+            sources = TurnSources::new();
             incarnation = Some(pane.incarnation.clone());
         }
         for (hook, of) in hooks {
             // A hook of another incarnation speaks of a program that is gone.
             if of.is_none() || of.as_deref() == Some(pane.incarnation.as_str()) {
-                turn = turn.after(&hook);
+                sources.hook(&hook);
             }
         }
+        // The program's own status, at this snapshot's revision: the event names that
+        // revision, so a report that came after it makes the send a conflict.
+        sources.program(ProgramView::from_snapshot(&snapshot, &pane.incarnation));
+        let (turn, why) = sources.turn();
         let verdict = classify(&options.grammar, &screen);
         sequence += 1;
-        let event = activity_event(&pane, sequence, turn, &verdict, options.valid_for_ms);
+        let event = activity_event(&pane, sequence, turn, &why, &verdict, options.valid_for_ms);
         if writeln!(stdout, "{event}")
             .and_then(|()| stdout.flush())
             .is_err()
@@ -240,7 +245,8 @@ fn forward_events(mut client: Client, tx: &mpsc::Sender<Seen>) {
             }
         };
         let seen = match event["event"].as_str() {
-            Some("revision") => Seen::Revision,
+            // A program status change is looked at at once, in the snapshot that carries it.
+            Some("revision" | "program-status") => Seen::Revision,
             Some("hook") => match event["hook"].as_str() {
                 Some(hook) => Seen::Hook {
                     hook: hook.to_string(),
