@@ -58,11 +58,16 @@ pub enum HoldReason {
     /// since the last idle report: the harness may be taking their Enter as a turn it does not
     /// show yet, so no idle counts until it shows one (or long enough passes without).
     Typed,
+    /// The harness's own program status (OSC 7501) says it is working.
+    Working,
+    /// The harness's own program status says it waits for a person (a permission, a
+    /// question, credentials).
+    Blocked,
 }
 
 impl HoldReason {
     /// Every reason, in the order spec §7.4 lists them.
-    pub const ALL: [HoldReason; 21] = [
+    pub const ALL: [HoldReason; 23] = [
         HoldReason::Active,
         HoldReason::Child,
         HoldReason::Unknown,
@@ -84,6 +89,8 @@ impl HoldReason {
         HoldReason::Conflict,
         HoldReason::Submitted,
         HoldReason::Typed,
+        HoldReason::Working,
+        HoldReason::Blocked,
     ];
 
     /// The spec's token for this reason (`"composer-nonempty"`, `"out-of-order"`, ...).
@@ -110,6 +117,8 @@ impl HoldReason {
             HoldReason::Conflict => "conflict",
             HoldReason::Submitted => "submitted",
             HoldReason::Typed => "typed",
+            HoldReason::Working => "working",
+            HoldReason::Blocked => "blocked",
         }
     }
 }
@@ -156,7 +165,7 @@ mod tests {
             "active, child, unknown, composer-nonempty, composer-unknown, stale, unreachable, \
              malformed, timeout, adapter-error, incarnation-mismatch, generation-mismatch, \
              compaction, clear, crash, unsupported-version, unknown-kind, out-of-order, conflict, submitted, \
-             typed"
+             typed, working, blocked"
         );
     }
 

@@ -31,6 +31,11 @@
 //! turn-stop ends it only once a sign of a turn came after the typing: a stop of the turn that
 //! was running while the person typed ahead says nothing of the turn their Enter queued.
 //!
+//! The harness's own program status (OSC 7501, [`LeaseInput::ProgramStatus`]) vetoes: while it
+//! says `working` or `blocked`, every idle report is held as [`HoldReason::Working`] or
+//! [`HoldReason::Blocked`], and its start is a sign of a turn. Its `idle` lifts the veto only;
+//! the adapter, which sees the same status in the snapshot it judges, is what reports idle.
+//!
 //! Silence is a hold too: when the last thing heard from the adapter is older than
 //! `event_timeout_ms`, the machine reports [`HoldReason::Timeout`] instead of the stale reason.
 //! Adapters are expected to repeat their activity at least that often.
@@ -154,6 +159,19 @@ pub enum LeaseInput<'a> {
     /// A person typed into the pane (an attached client's keystrokes, not a transaction): the
     /// idle the last report described is over, and the next one counts only as after a submit.
     Typed,
+    /// What the current program's own status (OSC 7501) now says of its turn.
+    ProgramStatus(ProgramTurn),
+}
+
+/// The program's own status, as the lease machine reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramTurn {
+    /// Nothing busy: `idle`, `done`, `error`, or no record at all.
+    Rest,
+    /// A record says `working`.
+    Working,
+    /// A record says `blocked`: it waits for a person.
+    Blocked,
 }
 
 /// A submit whose turn has not been seen to settle.
@@ -190,6 +208,8 @@ pub struct LeaseMachine {
     last_adapter_input_ms: Option<u64>,
     pane_exited: bool,
     after_submit: Option<AfterSubmit>,
+    /// The veto of the program's own status: `working` or `blocked` while it says so.
+    program_busy: Option<HoldReason>,
 }
 
 impl LeaseMachine {
@@ -212,6 +232,7 @@ impl LeaseMachine {
             last_adapter_input_ms: None,
             pane_exited: false,
             after_submit: None,
+            program_busy: None,
         }
     }
 
@@ -262,6 +283,8 @@ impl LeaseMachine {
                 };
                 self.identity = identity.clone();
                 self.pane_exited = false;
+                // A new program has reported nothing.
+                self.program_busy = None;
                 // A new process starts no turn belfry submitted to the old one.
                 self.after_submit = None;
                 Current::Hold(reason)
@@ -297,6 +320,25 @@ impl LeaseMachine {
             }
             LeaseInput::Submitted => self.submitted(HoldReason::Submitted, now_ms),
             LeaseInput::Typed => self.submitted(HoldReason::Typed, now_ms),
+            LeaseInput::ProgramStatus(turn) => {
+                let busy = match turn {
+                    ProgramTurn::Rest => None,
+                    ProgramTurn::Working => Some(HoldReason::Working),
+                    ProgramTurn::Blocked => Some(HoldReason::Blocked),
+                };
+                if busy.is_some() && self.program_busy.is_none() {
+                    // The program says its turn runs: the settle time of a submit counts
+                    // from here.
+                    self.turn_sign(now_ms);
+                }
+                self.program_busy = busy;
+                match (&self.current, busy) {
+                    (_, Some(reason)) => Current::AdapterHold(reason),
+                    // An idle lifts the veto only; the next idle report leases.
+                    (Current::Leased { .. }, None) => Current::AdapterHold(HoldReason::Stale),
+                    (other, None) => other.clone(),
+                }
+            }
         };
     }
 
@@ -353,6 +395,10 @@ impl LeaseMachine {
         }
         if let Some(mismatch) = self.identity_mismatch(&event.header) {
             return Current::AdapterHold(mismatch);
+        }
+        if let Some(reason) = self.program_busy {
+            // The program's own word outweighs any report of idle.
+            return Current::AdapterHold(reason);
         }
         let EventBody::Activity {
             state,

@@ -67,7 +67,7 @@ mod durable;
 pub use error::{Error, Result};
 pub use hold::HoldReason;
 pub use inbox::Inbox;
-pub use lease::{LeaseConfig, LeaseInput, LeaseMachine, LeaseState, PaneIdentity};
+pub use lease::{LeaseConfig, LeaseInput, LeaseMachine, LeaseState, PaneIdentity, ProgramTurn};
 pub use message::{FrontMatter, Message, MessageStatus};
 pub use names::{MessageName, SessionName};
 pub use ownership::{DeliveryState, OwnershipStore};

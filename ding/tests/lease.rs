@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use belfry_ding::protocol::{ActivityState, ComposerState, EventBody, EventHeader};
 use belfry_ding::{
     AdapterEvent, EventValidator, HoldReason, LeaseConfig, LeaseInput, LeaseMachine, LeaseState,
-    MessageName, PaneIdentity, SessionName,
+    MessageName, PaneIdentity, ProgramTurn, SessionName,
 };
 use belfry_proto::{Expect, Identity};
 use proptest::prelude::*;
@@ -360,6 +360,20 @@ fn every_spec_hold_reason_is_reachable_and_sends_nothing() {
     expect(
         HoldReason::Typed,
         hold_after(|machine, now| machine.apply(LeaseInput::Typed, now), 1_000),
+    );
+    expect(
+        HoldReason::Working,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::ProgramStatus(ProgramTurn::Working), now),
+            1_000,
+        ),
+    );
+    expect(
+        HoldReason::Blocked,
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::ProgramStatus(ProgramTurn::Blocked), now),
+            1_000,
+        ),
     );
 
     let all: BTreeSet<HoldReason> = HoldReason::ALL.into_iter().collect();
@@ -980,4 +994,66 @@ proptest! {
             prop_assert!(takes <= qualifying_events);
         }
     }
+}
+
+/// Issue 40 item 3: while the harness's own program status says `working` or `blocked`, no idle
+/// report leases (held as the status), however often it comes; its `idle` lifts the veto and
+/// the next idle report leases; a restarted program starts with no veto.
+#[test]
+fn a_working_or_blocked_program_status_holds_every_idle_until_it_rests() {
+    let me = identity();
+    for (turn, hold) in [
+        (ProgramTurn::Working, HoldReason::Working),
+        (ProgramTurn::Blocked, HoldReason::Blocked),
+    ] {
+        let mut machine = LeaseMachine::new(CONFIG, me.clone());
+        machine.apply(LeaseInput::ProgramStatus(turn), 1_000);
+        for at in [1_100, 1_200, 1_300] {
+            feed(&mut machine, &idle(&me, at), at);
+            assert_eq!(
+                machine.state(at),
+                LeaseState::Held(hold),
+                "{turn:?} at {at}"
+            );
+            assert_eq!(machine.take_lease(at), Err(hold));
+        }
+        machine.apply(LeaseInput::ProgramStatus(ProgramTurn::Rest), 1_400);
+        assert_eq!(
+            machine.state(1_400),
+            LeaseState::Held(hold),
+            "the rest itself grants nothing"
+        );
+        feed(&mut machine, &idle(&me, 77), 1_500);
+        assert!(matches!(
+            machine.state(1_500),
+            LeaseState::Leased { revision: 77, .. }
+        ));
+        // A program restarted under the veto has said nothing yet.
+        machine.apply(LeaseInput::ProgramStatus(turn), 1_600);
+        let next = PaneIdentity {
+            incarnation: "inc-2".to_owned(),
+            ..me.clone()
+        };
+        machine.apply(LeaseInput::PaneRestarted(&next), 1_700);
+        feed(&mut machine, &idle(&next, 80), 1_800);
+        assert!(matches!(machine.state(1_800), LeaseState::Leased { .. }));
+    }
+}
+
+/// A program's `working` is a sign of the turn a submit started: after it rests, an idle leases
+/// after the settle time, not the unseen time.
+#[test]
+fn a_program_working_after_a_submit_signs_its_turn() {
+    let me = identity();
+    let mut machine = leased_machine(1_000);
+    machine.apply(LeaseInput::Submitted, 1_000);
+    machine.apply(LeaseInput::ProgramStatus(ProgramTurn::Working), 1_200);
+    machine.apply(LeaseInput::ProgramStatus(ProgramTurn::Rest), 1_500);
+    feed(&mut machine, &idle(&me, 50), 2_000);
+    assert_eq!(
+        machine.state(2_000),
+        LeaseState::Held(HoldReason::Submitted)
+    );
+    feed(&mut machine, &idle(&me, 51), 2_300);
+    assert!(matches!(machine.state(2_300), LeaseState::Leased { .. }));
 }

@@ -44,7 +44,7 @@ use belfry_ding::status::{
 use belfry_ding::watch::{InboxWatch, InboxWatcher, ScanCache, Scanned};
 use belfry_ding::{
     DeliveryPolicy, HoldReason, Inbox, LeaseInput, LeaseMachine, LeaseState, MessageName,
-    OwnershipStore, PaneIdentity, SessionName,
+    OwnershipStore, PaneIdentity, ProgramTurn, SessionName,
 };
 use belfry_proto::event::HookSeen;
 use belfry_proto::reply::{Reply, Sent};
@@ -551,6 +551,12 @@ struct Worker {
     restarted: Option<(u64, u64)>,
     /// Why the pane was last found not ready, logged once per reason.
     not_ready_logged: Option<String>,
+    /// The current program's own status records (OSC 7501), by record id, as the pane host's
+    /// `program-status` events told them: while one says `working` or `blocked`, no idle
+    /// report leases (the veto of [`LeaseInput::ProgramStatus`]).
+    program_records: HashMap<Option<String>, belfry_proto::program_status::StatusRecord>,
+    /// What those records last told the lease machine.
+    program_turn: ProgramTurn,
 }
 
 /// What the worker did with a staged notice whose send outcome it did not know.
@@ -629,6 +635,8 @@ async fn run_worker(
         ready: false,
         restarted: None,
         not_ready_logged: None,
+        program_records: HashMap::new(),
+        program_turn: ProgramTurn::Rest,
     };
     worker.watch_inbox();
     // spec §7.3 and §12: a daemon killed while a notice's send was outstanding left it staged;
@@ -1662,6 +1670,9 @@ impl Worker {
                     if let Some(incarnation) = lifecycle.incarnation {
                         self.info.incarnation = incarnation;
                     }
+                    // A new program has reported nothing of itself.
+                    self.program_records.clear();
+                    self.program_turn = ProgramTurn::Rest;
                     // The adapter was started with the old incarnation in its environment:
                     // the rich path replaces it (see `Worker::replace_adapter`).
                     self.adapter_outdated = true;
@@ -1674,6 +1685,7 @@ impl Worker {
                     // A notice the old program saw only part of is owed to the new one.
                     self.requeue_stranded();
                 }
+                Event::ProgramStatus { id, new, .. } => self.program_status(id, new),
                 _ => {}
             },
             DingMsg::Hook { event, applied } => {
@@ -1716,6 +1728,38 @@ impl Worker {
             DingMsg::Status(reply) => {
                 let _ = reply.send(self.status());
             }
+        }
+    }
+
+    /// A program status record changed (issue 40): the veto of `working` and `blocked` follows
+    /// the current program's records. Only a record of the current incarnation counts; the
+    /// adapter, which reads the same records in the snapshot it judges, is what reports idle.
+    fn program_status(
+        &mut self,
+        id: Option<String>,
+        new: Option<belfry_proto::program_status::StatusRecord>,
+    ) {
+        use belfry_proto::program_status::ProgramState;
+        match new {
+            Some(record) if record.incarnation == self.info.incarnation => {
+                self.program_records.insert(id, record);
+            }
+            Some(_) => return,
+            None => {
+                self.program_records.remove(&id);
+            }
+        }
+        let states = || self.program_records.values().map(|record| record.state);
+        let turn = if states().any(|state| state == ProgramState::Blocked) {
+            ProgramTurn::Blocked
+        } else if states().any(|state| state == ProgramState::Working) {
+            ProgramTurn::Working
+        } else {
+            ProgramTurn::Rest
+        };
+        if turn != self.program_turn {
+            self.program_turn = turn;
+            self.apply(LeaseInput::ProgramStatus(turn));
         }
     }
 
