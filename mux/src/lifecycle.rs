@@ -60,6 +60,40 @@ pub struct AdapterDeclaration {
     /// for a harness that takes the Enter late and submits keys typed right after it too.
     #[serde(default)]
     pub notice_settle: Option<NoticeSettle>,
+    /// Whether and how the harness reports its own state with OSC 7501 program status (issue
+    /// 40), as checked against its released builds: `belfry doctor` can then say when a pane's
+    /// harness should report and has not.
+    #[serde(default)]
+    pub program_status: Option<ProgramStatusDeclaration>,
+}
+
+/// See [`AdapterDeclaration::program_status`]. Every field is data about one harness, checked
+/// against the versions it names; the core reads it and names none of it.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ProgramStatusDeclaration {
+    /// The harness versions checked, each with what was found (`emits` or not).
+    pub checked: Vec<CheckedVersion>,
+    /// Whether the harness reports only after the terminal answers the support query (a pane
+    /// host answers it, so it reports in a belfry pane either way).
+    pub needs_query: bool,
+    /// The states it reports, and when.
+    pub states: BTreeMap<String, String>,
+    /// What each `blocked` kind it reports means for this harness.
+    #[serde(default)]
+    pub blocked_kinds: BTreeMap<String, String>,
+    /// Where the facts come from.
+    pub source: String,
+}
+
+/// One harness version checked for program status.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckedVersion {
+    /// The version.
+    pub version: String,
+    /// Whether that version emits program status.
+    pub emits: bool,
 }
 
 /// See [`AdapterDeclaration::notice_settle`].
