@@ -1076,7 +1076,7 @@ fn a_detected_harness_outside_the_admitted_range_is_refused() {
     );
     let bin = tree.home.join("bin");
     std::fs::create_dir_all(&bin).unwrap_or_else(|err| panic!("{err}"));
-    for (name, version) in [("codex", "codex-cli 0.170.2"), ("gemini", "0.61.0")] {
+    for (name, version) in [("codex", "codex-cli 0.172.0"), ("gemini", "0.61.0")] {
         let path = bin.join(name);
         std::fs::write(&path, format!("#!/bin/sh\necho '{version}'\n"))
             .unwrap_or_else(|err| panic!("{err}"));
@@ -1092,8 +1092,8 @@ fn a_detected_harness_outside_the_admitted_range_is_refused() {
         .unwrap_or_else(|err| panic!("{err}"));
     let plan = tree.redact(&String::from_utf8_lossy(&output.stdout));
     assert_eq!(output.status.code(), Some(2), "{plan}");
-    assert!(plan.contains("target codex (Codex, matrix verified with 0.169.0, admits >=0.169.0 <0.170.0; detected 0.170.2, NOT admitted)"), "{plan}");
-    assert!(plan.contains("REFUSED, nothing is written for this target: Codex 0.170.2 is outside the admitted range >=0.169.0 <0.170.0"), "{plan}");
+    assert!(plan.contains("target codex (Codex, matrix verified with 0.171.0, admits >=0.169.0 <0.172.0; detected 0.172.0, NOT admitted)"), "{plan}");
+    assert!(plan.contains("REFUSED, nothing is written for this target: Codex 0.172.0 is outside the admitted range >=0.169.0 <0.172.0"), "{plan}");
     assert!(plan.contains("target gemini (Gemini CLI, matrix verified with 0.61.0, admits >=0.61.0 <0.62.0; detected 0.61.0, admitted)"), "{plan}");
 }
 
