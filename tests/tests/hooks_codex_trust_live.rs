@@ -114,6 +114,10 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
          hook \"watch\" { event \"before-tool\"; intent \"observe\"; select tool=\"shell\"; command \"w\"; targets \"codex\" }\n",
     )
     .unwrap_or_else(|err| panic!("{err}"));
+    // The real Codex is the one `hooks` asks its version (the one the hooks run under), so
+    // `status` can say `installed` only for an admitted version.
+    let codex_dir = codex.parent().unwrap_or_else(|| Path::new("/"));
+    let path = format!("{}:/usr/bin:/bin", codex_dir.display());
     let belfry = |args: &[&str]| {
         let output = Command::new(belfry_bin())
             .arg("hooks")
@@ -121,7 +125,7 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
             .current_dir(&project)
             .env("HOME", base.join("home"))
             .env("CODEX_HOME", &codex_home)
-            .env("BELFRY_HOOKS_DETECT", "0")
+            .env("PATH", &path)
             .output()
             .unwrap_or_else(|err| panic!("{err}"));
         String::from_utf8_lossy(&output.stdout).into_owned()
