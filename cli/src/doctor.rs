@@ -243,6 +243,29 @@ fn pane_facts(runtime: &Path, session: &str, listed: Option<&PaneRecord>) -> Fac
     }
 }
 
+/// Why the rich DING policy would not be the default of the running pane `session` (its
+/// adapter, working directory and program environment as its pane host has them), for `belfry
+/// ding status` of a pane that delivers aggressively (issue 41 item 6); `None` when its adapter
+/// ships no activity executable, the rich default would be chosen, or the pane cannot be asked.
+pub(crate) fn rich_default_refusal(session: &str) -> Option<String> {
+    let runtime = paths::runtime_dir();
+    let socket = paths::pane_socket(&runtime, session);
+    let mut client = Client::connect_within(&socket, PANE_QUICK).ok()?;
+    let record = client
+        .call::<PaneRecord>(op::Info::default())
+        .ok()?
+        .into_result()
+        .ok()?;
+    let spec: LaunchSpec = serde_json::from_value(record.spec?).ok()?;
+    let adapter = spec.adapter.clone()?;
+    let dir = spec
+        .cwd
+        .as_ref()
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())?;
+    crate::hooks::rich_default(&adapter, &dir, &program_env(&spec)).err()?
+}
+
 fn screen_text(runtime: &Path, session: &str) -> Result<String> {
     let name = SessionName::parse(session).context("session name")?;
     let request = op::Snapshot {

@@ -279,6 +279,16 @@ fn on_an_unadmitted_or_undetected_harness_the_rich_default_is_not_chosen_and_new
         "{stderr}"
     );
     assert_eq!(policy(&env, "agent")["delivery"], "aggressive");
+    // `ding status` says it too, for as long as the pane runs.
+    let status = env.ok(&["ding", "status", "agent"]);
+    assert!(
+        status.contains("  rich:       not the default here: ")
+            && status.contains("Claude Code 9.0.0 runs here, outside the admitted range"),
+        "{status}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["ding", "status", "agent", "--json"])).expect("json");
+    assert_eq!(json["rich_default"]["chosen"], false, "{json}");
 
     // No Claude Code answers at all.
     let mut command = env.cmd(&[
