@@ -424,15 +424,20 @@ pub(crate) fn rich_default(
         context_in(dir, Scope::User, env.clone()).map_err(|e| cannot(format!("{e:#}")))?;
     // The hooks are judged for the harness version the pane would run (issue 41 item 6): one
     // outside the admitted range, or none answering, leaves them unverified, and the rich
-    // policy is not chosen on unverified hooks.
-    if let Some(version) = harness_version_in(adapter, env) {
-        for context in [&mut project, &mut user] {
-            context
-                .harness_versions
-                .insert(adapter.to_string(), version.clone());
+    // policy is not chosen on unverified hooks. The harness is asked only when some scope's
+    // hooks are otherwise intact and live (read without a version, they are
+    // `hooks-unverified`), so a pane with no hooks applied costs no `--version` run.
+    let mut findings = belfry_hooks::project::doctor::hooks_findings(&project, &user, adapter);
+    if findings.iter().any(|f| f.check == "hooks-unverified") {
+        if let Some(version) = harness_version_in(adapter, env) {
+            for context in [&mut project, &mut user] {
+                context
+                    .harness_versions
+                    .insert(adapter.to_string(), version.clone());
+            }
+            findings = belfry_hooks::project::doctor::hooks_findings(&project, &user, adapter);
         }
     }
-    let findings = belfry_hooks::project::doctor::hooks_findings(&project, &user, adapter);
     if let Some(finding) = findings.first() {
         return Err(cannot(format!(
             "{} (fix: {})",
