@@ -243,6 +243,29 @@ fn pane_facts(runtime: &Path, session: &str, listed: Option<&PaneRecord>) -> Fac
     }
 }
 
+/// Why the rich DING policy would not be the default of the running pane `session` (its
+/// adapter, working directory and program environment as its pane host has them), for `belfry
+/// ding status` of a pane that delivers aggressively (issue 41 item 6); `None` when its adapter
+/// ships no activity executable, the rich default would be chosen, or the pane cannot be asked.
+pub(crate) fn rich_default_refusal(session: &str) -> Option<String> {
+    let runtime = paths::runtime_dir();
+    let socket = paths::pane_socket(&runtime, session);
+    let mut client = Client::connect_within(&socket, PANE_QUICK).ok()?;
+    let record = client
+        .call::<PaneRecord>(op::Info::default())
+        .ok()?
+        .into_result()
+        .ok()?;
+    let spec: LaunchSpec = serde_json::from_value(record.spec?).ok()?;
+    let adapter = spec.adapter.clone()?;
+    let dir = spec
+        .cwd
+        .as_ref()
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())?;
+    crate::hooks::rich_default(&adapter, &dir, &program_env(&spec)).err()?
+}
+
 fn screen_text(runtime: &Path, session: &str) -> Result<String> {
     let name = SessionName::parse(session).context("session name")?;
     let request = op::Snapshot {
@@ -259,6 +282,20 @@ fn program_env(spec: &LaunchSpec) -> BTreeMap<String, String> {
     let mut env = spec.base_env.clone();
     env.extend(spec.env.clone());
     env.extend(spec.extra_env.clone());
+    // The pane host puts its own folder first on the program's PATH (so the program and the
+    // hooks it runs reach the belfry that started the pane); a hook is judged with that PATH,
+    // the one the harness passes on to it, not the spec's alone.
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.display().to_string()))
+    {
+        let rest = env.get("PATH").cloned().unwrap_or_default();
+        let path = std::iter::once(dir.as_str())
+            .chain(rest.split(':').filter(|e| !e.is_empty() && *e != dir))
+            .collect::<Vec<_>>()
+            .join(":");
+        env.insert("PATH".to_string(), path);
+    }
     env
 }
 
@@ -355,6 +392,9 @@ fn harness_findings(
         })
     };
     let program = subject.argv.first().map(String::as_str).unwrap_or_default();
+    // The version the hooks are judged against: the one the pane's harness answers.
+    let mut detected_version = None;
+    let mut version_reported = false;
     if let Some(asked) = hooks_doctor::version_argv(adapters, adapter, program) {
         let path = subject.env.get("PATH").map(String::as_str);
         let found = mux_doctor::find_program(&asked[0], path, cwd);
@@ -368,6 +408,9 @@ fn harness_findings(
         // A program the pane runs that is not there was reported already; a harness asked by
         // another name (the agent runs it through a wrapper) is reported here.
         let already = harness_absent && found.is_none() && asked[0] == program;
+        // An unanswered or unadmitted version is reported here once, with its fix; the
+        // hooks' own `hooks-unverified` would only say it again.
+        version_reported = true;
         if !already {
             if let Some(finding) =
                 hooks_doctor::version_finding(adapters, adapter, &asked, detected.as_deref())
@@ -375,6 +418,7 @@ fn harness_findings(
                 push(finding);
             }
         }
+        detected_version = detected;
     }
     if adapters.by_name.contains_key(adapter) {
         let dir = cwd
@@ -386,8 +430,18 @@ fn harness_findings(
             project.and_then(|p| user.map(|u| (p, u))).ok()
         });
         match contexts {
-            Some((project, user)) => {
+            Some((mut project, mut user)) => {
+                if let Some(version) = &detected_version {
+                    for context in [&mut project, &mut user] {
+                        context
+                            .harness_versions
+                            .insert(adapter.to_string(), version.clone());
+                    }
+                }
                 for finding in hooks_doctor::hooks_findings(&project, &user, adapter) {
+                    if version_reported && finding.check == "hooks-unverified" {
+                        continue;
+                    }
                     push(finding);
                 }
             }

@@ -115,6 +115,7 @@ pub fn run(scope: ScopeArgs, command: HooksCommand) -> Result<i32> {
                     TargetStatus::Missing(why) => format!("missing: {}", why.join("; ")),
                     TargetStatus::Inert(why) => format!("inert: {}", why.join("; ")),
                     TargetStatus::Failed(why) => format!("failed: {why}"),
+                    TargetStatus::Unverified(why) => format!("unverified: {why}"),
                 };
                 all_installed &= line == "installed";
                 println!("{target}: {line}");
@@ -417,10 +418,26 @@ pub(crate) fn rich_default(
     };
     let cannot = |reason: String| Some(format!("{reason}; {}", activity.why));
     let command = activity_command(&activity.command, env).map_err(cannot)?;
-    let project =
+    let mut project =
         context_in(dir, Scope::Project, env.clone()).map_err(|e| cannot(format!("{e:#}")))?;
-    let user = context_in(dir, Scope::User, env.clone()).map_err(|e| cannot(format!("{e:#}")))?;
-    let findings = belfry_hooks::project::doctor::hooks_findings(&project, &user, adapter);
+    let mut user =
+        context_in(dir, Scope::User, env.clone()).map_err(|e| cannot(format!("{e:#}")))?;
+    // The hooks are judged for the harness version the pane would run (issue 41 item 6): one
+    // outside the admitted range, or none answering, leaves them unverified, and the rich
+    // policy is not chosen on unverified hooks. The harness is asked only when some scope's
+    // hooks are otherwise intact and live (read without a version, they are
+    // `hooks-unverified`), so a pane with no hooks applied costs no `--version` run.
+    let mut findings = belfry_hooks::project::doctor::hooks_findings(&project, &user, adapter);
+    if findings.iter().any(|f| f.check == "hooks-unverified") {
+        if let Some(version) = harness_version_in(adapter, env) {
+            for context in [&mut project, &mut user] {
+                context
+                    .harness_versions
+                    .insert(adapter.to_string(), version.clone());
+            }
+            findings = belfry_hooks::project::doctor::hooks_findings(&project, &user, adapter);
+        }
+    }
     if let Some(finding) = findings.first() {
         return Err(cannot(format!(
             "{} (fix: {})",
@@ -435,6 +452,21 @@ pub(crate) fn rich_default(
         }
     }
     Err(cannot(reasons.join("; and ")))
+}
+
+/// The version the harness of `adapter` answers when asked as its matrix says (`detect`),
+/// found on the `PATH` of `env`, within the detection deadline; `None` when it is not there or
+/// answers no version.
+fn harness_version_in(adapter: &str, env: &BTreeMap<String, String>) -> Option<String> {
+    let adapters = Adapters::embedded().ok()?;
+    let (program, args) = adapters.by_name.get(adapter)?.matrix.detect.split_first()?;
+    let found =
+        belfry_mux::doctor::find_program(program, env.get("PATH").map(String::as_str), None)?;
+    crate::harness_version::run_version(
+        &found.display().to_string(),
+        args,
+        crate::harness_version::VERSION_DEADLINE,
+    )
 }
 
 /// Whether `context`'s canonical hook file projects each of `events` exactly onto `adapter`,

@@ -103,6 +103,12 @@ pub(crate) fn ding_status_lines(state: &DingState, now_ms: u64) -> Vec<String> {
     let text = |value: &Value| escape_for_terminal(value.as_str().unwrap_or("?"));
     let mut lines = vec![format!("ding status for {}", text(&status["session"]))];
     lines.push(format!("  policy:     {}", policy_words(&status["policy"])));
+    if let Some(why) = status["rich_default"]["why"].as_str() {
+        lines.push(format!(
+            "  rich:       not the default here: {}",
+            escape_for_terminal(why)
+        ));
+    }
     lines.push(format!(
         "  adapter:    {}",
         adapter_words(&status["adapter"], &status["policy"])

@@ -97,6 +97,49 @@ pub fn fixture(path: &str) -> PathBuf {
         .join(path)
 }
 
+/// Makes `dir` a folder of harness stand-ins: for every adapter whose matrix says how to ask
+/// its harness its version (`adapters/*/matrix.json` `detect`) and which version it was
+/// verified with, an executable of the asked name that prints that version. With the folder on
+/// `PATH`, `belfry hooks` detects every harness at an admitted version, as on a machine with
+/// the pinned harnesses installed, so `status` can say `installed` (issue 41 item 6: an
+/// undetected version is `unverified`). Returns `dir`.
+pub fn admitted_harnesses(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
+    let adapters = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+    let entries =
+        std::fs::read_dir(&adapters).unwrap_or_else(|err| panic!("{}: {err}", adapters.display()));
+    for entry in entries.flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path().join("matrix.json")) else {
+            continue;
+        };
+        let matrix: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|err| panic!("{}: {err}", entry.path().display()));
+        let (Some(program), Some(version)) = (
+            matrix["detect"][0].as_str(),
+            matrix["verified_with"].as_str(),
+        ) else {
+            continue;
+        };
+        let path = dir.join(program);
+        std::fs::write(&path, format!("#!/bin/sh\necho '{version}'\n"))
+            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    }
+    dir.to_path_buf()
+}
+
+/// A `PATH` with `first` in front of belfry's own binaries and this process's `PATH`.
+pub fn path_with(first: &Path) -> String {
+    format!(
+        "{}:{}:{}",
+        first.display(),
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// One isolated belfry installation: runtime, state and logs in a temporary directory.
 pub struct Env {
     pub dir: tempfile::TempDir,

@@ -569,9 +569,13 @@ pub fn model_server() -> PathBuf {
 /// `scripts/install-harnesses` made for its pinned version (`$variable` overrides it).
 pub fn harness_bin(target: &str, variable: &str, relative: &str) -> PathBuf {
     let version = pinned_version(target);
+    // The same folder `scripts/install-harnesses` and the pane tests (`live::Pin`) use.
+    let root = std::env::var_os("BELFRY_HARNESS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("harnesses"));
     found(
         variable,
-        target_dir().join(format!("harnesses/{target}-{version}/{relative}")),
+        root.join(format!("{target}-{version}/{relative}")),
         &format!("{target} {version}"),
     )
 }

@@ -1,5 +1,5 @@
-//! Issue 9 items 2 and 3, live: the real Codex 0.169.0 (`codex exec`) runs the real
-//! `belfry dispatch --native codex` as its hooks, inside a loopback-only network namespace
+//! Issue 9 items 2 and 3, live: the real Codex pinned in `tests/harnesses.json` (`codex exec`)
+//! runs the real `belfry dispatch --native codex` as its hooks, inside a loopback-only network namespace
 //! (`unshare -n`) against the project's scripted model server (OpenAI Responses) on 127.0.0.1. Proven: a
 //! prompt-submit context reaches the model (as a developer message in the next request); a
 //! `shell`-class guard matches Codex's `Bash` and its deny blocks the shell call (the command's
@@ -16,10 +16,11 @@ use std::path::Path;
 use std::process::Command;
 
 use belfry_tests::belfry_bin;
-use belfry_tests::projection_live::{harness_bin, model_server, offline_run, OfflineRun};
+use belfry_tests::projection_live::{
+    harness_bin, model_server, offline_run, pinned_version, OfflineRun,
+};
 use serde_json::{json, Value};
 
-const CODEX_VERSION: &str = "codex-cli 0.169.0";
 const CONTEXT_MARK: &str = "BELFRY-CTX-7731 repo uses trunk-based flow";
 const DENY_MARK: &str = "BELFRY-DENY no force push";
 const PROMPT: &str = "push the branch";
@@ -54,7 +55,11 @@ fn codex_blocks_on_the_deny_and_delivers_the_context() {
         .output()
         .expect("codex --version");
     let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
-    assert_eq!(version, CODEX_VERSION, "the pinned harness version");
+    assert_eq!(
+        version,
+        format!("codex-cli {}", pinned_version("codex")),
+        "the pinned harness version"
+    );
 
     let dir = tempfile::tempdir().expect("run dir");
     let d = dir.path();

@@ -57,13 +57,19 @@ fn doctor_env() -> Env {
     );
     let home = env.path("home");
     std::fs::create_dir_all(home.join(".codex")).expect("mkdir codex home");
-    // The shell a harness runs its hook commands in (Codex: `$SHELL -lc`): these keep the
-    // pane's PATH, or, like a login profile may, reset it to the system's.
+    // The shell a harness runs its hook commands in (Codex: `$SHELL -c`): these keep the
+    // pane's PATH, or reset it to the system's; the third resets it only as a login shell
+    // (`-l`), as a login profile does (Debian's /etc/profile sets PATH outright).
     let keeping = shell(&env, "keeping-shell", "exec /bin/sh -c \"$2\"");
     shell(
         &env,
         "resetting-shell",
         "PATH=/usr/bin:/bin exec /bin/sh -c \"$2\"",
+    );
+    shell(
+        &env,
+        "login-resetting-shell",
+        "case \"$1\" in -l*) PATH=/usr/bin:/bin ;; esac; exec /bin/sh -c \"$2\"",
     );
     env.extra = vec![
         ("SHELL".into(), keeping.display().to_string()),
@@ -361,7 +367,7 @@ agent "login-path" {{ command "codex"; adapter "codex"; env {{ SHELL "{resetting
     assert!(
         finding(login, "hooks-no-belfry")["problem"]
             .as_str()
-            .is_some_and(|p| p.contains(&format!("`{resetting} -lc COMMAND`"))),
+            .is_some_and(|p| p.contains(&format!("`{resetting} -c COMMAND`"))),
         "{login:#}"
     );
 
@@ -381,4 +387,34 @@ agent "login-path" {{ command "codex"; adapter "codex"; env {{ SHELL "{resetting
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Issue 41 item 6: `hooks-no-belfry` is judged the way Codex runs a hook. Codex 0.171.0 runs
+/// it as the account's shell with `-c`, not as a login shell, with its own environment, whose
+/// PATH has belfry's folder first (the pane host puts it there). So a login profile that
+/// resets PATH, and a declared PATH without belfry's folder, lose nothing, and no finding is
+/// made; a shell that resets PATH even with `-c` still loses belfry (the test above).
+#[test]
+fn a_codex_hook_is_judged_with_the_shell_and_path_codex_runs_it_with() {
+    let env = doctor_env();
+    fake_harness(&env, "codex", "codex-cli 0.171.0", "› ", None);
+    let dir = project(&env, "project");
+    let file = dir.join("belfry.kdl");
+    let login_resetting = env
+        .path("shells/login-resetting-shell")
+        .display()
+        .to_string();
+    let fakes = env.path("bin").display().to_string();
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+agent "profile" {{ command "codex"; adapter "codex"; env {{ SHELL "{login_resetting}"; PATH "{fakes}:/usr/bin:/bin"; }} }}
+"#
+        ),
+    )
+    .expect("write belfry.kdl");
+    let (_, reports) = doctor_json(&env, &["--file", &file.display().to_string()]);
+    let profile = report(&reports, "profile");
+    assert_eq!(checks(profile), ["hooks-not-applied"], "{profile:#}");
 }

@@ -1,13 +1,13 @@
 //! spec §9, live: the entries `belfry hooks apply` writes for Codex are the ones the real
-//! Codex 0.169.0 trusts. The test runs `codex app-server` (JSON-RPC on stdio) in a
+//! Codex pinned in `tests/harnesses.json` trusts. The test runs `codex app-server` (JSON-RPC on stdio) in a
 //! loopback-only network namespace and asks `hooks/list` what it will run: with `--trust`
 //! every managed entry is "trusted" under the hash belfry wrote; without it, "untrusted", which
 //! is what `belfry hooks status` reports as inert.
 //!
 //! Ignored by default: it needs the installed harness. Run it with
 //! `cargo test -p belfry-tests --test hooks_codex_trust_live -- --ignored`, with the Codex
-//! binary at `$BELFRY_CODEX_BIN` or installed under `target/harnesses/codex-0.169.0`
-//! (`scripts/install-harnesses codex`). Run on its
+//! binary at `$BELFRY_CODEX_BIN` or installed by `scripts/install-harnesses codex` (under
+//! `$BELFRY_HARNESS_DIR`, default `target/harnesses`). Run on its
 //! own, it fails with the reason when the binary or the namespace is missing, never skips.
 
 use std::io::{BufRead, BufReader, Write};
@@ -17,27 +17,20 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use belfry_tests::belfry_bin;
+use belfry_tests::projection_live::{harness_bin, pinned_version};
 use serde_json::{json, Value};
 
-const CODEX_VERSION: &str = "0.169.0";
+/// The Codex version the test runs: the pin of `tests/harnesses.json`.
+fn codex_version() -> String {
+    pinned_version("codex")
+}
 
 fn codex_bin() -> PathBuf {
-    if let Ok(path) = std::env::var("BELFRY_CODEX_BIN") {
-        return PathBuf::from(path);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root.join("target"));
-    let path = target.join(format!(
-        "harnesses/codex-{CODEX_VERSION}/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
-    ));
-    assert!(
-        path.exists(),
-        "Codex {CODEX_VERSION} is not installed at {} (set BELFRY_CODEX_BIN or install it): this live test cannot run here",
-        path.display()
-    );
-    path
+    harness_bin(
+        "codex",
+        "BELFRY_CODEX_BIN",
+        "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+    )
 }
 
 /// `hooks/list` for `project`, asked of `codex app-server` inside `unshare -n`.
@@ -91,7 +84,7 @@ fn hooks_list(codex: &Path, project: &Path, codex_home: &Path) -> Value {
         init["result"]["userAgent"]
             .as_str()
             .unwrap_or_default()
-            .contains(CODEX_VERSION),
+            .contains(&codex_version()),
         "{init}"
     );
     send(json!({"jsonrpc": "2.0", "method": "initialized"}));
@@ -104,8 +97,9 @@ fn hooks_list(codex: &Path, project: &Path, codex_home: &Path) -> Value {
 }
 
 #[test]
-#[ignore = "live: needs the installed Codex 0.169.0 and a network namespace"]
+#[ignore = "live: needs the pinned Codex and a network namespace"]
 fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
+    let version = codex_version();
     let codex = codex_bin();
     let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
     let base = std::fs::canonicalize(root.path()).unwrap_or_else(|err| panic!("{err}"));
@@ -120,6 +114,10 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
          hook \"watch\" { event \"before-tool\"; intent \"observe\"; select tool=\"shell\"; command \"w\"; targets \"codex\" }\n",
     )
     .unwrap_or_else(|err| panic!("{err}"));
+    // The real Codex is the one `hooks` asks its version (the one the hooks run under), so
+    // `status` can say `installed` only for an admitted version.
+    let codex_dir = codex.parent().unwrap_or_else(|| Path::new("/"));
+    let path = format!("{}:/usr/bin:/bin", codex_dir.display());
     let belfry = |args: &[&str]| {
         let output = Command::new(belfry_bin())
             .arg("hooks")
@@ -127,7 +125,7 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
             .current_dir(&project)
             .env("HOME", base.join("home"))
             .env("CODEX_HOME", &codex_home)
-            .env("BELFRY_HOOKS_DETECT", "0")
+            .env("PATH", &path)
             .output()
             .unwrap_or_else(|err| panic!("{err}"));
         String::from_utf8_lossy(&output.stdout).into_owned()
@@ -148,15 +146,11 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(
-        entries.len(),
-        2,
-        "Codex {CODEX_VERSION} hooks/list: {untrusted}"
-    );
+    assert_eq!(entries.len(), 2, "Codex {version} hooks/list: {untrusted}");
     for entry in &entries {
         assert_eq!(
             entry["trustStatus"], "untrusted",
-            "Codex {CODEX_VERSION}: {entry}"
+            "Codex {version}: {entry}"
         );
     }
     let status = belfry(&["status"]);
@@ -172,15 +166,11 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(
-        entries.len(),
-        2,
-        "Codex {CODEX_VERSION} hooks/list: {trusted}"
-    );
+    assert_eq!(entries.len(), 2, "Codex {version} hooks/list: {trusted}");
     for entry in &entries {
         assert_eq!(
             entry["trustStatus"], "trusted",
-            "Codex {CODEX_VERSION}: {entry}\nconfig.toml:\n{config}"
+            "Codex {version}: {entry}\nconfig.toml:\n{config}"
         );
         let hash = entry["currentHash"].as_str().unwrap_or_default();
         assert!(
@@ -198,8 +188,9 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
 /// silently: no context, no call. Needs `belfry-model-server` too (`$BELFRY_MODEL_SERVER` or
 /// beside `belfry`).
 #[test]
-#[ignore = "live: needs the installed Codex 0.169.0, belfry-model-server and a network namespace"]
+#[ignore = "live: needs the pinned Codex, belfry-model-server and a network namespace"]
 fn codex_exec_runs_trusted_entries_and_skips_untrusted_ones() {
+    let version = codex_version();
     let codex = codex_bin();
     let server = std::env::var("BELFRY_MODEL_SERVER")
         .map(PathBuf::from)
@@ -318,7 +309,7 @@ fn codex_exec_runs_trusted_entries_and_skips_untrusted_ones() {
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
             stdout.contains("DONE-AFTER-TOOL"),
-            "Codex {CODEX_VERSION}: {stdout}\n{}",
+            "Codex {version}: {stdout}\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
         let log = std::fs::read_to_string(&requests).unwrap_or_default();
@@ -327,20 +318,20 @@ fn codex_exec_runs_trusted_entries_and_skips_untrusted_ones() {
         if trusted {
             assert!(
                 first.contains("REPO-NOTE-5521"),
-                "Codex {CODEX_VERSION}: the context did not reach the model: {first}"
+                "Codex {version}: the context did not reach the model: {first}"
             );
             assert!(
                 watched.contains("\"tool_class\":\"shell\""),
-                "Codex {CODEX_VERSION}: the before-tool hook did not run: {watched:?}"
+                "Codex {version}: the before-tool hook did not run: {watched:?}"
             );
         } else {
             assert!(
                 !log.contains("REPO-NOTE-5521"),
-                "Codex {CODEX_VERSION} ran an untrusted entry"
+                "Codex {version} ran an untrusted entry"
             );
             assert!(
                 watched.is_empty(),
-                "Codex {CODEX_VERSION} ran an untrusted entry: {watched}"
+                "Codex {version} ran an untrusted entry: {watched}"
             );
         }
     }

@@ -71,7 +71,12 @@ impl Tree {
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("CODEX_HOME", self.home.join(".codex"))
-            .env("BELFRY_HOOKS_DETECT", "0");
+            .env(
+                "PATH",
+                belfry_tests::path_with(&belfry_tests::admitted_harnesses(
+                    &self.home.join("../harnesses"),
+                )),
+            );
         command
     }
 

@@ -24,7 +24,10 @@ fn applied_project() -> (Env, PathBuf, PathBuf) {
     std::fs::create_dir_all(&home).expect("mkdir home");
     env.extra = vec![
         ("HOME".into(), home.display().to_string()),
-        ("BELFRY_HOOKS_DETECT".into(), "0".into()),
+        (
+            "PATH".into(),
+            belfry_tests::path_with(&belfry_tests::admitted_harnesses(&env.path("harnesses"))),
+        ),
     ];
     let dir = env.path("project");
     std::fs::create_dir_all(&dir).expect("mkdir project");
@@ -313,7 +316,12 @@ fn codex_trust_goes_into_an_inline_table_of_a_crlf_config_and_comes_out_byte_for
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join(".config"))
             .env("CODEX_HOME", home.join(".codex"))
-            .env("BELFRY_HOOKS_DETECT", "0");
+            .env(
+                "PATH",
+                belfry_tests::path_with(&belfry_tests::admitted_harnesses(
+                    &home.join("../harnesses"),
+                )),
+            );
         finishes(&format!("hooks {args:?}"), command)
     };
     let out = hooks(&["apply", "--trust"]);

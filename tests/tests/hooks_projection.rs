@@ -8,6 +8,7 @@
 //! and the inert states read from live files.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -62,9 +63,16 @@ impl Tree {
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("CODEX_HOME", self.home.join(".codex"))
-            .env("BELFRY_HOOKS_DETECT", "0")
+            .env("PATH", self.path_with_harnesses())
             .output()
             .unwrap_or_else(|err| panic!("belfry hooks: {err}"))
+    }
+
+    /// A `PATH` on which every harness answers the version its matrix was verified with.
+    fn path_with_harnesses(&self) -> String {
+        belfry_tests::path_with(&belfry_tests::admitted_harnesses(
+            &self.home.join("../harnesses"),
+        ))
     }
 
     /// Runs `belfry hooks ARGS`, expecting `code`; returns stdout with paths redacted.
@@ -332,7 +340,25 @@ fn enforce_on_a_lossy_target_fails_before_anything_is_written() {
     assert!(!tree.project.join(".belfry/hooks/codex.json").exists());
     let state: Value = serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
     assert!(state.pointer("/targets/claude").is_some(), "{state}");
-    assert!(state.pointer("/targets/codex").is_none(), "{state}");
+    // The failure is recorded, with nothing managed, so `status` says it (issue 41 item 6).
+    assert!(
+        state["targets"]["codex"]["settlement"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("failed: project hook \"guard\" is intent \"enforce\"")),
+        "{state}"
+    );
+    assert_eq!(
+        state["targets"]["codex"]["files"],
+        serde_json::json!([]),
+        "{state}"
+    );
+    assert!(state["targets"]["codex"]["settings"].is_null(), "{state}");
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("claude: inert: "), "{status}");
+    assert!(
+        status.contains("codex: failed: project hook \"guard\" is intent \"enforce\""),
+        "{status}"
+    );
 }
 
 #[test]
@@ -429,7 +455,17 @@ fn a_partial_failure_exits_non_zero_and_says_which_targets_settled() {
             "{state}"
         );
     }
-    assert!(state.pointer("/targets/gemini").is_none(), "{state}");
+    assert!(
+        state["targets"]["gemini"]["settlement"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("failed: cannot create ")),
+        "{state}"
+    );
+    assert_eq!(
+        state["targets"]["gemini"]["files"],
+        serde_json::json!([]),
+        "{state}"
+    );
 }
 
 #[test]
@@ -1076,7 +1112,7 @@ fn a_detected_harness_outside_the_admitted_range_is_refused() {
     );
     let bin = tree.home.join("bin");
     std::fs::create_dir_all(&bin).unwrap_or_else(|err| panic!("{err}"));
-    for (name, version) in [("codex", "codex-cli 0.170.2"), ("gemini", "0.61.0")] {
+    for (name, version) in [("codex", "codex-cli 0.172.0"), ("gemini", "0.61.0")] {
         let path = bin.join(name);
         std::fs::write(&path, format!("#!/bin/sh\necho '{version}'\n"))
             .unwrap_or_else(|err| panic!("{err}"));
@@ -1092,8 +1128,8 @@ fn a_detected_harness_outside_the_admitted_range_is_refused() {
         .unwrap_or_else(|err| panic!("{err}"));
     let plan = tree.redact(&String::from_utf8_lossy(&output.stdout));
     assert_eq!(output.status.code(), Some(2), "{plan}");
-    assert!(plan.contains("target codex (Codex, matrix verified with 0.169.0, admits >=0.169.0 <0.170.0; detected 0.170.2, NOT admitted)"), "{plan}");
-    assert!(plan.contains("REFUSED, nothing is written for this target: Codex 0.170.2 is outside the admitted range >=0.169.0 <0.170.0"), "{plan}");
+    assert!(plan.contains("target codex (Codex, matrix verified with 0.171.0, admits >=0.169.0 <0.172.0; detected 0.172.0, NOT admitted)"), "{plan}");
+    assert!(plan.contains("REFUSED, nothing is written for this target: Codex 0.172.0 is outside the admitted range >=0.169.0 <0.172.0"), "{plan}");
     assert!(plan.contains("target gemini (Gemini CLI, matrix verified with 0.61.0, admits >=0.61.0 <0.62.0; detected 0.61.0, admitted)"), "{plan}");
 }
 
@@ -1126,4 +1162,101 @@ fn a_target_no_hook_names_any_more_is_removed_by_apply() {
     let state: Value = serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
     assert!(state.pointer("/targets/claude").is_none(), "{state}");
     assert!(state.pointer("/targets/pi").is_some(), "{state}");
+}
+
+/// `belfry hooks ARGS` in `tree` with `env` over its home (and no harness stand-ins): the exit
+/// code and stdout, paths redacted.
+fn hooks_with(tree: &Tree, args: &[&str], env: &[(&str, String)]) -> (Option<i32>, String) {
+    let mut command = Command::new(belfry_bin());
+    command
+        .arg("hooks")
+        .args(args)
+        .current_dir(&tree.project)
+        .env("HOME", &tree.home)
+        .env("XDG_CONFIG_HOME", tree.home.join(".config"))
+        .env("CODEX_HOME", tree.home.join(".codex"));
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|err| panic!("belfry hooks: {err}"));
+    (
+        output.status.code(),
+        tree.redact(&String::from_utf8_lossy(&output.stdout)),
+    )
+}
+
+/// Issue 41 item 6: a projection applied where the harness version is not detected (here with
+/// BELFRY_HOOKS_DETECT=0), or where a version outside the admitted range runs, is never
+/// `installed` with exit 0: `status` says `unverified`, which version runs (or that none was
+/// detected) and the admitted range, and exits 2. Only an admitted version is `installed`.
+#[test]
+fn a_projection_on_an_unadmitted_or_undetected_harness_is_unverified_never_installed() {
+    let tree = Tree::new();
+    tree.write(
+        "belfry-hooks.kdl",
+        "hook \"notes\" { event \"prompt-submit\"; command \"n\"; targets \"opencode\" }\n",
+    );
+    let off = [("BELFRY_HOOKS_DETECT", "0".to_string())];
+    let (code, out) = hooks_with(&tree, &["apply"], &off);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, status) = hooks_with(&tree, &["status"], &off);
+    assert_eq!(code, Some(2), "{status}");
+    assert!(
+        status.contains("opencode: unverified: no OpenCode version was detected: `opencode --version` answered none, or BELFRY_HOOKS_DETECT=0 skipped asking, so the version its hooks run under is unverified (admitted >=1.18.33 <1.19.0, verified with 1.18.33)"),
+        "{status}"
+    );
+
+    let newer = tree.home.join("../newer");
+    std::fs::create_dir_all(&newer).unwrap_or_else(|err| panic!("{err}"));
+    let opencode = newer.join("opencode");
+    std::fs::write(&opencode, "#!/bin/sh\necho 1.19.0\n").unwrap_or_else(|err| panic!("{err}"));
+    std::fs::set_permissions(&opencode, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|err| panic!("{err}"));
+    let path = [("PATH", format!("{}:/usr/bin:/bin", newer.display()))];
+    let (code, status) = hooks_with(&tree, &["status"], &path);
+    assert_eq!(code, Some(2), "{status}");
+    assert!(
+        status.contains("opencode: unverified: OpenCode 1.19.0 runs here, outside the admitted range >=1.18.33 <1.19.0 (verified with 1.18.33)"),
+        "{status}"
+    );
+
+    let status = tree.expect(&["status"], 0);
+    assert_eq!(status.trim_end(), "opencode: installed", "{status}");
+}
+
+/// Issue 41 item 6: an apply whose only target fails (an enforce hook on a lossy cell) left a
+/// state with no target, and `status` said "no projection installed" with exit 0. The failure
+/// is recorded: `status` says `failed` with the reason and exits 2, as docs/hooks.md promises,
+/// and `uninstall` takes the record out with nothing else to remove.
+#[test]
+fn a_failed_first_apply_is_reported_failed_by_status_with_a_non_zero_exit() {
+    let tree = Tree::new();
+    tree.write(
+        "belfry-hooks.kdl",
+        "hook \"guard\" { event \"before-tool\"; intent \"enforce\"; command \"g\"; targets \"codex\" }\n",
+    );
+    let before = tree.snapshot_files();
+    let out = tree.expect(&["apply"], 2);
+    assert!(out.contains("codex: FAILED: "), "{out}");
+    let status = tree.expect(&["status"], 2);
+    assert!(
+        status.contains("codex: failed: project hook \"guard\" is intent \"enforce\" but its cell before-tool.deny is lossy"),
+        "{status}"
+    );
+    let out = tree.expect(&["uninstall"], 0);
+    assert!(out.contains("codex: removed"), "{out}");
+    assert!(tree
+        .expect(&["status"], 0)
+        .contains("no projection installed"));
+    let after = tree.snapshot_files();
+    let project_files = |files: &BTreeMap<PathBuf, Vec<u8>>| -> Vec<PathBuf> {
+        files
+            .keys()
+            .filter(|path| path.starts_with(&tree.project))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(project_files(&after), project_files(&before));
 }

@@ -3,6 +3,7 @@
 //! exact there; otherwise `belfry up` refuses before anything starts, naming the agent, the
 //! hook, the harness and the matrix cell.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use belfry_tests::Env;
@@ -98,7 +99,10 @@ fn rich_project(hooks: &str, apply: bool) -> (Env, std::path::PathBuf) {
     std::fs::create_dir_all(&home).expect("mkdir home");
     env.extra = vec![
         ("HOME".into(), home.display().to_string()),
-        ("BELFRY_HOOKS_DETECT".into(), "0".into()),
+        (
+            "PATH".into(),
+            belfry_tests::path_with(&belfry_tests::admitted_harnesses(&env.path("harnesses"))),
+        ),
     ];
     let dir = env.path("project");
     std::fs::create_dir_all(&dir).expect("mkdir project");
@@ -235,5 +239,76 @@ fn without_the_activity_adapters_hooks_the_default_stays_aggressive_and_says_why
     // default.
     let out = new_agent(&env, "other", "gemini", &dir, &[]);
     assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "{out:?}");
+    assert_eq!(policy(&env, "other")["delivery"], "aggressive");
+}
+
+/// Issue 41 item 6: the rich default is chosen only on hooks verified for the harness that
+/// runs: with the hooks applied but the harness answering a version outside the admitted range,
+/// or none, `belfry new` keeps the aggressive default and says which version and why.
+#[test]
+fn on_an_unadmitted_or_undetected_harness_the_rich_default_is_not_chosen_and_new_says_why() {
+    let (env, dir) = rich_project(RICH_HOOKS, true);
+    // A Claude Code the matrix does not admit, first on the pane's PATH.
+    let newer = env.path("newer");
+    std::fs::create_dir_all(&newer).expect("mkdir");
+    let claude = newer.join("claude");
+    std::fs::write(&claude, "#!/bin/sh\necho '9.0.0 (Claude Code)'\n").expect("write claude");
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        newer.display(),
+        belfry_tests::path_with(&env.path("harnesses"))
+    );
+    let mut command = env.cmd(&[
+        "new",
+        "agent",
+        "--adapter",
+        "claude",
+        "--cwd",
+        &dir.display().to_string(),
+        "--",
+        "sleep",
+        "600",
+    ]);
+    let out = command.env("PATH", &path).output().expect("belfry new");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("agent: DING delivery stays aggressive")
+            && stderr.contains("Claude Code 9.0.0 runs here, outside the admitted range"),
+        "{stderr}"
+    );
+    assert_eq!(policy(&env, "agent")["delivery"], "aggressive");
+    // `ding status` says it too, for as long as the pane runs.
+    let status = env.ok(&["ding", "status", "agent"]);
+    assert!(
+        status.contains("  rich:       not the default here: ")
+            && status.contains("Claude Code 9.0.0 runs here, outside the admitted range"),
+        "{status}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["ding", "status", "agent", "--json"])).expect("json");
+    assert_eq!(json["rich_default"]["chosen"], false, "{json}");
+
+    // No Claude Code answers at all.
+    let mut command = env.cmd(&[
+        "new",
+        "other",
+        "--adapter",
+        "claude",
+        "--cwd",
+        &dir.display().to_string(),
+        "--",
+        "sleep",
+        "600",
+    ]);
+    let bare = format!("{}:/usr/bin:/bin", belfry_tests::bin_dir().display());
+    let out = command.env("PATH", &bare).output().expect("belfry new");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains("other: DING delivery stays aggressive")
+            && stderr.contains("no Claude Code version was detected"),
+        "{stderr}"
+    );
     assert_eq!(policy(&env, "other")["delivery"], "aggressive");
 }

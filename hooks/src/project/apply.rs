@@ -122,9 +122,19 @@ fn apply_locked(
             }
         };
         if let Settlement::Failed(reason) = &outcome {
-            if let Some(entry) = state.targets.get_mut(&target.target) {
-                entry.settlement = format!("failed: {reason}");
-            }
+            // A target that fails on its first apply is recorded too, with nothing managed,
+            // so `status` says `failed` (and exits non-zero) instead of finding nothing.
+            let data = adapters.by_name.get(&target.target);
+            let entry = state
+                .targets
+                .entry(target.target.clone())
+                .or_insert_with(|| TargetState {
+                    adapter_data: data.map(|d| d.digest()).unwrap_or_default(),
+                    harness_verified_with: target.verified_with.clone(),
+                    harness_detected: target.detected.as_ref().map(|(v, _)| v.clone()),
+                    ..TargetState::default()
+                });
+            entry.settlement = format!("failed: {reason}");
         }
         settled.push((target.target.clone(), outcome));
     }

@@ -132,6 +132,13 @@ fn scope_findings(context: &Context, adapter: &str) -> Result<Option<Vec<Finding
             ),
             fix: format!("review the change, then `{apply} --force` to restore them"),
         }],
+        TargetStatus::Unverified(why) => vec![Finding {
+            check: "hooks-unverified",
+            problem: format!("the {adapter} hooks are installed, but {why}"),
+            fix: format!(
+                "run the harness version the {adapter} adapter admits, then `belfry hooks status`"
+            ),
+        }],
         TargetStatus::Failed(why) => vec![Finding {
             check: "hooks-failed",
             problem: format!("the last apply for {adapter} failed: {why}"),

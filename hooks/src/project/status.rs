@@ -131,6 +131,9 @@ pub enum TargetStatus {
     Inert(Vec<String>),
     /// The last apply failed for this target.
     Failed(String),
+    /// Intact and live, but the harness version it runs under is not one the adapter's matrix
+    /// admits, or no version was detected: nothing says its cells hold there (issue 41 item 6).
+    Unverified(String),
 }
 
 /// Reads every recorded target back.
@@ -210,7 +213,51 @@ pub(super) fn target_status(
     if !inert.is_empty() {
         return TargetStatus::Inert(inert);
     }
+    if let Some(reason) = data.and_then(|data| unverified_reason(context, data, target)) {
+        return TargetStatus::Unverified(reason);
+    }
     TargetStatus::Installed
+}
+
+/// Why an intact projection is unverified: the harness version detected now (the one that
+/// runs the hooks) is outside the matrix's admitted range, or none was detected. `None` when
+/// the detected version is admitted, and for an adapter with no admitted range (apply never
+/// writes one).
+pub(super) fn unverified_reason(
+    context: &Context,
+    data: &AdapterData,
+    target: &TargetState,
+) -> Option<String> {
+    let matrix = &data.matrix;
+    let range = matrix.admitted.as_ref()?;
+    let harness = &matrix.harness;
+    let verified = matrix
+        .verified_with
+        .as_deref()
+        .unwrap_or(range.min.as_str());
+    match context.harness_versions.get(&data.name) {
+        Some(version) if range.admits(version) => None,
+        Some(version) => Some(format!(
+            "{harness} {version} runs here, outside the admitted range {} (verified with \
+             {verified}), so what its hooks do is unverified; install {harness} {verified}, or \
+             a belfry whose matrix admits {version}",
+            range.describe()
+        )),
+        None => {
+            let applied = target
+                .harness_detected
+                .as_deref()
+                .map(|version| format!(" (apply saw {harness} {version})"))
+                .unwrap_or_default();
+            Some(format!(
+                "no {harness} version was detected{applied}: `{}` answered none, or \
+                 BELFRY_HOOKS_DETECT=0 skipped asking, so the version its hooks run under is \
+                 unverified (admitted {}, verified with {verified})",
+                matrix.detect.join(" "),
+                range.describe()
+            ))
+        }
+    }
 }
 
 pub(super) fn inert_reasons(
