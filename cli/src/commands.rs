@@ -35,6 +35,9 @@ use crate::remote::{self, Place};
 #[derive(Parser, Debug)]
 #[command(
     name = "belfry",
+    // The usage lines say `belfry` even when the process is `belfry-host`, the build the long
+    // commands re-exec into (`belfry run --help` said `Usage: belfry-host run …`).
+    bin_name = "belfry",
     version,
     about = "A terminal multiplexer for AI coding agents",
     after_help = "Exit codes: 0 ok, 1 not found, 2 error, 3 guarded-send conflict."
@@ -108,7 +111,8 @@ enum Command {
     },
     /// Start a new pane running CMD (detached).
     New(NewArgs),
-    /// Start a pane running CMD and attach to it; if NAME exists, attach (restarting its program if it exited).
+    /// Start a pane running CMD (default: $SHELL) and attach to it; if NAME exists, attach
+    /// (restarting its program if it exited).
     Run(RunArgs),
     /// List panes.
     Ls {
@@ -350,8 +354,10 @@ struct NewArgs {
     /// The DING adapter command (argv, repeat for each argument).
     #[arg(long = "ding-adapter", value_name = "ARG", allow_hyphen_values = true)]
     ding_adapter: Vec<String>,
-    /// The program and its arguments.
-    #[arg(last = true, required = true)]
+    /// The program and its arguments, after `--` (`belfry new NAME -- CMD ARG…`). Required
+    /// by `new`; `run` without it starts $SHELL (else sh), and ignores it, saying so, when
+    /// NAME exists.
+    #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
@@ -462,7 +468,10 @@ pub fn main() -> i32 {
     let (cli, matches) = match parse_hot(&args) {
         Some(parsed) => parsed,
         None => {
-            let matches = Cli::command().get_matches_from(&args);
+            let matches = match Cli::command().try_get_matches_from(&args) {
+                Ok(matches) => matches,
+                Err(err) => with_program_tip(err, &args).exit(),
+            };
             match Cli::from_arg_matches(&matches) {
                 Ok(cli) => (cli, matches),
                 Err(err) => err.exit(),
@@ -479,6 +488,62 @@ pub fn main() -> i32 {
             eprintln!("belfry: {}", without_repeats(&err));
             EXIT_ERROR
         }
+    }
+}
+
+/// A parse error of `belfry new NAME CMD …` or `belfry run NAME CMD …`, the program given
+/// without `--`, with a tip that says where it goes: clap alone says only that `CMD` is an
+/// unexpected argument.
+fn with_program_tip(mut err: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if err.kind() != ErrorKind::UnknownArgument {
+        return err;
+    }
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let sub = subcommand_name(words.iter().cloned());
+    if sub != "new" && sub != "run" {
+        return err;
+    }
+    let Some(ContextValue::String(unexpected)) = err.get(ContextKind::InvalidArg).cloned() else {
+        return err;
+    };
+    // Only a bare word is a program given without `--`; a mistyped `--flag` is clap's to
+    // explain.
+    if unexpected.starts_with('-') || words.iter().any(|word| word == "--") {
+        return err;
+    }
+    let Some(at) = words.iter().position(|word| *word == unexpected) else {
+        return err;
+    };
+    let quoted: Vec<String> = words.iter().map(|word| shell_word(word)).collect();
+    let (before, program) = quoted.split_at(at);
+    let tip = format!(
+        "the program goes after `--`: belfry {} -- {}",
+        before.join(" "),
+        program.join(" ")
+    );
+    err.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![tip.into()]),
+    );
+    err
+}
+
+/// `word` as a POSIX shell reads it back: as it is when it has nothing a shell would treat
+/// specially, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -676,8 +741,27 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             crate::pane_host::serve(runtime, daemon_socket, state).map_err(|err| anyhow!(err))?;
             Ok(EXIT_OK)
         }
-        Command::New(args) => new_pane(&args, None),
-        Command::Run(args) => new_pane(&args.new, Some(&args.detach_key)),
+        Command::New(args) => {
+            if args.command.is_empty() {
+                bail!(
+                    "`belfry new {}` needs the program to run, after `--`: `belfry new {} -- \
+                     CMD ARG…` (`belfry run {}` starts your shell and attaches)",
+                    args.name,
+                    args.name,
+                    args.name
+                );
+            }
+            new_pane(&args, None)
+        }
+        Command::Run(mut args) => {
+            // `belfry run NAME` alone: the pane is attached to if it exists (the command is
+            // never used then), else it runs the user's shell, as a terminal would.
+            let given = !args.new.command.is_empty();
+            if !given {
+                args.new.command = vec![login_shell()];
+            }
+            new_pane(&args.new, Some((&args.detach_key, given)))
+        }
         Command::Ls {
             watch: true,
             interval_ms,
@@ -1011,11 +1095,12 @@ fn size_part(size: &str, what: &str, text: &str) -> Result<u64> {
     }
 }
 
-/// Starts a pane; with `attach_with` (a detach key) attaches to it after, as `belfry run` does.
-fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
+/// Starts a pane; with `attach_with` (a detach key, and whether a command was given) attaches
+/// to it after, as `belfry run` does.
+fn new_pane(args: &NewArgs, attach_with: Option<(&str, bool)>) -> Result<i32> {
     let (place, name) = remote::place_of(&args.name)?;
     // A bad detach key is refused before the pane is started.
-    if let Some(detach_key) = attach_with {
+    if let Some((detach_key, _)) = attach_with {
         DetachKey::parse(detach_key)?;
     }
     let mut env = BTreeMap::new();
@@ -1118,10 +1203,19 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
             pane.revision.map_or_else(|| "-".into(), |r| r.to_string())
         );
     }
-    if let Some(detach_key) = attach_with {
+    if let Some((detach_key, _)) = attach_with {
         return attach_cmd(&args.name, false, DetachKey::parse(detach_key)?);
     }
     Ok(EXIT_OK)
+}
+
+/// The program `belfry run NAME` starts without a command: the user's shell (`$SHELL`), else
+/// `sh`.
+fn login_shell() -> String {
+    std::env::var("SHELL")
+        .ok()
+        .filter(|shell| !shell.trim().is_empty())
+        .unwrap_or_else(|| "sh".to_string())
 }
 
 /// The DING policy of an agent declared with `adapter` and none of its own (spec §7.4, §7.3):
@@ -1147,8 +1241,8 @@ pub(crate) fn default_policy(
 /// A spawn of a name that is taken. `belfry run` attaches to the pane there, as tmux's
 /// `new -A` does (its command and options are not applied to it), restarting its own program
 /// first when that has exited; `belfry new` refuses, saying how to get to the pane.
-fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result<i32> {
-    if let Some(detach_key) = attach_with {
+fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<(&str, bool)>) -> Result<i32> {
+    if let Some((detach_key, command_given)) = attach_with {
         let key = DetachKey::parse(detach_key)?;
         let (place, session) = remote::place_of(name)?;
         let snapshot = op::Snapshot {
@@ -1166,6 +1260,13 @@ fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result
             };
             note = Some(format!(
                 "{name}'s program {how}: restarted it (its own command, not the one given)"
+            ));
+        } else if command_given {
+            // The pane runs its own program; the one given is not run, and saying so keeps a
+            // changed command from looking applied (`belfry kill NAME` first starts it anew).
+            note = Some(format!(
+                "{name} exists: attached to it; the command given was not run (`belfry kill \
+                 {name}` first to start it anew)"
             ));
         }
         let socket = attach_socket(name)?;
@@ -1837,6 +1938,11 @@ fn default_policies(all: &mut belfry_mux::declare::Declarations) {
         let Some(adapter) = agent.adapter.clone() else {
             continue;
         };
+        // An agent whose harness is not installed is skipped by `up` with its own line; a
+        // word about its hooks would only bury that.
+        if belfry_mux::preflight::missing_harness(agent, &base_env).is_some() {
+            continue;
+        }
         if agent.ding_declared || agent.host.is_some() {
             continue;
         }
@@ -1860,9 +1966,17 @@ fn up_dry_run(file: Option<PathBuf>) -> Result<i32> {
     for (host, decls) in all.by_host() {
         match host {
             None => match belfry_mux::declare::dry_run(&decls, &std::env::vars().collect()) {
-                Ok(names) => {
-                    for name in names {
-                        println!("would launch {name}");
+                Ok(actions) => {
+                    for action in actions {
+                        match action {
+                            belfry_mux::declare::Action::Skip { .. } => {
+                                println!(
+                                    "would {}",
+                                    action.to_string().replacen("skip    ", "skip ", 1)
+                                )
+                            }
+                            other => println!("would launch {}", other.name()),
+                        }
                     }
                 }
                 Err(err) => return up_failed(err),

@@ -103,3 +103,65 @@ fn up_dry_run_refuses_a_program_that_is_not_there_and_launches_nothing() {
     );
     assert!(!env.socket().exists(), "a dry run started a daemon");
 }
+
+/// The example hook file (`examples/belfry-hooks.kdl`), applied as is in a project with its
+/// scripts beside it, lets an ordinary shell call run and refuses a force push: its guard
+/// exists, where a missing guard failed closed and refused every shell call.
+#[test]
+fn the_example_hook_file_applied_as_is_refuses_only_a_force_push() {
+    let env = Env::new();
+    let project = env.path("project");
+    std::fs::create_dir_all(project.join("scripts")).expect("mkdir");
+    std::fs::copy(
+        examples().join("belfry-hooks.kdl"),
+        project.join("belfry-hooks.kdl"),
+    )
+    .expect("copy the hook file");
+    for script in std::fs::read_dir(examples().join("scripts"))
+        .expect("examples/scripts")
+        .flatten()
+    {
+        std::fs::copy(
+            script.path(),
+            project.join("scripts").join(script.file_name()),
+        )
+        .expect("copy a script");
+    }
+    let dir = project.display().to_string();
+    env.ok(&["hooks", "--dir", &dir, "apply"]);
+    let compiled = project.join(".belfry/hooks/claude.json");
+    assert!(compiled.is_file(), "apply wrote no {}", compiled.display());
+    let ask = |command: &str| -> serde_json::Value {
+        let mut cmd = env.cmd(&[
+            "dispatch",
+            "--event",
+            "before-tool",
+            "--hooks-file",
+            &compiled.display().to_string(),
+        ]);
+        cmd.current_dir(&project)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("dispatch");
+        let input = serde_json::json!({"tool_name": "shell", "tool_input": {"command": command}});
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin
+                .write_all(input.to_string().as_bytes())
+                .expect("write the hook JSON");
+        }
+        let out = child.wait_with_output().expect("dispatch output");
+        serde_json::from_slice(&out.stdout).expect("one JSON answer")
+    };
+    let plain = ask("ls -la");
+    assert_eq!(plain["decision"], "allow", "{plain}");
+    let force = ask("git push --force origin main");
+    assert_eq!(force["decision"], "deny", "{force}");
+    assert!(
+        force["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("force pushes are refused")),
+        "{force}"
+    );
+}
