@@ -1889,8 +1889,27 @@ fn event_line(raw: &Value, now_ms: u64) -> String {
     )
 }
 
-fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declarations> {
-    let path = file.unwrap_or_else(|| PathBuf::from("belfry.kdl"));
+/// The declarations of `belfry up` and `belfry down` (`command`): FILE, else ./belfry.kdl.
+/// Without FILE and with no ./belfry.kdl the error says which directory was looked in and
+/// how to name a file, rather than only that a file is missing.
+fn declarations(file: Option<PathBuf>, command: &str) -> Result<belfry_mux::declare::Declarations> {
+    let path = match file {
+        Some(file) => file,
+        None => {
+            let path = PathBuf::from("belfry.kdl");
+            if !path.exists() {
+                let here = std::env::current_dir()
+                    .map(|dir| dir.display().to_string())
+                    .unwrap_or_else(|_| ".".to_string());
+                bail!(
+                    "`belfry {command}` with no FILE reads ./belfry.kdl, and {here} has none: \
+                     name the declarations file (`belfry {command} FILE`), or run it where \
+                     belfry.kdl is (the repository's examples/belfry.kdl is a commented one)"
+                );
+            }
+            path
+        }
+    };
     Ok(belfry_mux::declare::load(&path)?)
 }
 
@@ -1899,7 +1918,7 @@ fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declaratio
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     use belfry_mux::declare::{report, DriftPolicy};
     let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
-    let mut all = declarations(file)?;
+    let mut all = declarations(file, if replace { "up --replace" } else { "up" })?;
     crate::hooks::refuse_unguarded_agents(&all, &path)?;
     default_policies(&mut all);
     let drift = if replace {
@@ -1961,7 +1980,7 @@ fn default_policies(all: &mut belfry_mux::declare::Declarations) {
 /// machine is only listed: its files are that machine's to check.
 fn up_dry_run(file: Option<PathBuf>) -> Result<i32> {
     let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
-    let all = declarations(file)?;
+    let all = declarations(file, "up --dry-run")?;
     crate::hooks::refuse_unguarded_agents(&all, &path)?;
     for (host, decls) in all.by_host() {
         match host {
@@ -2035,7 +2054,7 @@ fn up_failed(err: MuxError) -> Result<i32> {
 }
 
 fn down(file: Option<PathBuf>) -> Result<i32> {
-    let all = declarations(file)?;
+    let all = declarations(file, "down")?;
     for (host, decls) in all.by_host() {
         let place = host_or_default(host.as_deref())?;
         let mut client = place.daemon()?;

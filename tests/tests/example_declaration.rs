@@ -187,3 +187,27 @@ fn the_example_mail_agent_prints_its_mail_and_never_runs_a_notice_as_a_command()
     );
     env.ok(&["down", &file]);
 }
+
+#[test]
+fn up_and_down_with_no_file_and_no_belfry_kdl_say_where_they_looked_and_how_to_name_one() {
+    let env = Env::new();
+    let empty = env.path("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    for (args, said) in [
+        (&["up", "--replace"][..], "belfry up --replace"),
+        (&["down"][..], "belfry down"),
+        (&["up", "--dry-run"][..], "belfry up --dry-run"),
+    ] {
+        let out = env.cmd(args).current_dir(&empty).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "`{said}` with no FILE reads ./belfry.kdl, and {} has none",
+                empty.display()
+            )) && stderr.contains(&format!("`{said} FILE`")),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert!(!env.socket().exists(), "a refused line started a daemon");
+}
