@@ -29,7 +29,7 @@ use belfry_pty::paths;
 
 use crate::attach::{self, DetachKey, Endpoint};
 use crate::direct;
-use crate::exit::{EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK};
+use crate::exit::{EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT};
 use crate::remote::{self, Place};
 
 #[derive(Parser, Debug)]
@@ -40,7 +40,7 @@ use crate::remote::{self, Place};
     bin_name = "belfry",
     version,
     about = "A terminal multiplexer for AI coding agents",
-    after_help = "Exit codes: 0 ok, 1 not found, 2 error, 3 guarded-send conflict."
+    after_help = "Exit codes: 0 ok, 1 not found, 2 error, 3 guarded-send conflict, 4 wait timed out."
 )]
 struct Cli {
     #[command(flatten)]
@@ -114,7 +114,7 @@ enum Command {
     /// Start a pane running CMD (default: $SHELL) and attach to it; if NAME exists, attach
     /// (restarting its program if it exited).
     Run(RunArgs),
-    /// List panes.
+    /// List panes (HOSTPID is the pane host's process id, PID the program's).
     Ls {
         /// Print JSON instead of text.
         #[arg(long, conflicts_with = "watch")]
@@ -855,6 +855,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             timeout_ms,
             json,
         }) => {
+            let args_name = name.clone();
             let (place, name) = remote::place_of(&name)?;
             let wait = op::Wait {
                 session: Some(name),
@@ -866,7 +867,10 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 status: status.as_deref().and_then(ProgramState::parse),
                 timeout_ms: Some(timeout_ms),
             };
-            let waited: Waited = ask(&mut place.daemon()?, wait)?;
+            let waited: Waited = match place.daemon()?.call(wait)?.into_result() {
+                Ok(waited) => waited,
+                Err(err) => return wait_failed(&args_name, timeout_ms, json, err),
+            };
             if json {
                 print_json(&waited.state);
             } else {
@@ -1647,11 +1651,44 @@ fn ls_all_hosts(json: bool) -> Result<i32> {
     })
 }
 
+/// What `belfry wait` says when the wait was refused or ran out. Running out is not an error
+/// of the command line: a line for a person ("wait timed out … with the conditions not met", the pane's
+/// revision and whether its program runs), with `--json` the state as JSON on stdout, and exit
+/// [`EXIT_TIMEOUT`]. Any other refusal is an error as usual.
+fn wait_failed(name: &str, timeout_ms: u64, json_out: bool, err: ErrorBody) -> Result<i32> {
+    // The pane host's timeout reply: "wait timed out after N ms; state {…}".
+    let state = (err.code == ErrorCode::Timeout)
+        .then(|| err.message.strip_prefix("wait timed out"))
+        .flatten()
+        .and_then(|rest| rest.split_once("; state "))
+        .and_then(|(_, state)| serde_json::from_str::<body::WaitState>(state).ok());
+    let Some(state) = state else {
+        return Err(refusal(err));
+    };
+    if json_out {
+        print_json(&json!({"result": "timeout", "state": state}));
+    }
+    let program = match state.exited {
+        None => "its program runs".to_string(),
+        Some(status) => match (status.code, status.signal) {
+            (Some(code), _) => format!("its program exited with code {code}"),
+            (None, Some(signal)) => format!("its program was killed by signal {signal}"),
+            _ => "its program exited".to_string(),
+        },
+    };
+    eprintln!(
+        "belfry: {name}: wait timed out after {timeout_ms} ms (--timeout-ms) with the \
+         conditions not met; now at revision {}, {program}",
+        state.revision
+    );
+    Ok(EXIT_TIMEOUT)
+}
+
 /// The `belfry ls` table at `now_ms` (for the panes' ages): a heading, then one row a pane.
 fn ls_table(panes: &[PaneRecord], now_ms: u64) -> String {
     let mut table = format!(
         "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:<26} {:>6}  COMMAND\n",
-        "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE", "STATUS", "AGE"
+        "NAME", "HOSTPID", "PID", "REVISION", "SIZE", "CLIENTS", "STATE", "STATUS", "AGE"
     );
     for pane in panes {
         table.push_str(&ls_row(pane, now_ms));

@@ -175,3 +175,36 @@ fn the_man_page_says_where_things_live_and_which_variables_move_them() {
         assert!(text.contains("BELFRY_RUNTIME_DIR"), "{text}");
     }
 }
+
+#[test]
+fn a_wait_that_times_out_says_so_in_words_and_exits_4() {
+    let env = Env::new();
+    env.spawn("p", "24x80", &["sleep", "600"], None);
+    let out = env.run(&["wait", "p", "--regex", "never", "--timeout-ms", "300"]);
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("belfry: p: wait timed out after 300 ms (--timeout-ms) with the conditions not met; now at revision ")
+            && stderr.trim_end().ends_with("its program runs")
+            && !stderr.contains('{'),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // --json: the state for a program, on stdout, and the same exit code.
+    let out = env.run(&["wait", "p", "--exit", "--timeout-ms", "200", "--json"]);
+    assert_eq!(out.status.code(), Some(4));
+    let state: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(state["result"], "timeout", "{state}");
+    assert!(state["state"]["revision"].is_u64(), "{state}");
+    assert!(state["state"]["exited"].is_null(), "{state}");
+    // A usage error is still 2, and a pane that does not exist still 1.
+    let out = env.run(&["wait", "p", "--timeout-ms", "-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = env.run(&["wait", "nope", "--exit", "--timeout-ms", "200"]);
+    assert_eq!(out.status.code(), Some(1));
+    env.ok(&["shutdown", "--kill-panes"]);
+}
