@@ -887,6 +887,9 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 Place::Remote(remote) => remote.daemon()?,
                 Place::Local => match Client::connect(&socket) {
                     Ok(client) => client,
+                    Err(ClientError::Connect { .. }) if kill_panes => {
+                        return kill_panes_without_daemon(&socket);
+                    }
                     Err(ClientError::Connect { .. }) => {
                         println!("no daemon running at {}", socket.display());
                         return Ok(EXIT_OK);
@@ -1649,6 +1652,42 @@ fn ls_all_hosts(json: bool) -> Result<i32> {
     } else {
         EXIT_ERROR
     })
+}
+
+/// `belfry shutdown --kill-panes` with no daemon running: the panes still run (each pane host
+/// outlives the daemon), so each is ended through its own pane host, as the daemon would have
+/// ended it. A pane host that does not answer is named, with what to do, and the exit is 2.
+fn kill_panes_without_daemon(socket: &std::path::Path) -> Result<i32> {
+    let runtime = paths::runtime_dir();
+    let mut ended = Vec::new();
+    let mut left = Vec::new();
+    for pane in direct::list(&runtime) {
+        if let Some(error) = &pane.error {
+            left.push(format!("{}: {}", pane.session, escape_for_terminal(error)));
+            continue;
+        }
+        let Ok(name) = SessionName::parse(&pane.session) else {
+            continue;
+        };
+        match direct::kill(&runtime, &name) {
+            Ok(true) => ended.push(pane.session.clone()),
+            Ok(false) => left.push(format!("{}: its pane host did not answer", pane.session)),
+            Err(err) => left.push(format!("{}: {}", pane.session, without_repeats(&err))),
+        }
+    }
+    if ended.is_empty() && left.is_empty() {
+        println!("no daemon running at {}; no panes", socket.display());
+    } else if !ended.is_empty() {
+        println!(
+            "no daemon running at {}; ended panes through their pane hosts: {}",
+            socket.display(),
+            ended.join(", ")
+        );
+    }
+    for line in &left {
+        eprintln!("belfry: not ended: {line} (`belfry ls` shows it; `belfry kill NAME` retries)");
+    }
+    Ok(if left.is_empty() { EXIT_OK } else { EXIT_ERROR })
 }
 
 /// What `belfry wait` says when the wait was refused or ran out. Running out is not an error

@@ -208,3 +208,71 @@ fn a_wait_that_times_out_says_so_in_words_and_exits_4() {
     assert_eq!(out.status.code(), Some(1));
     env.ok(&["shutdown", "--kill-panes"]);
 }
+
+#[test]
+fn shutdown_kill_panes_with_no_daemon_ends_the_panes_through_their_pane_hosts() {
+    let env = Env::new();
+    let first = env.spawn("a", "24x80", &["sleep", "600"], None);
+    let second = env.spawn("b", "24x80", &["sleep", "600"], None);
+    let programs: Vec<u32> = [&first, &second]
+        .iter()
+        .map(|pane| pane["child_pid"].as_u64().expect("child_pid") as u32)
+        .collect();
+    assert_eq!(
+        env.ok(&["shutdown"]).trim(),
+        "daemon stopped; the panes keep running"
+    );
+    assert!(programs.iter().all(|pid| belfry_tests::pid_alive(*pid)));
+    let said = env.ok(&["shutdown", "--kill-panes"]);
+    assert!(
+        said.contains("no daemon running at")
+            && said.contains("ended panes through their pane hosts: a, b"),
+        "{said}"
+    );
+    assert!(
+        belfry_tests::eventually(std::time::Duration::from_secs(10), || programs
+            .iter()
+            .all(|pid| !belfry_tests::pid_alive(*pid))),
+        "a program outlived shutdown --kill-panes"
+    );
+    assert!(env.ok(&["ls"]).contains("no panes"));
+}
+
+#[test]
+fn ding_status_says_what_each_message_state_shown_means() {
+    let env = Env::new();
+    env.ok(&[
+        "new",
+        "agent",
+        "--ding-delivery",
+        "aggressive",
+        "--",
+        "sh",
+        "-c",
+        "exec cat >/dev/null",
+    ]);
+    let out = post(&env, &["agent", "--from", "lead", "--subject", "look"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut shown = String::new();
+    let staged = belfry_tests::eventually(std::time::Duration::from_secs(10), || {
+        shown = env.ok(&["ding", "status", "agent"]);
+        shown.contains("  staged  ")
+    });
+    assert!(staged, "{shown}");
+    assert!(
+        shown.contains(
+            "(staged: its notice was typed into the pane once; unread until the agent reads it)"
+        ),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("pending:"),
+        "a state not shown is explained: {shown}"
+    );
+    env.ok(&["shutdown", "--kill-panes"]);
+}
