@@ -18,6 +18,7 @@ mod direct;
 mod doctor;
 mod exit;
 mod harness_version;
+mod hook_programs;
 mod hooks;
 mod human;
 mod inbox;

@@ -128,7 +128,22 @@ fn the_example_hook_file_applied_as_is_refuses_only_a_force_push() {
         .expect("copy a script");
     }
     let dir = project.display().to_string();
-    env.ok(&["hooks", "--dir", &dir, "apply"]);
+    let applied = env.run(&["hooks", "--dir", &dir, "apply"]);
+    assert_eq!(applied.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&applied.stdout);
+    // apply names the files it wrote, and warns of nothing: every handler is there.
+    assert!(
+        said.contains(&format!(
+            "claude: settled: wrote {}",
+            project.join(".belfry/hooks/claude.json").display()
+        )) && said.contains(&project.join(".claude/settings.json").display().to_string()),
+        "{said}"
+    );
+    assert!(
+        applied.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
     let compiled = project.join(".belfry/hooks/claude.json");
     assert!(compiled.is_file(), "apply wrote no {}", compiled.display());
     let ask = |command: &str| -> serde_json::Value {
@@ -164,4 +179,40 @@ fn the_example_hook_file_applied_as_is_refuses_only_a_force_push() {
             .is_some_and(|reason| reason.contains("force pushes are refused")),
         "{force}"
     );
+}
+
+/// The example hook file without the scripts it names: `plan`, `apply` and `status` each warn
+/// that the fail-closed guard cannot start and so refuses every call it selects, naming the
+/// file, line and the program's path; before, all three said nothing.
+#[test]
+fn a_hook_whose_program_is_missing_is_warned_of_by_plan_apply_and_status() {
+    let env = Env::new();
+    let project = env.path("project");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    std::fs::copy(
+        examples().join("belfry-hooks.kdl"),
+        project.join("belfry-hooks.kdl"),
+    )
+    .expect("copy the hook file");
+    let dir = project.display().to_string();
+    let guard = project
+        .join("scripts/no-force-push.sh")
+        .display()
+        .to_string();
+    for command in ["plan", "apply", "status"] {
+        let out = env.run(&["hooks", "--dir", &dir, command]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("warning: project hook \"no-force-push\" (")
+                && stderr.contains("belfry-hooks.kdl:")
+                && stderr.contains(&format!("its program {guard} does not exist"))
+                && stderr.contains("it fails closed: every call it selects is refused"),
+            "{command}: {stderr}"
+        );
+        assert!(
+            stderr.contains("project hook \"audit\"")
+                && stderr.contains("each call notes the failure and goes on"),
+            "{command}: {stderr}"
+        );
+    }
 }
