@@ -211,3 +211,86 @@ fn up_and_down_with_no_file_and_no_belfry_kdl_say_where_they_looked_and_how_to_n
     }
     assert!(!env.socket().exists(), "a refused line started a daemon");
 }
+
+/// The README's "Hooks and declarations" block, each line run as written by `sh` in a checkout
+/// (a copy of `examples/` under a fresh directory) on a machine with no harness on PATH: every
+/// line exits 0, `up` launches the mail agent and skips the harness agents, `down` stops it.
+#[test]
+fn the_readmes_declaration_lines_run_as_written_without_any_harness() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .expect("README.md");
+    let section = readme
+        .split("## Hooks and declarations")
+        .nth(1)
+        .expect("the README's Hooks and declarations section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("its first sh block");
+    // Each command line without its comment; a line that is only a comment continues the one
+    // above.
+    let lines: Vec<&str> = block
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .map(|line| line.split("   #").next().unwrap_or(line).trim_end())
+        .filter(|line| !line.is_empty())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("belfry up --replace examples/belfry.kdl")),
+        "{lines:?}"
+    );
+
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir().display());
+    let env = Env::with_vars(&[("PATH", &path)]);
+    let checkout = env.path("checkout");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    for dir in ["", "charters", "scripts"] {
+        std::fs::create_dir_all(checkout.join("examples").join(dir)).unwrap();
+    }
+    for file in ["belfry.kdl", "belfry-hooks.kdl"] {
+        std::fs::copy(examples.join(file), checkout.join("examples").join(file)).unwrap();
+    }
+    for dir in ["charters", "scripts"] {
+        for file in std::fs::read_dir(examples.join(dir)).unwrap().flatten() {
+            std::fs::copy(
+                file.path(),
+                checkout.join("examples").join(dir).join(file.file_name()),
+            )
+            .unwrap();
+        }
+    }
+    let mut said = Vec::new();
+    for line in &lines {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", line]).current_dir(&checkout);
+        for (key, value) in env.vars() {
+            cmd.env(key, value);
+        }
+        let out = cmd
+            .env_remove("BELFRY_SOCKET")
+            .env_remove("BELFRY_SESSION")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{line}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        said.push(stdout);
+    }
+    let up = &said[1];
+    assert!(
+        up.contains("launch  mail:")
+            && up.contains("skip    coder:")
+            && up.contains("skip    reviewer:"),
+        "{up}"
+    );
+    assert!(said[2].contains("adopt   mail:"), "{}", said[2]);
+    assert_eq!(said[3], "stopped mail\n");
+}
