@@ -29,15 +29,18 @@ use belfry_pty::paths;
 
 use crate::attach::{self, DetachKey, Endpoint};
 use crate::direct;
-use crate::exit::{EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK};
+use crate::exit::{EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT};
 use crate::remote::{self, Place};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "belfry",
+    // The usage lines say `belfry` even when the process is `belfry-host`, the build the long
+    // commands re-exec into (`belfry run --help` said `Usage: belfry-host run …`).
+    bin_name = "belfry",
     version,
     about = "A terminal multiplexer for AI coding agents",
-    after_help = "Exit codes: 0 ok, 1 not found, 2 error, 3 guarded-send conflict."
+    after_help = "Exit codes: 0 ok, 1 not found, 2 error, 3 guarded-send conflict, 4 wait timed out."
 )]
 struct Cli {
     #[command(flatten)]
@@ -108,9 +111,10 @@ enum Command {
     },
     /// Start a new pane running CMD (detached).
     New(NewArgs),
-    /// Start a pane running CMD and attach to it; if NAME exists, attach (restarting its program if it exited).
+    /// Start a pane running CMD (default: $SHELL) and attach to it; if NAME exists, attach
+    /// (restarting its program if it exited).
     Run(RunArgs),
-    /// List panes.
+    /// List panes (HOSTPID is the pane host's process id, PID the program's).
     Ls {
         /// Print JSON instead of text.
         #[arg(long, conflicts_with = "watch")]
@@ -350,8 +354,10 @@ struct NewArgs {
     /// The DING adapter command (argv, repeat for each argument).
     #[arg(long = "ding-adapter", value_name = "ARG", allow_hyphen_values = true)]
     ding_adapter: Vec<String>,
-    /// The program and its arguments.
-    #[arg(last = true, required = true)]
+    /// The program and its arguments, after `--` (`belfry new NAME -- CMD ARG…`). Required
+    /// by `new`; `run` without it starts $SHELL (else sh), and ignores it, saying so, when
+    /// NAME exists.
+    #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
@@ -462,7 +468,10 @@ pub fn main() -> i32 {
     let (cli, matches) = match parse_hot(&args) {
         Some(parsed) => parsed,
         None => {
-            let matches = Cli::command().get_matches_from(&args);
+            let matches = match Cli::command().try_get_matches_from(&args) {
+                Ok(matches) => matches,
+                Err(err) => with_program_tip(err, &args).exit(),
+            };
             match Cli::from_arg_matches(&matches) {
                 Ok(cli) => (cli, matches),
                 Err(err) => err.exit(),
@@ -479,6 +488,62 @@ pub fn main() -> i32 {
             eprintln!("belfry: {}", without_repeats(&err));
             EXIT_ERROR
         }
+    }
+}
+
+/// A parse error of `belfry new NAME CMD …` or `belfry run NAME CMD …`, the program given
+/// without `--`, with a tip that says where it goes: clap alone says only that `CMD` is an
+/// unexpected argument.
+fn with_program_tip(mut err: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if err.kind() != ErrorKind::UnknownArgument {
+        return err;
+    }
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let sub = subcommand_name(words.iter().cloned());
+    if sub != "new" && sub != "run" {
+        return err;
+    }
+    let Some(ContextValue::String(unexpected)) = err.get(ContextKind::InvalidArg).cloned() else {
+        return err;
+    };
+    // Only a bare word is a program given without `--`; a mistyped `--flag` is clap's to
+    // explain.
+    if unexpected.starts_with('-') || words.iter().any(|word| word == "--") {
+        return err;
+    }
+    let Some(at) = words.iter().position(|word| *word == unexpected) else {
+        return err;
+    };
+    let quoted: Vec<String> = words.iter().map(|word| shell_word(word)).collect();
+    let (before, program) = quoted.split_at(at);
+    let tip = format!(
+        "the program goes after `--`: belfry {} -- {}",
+        before.join(" "),
+        program.join(" ")
+    );
+    err.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![tip.into()]),
+    );
+    err
+}
+
+/// `word` as a POSIX shell reads it back: as it is when it has nothing a shell would treat
+/// specially, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -676,8 +741,27 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             crate::pane_host::serve(runtime, daemon_socket, state).map_err(|err| anyhow!(err))?;
             Ok(EXIT_OK)
         }
-        Command::New(args) => new_pane(&args, None),
-        Command::Run(args) => new_pane(&args.new, Some(&args.detach_key)),
+        Command::New(args) => {
+            if args.command.is_empty() {
+                bail!(
+                    "`belfry new {}` needs the program to run, after `--`: `belfry new {} -- \
+                     CMD ARG…` (`belfry run {}` starts your shell and attaches)",
+                    args.name,
+                    args.name,
+                    args.name
+                );
+            }
+            new_pane(&args, None)
+        }
+        Command::Run(mut args) => {
+            // `belfry run NAME` alone: the pane is attached to if it exists (the command is
+            // never used then), else it runs the user's shell, as a terminal would.
+            let given = !args.new.command.is_empty();
+            if !given {
+                args.new.command = vec![login_shell()];
+            }
+            new_pane(&args.new, Some((&args.detach_key, given)))
+        }
         Command::Ls {
             watch: true,
             interval_ms,
@@ -771,6 +855,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             timeout_ms,
             json,
         }) => {
+            let args_name = name.clone();
             let (place, name) = remote::place_of(&name)?;
             let wait = op::Wait {
                 session: Some(name),
@@ -782,7 +867,10 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 status: status.as_deref().and_then(ProgramState::parse),
                 timeout_ms: Some(timeout_ms),
             };
-            let waited: Waited = ask(&mut place.daemon()?, wait)?;
+            let waited: Waited = match place.daemon()?.call(wait)?.into_result() {
+                Ok(waited) => waited,
+                Err(err) => return wait_failed(&args_name, timeout_ms, json, err),
+            };
             if json {
                 print_json(&waited.state);
             } else {
@@ -799,6 +887,9 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                 Place::Remote(remote) => remote.daemon()?,
                 Place::Local => match Client::connect(&socket) {
                     Ok(client) => client,
+                    Err(ClientError::Connect { .. }) if kill_panes => {
+                        return kill_panes_without_daemon(&socket);
+                    }
                     Err(ClientError::Connect { .. }) => {
                         println!("no daemon running at {}", socket.display());
                         return Ok(EXIT_OK);
@@ -919,13 +1010,73 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         Command::Man { dir: None } => {
             // As `man --dir` renders it: `belfry help` is clap's, with no page of its own, so
             // the page does not list it as a `belfry-help(1)` that cannot be found.
+            let mut page = Vec::new();
             clap_mangen::Man::new(Cli::command().disable_help_subcommand(true))
-                .render(&mut std::io::stdout())?;
+                .render(&mut page)?;
+            page.extend_from_slice(MAN_FILES_AND_ENVIRONMENT.as_bytes());
+            std::io::stdout().write_all(&page)?;
             Ok(EXIT_OK)
         }
         Command::Man { dir: Some(dir) } => man_pages(&dir),
     }
 }
+
+/// The main man page's FILES and ENVIRONMENT sections, which clap_mangen has no place for:
+/// where the sockets, the state and the logs are, and which variables move them
+/// (`belfry_pty::paths`, the one place that decides it).
+const MAN_FILES_AND_ENVIRONMENT: &str = r#".SH FILES
+.TP
+\fIRUNTIME\fR/default.sock
+The daemon's socket (\fIRUNTIME\fR is the runtime directory: $BELFRY_RUNTIME_DIR, else
+$XDG_RUNTIME_DIR/belfry, else /tmp/belfry\-\fIUID\fR).
+.TP
+\fIRUNTIME\fR/panes/\fINAME\fR.sock, \fIRUNTIME\fR/panes/\fINAME\fR.json
+Each pane host's socket and record.
+.TP
+\fISTATE\fR/inbox/\fINAME\fR/
+A pane's durable inbox (new/, archive/), and \fISTATE\fR/ding/ the delivery state (\fISTATE\fR
+is $BELFRY_STATE, else $XDG_STATE_HOME/belfry, else ~/.local/state/belfry).
+.TP
+$XDG_STATE_HOME/belfry/log/daemon.log, $XDG_STATE_HOME/belfry/log/pane\-\fINAME\fR.log
+The daemon's log and each pane host's (default ~/.local/state/belfry/log/); \fBbelfry logs\fR
+prints them.
+.TP
+$XDG_CONFIG_HOME/belfry/config.kdl
+The user config (its \fBhosts\fR); default ~/.config/belfry/config.kdl.
+.TP
+\&./belfry.kdl, ./belfry\-hooks.kdl
+The declarations of \fBbelfry up\fR and \fBdown\fR, and the canonical hooks of \fBbelfry hooks\fR.
+.SH ENVIRONMENT
+.TP
+BELFRY_RUNTIME_DIR
+The runtime directory (sockets and pane records).
+.TP
+BELFRY_SOCKET
+The daemon's socket; set inside every pane.
+.TP
+BELFRY_STATE
+The state directory (inboxes, delivery state).
+.TP
+XDG_RUNTIME_DIR, XDG_STATE_HOME, XDG_CONFIG_HOME
+The defaults of the runtime directory, of the state directory and the logs, and of the user
+config.
+.TP
+BELFRY_SESSION
+Set inside every pane to its name: the default SESSION of \fBinbox\fR, \fBpresence\fR and
+\fBding\fR.
+.TP
+BELFRY_HOST
+The machine commands go to, as \-\-host.
+.TP
+BELFRY_ADAPTERS
+A folder of adapters used instead of the built\-in ones.
+.TP
+BELFRY_HOOKS_FILE
+The hooks file of \fBbelfry dispatch\fR when \-\-hooks\-file is not given.
+.TP
+BELFRY_ESCAPE_TIME_MS
+How long \fBattach\fR waits for the rest of an escape sequence (0 to 5000, default 25).
+"#;
 
 /// `belfry man --dir DIR`: every page, named as the references between them name them
 /// (`belfry-inbox-post.1` for `belfry-inbox-post(1)`); hidden subcommands get none.
@@ -934,6 +1085,12 @@ fn man_pages(dir: &std::path::Path) -> Result<i32> {
         .with_context(|| format!("cannot create the man page directory {}", dir.display()))?;
     clap_mangen::generate_to(Cli::command(), dir)
         .with_context(|| format!("cannot write man pages into {}", dir.display()))?;
+    let main_page = dir.join("belfry.1");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&main_page)
+        .and_then(|mut file| file.write_all(MAN_FILES_AND_ENVIRONMENT.as_bytes()))
+        .with_context(|| format!("cannot write {}", main_page.display()))?;
     let pages = std::fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
         .flatten()
@@ -1024,11 +1181,12 @@ fn size_part(size: &str, what: &str, text: &str) -> Result<u64> {
     }
 }
 
-/// Starts a pane; with `attach_with` (a detach key) attaches to it after, as `belfry run` does.
-fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
+/// Starts a pane; with `attach_with` (a detach key, and whether a command was given) attaches
+/// to it after, as `belfry run` does.
+fn new_pane(args: &NewArgs, attach_with: Option<(&str, bool)>) -> Result<i32> {
     let (place, name) = remote::place_of(&args.name)?;
     // A bad detach key is refused before the pane is started.
-    if let Some(detach_key) = attach_with {
+    if let Some((detach_key, _)) = attach_with {
         DetachKey::parse(detach_key)?;
     }
     let mut env = BTreeMap::new();
@@ -1131,10 +1289,19 @@ fn new_pane(args: &NewArgs, attach_with: Option<&str>) -> Result<i32> {
             pane.revision.map_or_else(|| "-".into(), |r| r.to_string())
         );
     }
-    if let Some(detach_key) = attach_with {
+    if let Some((detach_key, _)) = attach_with {
         return attach_cmd(&args.name, false, DetachKey::parse(detach_key)?);
     }
     Ok(EXIT_OK)
+}
+
+/// The program `belfry run NAME` starts without a command: the user's shell (`$SHELL`), else
+/// `sh`.
+fn login_shell() -> String {
+    std::env::var("SHELL")
+        .ok()
+        .filter(|shell| !shell.trim().is_empty())
+        .unwrap_or_else(|| "sh".to_string())
 }
 
 /// The DING policy of an agent declared with `adapter` and none of its own (spec §7.4, §7.3):
@@ -1160,8 +1327,8 @@ pub(crate) fn default_policy(
 /// A spawn of a name that is taken. `belfry run` attaches to the pane there, as tmux's
 /// `new -A` does (its command and options are not applied to it), restarting its own program
 /// first when that has exited; `belfry new` refuses, saying how to get to the pane.
-fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result<i32> {
-    if let Some(detach_key) = attach_with {
+fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<(&str, bool)>) -> Result<i32> {
+    if let Some((detach_key, command_given)) = attach_with {
         let key = DetachKey::parse(detach_key)?;
         let (place, session) = remote::place_of(name)?;
         let snapshot = op::Snapshot {
@@ -1179,6 +1346,13 @@ fn pane_exists(name: &str, err: &ErrorBody, attach_with: Option<&str>) -> Result
             };
             note = Some(format!(
                 "{name}'s program {how}: restarted it (its own command, not the one given)"
+            ));
+        } else if command_given {
+            // The pane runs its own program; the one given is not run, and saying so keeps a
+            // changed command from looking applied (`belfry kill NAME` first starts it anew).
+            note = Some(format!(
+                "{name} exists: attached to it; the command given was not run (`belfry kill \
+                 {name}` first to start it anew)"
             ));
         }
         let socket = attach_socket(name)?;
@@ -1493,11 +1667,80 @@ fn ls_all_hosts(json: bool) -> Result<i32> {
     })
 }
 
+/// `belfry shutdown --kill-panes` with no daemon running: the panes still run (each pane host
+/// outlives the daemon), so each is ended through its own pane host, as the daemon would have
+/// ended it. A pane host that does not answer is named, with what to do, and the exit is 2.
+fn kill_panes_without_daemon(socket: &std::path::Path) -> Result<i32> {
+    let runtime = paths::runtime_dir();
+    let mut ended = Vec::new();
+    let mut left = Vec::new();
+    for pane in direct::list(&runtime) {
+        if let Some(error) = &pane.error {
+            left.push(format!("{}: {}", pane.session, escape_for_terminal(error)));
+            continue;
+        }
+        let Ok(name) = SessionName::parse(&pane.session) else {
+            continue;
+        };
+        match direct::kill(&runtime, &name) {
+            Ok(true) => ended.push(pane.session.clone()),
+            Ok(false) => left.push(format!("{}: its pane host did not answer", pane.session)),
+            Err(err) => left.push(format!("{}: {}", pane.session, without_repeats(&err))),
+        }
+    }
+    if ended.is_empty() && left.is_empty() {
+        println!("no daemon running at {}; no panes", socket.display());
+    } else if !ended.is_empty() {
+        println!(
+            "no daemon running at {}; ended panes through their pane hosts: {}",
+            socket.display(),
+            ended.join(", ")
+        );
+    }
+    for line in &left {
+        eprintln!("belfry: not ended: {line} (`belfry ls` shows it; `belfry kill NAME` retries)");
+    }
+    Ok(if left.is_empty() { EXIT_OK } else { EXIT_ERROR })
+}
+
+/// What `belfry wait` says when the wait was refused or ran out. Running out is not an error
+/// of the command line: a line for a person ("wait timed out … with the conditions not met", the pane's
+/// revision and whether its program runs), with `--json` the state as JSON on stdout, and exit
+/// [`EXIT_TIMEOUT`]. Any other refusal is an error as usual.
+fn wait_failed(name: &str, timeout_ms: u64, json_out: bool, err: ErrorBody) -> Result<i32> {
+    // The pane host's timeout reply: "wait timed out after N ms; state {…}".
+    let state = (err.code == ErrorCode::Timeout)
+        .then(|| err.message.strip_prefix("wait timed out"))
+        .flatten()
+        .and_then(|rest| rest.split_once("; state "))
+        .and_then(|(_, state)| serde_json::from_str::<body::WaitState>(state).ok());
+    let Some(state) = state else {
+        return Err(refusal(err));
+    };
+    if json_out {
+        print_json(&json!({"result": "timeout", "state": state}));
+    }
+    let program = match state.exited {
+        None => "its program runs".to_string(),
+        Some(status) => match (status.code, status.signal) {
+            (Some(code), _) => format!("its program exited with code {code}"),
+            (None, Some(signal)) => format!("its program was killed by signal {signal}"),
+            _ => "its program exited".to_string(),
+        },
+    };
+    eprintln!(
+        "belfry: {name}: wait timed out after {timeout_ms} ms (--timeout-ms) with the \
+         conditions not met; now at revision {}, {program}",
+        state.revision
+    );
+    Ok(EXIT_TIMEOUT)
+}
+
 /// The `belfry ls` table at `now_ms` (for the panes' ages): a heading, then one row a pane.
 fn ls_table(panes: &[PaneRecord], now_ms: u64) -> String {
     let mut table = format!(
         "{:<20} {:>8} {:>8} {:>16} {:>9} {:>7}  {:<12} {:<26} {:>6}  COMMAND\n",
-        "NAME", "HOST", "PID", "REVISION", "SIZE", "CLIENTS", "STATE", "STATUS", "AGE"
+        "NAME", "HOSTPID", "PID", "REVISION", "SIZE", "CLIENTS", "STATE", "STATUS", "AGE"
     );
     for pane in panes {
         table.push_str(&ls_row(pane, now_ms));
@@ -1801,8 +2044,27 @@ fn event_line(raw: &Value, now_ms: u64) -> String {
     )
 }
 
-fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declarations> {
-    let path = file.unwrap_or_else(|| PathBuf::from("belfry.kdl"));
+/// The declarations of `belfry up` and `belfry down` (`command`): FILE, else ./belfry.kdl.
+/// Without FILE and with no ./belfry.kdl the error says which directory was looked in and
+/// how to name a file, rather than only that a file is missing.
+fn declarations(file: Option<PathBuf>, command: &str) -> Result<belfry_mux::declare::Declarations> {
+    let path = match file {
+        Some(file) => file,
+        None => {
+            let path = PathBuf::from("belfry.kdl");
+            if !path.exists() {
+                let here = std::env::current_dir()
+                    .map(|dir| dir.display().to_string())
+                    .unwrap_or_else(|_| ".".to_string());
+                bail!(
+                    "`belfry {command}` with no FILE reads ./belfry.kdl, and {here} has none: \
+                     name the declarations file (`belfry {command} FILE`), or run it where \
+                     belfry.kdl is (the repository's examples/belfry.kdl is a commented one)"
+                );
+            }
+            path
+        }
+    };
     Ok(belfry_mux::declare::load(&path)?)
 }
 
@@ -1811,7 +2073,7 @@ fn declarations(file: Option<PathBuf>) -> Result<belfry_mux::declare::Declaratio
 fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     use belfry_mux::declare::{report, DriftPolicy};
     let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
-    let mut all = declarations(file)?;
+    let mut all = declarations(file, if replace { "up --replace" } else { "up" })?;
     crate::hooks::refuse_unguarded_agents(&all, &path)?;
     default_policies(&mut all);
     let drift = if replace {
@@ -1850,6 +2112,11 @@ fn default_policies(all: &mut belfry_mux::declare::Declarations) {
         let Some(adapter) = agent.adapter.clone() else {
             continue;
         };
+        // An agent whose harness is not installed is skipped by `up` with its own line; a
+        // word about its hooks would only bury that.
+        if belfry_mux::preflight::missing_harness(agent, &base_env).is_some() {
+            continue;
+        }
         if agent.ding_declared || agent.host.is_some() {
             continue;
         }
@@ -1868,14 +2135,22 @@ fn default_policies(all: &mut belfry_mux::declare::Declarations) {
 /// machine is only listed: its files are that machine's to check.
 fn up_dry_run(file: Option<PathBuf>) -> Result<i32> {
     let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
-    let all = declarations(file)?;
+    let all = declarations(file, "up --dry-run")?;
     crate::hooks::refuse_unguarded_agents(&all, &path)?;
     for (host, decls) in all.by_host() {
         match host {
             None => match belfry_mux::declare::dry_run(&decls, &std::env::vars().collect()) {
-                Ok(names) => {
-                    for name in names {
-                        println!("would launch {name}");
+                Ok(actions) => {
+                    for action in actions {
+                        match action {
+                            belfry_mux::declare::Action::Skip { .. } => {
+                                println!(
+                                    "would {}",
+                                    action.to_string().replacen("skip    ", "skip ", 1)
+                                )
+                            }
+                            other => println!("would launch {}", other.name()),
+                        }
                     }
                 }
                 Err(err) => return up_failed(err),
@@ -1934,7 +2209,7 @@ fn up_failed(err: MuxError) -> Result<i32> {
 }
 
 fn down(file: Option<PathBuf>) -> Result<i32> {
-    let all = declarations(file)?;
+    let all = declarations(file, "down")?;
     for (host, decls) in all.by_host() {
         let place = host_or_default(host.as_deref())?;
         let mut client = place.daemon()?;

@@ -179,6 +179,15 @@ pub(crate) fn quick_send(
         .map(|(id, sent)| (belfry_proto::reply::ok(&id, &sent), sent)))
 }
 
+/// Ends the pane `name` through its own pane host (the `kill` op the daemon would send it):
+/// `true` once it said so, `false` when no pane host answers there. For `belfry shutdown
+/// --kill-panes` with no daemon running, whose panes would otherwise keep running.
+pub(crate) fn kill(runtime: &Path, name: &SessionName) -> Result<bool> {
+    let request = belfry_proto::Request::new(2, op::Kill::of(name.clone()));
+    let within = belfry_pty::deadline::pane_reply(&request.op);
+    Ok(ask_pane_host::<belfry_proto::reply::Killed>(runtime, name, &request, within)?.is_some())
+}
+
 /// `request` asked of the pane host at `name`'s socket in one round trip, within `within`:
 /// the reply's `id` and its body, a refusal as the error it is, or `None` when no pane host
 /// answers there.

@@ -33,7 +33,9 @@ pub struct DoctorArgs {
     /// The panes (or declared agents) to check (default: every pane, or every agent of the
     /// declarations file when no pane runs).
     names: Vec<String>,
-    /// The declarations file read for agents that do not run (default: ./belfry.kdl).
+    /// The declarations file: without NAMEs, check its agents (each as its pane when one runs
+    /// under its name); with NAMEs, the file read for the ones that do not run (default:
+    /// ./belfry.kdl, read only when no pane runs).
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
     /// Print the findings as JSON.
@@ -132,6 +134,23 @@ fn gather(args: &DoctorArgs) -> Result<Vec<Facts>> {
         }
         Ok(Some(belfry_mux::declare::load(&file)?))
     };
+    // `--file FILE` names what to check: the agents FILE declares, each as its pane when one
+    // runs under its name, else as declared. Before, any running pane made doctor check the
+    // panes and ignore FILE.
+    if args.names.is_empty() && args.file.is_some() {
+        let decls = declared()?.unwrap_or_default();
+        return Ok(decls
+            .agents
+            .iter()
+            .map(|agent| {
+                if paths::pane_socket(&runtime, &agent.name).exists() {
+                    pane_facts(&runtime, &agent.name, None)
+                } else {
+                    declared_facts(agent)
+                }
+            })
+            .collect());
+    }
     if args.names.is_empty() {
         let panes = crate::direct::list(&runtime);
         if !panes.is_empty() {

@@ -1,5 +1,6 @@
 //! The exit codes of `belfry`, documented in its man page and README (ripgrep's 0, 1, 2, and
-//! ours: 3 for a guarded send that found the pane changed). Every command returns one of these;
+//! ours: 3 for a guarded send that found the pane changed, 4 for a `wait` whose conditions did
+//! not hold in time). Every command returns one of these;
 //! `commands::main` maps errors to them.
 
 /// Exit code: success.
@@ -10,3 +11,6 @@ pub const EXIT_NOT_FOUND: i32 = 1;
 pub const EXIT_ERROR: i32 = 2;
 /// Exit code: a guarded send found the pane changed and wrote nothing.
 pub const EXIT_CONFLICT: i32 = 3;
+/// Exit code: `belfry wait` gave up at its timeout, the conditions not met; apart from 2 so a
+/// script tells "not yet" from "wrong".
+pub const EXIT_TIMEOUT: i32 = 4;

@@ -64,15 +64,20 @@ pub fn run(scope: ScopeArgs, command: HooksCommand) -> Result<i32> {
         HooksCommand::Plan => {
             let plan = project::plan(&context)?;
             print!("{}", render_plan(&plan));
+            warn_missing_handlers(&plan);
             let refused = plan.targets.iter().any(|target| target.refusal.is_some());
             Ok(if refused { EXIT_ERROR } else { EXIT_OK })
         }
         HooksCommand::Apply { force, trust } => {
             print_rejections(&context)?;
             let report = project::apply(&context, ApplyOptions { force, trust })?;
+            warn_missing_handlers(&report.plan);
             for (target, settlement) in &report.settled {
                 match settlement {
-                    Settlement::Settled => println!("{target}: settled"),
+                    // The files the target's plan wrote, so the user knows what changed where.
+                    Settlement::Settled => {
+                        println!("{target}: settled{}", written_files(&report.plan, target))
+                    }
                     Settlement::Failed(reason) => println!("{target}: FAILED: {reason}"),
                 }
             }
@@ -99,6 +104,10 @@ pub fn run(scope: ScopeArgs, command: HooksCommand) -> Result<i32> {
         HooksCommand::Status => {
             // A record belfry will not act on is named, and makes the status not clean.
             let rejected = print_rejections(&context)?;
+            // The hook file as it is now: a handler that cannot start is said here too.
+            if let Ok(plan) = project::plan(&context) {
+                warn_missing_handlers(&plan);
+            }
             let statuses = project::status(&context)?;
             if statuses.is_empty() {
                 println!(
@@ -281,6 +290,30 @@ fn detect_versions(adapters: &Adapters) -> BTreeMap<String, String> {
 
 /// The plan as printed: per target its harness and versions, each hook with every cell, the
 /// files with a unified diff, and the refusal if the target fails.
+/// Prints a warning for each hook of the plan's file whose program cannot start.
+fn warn_missing_handlers(plan: &Plan) {
+    for line in crate::hook_programs::missing_handlers(&plan.canonical) {
+        eprintln!("{line}");
+    }
+}
+
+/// `: wrote A, B` for the files `target`'s plan changes, or nothing when it changes none.
+fn written_files(plan: &Plan, target: &str) -> String {
+    let written: Vec<String> = plan
+        .targets
+        .iter()
+        .filter(|planned| planned.target == target)
+        .flat_map(|planned| planned.files.iter())
+        .filter(|file| file.changes())
+        .map(|file| file.path.display().to_string())
+        .collect();
+    if written.is_empty() {
+        " (nothing to change)".to_string()
+    } else {
+        format!(": wrote {}", written.join(", "))
+    }
+}
+
 pub fn render_plan(plan: &Plan) -> String {
     let mut out = format!(
         "{} hook file {} ({})\n",

@@ -166,11 +166,33 @@ pub(crate) fn ding_status_lines(state: &DingState, now_ms: u64) -> Vec<String> {
             lines.push(format!("      {}", text(&message["sent_again"])));
         }
     }
+    // The states are DING's own words: say once what each one shown means.
+    let legend: Vec<&str> = ["pending", "staged", "hook-owned", "delivered"]
+        .into_iter()
+        .filter(|state| messages.iter().any(|message| message["state"] == *state))
+        .map(state_meaning)
+        .collect();
+    if !legend.is_empty() {
+        lines.push(format!("    ({})", legend.join("; ")));
+    }
     lines.push(format!(
         "  counters:   {}",
         counters_words(&status["counters"])
     ));
     lines
+}
+
+/// What a message's delivery state means, for the legend under `ding status`'s messages.
+fn state_meaning(state: &str) -> &'static str {
+    match state {
+        "pending" => "pending: no notice has announced it yet",
+        "staged" => {
+            "staged: its notice was typed into the pane once; unread until the agent reads it"
+        }
+        "hook-owned" => "hook-owned: handed to the agent at its turn boundary by its hooks",
+        "delivered" => "delivered: the agent's harness took the notice; unread until read",
+        _ => "",
+    }
 }
 
 /// A Unix-ms field as `14:02:11 (3 s ago)`, or `?` when it is not a time.

@@ -1,7 +1,7 @@
 //! `belfry inbox …` and `belfry presence`: the inbox is files on disk (spec §7.1), so these
 //! work with or without a daemon; afterwards the daemon (if running) is nudged to look.
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -44,6 +44,11 @@ pub enum InboxCommand {
         /// Print the posted message's session and name as JSON.
         #[arg(long)]
         json: bool,
+        /// Post even when no pane, inbox or declared agent (./belfry.kdl) has this name: the
+        /// message waits for a pane that will start under it. Without it such a name is
+        /// refused as a likely typo.
+        #[arg(long)]
+        create: bool,
     },
     /// List unread messages, oldest first.
     Ls {
@@ -172,6 +177,84 @@ fn nudge(session: &str) {
     }
 }
 
+/// Whether `session` is a recipient `inbox post` knows: a pane has run under it (every pane
+/// gets its inbox when it starts, so an inbox there is the cheap proof, and a posted-to name
+/// has one too), a pane record names it, or ./belfry.kdl declares it. Otherwise the post is
+/// refused (exit 1) naming the near names there are: a misspelt recipient used to get an
+/// inbox of its own, where nobody would ever read the message.
+fn known_recipient(session: &str) -> Result<()> {
+    let state = paths::state_dir();
+    match Inbox::open_existing(&state, session) {
+        Ok(_) => return Ok(()),
+        Err(belfry_ding::Error::NoInbox { .. }) => {}
+        Err(err) => return Err(err.into()),
+    }
+    let runtime = paths::runtime_dir();
+    if paths::pane_record(&runtime, session).exists() {
+        return Ok(());
+    }
+    let declared: Vec<String> = belfry_mux::declare::load(std::path::Path::new("belfry.kdl"))
+        .map(|decls| decls.agents.into_iter().map(|agent| agent.name).collect())
+        .unwrap_or_default();
+    if declared.iter().any(|name| name == session) {
+        return Ok(());
+    }
+    let mut known = declared;
+    for dir in [state.join("inbox"), paths::panes_dir(&runtime)] {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            known.extend(entries.flatten().filter_map(|entry| {
+                let name = entry.file_name().to_str()?.to_string();
+                Some(name.strip_suffix(".json").unwrap_or(&name).to_string())
+            }));
+        }
+    }
+    known.retain(|name| SessionName::parse(name).is_ok());
+    known.sort();
+    known.dedup();
+    let near = near_names(session, &known);
+    let hint = match near.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (did you mean {one}?)"),
+        many => format!(" (did you mean one of {}?)", many.join(", ")),
+    };
+    Err(crate::commands::NotFound(format!(
+        "no pane, inbox or declared agent is named {session}{hint}: nothing was posted; \
+         `belfry inbox post {session} --create …` posts it anyway, for a pane that will start \
+         under that name"
+    ))
+    .into())
+}
+
+/// The names within two edits of `name` (case ignored), nearest first.
+fn near_names(name: &str, known: &[String]) -> Vec<String> {
+    let lower = name.to_lowercase();
+    let mut near: Vec<(usize, &String)> = known
+        .iter()
+        .map(|candidate| (edit_distance(&lower, &candidate.to_lowercase()), candidate))
+        .filter(|(distance, _)| *distance <= 2)
+        .collect();
+    near.sort();
+    near.into_iter()
+        .take(3)
+        .map(|(_, candidate)| candidate.clone())
+        .collect()
+}
+
+/// Levenshtein distance over characters; session names are at most 64 of them.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, a_char) in a.chars().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, b_char) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(a_char != *b_char);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
 fn parse_name(name: &str) -> Result<MessageName> {
     Ok(MessageName::parse(name)?)
 }
@@ -184,23 +267,30 @@ pub fn run(command: InboxCommand) -> Result<i32> {
             subject,
             file,
             json,
+            create,
         } => {
+            if !create {
+                known_recipient(&session)?;
+            }
             let inbox = open(&session)?;
             let mut body = String::new();
             match file.as_deref() {
-                None => {
-                    std::io::stdin()
-                        .read_to_string(&mut body)
-                        .context("cannot read the message from stdin")?;
-                }
-                Some(path) if path.as_os_str() == "-" => {
-                    std::io::stdin()
-                        .read_to_string(&mut body)
-                        .context("cannot read the message from stdin")?;
-                }
-                Some(path) => {
+                Some(path) if path.as_os_str() != "-" => {
                     body = std::fs::read_to_string(path)
                         .with_context(|| format!("cannot read message file {}", path.display()))?;
+                }
+                _ => {
+                    if std::io::stdin().is_terminal() {
+                        // Reading a terminal waits for the person at it: say for what, or the
+                        // command looks hung.
+                        eprintln!(
+                            "belfry: type the message to {session}, then Ctrl-D on a line of \
+                             its own to post it (Ctrl-C: post nothing); or give FILE"
+                        );
+                    }
+                    std::io::stdin()
+                        .read_to_string(&mut body)
+                        .context("cannot read the message from stdin")?;
                 }
             }
             let front = FrontMatter {

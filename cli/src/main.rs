@@ -10,7 +10,7 @@
 //! `doctor` is `belfry doctor`, what is missing for each pane;
 //! `top` is the live view of `belfry top` and `ls --watch`; `human` says times and durations
 //! the way a person reads them; [`exit`] holds the exit codes: 0 ok, 1 not found, 2 error,
-//! 3 guarded-send conflict.
+//! 3 guarded-send conflict, 4 wait timed out.
 
 mod attach;
 mod commands;
@@ -18,6 +18,7 @@ mod direct;
 mod doctor;
 mod exit;
 mod harness_version;
+mod hook_programs;
 mod hooks;
 mod human;
 mod inbox;

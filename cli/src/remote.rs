@@ -197,6 +197,7 @@ pub fn inbox_elsewhere(command: &crate::inbox::InboxCommand) -> Result<Option<i3
             subject,
             file,
             json,
+            create,
         } => {
             let (place, session) = place_of_optional(Some(session))?;
             if place.remote().is_none() {
@@ -218,6 +219,10 @@ pub fn inbox_elsewhere(command: &crate::inbox::InboxCommand) -> Result<Option<i3
             push_option(&mut args, "--subject", subject);
             if *json {
                 args.push("--json".into());
+            }
+            // The far machine knows its own panes: it judges the name, and `--create` with it.
+            if *create {
+                args.push("--create".into());
             }
             args.push("-".into());
             (place, Some(body))

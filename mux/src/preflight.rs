@@ -115,6 +115,29 @@ pub fn prepare<'a>(
     }
 }
 
+/// The harness program of `agent` when it is missing here: the agent has an adapter (so its
+/// program is a harness, something installed or not), its program is a bare name, and no
+/// directory of the `PATH` the pane will have holds it. `None` for anything else, whose
+/// program [`prepare`] judges as usual: a path or a plain program that is not there is a
+/// mistake in the file, not a harness this machine lacks.
+pub fn missing_harness(agent: &AgentDecl, base_env: &BTreeMap<String, String>) -> Option<String> {
+    if agent.adapter.is_none() || agent.host.is_some() {
+        return None;
+    }
+    let program = agent.argv.first()?;
+    if program.contains('/') {
+        return None;
+    }
+    let search_path = agent
+        .env
+        .get("PATH")
+        .or_else(|| base_env.get("PATH"))
+        .map_or(DEFAULT_SEARCH_PATH, String::as_str);
+    check_program(program, agent.cwd.as_deref(), search_path)
+        .is_err()
+        .then(|| program.clone())
+}
+
 fn prepare_agent<'a>(
     agent: &'a AgentDecl,
     places: &AgentPlaces,

@@ -1,5 +1,5 @@
 //! `examples/belfry.kdl`, the commented declaration the README points a newcomer at, stays a
-//! valid file: it loads, it declares a shell agent, a harness agent with an adapter and a
+//! valid file: it loads, it declares a toy mail-reading agent, a harness agent with an adapter and a
 //! charter, and an agent with the rich `ding {}` block, and every adapter it names is one the
 //! binary has built in.
 
@@ -16,9 +16,9 @@ fn example() -> std::path::PathBuf {
 #[test]
 fn the_example_declaration_loads_with_one_agent_of_each_kind() {
     let declarations = load(&example()).unwrap_or_else(|err| panic!("{err}"));
-    let shell = declarations.get("shell").expect("a shell agent");
-    assert_eq!(shell.adapter, None);
-    assert_eq!(shell.ding, DeliveryPolicy::Aggressive);
+    let mail = declarations.get("mail").expect("the toy mail agent");
+    assert_eq!(mail.adapter, None);
+    assert_eq!(mail.ding, DeliveryPolicy::Aggressive);
 
     let with_charter: Vec<_> = declarations
         .agents

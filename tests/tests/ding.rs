@@ -78,10 +78,12 @@ fn aggressive_pane(env: &Env, flags: &[&str], wait_ready: bool) -> std::path::Pa
 }
 
 fn post(env: &Env, subject: &str) -> String {
+    // `--create`: some tests post before the pane starts (a backlog found at start-up).
     let mut cmd = env.cmd(&[
         "inbox",
         "post",
         "agent",
+        "--create",
         "--from",
         "lead",
         "--subject",
@@ -648,6 +650,7 @@ fn inbox_bad_input_is_refused_and_changes_nothing() {
         "inbox",
         "post",
         "agent",
+        "--create",
         "--subject",
         "keep",
         &fixture("ding/silent.jsonl").display().to_string(),

@@ -16,10 +16,12 @@ fn aggressive_pane(env: &Env) -> std::path::PathBuf {
 fn post(env: &Env, subject: &str) -> String {
     let body = env.path("body.md");
     std::fs::write(&body, "please look\n").unwrap();
+    // `--create`: some tests post before any pane of that name ran.
     let out = env.ok(&[
         "inbox",
         "post",
         "agent",
+        "--create",
         "--from",
         "lead",
         "--subject",

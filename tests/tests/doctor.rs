@@ -418,3 +418,45 @@ agent "profile" {{ command "codex"; adapter "codex"; env {{ SHELL "{login_resett
     let profile = report(&reports, "profile");
     assert_eq!(checks(profile), ["hooks-not-applied"], "{profile:#}");
 }
+
+#[test]
+fn doctor_file_checks_the_files_agents_while_an_other_pane_runs() {
+    let env = doctor_env();
+    // A pane the file does not declare runs: before, doctor then checked it and ignored FILE.
+    env.spawn("bystander", "24x80", &["sleep", "600"], None);
+    let dir = project(&env, "project");
+    let file = dir.join("belfry.kdl");
+    std::fs::write(
+        &file,
+        "agent \"shell\" { command \"sh\"; }\nagent \"absent\" { command \"gemini\"; adapter \"gemini\"; }\n",
+    )
+    .expect("write belfry.kdl");
+    let file = file.display().to_string();
+    let (code, reports) = doctor_json(&env, &["--file", &file]);
+    assert_eq!(code, Some(1), "{reports:#?}");
+    let names: Vec<&str> = reports
+        .iter()
+        .filter_map(|report| report["name"].as_str())
+        .collect();
+    assert_eq!(names, ["shell", "absent"], "{reports:#?}");
+    assert!(
+        reports.iter().all(|r| r["source"] == "declared"),
+        "{reports:#?}"
+    );
+    assert_eq!(
+        checks(report(&reports, "absent"))[0],
+        "harness-missing",
+        "{reports:#?}"
+    );
+    // An agent of the file that runs is checked as its pane.
+    env.spawn("shell", "24x80", &["sh"], None);
+    let (_, reports) = doctor_json(&env, &["--file", &file]);
+    assert_eq!(report(&reports, "shell")["source"], "pane", "{reports:#?}");
+    assert_eq!(
+        report(&reports, "absent")["source"],
+        "declared",
+        "{reports:#?}"
+    );
+    assert_eq!(reports.len(), 2, "{reports:#?}");
+    env.ok(&["shutdown", "--kill-panes"]);
+}

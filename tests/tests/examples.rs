@@ -103,3 +103,116 @@ fn up_dry_run_refuses_a_program_that_is_not_there_and_launches_nothing() {
     );
     assert!(!env.socket().exists(), "a dry run started a daemon");
 }
+
+/// The example hook file (`examples/belfry-hooks.kdl`), applied as is in a project with its
+/// scripts beside it, lets an ordinary shell call run and refuses a force push: its guard
+/// exists, where a missing guard failed closed and refused every shell call.
+#[test]
+fn the_example_hook_file_applied_as_is_refuses_only_a_force_push() {
+    let env = Env::new();
+    let project = env.path("project");
+    std::fs::create_dir_all(project.join("scripts")).expect("mkdir");
+    std::fs::copy(
+        examples().join("belfry-hooks.kdl"),
+        project.join("belfry-hooks.kdl"),
+    )
+    .expect("copy the hook file");
+    for script in std::fs::read_dir(examples().join("scripts"))
+        .expect("examples/scripts")
+        .flatten()
+    {
+        std::fs::copy(
+            script.path(),
+            project.join("scripts").join(script.file_name()),
+        )
+        .expect("copy a script");
+    }
+    let dir = project.display().to_string();
+    let applied = env.run(&["hooks", "--dir", &dir, "apply"]);
+    assert_eq!(applied.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&applied.stdout);
+    // apply names the files it wrote, and warns of nothing: every handler is there.
+    assert!(
+        said.contains(&format!(
+            "claude: settled: wrote {}",
+            project.join(".belfry/hooks/claude.json").display()
+        )) && said.contains(&project.join(".claude/settings.json").display().to_string()),
+        "{said}"
+    );
+    assert!(
+        applied.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let compiled = project.join(".belfry/hooks/claude.json");
+    assert!(compiled.is_file(), "apply wrote no {}", compiled.display());
+    let ask = |command: &str| -> serde_json::Value {
+        let mut cmd = env.cmd(&[
+            "dispatch",
+            "--event",
+            "before-tool",
+            "--hooks-file",
+            &compiled.display().to_string(),
+        ]);
+        cmd.current_dir(&project)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("dispatch");
+        let input = serde_json::json!({"tool_name": "shell", "tool_input": {"command": command}});
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin
+                .write_all(input.to_string().as_bytes())
+                .expect("write the hook JSON");
+        }
+        let out = child.wait_with_output().expect("dispatch output");
+        serde_json::from_slice(&out.stdout).expect("one JSON answer")
+    };
+    let plain = ask("ls -la");
+    assert_eq!(plain["decision"], "allow", "{plain}");
+    let force = ask("git push --force origin main");
+    assert_eq!(force["decision"], "deny", "{force}");
+    assert!(
+        force["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("force pushes are refused")),
+        "{force}"
+    );
+}
+
+/// The example hook file without the scripts it names: `plan`, `apply` and `status` each warn
+/// that the fail-closed guard cannot start and so refuses every call it selects, naming the
+/// file, line and the program's path; before, all three said nothing.
+#[test]
+fn a_hook_whose_program_is_missing_is_warned_of_by_plan_apply_and_status() {
+    let env = Env::new();
+    let project = env.path("project");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    std::fs::copy(
+        examples().join("belfry-hooks.kdl"),
+        project.join("belfry-hooks.kdl"),
+    )
+    .expect("copy the hook file");
+    let dir = project.display().to_string();
+    let guard = project
+        .join("scripts/no-force-push.sh")
+        .display()
+        .to_string();
+    for command in ["plan", "apply", "status"] {
+        let out = env.run(&["hooks", "--dir", &dir, command]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("warning: project hook \"no-force-push\" (")
+                && stderr.contains("belfry-hooks.kdl:")
+                && stderr.contains(&format!("its program {guard} does not exist"))
+                && stderr.contains("it fails closed: every call it selects is refused"),
+            "{command}: {stderr}"
+        );
+        assert!(
+            stderr.contains("project hook \"audit\"")
+                && stderr.contains("each call notes the failure and goes on"),
+            "{command}: {stderr}"
+        );
+    }
+}

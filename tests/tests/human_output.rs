@@ -173,7 +173,15 @@ fn an_error_with_an_os_cause_says_it_once() {
 #[test]
 fn inbox_listing_and_events_print_words_not_json_or_unix_ms() {
     let env = Env::new();
-    let posted = env.ok(&["inbox", "post", "agent", "--subject", "hello", "/dev/null"]);
+    let posted = env.ok(&[
+        "inbox",
+        "post",
+        "agent",
+        "--create",
+        "--subject",
+        "hello",
+        "/dev/null",
+    ]);
     let name = posted.trim();
     let listing = env.ok(&["inbox", "ls", "agent"]);
     assert!(listing.starts_with(name), "{listing}");

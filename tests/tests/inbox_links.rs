@@ -45,7 +45,8 @@ fn snapshot(root: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
 
 fn post(env: &Env, session: &str, subject: &str) -> std::process::Output {
     let mut child = env
-        .cmd(&["inbox", "post", session, "--subject", subject])
+        // `--create`: these tests post to inboxes no pane has.
+        .cmd(&["inbox", "post", session, "--create", "--subject", subject])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -28,7 +28,16 @@ fn ok(out: Output) -> String {
 
 fn post(env: &Env, to: &str, subject: &str) -> String {
     let mut child = env
-        .cmd(&["inbox", "post", to, "--subject", subject, "--json"])
+        // `--create`: these tests post to inboxes no pane has.
+        .cmd(&[
+            "inbox",
+            "post",
+            to,
+            "--create",
+            "--subject",
+            subject,
+            "--json",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -117,8 +117,17 @@ fn a_stopped_daemon_makes_each_command_that_needs_it_fail_naming_the_daemon() {
             // Answered by the pane host, with no daemon in their path.
             &["peek", "rec"],
             &["send", "rec", "--text", "WHILE-STOPPED"],
-            // To a session with no pane, so no DING notice reaches the recorder afterwards.
-            &["inbox", "post", "elsewhere", "--subject", "hi", "/dev/null"],
+            // To a session with no pane (`--create`: a name nothing knows yet), so no DING
+            // notice reaches the recorder afterwards.
+            &[
+                "inbox",
+                "post",
+                "elsewhere",
+                "--create",
+                "--subject",
+                "hi",
+                "/dev/null",
+            ],
         ],
     );
     let (daemon_commands, direct) = results.split_at(3);

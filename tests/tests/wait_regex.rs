@@ -52,7 +52,11 @@ fn a_screen_regex_matches_as_the_regex_crate_does_and_a_bad_one_is_refused() {
 
     let started = std::time::Instant::now();
     let out = wait("(?m)^never$", "300");
-    assert_eq!(out.status.code(), Some(2), "a regex that never matches");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "a regex that never matches: the timeout's own exit code"
+    );
     assert!(
         started.elapsed() < std::time::Duration::from_secs(10),
         "the wait outlived its timeout by far: {:?}",
@@ -60,4 +64,6 @@ fn a_screen_regex_matches_as_the_regex_crate_does_and_a_bad_one_is_refused() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("wait timed out after 300 ms"), "{stderr}");
+    // A line for a person, not the protocol's JSON.
+    assert!(!stderr.contains('{'), "{stderr}");
 }

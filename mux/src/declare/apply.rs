@@ -39,7 +39,7 @@ pub fn up(
     base_env: &BTreeMap<String, String>,
 ) -> Result<Applied, Error> {
     let running = running_panes(client)?;
-    let actions = plan(decls, &running, drift);
+    let actions = skip_missing_harnesses(plan(decls, &running, drift), decls, base_env);
     let to_launch: Vec<&str> = actions
         .iter()
         .filter(|action| matches!(action, Action::Launch { .. } | Action::Replace { .. }))
@@ -66,23 +66,56 @@ pub fn up(
     Ok(Applied { actions })
 }
 
+/// Turns the launch or relaunch of each agent whose harness is not installed here
+/// ([`preflight::missing_harness`]) into [`Action::Skip`]: `belfry up` of a file declaring
+/// several harnesses launches the agents this machine can run instead of none. A running
+/// pane is never touched for it (adopt and drift stay as they are).
+fn skip_missing_harnesses(
+    actions: Vec<Action>,
+    decls: &Declarations,
+    base_env: &BTreeMap<String, String>,
+) -> Vec<Action> {
+    actions
+        .into_iter()
+        .map(|action| {
+            if !matches!(action, Action::Launch { .. } | Action::Replace { .. }) {
+                return action;
+            }
+            let Some(agent) = decls.get(action.name()) else {
+                return action;
+            };
+            match (
+                preflight::missing_harness(agent, base_env),
+                agent.adapter.clone(),
+            ) {
+                (Some(program), Some(adapter)) => Action::Skip {
+                    name: agent.name.clone(),
+                    program,
+                    adapter,
+                },
+                _ => action,
+            }
+        })
+        .collect()
+}
+
 /// `belfry up --dry-run`: every check `belfry up` makes before it launches anything (spec §11:
 /// each agent's `cwd`, program and charter, [`preflight::prepare`]), on every agent of this
-/// machine, with no daemon asked and nothing launched. Returns the names that would launch.
+/// machine, with no daemon asked and nothing launched. Returns what `belfry up` would do of
+/// each with no pane running: [`Action::Launch`], or [`Action::Skip`] for an agent whose
+/// harness is not installed here.
 pub fn dry_run(
     decls: &Declarations,
     base_env: &BTreeMap<String, String>,
-) -> Result<Vec<String>, Error> {
-    let names: Vec<&str> = decls
-        .agents
+) -> Result<Vec<Action>, Error> {
+    let actions = skip_missing_harnesses(plan(decls, &[], DriftPolicy::Report), decls, base_env);
+    let names: Vec<&str> = actions
         .iter()
-        .map(|agent| agent.name.as_str())
+        .filter(|action| matches!(action, Action::Launch { .. }))
+        .map(Action::name)
         .collect();
-    let prepared = preflight::prepare(decls, &names, base_env).map_err(Error::Preflight)?;
-    Ok(prepared
-        .iter()
-        .map(|ready| ready.agent.name.clone())
-        .collect())
+    preflight::prepare(decls, &names, base_env).map_err(Error::Preflight)?;
+    Ok(actions)
 }
 
 /// `belfry down`: stops the declared agents that have a pane, exited or not, in file order,

@@ -57,6 +57,17 @@ pub enum Action {
         /// The generation it will have.
         declared_generation: String,
     },
+    /// An agent with an adapter whose harness program is not installed here: nothing is
+    /// launched for it, and the other agents launch (a missing harness is a machine's state,
+    /// not a mistake in the file).
+    Skip {
+        /// The agent.
+        name: String,
+        /// The harness program, as declared.
+        program: String,
+        /// The agent's adapter.
+        adapter: String,
+    },
 }
 
 /// Why a declared pane is relaunched.
@@ -85,7 +96,8 @@ impl Action {
             Action::Launch { name, .. }
             | Action::Adopt { name, .. }
             | Action::Drift { name, .. }
-            | Action::Replace { name, .. } => name,
+            | Action::Replace { name, .. }
+            | Action::Skip { name, .. } => name,
         }
     }
 }
@@ -143,6 +155,15 @@ impl fmt::Display for Action {
                 f,
                 "replace {name}: program exited, relaunching {}",
                 short_generation(declared_generation)
+            ),
+            Action::Skip {
+                name,
+                program,
+                adapter,
+            } => write!(
+                f,
+                "skip    {name}: its harness {program:?} (adapter {adapter}) is not installed \
+                 here (not on PATH); install it and run `belfry up` again"
             ),
         }
     }
