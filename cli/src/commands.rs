@@ -1864,6 +1864,7 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
         expect: send_expectation(args)?,
         input: steps.into_iter().map(|(_, step)| step).collect(),
         txn: None,
+        notice: None,
         timeout_ms: args.timeout_ms,
     };
     // spec §6.2: over ssh the compare still happens in the pane host, so latency can only

@@ -1076,6 +1076,9 @@ impl Worker {
                 expect,
                 input: wire_steps(&notice_transaction(notice, self.info.notice_settle_ms)),
                 txn: Some(txn.clone()),
+                // Marked as DING's own, so the pane host does not announce it as a person's
+                // or a supervisor's input (`typed`), which would hold the next notice behind it.
+                notice: Some(true),
                 timeout_ms: None,
             },
         );

@@ -731,6 +731,16 @@ pub struct Send {
     /// A transaction id whose fate the pane host records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub txn: Option<String>,
+    /// The send is a DING notice transaction. Every other send is input from outside the
+    /// program (a person, a supervisor), which the pane host announces as `typed` so the
+    /// pane's DING worker does not take the idle before it for one it may type into (spec
+    /// §7.4); a notice must not hold the notices after it. Strict: `null` is refused.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub notice: Option<bool>,
     /// How long the writes may wait in total for the program to read.
     #[serde(
         default,

@@ -639,11 +639,16 @@ async fn send(
         expect: &expect,
         steps: &steps,
         write_timeout,
+        announce: op.notice != Some(true),
     };
     if let Some(txn) = &op.txn {
         return send_in_transaction(ctx, txn, send, gone).await;
     }
-    match ctx.pane.send(&expect, &steps, gone, write_timeout).await {
+    match ctx
+        .pane
+        .send(&expect, &steps, gone, write_timeout, send.announce)
+        .await
+    {
         Ok(SendOutcome::Abandoned) => None,
         Ok(SendOutcome::Sent { revision }) => Some(Ok(reply::Sent::Sent {
             revision,
@@ -681,6 +686,9 @@ struct Send<'a> {
     expect: &'a Expect,
     steps: &'a [crate::input::Step],
     write_timeout: Duration,
+    /// Whether the pane announces it as input from outside the program (every send but a
+    /// DING notice, see [`crate::pane::Pane::send`]).
+    announce: bool,
 }
 
 /// A send that carries a transaction id: the same guarded send, with its fate recorded in the
@@ -726,7 +734,13 @@ async fn send_in_transaction(
     };
     let outcome = ctx
         .pane
-        .send(send.expect, send.steps, &gate, send.write_timeout)
+        .send(
+            send.expect,
+            send.steps,
+            &gate,
+            send.write_timeout,
+            send.announce,
+        )
         .await;
     let end = match &outcome {
         Ok(SendOutcome::Sent { .. }) => TxnEnd::Sent,

@@ -1015,12 +1015,17 @@ impl Pane {
     /// have a deadline derived from `write_timeout` (see [`lock_wait`]), and a restart or kill
     /// aborts the transaction at once. On expiry or abort the error says how many bytes were
     /// written, and the input lock is released.
+    ///
+    /// With `announce`, a transaction that writes anything is announced as input from outside
+    /// the program (the lifecycle event `typed`, see [`Pane::announce_typing`]) after its
+    /// compare and before its first byte; the DING worker's own notices are not.
     pub async fn send(
         &self,
         expect: &Expect,
         steps: &[Step],
         requester_gone: &(dyn Fn() -> bool + Sync),
         write_timeout: Duration,
+        announce: bool,
     ) -> Result<SendOutcome, WriteError> {
         let (_input, deadline) = self.take_input(write_timeout).await?;
         let (mut txn, first_write) = loop {
@@ -1029,7 +1034,7 @@ impl Pane {
             if requester_gone() {
                 return Ok(SendOutcome::Abandoned);
             }
-            match self.compare_and_start(expect, steps, write_timeout)? {
+            match self.compare_and_start(expect, steps, write_timeout, announce)? {
                 Start::Restarting => self.wait_restart(deadline, write_timeout).await?,
                 Start::Conflict(outcome) => return Ok(outcome),
                 Start::Started(txn, first_write) => break (txn, first_write),
@@ -1065,6 +1070,7 @@ impl Pane {
         expect: &Expect,
         steps: &[Step],
         write_timeout: Duration,
+        announce: bool,
     ) -> Result<Start, WriteError> {
         let mut st = self.state.lock();
         // A kill publishes `stopping` under this lock, so a transaction queued behind the one
@@ -1089,6 +1095,12 @@ impl Pane {
         // The transaction starts here: a restart or kill that comes later bumps the abort
         // epoch under this same lock, so it is always seen.
         let mut txn = self.begin(steps.len(), write_timeout);
+        // Input from outside the program is announced before its first byte, as a person's
+        // keystrokes are: a supervisor's draft and Enter start a turn the harness may not show
+        // yet, exactly like a person's (spec §7.4). A conflict wrote nothing and says nothing.
+        if announce && steps.iter().any(|step| !matches!(step, Step::DelayMs(_))) {
+            self.announce_typing(&mut st);
+        }
         // The first bytes go out under the same lock as the compare, so nothing the program
         // prints can land between the two.
         let first_write = match steps.first() {
@@ -1630,12 +1642,13 @@ impl Pane {
         input
     }
 
-    /// Tells the pane's subscribers that a person typed into the pane (a lifecycle event
-    /// `typed`), at most once per [`TYPED_EVENT_EVERY`], before the keystrokes are written.
-    /// spec §7.4: a harness that just took a person's Enter can look idle with an empty
+    /// Tells the pane's subscribers that input from outside the program is about to be
+    /// written (a lifecycle event `typed`), at most once per [`TYPED_EVENT_EVERY`]: an
+    /// attached client's keystrokes, or a `send` that is not a DING notice. spec §7.4: a
+    /// harness that just took a person's (or a supervisor's) Enter can look idle with an empty
     /// composer until it shows the turn that Enter started, and the DING worker must not take
-    /// that for an idle it may type a notice into. A transaction (`send`) is not typing: it
-    /// never comes through here.
+    /// that for an idle it may type a notice into. A notice is DING's own submit, which its
+    /// worker holds for already; announcing it would only hold the notices after it.
     fn announce_typing(&self, st: &mut PaneState) {
         let now = Instant::now();
         if st

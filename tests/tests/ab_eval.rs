@@ -101,8 +101,18 @@ struct Workload {
     reactions: Vec<u64>,
 }
 
+/// How the human's drafts go: the evaluation's mix, or every draft submitted, and more often.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DraftMode {
+    /// One every 10–30 s, held 3–9 s, then submitted or erased (half each).
+    Mixed,
+    /// One every 4–10 s, held 1–4 s, always submitted (`AB_DRAFTS=submit`): the race of a
+    /// human's Enter with a notice (issue 39 item 9) met as often as a short run allows.
+    Submit,
+}
+
 impl Workload {
-    fn new(seed: u64, messages: usize, task_count: usize) -> Workload {
+    fn new(seed: u64, messages: usize, task_count: usize, drafts_mode: DraftMode) -> Workload {
         let mut rng = Rng(seed);
         let mut posts = Vec::new();
         let mut at = 4_000;
@@ -114,6 +124,16 @@ impl Workload {
         let mut drafts = Vec::new();
         let mut at = rng.range(5_000, 15_000);
         while at < end {
+            if drafts_mode == DraftMode::Submit {
+                let hold_ms = rng.range(1_000, 4_000);
+                drafts.push(Draft {
+                    at_ms: at,
+                    hold_ms,
+                    submit: true,
+                });
+                at += hold_ms + rng.range(4_000, 10_000);
+                continue;
+            }
             let hold_ms = rng.range(3_000, 9_000);
             drafts.push(Draft {
                 at_ms: at,
@@ -349,6 +369,11 @@ struct ArmResult {
     dialogs_approved: usize,
     drafts_submitted: usize,
     drafts_erased: usize,
+    /// Drafts the human submitted that reached the model in one request with a notice DING
+    /// typed (see [`merged_draft`]).
+    drafts_merged: usize,
+    /// Notices DING typed (its guarded sends, from the daemon's log).
+    notices_typed: usize,
     tiers: BTreeMap<String, Vec<u64>>,
     seconds: u64,
     hold_reasons: BTreeMap<String, usize>,
@@ -383,6 +408,8 @@ struct Driver<'a> {
     next_draft: usize,
     submitted_drafts: BTreeMap<usize, u64>,
     flagged_drafts: Vec<usize>,
+    /// Drafts found merged with a typed notice (see [`merged_draft`]), each reported once.
+    merged_drafts: Vec<usize>,
     pending_cut: Option<u64>,
     tasks_done: usize,
     tasks_stuck: usize,
@@ -556,6 +583,7 @@ impl<'a> Driver<'a> {
             }
             if kind == "turn" {
                 self.check_prompt(&text);
+                self.check_merged(&text, request["seq"].as_u64().unwrap_or(0));
             } else {
                 for (k, task) in self.workload.tasks.iter().enumerate() {
                     if matches!(task, Task::Dialog)
@@ -617,6 +645,29 @@ impl<'a> Driver<'a> {
                 );
             }
         }
+    }
+
+    /// A draft the human submitted, in one request with a notice DING typed (issue 39 item 9),
+    /// found as the request arrives so that the screens around it are kept.
+    fn check_merged(&mut self, text: &str, seq: u64) {
+        if !text.contains("DRAFT-") || !text.contains("[id:") {
+            return;
+        }
+        let typed = typed_notice_ids(&self.live.env.log_dir());
+        let Some((j, id)) = merged_draft(text, &self.submitted_drafts, &typed) else {
+            return;
+        };
+        if self.merged_drafts.contains(&j) {
+            return;
+        }
+        self.merged_drafts.push(j);
+        self.collide(
+            "draft merged with a notice",
+            format!(
+                "draft {j}, which the human submitted, reached the model in request {seq} with \
+                 the notice of message {id} that DING typed"
+            ),
+        );
     }
 
     /// The human: approves a dialog after a reaction time, types, submits and erases drafts,
@@ -832,6 +883,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         next_draft: 0,
         submitted_drafts: BTreeMap::new(),
         flagged_drafts: Vec::new(),
+        merged_drafts: Vec::new(),
         pending_cut: None,
         tasks_done: 0,
         tasks_stuck: 0,
@@ -890,6 +942,16 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             );
         }
     }
+    // Once more over every request, now that the daemon's log holds every notice it sent: a
+    // notice logged a moment after the request that carried it is found here (without the
+    // screens of its moment).
+    for request in live.server.requests() {
+        if request["kind"] == "turn" {
+            let text = request["last_user_text"].as_str().unwrap_or("").to_string();
+            driver.check_merged(&text, request["seq"].as_u64().unwrap_or(0));
+        }
+    }
+    let typed = typed_notice_ids(&live.env.log_dir());
     let seconds = driver.start.elapsed().as_secs();
     let lost: Vec<String> = driver
         .posted
@@ -987,6 +1049,8 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         dialogs_approved: driver.approved.values().filter(|at| **at > 0).count(),
         drafts_submitted: driver.submitted_drafts.len(),
         drafts_erased: driver.drafts_erased,
+        drafts_merged: driver.merged_drafts.len(),
+        notices_typed: typed.len(),
         tiers,
         seconds,
         hold_reasons,
@@ -995,6 +1059,53 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     drop(driver);
     drop(live);
     result
+}
+
+/// The ids of the messages whose notice DING typed into the pane (its guarded sends): the
+/// daemon logs each as `notice sent: <the notice>`. The notice of one message names its id;
+/// a backlog's names every listed id.
+fn typed_notice_ids(log_dir: &Path) -> std::collections::BTreeSet<String> {
+    let mut ids = std::collections::BTreeSet::new();
+    let Ok(entries) = std::fs::read_dir(log_dir) else {
+        return ids;
+    };
+    for entry in entries.flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        for line in text.lines() {
+            let Some(at) = line.find("notice sent: ") else {
+                continue;
+            };
+            let mut rest = &line[at..];
+            while let Some(found) = rest.find("[id:") {
+                let id: String = rest[found + 4..]
+                    .chars()
+                    .take_while(char::is_ascii_alphanumeric)
+                    .collect();
+                ids.insert(id);
+                rest = &rest[found + 4..];
+            }
+        }
+    }
+    ids
+}
+
+/// The submitted draft a request's last user text carries together with a notice DING typed,
+/// and that message's id. A notice the prompt-submit hook added to the draft's request as
+/// context is delivery, not a merge: that message was never typed.
+fn merged_draft(
+    text: &str,
+    submitted: &BTreeMap<usize, u64>,
+    typed: &std::collections::BTreeSet<String>,
+) -> Option<(usize, String)> {
+    let j = *submitted
+        .keys()
+        .find(|j| text.contains(&format!("DRAFT-{j:03} ")))?;
+    let id = typed
+        .iter()
+        .find(|id| text.contains(&format!("[id:{id}]")))?;
+    Some((j, id.clone()))
 }
 
 /// The tier a message reached the model through, read from the request that first carried
@@ -1054,8 +1165,8 @@ fn report(
     }
     md.push_str(&format!(
         "\
-         | arm | posted | reached the model | collisions | model calls | calls with a notice | calls per delivered message | tasks done (stuck) of {tasks} | dialogs approved by the human | drafts submitted / erased | seconds |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n"
+         | arm | posted | reached the model | collisions | model calls | calls with a notice | calls per delivered message | tasks done (stuck) of {tasks} | dialogs approved by the human | drafts submitted / erased | drafts merged with a notice | notices typed | seconds |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     ));
     let mut json_arms = Vec::new();
     for arm in arms {
@@ -1066,7 +1177,7 @@ fn report(
             0.0
         };
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {:.2} | {} ({}) | {} | {} / {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {} ({}) | {} | {} / {} | {} | {} | {} |\n",
             arm.arm,
             arm.posted.len(),
             delivered,
@@ -1079,6 +1190,8 @@ fn report(
             arm.dialogs_approved,
             arm.drafts_submitted,
             arm.drafts_erased,
+            arm.drafts_merged,
+            arm.notices_typed,
             arm.seconds
         ));
         let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
@@ -1096,6 +1209,8 @@ fn report(
             "model_calls": arm.model_calls, "notice_calls": arm.notice_calls,
             "auxiliary_calls": arm.auxiliary_calls,
             "tasks_done": arm.tasks_done, "tasks_stuck": arm.tasks_stuck,
+            "drafts_submitted": arm.drafts_submitted, "drafts_erased": arm.drafts_erased,
+            "drafts_merged": arm.drafts_merged, "notices_typed": arm.notices_typed,
             "human_aborts": arm.human_aborts,
             "latency_ms": arm.tiers.iter().map(|(tier, v)| {
                 let mut v = v.clone();
@@ -1167,7 +1282,18 @@ fn run_ab(name: &'static str) {
             harness.profile.raw["harness"].as_str().unwrap_or(name)
         ));
     }
-    let workload = Workload::new(seed, messages, tasks);
+    let drafts_mode = match std::env::var("AB_DRAFTS").as_deref() {
+        Ok("submit") => DraftMode::Submit,
+        Ok("mixed") | Err(_) => DraftMode::Mixed,
+        Ok(other) => panic!("AB_DRAFTS={other:?}: expected mixed (the default) or submit"),
+    };
+    if drafts_mode == DraftMode::Submit {
+        notes.push(
+            "Drafts: `AB_DRAFTS=submit`, one every 4–10 s, held 1–4 s, every one submitted."
+                .to_string(),
+        );
+    }
+    let workload = Workload::new(seed, messages, tasks, drafts_mode);
     let mut results = Vec::new();
     let mut label = String::new();
     for arm in ["aggressive", "rich"] {
@@ -1219,4 +1345,10 @@ fn ab_opencode() {
 #[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
 fn ab_pi() {
     run_ab("pi");
+}
+
+#[test]
+#[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
+fn ab_gemini() {
+    run_ab("gemini");
 }

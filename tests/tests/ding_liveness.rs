@@ -229,3 +229,135 @@ fn a_notice_is_never_typed_between_a_persons_enter_and_the_turn_it_starts() {
     );
     assert_eq!(status(&env)["counters"]["sends"], 1);
 }
+
+/// spec §7.4, input from a supervisor (issue 39, item 9): a supervising program types a draft
+/// and its Enter with `belfry send`, as most belfry users drive their agents, and mail is
+/// posted right after. It is the same race as a person's Enter: the adapter goes on reporting
+/// the idle from before with the composer empty until the harness shows the turn. Before, a
+/// send was not announced as input at all, and the message was never held `typed` (this test
+/// failed there): the idle reports kept giving leases. Now the pane host announces the send
+/// (`typed`) and nothing is typed until the harness shows the turn and it has settled.
+#[test]
+fn a_notice_is_never_typed_between_a_supervisors_send_and_the_turn_it_starts() {
+    let env = Env::with_vars(&[("BELFRY_DING_SUBMIT_UNSEEN_MS", "60000")]);
+    let log = rich_pane(&env, "idle-until-turn-shown");
+    env.ok(&["send", "agent", "--text", "my draft", "--key", "Enter"]);
+    assert!(
+        eventually(Duration::from_secs(5), || read_or_empty(&log)
+            .ends_with(b"my draft\r")),
+        "the supervisor's draft never reached the program: {:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    let name = post(&env, "while you were sending");
+    let held = eventually(Duration::from_secs(5), || {
+        status(&env)["messages"][0]["state"] == "held:typed"
+    });
+    assert!(held, "{}", status(&env));
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        String::from_utf8_lossy(&read_or_empty(&log)),
+        "my draft\r",
+        "a notice was typed before the harness showed the turn of the supervisor's Enter; \
+         status: {}",
+        status(&env)
+    );
+    std::fs::write(env.state().join("turn-shown"), b"").unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || notices_for(&log, &name) == 1),
+        "no notice after the turn: {}",
+        status(&env)
+    );
+    let text = String::from_utf8_lossy(&read_or_empty(&log)).to_string();
+    assert!(
+        text.starts_with("my draft\r[DING] new message:"),
+        "{text:?}"
+    );
+    assert_eq!(status(&env)["counters"]["sends"], 1);
+}
+
+/// The next event on a pane host subscription within `limit`, if any.
+fn next_event(events: &mut belfry_tests::Conn, limit: Duration) -> Option<Value> {
+    events
+        .stream()
+        .set_read_timeout(Some(limit))
+        .expect("read timeout");
+    events.read()
+}
+
+/// Whether a `typed` lifecycle event arrives on `events` within `limit` (revision events are
+/// skipped).
+fn typed_within(events: &mut belfry_tests::Conn, limit: Duration) -> Option<Value> {
+    let until = Instant::now() + limit;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match next_event(events, left) {
+            Some(event) if event["event"] == "lifecycle" && event["what"] == "typed" => {
+                return Some(event)
+            }
+            Some(_) => {}
+            None => return None,
+        }
+    }
+    None
+}
+
+/// spec §7.4 and docs/protocol.md (`send`, field `notice`): the pane host announces every send
+/// that writes something as input from outside the program (the lifecycle event `typed`,
+/// with the revision before its first byte), except a DING notice, which its worker marks
+/// `"notice": true`: a notice announced as typing would hold the notices after it as a
+/// person's draft does. A conflict writes nothing and announces nothing; `"notice": null` is
+/// refused, naming the field.
+#[test]
+fn a_send_is_announced_as_input_and_a_notice_transaction_is_not() {
+    let env = Env::new();
+    let log = env.recorder_pane("p", &[]);
+    let mut events = belfry_tests::Conn::open(&env.pane_socket("p")).expect("pane host");
+    assert_eq!(
+        events.request(serde_json::json!({"op": "subscribe"}))["ok"],
+        true
+    );
+    let mut conn = belfry_tests::Conn::open(&env.pane_socket("p")).expect("pane host");
+    let notice = conn.request(serde_json::json!({"op": "send", "notice": true,
+        "input": [{"paste": "[DING] a notice"}, {"key": "Enter"}]}));
+    assert_eq!(notice["result"], "sent", "{notice}");
+    assert!(
+        eventually(Duration::from_secs(5), || read_or_empty(&log)
+            .ends_with(b"[DING] a notice\r")),
+        "{:?}",
+        String::from_utf8_lossy(&read_or_empty(&log))
+    );
+    let typed = typed_within(&mut events, Duration::from_millis(1500));
+    assert!(
+        typed.is_none(),
+        "a notice was announced as typing: {typed:?}"
+    );
+    // A conflict: nothing written, nothing announced (past the 100 ms between two events).
+    std::thread::sleep(Duration::from_millis(200));
+    let conflict = conn.request(serde_json::json!({"op": "send", "expect": {"revision": 1},
+        "input": [{"text": "never"}]}));
+    assert_eq!(conflict["result"], "conflict", "{conflict}");
+    let typed = typed_within(&mut events, Duration::from_millis(1000));
+    assert!(
+        typed.is_none(),
+        "a conflict was announced as typing: {typed:?}"
+    );
+    let before = env.revision("p");
+    let sent = conn.request(serde_json::json!({"op": "send",
+        "input": [{"text": "draft"}, {"key": "Enter"}]}));
+    assert_eq!(sent["result"], "sent", "{sent}");
+    let typed = typed_within(&mut events, Duration::from_secs(5))
+        .expect("a send that is not a notice was not announced as typing");
+    assert_eq!(typed["session"], "p", "{typed}");
+    assert!(
+        typed["revision"].as_u64().is_some_and(|r| r >= before),
+        "{typed} (revision before the send: {before})"
+    );
+    let refused = conn.request(serde_json::json!({"op": "send", "notice": null,
+        "input": [{"text": "x"}]}));
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"notice\"")),
+        "{refused}"
+    );
+}
