@@ -641,7 +641,7 @@ fn soak_chaos_loses_nothing_tears_nothing_and_nothing_hangs() {
 
     // Every message announced whole (its notice and then its Enter) at most once; the rest
     // shown with a state. A notice whose pane host was killed between its paste and its Enter
-    // was never submitted to that program, and is told again to the next one (INVARIANT 190),
+    // was never submitted to that program, and is told again to the next one (INVARIANT 195),
     // so its id may stand once more without an Enter, never twice with one.
     let mut announced: BTreeMap<String, usize> = BTreeMap::new();
     let mut announced_whole: BTreeMap<String, usize> = BTreeMap::new();
