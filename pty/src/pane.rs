@@ -377,6 +377,22 @@ impl Patience {
 /// trip; a program that waited longer has given up on the answer.
 const ANSWER_WINDOW: Duration = Duration::from_secs(3);
 
+/// Whether input could submit what the program's input line holds: it has an Enter (CR) or a
+/// line feed in it.
+fn could_submit(bytes: &[u8]) -> bool {
+    memchr::memchr2(b'\r', b'\n', bytes).is_some()
+}
+
+/// Whether a send step could submit (see [`could_submit`]); a key is judged by its bytes.
+fn step_could_submit(step: &Step) -> bool {
+    match step {
+        Step::Raw(bytes) => could_submit(bytes),
+        Step::Paste(text) => could_submit(text.as_bytes()),
+        Step::Key(key) => could_submit(&key.encode(false)),
+        Step::DelayMs(_) => false,
+    }
+}
+
 /// The least time between two `typed` lifecycle events of one pane: a person's keystrokes
 /// are announced at most ten times a second, so a client pouring input in cannot flood the
 /// event stream. Whoever waits on them (the DING worker, spec §7.4) counts its wait from the
@@ -1098,7 +1114,7 @@ impl Pane {
         // Input from outside the program is announced before its first byte, as a person's
         // keystrokes are: a supervisor's draft and Enter start a turn the harness may not show
         // yet, exactly like a person's (spec §7.4). A conflict wrote nothing and says nothing.
-        if announce && steps.iter().any(|step| !matches!(step, Step::DelayMs(_))) {
+        if announce && steps.iter().any(step_could_submit) {
             self.announce_typing(&mut st);
         }
         // The first bytes go out under the same lock as the compare, so nothing the program
@@ -1635,16 +1651,19 @@ impl Pane {
         };
         if keystrokes {
             self.client_activity_locked(&mut st, id, None);
-            if !input.is_empty() {
+            if could_submit(&input) {
                 self.announce_typing(&mut st);
             }
         }
         input
     }
 
-    /// Tells the pane's subscribers that input from outside the program is about to be
-    /// written (a lifecycle event `typed`), at most once per [`TYPED_EVENT_EVERY`]: an
-    /// attached client's keystrokes, or a `send` that is not a DING notice. spec §7.4: a
+    /// Tells the pane's subscribers that input from outside the program that holds an Enter
+    /// is about to be written (a lifecycle event `typed`), at most once per
+    /// [`TYPED_EVENT_EVERY`]: an attached client's keystrokes, or a `send` that is not a DING
+    /// notice. Input without an Enter submits nothing: a draft it leaves stands in the
+    /// composer, where the DING worker sees it and holds, and a draft erased leaves the
+    /// composer provably empty, which need not wait for a turn that will not come. spec §7.4: a
     /// harness that just took a person's (or a supervisor's) Enter can look idle with an empty
     /// composer until it shows the turn that Enter started, and the DING worker must not take
     /// that for an idle it may type a notice into. A notice is DING's own submit, which its
@@ -2035,5 +2054,26 @@ mod tests {
         ] {
             assert_eq!(term(replaced), "xterm-256color", "{replaced:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod submit_tests {
+    use super::*;
+    use crate::input::Key;
+
+    #[test]
+    fn only_input_with_an_enter_could_submit() {
+        assert!(could_submit(b"draft\r"));
+        assert!(could_submit(b"a\nb"));
+        assert!(!could_submit(b"my draft"));
+        assert!(!could_submit(b"\x7f\x7f\x1b[A"));
+        assert!(step_could_submit(&Step::Key(Key::Enter)));
+        assert!(step_could_submit(&Step::Key(Key::Ctrl(b'm'))));
+        assert!(step_could_submit(&Step::Key(Key::Ctrl(b'j'))));
+        assert!(!step_could_submit(&Step::Key(Key::Backspace)));
+        assert!(!step_could_submit(&Step::Paste("no newline".into())));
+        assert!(step_could_submit(&Step::Paste("two\nlines".into())));
+        assert!(!step_could_submit(&Step::DelayMs(500)));
     }
 }

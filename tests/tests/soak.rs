@@ -5,9 +5,9 @@
 //! - no transaction torn: every winning payload stands whole, exactly once, in what the program
 //!   read; every losing payload is absent; a payload whose reply was lost to a daemon death
 //!   stands whole at most once; every notice stands whole;
-//! - every posted message announced whole (with its Enter) at most once (a notice cut off by a
-//!   kill between paste and Enter is told again to the next program), and every one never
-//!   announced shown by
+//! - every posted message announced whole (with its Enter) at most once to each program (a
+//!   notice whose program was killed before its send's end was learned is told again to the
+//!   next program of the pane), and every one never announced shown by
 //!   `ding status` with a state (nothing lost, nothing left `pending` once things settle);
 //! - every CLI call and every request answered within its deadline;
 //! - no process spinning at the end, and the RSS of every process bounded throughout.
@@ -259,6 +259,7 @@ fn create_agent(env: &Env, shared: &Shared, session: &str) {
                 "aggressive",
                 "--",
                 &rec,
+                "--mark-start",
                 "--log",
                 &log,
             ],
@@ -639,36 +640,46 @@ fn soak_chaos_loses_nothing_tears_nothing_and_nothing_hangs() {
         assert_eq!(notices, whole_notices, "{session}: a notice was torn");
     }
 
-    // Every message announced whole (its notice and then its Enter) at most once; the rest
-    // shown with a state. A notice whose pane host was killed between its paste and its Enter
-    // was never submitted to that program, and is told again to the next one (INVARIANT 195),
-    // so its id may stand once more without an Enter, never twice with one.
+    // Every message announced whole (its notice and then its Enter) at most once to each
+    // program, and nothing of it after that in the same program; the rest shown with a state.
+    // A notice is owed to a program, not to a pane name (INVARIANT 195): one whose pane host
+    // was killed before its send's end was learned, or that was cut off between paste and
+    // Enter, is told again to the next program of the pane, which never saw it.
     let mut announced: BTreeMap<String, usize> = BTreeMap::new();
     let mut announced_whole: BTreeMap<String, usize> = BTreeMap::new();
     let mut after_whole = Vec::new();
+    let mut programs = 0;
     for log in logs.values() {
-        // In the order the program read them: nothing of a message stands after its whole
-        // announcement.
-        for notice in log.split("[DING] ").skip(1) {
-            let submitted = notice
-                .split_once("; check your inbox")
-                .is_some_and(|(_, after)| after.starts_with('\r'));
-            let text = notice.split("; check your inbox").next().unwrap_or("");
-            for part in text.split("[id:").skip(1) {
-                let id: String = part.chars().take(6).collect();
-                if announced_whole.contains_key(&id) {
-                    after_whole.push(id.clone());
-                }
-                *announced.entry(id.clone()).or_default() += 1;
-                if submitted {
-                    *announced_whole.entry(id).or_default() += 1;
+        for program in log.split("\x1erecorder-start\x1e") {
+            programs += 1;
+            let mut whole_here: BTreeMap<String, usize> = BTreeMap::new();
+            for notice in program.split("[DING] ").skip(1) {
+                let submitted = notice
+                    .split_once("; check your inbox")
+                    .is_some_and(|(_, after)| after.starts_with('\r'));
+                let text = notice.split("; check your inbox").next().unwrap_or("");
+                for part in text.split("[id:").skip(1) {
+                    let id: String = part.chars().take(6).collect();
+                    if whole_here.contains_key(&id) {
+                        after_whole.push(id.clone());
+                    }
+                    *announced.entry(id.clone()).or_default() += 1;
+                    if submitted {
+                        *whole_here.entry(id.clone()).or_default() += 1;
+                        *announced_whole.entry(id).or_default() += 1;
+                    }
                 }
             }
         }
     }
     assert!(
         after_whole.is_empty(),
-        "announced again after a whole announcement: {after_whole:?}"
+        "announced to one program again after a whole announcement: {after_whole:?}"
+    );
+    eprintln!(
+        "soak: {} programs; {} messages announced whole to more than one of them",
+        programs,
+        announced_whole.values().filter(|&&n| n > 1).count()
     );
     eprintln!(
         "soak: {} notices cut off by a kill between paste and Enter",

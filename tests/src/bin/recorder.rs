@@ -9,10 +9,16 @@
 //! size changes; `--cpr-on-q` asks for the cursor position each time it reads `q`; `--da1-on-q`
 //! asks for the device attributes (`ESC[c`) each time it reads `q`;
 //! `--stall-while FILE` stops reading its input for as long as FILE exists (a program that
-//! stops reading, so the PTY's input buffer fills and writes to it block).
+//! stops reading, so the PTY's input buffer fills and writes to it block); `--mark-start`
+//! writes `RS recorder-start RS` to the log when it starts, so one log shared by several
+//! programs in turn can be cut into what each read.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
+
+/// What `--mark-start` writes to the log when the recorder starts (record separators around a
+/// word no input contains).
+const START_MARK: &[u8] = b"\x1erecorder-start\x1e";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -103,6 +109,14 @@ fn main() {
             .open(path)
             .expect("recorder: cannot open --log file")
     });
+    if flag("--mark-start") {
+        // One log may hold what several programs read (a pane made again after its pane host
+        // was killed runs a new recorder on the same file): each start is marked, so a test
+        // can tell which program read what.
+        if let Some(log) = log.as_mut() {
+            let _ = log.write_all(START_MARK);
+        }
+    }
     let echo = flag("--echo");
     let cpr_on_q = flag("--cpr-on-q");
     let da1_on_q = flag("--da1-on-q");
