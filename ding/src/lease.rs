@@ -156,9 +156,14 @@ pub enum LeaseInput<'a> {
     /// The harness's turn-stop hook (one belfry did not continue): whatever turn a submit
     /// started has ended, so the next idle report needs no settling.
     TurnEnded,
-    /// A person typed into the pane (an attached client's keystrokes, not a transaction): the
-    /// idle the last report described is over, and the next one counts only as after a submit.
-    Typed,
+    /// Input from outside the program (a person's keystrokes, a supervisor's send): the idle
+    /// the last report described is over. With `submit` (the input held an Enter) the next
+    /// idle counts only as after a submit; without, only once the harness has had the settle
+    /// time to draw what was typed (its composer can look empty until it has).
+    Typed {
+        /// Whether the input held an Enter (a CR or a line feed).
+        submit: bool,
+    },
     /// What the current program's own status (OSC 7501) now says of its turn.
     ProgramStatus(ProgramTurn),
 }
@@ -183,6 +188,9 @@ struct AfterSubmit {
     turn_seen: bool,
     /// Who submitted: [`HoldReason::Submitted`] for belfry, [`HoldReason::Typed`] for a person.
     hold: HoldReason,
+    /// Whether the input may have submitted (it held an Enter); typing without one starts no
+    /// turn, so it waits only the settle time.
+    submit: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -318,8 +326,14 @@ impl LeaseMachine {
                     other => other.clone(),
                 }
             }
-            LeaseInput::Submitted => self.submitted(HoldReason::Submitted, now_ms),
-            LeaseInput::Typed => self.submitted(HoldReason::Typed, now_ms),
+            LeaseInput::Submitted => self.submitted(HoldReason::Submitted, true, now_ms),
+            LeaseInput::Typed { submit } => {
+                // Text typed after an Enter whose turn has not shown does not shorten its wait.
+                let pending_submit = self.after_submit.is_some_and(|after| {
+                    after.hold == HoldReason::Typed && after.submit && !after.turn_seen
+                });
+                self.submitted(HoldReason::Typed, submit || pending_submit, now_ms)
+            }
             LeaseInput::ProgramStatus(turn) => {
                 let busy = match turn {
                     ProgramTurn::Rest => None,
@@ -343,11 +357,12 @@ impl LeaseMachine {
     }
 
     /// Input went in that may start a turn not shown yet; `hold` says whose.
-    fn submitted(&mut self, hold: HoldReason, now_ms: u64) -> Current {
+    fn submitted(&mut self, hold: HoldReason, submit: bool, now_ms: u64) -> Current {
         self.after_submit = Some(AfterSubmit {
             since_ms: now_ms,
             turn_seen: false,
             hold,
+            submit,
         });
         Current::AdapterHold(hold)
     }
@@ -376,7 +391,7 @@ impl LeaseMachine {
         let (Current::Leased { .. }, Some(after)) = (&judged, self.after_submit) else {
             return judged;
         };
-        let needed = if after.turn_seen {
+        let needed = if after.turn_seen || !after.submit {
             self.config.submit_settle_ms
         } else {
             self.config.submit_unseen_ms

@@ -359,7 +359,10 @@ fn every_spec_hold_reason_is_reachable_and_sends_nothing() {
 
     expect(
         HoldReason::Typed,
-        hold_after(|machine, now| machine.apply(LeaseInput::Typed, now), 1_000),
+        hold_after(
+            |machine, now| machine.apply(LeaseInput::Typed { submit: true }, now),
+            1_000,
+        ),
     );
     expect(
         HoldReason::Working,
@@ -450,7 +453,7 @@ fn after_a_submit_idle_leases_only_once_the_turn_it_started_has_settled() {
 fn a_persons_input_ends_the_idle_until_the_harness_shows_a_turn() {
     let me = identity();
     let mut machine = leased_machine(1_000);
-    machine.apply(LeaseInput::Typed, 1_010);
+    machine.apply(LeaseInput::Typed { submit: true }, 1_010);
     assert_eq!(machine.state(1_010), LeaseState::Held(HoldReason::Typed));
     assert_eq!(machine.take_lease(1_010), Err(HoldReason::Typed));
     // The adapter still sees the idle screen, the composer just emptied by the Enter.
@@ -487,12 +490,34 @@ fn a_persons_input_ends_the_idle_until_the_harness_shows_a_turn() {
 fn typing_that_starts_no_turn_holds_idle_for_the_unseen_time_after_the_last_keystroke() {
     let me = identity();
     let mut machine = leased_machine(1_000);
-    machine.apply(LeaseInput::Typed, 1_000);
-    machine.apply(LeaseInput::Typed, 4_000);
+    machine.apply(LeaseInput::Typed { submit: true }, 1_000);
+    machine.apply(LeaseInput::Typed { submit: true }, 4_000);
     feed(&mut machine, &idle(&me, 43), 13_999);
     assert_eq!(machine.state(13_999), LeaseState::Held(HoldReason::Typed));
     feed(&mut machine, &idle(&me, 43), 14_000);
     assert!(matches!(machine.state(14_000), LeaseState::Leased { .. }));
+}
+
+/// Typing without an Enter (a draft written, or erased) submits nothing: it holds idle only for
+/// the settle time after the last keystroke (the harness may not have drawn it yet), not for a
+/// turn; an Enter after it, or before it with its turn not yet shown, still waits for the turn.
+#[test]
+fn typing_without_an_enter_holds_idle_only_for_the_settle_time() {
+    let me = identity();
+    let mut machine = leased_machine(1_000);
+    machine.apply(LeaseInput::Typed { submit: false }, 1_000);
+    feed(&mut machine, &idle(&me, 43), 1_999);
+    assert_eq!(machine.state(1_999), LeaseState::Held(HoldReason::Typed));
+    feed(&mut machine, &idle(&me, 43), 2_000);
+    assert!(matches!(machine.state(2_000), LeaseState::Leased { .. }));
+
+    // An Enter, then more typing before its turn shows: the wait is still the submit's.
+    machine.apply(LeaseInput::Typed { submit: true }, 3_000);
+    machine.apply(LeaseInput::Typed { submit: false }, 3_100);
+    feed(&mut machine, &idle(&me, 44), 5_000);
+    assert_eq!(machine.state(5_000), LeaseState::Held(HoldReason::Typed));
+    feed(&mut machine, &idle(&me, 44), 13_100);
+    assert!(matches!(machine.state(13_100), LeaseState::Leased { .. }));
 }
 
 /// The harness's own turn-stop ends the wait at once: the turn the submit started is over.

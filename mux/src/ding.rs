@@ -1663,7 +1663,10 @@ impl Worker {
                 }
                 // spec §7.4: a person's keystrokes end the idle the last report described.
                 Event::Lifecycle(lifecycle) if lifecycle.what == "typed" => {
-                    self.apply(LeaseInput::Typed);
+                    // A pane host that does not say whether the input held an Enter is taken
+                    // to have submitted: the longer hold.
+                    let submit = lifecycle.submit != Some(false);
+                    self.apply(LeaseInput::Typed { submit });
                 }
                 Event::Lifecycle(lifecycle) if lifecycle.what == "restart" => {
                     self.input_ended = false;

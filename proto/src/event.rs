@@ -140,6 +140,10 @@ pub struct Lifecycle {
     /// Why, for `lost`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For `typed`: whether the input holds an Enter (a CR or a line feed), so it may submit
+    /// what the program's input line holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit: Option<bool>,
 }
 
 impl Lifecycle {
@@ -153,6 +157,7 @@ impl Lifecycle {
             generation: None,
             revision: None,
             reason: None,
+            submit: None,
         }
     }
 }

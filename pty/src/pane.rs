@@ -1114,8 +1114,8 @@ impl Pane {
         // Input from outside the program is announced before its first byte, as a person's
         // keystrokes are: a supervisor's draft and Enter start a turn the harness may not show
         // yet, exactly like a person's (spec §7.4). A conflict wrote nothing and says nothing.
-        if announce && steps.iter().any(step_could_submit) {
-            self.announce_typing(&mut st);
+        if announce && steps.iter().any(|step| !matches!(step, Step::DelayMs(_))) {
+            self.announce_typing(&mut st, steps.iter().any(step_could_submit));
         }
         // The first bytes go out under the same lock as the compare, so nothing the program
         // prints can land between the two.
@@ -1651,28 +1651,29 @@ impl Pane {
         };
         if keystrokes {
             self.client_activity_locked(&mut st, id, None);
-            if could_submit(&input) {
-                self.announce_typing(&mut st);
+            if !input.is_empty() {
+                self.announce_typing(&mut st, could_submit(&input));
             }
         }
         input
     }
 
-    /// Tells the pane's subscribers that input from outside the program that holds an Enter
-    /// is about to be written (a lifecycle event `typed`), at most once per
-    /// [`TYPED_EVENT_EVERY`]: an attached client's keystrokes, or a `send` that is not a DING
-    /// notice. Input without an Enter submits nothing: a draft it leaves stands in the
-    /// composer, where the DING worker sees it and holds, and a draft erased leaves the
-    /// composer provably empty, which need not wait for a turn that will not come. spec §7.4: a
+    /// Tells the pane's subscribers that input from outside the program is about to be
+    /// written (a lifecycle event `typed`, with `submit` saying whether it holds an Enter): an
+    /// attached client's keystrokes, or a `send` that is not a DING notice. Input without an
+    /// Enter is announced at most once per [`TYPED_EVENT_EVERY`] (the harness may not have
+    /// drawn it yet, so its composer can look empty for a moment); one with an Enter always, as
+    /// a submit must never be lost in the rate limit. spec §7.4: a
     /// harness that just took a person's (or a supervisor's) Enter can look idle with an empty
     /// composer until it shows the turn that Enter started, and the DING worker must not take
     /// that for an idle it may type a notice into. A notice is DING's own submit, which its
     /// worker holds for already; announcing it would only hold the notices after it.
-    fn announce_typing(&self, st: &mut PaneState) {
+    fn announce_typing(&self, st: &mut PaneState, submit: bool) {
         let now = Instant::now();
-        if st
-            .last_typed_event
-            .is_some_and(|at| now.duration_since(at) < TYPED_EVENT_EVERY)
+        if !submit
+            && st
+                .last_typed_event
+                .is_some_and(|at| now.duration_since(at) < TYPED_EVENT_EVERY)
         {
             return;
         }
@@ -1680,6 +1681,7 @@ impl Pane {
         let _ = self.events.send(Event::Lifecycle(Lifecycle {
             incarnation: Some(st.incarnation.clone()),
             revision: Some(st.revision),
+            submit: Some(submit),
             ..Lifecycle::new(&self.spec.session, "typed")
         }));
     }
