@@ -1688,6 +1688,16 @@ fn kill_panes_without_daemon(socket: &std::path::Path) -> Result<i32> {
             Err(err) => left.push(format!("{}: {}", pane.session, without_repeats(&err))),
         }
     }
+    // A pane host answers its kill before it is gone: the command returns once each ended
+    // one has taken its socket away (within a bound), so a `belfry ls` right after lists none.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while ended
+        .iter()
+        .any(|name| paths::pane_socket(&runtime, name).exists())
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     if ended.is_empty() && left.is_empty() {
         println!("no daemon running at {}; no panes", socket.display());
     } else if !ended.is_empty() {

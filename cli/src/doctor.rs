@@ -267,9 +267,12 @@ fn pane_facts(runtime: &Path, session: &str, listed: Option<&PaneRecord>) -> Fac
 /// ding status` of a pane that delivers aggressively (issue 41 item 6); `None` when its adapter
 /// ships no activity executable, the rich default would be chosen, or the pane cannot be asked.
 pub(crate) fn rich_default_refusal(session: &str) -> Option<String> {
+    const RICH_DEFAULT_ASK: std::time::Duration = std::time::Duration::from_millis(500);
     let runtime = paths::runtime_dir();
     let socket = paths::pane_socket(&runtime, session);
-    let mut client = Client::connect_within(&socket, PANE_QUICK).ok()?;
+    // A decoration of `ding status`, never a wait: a pane host that does not answer at once
+    // (stopped, busy) leaves the line out rather than holding the command up.
+    let mut client = Client::connect_once(&socket, RICH_DEFAULT_ASK).ok()?;
     let record = client
         .call::<PaneRecord>(op::Info::default())
         .ok()?
