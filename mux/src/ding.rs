@@ -883,13 +883,16 @@ impl Worker {
         for notice in self.ownership.staged() {
             let why = match (&notice.txn, &notice.incarnation) {
                 (Some(txn), _) if !self.sent_to_this_pane_host(txn) => format!(
-                    "sent again: the pane host its notice went to is gone, with the program                      that may have seen part of it, and how the send ended was never learned                      (transaction {txn})"
+                    "sent again: the pane host its notice went to is gone, with the program \
+                     that may have seen part of it, and how the send ended was never learned \
+                     (transaction {txn})"
                 ),
                 (_, Some(incarnation))
                     if notice.cut_off && *incarnation != self.info.incarnation =>
                 {
                     format!(
-                        "sent again: its notice was cut off part-way, and the program that saw                          the part (incarnation {incarnation}) is gone"
+                        "sent again: its notice was cut off part-way, and the program that saw \
+                     the part (incarnation {incarnation}) is gone"
                     )
                 }
                 _ => continue,
