@@ -230,7 +230,12 @@ fn near_names(name: &str, known: &[String]) -> Vec<String> {
     let lower = name.to_lowercase();
     let mut near: Vec<(usize, &String)> = known
         .iter()
-        .map(|candidate| (edit_distance(&lower, &candidate.to_lowercase()), candidate))
+        .map(|candidate| {
+            (
+                belfry_mux::declare::edit_distance(&lower, &candidate.to_lowercase()),
+                candidate,
+            )
+        })
         .filter(|(distance, _)| *distance <= 2)
         .collect();
     near.sort();
@@ -238,21 +243,6 @@ fn near_names(name: &str, known: &[String]) -> Vec<String> {
         .take(3)
         .map(|(_, candidate)| candidate.clone())
         .collect()
-}
-
-/// Levenshtein distance over characters; session names are at most 64 of them.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, a_char) in a.chars().enumerate() {
-        let mut current = vec![i + 1; b.len() + 1];
-        for (j, b_char) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(a_char != *b_char);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        previous = current;
-    }
-    previous[b.len()]
 }
 
 fn parse_name(name: &str) -> Result<MessageName> {

@@ -867,8 +867,9 @@ fn closest(name: &str, known: &[&'static str]) -> Option<&'static str> {
         .map(|(_, candidate)| candidate)
 }
 
-/// Levenshtein distance over characters; names here are short.
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance over characters; names here are short. Also what the CLI's "did you
+/// mean" for an inbox name measures by.
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut previous: Vec<usize> = (0..=b.len()).collect();
     for (i, a_char) in a.chars().enumerate() {

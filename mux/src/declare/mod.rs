@@ -101,6 +101,7 @@ use serde::Serialize;
 
 pub use apply::{down, dry_run, running_panes, up, Applied};
 pub use error::Problem;
+pub use lower::edit_distance;
 
 use crate::Error;
 pub use plan::{plan, plan_down, report, Action, DriftPolicy, ReplaceReason, RunningPane};
