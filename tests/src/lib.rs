@@ -276,6 +276,49 @@ impl Env {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `belfry inbox post SESSION --from FROM --subject SUBJECT` with `body` (a file it
+    /// writes), asserting success; returns the message's file name.
+    pub fn post_mail(&self, session: &str, from: &str, subject: &str, body: &str) -> String {
+        let file = self.path(&format!("body-{}.md", monotonic_ns()));
+        std::fs::write(&file, body).expect("write the message body");
+        let posted = self.ok(&[
+            "inbox",
+            "post",
+            session,
+            "--from",
+            from,
+            "--subject",
+            subject,
+            &file.display().to_string(),
+        ]);
+        posted.trim().to_string()
+    }
+
+    /// `belfry ding status SESSION --json`, parsed.
+    pub fn ding_status(&self, session: &str) -> Value {
+        let out = self.ok(&["ding", "status", session, "--json"]);
+        serde_json::from_str(&out).expect("ding status --json")
+    }
+
+    /// The state of each unread message of `session`, as `ding status` gives it.
+    pub fn mail_states(&self, session: &str) -> Vec<String> {
+        self.ding_status(session)["messages"]
+            .as_array()
+            .expect("ding status messages")
+            .iter()
+            .map(|m| m["state"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Waits (8 s at most) until every unread message of `session` is in state `want`.
+    pub fn wait_for_mail_state(&self, session: &str, want: &str) {
+        let ok = eventually(Duration::from_secs(8), || {
+            let got = self.mail_states(session);
+            !got.is_empty() && got.iter().all(|s| s == want)
+        });
+        assert!(ok, "expected {want}; status: {}", self.ding_status(session));
+    }
+
     /// Starts a detached pane running `argv` at `rows`x`cols` and waits until its screen
     /// matches `ready` (a regex), if given.
     pub fn spawn(&self, session: &str, size: &str, argv: &[&str], ready: Option<&str>) -> Value {

@@ -127,38 +127,15 @@ fn hook(env: &Env, event: &str) {
 }
 
 fn post(env: &Env, subject: &str) -> String {
-    let mut cmd = env.cmd(&[
-        "inbox",
-        "post",
-        "agent",
-        "--from",
-        "lead",
-        "--subject",
-        subject,
-    ]);
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-    let mut child = cmd.spawn().expect("inbox post");
-    child.stdin.take().unwrap().write_all(b"body\n").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    env.post_mail("agent", "lead", subject, "body\n")
 }
 
 fn status(env: &Env) -> Value {
-    serde_json::from_str(&env.ok(&["ding", "status", "agent", "--json"])).unwrap()
+    env.ding_status("agent")
 }
 
 fn states(env: &Env) -> Vec<String> {
-    status(env)["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["state"].as_str().unwrap_or("").to_string())
-        .collect()
+    env.mail_states("agent")
 }
 
 fn log_text(log: &Path) -> String {
@@ -172,11 +149,7 @@ fn submitted_notice(name: &str, subject: &str) -> String {
 }
 
 fn wait_for_state(env: &Env, want: &str) {
-    let ok = eventually(Duration::from_secs(8), || {
-        let got = states(env);
-        !got.is_empty() && got.iter().all(|s| s == want)
-    });
-    assert!(ok, "expected {want}; status: {}", status(env));
+    env.wait_for_mail_state("agent", want);
 }
 
 fn wait_for_summary(env: &Env, prefix: &str) {

@@ -45,24 +45,11 @@ fn rich_pane(env: &Env, case: &str) -> std::path::PathBuf {
 }
 
 fn status(env: &Env) -> Value {
-    let out = env.ok(&["ding", "status", "agent", "--json"]);
-    serde_json::from_str(&out).expect("ding status --json")
+    env.ding_status("agent")
 }
 
 fn post(env: &Env, subject: &str) -> String {
-    let body = env.path("body.md");
-    std::fs::write(&body, "please look\n").unwrap();
-    let out = env.ok(&[
-        "inbox",
-        "post",
-        "agent",
-        "--from",
-        "lead",
-        "--subject",
-        subject,
-        &body.display().to_string(),
-    ]);
-    out.trim().to_string()
+    env.post_mail("agent", "lead", subject, "please look\n")
 }
 
 fn notices_for(log: &std::path::Path, name: &str) -> usize {

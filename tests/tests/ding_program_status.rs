@@ -5,9 +5,7 @@
 //! is what lets the notice through, its `working` and `blocked` hold it (named so in `ding
 //! status`), and a busy row the grammar knows holds it whatever the program said.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use belfry_tests::{bin_dir, eventually, read_or_empty, Env};
@@ -113,42 +111,15 @@ fn fake_harness_pane(env: &Env) -> Harness {
 }
 
 fn post(env: &Env, subject: &str) -> String {
-    let mut cmd = env.cmd(&[
-        "inbox",
-        "post",
-        "agent",
-        "--from",
-        "lead",
-        "--subject",
-        subject,
-    ]);
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-    let mut child = cmd.spawn().expect("inbox post");
-    child.stdin.take().unwrap().write_all(b"body\n").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    env.post_mail("agent", "lead", subject, "body\n")
 }
 
 fn status(env: &Env) -> Value {
-    serde_json::from_str(&env.ok(&["ding", "status", "agent", "--json"])).unwrap()
+    env.ding_status("agent")
 }
 
 fn wait_for_state(env: &Env, want: &str) {
-    let ok = eventually(Duration::from_secs(8), || {
-        let got: Vec<String> = status(env)["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["state"].as_str().unwrap_or("").to_string())
-            .collect();
-        !got.is_empty() && got.iter().all(|s| s == want)
-    });
-    assert!(ok, "expected {want}; status: {}", status(env));
+    env.wait_for_mail_state("agent", want);
 }
 
 fn submitted_notice(name: &str, subject: &str) -> String {

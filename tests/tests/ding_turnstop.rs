@@ -84,22 +84,8 @@ fn pane_env(env: &Env) -> Vec<(String, String)> {
     ]
 }
 
-/// Posts a message; returns its name.
 fn post(env: &Env, subject: &str) -> String {
-    let body = env.path("body.md");
-    std::fs::write(&body, "details\n").expect("body");
-    env.ok(&[
-        "inbox",
-        "post",
-        "agent",
-        "--from",
-        "lead",
-        "--subject",
-        subject,
-        &body.display().to_string(),
-    ])
-    .trim()
-    .to_string()
+    env.post_mail("agent", "lead", subject, "details\n")
 }
 
 fn id_of(name: &str) -> &str {
