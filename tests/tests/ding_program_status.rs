@@ -33,13 +33,18 @@ draw() {
 }
 draw
 while :; do
-  if IFS= read -r -s -n1 -t 0.1 -d '' c; then
+  # `read -t 0` only asks whether input waits; the read that takes it then blocks. A read
+  # with a timeout can lose the byte that arrives as the timeout fires (a notice's Enter).
+  if read -t 0; then
+    IFS= read -r -s -n1 -d '' c
     case "$c" in
       $'\r'|$'\n') printf 'SUBMIT %s\n' "$buf" >> "$log"; buf="" ;;
       $'\x7f') buf=${buf%?} ;;
       *) buf+=$c ;;
     esac
     draw
+  else
+    sleep 0.05
   fi
   want=$(cat "$ctl" 2>/dev/null)
   if [ "$want" != "$last" ]; then
