@@ -41,6 +41,7 @@ pub use plan::{dependency_refusal, plan, FileChange, HookPlan, Plan, TargetPlan}
 pub use status::{status, TargetStatus};
 pub use uninstall::uninstall;
 pub use verify::rejections;
+use write::{remove_file, write_file};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -277,16 +278,6 @@ fn not_regular(path: &Path, kind: &std::fs::FileType) -> String {
     )
 }
 
-/// Writes a file of this projection (see [`write::write_file`]).
-fn write_file(
-    context: &Context,
-    path: &Path,
-    text: &str,
-    created_dirs: &mut Vec<String>,
-) -> Result<(), String> {
-    write::write_file(context, path, text, created_dirs)
-}
-
 /// Removes directories apply created, deepest first, each only when nothing else is in it and
 /// it is a directory, not a symbolic link to one.
 fn remove_empty_dirs(dirs: &[String]) {
@@ -300,10 +291,6 @@ fn remove_empty_dirs(dirs: &[String]) {
             let _ = std::fs::remove_dir(&dir);
         }
     }
-}
-
-fn remove_file(context: &Context, path: &Path) -> Result<(), String> {
-    write::remove_file(context, path)
 }
 
 impl AdapterData {
