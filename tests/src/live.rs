@@ -23,13 +23,20 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// One harness pin from `tests/harnesses.json`.
+/// One harness pin from `tests/harnesses.json`. Its key names the install folder and the pane;
+/// `adapter` (default: the key) the `adapters/` folder it drives and `profile` (default
+/// `live.json`) the launch profile in it, so two majors of one harness (a package that moved)
+/// are two pins of one adapter. `node` is the Node.js version a harness needs when the
+/// machine's is too old (`scripts/install-harnesses` installs it beside the harness).
 #[derive(Clone, Debug)]
 pub struct Pin {
     pub name: String,
+    pub adapter: String,
+    pub profile: String,
     pub package: String,
     pub version: String,
     pub bin: String,
+    pub node: Option<String>,
 }
 
 impl Pin {
@@ -47,11 +54,15 @@ impl Pin {
                 .unwrap_or_else(|| panic!("{}: {name}.{key} is missing", path.display()))
                 .to_string()
         };
+        let optional = |key: &str| pin[key].as_str().map(String::from);
         Pin {
             name: name.to_string(),
+            adapter: optional("adapter").unwrap_or_else(|| name.to_string()),
+            profile: optional("profile").unwrap_or_else(|| "live.json".to_string()),
             package: field("package"),
             version: field("version"),
             bin: field("bin"),
+            node: optional("node"),
         }
     }
 
@@ -67,7 +78,11 @@ impl Pin {
     /// install it.
     pub fn executable(&self) -> Result<PathBuf, String> {
         let prefix = self.prefix();
-        let bin = prefix.join("node_modules/.bin").join(&self.bin);
+        // A harness with a Node.js of its own runs through the wrapper that puts it on PATH.
+        let bin = match self.node {
+            Some(_) => prefix.join("bin").join(&self.bin),
+            None => prefix.join("node_modules/.bin").join(&self.bin),
+        };
         let manifest = prefix
             .join("node_modules")
             .join(&self.package)
@@ -264,7 +279,16 @@ impl Placeholders {
 
 impl Profile {
     pub fn load(name: &str) -> Profile {
-        let path = workspace().join("adapters").join(name).join("live.json");
+        Profile::load_file(name, "live.json")
+    }
+
+    /// The launch profile a pin names (its adapter's `live.json` unless it names another).
+    pub fn for_pin(pin: &Pin) -> Profile {
+        Profile::load_file(&pin.adapter, &pin.profile)
+    }
+
+    fn load_file(name: &str, file: &str) -> Profile {
+        let path = workspace().join("adapters").join(name).join(file);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
         let raw = serde_json::from_str(&text)
@@ -426,16 +450,18 @@ impl Default for LiveOptions<'_> {
 }
 
 impl Live {
-    /// Starts `name` (an adapter folder and a pin) in a pane inside a fresh loopback-only
-    /// namespace. Panics with the reason when the harness is not installed or no namespace can
-    /// be made: a live test never passes without running.
+    /// Starts `name` (a pin, and the adapter folder and launch profile it names) in a pane
+    /// inside a fresh loopback-only namespace. Panics with the reason when the harness is not
+    /// installed or no namespace can be made: a live test never passes without running.
     pub fn start(name: &str, options: LiveOptions) -> Live {
-        let profile = Profile::load(name);
         let pin = Pin::load(name);
+        let profile = Profile::for_pin(&pin);
         assert_eq!(
             profile.raw["harness_version"].as_str(),
             Some(pin.version.as_str()),
-            "adapters/{name}/live.json and tests/harnesses.json name different versions"
+            "adapters/{}/{} and tests/harnesses.json's {name} name different versions",
+            pin.adapter,
+            pin.profile
         );
         let label = profile.label();
         let bin = pin

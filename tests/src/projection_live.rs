@@ -178,7 +178,7 @@ pub const CELLS_DONE: &str = "CELLS-DONE";
 pub fn harness_label(target: &str) -> String {
     let pins = read_json(&repo_root().join("tests/harnesses.json"));
     let version = pins[target]["version"].as_str().unwrap_or("(no pin)");
-    let matrix = matrix(target);
+    let matrix = matrix(&pin_adapter(target));
     let name = matrix["harness"].as_str().unwrap_or(target);
     format!("{name} {version}")
 }
@@ -189,6 +189,16 @@ pub fn pinned_version(target: &str) -> String {
     pins[target]["version"]
         .as_str()
         .unwrap_or_else(|| panic!("tests/harnesses.json pins no version for {target}"))
+        .to_string()
+}
+
+/// The adapter a pin drives: its `adapter` field, else the pin's own name (`pi1`, Pi 1.x's
+/// pin, drives `adapters/pi`).
+pub fn pin_adapter(target: &str) -> String {
+    let pins = read_json(&repo_root().join("tests/harnesses.json"));
+    pins[target]["adapter"]
+        .as_str()
+        .unwrap_or(target)
         .to_string()
 }
 
@@ -569,6 +579,17 @@ pub fn model_server() -> PathBuf {
 /// `scripts/install-harnesses` made for its pinned version (`$variable` overrides it).
 pub fn harness_bin(target: &str, variable: &str, relative: &str) -> PathBuf {
     let version = pinned_version(target);
+    // A pin with a Node.js of its own runs through the wrapper that puts it first on PATH
+    // (`scripts/install-harnesses` writes it as bin/<bin>).
+    let pins = read_json(&repo_root().join("tests/harnesses.json"));
+    let wrapper;
+    let relative = match (pins[target]["node"].as_str(), pins[target]["bin"].as_str()) {
+        (Some(_), Some(bin)) => {
+            wrapper = format!("bin/{bin}");
+            wrapper.as_str()
+        }
+        _ => relative,
+    };
     // The same folder `scripts/install-harnesses` and the pane tests (`live::Pin`) use.
     let root = std::env::var_os("BELFRY_HARNESS_DIR")
         .map(PathBuf::from)
