@@ -421,9 +421,15 @@ fn harness_findings(
         let path = subject.env.get("PATH").map(String::as_str);
         let found = mux_doctor::find_program(&asked[0], path, cwd);
         let detected = found.as_ref().and_then(|found| {
-            crate::harness_version::run_version(
+            let packages = adapters
+                .by_name
+                .get(adapter)
+                .map(|data| data.matrix.detect_packages.as_slice())
+                .unwrap_or_default();
+            crate::harness_version::version_of(
                 &found.display().to_string(),
                 &asked[1..],
+                packages,
                 crate::harness_version::VERSION_DEADLINE,
             )
         });

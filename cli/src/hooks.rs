@@ -283,7 +283,13 @@ fn detect_versions(adapters: &Adapters) -> BTreeMap<String, String> {
     let commands = adapters
         .by_name
         .iter()
-        .map(|(name, data)| (name.clone(), data.matrix.detect.clone()))
+        .map(|(name, data)| {
+            let detect = crate::harness_version::Detect {
+                argv: data.matrix.detect.clone(),
+                packages: data.matrix.detect_packages.clone(),
+            };
+            (name.clone(), detect)
+        })
         .collect();
     crate::harness_version::detect_all(&commands, crate::harness_version::VERSION_DEADLINE)
 }
@@ -492,12 +498,14 @@ pub(crate) fn rich_default(
 /// answers no version.
 fn harness_version_in(adapter: &str, env: &BTreeMap<String, String>) -> Option<String> {
     let adapters = Adapters::embedded().ok()?;
-    let (program, args) = adapters.by_name.get(adapter)?.matrix.detect.split_first()?;
+    let matrix = &adapters.by_name.get(adapter)?.matrix;
+    let (program, args) = matrix.detect.split_first()?;
     let found =
         belfry_mux::doctor::find_program(program, env.get("PATH").map(String::as_str), None)?;
-    crate::harness_version::run_version(
+    crate::harness_version::version_of(
         &found.display().to_string(),
         args,
+        &matrix.detect_packages,
         crate::harness_version::VERSION_DEADLINE,
     )
 }

@@ -115,6 +115,11 @@ pub struct Matrix {
     /// The argv that prints the installed harness's version (`--version`), if it has one.
     #[serde(default)]
     pub detect: Vec<String>,
+    /// The npm package names the harness is published as (a package that moved at a new major
+    /// has both): the version is read from the `package.json` of the one the program lies in,
+    /// without running it.
+    #[serde(default)]
+    pub detect_packages: Vec<String>,
     pub cells: BTreeMap<String, Cell>,
 }
 
