@@ -6,7 +6,9 @@
 # with the fenced ```crate-graph block of docs/architecture.md, one `crate -> dependency` line
 # per edge. Any crate the workspace has is checked, so a new crate needs its edges listed. Exits 1
 # naming every edge that is missing from the document or that the document lists but no
-# Cargo.toml declares.
+# Cargo.toml declares, and every crate but the pane host's own users (PANE_USERS) that depends
+# on the pane host, the terminal model or the PTY: the daemon, the hooks and the activity
+# adapter reach sockets through `transport` alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script=$(cat <<'PY'
@@ -24,12 +26,19 @@ for package in metadata["packages"]:
         folder[package["name"]] = os.path.relpath(os.path.dirname(package["manifest_path"]), root)
 
 declared = set()
+# Who may depend on the pane host (`pty`) or on what only it should hold: the pane host
+# itself, the CLI (the attach client and `belfry pane-host`) and the benchmarks.
+PANE_USERS = {"pty", "cli", "bench"}
+PANE_ONLY = {"belfry-pty", "alacritty_terminal", "pty-process"}
+pane_bad = []
 for package in metadata["packages"]:
     if package["id"] not in members:
         continue
     for dependency in package["dependencies"]:
         if dependency["name"] in folder:
             declared.add((folder[package["name"]], folder[dependency["name"]]))
+        if dependency["name"] in PANE_ONLY and folder[package["name"]] not in PANE_USERS:
+            pane_bad.append((folder[package["name"]], dependency["name"]))
 
 doc = sys.argv[1]
 text = open(doc).read()
@@ -55,6 +64,10 @@ for edge in sorted(declared - documented):
     bad = True
 for edge in sorted(documented - declared):
     print(f"extra in {doc}: {edge[0]} -> {edge[1]} (no Cargo.toml declares it)")
+    bad = True
+for crate, dependency in sorted(pane_bad):
+    print(f"{crate} depends on {dependency}: only {sorted(PANE_USERS)} may depend on the pane "
+          "host, the terminal model or the PTY (use belfry-transport to reach a socket)")
     bad = True
 if bad:
     sys.exit(1)

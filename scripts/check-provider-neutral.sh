@@ -2,7 +2,7 @@
 # spec §1: core crates never name a provider or hold its knowledge; provider knowledge belongs in
 # adapters/ as data. Two checks, each exiting 1 with every hit listed:
 #
-# 1. Provider names and screen glyphs anywhere in the core crates (pty, mux, ding, hooks, cli,
+# 1. Provider names and screen glyphs anywhere in the core crates (pty, transport, mux, ding, hooks, cli,
 #    proto), tests included.
 # 2. A harness's event or field literals as string literals in the core's non-test code, such as
 #    `source == "compact"`: knowledge of one harness that names no provider, which check 1 cannot
@@ -16,7 +16,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 crates=()
-for crate in pty mux ding hooks cli proto; do
+for crate in pty transport mux ding hooks cli proto; do
   [ -d "$crate" ] && crates+=("$crate")
 done
 core=("${crates[@]}" tests/fixtures/ding)

@@ -142,8 +142,10 @@ fn env(name: &str) -> Result<String> {
 /// The pane's revision now, from the pane host (`info`, a fresh connection through belfry's
 /// one client).
 fn pane_revision(socket: &str) -> Result<u64> {
-    let mut client =
-        belfry_pty::client::Client::connect_within(Path::new(socket), Duration::from_secs(5))?;
+    let mut client = belfry_transport::client::Client::connect_within(
+        Path::new(socket),
+        Duration::from_secs(5),
+    )?;
     let reply = client.request(serde_json::json!({"op": "info"}))?;
     reply["revision"]
         .as_u64()

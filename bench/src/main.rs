@@ -723,11 +723,11 @@ fn cmd_frame_echo(args: &Args) -> Result<Value> {
 
 /// A kept-open connection through belfry's one client (the CLI's): hello at open, then one
 /// request and one reply per call, each within its op's deadline.
-struct Conn(belfry_pty::client::Client);
+struct Conn(belfry_transport::client::Client);
 
 impl Conn {
     fn open(path: &str) -> Result<Conn> {
-        Ok(Conn(belfry_pty::client::Client::connect(
+        Ok(Conn(belfry_transport::client::Client::connect(
             std::path::Path::new(path),
         )?))
     }

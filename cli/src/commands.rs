@@ -25,7 +25,7 @@ use belfry_proto::reply::{
 };
 use belfry_proto::request as op;
 use belfry_proto::{ErrorBody, ErrorCode, Event, Expect, Op, SessionName, Size};
-use belfry_pty::paths;
+use belfry_transport::paths;
 
 use crate::attach::{self, DetachKey, Endpoint};
 use crate::direct;
@@ -1023,7 +1023,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
 
 /// The main man page's FILES and ENVIRONMENT sections, which clap_mangen has no place for:
 /// where the sockets, the state and the logs are, and which variables move them
-/// (`belfry_pty::paths`, the one place that decides it).
+/// (`belfry_transport::paths`, the one place that decides it).
 const MAN_FILES_AND_ENVIRONMENT: &str = r#".SH FILES
 .TP
 \fIRUNTIME\fR/default.sock
@@ -1914,7 +1914,7 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
 fn send_expectation(args: &SendArgs) -> Result<Option<Expect>> {
     let mut expect = Expect::default();
     if let Some(token) = &args.expect {
-        let parsed = belfry_pty::expect_token::decode(token).map_err(|err| anyhow!(err))?;
+        let parsed = belfry_proto::expect_token::decode(token).map_err(|err| anyhow!(err))?;
         expect = Expect {
             incarnation: parsed.incarnation,
             generation: parsed.generation,
@@ -1970,7 +1970,7 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
         // The snapshot as the pane host gave it, plus the token `belfry send --expect` takes
         // back: this snapshot's identity, whole.
         let mut shown = serde_json::to_value(&screen)?;
-        shown["expect"] = Value::String(belfry_pty::expect_token::encode(&screen.identity()));
+        shown["expect"] = Value::String(belfry_proto::expect_token::encode(&screen.identity()));
         print_json(&shown);
         return Ok(EXIT_OK);
     }

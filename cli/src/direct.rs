@@ -13,8 +13,8 @@ use belfry_mux::client::{Client, ClientError};
 use belfry_proto::reply::{PaneRecord, Screen};
 use belfry_proto::request as op;
 use belfry_proto::{ErrorCode, Reply, SessionName};
-use belfry_pty::deadline::PANE_QUICK;
-use belfry_pty::paths;
+use belfry_transport::deadline::PANE_QUICK;
+use belfry_transport::paths;
 use serde_json::Value;
 
 use crate::commands::NotFound;
@@ -174,7 +174,7 @@ pub(crate) fn quick_send(
     let request = belfry_proto::Request::new(2, send.clone());
     // What the daemon would give the pane host for this send: with no daemon in between,
     // there is nobody to report a silent pane host sooner.
-    let within = belfry_pty::deadline::pane_reply(&request.op);
+    let within = belfry_transport::deadline::pane_reply(&request.op);
     Ok(ask_pane_host(runtime, name, &request, within)?
         .map(|(id, sent)| (belfry_proto::reply::ok(&id, &sent), sent)))
 }
@@ -184,7 +184,7 @@ pub(crate) fn quick_send(
 /// --kill-panes` with no daemon running, whose panes would otherwise keep running.
 pub(crate) fn kill(runtime: &Path, name: &SessionName) -> Result<bool> {
     let request = belfry_proto::Request::new(2, op::Kill::of(name.clone()));
-    let within = belfry_pty::deadline::pane_reply(&request.op);
+    let within = belfry_transport::deadline::pane_reply(&request.op);
     Ok(ask_pane_host::<belfry_proto::reply::Killed>(runtime, name, &request, within)?.is_some())
 }
 

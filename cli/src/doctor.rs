@@ -20,10 +20,10 @@ use belfry_mux::client::Client;
 use belfry_mux::doctor::{self as mux_doctor, Subject};
 use belfry_proto::reply::{PaneRecord, Screen};
 use belfry_proto::request as op;
+use belfry_proto::spec::LaunchSpec;
 use belfry_proto::SessionName;
-use belfry_pty::deadline::PANE_QUICK;
-use belfry_pty::paths;
-use belfry_pty::spec::LaunchSpec;
+use belfry_transport::deadline::PANE_QUICK;
+use belfry_transport::paths;
 
 use crate::commands::NotFound;
 use crate::exit::{EXIT_NOT_FOUND, EXIT_OK};

@@ -14,7 +14,7 @@ use belfry_mux::client::{Client, ClientError};
 use belfry_proto::reply::Nudged;
 use belfry_proto::request::DingNudge;
 use belfry_proto::SessionName;
-use belfry_pty::paths;
+use belfry_transport::paths;
 
 use crate::exit::EXIT_OK;
 

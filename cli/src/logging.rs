@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use belfry_pty::paths;
+use belfry_transport::paths;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;

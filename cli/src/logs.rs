@@ -1,5 +1,5 @@
 //! `belfry logs [NAME] [--follow]`: the daemon's log (`daemon.log`) or a pane host's
-//! (`pane-NAME.log`) from the log directory (`belfry_pty::paths::log_dir`), printed as it is,
+//! (`pane-NAME.log`) from the log directory (`belfry_transport::paths::log_dir`), printed as it is,
 //! and with `--follow` kept open like `tail -F`.
 
 use std::fs::File;
@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use belfry_proto::SessionName;
-use belfry_pty::paths;
-use belfry_pty::retry::Backoff;
+use belfry_transport::paths;
+use belfry_transport::retry::Backoff;
 
 use crate::commands::NotFound;
 use crate::exit::EXIT_OK;

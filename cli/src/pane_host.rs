@@ -14,7 +14,7 @@ pub(crate) fn serve(
     let mut spec = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut spec)
         .map_err(|err| format!("cannot read the launch spec from stdin: {err}"))?;
-    let spec: belfry_pty::spec::LaunchSpec =
+    let spec: belfry_proto::spec::LaunchSpec =
         serde_json::from_str(&spec).map_err(|err| format!("stdin is not a launch spec: {err}"))?;
     crate::logging::init_logging(&format!("pane-{}.log", spec.session));
     belfry_pty::host::run(belfry_pty::host::HostConfig {

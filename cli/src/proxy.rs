@@ -19,7 +19,7 @@ use anyhow::Result;
 use belfry_proto::reply::AttachTarget;
 use belfry_proto::request as op;
 use belfry_proto::SessionName;
-use belfry_pty::paths;
+use belfry_transport::paths;
 
 use crate::exit::EXIT_OK;
 

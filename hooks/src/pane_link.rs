@@ -24,7 +24,7 @@ use belfry_ding::{notice, DeliveryState, Inbox, MessageName, OwnershipStore, Ses
 use belfry_proto::reply::Claimed;
 use belfry_proto::request::{ClaimPurpose, ClaimStep, DingTurnBoundary, Hook, PromptOrigin};
 use belfry_proto::{Op, Reply, Request};
-use belfry_pty::client::{send_and_wait, Client};
+use belfry_transport::client::{send_and_wait, Client};
 
 use crate::dispatch::{
     read_hook_stdin, run_dispatch, run_dispatch_claiming, run_dispatch_without_input,

@@ -12,7 +12,7 @@
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
-pub use belfry_pty::wire::MAX_LINE;
+pub use belfry_transport::wire::MAX_LINE;
 
 /// One result of reading the adapter's stdout.
 #[derive(Debug, PartialEq, Eq)]

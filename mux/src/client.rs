@@ -1,12 +1,12 @@
-//! The CLI's client of the daemon: [`belfry_pty::client::Client`], the one blocking client of
+//! The CLI's client of the daemon: [`belfry_transport::client::Client`], the one blocking client of
 //! belfry's sockets, plus [`connect_or_start`], which starts `belfry server` when nothing
 //! answers at the daemon's socket.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use belfry_pty::client::{Client, ClientError};
-use belfry_pty::retry::Backoff;
+pub use belfry_transport::client::{Client, ClientError};
+use belfry_transport::retry::Backoff;
 
 use crate::Error;
 
@@ -51,7 +51,9 @@ pub fn connect_or_start(path: &Path, exe: &Path) -> Result<Client, Error> {
                                      the reason is at the end of {} (last error \
                                      connecting: {err})",
                                     path.display(),
-                                    belfry_pty::paths::log_dir().join("daemon.log").display()
+                                    belfry_transport::paths::log_dir()
+                                        .join("daemon.log")
+                                        .display()
                                 ),
                             });
                         }

@@ -53,8 +53,8 @@ use belfry_proto::{ErrorCode, Event, Expect, Request};
 
 use crate::adapter_group::{AdapterGroup, GroupOwner};
 use crate::adapters::Adapters;
-use belfry_pty::retry::Backoff;
-use belfry_pty::txn::TxnState;
+use belfry_proto::txn::TxnState;
+use belfry_transport::retry::Backoff;
 
 use crate::adapter_lines::{AdapterLine, BoundedLines, MAX_LINE};
 use crate::lifecycle::{HookSource, Readiness};
@@ -1376,7 +1376,7 @@ impl Worker {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                belfry_pty::pane::default_signals()
+                belfry_transport::signals::default_signals()
             });
         }
         let pane_env = belfry_proto::PaneEnv {
@@ -2006,5 +2006,5 @@ fn wire_steps(steps: &[Step]) -> Vec<InputStep> {
 }
 
 fn daemon_socket_for(_info: &PaneInfo) -> PathBuf {
-    belfry_pty::paths::daemon_socket()
+    belfry_transport::paths::daemon_socket()
 }

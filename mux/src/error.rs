@@ -26,7 +26,7 @@ pub enum Error {
     /// The one client of belfry's sockets failed: unreachable, closed, a bad reply, a
     /// deadline passed, or a server of another uid.
     #[error(transparent)]
-    Client(#[from] belfry_pty::client::ClientError),
+    Client(#[from] belfry_transport::client::ClientError),
     /// Another machine could not be reached over ssh, or its belfry did not answer
     /// (spec §6.2).
     #[error(transparent)]
@@ -74,9 +74,9 @@ pub enum Error {
         /// Who holds the lock, as its record says.
         holder: String,
     },
-    /// A runtime path or directory check of `belfry-pty` failed.
+    /// A runtime path or directory check of `belfry-transport` failed.
     #[error(transparent)]
-    Pty(#[from] belfry_pty::Error),
+    Transport(#[from] belfry_transport::Error),
     /// A file or directory the daemon needs could not be made or used.
     #[error("{what} {path}: {source}")]
     Io {

@@ -23,7 +23,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use belfry_proto::reply::{self, error_code};
 use belfry_proto::{request, ErrorCode, Request};
-use belfry_pty::wire;
+use belfry_transport::wire;
 
 use crate::registry::{self, PaneEntry, PaneError};
 
@@ -140,7 +140,7 @@ async fn steps(
         .await
         .map_err(|err| failed(PaneError::Failed(err.to_string())))?;
     answer(&mut reader, "ready", entry).await?;
-    belfry_pty::fdpass::send(writer.as_ref(), b'C', &[client])
+    belfry_transport::fdpass::send(writer.as_ref(), b'C', &[client])
         .await
         .map_err(|err| failed(PaneError::Failed(err.to_string())))?;
     *sent = true;

@@ -36,7 +36,7 @@ pub mod adapter_group;
 pub mod adapter_lines;
 pub mod adapters;
 pub mod client;
-pub use belfry_pty::deadline;
+pub use belfry_transport::deadline;
 pub mod declare;
 pub mod descriptors;
 pub mod ding;

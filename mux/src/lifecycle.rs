@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
+use belfry_proto::spec::LaunchSpec;
 use belfry_proto::PaneEnv;
-use belfry_pty::spec::LaunchSpec;
 
 /// The part of an adapter's `declaration.json` the daemon needs. Named apart from the
 /// `belfry.kdl` declarations of [`crate::declare`], which say what runs in a pane; this one says

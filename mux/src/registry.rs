@@ -22,9 +22,9 @@ use tokio::net::UnixStream;
 
 use belfry_proto::reply::Reply;
 use belfry_proto::request::{self, Request};
+use belfry_proto::spec::LaunchSpec;
 use belfry_proto::ErrorCode;
-use belfry_pty::paths;
-use belfry_pty::spec::LaunchSpec;
+use belfry_transport::paths;
 
 use crate::deadline;
 

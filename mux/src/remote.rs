@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use belfry_proto::SessionName;
-use belfry_pty::client::{Client, ClientError};
+use belfry_transport::client::{Client, ClientError};
 
 /// How long a connection may take, ssh's own connect and login included, unless told.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

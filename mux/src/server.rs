@@ -20,12 +20,12 @@ use belfry_proto::limits::{
 };
 use belfry_proto::reply::{self, Listing, PaneRecord, Reply};
 use belfry_proto::request::{self, Op, Spawn};
+use belfry_proto::spec::LaunchSpec;
 use belfry_proto::{ErrorCode, PaneEnv, Request, SessionName, Side, Size};
-use belfry_pty::listener::Listener;
-use belfry_pty::paths;
-use belfry_pty::retry::{poll_until, Backoff};
-use belfry_pty::spec::LaunchSpec;
-use belfry_pty::wire;
+use belfry_transport::listener::Listener;
+use belfry_transport::paths;
+use belfry_transport::retry::{poll_until, Backoff};
+use belfry_transport::wire;
 
 use crate::deadline;
 use crate::ding::{DingEngine, DingMsg, PaneInfo};
@@ -63,7 +63,7 @@ struct Daemon {
 pub fn run(config: DaemonConfig) -> Result<(), Error> {
     // Before the runtime's threads exist, which inherit the mask: a daemon started with
     // SIGTERM blocked would never see its shutdown signal (nor would its pane hosts).
-    belfry_pty::pane::unblock_signals();
+    belfry_transport::signals::unblock_signals();
     // Before anything is opened: every pane costs the daemon descriptors, and the soft limit a
     // session starts with (often 1024) would stop it near 140 panes (see `crate::descriptors`).
     let limits = crate::descriptors::raise_soft_limit();
@@ -270,7 +270,7 @@ async fn take_lock(
 async fn adopt_existing(daemon: &Arc<Daemon>) {
     // Before any adapter is started again: what the adapters of a killed daemon left running
     // is ended first (see `crate::adapter_group`).
-    crate::adapter_group::sweep_leftover_groups(&belfry_pty::paths::panes_dir(
+    crate::adapter_group::sweep_leftover_groups(&belfry_transport::paths::panes_dir(
         &daemon.config.runtime,
     ));
     let found = registry::discover(&daemon.config.runtime).await;
@@ -860,7 +860,7 @@ async fn forward(daemon: &Daemon, request: &Request, line: &[u8]) -> Result<Vec<
     if let Op::Send(send) = &request.op {
         // spec §3: a malformed bound (`timeout_ms` out of range) is refused here, before the
         // request leaves the daemon; a null guard never parsed at all.
-        if let Err(message) = belfry_pty::host::send_timeout(send) {
+        if let Err(message) = belfry_proto::request::send_timeout(send) {
             return Err(reply::error(&request.id, ErrorCode::Invalid, message));
         }
     }

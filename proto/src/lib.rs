@@ -24,6 +24,7 @@ pub mod code;
 pub mod de;
 pub mod env;
 pub mod event;
+pub mod expect_token;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod identity;
@@ -32,6 +33,8 @@ pub mod name;
 pub mod program_status;
 pub mod reply;
 pub mod request;
+pub mod spec;
+pub mod txn;
 
 pub use attach::Control;
 pub use code::ErrorCode;

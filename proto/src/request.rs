@@ -750,6 +750,22 @@ pub struct Send {
     pub timeout_ms: Option<u64>,
 }
 
+/// The `timeout_ms` of a send: how long its writes may wait, in total, for the program to read
+/// (delay steps not counted). Default [`crate::limits::DEFAULT_SEND_TIMEOUT_MS`], at most [`crate::limits::MAX_SEND_TIMEOUT_MS`].
+/// The daemon checks it too before forwarding, so a malformed bound never leaves the daemon.
+pub fn send_timeout(op: &Send) -> Result<std::time::Duration, String> {
+    let ms = op
+        .timeout_ms
+        .unwrap_or(crate::limits::DEFAULT_SEND_TIMEOUT_MS);
+    let max = crate::limits::MAX_SEND_TIMEOUT_MS;
+    if !(1..=max).contains(&ms) {
+        return Err(format!(
+            "field \"timeout_ms\" is {ms}: a send's timeout must be 1..={max} ms"
+        ));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
 /// `snapshot`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(arbitrary::Arbitrary))]

@@ -14,14 +14,15 @@ use tokio::io::BufReader;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::input::{parse_steps, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
+use crate::input::parse_steps;
 use crate::listener::Listener;
 use crate::pane::{Expect, Pane, SendOutcome, WriteError};
 use crate::paths;
-use crate::spec::LaunchSpec;
 use crate::txn::{self, StartRefused, TxnEnd, TxnJournal};
 use crate::wire::{self, Conn, Frame};
 pub use belfry_proto::limits::MAX_WAIT_MS;
+use belfry_proto::request::send_timeout;
+use belfry_proto::spec::LaunchSpec;
 
 /// Most connections a pane host serves at once (attach clients, subscriptions, the daemon's
 /// forwarded requests); one more gets a `busy` reply. Well under the usual 1024-descriptor
@@ -604,19 +605,6 @@ fn scrollback(ctx: &HostContext, op: &req::Scrollback) -> reply::History {
         start,
         lines,
     }
-}
-
-/// The `timeout_ms` of a send: how long its writes may wait, in total, for the program to read
-/// (delay steps not counted). Default [`DEFAULT_TIMEOUT_MS`], at most [`MAX_TIMEOUT_MS`].
-/// The daemon checks it too before forwarding, so a malformed bound never leaves the daemon.
-pub fn send_timeout(op: &req::Send) -> Result<Duration, String> {
-    let ms = op.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
-    if !(1..=MAX_TIMEOUT_MS).contains(&ms) {
-        return Err(format!(
-            "field \"timeout_ms\" is {ms}: a send's timeout must be 1..={MAX_TIMEOUT_MS} ms"
-        ));
-    }
-    Ok(Duration::from_millis(ms))
 }
 
 /// The send op. `None` means "no reply: the requester is gone"; an error's code depends on how

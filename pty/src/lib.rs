@@ -22,50 +22,41 @@
 //!   answered by one client only.
 //! - [`host`]: the pane host's socket server (snapshot, send, attach, subscribe, wait, …);
 //!   `screen_regex` (private) compiles and matches `wait`'s screen regexes.
-//! - [`wire`]: the NDJSON protocol and attach frames, shared with the daemon in `belfry-mux`.
+//! - `belfry-transport` (not this crate): the NDJSON protocol and attach frames, the client,
+//!   the accept loop, descriptor passing, paths, retries and deadlines the pane host uses.
 //! - [`terminal`]: an attach client's terminal handed to the pane host, written by a thread of
-//!   its own ([`fdpass`] carries the descriptors, and a client's connection the daemon hands to
-//!   a pane host for `bind`); [`restore`] records what the bytes written to a terminal turned on in it and
+//!   its own (`belfry_transport::fdpass` carries the descriptors, and a client's connection the
+//!   daemon hands to a pane host for `bind`); [`restore`] records what the bytes written to a terminal turned on in it and
 //!   the bytes that undo exactly that.
 //! - [`input`]: the bounded input transport (text, bytes, paste, keys, delays).
-//! - [`listener`]: the accept loop shared with the daemon (connection cap, back-off when out
-//!   of file descriptors).
-//! - [`spec`] and [`paths`]: launch specs, generations, incarnations, and where files live.
-//! - [`retry`]: the one pause schedule and bounded poll every retry loop uses.
-//! - [`client`] and [`deadline`]: the one blocking client of belfry's sockets (connect with
-//!   the peer-uid check, hello, a request with its op's deadline, a typed reply), used by the
-//!   CLI, `belfry dispatch` and the benchmarks; and how long each op may take at each hop.
 //! - [`txn`]: the journal that tells a restarted daemon whether a send was ever written.
 
 mod answers;
-pub mod client;
-pub mod deadline;
-pub mod error;
-pub mod expect_token;
-pub mod fdpass;
+mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod ground;
 pub mod history;
 pub mod host;
 pub mod input;
-pub mod listener;
 pub mod pane;
-pub mod paths;
 mod program_pages;
 pub mod program_status;
 mod queries;
 pub mod restore;
-pub mod retry;
 pub mod screen;
 mod screen_regex;
-pub mod spec;
 mod styled;
 pub mod terminal;
 #[cfg(test)]
 mod test_rng;
 mod tracker;
 pub mod txn;
-pub mod wire;
 
 pub use error::{Error, Result};
+
+// The plumbing this crate is built on, named here as the crate's own modules are so the pane
+// host reads `crate::wire`; its one home is `belfry-transport` (and the launch spec's
+// `belfry-proto`).
+pub(crate) use belfry_proto::spec;
+pub(crate) use belfry_transport::{fdpass, listener, paths, retry, wire};

@@ -24,7 +24,7 @@ use belfry_proto::reply::{Attached, Hello, Screen};
 use belfry_proto::request as op;
 use belfry_proto::{Control, ExitStatus, Reply, Request, Size};
 use belfry_pty::restore::{self, Outer};
-use belfry_pty::wire::{Frame, FrameReader, PROTOCOL_VERSION};
+use belfry_transport::wire::{Frame, FrameReader, PROTOCOL_VERSION};
 
 mod nesting;
 mod views;
@@ -80,7 +80,7 @@ impl Endpoint {
                     .await
                     .with_context(|| format!("cannot connect to {}", socket.display()))?;
                 // spec §6.1: keystrokes go only to a pane host of our own uid (or root).
-                belfry_pty::paths::check_server(socket, &stream)?;
+                belfry_transport::paths::check_server(socket, &stream)?;
                 let pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
                 Ok(Link {
                     stream,
@@ -634,7 +634,7 @@ const HISTORY_LINES: u64 = 100_000;
 fn history_lines(socket: &Endpoint) -> Result<Vec<String>> {
     let mut client = match socket {
         Endpoint::Socket(socket) => {
-            belfry_pty::client::Client::connect_within(socket, HISTORY_DEADLINE)?
+            belfry_transport::client::Client::connect_within(socket, HISTORY_DEADLINE)?
         }
         Endpoint::Remote(remote, session) => remote.pane(session)?,
     };
@@ -1049,7 +1049,7 @@ async fn session_loop(
                 continue;
             };
             if !out.is_empty() && !read_only {
-                belfry_pty::wire::write_frames(&mut writer, &[Frame::data(&out)]).await?;
+                belfry_transport::wire::write_frames(&mut writer, &[Frame::data(&out)]).await?;
             }
             // Typing into a watcher says again why nothing happens. A read that starts with an
             // Escape may be the terminal answering a query, which nobody typed: no note.
@@ -1411,7 +1411,7 @@ fn shown_cropped(socket: &std::path::Path) -> bool {
         return false;
     };
     let ask = || -> Result<Screen> {
-        let mut client = belfry_pty::client::Client::connect_within(socket, CROP_ASK)?;
+        let mut client = belfry_transport::client::Client::connect_within(socket, CROP_ASK)?;
         client
             .call::<Screen>(op::Snapshot::default())?
             .into_result()

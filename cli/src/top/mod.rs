@@ -33,7 +33,7 @@ use belfry_mux::client::Client;
 use belfry_proto::reply::{DingState, Killed, Listing, Restarted, Screen, Subscribed};
 use belfry_proto::request as op;
 use belfry_proto::{ErrorCode, SessionName};
-use belfry_pty::paths;
+use belfry_transport::paths;
 
 use crate::direct;
 use crate::exit::EXIT_OK;

@@ -194,7 +194,7 @@ impl<'a> Lowering<'a> {
         node: &'n KdlNode,
     ) -> Result<(AgentDecl, &'n KdlEntry, AgentPlaces), Error> {
         let (name, name_entry) = self.single_string(node, "agent", AGENT_EXAMPLE)?;
-        if belfry_pty::paths::validate_session_name(&name).is_err() {
+        if belfry_transport::paths::validate_session_name(&name).is_err() {
             return Err(self.invalid(
                 name_entry.span().offset(),
                 Problem::InvalidAgentName { name },

@@ -96,7 +96,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use belfry_ding::policy::DeliveryPolicy;
-use belfry_pty::spec::{LaunchSpec, SizePolicy};
+use belfry_proto::spec::{LaunchSpec, SizePolicy};
 use serde::Serialize;
 
 pub use apply::{down, dry_run, running_panes, up, Applied};

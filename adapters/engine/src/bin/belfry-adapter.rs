@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use belfry_adapter_engine::activity::{activity_event, PaneSeen, ProgramView, TurnSources};
 use belfry_adapter_engine::{classify, embedded, Grammar, Screen};
-use belfry_pty::client::Client;
+use belfry_transport::client::Client;
 use serde_json::{json, Value};
 
 /// How long a lease from one event lasts, unless `--valid-for-ms` says otherwise.

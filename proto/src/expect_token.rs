@@ -7,7 +7,7 @@
 //! --json` prints it as `expect`; `belfry send --expect TOKEN` passes it back. Its spelling,
 //! `<revision>.<incarnation>.<generation digest>`, is not a contract: only this module reads it.
 
-use crate::pane::{Expect, Identity};
+use crate::identity::{Expect, Identity};
 
 /// Renders the token for the identity a snapshot showed.
 pub fn encode(identity: &Identity) -> String {

@@ -49,7 +49,7 @@ pub struct LaunchSpec {
     /// Scrollback lines kept by the screen model.
     #[serde(default = "default_scrollback")]
     pub scrollback: usize,
-    /// The most bytes the screen model's compact history may take (see `crate::history`);
+    /// The most bytes the screen model's compact history may take (the pane host's compact history);
     /// the oldest lines go first past it, as past the line cap.
     #[serde(default = "default_scrollback_bytes")]
     pub scrollback_bytes: usize,
@@ -65,11 +65,11 @@ fn default_scrollback() -> usize {
     2000
 }
 fn default_scrollback_bytes() -> usize {
-    crate::history::DEFAULT_MAX_BYTES
+    crate::limits::DEFAULT_SCROLLBACK_BYTES as usize
 }
 
 /// Which attached client decides the pane size (spec §5): the protocol's type.
-pub use belfry_proto::request::SizePolicy;
+pub use crate::request::SizePolicy;
 
 impl LaunchSpec {
     /// `sha256:<hex>` of the canonical launch spec: argv, cwd, declared env, DING policy and

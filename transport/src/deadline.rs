@@ -11,7 +11,6 @@
 
 use std::time::Duration;
 
-use crate::pane::lock_wait;
 use belfry_proto::limits::{
     DEFAULT_SEND_TIMEOUT_MS as DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_DELAY_TOTAL_MS,
     MAX_SEND_TIMEOUT_MS as MAX_TIMEOUT_MS,
@@ -94,6 +93,13 @@ pub fn daemon_reply(op: &Op) -> Duration {
         _ => pane_reply(op),
     };
     own.saturating_add(CLIENT_MARGIN)
+}
+
+/// How long a transaction may wait for the input lock: its own write timeout plus the longest
+/// delay another request may hold the lock for, so a transaction queued behind one that is
+/// legitimately pausing does not give up, while one stuck behind a dead program does.
+pub fn lock_wait(write_timeout: Duration) -> Duration {
+    write_timeout + Duration::from_millis(MAX_DELAY_TOTAL_MS)
 }
 
 #[cfg(test)]
