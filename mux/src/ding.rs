@@ -25,8 +25,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use belfry_proto::reply::{Claimed, DingState};
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::unix::AsyncFd;
 use tokio::io::BufReader;
 use tokio::sync::{mpsc, oneshot};
@@ -121,10 +122,10 @@ pub enum DingMsg {
     /// A turn-boundary claim from `belfry dispatch` (spec §7.5): the op as it arrived.
     TurnBoundary {
         claim: req::DingTurnBoundary,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: oneshot::Sender<Result<Claimed, String>>,
     },
     /// `belfry ding status`.
-    Status(oneshot::Sender<Value>),
+    Status(oneshot::Sender<DingState>),
 }
 
 /// Everything a worker needs to know about its pane.
@@ -1806,7 +1807,7 @@ impl Worker {
     /// asks for (spec §7.5). Without a step (an older dispatcher) the messages are owned at
     /// once; a `reserve` holds them for the dispatch until its `confirm` (they become
     /// hook-owned) or `release`, or until the reservation lapses.
-    fn turn_boundary(&mut self, claim: &req::DingTurnBoundary) -> Result<Value, String> {
+    fn turn_boundary(&mut self, claim: &req::DingTurnBoundary) -> Result<Claimed, String> {
         let line = claim.event.to_string();
         let parsed = belfry_ding::protocol::parse_event(&line).map_err(|e| e.to_string())?;
         let EventBody::TurnBoundary { messages, .. } = &parsed.body else {
@@ -1839,7 +1840,7 @@ impl Worker {
                 if let Some(id) = &claim.claim {
                     self.turns.reserved.remove(id);
                 }
-                Ok(json!({"hook_owned": [], "refused": messages}))
+                Ok(claimed(&[], messages))
             }
         }
     }
@@ -1857,22 +1858,25 @@ impl Worker {
     }
 
     /// The one-step claim of dispatchers that do not reserve: owned at once.
-    fn own_at_once(&mut self, messages: &[MessageName]) -> Result<Value, String> {
+    fn own_at_once(&mut self, messages: &[MessageName]) -> Result<Claimed, String> {
         let claimable = self.claimable(messages);
         let unread = self.unread_reconciled();
         let outcome = self
             .ownership
             .record_turn_boundary(&claimable, &unread, unix_ms())
             .map_err(|e| e.to_string())?;
-        let refused: Vec<&MessageName> =
-            messages.iter().filter(|m| !claimable.contains(m)).collect();
-        Ok(json!({"hook_owned": outcome.hook_owned, "refused": refused}))
+        let refused: Vec<MessageName> = messages
+            .iter()
+            .filter(|m| !claimable.contains(m))
+            .cloned()
+            .collect();
+        Ok(claimed(&outcome.hook_owned, &refused))
     }
 
     /// Holds the claimable messages for one dispatch. A continuation past the pane's cap is
     /// refused as a whole (`held: capped`): the turn stops, and the mail waits for the next
     /// tier (spec §7.5).
-    fn reserve(&mut self, messages: &[MessageName], purpose: req::ClaimPurpose) -> Value {
+    fn reserve(&mut self, messages: &[MessageName], purpose: req::ClaimPurpose) -> Claimed {
         if purpose == req::ClaimPurpose::Continuation
             && self.turns.continuations >= self.turns.max_continuations
         {
@@ -1881,13 +1885,19 @@ impl Worker {
                 "turn-stop continuation refused: {} in a row already (the cap)",
                 self.turns.continuations
             );
-            return json!({"hook_owned": [], "refused": messages, "held": "capped"});
+            return Claimed {
+                held: Some("capped".into()),
+                ..claimed(&[], messages)
+            };
         }
         let claimable = self.claimable(messages);
-        let refused: Vec<&MessageName> =
-            messages.iter().filter(|m| !claimable.contains(m)).collect();
+        let refused: Vec<MessageName> = messages
+            .iter()
+            .filter(|m| !claimable.contains(m))
+            .cloned()
+            .collect();
         if claimable.is_empty() {
-            return json!({"hook_owned": [], "refused": refused});
+            return claimed(&[], &refused);
         }
         let id = format!("claim-{}", self.turns.next_claim);
         self.turns.next_claim += 1;
@@ -1899,7 +1909,11 @@ impl Worker {
                 until,
             },
         );
-        json!({"hook_owned": [], "reserved": claimable, "refused": refused, "claim": id})
+        Claimed {
+            reserved: names(&claimable),
+            claim: Some(id),
+            ..claimed(&[], &refused)
+        }
     }
 
     /// The dispatch wrote its answer: the messages it reserved (and names again) become
@@ -1911,7 +1925,7 @@ impl Worker {
         messages: &[MessageName],
         claim: Option<&str>,
         purpose: req::ClaimPurpose,
-    ) -> Result<Value, String> {
+    ) -> Result<Claimed, String> {
         let id = claim.ok_or("a confirm must name the claim its reserve answered")?;
         let names: Vec<MessageName> = match self.turns.reserved.remove(id) {
             Some(reservation) => messages
@@ -1939,11 +1953,15 @@ impl Worker {
             // not show yet.
             self.apply(LeaseInput::Submitted);
         }
-        let refused: Vec<&MessageName> = messages.iter().filter(|m| !names.contains(m)).collect();
-        Ok(json!({"hook_owned": outcome.hook_owned, "refused": refused}))
+        let refused: Vec<MessageName> = messages
+            .iter()
+            .filter(|m| !names.contains(m))
+            .cloned()
+            .collect();
+        Ok(claimed(&outcome.hook_owned, &refused))
     }
 
-    fn status(&mut self) -> Value {
+    fn status(&mut self) -> DingState {
         let now = self.clock.now();
         let lease = match self.policy {
             Ok(DeliveryPolicy::Aggressive | DeliveryPolicy::Undeclared) => {
@@ -1984,11 +2002,25 @@ impl Worker {
                     messages,
                     counters: self.counters.clone(),
                 };
-                json!({"status": status, "text": status.render_text()})
+                DingState {
+                    text: status.render_text(),
+                    // A status of strings and numbers always serializes; `null` would say
+                    // "invalid policy" to a reader, so a failure is logged and says so too.
+                    status: serde_json::to_value(&status).unwrap_or_else(|err| {
+                        tracing::error!(
+                            "DING status of {} did not serialize: {err}",
+                            status.session
+                        );
+                        Value::Null
+                    }),
+                    error: None,
+                }
             }
-            Err(reason) => {
-                json!({"status": null, "text": format!("invalid DING policy: {reason}; every message is held"), "error": reason})
-            }
+            Err(reason) => DingState {
+                status: Value::Null,
+                text: format!("invalid DING policy: {reason}; every message is held"),
+                error: Some(reason.clone()),
+            },
         }
     }
 }
@@ -2007,4 +2039,20 @@ fn wire_steps(steps: &[Step]) -> Vec<InputStep> {
 
 fn daemon_socket_for(_info: &PaneInfo) -> PathBuf {
     belfry_transport::paths::daemon_socket()
+}
+
+/// A claim's answer: `hook_owned` now owned by the hook, `refused` the rest.
+fn claimed(hook_owned: &[MessageName], refused: &[MessageName]) -> Claimed {
+    Claimed {
+        hook_owned: names(hook_owned),
+        refused: names(refused),
+        reserved: Vec::new(),
+        claim: None,
+        held: None,
+    }
+}
+
+/// Message names as the wire spells them.
+fn names(messages: &[MessageName]) -> Vec<String> {
+    messages.iter().map(|m| m.as_str().to_owned()).collect()
 }

@@ -1494,7 +1494,7 @@ async fn ding_turn_boundary(daemon: &Daemon, id: &Value, op: &request::DingTurnB
                 Event::Ding {
                     session: session.clone(),
                     what: "turn-boundary".into(),
-                    outcome: outcome.clone(),
+                    outcome: serde_json::to_value(&outcome).unwrap_or(Value::Null),
                 },
             );
             reply::ok(id, &outcome)
