@@ -42,8 +42,11 @@ function dispatch(event: string, payload: Record<string, unknown>, cwd: string):
 }
 
 export default function (pi: any) {
-  pi.on("session_start", async (_event: any, ctx: any) => {
-    dispatch("session-start", {}, ctx.cwd);
+  // Pi's `/new` starts a fresh conversation in the same process, what the canonical source
+  // "clear" names; its other reasons (startup, reload, resume, fork) are passed as Pi says them.
+  pi.on("session_start", async (event: any, ctx: any) => {
+    const source = event?.reason === "new" ? "clear" : event?.reason;
+    dispatch("session-start", source ? { source } : {}, ctx.cwd);
   });
   pi.on("session_shutdown", async (_event: any, ctx: any) => {
     dispatch("session-end", {}, ctx.cwd);

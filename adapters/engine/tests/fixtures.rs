@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use belfry_adapter_engine::{classify, embedded, Composer, EmptyBy, Grammar, Screen};
+use belfry_adapter_engine::{
+    classify, embedded, Composer, EmptyBy, Grammar, Screen, UnknownReason,
+};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
@@ -111,9 +113,11 @@ const EXPECTED: &[(&str, &[(&str, Class)])] = &[
     ),
     (
         // Pi 1.6.0's fullscreen TUI, read by the same grammar (fixtures/screens-1). After the
-        // interrupt it put the queued message back into the editor, as 0.73 did.
+        // interrupt it put the queued message back into the editor, as 0.73 did. An
+        // extension's confirm dialog (captured by tests/tests/pi_status_live.rs) is a dialog.
         "pi@screens-1",
         &[
+            ("confirm-dialog", Unknown),
             ("idle-empty", Empty),
             ("draft", Nonempty),
             ("paste-before-enter", Nonempty),
@@ -210,7 +214,7 @@ fn every_real_screen_classifies_as_its_state() {
             judged += 1;
         }
     }
-    assert_eq!(judged, 64, "all 64 real screens are judged");
+    assert_eq!(judged, 65, "all 65 real screens are judged");
 }
 
 #[test]
@@ -340,6 +344,37 @@ fn a_dialog_anywhere_is_unknown() {
             "{provider}"
         );
     }
+}
+
+/// Issue 41: Pi's own dialogs (an extension's `ctx.ui.confirm`) are named by a rule of their
+/// own, not read `unknown` by the accident of where the cursor sits: the real 1.6.0 dialog is
+/// the modal `confirm-dialog`, and its key-hint row pasted over an idle screen's transcript,
+/// above an empty editor, still makes the composer unknown.
+#[test]
+fn pis_extension_confirm_dialog_is_a_modal_of_its_own() {
+    let grammar = grammar("pi");
+    let dialog = fixture("pi@screens-1", "confirm-dialog");
+    match classify(&grammar, &dialog).composer {
+        Composer::Unknown(UnknownReason::Modal { name, .. }) => {
+            assert_eq!(name, "confirm-dialog")
+        }
+        other => panic!("pi@screens-1/confirm-dialog: {other:?}, not the confirm-dialog modal"),
+    }
+    let mut screen = fixture("pi@screens-1", "idle-answered");
+    assert_eq!(class_of(&classify(&grammar, &screen).composer), Empty);
+    let row = (0..dialog.lines.len())
+        .find(|&r| {
+            grammar
+                .modals
+                .iter()
+                .any(|m| m.regex.is_match(&dialog.lines[r]))
+        })
+        .expect("the dialog's key-hint row");
+    copy_row(&dialog, row, &mut screen, 5);
+    assert!(matches!(
+        classify(&grammar, &screen).composer,
+        Composer::Unknown(UnknownReason::Modal { .. })
+    ));
 }
 
 /// Acceptance (issue 10): a screen with another harness's composer pasted into its transcript
