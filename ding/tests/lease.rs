@@ -551,8 +551,8 @@ fn a_turn_stop_after_a_submit_lets_the_next_idle_lease_at_once() {
 
 /// A person's `/new` or `/clear` (an Enter that starts no turn) that the harness answers with
 /// a clear (its session-start hook) holds idle for the settle time from the clear, not for
-/// `submit_unseen_ms`: mail reaches a freshly cleared harness in about a second (live, Pi
-/// 1.6.0 waited 10.3 s before this).
+/// `submit_unseen_ms`: mail reaches a freshly cleared harness in about a second (live, one
+/// harness's `/new` held the notice 10.3 s before this).
 #[test]
 fn a_clear_after_a_persons_submit_lets_idle_lease_after_the_settle_time() {
     let me = identity();
