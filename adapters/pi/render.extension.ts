@@ -5,12 +5,23 @@
 // most one action: "return" (return it as is: tool_call {block, reason},
 // session_before_compact {cancel}) or "append_text" (tool_result: one more text part of the
 // content; input: the prompt text with the context after it). A belfry without that dialect
-// answers {"decision","reason","context"}, read the same way. Pi 0.73 extension events.
+// answers {"decision","reason","context"}, read the same way. The extension events of Pi 0.73
+// (@mariozechner/pi-coding-agent) and Pi 1.x (@earendil-works/pi-coding-agent), which still
+// resolves the old package name for extensions.
 import { spawnSync } from "node:child_process";
+import { VERSION } from "@mariozechner/pi-coding-agent";
 
 const HOOKS_FILE = {{HOOKS_FILE_JSON}};
 const EVENTS: string[] = {{EVENTS_JSON}};
 const TIMEOUT_MS = {{TIMEOUT_MS}};
+
+// From Pi 0.80.4 on, agent_end ends one low-level run, after which Pi may still retry,
+// compact and retry, or run a queued message; agent_settled is the end after which it does
+// nothing more by itself. Before 0.80.4 there is no agent_settled and agent_end is the end.
+const SETTLES = ((version: string) => {
+  const [major, minor, patch] = version.split(".").map((part) => parseInt(part, 10) || 0);
+  return major > 0 || minor > 80 || (minor === 80 && patch >= 4);
+})(String(VERSION));
 
 function dispatch(event: string, payload: Record<string, unknown>, cwd: string): any {
   if (!EVENTS.includes(event)) return {};
@@ -31,8 +42,11 @@ function dispatch(event: string, payload: Record<string, unknown>, cwd: string):
 }
 
 export default function (pi: any) {
-  pi.on("session_start", async (_event: any, ctx: any) => {
-    dispatch("session-start", {}, ctx.cwd);
+  // Pi's `/new` starts a fresh conversation in the same process, what the canonical source
+  // "clear" names; its other reasons (startup, reload, resume, fork) are passed as Pi says them.
+  pi.on("session_start", async (event: any, ctx: any) => {
+    const source = event?.reason === "new" ? "clear" : event?.reason;
+    dispatch("session-start", source ? { source } : {}, ctx.cwd);
   });
   pi.on("session_shutdown", async (_event: any, ctx: any) => {
     dispatch("session-end", {}, ctx.cwd);
@@ -56,7 +70,10 @@ export default function (pi: any) {
     return undefined;
   });
   pi.on("agent_end", async (_event: any, ctx: any) => {
-    dispatch("turn-stop", {}, ctx.cwd);
+    if (!SETTLES) dispatch("turn-stop", {}, ctx.cwd);
+  });
+  pi.on("agent_settled", async (_event: any, ctx: any) => {
+    if (SETTLES) dispatch("turn-stop", {}, ctx.cwd);
   });
   pi.on("session_before_compact", async (_event: any, ctx: any) => {
     const answer = dispatch("pre-compact", {}, ctx.cwd);

@@ -31,6 +31,11 @@
 //! turn-stop ends it only once a sign of a turn came after the typing: a stop of the turn that
 //! was running while the person typed ahead says nothing of the turn their Enter queued.
 //!
+//! A clear ([`LeaseInput::Clear`]: the harness's session-start hook says a fresh conversation
+//! began in the same process) is the harness's answer to the last submit, typically the
+//! person's own `/clear` or `/new`: it signs that submit as taken, so the wait after it is the
+//! settle time from the clear, not `submit_unseen_ms` for a turn that will never show.
+//!
 //! The harness's own program status (OSC 7501, [`LeaseInput::ProgramStatus`]) vetoes: while it
 //! says `working` or `blocked`, every idle report is held as [`HoldReason::Working`] or
 //! [`HoldReason::Blocked`], and its start is a sign of a turn. Its `idle` lifts the veto only;
@@ -302,7 +307,13 @@ impl LeaseMachine {
                 Current::Hold(HoldReason::Crash)
             }
             LeaseInput::Compaction => Current::Hold(HoldReason::Compaction),
-            LeaseInput::Clear => Current::Hold(HoldReason::Clear),
+            LeaseInput::Clear => {
+                // The harness started a fresh conversation: whatever was submitted last (a
+                // person's `/clear`, `/new`) was taken as that command, not as a prompt whose
+                // turn is still to show, so its wait counts down the settle time from here.
+                self.turn_sign(now_ms);
+                Current::Hold(HoldReason::Clear)
+            }
             LeaseInput::TurnStarted => {
                 self.turn_sign(now_ms);
                 Current::Hold(HoldReason::Active)

@@ -549,6 +549,26 @@ fn a_turn_stop_after_a_submit_lets_the_next_idle_lease_at_once() {
     assert_eq!(machine.state(2_030), LeaseState::Held(HoldReason::Stale));
 }
 
+/// A person's `/new` or `/clear` (an Enter that starts no turn) that the harness answers with
+/// a clear (its session-start hook) holds idle for the settle time from the clear, not for
+/// `submit_unseen_ms`: mail reaches a freshly cleared harness in about a second (live, one
+/// harness's `/new` held the notice 10.3 s before this).
+#[test]
+fn a_clear_after_a_persons_submit_lets_idle_lease_after_the_settle_time() {
+    let me = identity();
+    let mut machine = leased_machine(1_000);
+    machine.apply(LeaseInput::Typed { submit: true }, 1_000);
+    machine.apply(LeaseInput::Clear, 1_300);
+    assert_eq!(machine.state(1_300), LeaseState::Held(HoldReason::Clear));
+    feed(&mut machine, &idle(&me, 43), 2_299);
+    assert_eq!(machine.state(2_299), LeaseState::Held(HoldReason::Typed));
+    feed(&mut machine, &idle(&me, 43), 2_300);
+    assert!(matches!(
+        machine.state(2_300),
+        LeaseState::Leased { revision: 43, .. }
+    ));
+}
+
 /// A submit no sign of a turn followed (the harness took the input and started nothing, or
 /// its hooks are not applied) holds idle for `submit_unseen_ms`, then leases again: mail
 /// never waits for a turn that will not come.
@@ -958,7 +978,12 @@ proptest! {
                             LeaseInput::PaneExited
                         }
                         Op::Compaction => LeaseInput::Compaction,
-                        Op::Clear => LeaseInput::Clear,
+                        Op::Clear => {
+                            if let Some(after) = &mut model.after_submit {
+                                *after = (now_ms, true);
+                            }
+                            LeaseInput::Clear
+                        }
                         Op::TurnStarted => {
                             if let Some(after) = &mut model.after_submit {
                                 *after = (now_ms, true);

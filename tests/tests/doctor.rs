@@ -460,3 +460,65 @@ fn doctor_file_checks_the_files_agents_while_an_other_pane_runs() {
     assert_eq!(reports.len(), 2, "{reports:#?}");
     env.ok(&["shutdown", "--kill-panes"]);
 }
+
+/// Issue 41: a Pi 1.x pane whose project Pi does not trust (since Pi 0.79 a project's
+/// `.pi/extensions` load only once it is) is named like Codex's untrusted hook: the check
+/// `hooks-untrusted`, the reason Pi's trust store gives, and the fix `apply --trust`; once
+/// that has run, the finding is gone. Pi's trust is a file in its agent directory, so the pane
+/// runs a stand-in named `pi` that answers the version 1.6.0 and draws the editor's rule.
+#[test]
+fn doctor_names_a_pi_project_pi_does_not_trust_and_the_trust_fix() {
+    let env = doctor_env();
+    let rule = "─".repeat(40);
+    fake_harness(&env, "pi", "1.6.0", &rule, None);
+    let dir = project(&env, "pi-project");
+    std::fs::write(
+        dir.join("belfry-hooks.kdl"),
+        include_str!("../../examples/pi/belfry-hooks.kdl"),
+    )
+    .expect("write hooks");
+    let dir_text = dir.display().to_string();
+    env.ok(&["hooks", "--dir", &dir_text, "apply"]);
+    assert!(dir.join(".pi/extensions/belfry.ts").is_file());
+    env.ok(&[
+        "new",
+        "pi-agent",
+        "--cwd",
+        &dir_text,
+        "--adapter",
+        "pi",
+        "--",
+        "pi",
+    ]);
+    env.wait_screen("pi-agent", "(?m)^─{20,}$");
+
+    let (code, reports) = doctor_json(&env, &["pi-agent"]);
+    assert_eq!(code, Some(1), "the projection is inert: {reports:#?}");
+    let pane = report(&reports, "pi-agent");
+    assert_eq!(checks(pane), ["hooks-untrusted"], "{pane:#}");
+    let untrusted = finding(pane, "hooks-untrusted");
+    assert!(
+        untrusted["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("pi") && p.contains("not trusted by Pi")),
+        "{untrusted:#}"
+    );
+    assert!(
+        untrusted["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains(&format!("belfry hooks --dir {dir_text} apply --trust"))),
+        "{untrusted:#}"
+    );
+
+    // The fix named works: Pi's trust.json records the project, and doctor finds nothing.
+    env.ok(&["hooks", "--dir", &dir_text, "apply", "--trust"]);
+    let trust = std::fs::read_to_string(env.path("home/.pi/agent/trust.json"))
+        .expect("apply --trust wrote Pi's trust.json");
+    assert!(trust.contains(&dir_text), "{trust}");
+    let (code, reports) = doctor_json(&env, &["pi-agent"]);
+    assert_eq!(code, Some(0), "{reports:#?}");
+    assert!(
+        checks(report(&reports, "pi-agent")).is_empty(),
+        "{reports:#?}"
+    );
+}

@@ -102,7 +102,8 @@ fn until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 }
 
 fn capture_screens(name: &str) {
-    let profile = Profile::load(name);
+    let pin = belfry_tests::live::Pin::load(name);
+    let profile = Profile::for_pin(&pin);
     // The tool call: the shell command in whichever shell tool the harness offers, or the
     // profile's own call where only a particular one raises an approval dialog.
     let tool = match &profile.raw["capture_tool"] {
@@ -135,10 +136,19 @@ fn capture_screens(name: &str) {
         },
     );
     let label = live.label();
+    // A pin of a second major (profile `live-N.json`) keeps its screens in `screens-N`.
+    let screens = match pin
+        .profile
+        .strip_prefix("live-")
+        .and_then(|p| p.strip_suffix(".json"))
+    {
+        Some(major) => format!("fixtures/screens-{major}"),
+        None => "fixtures/screens".to_string(),
+    };
     let dir = workspace()
         .join("adapters")
-        .join(name)
-        .join("fixtures/screens");
+        .join(&pin.adapter)
+        .join(screens);
     std::fs::create_dir_all(&dir).expect("fixtures dir");
     let mut capture = Capture {
         live: &live,
@@ -353,6 +363,12 @@ fn opencode_screens() {
 #[ignore = "live: rewrites adapters/pi/fixtures/screens (run with --ignored)"]
 fn pi_screens() {
     capture_screens("pi");
+}
+
+#[test]
+#[ignore = "live: rewrites adapters/pi/fixtures/screens-1 (run with --ignored)"]
+fn pi1_screens() {
+    capture_screens("pi1");
 }
 
 #[test]

@@ -194,8 +194,20 @@ fn with_the_activity_adapters_hooks_applied_a_declared_agent_defaults_to_the_ric
     );
 
     // Pi too (its A/B runs met the conditions): its hooks are an extension in the project.
+    // Pi 1.x (the version found here) loads it only in a trusted project: untrusted, the
+    // default stays aggressive; `apply --trust` records the trust Pi reads, and it is rich.
     let (env, dir) = rich_project(include_str!("../../examples/pi/belfry-hooks.kdl"), true);
     assert!(dir.join(".pi/extensions/belfry.ts").is_file());
+    let out = new_agent(&env, "pi-untrusted", "pi", &dir, &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(policy(&env, "pi-untrusted")["delivery"], "aggressive");
+    env.ok(&[
+        "hooks",
+        "--dir",
+        &dir.display().to_string(),
+        "apply",
+        "--trust",
+    ]);
     let out = new_agent(&env, "pi", "pi", &dir, &[]);
     assert!(out.status.success(), "{out:?}");
     let rich = policy(&env, "pi");

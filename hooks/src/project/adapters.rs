@@ -86,6 +86,11 @@ impl VersionRange {
     }
 }
 
+/// Whether `version` is at least `min`, as dotted numbers; `None` when either does not parse.
+pub fn at_least(version: &str, min: &str) -> Option<bool> {
+    Some(parse_version(version)? >= parse_version(min)?)
+}
+
 fn parse_version(text: &str) -> Option<Vec<u64>> {
     let core = text.trim().split(['-', '+', ' ']).next()?;
     core.split('.').map(|part| part.parse().ok()).collect()
@@ -191,25 +196,49 @@ pub struct ProjectTrust {
 }
 
 /// A harness that loads a project's settings (and so its hooks) only in a folder the user
-/// trusts, recorded in a JSON map of folder path → trust level; the longest matching path
-/// decides. Project scope only.
+/// trusts, recorded in a JSON map of folder path → trust level (a string or a boolean; `null`
+/// is no entry); the longest matching path decides. Project scope only.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FolderTrust {
     /// The JSON file of folder → level (`$VAR`s allowed).
     pub file: String,
     /// Levels that trust the folder itself.
-    pub trusted: Vec<String>,
+    pub trusted: Vec<Value>,
     /// Levels that trust the parent of the named path (so its siblings too).
     #[serde(default)]
-    pub parent: Vec<String>,
+    pub parent: Vec<Value>,
     /// A settings value that turns folder trust off (every folder trusted).
     #[serde(default)]
     pub disabled_by: Option<InertRule>,
+    /// A settings value that trusts a folder no entry of the file decides.
+    #[serde(default)]
+    pub fallback: Option<InertRule>,
     /// Environment variables that trust every folder, with the value that does.
     #[serde(default)]
     pub env_trusted: BTreeMap<String, String>,
+    /// The first harness version that asks for trust (older ones load the project as it is).
+    #[serde(default)]
+    pub from_version: Option<String>,
+    /// What `apply --trust` records for the project's canonical path, the way the harness
+    /// records the user's own decision; without it `--trust` writes nothing here.
+    #[serde(default)]
+    pub write: Option<FolderTrustWrite>,
     pub reason: String,
+}
+
+/// How `apply --trust` writes a folder-trust entry the harness reads as the user's decision.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FolderTrustWrite {
+    /// The level written for the project's canonical path.
+    pub value: Value,
+    /// A directory the harness creates (and removes) around its own reads and writes of the
+    /// file, as a lock (`$VAR`s allowed): belfry takes it the same way.
+    #[serde(default)]
+    pub lock_dir: Option<String>,
+    /// Where the value comes from.
+    pub why: String,
 }
 
 /// A harness that runs hooks only for a project whose entry in a JSON map (keyed by folder
@@ -316,10 +345,21 @@ pub enum Render {
         #[serde(default)]
         source: String,
         template: String,
+        /// The folder trust the harness needs before it loads the generated file.
+        #[serde(default)]
+        folder_trust: Option<FolderTrust>,
     },
 }
 
 impl Render {
+    /// The folder trust the harness asks for, whichever the shape.
+    pub fn folder_trust(&self) -> Option<&FolderTrust> {
+        match self {
+            Render::SettingsJson { folder_trust, .. }
+            | Render::GeneratedFile { folder_trust, .. } => folder_trust.as_ref(),
+        }
+    }
+
     pub fn paths(&self) -> &Paths {
         match self {
             Render::SettingsJson { paths, .. } | Render::GeneratedFile { paths, .. } => paths,

@@ -248,11 +248,30 @@ fn write_target(
                     appended,
                     created_file: !file_existed
                         || trust_records.iter().any(|record| record.created_file),
+                    folder: None,
                 });
             }
         }
         if text != original.unwrap_or_default() {
             write_file(context, &trust_file, &text, &mut created_dirs)?;
+        }
+    }
+    // The folder trust the harness asks for before it loads the project's hooks: `--trust`
+    // records the project the way the harness records the user's own decision. A record of an
+    // earlier apply stays until uninstall.
+    let folder_rule = data
+        .and_then(|d| d.render.as_ref())
+        .and_then(|render| render.folder_trust())
+        .and_then(|rule| rule.write.as_ref().map(|how| (rule, how)));
+    if let (Some((rule, how)), true, Scope::Project) = (folder_rule, options.trust, context.scope) {
+        let recorded = trust_records.iter().any(|record| record.folder.is_some());
+        if !recorded {
+            let defaults = data.map(|d| d.render_defaults()).unwrap_or_default();
+            if let Some(record) =
+                super::folder_trust::write(context, rule, how, &defaults, &mut created_dirs)?
+            {
+                trust_records.push(record);
+            }
         }
     }
     Ok(TargetState {

@@ -25,6 +25,7 @@
 pub mod adapters;
 mod apply;
 pub mod doctor;
+pub mod folder_trust;
 pub mod jsonc;
 pub mod merge;
 mod plan;

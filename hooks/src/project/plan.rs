@@ -343,6 +343,10 @@ fn predicted_inert(
     render: &Render,
     plan: &TargetPlan,
 ) -> Vec<String> {
+    if let Render::GeneratedFile { .. } = render {
+        // No settings to merge: only the harness's folder trust can keep the file unloaded.
+        return super::status::inert_reasons(context, data, &TargetState::default(), None);
+    }
     let (Some(settings), Render::SettingsJson { hooks_key, .. }) = (&plan.settings, render) else {
         return Vec::new();
     };

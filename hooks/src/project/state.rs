@@ -93,6 +93,24 @@ pub struct TrustRecord {
     /// The trust file did not exist before this entry was written.
     #[serde(default)]
     pub created_file: bool,
+    /// A folder-trust entry of a JSON map (`key` is the project's path); `None` for a hook
+    /// trust entry of a TOML file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<FolderRecord>,
+}
+
+/// What apply wrote into a harness's folder-trust map, and what was there before.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FolderRecord {
+    /// The level written at the key.
+    pub value: serde_json::Value,
+    /// The key's level before (`None`: no entry).
+    pub before: Option<serde_json::Value>,
+    /// The whole file before (`None`: there was none).
+    pub text_before: Option<String>,
+    /// `sha256` of the text apply left.
+    pub digest_after: String,
 }
 
 impl State {

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::adapters::{AdapterData, Adapters, JsonDialect, Render};
 use super::merge::{self, Created, Located, Merge, MergeError, PlacedGroup};
 use super::state::{self, TargetState};
-use super::{canonical_digest, jsonc, read_optional, trust, Context, ProjectError};
+use super::{canonical_digest, folder_trust, jsonc, read_optional, trust, Context, ProjectError};
 use crate::canonical::{compile, Scope};
 
 /// What became of one recorded managed group in the live settings text.
@@ -267,6 +267,13 @@ pub(super) fn inert_reasons(
     settings_text: Option<&str>,
 ) -> Vec<String> {
     let mut reasons = Vec::new();
+    let defaults = data.render_defaults();
+    if let Some(Render::GeneratedFile { .. }) = &data.render {
+        // A generated file has no settings of its own; only the harness's folder trust can
+        // keep it from loading (in trust_reasons below).
+        reasons.extend(trust_reasons(context, data, target, settings_text));
+        return reasons;
+    }
     let Some(Render::SettingsJson {
         inert,
         folder_trust,
@@ -277,7 +284,6 @@ pub(super) fn inert_reasons(
     else {
         return reasons;
     };
-    let defaults = data.render_defaults();
     if let (Some(settings), Some(text)) = (&target.settings, settings_text) {
         if let Err(problem) = readable_as(text, *json) {
             reasons.push(format!(
@@ -291,12 +297,12 @@ pub(super) fn inert_reasons(
             ));
         }
     }
-    if let (Some(rule), Scope::Project) = (folder_trust, context.scope) {
-        match folder_trusted(context, rule, &defaults) {
-            Ok(true) => {}
-            Ok(false) => reasons.push(rule.reason.clone()),
-            Err(reason) => reasons.push(reason),
-        }
+    // A folder trust `apply --trust` can write is the harness's trust: said by trust_reasons.
+    if let (Some(rule), Scope::Project) = (
+        folder_trust.as_ref().filter(|rule| rule.write.is_none()),
+        context.scope,
+    ) {
+        reasons.extend(folder_reason(context, data, rule));
     }
     if let (Some(rule), Scope::Project) = (project_flag, context.scope) {
         match project_flag_set(context, rule, &defaults) {
@@ -340,6 +346,15 @@ pub(super) fn trust_reasons(
     settings_text: Option<&str>,
 ) -> Vec<String> {
     let mut reasons = Vec::new();
+    if let (Some(rule), Scope::Project) = (
+        data.render
+            .as_ref()
+            .and_then(Render::folder_trust)
+            .filter(|rule| rule.write.is_some()),
+        context.scope,
+    ) {
+        reasons.extend(folder_reason(context, data, rule));
+    }
     let Some(Render::SettingsJson {
         trust: trust_rule,
         hooks_key,
@@ -415,63 +430,22 @@ pub(super) fn trust_reasons(
     reasons
 }
 
-/// Whether the harness trusts the project folder: an environment override, folder trust
-/// switched off in settings, or the longest matching entry of its trust file.
-fn folder_trusted(
+/// Why the harness will not load the project's hooks for want of folder trust, if it will
+/// not: only for a harness version that asks (`from_version`).
+fn folder_reason(
     context: &Context,
+    data: &AdapterData,
     rule: &super::adapters::FolderTrust,
-    defaults: &std::collections::BTreeMap<String, String>,
-) -> Result<bool, String> {
-    if rule
-        .env_trusted
-        .iter()
-        .any(|(name, value)| context.env.get(name) == Some(value))
-    {
-        return Ok(true);
+) -> Option<String> {
+    let version = context.harness_versions.get(&data.name).map(String::as_str);
+    if !folder_trust::applies(rule, version) {
+        return None;
     }
-    if let Some(disabled) = &rule.disabled_by {
-        for extra in &disabled.paths {
-            let value = read_value(context.expand(extra, defaults).as_deref())?;
-            if value.as_ref().and_then(|v| v.pointer(&disabled.pointer)) == Some(&disabled.equals) {
-                return Ok(true);
-            }
-        }
+    match folder_trust::trusted(context, rule, &data.render_defaults()) {
+        Ok(true) => None,
+        Ok(false) => Some(rule.reason.clone()),
+        Err(reason) => Some(reason),
     }
-    let Some(serde_json::Value::Object(folders)) =
-        read_value(context.expand(&rule.file, defaults).as_deref())?
-    else {
-        return Ok(false);
-    };
-    let mut best: Option<(usize, &str)> = None;
-    for (folder, level) in &folders {
-        let Some(level) = level.as_str() else {
-            continue;
-        };
-        let path = Path::new(folder);
-        let effective = if rule.parent.iter().any(|p| p == level) {
-            path.parent().unwrap_or(path)
-        } else {
-            path
-        };
-        if context.project_dir.starts_with(effective)
-            && best.is_none_or(|(length, _)| folder.len() > length)
-        {
-            best = Some((folder.len(), level));
-        }
-    }
-    Ok(best.is_some_and(|(_, level)| rule.trusted.iter().any(|t| t == level)))
-}
-
-/// The value of a JSON(C) file the harness reads, `None` when there is no such file or it
-/// does not parse (the harness then reads nothing from it either); an error when it cannot be
-/// read at all (a FIFO, a directory), naming it.
-fn read_value(path: Option<&Path>) -> Result<Option<serde_json::Value>, String> {
-    let Some(path) = path else {
-        return Ok(None);
-    };
-    Ok(read_optional(path)?.and_then(|text| {
-        jsonc::parse_value(&text, jsonc::Leniency::CommentsAndTrailingCommas).ok()
-    }))
 }
 
 /// Whether the project's (or, if the rule says so, an ancestor's) entry has the flag.
@@ -480,7 +454,8 @@ fn project_flag_set(
     rule: &super::adapters::ProjectFlag,
     defaults: &std::collections::BTreeMap<String, String>,
 ) -> Result<bool, String> {
-    let Some(value) = read_value(context.expand(&rule.file, defaults).as_deref())? else {
+    let Some(value) = folder_trust::read_value(context.expand(&rule.file, defaults).as_deref())?
+    else {
         return Ok(false);
     };
     let Some(map) = value

@@ -123,6 +123,18 @@ fn uninstall_target(
         }
     }
     for record in &target.trust {
+        if let Some(folder) = &record.folder {
+            let lock_dir = data
+                .and_then(|d| d.render.as_ref())
+                .and_then(Render::folder_trust)
+                .and_then(|rule| rule.write.as_ref())
+                .and_then(|how| how.lock_dir.as_ref())
+                .and_then(|dir| {
+                    context.expand(dir, &data.map(|d| d.render_defaults()).unwrap_or_default())
+                });
+            super::folder_trust::undo(context, record, folder, lock_dir)?;
+            continue;
+        }
         let path = Path::new(&record.file);
         if let Some(text) = read_optional(path)? {
             let new_text = trust::remove_appended(&text, std::slice::from_ref(&record.appended));

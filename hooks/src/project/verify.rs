@@ -288,7 +288,7 @@ fn verify_target(
             }
             (settings_ok, trust_file)
         }
-        Render::GeneratedFile { .. } => {
+        Render::GeneratedFile { folder_trust, .. } => {
             let ok = target.settings.is_none();
             if let Some(settings) = &target.settings {
                 reasons.push(format!(
@@ -296,11 +296,41 @@ fn verify_target(
                     settings.path
                 ));
             }
-            for record in &target.trust {
-                reasons.push(format!(".trust {}: {name} has no hook trust", record.file));
-            }
-            target.trust.clear();
-            (ok, None)
+            // Only the folder-trust entry apply writes for this project: its file, its key
+            // (the project's canonical path) and the level the adapter writes.
+            let rule = folder_trust
+                .as_ref()
+                .and_then(|rule| rule.write.as_ref().map(|how| (rule, how)));
+            let trust_file =
+                rule.and_then(|(rule, _)| context.expand(&rule.file, &data.render_defaults()));
+            let project = context.project_dir.display().to_string();
+            target.trust.retain(|record| {
+                let problem = match (rule, &record.folder) {
+                    (None, _) => Some(format!("{name} has no folder trust to record")),
+                    (_, None) => Some(format!("{name} has no hook trust")),
+                    (Some(_), Some(_)) if context.scope != Scope::Project => {
+                        Some("folder trust is recorded for a project only".to_string())
+                    }
+                    (Some((_, how)), Some(folder)) => {
+                        if trust_file.as_deref() != Some(Path::new(&record.file)) {
+                            Some(format!("not the trust file of {name}"))
+                        } else if record.key != project {
+                            Some(format!("the key {:?} is not this project", record.key))
+                        } else if folder.value != how.value {
+                            Some(format!("{} is not the level apply writes", folder.value))
+                        } else if !is_digest(&folder.digest_after) {
+                            Some(format!("{:?} is not a digest", folder.digest_after))
+                        } else {
+                            None
+                        }
+                    }
+                };
+                if let Some(problem) = &problem {
+                    reasons.push(format!(".trust {}: {problem}", record.file));
+                }
+                problem.is_none()
+            });
+            (ok, trust_file)
         }
     };
     if !settings_ok {
