@@ -416,7 +416,8 @@ pub(super) fn trust_reasons(
 }
 
 /// Whether the harness trusts the project folder: an environment override, folder trust
-/// switched off in settings, or the longest matching entry of its trust file.
+/// switched off in settings (or, where it is off by default, not switched on), or the longest
+/// matching entry of its trust file.
 fn folder_trusted(
     context: &Context,
     rule: &super::adapters::FolderTrust,
@@ -435,6 +436,16 @@ fn folder_trusted(
             if value.as_ref().and_then(|v| v.pointer(&disabled.pointer)) == Some(&disabled.equals) {
                 return Ok(true);
             }
+        }
+    }
+    if let Some(enabled) = &rule.enabled_by {
+        let mut on = false;
+        for extra in &enabled.paths {
+            let value = read_value(context.expand(extra, defaults).as_deref())?;
+            on |= value.as_ref().and_then(|v| v.pointer(&enabled.pointer)) == Some(&enabled.equals);
+        }
+        if !on {
+            return Ok(true);
         }
     }
     let Some(serde_json::Value::Object(folders)) =
