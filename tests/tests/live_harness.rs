@@ -203,3 +203,9 @@ fn pi_answers_a_prompt_in_a_pane() {
 fn gemini_answers_a_prompt_in_a_pane() {
     answers_a_prompt("gemini");
 }
+
+#[test]
+#[ignore = "live: needs scripts/install-harnesses and a network namespace (run with --ignored)"]
+fn qwen_answers_a_prompt_in_a_pane() {
+    answers_a_prompt("qwen");
+}
