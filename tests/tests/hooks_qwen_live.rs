@@ -5,9 +5,13 @@
 //!
 //! - The guarded project (a force-push guard, a notes enricher): the guard's deny blocks the
 //!   shell tool (the scripted command's side effect never happens, the model sees the refusal)
-//!   and the enricher's context reaches the first request. Then `belfry hooks uninstall`
-//!   leaves the user's own `.qwen/settings.json` (with a comment, which Qwen Code reads)
-//!   byte-identical to what it was before `apply`.
+//!   and the enricher's context reaches the first request (and, `prompt-submit` being lossy,
+//!   the request that carries the tool's result again). Then `belfry hooks uninstall` leaves
+//!   the user's own `.qwen/settings.json` (with a comment, which Qwen Code reads, and the
+//!   `$version` Qwen Code stamps into every settings file it reads) byte-identical to what it
+//!   was before `apply`.
+//! - Qwen Code alone stamps `"$version": 4` into a project settings file that has none: the
+//!   one rewrite of a user's file that is the harness's, not belfry's.
 //! - The cells: one observer per semantic event, held to `adapters/qwen/matrix.json` by
 //!   dispatch's call log ([`projection_live::assert_cells`]); an `enforce` hook on
 //!   `pre-compact`, whose deny cell is unsupported, is never projected: the settings file gets
@@ -29,8 +33,13 @@ use belfry_tests::projection_live::{
 };
 
 /// The user's own project settings, there before belfry: a comment (Qwen Code strips them)
-/// and a setting of theirs, which `uninstall` must give back byte for byte.
-const USER_SETTINGS: &str =
+/// and a setting of theirs, which `uninstall` must give back byte for byte. It has the
+/// `"$version": 4` Qwen Code 0.24.4 stamps into every settings file it loads without one (its
+/// settings migration, which writes the file back), as any file Qwen Code has read carries.
+const USER_SETTINGS: &str = "{\n  // the user's own setting, kept by belfry\n  \"model\": {\"name\": \"scripted-model\"},\n  \"$version\": 4\n}\n";
+
+/// The same settings as Qwen Code has never read them: no `$version`.
+const UNSTAMPED_SETTINGS: &str =
     "{\n  // the user's own setting, kept by belfry\n  \"model\": {\"name\": \"scripted-model\"}\n}\n";
 
 /// The user settings every run seeds: OpenAI-compatible auth (so the environment's key, base
@@ -107,6 +116,20 @@ fn qwen_runs_the_projection_a_deny_blocks_a_context_arrives_and_uninstall_restor
         &qwen_env(),
     );
     projection_live::assert_guarded_run(&label, &output, &marker, &requests, "REPO-NOTE-7171");
+    // qwen:prompt-submit-every-request: the request that carries the refused tool's result
+    // has the enricher's context again, after the tool message.
+    let log = std::fs::read_to_string(&requests).unwrap_or_default();
+    let follow_up = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|request| request["kind"] == "tool-result")
+        .unwrap_or_else(|| panic!("{label}: no request carried the tool's result: {log}"));
+    assert!(
+        follow_up["last_user_text"]
+            .as_str()
+            .is_some_and(|text| text.contains("REPO-NOTE-7171")),
+        "{label}: prompt-submit is lossy (fired again for a tool's result), but the follow-up did not carry the context again: {follow_up}"
+    );
 
     let uninstall = Command::new(belfry_bin())
         .args(["hooks", "uninstall"])
@@ -129,9 +152,56 @@ fn qwen_runs_the_projection_a_deny_blocks_a_context_arrives_and_uninstall_restor
         String::from_utf8_lossy(&after)
     );
     println!(
-        "{label}: the guard's deny blocked the shell tool, the enricher's context reached the first request; uninstall restored .qwen/settings.json ({} bytes) byte-identical",
+        "{label}: the guard's deny blocked the shell tool, the enricher's context reached the first request (and the tool result's follow-up); uninstall restored .qwen/settings.json ({} bytes) byte-identical",
         after.len()
     );
+}
+
+/// Qwen Code 0.24.4 alone, no belfry anywhere, writes `"$version": 4` into a project settings
+/// file that has none, the first time it loads it: the one change to a user's file that
+/// `uninstall` cannot give back, and not belfry's (docs/hooks.md).
+#[test]
+#[ignore = "live: needs Qwen Code 0.24.4, belfry-model-server and a network namespace"]
+fn qwen_alone_stamps_a_settings_version_into_an_unstamped_project_file() {
+    let qwen = qwen_bin();
+    let label = projection_live::harness_label("qwen");
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let base = std::fs::canonicalize(root.path()).unwrap_or_else(|err| panic!("{err}"));
+    let (home, project) = (base.join("home"), base.join("project"));
+    std::fs::create_dir_all(project.join(".git")).unwrap_or_else(|err| panic!("{err}"));
+    seed_home(&home);
+    let settings = project.join(".qwen/settings.json");
+    write(&settings, UNSTAMPED_SETTINGS, false);
+    write(
+        &base.join("script.json"),
+        "{\"turns\": [], \"fallback\": {\"text\": \"PLAIN-ANSWER\"}}",
+        false,
+    );
+    let output = projection_live::offline_run(
+        &OfflineRun {
+            server: &model_server(),
+            base: &base,
+            cwd: &project,
+            home: &home,
+            script: &base.join("script.json"),
+            requests: &base.join("requests.ndjson"),
+        },
+        "",
+        &one_shot(&qwen, "hello"),
+        &qwen_env(),
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("PLAIN-ANSWER"),
+        "{label}: the run did not answer: {output:?}"
+    );
+    let after = std::fs::read_to_string(&settings).unwrap_or_default();
+    // The comment stays; every member is written again, pretty-printed, and `$version` added.
+    let stamped = "{\n  // the user's own setting, kept by belfry\n  \"model\": {\n    \"name\": \"scripted-model\"\n  },\n  \"$version\": 4\n}\n";
+    assert_eq!(
+        after, stamped,
+        "{label}: Qwen Code's own rewrite of an unstamped settings file is not the one documented"
+    );
+    println!("{label}: without belfry, qwen -p rewrote the project's unstamped .qwen/settings.json: \"$version\": 4 added, the comment kept, the members pretty-printed");
 }
 
 #[test]
@@ -188,6 +258,17 @@ fn qwen_calls_dispatch_for_every_exact_cell() {
     let failed = run.run(&model_server(), "", &one_shot(&qwen, FAIL_WORD), &env);
     run.assert_failed_turn(&failed);
     let label = run.label.clone();
+    // qwen:prompt-submit-every-request: the follow-ups that carry the tool results fire it
+    // too, with an empty prompt and no submitted_prompt.
+    let prompts = run.observed("prompt-submit");
+    let follow_ups = prompts
+        .iter()
+        .filter(|input| input["prompt"] == "" && input.get("submitted_prompt").is_none())
+        .count();
+    assert!(
+        follow_ups >= 1 && prompts.iter().any(|input| input["prompt"] == CELLS_PROMPT),
+        "{label}: prompt-submit is lossy (fired for tool results too), but its inputs were {prompts:?}"
+    );
     // qwen:session-end-interactive-only: qwen -p never fires SessionEnd.
     let ended = run.calls("session-end");
     assert!(
@@ -200,10 +281,15 @@ fn qwen_calls_dispatch_for_every_exact_cell() {
     } else {
         CellCheck::Checked("fired for the failed turn (not awaited; this run's hook ran first)")
     };
+    let prompt_note = format!(
+        "fired {} times in two one-shot prompts, {follow_ups} of them for a tool result (empty prompt)",
+        prompts.len()
+    );
     assert_cells(
         &run,
         &output,
         &[
+            ("prompt-submit", CellCheck::Checked(&prompt_note)),
             (
                 "session-end",
                 CellCheck::Checked("qwen -p ended without calling it, as the loss says"),
