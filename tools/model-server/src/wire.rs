@@ -167,10 +167,8 @@ fn last_chat(body: &Value) -> (String, bool) {
     for message in list(body, "messages").iter().rev() {
         match message.get("role").and_then(Value::as_str) {
             Some("tool") => return (user_text.unwrap_or_default(), true),
-            Some("user") => {
-                if user_text.is_none() {
-                    user_text = Some(text_of(message.get("content").unwrap_or(&Value::Null)));
-                }
+            Some("user") if user_text.is_none() => {
+                user_text = Some(text_of(message.get("content").unwrap_or(&Value::Null)));
             }
             Some("assistant") => break,
             _ => {}
