@@ -33,7 +33,7 @@ fn read(path: &std::path::Path) -> Value {
 #[test]
 fn screen_fixtures_name_the_pinned_version_and_their_state() {
     let mut checked = 0;
-    for name in ["claude", "codex", "opencode", "pi", "gemini"] {
+    for name in ["claude", "codex", "opencode", "pi", "gemini", "qwen"] {
         let pin = Pin::load(name);
         let dir = workspace()
             .join("adapters")

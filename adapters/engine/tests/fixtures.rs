@@ -26,8 +26,8 @@ use Class::{Empty, Nonempty, Unknown};
 /// - `streaming`, `tool-running`, `queued-message`, `api-error`: the composer itself is empty
 ///   (blank, or its placeholder: Claude Code shows "Press up to edit queued messages" while a
 ///   message is queued). The screen proves only the composer; the turn state comes from hooks.
-/// - `after-interrupt`: Pi put the interrupted queued message back into its editor, so
-///   `nonempty`; the others left an empty composer.
+/// - `after-interrupt`: Pi and Qwen Code put the interrupted queued message back into their
+///   editor, so `nonempty`; the others left an empty composer.
 /// - `permission-dialog`: always `unknown` (Pi asks no permission: not captured).
 const EXPECTED: &[(&str, &[(&str, Class)])] = &[
     (
@@ -109,6 +109,22 @@ const EXPECTED: &[(&str, &[(&str, Class)])] = &[
             ("api-error", Empty),
         ],
     ),
+    (
+        "qwen",
+        &[
+            ("idle-empty", Empty),
+            ("draft", Nonempty),
+            ("paste-before-enter", Nonempty),
+            ("after-submit", Empty),
+            ("streaming", Empty),
+            ("idle-answered", Empty),
+            ("permission-dialog", Unknown),
+            ("tool-running", Empty),
+            ("queued-message", Empty),
+            ("after-interrupt", Nonempty),
+            ("api-error", Empty),
+        ],
+    ),
 ];
 
 fn adapters_dir() -> PathBuf {
@@ -178,7 +194,7 @@ fn every_real_screen_classifies_as_its_state() {
             judged += 1;
         }
     }
-    assert_eq!(judged, 54, "all 54 real screens are judged");
+    assert_eq!(judged, 65, "all 65 real screens are judged");
 }
 
 #[test]
@@ -567,6 +583,15 @@ const ACTIVE: &[(&str, &[&str])] = &[
             "after-submit",
         ],
     ),
+    (
+        "qwen",
+        &[
+            "tool-running",
+            "streaming",
+            "queued-message",
+            "after-submit",
+        ],
+    ),
 ];
 
 /// spec §7.4 (the screen may veto, never grant): a busy row the grammar recognises marks every
@@ -608,5 +633,5 @@ fn held_out_screens_of_active_turns_are_vetoed_busy_and_no_screen_at_rest_is() {
             }
         }
     }
-    assert_eq!(held_out, 11, "held-out active screens");
+    assert_eq!(held_out, 14, "held-out active screens");
 }
