@@ -307,10 +307,6 @@ fn qwen_calls_dispatch_for_every_exact_cell() {
                 "subagent-stop",
                 CellCheck::NotExercised("the scripted turn starts no subagent"),
             ),
-            (
-                "notification",
-                CellCheck::NotExercised("with --yolo no tool asks for permission"),
-            ),
         ],
     );
 }
