@@ -19,9 +19,10 @@
 //!
 //! Ignored by default: it needs Qwen Code at its pin (`tests/harnesses.json`, under
 //! `$BELFRY_HARNESS_DIR` or `target/harnesses`, or `$BELFRY_QWEN_BIN`), the scripted model
-//! server and `unshare -n`. Run it with `BELFRY_HARNESS_DIR=/work/harnesses cargo test -p
-//! belfry-tests --test hooks_qwen_live -- --ignored --test-threads=1 --nocapture`. It fails
-//! with the reason when something is missing; it never skips.
+//! server and `unshare -n`. Run it with `cargo test -p belfry-tests --test hooks_qwen_live --
+//! --ignored --test-threads=1 --nocapture` (`BELFRY_HARNESS_DIR=DIR` before it when the
+//! harnesses are installed elsewhere). It fails with the reason when something is missing; it
+//! never skips.
 
 use std::path::Path;
 use std::process::Command;

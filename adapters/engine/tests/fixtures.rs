@@ -558,6 +558,8 @@ fn a_dialog_is_unknown_even_without_its_signatures() {
 /// `tool-running` alone; every other active screen here is held out, read only by this test.
 /// Codex's `streaming` and `queued-message` screens show no busy row (its status line then
 /// reads nothing the grammar knows), so the veto does not claim them: it only ever adds a hold.
+/// Qwen Code's `after-submit` shows the prompt queued behind its start-up ("⏳ 1 queued"), no
+/// spinner yet, so it is not claimed either.
 const ACTIVE: &[(&str, &[&str])] = &[
     ("claude", &["tool-running", "streaming", "queued-message"]),
     ("codex", &["tool-running"]),
@@ -583,15 +585,7 @@ const ACTIVE: &[(&str, &[&str])] = &[
             "after-submit",
         ],
     ),
-    (
-        "qwen",
-        &[
-            "tool-running",
-            "streaming",
-            "queued-message",
-            "after-submit",
-        ],
-    ),
+    ("qwen", &["tool-running", "streaming", "queued-message"]),
 ];
 
 /// spec §7.4 (the screen may veto, never grant): a busy row the grammar recognises marks every
@@ -633,5 +627,5 @@ fn held_out_screens_of_active_turns_are_vetoed_busy_and_no_screen_at_rest_is() {
             }
         }
     }
-    assert_eq!(held_out, 14, "held-out active screens");
+    assert_eq!(held_out, 13, "held-out active screens");
 }
