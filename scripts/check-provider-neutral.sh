@@ -22,7 +22,7 @@ done
 core=("${crates[@]}" tests/fixtures/ding)
 status=0
 
-pattern='claude|codex|opencode|gemini|anthropic|openai|\bpi\b|❯|›|⏵'
+pattern='claude|codex|opencode|gemini|qwen|anthropic|openai|\bpi\b|❯|›|⏵'
 hits=$(grep -rInEi --exclude-dir=target "$pattern" "${core[@]}" 2>/dev/null)
 if [ -n "$hits" ]; then
   echo "provider names or glyphs in core crates (move them to adapters/):"

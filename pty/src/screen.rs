@@ -1366,6 +1366,11 @@ impl Screen {
                             current = Some((shown_char(cell).to_string(), style));
                         }
                     }
+                    // The cell's zero-width characters follow its character, as in the row's
+                    // text, so the two views of one row spell the same string.
+                    if let (Some(extra), Some((text, _))) = (cell.zerowidth(), &mut current) {
+                        text.extend(extra);
+                    }
                 }
                 if let Some((text, s)) = current.take() {
                     runs.push(run_json(text, s));
@@ -2104,6 +2109,23 @@ mod tests {
             .mode()
             .contains(TermMode::MOUSE_DRAG | TermMode::SGR_MOUSE));
         assert!(copy.tracked.urxvt_mouse);
+    }
+
+    /// A zero-width character (a program may print U+200B after its drawn cursor) is in the
+    /// cells' text where it is in the row's text, so the two views spell the same row.
+    #[test]
+    fn cells_spell_a_rows_zero_width_characters_as_its_text_does() {
+        let mut model = Screen::new(3, 20, 0);
+        model.apply("> draft\x1b[7m \x1b[0m\u{200b}end".as_bytes());
+        assert_eq!(model.lines()[0], "> draft \u{200b}end");
+        let cells = model.cells();
+        let spelled: String = cells[0]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|run| run["text"].as_str())
+            .collect();
+        assert_eq!(spelled.trim_end(), model.lines()[0]);
     }
 
     #[test]

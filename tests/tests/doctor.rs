@@ -521,4 +521,83 @@ fn doctor_names_a_pi_project_pi_does_not_trust_and_the_trust_fix() {
         checks(report(&reports, "pi-agent")).is_empty(),
         "{reports:#?}"
     );
+
+/// Issue 41 item 4: a declared Qwen Code agent is checked like the others: a version outside
+/// the matrix and unapplied hooks are named; once applied at the verified version it is ok;
+/// when the user turns Qwen Code's folder trust on (`security.folderTrust.enabled`, off by
+/// default) the untrusted project's hooks are inert, until `~/.qwen/trustedFolders.json`
+/// trusts the folder.
+#[test]
+fn doctor_checks_a_declared_qwen_agent_version_hooks_and_folder_trust() {
+    let env = doctor_env();
+    fake_harness(
+        &env,
+        "qwen",
+        "0.23.1",
+        "Type your message or @path/to/file",
+        None,
+    );
+    let dir = project(&env, "qwen-project");
+    std::fs::write(
+        dir.join("belfry-hooks.kdl"),
+        "hook \"audit\" { event \"after-tool\"; intent \"observe\"; command \"sh\" \"-c\" \"true\"; targets \"qwen\" }\n",
+    )
+    .expect("write hooks");
+    let file = dir.join("belfry.kdl");
+    std::fs::write(
+        &file,
+        "agent \"q\" { command \"qwen\"; adapter \"qwen\"; }\n",
+    )
+    .expect("write belfry.kdl");
+    let file = file.display().to_string();
+    let (code, reports) = doctor_json(&env, &["--file", &file, "q"]);
+    assert_eq!(code, Some(1));
+    let q = report(&reports, "q");
+    assert_eq!(checks(q), ["harness-version", "hooks-not-applied"], "{q:#}");
+    assert!(
+        finding(q, "harness-version")["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("0.23.1") && p.contains(">=0.24.4 <0.25.0")),
+        "{q:#}"
+    );
+
+    fake_harness(
+        &env,
+        "qwen",
+        "0.24.4",
+        "Type your message or @path/to/file",
+        None,
+    );
+    env.ok(&["hooks", "--dir", &dir.display().to_string(), "apply"]);
+    let (code, reports) = doctor_json(&env, &["--file", &file, "q"]);
+    let q = report(&reports, "q");
+    assert_eq!((code, checks(q)), (Some(0), Vec::<String>::new()), "{q:#}");
+
+    let qwen_home = env.path("home/.qwen");
+    std::fs::create_dir_all(&qwen_home).expect("mkdir qwen home");
+    std::fs::write(
+        qwen_home.join("settings.json"),
+        "{\n  // folder trust turned on\n  \"security\": {\"folderTrust\": {\"enabled\": true}}\n}\n",
+    )
+    .expect("write qwen settings");
+    let (code, reports) = doctor_json(&env, &["--file", &file, "q"]);
+    let q = report(&reports, "q");
+    assert_eq!(
+        (code, checks(q)),
+        (Some(1), vec!["hooks-inert".to_string()]),
+        "{q:#}"
+    );
+    assert!(
+        finding(q, "hooks-inert")["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("folder trust is on") && p.contains("trustedFolders.json")),
+        "{q:#}"
+    );
+
+    let trusted = serde_json::json!({ dir.display().to_string(): "TRUST_FOLDER" });
+    std::fs::write(qwen_home.join("trustedFolders.json"), trusted.to_string())
+        .expect("write trusted folders");
+    let (code, reports) = doctor_json(&env, &["--file", &file, "q"]);
+    let q = report(&reports, "q");
+    assert_eq!((code, checks(q)), (Some(0), Vec::<String>::new()), "{q:#}");
 }

@@ -1265,3 +1265,61 @@ fn a_failed_first_apply_is_reported_failed_by_status_with_a_non_zero_exit() {
     };
     assert_eq!(project_files(&after), project_files(&before));
 }
+
+/// Qwen Code 0.24.4's folder trust is off unless `security.folderTrust.enabled` turns it on in
+/// `~/.qwen/settings.json`: its projected hooks are installed in any folder until then; with
+/// it on they are inert in a folder `~/.qwen/trustedFolders.json` does not trust, and
+/// `disableAllHooks` in the user's settings makes them inert too. `uninstall` gives the user's
+/// project settings back byte for byte.
+#[test]
+fn qwen_hooks_are_inert_only_where_folder_trust_is_on_and_the_folder_untrusted() {
+    let tree = Tree::new();
+    tree.write(
+        "belfry-hooks.kdl",
+        "hook \"audit\" { event \"after-tool\"; intent \"observe\"; command \"sh\" \"-c\" \"true\"; targets \"qwen\" }\n",
+    );
+    let user = "{\n  // mine\n  \"model\": {\"name\": \"m\"},\n  \"$version\": 4\n}\n";
+    tree.write(".qwen/settings.json", user);
+    tree.expect(&["apply"], 0);
+    let status = tree.expect(&["status"], 0);
+    assert!(status.contains("qwen: installed"), "{status}");
+    let qwen_home = tree.home.join(".qwen");
+    std::fs::create_dir_all(&qwen_home).unwrap_or_else(|err| panic!("{err}"));
+    let settings = qwen_home.join("settings.json");
+    let write = |path: &Path, text: &str| {
+        std::fs::write(path, text).unwrap_or_else(|err| panic!("{err}"));
+    };
+    write(
+        &settings,
+        "{\"security\": {\"folderTrust\": {\"enabled\": false}}}",
+    );
+    let status = tree.expect(&["status"], 0);
+    assert!(status.contains("qwen: installed"), "{status}");
+    write(
+        &settings,
+        "{\"security\": {\"folderTrust\": {\"enabled\": true}}}",
+    );
+    let status = tree.expect(&["status"], 2);
+    assert!(status.contains("qwen: inert: folder trust is on (security.folderTrust.enabled) and the project folder is not trusted in ~/.qwen/trustedFolders.json, so qwen loads no project hooks there — trust the folder in qwen\n"), "{status}");
+    let parent = tree.project.parent().unwrap_or(Path::new("/"));
+    let sibling = parent.join("sibling");
+    write(
+        &qwen_home.join("trustedFolders.json"),
+        &serde_json::json!({ sibling.display().to_string(): "TRUST_PARENT" }).to_string(),
+    );
+    let status = tree.expect(&["status"], 0);
+    assert!(status.contains("qwen: installed"), "{status}");
+    write(
+        &settings,
+        "{\"disableAllHooks\": true, \"security\": {\"folderTrust\": {\"enabled\": true}}}",
+    );
+    let status = tree.expect(&["status"], 2);
+    assert!(
+        status.contains(
+            "qwen: inert: [HOME]/.qwen/settings.json: disableAllHooks is set in this settings file"
+        ),
+        "{status}"
+    );
+    tree.expect(&["uninstall"], 0);
+    assert_eq!(tree.read(".qwen/settings.json"), user);
+}

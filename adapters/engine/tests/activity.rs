@@ -25,6 +25,7 @@ fn events_from_real_snapshots_parse_as_protocol_v1() {
         ("opencode", "permission-dialog", ComposerState::Unknown),
         ("pi", "paste-before-enter", ComposerState::Nonempty),
         ("gemini", "idle-answered", ComposerState::Empty),
+        ("qwen", "after-interrupt", ComposerState::Nonempty),
     ];
     for (sequence, (provider, state, composer)) in cases.into_iter().enumerate() {
         let peek = &fixture(provider, state)["peek"];

@@ -214,6 +214,11 @@ pub struct FolderTrust {
     /// A settings value that trusts a folder no entry of the file decides.
     #[serde(default)]
     pub fallback: Option<InertRule>,
+    /// For a harness whose folder trust is off unless a setting turns it on: the folder is
+    /// checked only when one of these files holds this value, and every folder is trusted
+    /// otherwise (an absent setting included).
+    #[serde(default)]
+    pub enabled_by: Option<InertRule>,
     /// Environment variables that trust every folder, with the value that does.
     #[serde(default)]
     pub env_trusted: BTreeMap<String, String>,

@@ -53,6 +53,13 @@ pub fn trusted(
             return Ok(true);
         }
     }
+    // Where folder trust is off unless a setting turns it on, every folder is trusted until
+    // one does (an absent setting included).
+    if let Some(enabled) = &rule.enabled_by {
+        if !setting_equals(context, enabled, defaults)? {
+            return Ok(true);
+        }
+    }
     let folders = match read_value(context.expand(&rule.file, defaults).as_deref())? {
         Some(Value::Object(folders)) => folders,
         _ => Map::new(),

@@ -492,3 +492,80 @@ fn readable_as(text: &str, dialect: JsonDialect) -> Result<(), String> {
             .map_err(|err| err.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A folder-trust rule of the kind a harness with trust off by default has: the trust file
+    /// is read only when the settings file turns folder trust on.
+    fn rule(enabled_by: bool) -> super::super::adapters::FolderTrust {
+        let mut rule = serde_json::json!({
+            "file": "$HOME/trust.json",
+            "trusted": ["TRUST"],
+            "reason": "not trusted",
+        });
+        if enabled_by {
+            rule["enabled_by"] = serde_json::json!({
+                "paths": ["$HOME/settings.json"],
+                "pointer": "/trust/enabled",
+                "equals": true,
+                "reason": "folder trust is on",
+            });
+        }
+        serde_json::from_value(rule).unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    fn context(root: &Path) -> Context {
+        Context {
+            scope: Scope::Project,
+            project_dir: root.join("project"),
+            config_home: root.join("config"),
+            env: BTreeMap::from([("HOME".to_string(), root.join("home").display().to_string())]),
+            belfry_version: "test".to_string(),
+            harness_versions: BTreeMap::new(),
+        }
+    }
+
+    fn trusted(context: &Context, rule: &super::super::adapters::FolderTrust) -> bool {
+        super::super::folder_trust::trusted(context, rule, &BTreeMap::new())
+            .unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// `enabled_by`: a folder is trusted unless a setting turns folder trust on; then only a
+    /// trust entry trusts it.
+    #[test]
+    fn folder_trust_off_by_default_trusts_every_folder_until_a_setting_turns_it_on() {
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let root = std::fs::canonicalize(dir.path()).unwrap_or_else(|err| panic!("{err}"));
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap_or_else(|err| panic!("{err}"));
+        let context = context(&root);
+        // Without enabled_by, no trust file means an untrusted folder.
+        assert!(!trusted(&context, &rule(false)));
+        // With it: no settings file, or the setting absent or off, trusts every folder.
+        let off_by_default = rule(true);
+        assert!(trusted(&context, &off_by_default), "no settings file");
+        let settings = home.join("settings.json");
+        let write = |path: &Path, text: &str| {
+            std::fs::write(path, text).unwrap_or_else(|err| panic!("{err}"));
+        };
+        write(&settings, "{\"trust\": {\"enabled\": false}}");
+        assert!(trusted(&context, &off_by_default), "the setting off");
+        write(&settings, "{\"other\": 1}");
+        assert!(trusted(&context, &off_by_default), "the setting absent");
+        // Turned on, the trust file decides.
+        write(&settings, "{\n  // on\n  \"trust\": {\"enabled\": true}\n}");
+        assert!(!trusted(&context, &off_by_default), "on, no trust file");
+        let trust = home.join("trust.json");
+        write(&trust, "{\"/elsewhere\": \"TRUST\"}");
+        assert!(
+            !trusted(&context, &off_by_default),
+            "on, another folder trusted"
+        );
+        let entry = serde_json::json!({ context.project_dir.display().to_string(): "TRUST" });
+        write(&trust, &entry.to_string());
+        assert!(trusted(&context, &off_by_default), "on, the folder trusted");
+    }
+}

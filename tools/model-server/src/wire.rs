@@ -43,7 +43,8 @@ pub struct Ask {
     /// All the text of the last user message (system reminders and injected context included,
     /// since a harness puts those there too).
     pub last_user_text: String,
-    /// True when the last message carries a tool's result rather than a new prompt.
+    /// True when the request carries a tool's result rather than a new prompt (for Chat: a
+    /// `tool` message after the model's last message, with or without user text after it).
     pub tool_result: bool,
     /// The output of the tool call the last message answers (parsed as JSON when it is JSON
     /// text), for a scripted input that names part of it.
@@ -154,20 +155,26 @@ fn last_responses(body: &Value) -> (String, bool) {
     (String::new(), false)
 }
 
+/// The last user text of a Chat request, and whether the request carries a tool's result.
+///
+/// A request carries a tool's result when a `tool` message follows the model's last message,
+/// whatever user messages come after it: a harness whose own history keeps text beside a
+/// tool's result in one user turn (as the Anthropic and Gemini wires do) sends that text as a
+/// `user` message after the `tool` one when it speaks Chat (Qwen Code 0.24.4 sends its
+/// prompt-submit hook's context there on every follow-up). The user text is then that text.
 fn last_chat(body: &Value) -> (String, bool) {
+    let mut user_text = None;
     for message in list(body, "messages").iter().rev() {
         match message.get("role").and_then(Value::as_str) {
-            Some("tool") => return (String::new(), true),
-            Some("user") => {
-                return (
-                    text_of(message.get("content").unwrap_or(&Value::Null)),
-                    false,
-                );
+            Some("tool") => return (user_text.unwrap_or_default(), true),
+            Some("user") if user_text.is_none() => {
+                user_text = Some(text_of(message.get("content").unwrap_or(&Value::Null)));
             }
+            Some("assistant") => break,
             _ => {}
         }
     }
-    (String::new(), false)
+    (user_text.unwrap_or_default(), false)
 }
 
 fn last_gemini(body: &Value) -> (String, bool) {
@@ -204,8 +211,11 @@ fn tool_output(api: Api, body: &Value) -> Option<Value> {
                 Value::String(_) => output.clone(),
                 parts => Value::String(text_of(parts)),
             }),
+        // The last `tool` message before any user text the harness put after it.
         Api::Chat => list(body, "messages")
-            .last()
+            .iter()
+            .rev()
+            .find(|message| message.get("role").and_then(Value::as_str) != Some("user"))
             .filter(|message| message.get("role").and_then(Value::as_str) == Some("tool"))
             .map(|message| Value::String(text_of(message.get("content").unwrap_or(&Value::Null)))),
         Api::Anthropic => list(list(body, "messages").last()?, "content")

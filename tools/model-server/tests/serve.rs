@@ -261,6 +261,58 @@ fn a_tool_call_then_the_reply_to_its_result() {
     assert!(log[1]["body"].to_string().contains("TOOL-OUTPUT"));
 }
 
+/// A Chat request whose `tool` message is followed by a user message (text a harness keeps
+/// beside the tool's result: Qwen Code 0.24.4's prompt-submit hook context) still carries the
+/// tool's result: it gets the scripted `then`, not the fallback.
+#[test]
+fn a_chat_tool_result_followed_by_user_text_gets_the_then_reply() {
+    let server = Server::start(&json!({"turns": [{"match": "run it",
+        "tool": {"command": "true"}, "then": {"text": "RAN-IT"}}],
+        "fallback": {"text": "FALLBACK"}}));
+    let mut client = server.connect();
+    let tools = json!([{"type": "function", "function": {"name": "run_shell_command",
+        "parameters": {"properties": {"command": {"type": "string"}}, "required": ["command"]}}}]);
+    let (_, body) = client.post(
+        "/v1/chat/completions",
+        &json!({"model": "m", "stream": false, "tools": tools,
+            "messages": [{"role": "user", "content": "please run it"}]}),
+    );
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    let call = reply["choices"][0]["message"]["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "run_shell_command", "{body}");
+    let (_, body) = client.post(
+        "/v1/chat/completions",
+        &json!({"model": "m", "stream": false, "tools": tools, "messages": [
+            {"role": "user", "content": "please run it"},
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": [{"type": "text", "text": "TOOL-OUTPUT"}]},
+            {"role": "user", "content": [{"type": "text", "text": "<ctx>NOTE</ctx>"}]}]}),
+    );
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        reply["choices"][0]["message"]["content"], "RAN-IT",
+        "{body}"
+    );
+    let log = server.log();
+    assert_eq!(log[1]["kind"], "tool-result");
+    assert_eq!(log[1]["last_user_text"], "<ctx>NOTE</ctx>");
+    // A new prompt after the model answered the tool's result is a turn again.
+    let (_, body) = client.post(
+        "/v1/chat/completions",
+        &json!({"model": "m", "stream": false, "tools": tools, "messages": [
+            {"role": "user", "content": "please run it"},
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "TOOL-OUTPUT"},
+            {"role": "assistant", "content": "RAN-IT"},
+            {"role": "user", "content": "something else"}]}),
+    );
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        reply["choices"][0]["message"]["content"], "FALLBACK",
+        "{body}"
+    );
+}
+
 #[test]
 fn side_requests_get_plausible_answers() {
     let server = Server::start(&json!({"turns": []}));
