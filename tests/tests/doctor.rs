@@ -521,6 +521,7 @@ fn doctor_names_a_pi_project_pi_does_not_trust_and_the_trust_fix() {
         checks(report(&reports, "pi-agent")).is_empty(),
         "{reports:#?}"
     );
+}
 
 /// Issue 41 item 4: a declared Qwen Code agent is checked like the others: a version outside
 /// the matrix and unapplied hooks are named; once applied at the verified version it is ok;
