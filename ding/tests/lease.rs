@@ -958,7 +958,14 @@ proptest! {
                             LeaseInput::PaneExited
                         }
                         Op::Compaction => LeaseInput::Compaction,
-                        Op::Clear => LeaseInput::Clear,
+                        Op::Clear => {
+                            // A clear is the harness saying what the input was: a sign, as
+                            // a turn's start is.
+                            if let Some(after) = &mut model.after_submit {
+                                *after = (now_ms, true);
+                            }
+                            LeaseInput::Clear
+                        }
                         Op::TurnStarted => {
                             if let Some(after) = &mut model.after_submit {
                                 *after = (now_ms, true);
@@ -1081,4 +1088,33 @@ fn a_program_working_after_a_submit_signs_its_turn() {
     );
     feed(&mut machine, &idle(&me, 51), 2_300);
     assert!(matches!(machine.state(2_300), LeaseState::Leased { .. }));
+}
+
+/// Issue 40 (seen live on Claude Code): a person typed `/clear` and Enter. The harness's
+/// session-start hook with source `clear` says what that input was; no turn follows it. The
+/// next idle report leases once the settle time has passed since the clear, not the 10 s a
+/// submit that shows no turn waits.
+#[test]
+fn a_clear_after_a_persons_enter_lets_idle_lease_after_the_settle_time() {
+    let me = identity();
+    let mut machine = leased_machine(1_000);
+    machine.apply(LeaseInput::Typed { submit: true }, 1_000);
+    machine.apply(LeaseInput::Clear, 1_300);
+    assert_eq!(machine.state(1_300), LeaseState::Held(HoldReason::Clear));
+    feed(&mut machine, &idle(&me, 43), 2_000);
+    assert_ne!(
+        machine.state(2_000),
+        LeaseState::Held(HoldReason::Clear),
+        "a fresh idle report after the clear still held as clear"
+    );
+    assert!(!matches!(machine.state(2_000), LeaseState::Leased { .. }));
+    feed(&mut machine, &idle(&me, 44), 2_300);
+    assert!(
+        matches!(
+            machine.state(2_300),
+            LeaseState::Leased { revision: 44, .. }
+        ),
+        "{:?}",
+        machine.state(2_300)
+    );
 }
