@@ -306,7 +306,7 @@ impl LeaseMachine {
                 // The harness says the input it just took was a clear (its session-start hook
                 // with source `clear`): that input's outcome is known, and no model turn follows
                 // a clear. A person's Enter that typed it waits no longer for a turn that will
-                // not come; the settle time counts from here (seen live: mail to a Claude Code
+                // not come; the settle time counts from here (seen live: mail to a harness
                 // just cleared waited the 10 s unseen time without it).
                 self.turn_sign(now_ms);
                 Current::Hold(HoldReason::Clear)

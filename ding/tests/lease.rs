@@ -1090,7 +1090,7 @@ fn a_program_working_after_a_submit_signs_its_turn() {
     assert!(matches!(machine.state(2_300), LeaseState::Leased { .. }));
 }
 
-/// Issue 40 (seen live on Claude Code): a person typed `/clear` and Enter. The harness's
+/// Issue 40 (seen live on a real harness): a person typed `/clear` and Enter. The harness's
 /// session-start hook with source `clear` says what that input was; no turn follows it. The
 /// next idle report leases once the settle time has passed since the clear, not the 10 s a
 /// submit that shows no turn waits.

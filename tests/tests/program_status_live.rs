@@ -13,7 +13,7 @@
 //!   the dialog is approved.
 //!
 //! Gated (`#[ignore]`): it needs the harnesses (`BELFRY_HARNESS_DIR`) and the privilege to make
-//! a network namespace. Run with `BELFRY_HARNESS_DIR=/work/harnesses cargo test -p belfry-tests
+//! a network namespace. Run with `BELFRY_HARNESS_DIR=DIR cargo test -p belfry-tests
 //! --test program_status_live -- --ignored --test-threads=1 --nocapture`.
 
 use std::io::{BufRead, BufReader};
