@@ -25,7 +25,12 @@
 //! privilege to make a network namespace. Knobs: `AB_SEED` (default 20261201), `AB_MESSAGES`
 //! (messages per arm, default 100), `AB_TASKS` (the tasks the human runs to the end in each
 //! arm, default 30, also after the last post), `AB_ARMS` (`aggressive,rich`), `AB_OUT` (where the
-//! results go, default the system temp dir). Run one harness with
+//! results go, default the system temp dir), `AB_VERSION` (a harness version installed beside
+//! the pin, instead of the pin).
+//!
+//! Issue 40: every notice DING typed is checked against what the program had last reported of
+//! itself through OSC 7501 when its guarded send was judged ([`status_collisions`]); in the
+//! rich arm one typed while the program reported `working` or `blocked` fails the run. Run one harness with
 //! `cargo test -p belfry-tests --test ab_eval -- --ignored --nocapture ab_claude` (`ab_codex`,
 //! `ab_opencode`, `ab_pi`).
 
@@ -356,6 +361,8 @@ struct ActiveDraft {
 /// What one arm measured.
 struct ArmResult {
     arm: &'static str,
+    /// The harness and the version the arm ran (`AB_VERSION` may name another than the pin).
+    label: String,
     posted: Vec<Posted>,
     collisions: Vec<Collision>,
     /// Aborted turns that followed the human's own prompt (not a notice's): reported, not
@@ -1072,6 +1079,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     );
     let result = ArmResult {
         arm,
+        label: label.clone(),
         posted: driver.posted.clone(),
         collisions: driver.collisions.clone(),
         human_aborts: driver.human_aborts.clone(),
@@ -1606,7 +1614,7 @@ fn run_ab(name: &'static str) {
             continue;
         }
         let result = run_arm(&harness, &workload, arm, &out);
-        label = harness.profile.label();
+        label = result.label.clone();
         results.push(result);
         let (md, value) = report(&label, seed, messages, tasks, &notes, &results);
         std::fs::write(out.join(format!("ab-{name}.md")), &md).expect("write the report");
