@@ -7,7 +7,7 @@
 #
 # Usage: bench/ab.sh [HARNESS...]   HARNESS: claude codex opencode pi gemini (default: claude codex)
 #   AB_SEED=20261201  AB_MESSAGES=100  AB_TASKS=30  AB_ARMS=aggressive,rich  AB_DRAFTS=mixed|submit
-#   AB_OUT=bench/ab-results
+#   AB_OUT=bench/ab-results  AB_VERSION=2.1.337 (a harness version installed beside the pin)
 #
 # Needs the harnesses scripts/install-harnesses puts in target/harnesses and the privilege to
 # make a network namespace (root, or run under scripts/netns-run). Everything runs under

@@ -18,6 +18,7 @@ use belfry_hooks::project::doctor as hooks_doctor;
 use belfry_mux::adapters::Adapters;
 use belfry_mux::client::Client;
 use belfry_mux::doctor::{self as mux_doctor, Subject};
+use belfry_proto::program_status::ProgramStatus;
 use belfry_proto::reply::{PaneRecord, Screen};
 use belfry_proto::request as op;
 use belfry_proto::spec::LaunchSpec;
@@ -67,10 +68,22 @@ struct Facts {
     source: &'static str,
     /// The launch spec; `None` for a pane host that did not give one (a finding says so).
     spec: Option<LaunchSpec>,
-    /// The pane's age and screen, for a running pane that answered.
-    running: Option<(u64, String)>,
+    /// The pane as its pane host shows it, for a running pane that answered.
+    running: Option<Running>,
     /// Findings made while gathering (a pane that did not answer, an exited program).
     early: Vec<Line>,
+}
+
+/// What a running pane's pane host showed of it.
+struct Running {
+    /// Since its program started.
+    age_ms: u64,
+    /// Its lines, joined by newlines.
+    screen: String,
+    /// Its program's own status reports (OSC 7501) at that snapshot, and the incarnation
+    /// (program) the snapshot is of.
+    status: ProgramStatus,
+    incarnation: String,
 }
 
 /// Runs `belfry doctor`.
@@ -248,16 +261,31 @@ fn pane_facts(runtime: &Path, session: &str, listed: Option<&PaneRecord>) -> Fac
             fix: format!("`belfry restart {session}` (`belfry peek {session}` shows why)"),
         });
     }
-    let screen = screen_text(runtime, session).unwrap_or_default();
+    let snapshot = snapshot(runtime, session).ok();
     let age_ms = record
         .started_at
         .map(|started| crate::human::now_unix_ms().saturating_sub(started))
         .unwrap_or(0);
+    let running = Running {
+        age_ms,
+        screen: snapshot
+            .as_ref()
+            .map(|screen| screen.lines.join("\n"))
+            .unwrap_or_default(),
+        status: snapshot
+            .as_ref()
+            .map(|screen| screen.program_status.clone())
+            .unwrap_or_default(),
+        incarnation: snapshot
+            .map(|screen| screen.incarnation)
+            .or(record.incarnation)
+            .unwrap_or_default(),
+    };
     Facts {
         name: session.to_string(),
         source: "pane",
         spec: Some(spec),
-        running: early.is_empty().then_some((age_ms, screen)),
+        running: early.is_empty().then_some(running),
         early,
     }
 }
@@ -288,14 +316,13 @@ pub(crate) fn rich_default_refusal(session: &str) -> Option<String> {
     crate::hooks::rich_default(&adapter, &dir, &program_env(&spec)).err()?
 }
 
-fn screen_text(runtime: &Path, session: &str) -> Result<String> {
+fn snapshot(runtime: &Path, session: &str) -> Result<Screen> {
     let name = SessionName::parse(session).context("session name")?;
     let request = op::Snapshot {
         session: Some(name.clone()),
         ..op::Snapshot::default()
     };
-    let screen: Screen = crate::direct::snapshot(runtime, request, &name)?;
-    Ok(screen.lines.join("\n"))
+    crate::direct::snapshot(runtime, request, &name)
 }
 
 /// The environment the pane's program runs with (spec §2: the caller's, then the declared
@@ -371,20 +398,36 @@ fn check(adapters: &Adapters, hook_adapters: &HookAdapters, facts: Facts) -> Rep
                 if let Some(finding) = mux_doctor::hook_shell_finding(&declaration, &subject) {
                     found(finding);
                 }
-                if let Some((age_ms, screen)) = &running {
-                    if let Some(finding) =
-                        mux_doctor::readiness_finding(&declaration, *age_ms, screen)
-                    {
-                        found(finding);
-                    }
+                let not_ready = running.as_ref().and_then(|running| {
+                    mux_doctor::readiness_finding(&declaration, running.age_ms, &running.screen)
+                });
+                let ready = not_ready.is_none();
+                if let Some(finding) = not_ready {
+                    found(finding);
                 }
-                hook_lines = harness_findings(
+                let version;
+                (hook_lines, version) = harness_findings(
                     hook_adapters,
                     adapter,
                     &subject,
                     harness_absent,
                     cwd.as_deref(),
                 );
+                // Issue 40: a harness version declared to report its own state that has said
+                // nothing well after it became ready.
+                if let (Some(running), Some(version), true) = (&running, &version, ready) {
+                    if let Some(finding) = mux_doctor::program_status_finding(
+                        &declaration,
+                        &name,
+                        adapter,
+                        version,
+                        running.age_ms,
+                        &running.status,
+                        &running.incarnation,
+                    ) {
+                        found(finding);
+                    }
+                }
             }
         }
     }
@@ -397,14 +440,15 @@ fn check(adapters: &Adapters, hook_adapters: &HookAdapters, facts: Facts) -> Rep
     }
 }
 
-/// The harness's version and its hooks, for an adapter the projection knows.
+/// The harness's version and its hooks, for an adapter the projection knows; and the version
+/// the pane's harness answered, if it did.
 fn harness_findings(
     adapters: &HookAdapters,
     adapter: &str,
     subject: &Subject<'_>,
     harness_absent: bool,
     cwd: Option<&Path>,
-) -> Vec<Line> {
+) -> (Vec<Line>, Option<String>) {
     let mut lines = Vec::new();
     let mut push = |finding: hooks_doctor::Finding| {
         lines.push(Line {
@@ -483,5 +527,5 @@ fn harness_findings(
             }),
         }
     }
-    lines
+    (lines, detected_version)
 }

@@ -308,9 +308,11 @@ impl LeaseMachine {
             }
             LeaseInput::Compaction => Current::Hold(HoldReason::Compaction),
             LeaseInput::Clear => {
-                // The harness started a fresh conversation: whatever was submitted last (a
-                // person's `/clear`, `/new`) was taken as that command, not as a prompt whose
-                // turn is still to show, so its wait counts down the settle time from here.
+                // The harness says the input it just took was a clear (its session-start hook
+                // with source `clear`): that input's outcome is known, and no model turn follows
+                // a clear. A person's Enter that typed it waits no longer for a turn that will
+                // not come; the settle time counts from here (seen live: mail to a harness
+                // just cleared waited the 10 s unseen time without it).
                 self.turn_sign(now_ms);
                 Current::Hold(HoldReason::Clear)
             }

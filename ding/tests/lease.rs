@@ -979,6 +979,8 @@ proptest! {
                         }
                         Op::Compaction => LeaseInput::Compaction,
                         Op::Clear => {
+                            // A clear is the harness saying what the input was: a sign, as
+                            // a turn's start is.
                             if let Some(after) = &mut model.after_submit {
                                 *after = (now_ms, true);
                             }
@@ -1107,3 +1109,4 @@ fn a_program_working_after_a_submit_signs_its_turn() {
     feed(&mut machine, &idle(&me, 51), 2_300);
     assert!(matches!(machine.state(2_300), LeaseState::Leased { .. }));
 }
+

@@ -1062,6 +1062,9 @@ impl Worker {
     ) -> Option<Sent> {
         let txn = self.next_txn();
         let incarnation = self.info.incarnation.clone();
+        // The revision the guarded send was judged at goes into the log line of a notice sent,
+        // so what the program reported of itself then can be looked up (docs/evaluation.md).
+        let judged_revision = expect.as_ref().and_then(|expect| expect.revision);
         match self
             .ownership
             .stage_for(names, Some(&txn), Some(&incarnation), unix_ms())
@@ -1112,7 +1115,11 @@ impl Worker {
         match reply {
             Ok((Ok(Reply::Ok(sent @ Sent::Sent { .. })), _)) => {
                 self.counters.record_send();
-                tracing::info!(session = self.info.session, "notice sent: {notice}");
+                tracing::info!(
+                    session = self.info.session,
+                    judged_revision,
+                    "notice sent: {notice}"
+                );
                 // Written: staged for good. Recorded before the pane host may forget it.
                 match self.ownership.confirm_written(names) {
                     Ok(()) => self.settle_transaction(&txn).await,

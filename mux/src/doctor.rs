@@ -166,6 +166,89 @@ pub fn readiness_finding(
     })
 }
 
+/// How long after its program started a ready pane whose harness reports its own state must
+/// have said something: the harnesses checked report at start-up, within a second or two of
+/// drawing their composer.
+pub const PROGRAM_STATUS_GRACE_MS: u64 = 10_000;
+
+/// Whether the declaration says harness `version` reports program status (OSC 7501): the
+/// checked version at or below it, nearest, emits. A version older than every checked one
+/// is not judged (`None`), and the version may carry words after it (`1.6.0 (package)`).
+pub fn declared_to_report(declaration: &AdapterDeclaration, version: &str) -> Option<bool> {
+    let status = declaration.program_status.as_ref()?;
+    let wanted = version_parts(version)?;
+    status
+        .checked
+        .iter()
+        .filter_map(|checked| Some((version_parts(&checked.version)?, checked.emits)))
+        .filter(|(parts, _)| *parts <= wanted)
+        .max_by(|(a, _), (b, _)| a.cmp(b))
+        .map(|(_, emits)| emits)
+}
+
+/// The numbers of the first dotted version in `text` (`2.1.337` of `2.1.337 (Some Harness)`).
+fn version_parts(text: &str) -> Option<Vec<u64>> {
+    let word = text
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find(|word| word.contains('.') && word.starts_with(|c: char| c.is_ascii_digit()))?;
+    word.split('.')
+        .filter(|part| !part.is_empty())
+        .map(|part| part.parse().ok())
+        .collect()
+}
+
+/// A pane whose harness version the adapter declares to report its own state (issue 40), that
+/// is ready for input and has run `age_ms` (at least [`PROGRAM_STATUS_GRACE_MS`]), and whose
+/// program has reported nothing: `belfry top` shows no state for it and DING has no veto from
+/// it. `status` is the pane's snapshot; only records of `incarnation`, its program now, count.
+pub fn program_status_finding(
+    declaration: &AdapterDeclaration,
+    session: &str,
+    adapter: &str,
+    version: &str,
+    age_ms: u64,
+    status: &belfry_proto::program_status::ProgramStatus,
+    incarnation: &str,
+) -> Option<Finding> {
+    let declared = declaration.program_status.as_ref()?;
+    if declared_to_report(declaration, version) != Some(true) || age_ms < PROGRAM_STATUS_GRACE_MS {
+        return None;
+    }
+    if status
+        .records
+        .iter()
+        .any(|record| record.incarnation == incarnation)
+    {
+        return None;
+    }
+    let fix = if declared.needs_query && status.queries == 0 {
+        format!(
+            "it reports only once the terminal answers its status query, and this pane host \
+             has answered none: a pane host from before program status answers none, so \
+             restart the pane under this belfry (`belfry restart {session}`)"
+        )
+    } else {
+        format!(
+            "it was started with its reports turned off, or through a program that drops them: \
+             compare its environment and command line with what the adapter's declaration \
+             says of it ({}), then `belfry restart {session}`",
+            declared.source
+        )
+    };
+    Some(Finding {
+        check: "program-status-silent",
+        problem: format!(
+            "the harness, version {version}, reports its own state (OSC 7501 program status, \
+             per adapter {adapter:?}'s declaration), and this pane, ready and {} s old, has no report from \
+             its program (the pane host answered {} status queries): `belfry top` shows no \
+             state for it and DING has no working or blocked from it to hold on",
+            age_ms / 1000,
+            status.queries
+        ),
+        fix,
+    })
+}
+
 /// How long the harness's hook shell may take to say where `belfry` is.
 const HOOK_SHELL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -262,6 +345,71 @@ mod tests {
             }),
             ..AdapterDeclaration::default()
         }
+    }
+
+    fn reporting(checked: &[(&str, bool)], needs_query: bool) -> AdapterDeclaration {
+        use crate::lifecycle::{CheckedVersion, ProgramStatusDeclaration};
+        AdapterDeclaration {
+            program_status: Some(ProgramStatusDeclaration {
+                checked: checked
+                    .iter()
+                    .map(|(version, emits)| CheckedVersion {
+                        version: version.to_string(),
+                        emits: *emits,
+                    })
+                    .collect(),
+                needs_query,
+                states: BTreeMap::new(),
+                blocked_kinds: BTreeMap::new(),
+                source: "its docs".to_string(),
+            }),
+            ..AdapterDeclaration::default()
+        }
+    }
+
+    #[test]
+    fn the_nearest_checked_version_at_or_below_says_whether_a_version_reports() {
+        let d = reporting(&[("0.73.1", false), ("1.6.0 (a package)", true)], true);
+        assert_eq!(declared_to_report(&d, "1.6.0"), Some(true));
+        assert_eq!(declared_to_report(&d, "harness 1.10.2 (build)"), Some(true));
+        assert_eq!(declared_to_report(&d, "1.5.9"), Some(false));
+        assert_eq!(declared_to_report(&d, "0.73.1"), Some(false));
+        assert_eq!(declared_to_report(&d, "0.60.0"), None);
+        assert_eq!(declared_to_report(&d, "no version"), None);
+        assert_eq!(
+            declared_to_report(&AdapterDeclaration::default(), "1.6.0"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_ready_pane_of_a_reporting_version_with_no_record_of_its_program_is_found() {
+        use belfry_proto::program_status::ProgramStatus;
+        let d = reporting(&[("2.1.0", true)], true);
+        let silent = ProgramStatus::default();
+        let grace = PROGRAM_STATUS_GRACE_MS;
+        let finding = program_status_finding(&d, "w", "a", "2.1.5", grace, &silent, "i1")
+            .expect("a silent pane is found");
+        assert_eq!(finding.check, "program-status-silent");
+        assert!(finding.fix.contains("answered none"), "{finding:?}");
+        assert!(finding.fix.contains("belfry restart w"), "{finding:?}");
+        // Too young, or a version not declared to report: nothing to say.
+        assert_eq!(
+            program_status_finding(&d, "w", "a", "2.1.5", grace - 1, &silent, "i1"),
+            None
+        );
+        assert_eq!(
+            program_status_finding(&d, "w", "a", "2.0.9", grace, &silent, "i1"),
+            None
+        );
+        // A query answered: the fix is about the harness's own setting, quoting the source.
+        let asked = ProgramStatus {
+            queries: 1,
+            ..ProgramStatus::default()
+        };
+        let finding = program_status_finding(&d, "w", "a", "2.1.5", grace, &asked, "i1")
+            .expect("still silent");
+        assert!(finding.fix.contains("its docs"), "{finding:?}");
     }
 
     #[test]

@@ -432,6 +432,9 @@ pub struct LiveOptions<'a> {
     /// `belfry new` flags added before the command (`--adapter NAME`, a `--ding-delivery`
     /// policy and its `--ding-adapter` argv: the A/B evaluation's two arms).
     pub new_args: Vec<String>,
+    /// The harness version to run instead of the pinned one (installed beside it): a test
+    /// that proves one behaviour on the pin and on the newest release runs one body twice.
+    pub version: Option<String>,
 }
 
 impl Default for LiveOptions<'_> {
@@ -445,6 +448,7 @@ impl Default for LiveOptions<'_> {
             home: None,
             prepare: None,
             new_args: Vec::new(),
+            version: None,
         }
     }
 }
@@ -454,8 +458,13 @@ impl Live {
     /// inside a fresh loopback-only namespace. Panics with the reason when the harness is not
     /// installed or no namespace can be made: a live test never passes without running.
     pub fn start(name: &str, options: LiveOptions) -> Live {
-        let pin = Pin::load(name);
-        let profile = Profile::for_pin(&pin);
+        let mut pin = Pin::load(name);
+        let mut profile = Profile::for_pin(&pin);
+        if let Some(version) = &options.version {
+            // The profile names the version every result is labelled with.
+            pin.version = version.clone();
+            profile.raw["harness_version"] = Value::String(version.clone());
+        }
         assert_eq!(
             profile.raw["harness_version"].as_str(),
             Some(pin.version.as_str()),

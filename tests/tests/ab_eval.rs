@@ -25,7 +25,12 @@
 //! privilege to make a network namespace. Knobs: `AB_SEED` (default 20261201), `AB_MESSAGES`
 //! (messages per arm, default 100), `AB_TASKS` (the tasks the human runs to the end in each
 //! arm, default 30, also after the last post), `AB_ARMS` (`aggressive,rich`), `AB_OUT` (where the
-//! results go, default the system temp dir). Run one harness with
+//! results go, default the system temp dir), `AB_VERSION` (a harness version installed beside
+//! the pin, instead of the pin).
+//!
+//! Issue 40: every notice DING typed is checked against what the program had last reported of
+//! itself through OSC 7501 when its guarded send was judged ([`status_collisions`]); in the
+//! rich arm one typed while the program reported `working` or `blocked` fails the run. Run one harness with
 //! `cargo test -p belfry-tests --test ab_eval -- --ignored --nocapture ab_claude` (`ab_codex`,
 //! `ab_opencode`, `ab_pi`).
 
@@ -356,6 +361,8 @@ struct ActiveDraft {
 /// What one arm measured.
 struct ArmResult {
     arm: &'static str,
+    /// The harness and the version the arm ran (`AB_VERSION` may name another than the pin).
+    label: String,
     posted: Vec<Posted>,
     collisions: Vec<Collision>,
     /// Aborted turns that followed the human's own prompt (not a notice's): reported, not
@@ -374,6 +381,8 @@ struct ArmResult {
     drafts_merged: usize,
     /// Notices DING typed (its guarded sends, from the daemon's log).
     notices_typed: usize,
+    /// What the program reported of itself (OSC 7501) when each notice was typed.
+    status_check: StatusCheck,
     tiers: BTreeMap<String, Vec<u64>>,
     seconds: u64,
     hold_reasons: BTreeMap<String, usize>,
@@ -552,7 +561,22 @@ impl<'a> Driver<'a> {
                 // closes the connection once it has the final event, before the chunked
                 // body's terminator, which fails the terminator's write and nothing else.
                 if request["pieces_written"].as_u64() < request["pieces"].as_u64() {
-                    self.pending_cut = request["of_seq"].as_u64();
+                    let cut = request["of_seq"].as_u64().unwrap_or(0);
+                    // What cut the reply off is the prompt right after the cut request, which
+                    // the server may log before the cut itself: a prompt submitted 0.2 s after
+                    // a notice's (Codex, a person's steer) is logged before the notice turn's
+                    // reply is found cut. Judged on that prompt, not on whatever comes next.
+                    let next = requests.iter().find(|r| {
+                        r["seq"].as_u64().is_some_and(|seq| seq > cut)
+                            && (r["kind"] == "turn" || r["kind"] == "tool-result")
+                    });
+                    match next {
+                        Some(next) => {
+                            let text = next["last_user_text"].as_str().unwrap_or("").to_string();
+                            self.judge_cut(cut, &text);
+                        }
+                        None => self.pending_cut = Some(cut),
+                    }
                 }
                 continue;
             }
@@ -568,18 +592,7 @@ impl<'a> Driver<'a> {
             }
             let text = request["last_user_text"].as_str().unwrap_or("").to_string();
             if let Some(cut) = self.pending_cut.take() {
-                if text.contains("[DING]") && !text.contains("TASK-") && !text.contains("DRAFT-") {
-                    self.collide(
-                        "turn aborted by a notice",
-                        format!(
-                            "the reply to request {cut} was cut off; the next prompt: {text:?}"
-                        ),
-                    );
-                } else {
-                    self.human_aborts.push(format!(
-                        "the reply to request {cut} was cut off; the next prompt: {text:?}"
-                    ));
-                }
+                self.judge_cut(cut, &text);
             }
             if kind == "turn" {
                 self.check_prompt(&text);
@@ -613,6 +626,21 @@ impl<'a> Driver<'a> {
             }
         }
         self.server_seen = requests.len();
+    }
+
+    /// The reply to request `cut` was cut off, and `text` is the prompt that followed it: a
+    /// notice's prompt aborted the turn (a collision), a person's did (reported, not counted).
+    fn judge_cut(&mut self, cut: u64, text: &str) {
+        if text.contains("[DING]") && !text.contains("TASK-") && !text.contains("DRAFT-") {
+            self.collide(
+                "turn aborted by a notice",
+                format!("the reply to request {cut} was cut off; the next prompt: {text:?}"),
+            );
+        } else {
+            self.human_aborts.push(format!(
+                "the reply to request {cut} was cut off; the next prompt: {text:?}"
+            ));
+        }
     }
 
     /// A human prompt (a task or a draft) that reached the model: corrupted when a notice is
@@ -855,10 +883,14 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             home: Some(home.clone()),
             prepare: Some(&apply_hooks),
             new_args,
+            version: std::env::var("AB_VERSION").ok().filter(|v| !v.is_empty()),
             ..LiveOptions::default()
         },
     );
     let label = live.label();
+    // The program's own reports, from before it is ready: what it said when each notice was
+    // typed is looked up in them once the arm is over (see `status_collisions`).
+    let reports = StatusLog::follow(&live);
     live.wait_ready();
     eprintln!("ab {label} {arm}: ready; {} messages", workload.posts.len());
     let mut driver = Driver {
@@ -953,6 +985,11 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     }
     let typed = typed_notice_ids(&live.env.log_dir());
     let seconds = driver.start.elapsed().as_secs();
+    let reports = reports.finish();
+    let status_check = status_collisions(&typed_notices(&live.env.log_dir()), &reports);
+    for (kind, detail) in &status_check.collisions {
+        driver.collide(kind, detail.clone());
+    }
     let lost: Vec<String> = driver
         .posted
         .iter()
@@ -1033,11 +1070,16 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     let _ = std::fs::copy(&calls, keep.join("dispatch.ndjson"));
     let _ = std::fs::write(keep.join("ding-status.json"), status.to_string());
     let _ = std::fs::write(
+        keep.join("program-status.json"),
+        serde_json::to_string_pretty(&status_check.to_json()).unwrap_or_default(),
+    );
+    let _ = std::fs::write(
         keep.join("messages.json"),
         serde_json::to_string_pretty(&per_message).unwrap_or_default(),
     );
     let result = ArmResult {
         arm,
+        label: label.clone(),
         posted: driver.posted.clone(),
         collisions: driver.collisions.clone(),
         human_aborts: driver.human_aborts.clone(),
@@ -1051,6 +1093,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         drafts_erased: driver.drafts_erased,
         drafts_merged: driver.merged_drafts.len(),
         notices_typed: typed.len(),
+        status_check,
         tiers,
         seconds,
         hold_reasons,
@@ -1089,6 +1132,251 @@ fn typed_notice_ids(log_dir: &Path) -> std::collections::BTreeSet<String> {
         }
     }
     ids
+}
+
+/// The pane's own program status reports (OSC 7501) over an arm: the records the pane held
+/// when the driver subscribed (`peek --json`), then every `program-status` event `belfry
+/// events NAME --json` streamed.
+struct StatusLog {
+    child: std::process::Child,
+    events: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    lagged: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Each record as the snapshot held it, as if its event: what came before the subscription.
+    base: Vec<Value>,
+}
+
+/// What [`StatusLog::finish`] hands over: every change to the pane's records, in the order of
+/// the revisions they arrived at, and how many events the subscriber missed.
+struct Reports {
+    changes: Vec<Value>,
+    lagged: u64,
+}
+
+impl StatusLog {
+    fn follow(live: &Live) -> StatusLog {
+        use std::io::BufRead as _;
+        let mut child = live
+            .env
+            .cmd(&["events", &live.session, "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start belfry events");
+        let stdout = child.stdout.take().expect("events stdout");
+        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lagged = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (events_w, lagged_w) = (events.clone(), lagged.clone());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                match event["event"].as_str() {
+                    Some("program-status") => {
+                        if let Ok(mut events) = events_w.lock() {
+                            events.push(event);
+                        }
+                    }
+                    Some("lagged") => {
+                        let missed = event["missed"].as_u64().unwrap_or(1);
+                        lagged_w.fetch_add(missed, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+            }
+        });
+        // Subscribed first, then the snapshot: a report in between is in both, and applying
+        // it twice changes nothing.
+        std::thread::sleep(Duration::from_millis(300));
+        let base = live.peek_json()["program_status"]["records"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|record| {
+                json!({"id": record.get("id"), "new": record,
+                    "revision": record["revision"], "cause": "snapshot"})
+            })
+            .collect();
+        StatusLog {
+            child,
+            events,
+            lagged,
+            base,
+        }
+    }
+
+    fn finish(mut self) -> Reports {
+        // The last reports reach the stream within a moment of the pane's output.
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut changes = self.base;
+        if let Ok(events) = self.events.lock() {
+            changes.extend(events.iter().cloned());
+        }
+        // Stable: within one revision the stream's order stands.
+        changes.sort_by_key(|change| change["revision"].as_u64().unwrap_or(0));
+        Reports {
+            changes,
+            lagged: self.lagged.load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+}
+
+/// One notice DING typed, from the daemon's log line `notice sent: …` and its
+/// `judged_revision` field: the pane revision the guarded send was judged at. The pane host
+/// writes a guarded send only while the pane is still at that revision, and every program
+/// status report is output that moves it, so the records as of that revision are exactly what
+/// the program had last reported when the notice's first byte went in.
+struct TypedNotice {
+    logged_at: String,
+    judged_revision: Option<u64>,
+    ids: Vec<String>,
+}
+
+fn typed_notices(log_dir: &Path) -> Vec<TypedNotice> {
+    let mut notices = Vec::new();
+    let Ok(entries) = std::fs::read_dir(log_dir) else {
+        return notices;
+    };
+    for entry in entries.flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        for line in text.lines() {
+            let Some(at) = line.find("notice sent: ") else {
+                continue;
+            };
+            let judged_revision = line.find("judged_revision=").and_then(|found| {
+                line[found + 16..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse()
+                    .ok()
+            });
+            let mut ids = Vec::new();
+            let mut rest = &line[at..];
+            while let Some(found) = rest.find("[id:") {
+                ids.push(
+                    rest[found + 4..]
+                        .chars()
+                        .take_while(char::is_ascii_alphanumeric)
+                        .collect(),
+                );
+                rest = &rest[found + 4..];
+            }
+            notices.push(TypedNotice {
+                logged_at: line.split_whitespace().next().unwrap_or("").to_string(),
+                judged_revision,
+                ids,
+            });
+        }
+    }
+    notices
+}
+
+/// Every notice DING typed, checked against what the program had last reported of itself
+/// then (issue 40: no notice is ever typed while it reports `working` or `blocked`).
+#[derive(Clone, Debug, Default)]
+struct StatusCheck {
+    /// Program status changes seen over the arm (events and the first snapshot's records).
+    reports: usize,
+    /// How often each state was reported (`blocked:permission` with its kind).
+    reported: BTreeMap<String, usize>,
+    /// Events the subscriber missed: a check over a stream with gaps is not a proof.
+    lagged: u64,
+    /// Notices whose judged revision the log gave, and those it did not.
+    checked: usize,
+    unchecked: usize,
+    /// The program's records when each checked notice was typed (`none` when it had
+    /// reported nothing yet), counted.
+    states_at_typing: BTreeMap<String, usize>,
+    collisions: Vec<(&'static str, String)>,
+    notices: Vec<Value>,
+}
+
+impl StatusCheck {
+    fn to_json(&self) -> Value {
+        json!({"reports": self.reports, "reported": self.reported, "lagged": self.lagged,
+            "notices_checked": self.checked, "notices_unchecked": self.unchecked,
+            "states_at_typing": self.states_at_typing,
+            "typed_while_working_or_blocked": self.collisions.len(),
+            "notices": self.notices})
+    }
+}
+
+/// `state` or `state:kind` of one record.
+fn record_words(record: &Value) -> String {
+    match (record["state"].as_str(), record["kind"].as_str()) {
+        (Some(state), Some(kind)) => format!("{state}:{kind}"),
+        (Some(state), None) => state.to_string(),
+        _ => "?".to_string(),
+    }
+}
+
+fn status_collisions(typed: &[TypedNotice], reports: &Reports) -> StatusCheck {
+    let mut check = StatusCheck {
+        reports: reports.changes.len(),
+        lagged: reports.lagged,
+        ..StatusCheck::default()
+    };
+    for change in &reports.changes {
+        if change["cause"] != "snapshot" && !change["new"].is_null() {
+            *check
+                .reported
+                .entry(record_words(&change["new"]))
+                .or_default() += 1;
+        }
+    }
+    for notice in typed {
+        let Some(revision) = notice.judged_revision else {
+            check.unchecked += 1;
+            continue;
+        };
+        check.checked += 1;
+        // The records as of `revision`: every change that arrived at or before it, in order.
+        let mut records: BTreeMap<String, Value> = BTreeMap::new();
+        for change in &reports.changes {
+            if change["revision"].as_u64().unwrap_or(0) > revision {
+                break;
+            }
+            let id = change["id"].as_str().unwrap_or("").to_string();
+            if change["new"].is_null() {
+                records.remove(&id);
+            } else {
+                records.insert(id, change["new"].clone());
+            }
+        }
+        let words: Vec<String> = records.values().map(record_words).collect();
+        let said = if words.is_empty() {
+            "none".to_string()
+        } else {
+            words.join(",")
+        };
+        *check.states_at_typing.entry(said.clone()).or_default() += 1;
+        let busy = records
+            .values()
+            .any(|record| record["state"] == "working" || record["state"] == "blocked");
+        if busy {
+            check.collisions.push((
+                "notice typed while the program reported working or blocked",
+                format!(
+                    "the notice of {:?} (logged {}) was typed at revision {revision}, when the \
+                     program's last reports said {said}",
+                    notice.ids, notice.logged_at
+                ),
+            ));
+        }
+        check
+            .notices
+            .push(json!({"ids": notice.ids, "logged_at": notice.logged_at,
+            "judged_revision": revision, "program_status": said}));
+    }
+    check
 }
 
 /// The submitted draft a request's last user text carries together with a notice DING typed,
@@ -1219,6 +1507,15 @@ fn report(
                     "p90": percentile(&v, 90.0), "max": v.last().copied().unwrap_or(0)}))
             }).collect::<BTreeMap<_, _>>(),
             "ding_counters": arm.hold_reasons,
+            "program_status": {
+                "reports": arm.status_check.reports,
+                "reported": arm.status_check.reported,
+                "lagged": arm.status_check.lagged,
+                "notices_checked": arm.status_check.checked,
+                "notices_unchecked": arm.status_check.unchecked,
+                "states_at_typing": arm.status_check.states_at_typing,
+                "typed_while_working_or_blocked": arm.status_check.collisions.len(),
+            },
             "seconds": arm.seconds,
         }));
     }
@@ -1231,6 +1528,22 @@ fn report(
             j["moments"],
             j["latency_ms"],
             arm.human_aborts.len()
+        ));
+    }
+    md.push_str("\nWhat the program reported of itself (OSC 7501) when DING typed each notice (the records as of the revision the guarded send was judged at):\n\n");
+    for arm in arms {
+        let check = &arm.status_check;
+        md.push_str(&format!(
+            "- {}: {} notices typed, {} checked ({} without a judged revision); typed while working or blocked: {}; the program's records then: {:?}; {} reports over the arm {:?}, {} events missed\n",
+            arm.arm,
+            arm.notices_typed,
+            check.checked,
+            check.unchecked,
+            check.collisions.len(),
+            check.states_at_typing,
+            check.reports,
+            check.reported,
+            check.lagged
         ));
     }
     for arm in arms {
@@ -1301,7 +1614,7 @@ fn run_ab(name: &'static str) {
             continue;
         }
         let result = run_arm(&harness, &workload, arm, &out);
-        label = harness.profile.label();
+        label = result.label.clone();
         results.push(result);
         let (md, value) = report(&label, seed, messages, tasks, &notes, &results);
         std::fs::write(out.join(format!("ab-{name}.md")), &md).expect("write the report");
@@ -1319,6 +1632,21 @@ fn run_ab(name: &'static str) {
             delivered > 0,
             "{label} {}: no message reached the model",
             arm.arm
+        );
+    }
+    // Issue 40: under the rich policy no notice is typed while the harness says its turn runs
+    // or it waits for a person. The aggressive arm types regardless, by design.
+    for arm in results.iter().filter(|arm| arm.arm == "rich") {
+        let check = &arm.status_check;
+        assert!(
+            check.collisions.is_empty(),
+            "{label} rich: {} notices typed while the program reported working or blocked: {:#?}",
+            check.collisions.len(),
+            check.collisions
+        );
+        assert_eq!(
+            check.unchecked, 0,
+            "{label} rich: notices without a judged revision in the daemon's log"
         );
     }
 }

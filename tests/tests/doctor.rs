@@ -602,3 +602,100 @@ fn doctor_checks_a_declared_qwen_agent_version_hooks_and_folder_trust() {
     let q = report(&reports, "q");
     assert_eq!((code, checks(q)), (Some(0), Vec::<String>::new()), "{q:#}");
 }
+
+/// Writes `bin/NAME`, a harness that reports its own state: `--version` prints `version`;
+/// otherwise it draws `screen` and, when its first argument is `report`, writes an OSC 7501
+/// `idle` report, then sleeps.
+fn reporting_harness(env: &Env, name: &str, version: &str, screen: &str) {
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir bin");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{version}'; exit 0; fi\n\
+         printf '%s\\n' '{screen}'\n\
+         if [ \"$1\" = report ]; then printf '\\033]7501;state=idle:app=fake\\033\\\\'; fi\n\
+         exec sleep 600\n"
+    );
+    let path = bin.join(name);
+    std::fs::write(&path, script).expect("write fake harness");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// Issue 40 item 5: a pane whose harness version its adapter declares to report its own state
+/// (adapters/claude/declaration.json `program_status`: 2.1.328 and 2.1.337 emit, and it asks
+/// first) and that, ready for 10 s, has reported nothing is named, with the fix: here the pane
+/// host answered no query, so the fix is about the query. A pane of the same version that
+/// reported, or one younger than the grace, is not named.
+#[test]
+fn doctor_names_a_ready_pane_whose_harness_should_report_its_state_and_has_not() {
+    let env = doctor_env();
+    reporting_harness(&env, "claude", "2.1.337 (Claude Code)", "❯ ");
+    let dir = project(&env, "project").display().to_string();
+    for (name, arg) in [("silent", "quiet"), ("reporting", "report")] {
+        env.ok(&[
+            "new",
+            name,
+            "--cwd",
+            &dir,
+            "--adapter",
+            "claude",
+            "--",
+            "claude",
+            arg,
+        ]);
+        env.wait_screen(name, "❯");
+    }
+    let status_checks = |reports: &[Value], name: &str| {
+        checks(report(reports, name)).contains(&"program-status-silent".to_string())
+    };
+    // Just started: not yet.
+    let (_, reports) = doctor_json(&env, &["silent", "reporting"]);
+    assert!(!status_checks(&reports, "silent"), "{reports:#?}");
+
+    let mut last = Vec::new();
+    let found = eventually(Duration::from_secs(20), || {
+        last = doctor_json(&env, &["silent", "reporting"]).1;
+        status_checks(&last, "silent")
+    });
+    assert!(found, "the silent pane was never named: {last:#?}");
+    let silent = finding(report(&last, "silent"), "program-status-silent");
+    assert!(
+        silent["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("2.1.337") && p.contains("answered 0 status queries")),
+        "{silent:#}"
+    );
+    assert!(
+        silent["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("answered none") && f.contains("belfry restart silent")),
+        "{silent:#}"
+    );
+    assert!(!status_checks(&last, "reporting"), "{last:#?}");
+}
+
+/// A harness version older than every version the declaration checked is not judged: nothing
+/// says whether it reports.
+#[test]
+fn doctor_does_not_judge_a_harness_version_the_declaration_never_checked() {
+    let env = doctor_env();
+    reporting_harness(&env, "codex", "codex-cli 0.150.0", "› ");
+    let dir = project(&env, "project").display().to_string();
+    env.ok(&[
+        "new",
+        "old",
+        "--cwd",
+        &dir,
+        "--adapter",
+        "codex",
+        "--",
+        "codex",
+        "quiet",
+    ]);
+    env.wait_screen("old", "›");
+    std::thread::sleep(Duration::from_millis(10_500));
+    let (_, reports) = doctor_json(&env, &["old"]);
+    assert!(
+        !checks(report(&reports, "old")).contains(&"program-status-silent".to_string()),
+        "{reports:#?}"
+    );
+}

@@ -193,3 +193,65 @@ fn ls_watch_is_the_same_view_and_a_killed_pane_leaves_it() {
     env.ok(&["send", "watch", "--text", "q"]);
     env.wait_screen("watch", "WATCH-EXIT=0");
 }
+
+/// Issue 40 item 4: the panes whose programs report through OSC 7501 that they wait for a
+/// person (`blocked`) are listed first, with what they wait for and for how long; then the
+/// one at work, then the idle one, then a pane that reports nothing — whatever their names'
+/// order. The programs are shells that write one report each and sleep.
+#[test]
+fn top_lists_the_panes_that_need_a_person_first_with_what_they_wait_for() {
+    let env = Env::new();
+    let report =
+        |body: &str| format!("printf '\\033]7501;{body}\\033\\\\'; echo REPORTED; sleep 600");
+    for (name, body) in [
+        ("a-idle", "state=idle:app=scripted"),
+        ("b-working", "state=working:app=scripted"),
+        ("c-question", "state=blocked:kind=question:app=scripted"),
+        ("d-approve", "state=blocked:kind=permission:app=scripted"),
+    ] {
+        env.spawn(
+            name,
+            "10x60",
+            &["sh", "-c", &report(body)],
+            Some("REPORTED"),
+        );
+        // The first blocked pane entered its state first: it has waited longest.
+        std::thread::sleep(std::time::Duration::from_millis(1_100));
+    }
+    env.spawn("e-plain", "10x60", &["sleep", "600"], None);
+    top_in_a_pane(&env, "watch");
+    env.wait_screen("watch", "belfry top +6 pane");
+    env.wait_screen("watch", "d-approve .* needs you: permission [0-9]+ s");
+    let text = screen_text(&env, "watch");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.get(2..)?.split_whitespace().next())
+        .filter(|name| name.contains('-') || *name == "watch")
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "c-question",
+            "d-approve",
+            "b-working",
+            "a-idle",
+            "e-plain",
+            "watch"
+        ],
+        "{text}"
+    );
+    let row = |name: &str| {
+        text.lines()
+            .find(|line| line.get(2..).is_some_and(|l| l.starts_with(name)))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        row("c-question").contains(" needs you: question "),
+        "{text}"
+    );
+    assert!(row("b-working").contains(" working "), "{text}");
+    assert!(row("a-idle").contains(" idle "), "{text}");
+    // The selection starts on the pane that has waited longest for a person.
+    assert!(text.contains("> c-question "), "{text}");
+}

@@ -7,6 +7,7 @@
 //! reverse video by the loop, and marked `>` in the text so the model says it too).
 
 use belfry_cli::keys::{edit_name_filter, FilterEdit, ViewKey};
+use belfry_proto::program_status::ProgramState;
 
 use super::fleet::{adapter_state, Fleet, Mail, PaneView};
 use crate::human;
@@ -80,13 +81,17 @@ pub(crate) struct Ui {
 }
 
 impl Ui {
-    /// The panes listed: those the filter lets through, in name order.
+    /// The panes listed: those the filter lets through, the ones that need a person first
+    /// (see [`urgency`]), then in name order.
     pub(crate) fn shown<'f>(&self, fleet: &'f Fleet) -> Vec<&'f PaneView> {
         let filter = self.filter.to_lowercase();
-        fleet
+        let mut shown: Vec<&PaneView> = fleet
             .panes()
             .filter(|pane| pane.record.session.to_lowercase().contains(&filter))
-            .collect()
+            .collect();
+        // A stable sort: panes of the same urgency keep the fleet's name order.
+        shown.sort_by_key(|pane| urgency(pane));
+        shown
     }
 
     /// The selected pane's index among the panes listed, selecting the first one listed if
@@ -151,7 +156,7 @@ struct Column {
 const COLUMNS: [Column; 12] = [
     Column { heading: "NAME", cap: Some(16), align: Align::Left, drop: 0 },
     Column { heading: "PROGRAM", cap: Some(14), align: Align::Left, drop: 3 },
-    Column { heading: "STATE", cap: Some(9), align: Align::Left, drop: 0 },
+    Column { heading: "STATE", cap: Some(28), align: Align::Left, drop: 0 },
     Column { heading: "REV", cap: Some(16), align: Align::Right, drop: 4 },
     Column { heading: "REV/S", cap: Some(6), align: Align::Right, drop: 9 },
     Column { heading: "CL", cap: Some(3), align: Align::Right, drop: 8 },
@@ -355,7 +360,7 @@ fn cells(pane: &PaneView, now_ms: u64) -> Vec<String> {
     vec![
         record.session.clone(),
         program,
-        state(pane),
+        state(pane, now_ms),
         record
             .revision
             .map_or_else(|| "-".into(), |r| r.to_string()),
@@ -372,9 +377,32 @@ fn cells(pane: &PaneView, now_ms: u64) -> Vec<String> {
     ]
 }
 
+/// Where a pane stands in the list, first first: a program that reports it waits for a person
+/// (`blocked`: a permission, a question, a sign-in), the one waiting longest first; then one
+/// that reports an error, then one at work, then a finished one, then an idle one; last the
+/// panes whose program reports nothing (an exited pane among them). A person looking at the
+/// view wants first what only they can unblock; what runs or rests can wait.
+fn urgency(pane: &PaneView) -> (u8, u64) {
+    let running = pane.record.error.is_none() && !matches!(pane.record.exited, Some(Some(_)));
+    let Some(status) = pane.record.program_status.as_ref().filter(|_| running) else {
+        return (6, 0);
+    };
+    let rank = match status.state {
+        ProgramState::Blocked => 0,
+        ProgramState::Error => 1,
+        ProgramState::Working => 2,
+        ProgramState::Done => 3,
+        ProgramState::Idle => 4,
+    };
+    // Among the blocked, the one that entered its state first (the smallest `since`) waits
+    // longest; the others keep name order.
+    let since = if rank == 0 { status.since } else { 0 };
+    (rank, since)
+}
+
 /// The pane's state: why its pane host could not be asked, how its program ended, what the
 /// program reports of itself (OSC 7501), what its adapter says it is doing, or `running`.
-fn state(pane: &PaneView) -> String {
+fn state(pane: &PaneView, now_ms: u64) -> String {
     let record = &pane.record;
     if record.error.is_some() {
         return record.state.clone().unwrap_or_else(|| "error".into());
@@ -387,7 +415,8 @@ fn state(pane: &PaneView) -> String {
         };
     }
     if let Some(record) = &pane.record.program_status {
-        return record.words();
+        // What it waits for and for how long: `needs you: permission 3 min`.
+        return human::status_words(record, now_ms);
     }
     pane.ding
         .as_ref()
@@ -460,6 +489,7 @@ fn line(text: &str, width: usize, style: Style) -> Line {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use belfry_proto::program_status::{BlockedKind, StatusRecord};
     use belfry_proto::reply::PaneRecord;
     use belfry_proto::{ExitStatus, Size};
     use serde_json::json;
@@ -688,6 +718,79 @@ mod tests {
             "kill watch (this view's own pane), its program and its pane host? y kills it, any \
              other key keeps it"
         );
+    }
+
+    /// A program status record in `state` (with `kind` when blocked), entered `ago_ms` before
+    /// [`NOW`].
+    fn status(state: ProgramState, kind: Option<BlockedKind>, ago_ms: u64) -> Option<StatusRecord> {
+        Some(StatusRecord {
+            id: None,
+            state,
+            kind,
+            app: Some("agent".into()),
+            msg: None,
+            title: None,
+            progress: None,
+            revision: 5,
+            since: NOW - ago_ms,
+            incarnation: "i".into(),
+        })
+    }
+
+    /// The panes whose programs report they wait for a person come first, the one waiting
+    /// longest first, each with what it waits for and since how long; then the one at work,
+    /// then the idle one, then the panes that report nothing, in name order.
+    #[test]
+    fn the_panes_that_need_a_person_come_first_with_what_they_wait_for_and_how_long() {
+        let mut fleet = Fleet::default();
+        let with = |name: &str, record: Option<StatusRecord>| {
+            let mut pane = pane(name, &["agent"], 9, 0);
+            pane.program_status = record;
+            pane
+        };
+        fleet.update_listing(
+            vec![
+                with("a-idle", status(ProgramState::Idle, None, 40_000)),
+                with("b-plain", None),
+                with(
+                    "c-asks",
+                    status(ProgramState::Blocked, Some(BlockedKind::Question), 5_000),
+                ),
+                with("d-working", status(ProgramState::Working, None, 12_000)),
+                with(
+                    "e-approve",
+                    status(
+                        ProgramState::Blocked,
+                        Some(BlockedKind::Permission),
+                        200_000,
+                    ),
+                ),
+            ],
+            NOW,
+        );
+        let mut ui = Ui::default();
+        let names: Vec<&str> = ui
+            .shown(&fleet)
+            .iter()
+            .map(|pane| pane.record.session.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["e-approve", "c-asks", "d-working", "a-idle", "b-plain"]
+        );
+        let lines = frame(&fleet, &mut ui, NOW, "14:02:11", 80, 8);
+        insta::assert_snapshot!(text(&lines), @r"
+        belfry top  5 pane(s), 0 unread message(s), 0 held  14:02:11
+          NAME      STATE                       UNRD HOLD LAST EVENT
+        > e-approve needs you: permission 3 min    - -    -
+          c-asks    needs you: question 5 s        - -    -
+          d-working working 12 s                   - -    -
+          a-idle    idle 40 s                      - -    -
+          b-plain   running                        - -    -
+        j/k select  enter attach  p peek  d ding  / filter  R restart  K kill  q quit
+        ");
+        // The selection starts on the pane that waits longest for a person.
+        assert_eq!(ui.selected.as_deref(), Some("e-approve"));
     }
 
     #[test]
