@@ -110,7 +110,7 @@ invalid! {
     unknown_effect =>
         "unknown_effect.kdl:5:18: effect \"block\" is not one of: deny, context, rewrite";
     unknown_event =>
-        "unknown_event.kdl:2:9: event \"pre-tool\" is not one of: session-start, session-end, prompt-submit, before-tool, after-tool, turn-stop, stop-failure, pre-compact, subagent-start, subagent-stop, notification";
+        "unknown_event.kdl:2:9: event \"pre-tool\" is not one of: session-start, session-end, prompt-submit, before-tool, after-tool, turn-stop, stop-failure, pre-compact, subagent-start, subagent-stop, notification, interrupt";
     unknown_field =>
         "unknown_field.kdl:3:3: unknown node `comand` in hook \"a\"; expected one of: event, intent, select, command, command-windows, timeout-ms, async, failure, effects, targets";
     unknown_target =>

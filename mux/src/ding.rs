@@ -1726,6 +1726,14 @@ impl Worker {
                     // the same hook and reported `active` (spec §7.4, one lease per idle).
                     self.apply(LeaseInput::TurnStarted);
                 }
+                if hook == "interrupt" && matches!(source, "" | "user") {
+                    // An interrupt a person made (a harness that says who stopped the turn
+                    // says `user`; one that does not say is taken to be a person, the
+                    // longer-held reading) is their presence: the same signal as their
+                    // keystrokes, without an Enter (spec §7.4). Mail waits the settle time
+                    // rather than landing on the composer they are about to type into.
+                    self.apply(LeaseInput::Typed { submit: false });
+                }
                 if hook == "turn-stop" {
                     if self.turns.continued_stops > 0 {
                         self.turns.continued_stops -= 1;

@@ -144,7 +144,7 @@ pub fn assert_guarded_run(
 }
 
 /// The semantic events of the canonical hook file (docs/hooks.md), each a matrix cell.
-pub const EVENTS: [&str; 11] = [
+pub const EVENTS: [&str; 12] = [
     "session-start",
     "session-end",
     "prompt-submit",
@@ -156,6 +156,7 @@ pub const EVENTS: [&str; 11] = [
     "subagent-start",
     "subagent-stop",
     "notification",
+    "interrupt",
 ];
 
 /// The text of the first scripted tool call, which the before-tool observer refuses.

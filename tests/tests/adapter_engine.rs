@@ -247,6 +247,31 @@ fn a_turn_that_starts_again_holds_as_active() {
     assert_eq!(log_text(&log), "");
 }
 
+/// An interrupt (a person pressed Escape: Claude Code's and Codex's `Interrupt`, dispatched as
+/// `interrupt`) ends the turn, which no turn-stop will (neither harness fires one for an
+/// interrupted turn), and is a person's presence: the mail held while the turn ran is first
+/// held as `typed`, as after their keystrokes, and goes once the settle time has passed.
+#[test]
+fn an_interrupt_ends_the_turn_and_holds_mail_as_a_person_present() {
+    let env = Env::new();
+    let log = fake_harness_pane(&env);
+    hook(&env, "turn-stop");
+    wait_for_summary(&env, "idle, composer empty");
+    hook(&env, "prompt-submit");
+    wait_for_summary(&env, "active, composer empty");
+    let name = post(&env, "after the interrupt");
+    wait_for_state(&env, "held:active");
+    hook(&env, "interrupt");
+    wait_for_state(&env, "held:typed");
+    let want = submitted_notice(&name, "after the interrupt");
+    assert!(
+        eventually(Duration::from_secs(8), || log_text(&log) == want),
+        "after the interrupt the pane got {:?}; status: {}",
+        log_text(&log),
+        status(&env)
+    );
+}
+
 /// Bad input gets a clear error and exit 2, never a hang: an unknown provider names the ones
 /// built in, a missing pane environment names the variables.
 #[test]

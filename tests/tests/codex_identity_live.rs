@@ -1,8 +1,9 @@
-//! Issue 10 item 1, live: two Codex 0.169.0 panes keep their own identity. By default the Codex
-//! TUI runs its tools and hooks in one shared background app-server, which keeps the
-//! environment of whichever process started it first — a tool in one pane printed another,
-//! long killed pane's `BELFRY_SESSION`. The codex adapter's declaration adds `--no-daemon` to
-//! every pane it launches (`launch.args`), so each pane's process runs its own tools and hooks.
+//! Issue 10 item 1, live: two Codex panes (the version tests/harnesses.json pins) keep their
+//! own identity. By default the Codex TUI runs its tools and hooks in one shared background
+//! app-server, which keeps the environment of whichever process started it first — a tool in
+//! one pane printed another, long killed pane's `BELFRY_SESSION`. The codex adapter's
+//! declaration adds `--no-daemon` to every pane it launches (`launch.args`), so each pane's
+//! process runs its own tools and hooks.
 //!
 //! Proven here, in a loopback-only namespace against the scripted model server: a first Codex
 //! pane started *without* the adapter (so without `--no-daemon`) leaves the shared background

@@ -20,7 +20,7 @@ use belfry_tests::belfry_bin;
 use belfry_tests::projection_live::{harness_bin, model_server, offline_run, OfflineRun};
 use serde_json::{json, Value};
 
-const CLAUDE_VERSION: &str = "2.1.328 (Claude Code)";
+const CLAUDE_VERSION: &str = "2.1.337 (Claude Code)";
 const CONTEXT_MARK: &str = "BELFRY-CTX-7731 repo uses trunk-based flow";
 const DENY_MARK: &str = "BELFRY-DENY no force push";
 const PROMPT: &str = "push the branch";

@@ -38,14 +38,14 @@ use std::time::{Duration, Instant};
 use belfry_tests::bin_dir;
 use belfry_tests::live::{Live, LiveOptions};
 use belfry_tests::projection_live::{
-    assert_cells, harness_bin, model_server, write, CellCheck, CellsRun, AFTER_WORD, BLOCK_WORD,
-    CELLS_PROMPT, FAIL_WORD,
+    assert_cells, harness_bin, model_server, write, CellCheck, CellsRun, AFTER_WORD,
+    BEFORE_REFUSAL, BLOCK_WORD, CELLS_PROMPT, FAIL_WORD,
 };
 use serde_json::Value;
 
 const SUBAGENT_PROMPT: &str = "CELLS-SUBAGENT-GO";
 const SUBAGENT_TASK: &str = "CELLS-SUBAGENT-TASK";
-/// Codex 0.169.0 offers its subagent tools only inside this tool group of the Responses
+/// Codex 0.169.0 (and 0.171.0) offers its subagent tools only inside this tool group of the Responses
 /// request (`{"type": "namespace", "name": "multi_agent_v1", "tools": [spawn_agent,
 /// wait_agent, ...]}`, seen in the live request), with no feature flag set: a call must name
 /// the group beside the tool.
@@ -125,7 +125,21 @@ fn claude_calls_dispatch_for_every_exact_cell() {
             &env,
         )
     };
+    // A slash command whose text holds an inline shell command: Claude Code runs it while it
+    // expands the command, outside any tool call, so PreToolUse never sees it; 2.1.337's
+    // PreSkillShellCommand does, and the projection's before-tool entry is there too. The
+    // command names the word the before-tool observer refuses.
+    let skill_marker = run.project.join("skill-marker");
+    write(
+        &run.project.join(".claude/commands/cells-skill.md"),
+        &format!(
+            "---\nallowed-tools: Bash(touch:*)\ndescription: cells skill\n---\nStatus: !`touch {} && echo {BLOCK_WORD}`\n",
+            skill_marker.display()
+        ),
+        false,
+    );
     let output = claude_p(CELLS_PROMPT, "");
+    let skill = claude_p("/cells-skill", "");
     // The cells one turn cannot reach, each in a short run of its own: a manual compaction of
     // that session (`/compact` with --continue), a turn the server fails with an API error, and
     // a turn that runs a subagent.
@@ -181,6 +195,36 @@ fn claude_calls_dispatch_for_every_exact_cell() {
             "fired for the failed turn, with its error (not awaited; this run's hook ran before the harness exited)",
         )
     };
+    // before-tool.deny is exact on the skill's shell command too: it never ran, dispatch was
+    // called from PreSkillShellCommand and refused it, and the model read the reason in the
+    // expanded command.
+    let skill_calls: Vec<Value> = run
+        .calls("before-tool")
+        .into_iter()
+        .filter(|call| call["hook_event_name"] == "PreSkillShellCommand")
+        .collect();
+    assert!(
+        !skill_marker.exists(),
+        "{label}: the slash command's shell command ran past the before-tool guard\n{}",
+        run.evidence()
+    );
+    assert!(
+        skill_calls
+            .iter()
+            .any(|call| call["decision"] == "deny" && call["tool_class"] == "shell"),
+        "{label}: no PreSkillShellCommand call was refused as a shell call: {skill_calls:?}\n{}\n{}",
+        String::from_utf8_lossy(&skill.stdout),
+        run.evidence()
+    );
+    assert!(
+        run.model_saw(&format!("[not run: blocked by hook: {BEFORE_REFUSAL}]")),
+        "{label}: the model never read the refusal of the slash command's shell command\n{}",
+        run.evidence()
+    );
+    println!(
+        "cells: {label}: before-tool.deny exact on a slash command's inline shell command: dispatch called {}x from PreSkillShellCommand, the command never ran, the model read \"[not run: blocked by hook: …]\"",
+        skill_calls.len()
+    );
     assert_cells(
         &run,
         &output,
@@ -189,6 +233,12 @@ fn claude_calls_dispatch_for_every_exact_cell() {
                 "notification",
                 CellCheck::NotExercised(
                     "claude -p never prompts (a tool outside the allowed list is refused without asking); driven in a pane instead by claude_notifies_on_a_permission_prompt_in_a_pane",
+                ),
+            ),
+            (
+                "interrupt",
+                CellCheck::NotExercised(
+                    "claude -p is never interrupted; driven in a pane instead by claude_dispatches_interrupt_on_escape_in_a_pane",
                 ),
             ),
             ("stop-failure", stop_failure),
@@ -365,6 +415,12 @@ fn codex_calls_dispatch_for_every_exact_cell() {
                 "pre-compact",
                 CellCheck::NotExercised(
                     "a one-shot codex exec turn never compacts; driven in a pane instead by codex_calls_pre_compact_for_compact_in_a_pane",
+                ),
+            ),
+            (
+                "interrupt",
+                CellCheck::NotExercised(
+                    "a one-shot codex exec turn is never interrupted; driven in a pane instead by codex_dispatches_interrupt_on_escape_in_a_pane",
                 ),
             ),
         ],
@@ -892,6 +948,126 @@ fn claude_notifies_on_a_permission_prompt_in_a_pane() {
             notified
                 .iter()
                 .map(|input| input["message"].as_str().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        ),
+    );
+}
+
+/// The prompt of the slow turn an interrupt stops, and the answer it streams (slowly).
+const SLOW_PROMPT: &str = "CELLS-SLOW-GO";
+
+/// The script of the slow turn: [`SLOW_PROMPT`] is answered with 200 pieces joined by
+/// `joint`, one every 200 ms (40 s in all, far longer than a test waits for it).
+fn slow_script(joint: &str) -> Value {
+    let words: Vec<String> = (0..200).map(|n| format!("slow{n}")).collect();
+    serde_json::json!({
+        "turns": [{ "match": SLOW_PROMPT, "text": words.join(joint), "delay_ms": 200 }],
+        "fallback": { "text": "FALLBACK" },
+    })
+}
+
+/// Submits [`SLOW_PROMPT`] in `live`, waits until the screen matches `started` (the turn is
+/// under way), presses Escape and waits (20 s at most) for dispatch to be called for
+/// `interrupt`. Returns what the observer read; asserts no Stop fired for the stopped turn.
+fn escape_a_slow_turn(run: &CellsRun, live: &Live, started: &str) -> Vec<Value> {
+    let label = &run.label;
+    live.wait_ready();
+    live.submit(SLOW_PROMPT);
+    assert!(
+        live.wait(started, None, 60_000),
+        "{label}: the slow turn never showed {started:?}\nscreen:\n{}",
+        live.screen()
+    );
+    live.guarded_send(&["--key", "Escape"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline && run.calls("interrupt").is_empty() {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let interrupted = run.observed("interrupt");
+    assert!(
+        interrupted
+            .iter()
+            .any(|input| input["hook_event_name"] == "Interrupt"),
+        "{label}: no Interrupt reached the observer: {interrupted:?}\nscreen:\n{}\n{}",
+        live.screen(),
+        run.evidence()
+    );
+    assert!(
+        run.calls("turn-stop").is_empty(),
+        "{label}: the interrupted turn also fired Stop\n{}",
+        run.evidence()
+    );
+    interrupted
+}
+
+/// interrupt (exact on Claude Code 2.1.337): Escape during a streaming turn ends it, and
+/// Claude Code's Interrupt reaches dispatch as `interrupt`, saying a person stopped it.
+#[test]
+#[ignore = "live: needs Claude Code, belfry-model-server and a network namespace"]
+fn claude_dispatches_interrupt_on_escape_in_a_pane() {
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "claude");
+    let live = pane(&run, "claude", slow_script(" "), &|| {
+        run.apply(&[], &[]);
+    });
+    let label = &run.label;
+    let busy = live
+        .profile
+        .busy_regex()
+        .unwrap_or_else(|| panic!("{label}: the live profile names no busy screen"));
+    let interrupted = escape_a_slow_turn(&run, &live, &busy);
+    assert!(
+        interrupted.iter().any(|input| input["source"] == "user"),
+        "{label}: no Interrupt said the user stopped the turn: {interrupted:?}"
+    );
+    assert_pane_cell(
+        &run,
+        "interrupt",
+        &format!(
+            "after Escape in a streaming turn, inputs {:?}",
+            interrupted
+                .iter()
+                .map(|input| format!(
+                    "source {} reason {} via {}",
+                    input["source"], input["reason"], input["via"]
+                ))
+                .collect::<Vec<_>>()
+        ),
+    );
+}
+
+/// interrupt (lossy on Codex 0.171.0, `codex:interrupt-no-source`): Escape during a
+/// streaming turn in a belfry pane ends it, and Codex's Interrupt reaches dispatch as
+/// `interrupt` with the turn it stopped, but nothing saying who stopped it. The entry runs
+/// only because `apply --trust` wrote the hash Codex computes for it (its timeout cut to 3 s).
+#[test]
+#[ignore = "live: needs Codex, belfry-model-server and a network namespace"]
+fn codex_dispatches_interrupt_on_escape_in_a_pane() {
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "codex");
+    let codex_home = run.home.join(".codex");
+    // Codex draws a streamed answer a finished paragraph at a time, so each piece is one.
+    let live = pane(&run, "codex", slow_script("\n\n"), &|| {
+        run.apply(&["--trust"], &[("CODEX_HOME", &codex_home)]);
+    });
+    let label = &run.label;
+    let interrupted = escape_a_slow_turn(&run, &live, "slow1");
+    assert!(
+        interrupted.iter().all(|input| input.get("source").is_none()
+            && input["turn_id"].as_str().is_some_and(|id| !id.is_empty())),
+        "{label}: the matrix says Codex's Interrupt names its turn and no source: {interrupted:?}"
+    );
+    assert_pane_cell(
+        &run,
+        "interrupt",
+        &format!(
+            "(lossy: no source) after Escape in a streaming turn, inputs {:?}",
+            interrupted
+                .iter()
+                .map(|input| format!(
+                    "turn_id {} permission_mode {}",
+                    input["turn_id"], input["permission_mode"]
+                ))
                 .collect::<Vec<_>>()
         ),
     );

@@ -18,7 +18,7 @@ use std::process::Command;
 use belfry_tests::bin_dir;
 use belfry_tests::projection_live::{self, found, target_dir};
 
-const CLAUDE_VERSION: &str = "2.1.328";
+const CLAUDE_VERSION: &str = "2.1.337";
 
 #[test]
 #[ignore = "live: needs Claude Code 2.1.328, belfry-model-server, the claude dialect and a network namespace"]

@@ -111,9 +111,13 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
     std::fs::write(
         project.join("belfry-hooks.kdl"),
         "hook \"notes\" { event \"prompt-submit\"; command \"notes\"; targets \"codex\" }\n\
-         hook \"watch\" { event \"before-tool\"; intent \"observe\"; select tool=\"shell\"; command \"w\"; targets \"codex\" }\n",
+         hook \"watch\" { event \"before-tool\"; intent \"observe\"; select tool=\"shell\"; command \"w\"; targets \"codex\" }\n\
+         hook \"stopped\" { event \"interrupt\"; intent \"observe\"; command \"s\"; targets \"codex\" }\n",
     )
     .unwrap_or_else(|err| panic!("{err}"));
+    // The interrupt entry is the one whose trust is easiest to get wrong: Codex files it under
+    // the label `interrupt` and hashes it with its timeout cut to 3 s (its longest), so an
+    // entry written with a longer timeout reads "modified" however it was trusted.
     // The real Codex is the one `hooks` asks its version (the one the hooks run under), so
     // `status` can say `installed` only for an admitted version.
     let codex_dir = codex.parent().unwrap_or_else(|| Path::new("/"));
@@ -146,7 +150,7 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(entries.len(), 2, "Codex {version} hooks/list: {untrusted}");
+    assert_eq!(entries.len(), 3, "Codex {version} hooks/list: {untrusted}");
     for entry in &entries {
         assert_eq!(
             entry["trustStatus"], "untrusted",
@@ -166,7 +170,7 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(entries.len(), 2, "Codex {version} hooks/list: {trusted}");
+    assert_eq!(entries.len(), 3, "Codex {version} hooks/list: {trusted}");
     for entry in &entries {
         assert_eq!(
             entry["trustStatus"], "trusted",
@@ -178,6 +182,14 @@ fn codex_trusts_exactly_the_entries_apply_trust_wrote() {
             "{config}"
         );
     }
+    assert!(
+        entries.iter().any(|entry| entry["key"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with(".codex/hooks.json:interrupt:0:0")
+            && entry["eventName"] == "interrupt"),
+        "Codex {version} lists no interrupt entry under the label interrupt: {trusted}"
+    );
     let status = belfry(&["status"]);
     assert!(status.contains("codex: installed"), "{status}");
 }

@@ -289,6 +289,7 @@ fn host_lifecycle_and_native_events_are_disjoint_for_every_declaration() {
         "subagent-start",
         "subagent-stop",
         "notification",
+        "interrupt",
     ];
     let roots = [
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters"),

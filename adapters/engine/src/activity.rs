@@ -28,7 +28,11 @@ impl Turn {
     /// The state after the semantic hook event `hook` (spec §9's event names).
     pub fn after(self, hook: &str) -> Turn {
         match hook {
-            "turn-stop" => Turn::Idle,
+            // An interrupt ends the turn without a turn-stop (neither Claude Code nor Codex
+            // fires one for a turn stopped by Escape), so it is the harness's own word that the
+            // turn is over. The person who pressed it is there: the DING worker holds mail for
+            // that (spec §7.4), as for their keystrokes.
+            "turn-stop" | "interrupt" => Turn::Idle,
             "prompt-submit" | "before-tool" | "after-tool" | "pre-compact" | "subagent-start" => {
                 Turn::Active
             }

@@ -96,6 +96,18 @@ fn only_a_turn_stop_makes_the_turn_idle() {
     assert_eq!(Turn::Idle.after("notification"), Turn::Idle);
 }
 
+/// An interrupted turn fires no turn-stop (Claude Code's and Codex's Escape): the harness's
+/// `interrupt` is its word that the turn ended.
+#[test]
+fn an_interrupt_ends_the_turn() {
+    assert_eq!(Turn::Active.after("interrupt"), Turn::Idle);
+    assert_eq!(Turn::Unknown.after("interrupt"), Turn::Idle);
+    let mut sources = TurnSources::new();
+    sources.hook("prompt-submit");
+    sources.hook("interrupt");
+    assert_eq!(sources.turn().0, Turn::Idle);
+}
+
 #[test]
 fn a_child_in_the_foreground_is_child() {
     let mut peek = fixture("claude", "idle-empty")["peek"].clone();

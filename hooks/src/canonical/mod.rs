@@ -48,6 +48,7 @@ pub const SEMANTIC_EVENTS: &[&str] = &[
     "subagent-start",
     "subagent-stop",
     "notification",
+    "interrupt",
 ];
 
 /// The events that carry a tool call, the only ones `select` applies to.

@@ -290,6 +290,26 @@ pub struct HandlerFields {
     pub name: Option<String>,
 }
 
+/// The native events one semantic event is projected to: usually one, and more where a
+/// harness splits one semantic event over several of its own (a shell guard must also run
+/// where the harness runs shell commands outside its tool calls). Each gets the same entry.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum NativeEvents {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl NativeEvents {
+    /// The native event names, in the order the data lists them.
+    pub fn names(&self) -> &[String] {
+        match self {
+            NativeEvents::One(name) => std::slice::from_ref(name),
+            NativeEvents::Many(names) => names,
+        }
+    }
+}
+
 /// The unit of a native timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -321,8 +341,8 @@ pub enum Render {
         #[serde(default)]
         source: String,
         hooks_key: String,
-        /// Semantic event → native event.
-        events: BTreeMap<String, String>,
+        /// Semantic event → the native event (or events) whose entries call dispatch for it.
+        events: BTreeMap<String, NativeEvents>,
         timeout_unit: TimeoutUnit,
         /// Per semantic event, the most a harness allows.
         #[serde(default)]

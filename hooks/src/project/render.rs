@@ -189,7 +189,7 @@ pub fn settings_groups(
         return Vec::new();
     };
     let mut groups = Vec::new();
-    for (semantic, native) in events {
+    for (semantic, natives) in events {
         for is_async in [false, true] {
             let selected: Vec<&CanonicalHook> = hooks
                 .iter()
@@ -202,11 +202,13 @@ pub fn settings_groups(
             let timeout = native_timeout(&selected, semantic, *timeout_unit, max_timeout_ms);
             if let Some(value) = group_value(render, target, semantic, is_async, hooks_dir, timeout)
             {
-                groups.push(WantedGroup {
-                    native_event: native.clone(),
-                    value,
-                    is_async,
-                });
+                for native in natives.names() {
+                    groups.push(WantedGroup {
+                        native_event: native.clone(),
+                        value: value.clone(),
+                        is_async,
+                    });
+                }
             }
         }
     }
@@ -253,19 +255,21 @@ pub fn group_shapes(render: &Render, target: &str, hooks_dir: &Path) -> Vec<Grou
         return Vec::new();
     };
     let mut shapes = Vec::new();
-    for (semantic, native) in events {
+    for (semantic, natives) in events {
         for is_async in [false, true] {
             let Some(value) = group_value(render, target, semantic, is_async, hooks_dir, 0) else {
                 continue;
             };
             let file = compiled_path(hooks_dir, target, is_async);
-            shapes.push(GroupShape {
-                native_event: native.clone(),
-                is_async,
-                value,
-                timeout_field: Some(fields.timeout.clone()),
-                command: dispatch_command(semantic, target, &file, Platform::Unix),
-            });
+            for native in natives.names() {
+                shapes.push(GroupShape {
+                    native_event: native.clone(),
+                    is_async,
+                    value: value.clone(),
+                    timeout_field: Some(fields.timeout.clone()),
+                    command: dispatch_command(semantic, target, &file, Platform::Unix),
+                });
+            }
         }
     }
     shapes

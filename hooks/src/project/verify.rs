@@ -202,7 +202,7 @@ fn verify_target(
             if let Some(path) = &target_path {
                 derived.push(path.clone());
             }
-            let native: Vec<&String> = events.values().collect();
+            let native: Vec<&String> = events.values().flat_map(|n| n.names()).collect();
             let settings_ok = match &target.settings {
                 None => true,
                 Some(settings) => {
