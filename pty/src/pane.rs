@@ -322,6 +322,11 @@ impl ClientQueue {
         frame
     }
 
+    /// The output bytes queued.
+    pub fn bytes(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
     /// The next frame if one is queued.
     pub fn try_recv(&mut self) -> Option<Frame> {
         let frame = self.rx.try_recv().ok();
@@ -1588,6 +1593,15 @@ impl Pane {
         st.clients.retain(|c| c.id != id);
         self.apply_size_policy(&mut st);
         update_cropping(&mut st);
+    }
+
+    /// The size of client `id`'s terminal (the pane's when it is not attached).
+    pub fn client_size(&self, id: u64) -> (u16, u16) {
+        let st = self.state.lock();
+        st.clients
+            .iter()
+            .find(|c| c.id == id)
+            .map_or(st.size, |c| c.size)
     }
 
     /// Asks every attached client to detach (`belfry detach NAME`). Returns how many.
