@@ -1254,10 +1254,16 @@ fn new_pane(args: &NewArgs, attach_with: Option<(&str, bool)>) -> Result<i32> {
             adapter_command = Some(command);
         }
     }
+    // A remote pane gets this terminal's type, as a local one gets it from `base_env`.
+    let term = match place {
+        Place::Local => None,
+        Place::Remote(_) => std::env::var("TERM").ok(),
+    };
     let spawn = op::Spawn {
         cwd,
         env,
         base_env,
+        term,
         rows: Some(rows.into()),
         cols: Some(cols.into()),
         size_policy: Some(size_policy),
