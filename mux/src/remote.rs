@@ -810,9 +810,14 @@ impl HostsConfig {
         })?;
         let mut config = HostsConfig::default();
         for node in document.nodes() {
+            // The attach client's section (its keys, its escape time) is read by the client.
+            if node.name().value() == "attach" {
+                continue;
+            }
             if node.name().value() != "hosts" {
                 return Err(RemoteError::Config(format!(
-                    "{}: unknown node {:?} (the config holds `hosts {{ ALIAS \"[user@]box[:port]\" }}`)",
+                    "{}: unknown node {:?} (the config holds `hosts {{ ALIAS \"[user@]box[:port]\" }}` \
+                     and `attach {{ … }}`)",
                     at(node.span().offset()),
                     node.name().value()
                 )));
@@ -1064,6 +1069,13 @@ mod tests {
         assert_eq!(config.get("box").unwrap().port, Some(2222));
         assert_eq!(config.resolve("gpu").unwrap().destination, "g");
         assert_eq!(config.resolve("other@x").unwrap().destination, "other@x");
+        // The attach section beside it is the attach client's.
+        let config = HostsConfig::parse(
+            "attach {\n  prefix \"C-a\"\n}\nhosts {\n  box \"b\"\n}\n",
+            path,
+        )
+        .unwrap();
+        assert_eq!(config.resolve("box").unwrap().destination, "b");
         let err = HostsConfig::parse("hosts {\n  box 5\n}\n", path).unwrap_err();
         assert!(err.to_string().starts_with("/c/config.kdl:2:3:"), "{err}");
         let err = HostsConfig::parse("host {}\n", path).unwrap_err();
