@@ -145,9 +145,10 @@ enum Command {
         /// Watch only: keystrokes are not sent.
         #[arg(long)]
         read_only: bool,
-        /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q").
-        #[arg(long, default_value = "C-b d")]
-        detach_key: String,
+        /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); default
+        /// the config file's, else "C-b d".
+        #[arg(long)]
+        detach_key: Option<String>,
     },
     /// Detach every client attached to a pane.
     Detach {
@@ -365,9 +366,10 @@ struct NewArgs {
 struct RunArgs {
     #[command(flatten)]
     new: NewArgs,
-    /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q").
-    #[arg(long, default_value = "C-b d")]
-    detach_key: String,
+    /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); default the
+    /// config file's, else "C-b d".
+    #[arg(long)]
+    detach_key: Option<String>,
 }
 
 // No doc comment: the subcommand's about is the variant's.
@@ -760,7 +762,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             if !given {
                 args.new.command = vec![login_shell()];
             }
-            new_pane(&args.new, Some((&args.detach_key, given)))
+            let detach_key = attach::config::detach_key_spec(args.detach_key.as_deref())?;
+            new_pane(&args.new, Some((&detach_key, given)))
         }
         Command::Ls {
             watch: true,
@@ -786,8 +789,14 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             read_only,
             detach_key,
         } => match name {
-            Some(name) => attach_cmd(&name, read_only, DetachKey::parse(&detach_key)?),
-            None => attach_unnamed(read_only, &detach_key),
+            Some(name) => {
+                let detach_key = attach::config::detach_key_spec(detach_key.as_deref())?;
+                attach_cmd(&name, read_only, DetachKey::parse(&detach_key)?)
+            }
+            None => attach_unnamed(
+                read_only,
+                &attach::config::detach_key_spec(detach_key.as_deref())?,
+            ),
         },
         Command::Detach { name } => {
             let (place, name) = remote::place_of(&name)?;
@@ -1042,7 +1051,7 @@ The daemon's log and each pane host's (default ~/.local/state/belfry/log/); \fBb
 prints them.
 .TP
 $XDG_CONFIG_HOME/belfry/config.kdl
-The user config (its \fBhosts\fR); default ~/.config/belfry/config.kdl.
+The user config (its \fBhosts\fR and \fBattach\fR sections: remote hosts; the prefix, escape time and history limit); default ~/.config/belfry/config.kdl.
 .TP
 \&./belfry.kdl, ./belfry\-hooks.kdl
 The declarations of \fBbelfry up\fR and \fBdown\fR, and the canonical hooks of \fBbelfry hooks\fR.
@@ -1254,10 +1263,19 @@ fn new_pane(args: &NewArgs, attach_with: Option<(&str, bool)>) -> Result<i32> {
             adapter_command = Some(command);
         }
     }
+    // A remote pane gets this terminal's type, as a local one gets it from `base_env`.
+    let term = match place {
+        Place::Local => None,
+        Place::Remote(_) => std::env::var("TERM").ok(),
+    };
+    // The user's config may set how much history a new pane keeps.
+    let scrollback = attach::config::AttachConfig::load()?.history_limit;
     let spawn = op::Spawn {
         cwd,
         env,
         base_env,
+        term,
+        scrollback,
         rows: Some(rows.into()),
         cols: Some(cols.into()),
         size_policy: Some(size_policy),

@@ -85,7 +85,7 @@ pub enum RemoteError {
     #[error(
         "{host} did not answer within {} s (ssh was still connecting or logging in{}); \
          check the host, or give a longer --connect-timeout",
-        after.as_secs_f64(),
+        seconds(*after),
         stderr_note(reason)
     )]
     NoAnswer {
@@ -113,6 +113,17 @@ pub enum RemoteError {
     /// The user config naming hosts could not be read or is not valid.
     #[error("{0}")]
     Config(String),
+}
+
+/// `after` in seconds for a message: whole when it is within a twentieth of a second of
+/// whole, else to a tenth (`10.092637359` is `10.1`).
+fn seconds(after: Duration) -> String {
+    let secs = after.as_secs_f64();
+    if (secs - secs.round()).abs() < 0.05 {
+        format!("{}", secs.round())
+    } else {
+        format!("{secs:.1}")
+    }
 }
 
 fn stderr_note(reason: &str) -> String {
@@ -352,6 +363,14 @@ impl Ssh {
     fn argv_for(&self, host: &Host, remote: &[&str]) -> Vec<String> {
         let mut argv = self.argv.clone();
         argv.push("-T".to_owned());
+        // ssh never asks for anything (a password, a passphrase, a host key to confirm): it
+        // has no terminal to ask on (`without_terminal`), and asking would only wait out the
+        // connect timeout. It fails at once instead, saying why (issue 46: a password prompt
+        // waited on the user's terminal until belfry killed ssh, echo left off). An
+        // `-o BatchMode=no` in `--ssh-command` comes first and wins, as ssh takes an option's
+        // first value.
+        argv.push("-o".to_owned());
+        argv.push("BatchMode=yes".to_owned());
         // ssh's own connect timeout covers the TCP connect; the hello's deadline covers the
         // rest (login, the far side starting). Whole seconds, at least one.
         let secs = self.connect_timeout.as_secs().max(1);
@@ -501,9 +520,12 @@ impl SshChild {
             Err(poisoned) => poisoned.into_inner().clone(),
         };
         let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text
+        // Control characters (a carriage return, a prompt's escape sequences) would garble
+        // the message they end up in.
+        let lines: Vec<String> = text
             .lines()
-            .map(str::trim)
+            .map(|line| line.chars().filter(|c| !c.is_control()).collect::<String>())
+            .map(|line| line.trim().to_owned())
             .filter(|line| !line.is_empty())
             .collect();
         let tail = &lines[lines.len().saturating_sub(3)..];
@@ -531,6 +553,22 @@ impl Drop for SshChild {
     }
 }
 
+/// Runs ssh in a session of its own, without a controlling terminal: it can neither prompt on
+/// the user's terminal nor change its modes (a password prompt turns echo off, and an ssh ended
+/// at the connect timeout left it off), whatever its options say.
+fn without_terminal(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid(2) is async-signal-safe and touches no memory of this process; it runs in
+    // the forked child before exec. It fails only in a process group leader, which a freshly
+    // forked child is not.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+}
+
 /// Starts ssh running `belfry ARGS` on `host`, its stdin and stdout one end of a socket pair,
 /// and returns the other end. Its stderr is kept (bounded) to explain a failure.
 pub fn open(
@@ -551,7 +589,9 @@ pub fn open(
         source,
     };
     let stdin = theirs.try_clone().map_err(not_run)?;
-    let mut child = Command::new(&argv[0])
+    let mut command = Command::new(&argv[0]);
+    without_terminal(&mut command);
+    let mut child = command
         .args(&argv[1..])
         .stdin(Stdio::from(std::os::fd::OwnedFd::from(stdin)))
         .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
@@ -643,6 +683,7 @@ pub fn exec(
     remote.extend_from_slice(args);
     let argv = ssh.argv_for(host, &remote);
     let mut command = Command::new(&argv[0]);
+    without_terminal(&mut command);
     command.args(&argv[1..]).stderr(Stdio::piped());
     if input.is_some() {
         command.stdin(Stdio::piped());
@@ -769,9 +810,14 @@ impl HostsConfig {
         })?;
         let mut config = HostsConfig::default();
         for node in document.nodes() {
+            // The attach client's section (its keys, its escape time) is read by the client.
+            if node.name().value() == "attach" {
+                continue;
+            }
             if node.name().value() != "hosts" {
                 return Err(RemoteError::Config(format!(
-                    "{}: unknown node {:?} (the config holds `hosts {{ ALIAS \"[user@]box[:port]\" }}`)",
+                    "{}: unknown node {:?} (the config holds `hosts {{ ALIAS \"[user@]box[:port]\" }}` \
+                     and `attach {{ … }}`)",
                     at(node.span().offset()),
                     node.name().value()
                 )));
@@ -996,6 +1042,8 @@ mod tests {
                 "ssh",
                 "-T",
                 "-o",
+                "BatchMode=yes",
+                "-o",
                 "ConnectTimeout=10",
                 "-p",
                 "2",
@@ -1007,6 +1055,13 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_is_told_in_whole_seconds_or_tenths() {
+        assert_eq!(seconds(Duration::from_secs(10)), "10");
+        assert_eq!(seconds(Duration::from_millis(2004)), "2");
+        assert_eq!(seconds(Duration::from_nanos(10_092_637_359)), "10.1");
+    }
+
+    #[test]
     fn a_config_names_hosts_and_its_errors_name_the_place() {
         let path = Path::new("/c/config.kdl");
         let config =
@@ -1014,6 +1069,13 @@ mod tests {
         assert_eq!(config.get("box").unwrap().port, Some(2222));
         assert_eq!(config.resolve("gpu").unwrap().destination, "g");
         assert_eq!(config.resolve("other@x").unwrap().destination, "other@x");
+        // The attach section beside it is the attach client's.
+        let config = HostsConfig::parse(
+            "attach {\n  prefix \"C-a\"\n}\nhosts {\n  box \"b\"\n}\n",
+            path,
+        )
+        .unwrap();
+        assert_eq!(config.resolve("box").unwrap().destination, "b");
         let err = HostsConfig::parse("hosts {\n  box 5\n}\n", path).unwrap_err();
         assert!(err.to_string().starts_with("/c/config.kdl:2:3:"), "{err}");
         let err = HostsConfig::parse("host {}\n", path).unwrap_err();

@@ -911,6 +911,7 @@ fn spec_of(op: &Spawn) -> Result<LaunchSpec, String> {
         cwd: op.cwd.clone(),
         env: op.env.clone(),
         base_env: op.base_env.clone(),
+        term: op.term.clone(),
         ding_policy,
         adapter_command,
         rows: size.rows(),

@@ -479,6 +479,12 @@ pub struct Spawn {
         deserialize_with = "de::null_is_default"
     )]
     pub base_env: BTreeMap<String, String>,
+    /// The requester's terminal type (its `TERM`), for a pane that starts from the daemon's
+    /// environment (`base_env` empty: a pane on another machine): the child's `TERM` when
+    /// `base_env` has none and it names a terminal the screen model renders. Not part of the
+    /// generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<String>,
     /// Initial rows (default 24).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u64>,
@@ -517,6 +523,7 @@ impl Spawn {
             cwd: None,
             env: BTreeMap::new(),
             base_env: BTreeMap::new(),
+            term: None,
             rows: None,
             cols: None,
             size_policy: None,

@@ -19,6 +19,11 @@ pub struct LaunchSpec {
     /// generation, so the same declaration from two shells is the same generation.
     #[serde(default)]
     pub base_env: BTreeMap<String, String>,
+    /// The requesting client's terminal type, for a child whose `base_env` has no `TERM` (a
+    /// pane started from another machine, whose environment means nothing here): not part of
+    /// the generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<String>,
     /// The DING delivery policy token, if declared.
     #[serde(default)]
     pub ding_policy: Option<String>,

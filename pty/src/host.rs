@@ -1102,11 +1102,60 @@ async fn attach(
         // one vectored write's worth), so a client that fell a little behind catches up in
         // a few system calls rather than one per chunk.
         let mut batch = Vec::with_capacity(wire::MAX_BATCH);
+        let mut pace = Pace::default();
+        // When a client whose terminal fell behind is sent its redraw: once the terminal has
+        // taken what it already holds (`Pace::behind`), so the redraw shows the screen as it
+        // is then, not as it was when the terminal fell behind.
+        let mut resync_at: Option<tokio::time::Instant> = None;
         loop {
+            // A terminal the pane host writes: while the writer has more than a few screens
+            // the terminal has not taken, the output waits in the pane's queue, where a redraw
+            // replaces it if the terminal stays behind (`Pace`).
+            let (full, behind, backlog) = match &out {
+                Out::Terminal { terminal, .. } if resync_at.is_none() => {
+                    let (rows, cols) = pane.client_size(client);
+                    let budget = usize::from(rows) * usize::from(cols) * TERMINAL_SCREENS;
+                    let unwritten = terminal.unwritten();
+                    let behind = pace.behind(
+                        terminal.taken(),
+                        unwritten + handle.rx.bytes(),
+                        &terminal.backlog(),
+                        std::time::Instant::now(),
+                    );
+                    (unwritten > budget, behind, Some(terminal.backlog()))
+                }
+                _ => (false, None, None),
+            };
+            if let Some(wait) = behind {
+                // What is on its way to the terminal is dropped now and the pane queues no
+                // more for it (nor holds the program for it): a redraw replaces all of it.
+                out.drop_unwritten();
+                handle
+                    .lagged
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                resync_at = Some(tokio::time::Instant::now() + wait);
+            }
+            let progressed = async {
+                match backlog {
+                    Some(backlog) if full => {
+                        let _ = tokio::time::timeout(PACE_CHECK, backlog.progressed()).await;
+                    }
+                    _ => std::future::pending().await,
+                }
+            };
+            let drained = async {
+                match resync_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             // Whether the client fell behind (`Pane::broadcast`, the reader's patience with
-            // it spent) and is to be sent a redraw now.
+            // it spent, its terminal behind for longer than `TERMINAL_BEHIND`) and is to be
+            // sent a redraw now.
             let fell_behind = tokio::select! {
-                frame = handle.rx.recv() => {
+                _ = drained => true,
+                _ = progressed => false,
+                frame = handle.rx.recv(), if !full && resync_at.is_none() => {
                     let Some(frame) = frame else { return };
                     batch.push(frame);
                     while batch.len() < wire::MAX_BATCH {
@@ -1125,13 +1174,17 @@ async fn attach(
                     behind
                 }
                 _ = handle.wake.notified() => {
-                    handle.lagged.load(std::sync::atomic::Ordering::Relaxed)
+                    resync_at.is_none()
+                        && handle.lagged.load(std::sync::atomic::Ordering::Relaxed)
                 }
                 ask = requests.recv() => {
                     let Some(ask) = ask else { return };
                     match out.ask(&mut writer, ask).await {
                         Ok(Some(resync)) => {
                             if resync {
+                                out.drop_unwritten();
+                                pace.resynchronised(out.taken());
+                                resync_at = None;
                                 let mut frames = pane.resync(&mut handle, &mut batch);
                                 if out.send(&mut writer, &mut frames).await.is_err() {
                                     return;
@@ -1145,6 +1198,11 @@ async fn attach(
                 }
             };
             if fell_behind {
+                // What the terminal's writer has not written yet goes too: the redraw shows
+                // the screen now, not the output on its way to it.
+                out.drop_unwritten();
+                pace.resynchronised(out.taken());
+                resync_at = None;
                 let mut frames = pane.resync(&mut handle, &mut batch);
                 if out.send(&mut writer, &mut frames).await.is_err() {
                     return;
@@ -1243,6 +1301,93 @@ async fn attach(
     pane.detach(client);
 }
 
+/// How many screens' worth of output (of the client's size, a byte a cell) the pane host hands
+/// the writer of a client's terminal before that terminal has taken them; more waits in the
+/// pane's queue, where a redraw can replace it.
+const TERMINAL_SCREENS: usize = 2;
+
+/// How long the output a client's terminal has not taken may wait before the client counts as
+/// behind and is sent a redraw of the screen instead (issue 46: through a 20 kB/s link,
+/// `seq 1 200000` took 60–90 s to reach the prompt, replayed whole). A terminal that takes a
+/// megabyte in a few milliseconds never waits this long: it gets every byte.
+const TERMINAL_BEHIND: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// How often the output side looks again at a terminal whose writer is full.
+const PACE_CHECK: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The longest a client whose terminal fell behind waits for its redraw (see [`Pace`]).
+const DRAIN_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a client's terminal keeps up: the oldest output it has not taken (in the writer or
+/// in the pane's queue) has waited less than [`TERMINAL_BEHIND`]. Measured by marks: the
+/// bytes the terminal must have taken for all the output waiting at a moment to be written;
+/// once taken, the next mark is set.
+///
+/// A terminal behind a slow link also holds output of its own that the pane host cannot see
+/// or take back: what the kernel's buffers took (a pseudo-terminal takes about 20 KB before a
+/// write waits, a second at 20 kB/s). A redraw written at once would arrive only after all of
+/// that, showing the screen as it was when it was made; so the redraw is made once the
+/// terminal has likely passed on what it holds: what it took from when nothing waited until a
+/// write first found it full (it has been full since), at the rate it took output since.
+#[derive(Default)]
+struct Pace {
+    /// When the mark was set, what the terminal had taken then, and what it must take.
+    mark: Option<(std::time::Instant, u64, u64)>,
+    /// What the terminal had taken when it was last seen with nothing waiting.
+    idle_taken: u64,
+}
+
+impl Pace {
+    /// Whether the terminal is behind, given what it has `taken` so far and the output bytes
+    /// `waiting` for it now: `Some` with how long to let it pass on what it holds before its
+    /// redraw is made.
+    fn behind(
+        &mut self,
+        taken: u64,
+        waiting: usize,
+        backlog: &crate::terminal::Backlog,
+        now: std::time::Instant,
+    ) -> Option<std::time::Duration> {
+        if waiting == 0 {
+            // Nothing waits: a write that finds the terminal full from now on starts a new
+            // measure of what it holds.
+            self.idle_taken = taken;
+            backlog.full_since(true);
+        }
+        match self.mark {
+            Some((_, _, target)) if taken >= target => self.mark = None,
+            Some((at, at_taken, _)) if now.saturating_duration_since(at) > TERMINAL_BEHIND => {
+                // What it holds: what it took from when nothing waited until it was first
+                // found full; the rate: what it took since, over the time since.
+                let (since, since_taken) = backlog.full_since(true).unwrap_or((at, at_taken));
+                let holds = since_taken.saturating_sub(self.idle_taken) as f64;
+                let span = now.saturating_duration_since(since).as_secs_f64();
+                let rate = taken.saturating_sub(since_taken) as f64 / span.max(1e-3);
+                let wait = if rate > 0.0 {
+                    std::time::Duration::from_secs_f64((holds / rate).min(60.0))
+                } else {
+                    DRAIN_WAIT_MAX
+                };
+                return Some(wait.min(DRAIN_WAIT_MAX));
+            }
+            _ => {}
+        }
+        if self.mark.is_none() && waiting > 0 {
+            self.mark = Some((now, taken, taken + waiting as u64));
+        }
+        None
+    }
+
+    /// The client was sent a redraw, with the terminal at `taken`: what waited before is
+    /// gone.
+    fn resynchronised(&mut self, taken: u64) {
+        *self = Pace {
+            idle_taken: taken,
+            ..Pace::default()
+        };
+    }
+}
+
 /// What an attach connection's input side asks of its output side.
 enum Ask {
     Redraw,
@@ -1301,6 +1446,21 @@ impl Held {
 }
 
 impl Out {
+    /// What the terminal has taken so far (0 for a client sent frames).
+    fn taken(&self) -> u64 {
+        match self {
+            Out::Terminal { terminal, .. } => terminal.taken(),
+            Out::Frames => 0,
+        }
+    }
+
+    /// Drops what the terminal's writer has not written yet (a redraw follows).
+    fn drop_unwritten(&self) {
+        if let Out::Terminal { terminal, .. } = self {
+            terminal.drop_unwritten();
+        }
+    }
+
     /// Sends `frames` in order, leaving the vector empty (its room is kept for the next
     /// batch). Nothing after a control that ends the stream (a detach) is sent; an error when
     /// the client is gone or the stream ended.

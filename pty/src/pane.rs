@@ -317,6 +317,11 @@ impl ClientQueue {
         frame
     }
 
+    /// The output bytes queued.
+    pub fn bytes(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
     /// The next frame if one is queued.
     pub fn try_recv(&mut self) -> Option<Frame> {
         let frame = self.rx.try_recv().ok();
@@ -653,7 +658,10 @@ impl Pane {
             cmd = cmd.env_clear().envs(&self.spec.base_env);
         }
         cmd = cmd
-            .env("TERM", pane_term(&self.spec.base_env))
+            .env(
+                "TERM",
+                pane_term(&self.spec.base_env, self.spec.term.as_deref()),
+            )
             .envs(&self.spec.env)
             .envs(&self.spec.extra_env);
         for (key, value) in &self.child_env {
@@ -1585,6 +1593,15 @@ impl Pane {
         update_cropping(&mut st);
     }
 
+    /// The size of client `id`'s terminal (the pane's when it is not attached).
+    pub fn client_size(&self, id: u64) -> (u16, u16) {
+        let st = self.state.lock();
+        st.clients
+            .iter()
+            .find(|c| c.id == id)
+            .map_or(st.size, |c| c.size)
+    }
+
     /// Asks every attached client to detach (`belfry detach NAME`). Returns how many.
     pub fn detach_all(&self) -> usize {
         let mut st = self.state.lock();
@@ -1785,8 +1802,15 @@ fn encode_step(screen: &Screen, step: &Step) -> Vec<u8> {
 /// kind sends (Home, End, function keys) are the ones the program's terminfo expects; else
 /// `xterm-256color`, what the model emulates. A client on the Linux console or a terminal with
 /// its own key encodings gets `xterm-256color` and may set `--env TERM=…` (docs/attach.md).
-fn pane_term(base_env: &std::collections::BTreeMap<String, String>) -> &str {
-    match base_env.get("TERM") {
+///
+/// A pane started from another machine has no `base_env`; the client's `TERM` comes as `term`
+/// instead (issue 46: such panes always got `xterm-256color`, so Home and End did nothing in
+/// `less` in a remote pane started from tmux).
+fn pane_term<'a>(
+    base_env: &'a std::collections::BTreeMap<String, String>,
+    term: Option<&'a str>,
+) -> &'a str {
+    match base_env.get("TERM").map(String::as_str).or(term) {
         Some(term)
             if ["xterm", "tmux", "screen"].iter().any(|family| {
                 term.strip_prefix(family).is_some_and(|rest| {
@@ -1969,7 +1993,7 @@ mod tests {
             let env = value
                 .map(|v| [("TERM".to_string(), v.to_string())].into())
                 .unwrap_or_default();
-            pane_term(&env).to_string()
+            pane_term(&env, None).to_string()
         };
         for kept in [
             "xterm",

@@ -13,7 +13,7 @@
 //! terminal as it did when it wrote the output itself.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -174,8 +174,9 @@ pub type Chunk = (Arc<[u8]>, PenOnly);
 
 /// What the writer thread is asked to do, in order.
 enum Job {
-    /// Write these chunks.
-    Write(Vec<Chunk>),
+    /// Write these chunks, unless they were dropped ([`TerminalWriter::drop_unwritten`]) after
+    /// this generation was queued.
+    Write(Vec<Chunk>, u64),
     /// Answer once everything before has been written.
     Flush(oneshot::Sender<()>),
 }
@@ -195,11 +196,75 @@ pub struct TerminalWriter {
     outer: Arc<parking_lot::Mutex<Outer>>,
     /// Set when the terminal failed (hung up, closed).
     failed: Arc<AtomicBool>,
+    /// How far behind the terminal is, shared with the thread ([`Backlog`]).
+    backlog: Arc<Backlog>,
     client: u64,
 }
 
+/// The output handed to the writer thread that the terminal has not taken yet, and how much
+/// it has taken. A terminal behind a slow link takes output at its link's pace; the attach
+/// task measures how far behind it is by these (the output left in the pane's queue behind
+/// it is what a redraw replaces).
+pub struct Backlog {
+    /// Bytes queued for the thread or in its write, not yet taken by the terminal.
+    bytes: AtomicUsize,
+    /// Every byte the terminal has taken.
+    taken: AtomicU64,
+    /// When a write first found the terminal full since [`Backlog::full_since`] was last
+    /// cleared, and what it had taken then.
+    full: parking_lot::Mutex<Option<(std::time::Instant, u64)>>,
+    /// Notified when the thread finishes a write or takes a step in one.
+    progress: tokio::sync::Notify,
+    /// Bumped by [`TerminalWriter::drop_unwritten`]: writes queued under an older generation
+    /// are not written, and the one in progress stops.
+    generation: AtomicU64,
+}
+
+impl Backlog {
+    fn new() -> Backlog {
+        Backlog {
+            bytes: AtomicUsize::new(0),
+            taken: AtomicU64::new(0),
+            full: parking_lot::Mutex::new(None),
+            progress: tokio::sync::Notify::new(),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// A write found the terminal full (it took part of it or nothing).
+    fn found_full(&self) {
+        let mut full = self.full.lock();
+        if full.is_none() {
+            *full = Some((
+                std::time::Instant::now(),
+                self.taken.load(Ordering::Acquire),
+            ));
+        }
+    }
+
+    /// When a write first found the terminal full since the last call, and what the terminal
+    /// had taken then; the next write that finds it full starts again.
+    pub fn full_since(&self, clear: bool) -> Option<(std::time::Instant, u64)> {
+        let mut full = self.full.lock();
+        if clear {
+            full.take()
+        } else {
+            *full
+        }
+    }
+
+    /// Waits until the thread has written more (or finished a write).
+    pub async fn progressed(&self) {
+        self.progress.notified().await;
+    }
+
+    fn dropped(&self, generation: u64) -> bool {
+        self.generation.load(Ordering::Acquire) != generation
+    }
+}
+
 /// How often a writer waiting for a full terminal checks whether it should stop.
-const STOP_POLL: Duration = Duration::from_millis(100);
+const STOP_POLL: Duration = Duration::from_millis(20);
 
 /// The most a caller writes itself, when the thread is idle (a typed key's echo, a line, a
 /// prompt's redraw); more goes to the thread, so a flood is written beside the model, not by
@@ -219,6 +284,7 @@ impl TerminalWriter {
         let outer = Arc::new(parking_lot::Mutex::new(Outer::default()));
         let fd = Arc::new(fd);
         let pending = Arc::new(AtomicUsize::new(0));
+        let backlog = Arc::new(Backlog::new());
         let (thread_stop, thread_failed, thread_outer, thread_fd, thread_pending) = (
             Arc::clone(&stop),
             Arc::clone(&failed),
@@ -226,27 +292,36 @@ impl TerminalWriter {
             Arc::clone(&fd),
             Arc::clone(&pending),
         );
+        let thread_backlog = Arc::clone(&backlog);
         std::thread::Builder::new()
             .name(format!("terminal-{client}"))
             .stack_size(256 * 1024)
             .spawn(move || {
                 while let Some(job) = rx.blocking_recv() {
                     match job {
-                        Job::Write(chunks) => {
-                            // Nothing is written once the client has left or the terminal
-                            // failed.
+                        Job::Write(chunks, generation) => {
+                            // Nothing is written once the client has left, the terminal
+                            // failed or the output was dropped for a redraw.
+                            let total: usize = chunks.iter().map(|(c, _)| c.len()).sum();
                             if !thread_failed.load(Ordering::Relaxed)
                                 && !thread_stop.load(Ordering::Relaxed)
+                                && !thread_backlog.dropped(generation)
                             {
                                 write_job(
                                     &thread_fd,
                                     &chunks,
-                                    &thread_stop,
+                                    Cancel {
+                                        stop: &thread_stop,
+                                        backlog: &thread_backlog,
+                                        generation,
+                                    },
                                     &thread_failed,
                                     &thread_outer,
                                     client,
                                 );
                             }
+                            thread_backlog.bytes.fetch_sub(total, Ordering::AcqRel);
+                            thread_backlog.progress.notify_one();
                             // After the record: a caller that sees 0 writes after all of it.
                             thread_pending.fetch_sub(1, Ordering::Release);
                         }
@@ -263,8 +338,32 @@ impl TerminalWriter {
             stop,
             outer,
             failed,
+            backlog,
             client,
         })
+    }
+
+    /// Bytes handed to the thread that the terminal has not taken yet.
+    pub fn unwritten(&self) -> usize {
+        self.backlog.bytes.load(Ordering::Acquire)
+    }
+
+    /// Every byte the terminal has taken so far.
+    pub fn taken(&self) -> u64 {
+        self.backlog.taken.load(Ordering::Acquire)
+    }
+
+    /// What the thread has not written yet, to wait on ([`Backlog::progressed`]) apart from
+    /// the writer.
+    pub fn backlog(&self) -> Arc<Backlog> {
+        Arc::clone(&self.backlog)
+    }
+
+    /// Drops what the thread has not written yet (the write in progress stops where it is):
+    /// a redraw replaces it. A sequence cut in the middle is ended by the redraw's own first
+    /// escape, which starts from a known state.
+    pub fn drop_unwritten(&self) {
+        self.backlog.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Writes `chunks` to the terminal: at once if they are small and the thread is idle
@@ -279,6 +378,9 @@ impl TerminalWriter {
         if total <= DIRECT_MAX && self.pending.load(Ordering::Acquire) == 0 {
             match write_now(&self.fd, &chunks) {
                 Ok(written) => {
+                    self.backlog
+                        .taken
+                        .fetch_add(written as u64, Ordering::AcqRel);
                     let mut outer = self.outer.lock();
                     let mut left = written;
                     for (chunk, pen_only) in &chunks {
@@ -295,6 +397,7 @@ impl TerminalWriter {
                     if written == total {
                         return Ok(());
                     }
+                    self.backlog.found_full();
                     chunks = remainder(&chunks, written);
                 }
                 Err(err) => {
@@ -308,7 +411,16 @@ impl TerminalWriter {
             }
         }
         self.pending.fetch_add(1, Ordering::AcqRel);
-        if self.jobs.send(Job::Write(chunks)).await.is_err() {
+        let total: usize = chunks.iter().map(|(c, _)| c.len()).sum();
+        self.backlog.bytes.fetch_add(total, Ordering::AcqRel);
+        let generation = self.backlog.generation.load(Ordering::Acquire);
+        if self
+            .jobs
+            .send(Job::Write(chunks, generation))
+            .await
+            .is_err()
+        {
+            self.backlog.bytes.fetch_sub(total, Ordering::AcqRel);
             self.pending.fetch_sub(1, Ordering::Release);
             return Err(());
         }
@@ -344,25 +456,54 @@ impl Drop for TerminalWriter {
     }
 }
 
+/// What ends a write of the thread before it is done: the client leaving, or its output
+/// dropped for a redraw.
+#[derive(Clone, Copy)]
+struct Cancel<'a> {
+    stop: &'a AtomicBool,
+    backlog: &'a Backlog,
+    generation: u64,
+}
+
+impl Cancel<'_> {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn cancelled(&self) -> bool {
+        self.stopped() || self.backlog.dropped(self.generation)
+    }
+}
+
 /// One job of the writer thread: writes `chunks` and records what they turned on; marks the
-/// terminal failed when it takes no more.
+/// terminal failed when it takes no more. A job dropped for a redraw records what of it was
+/// written.
 fn write_job(
     fd: &OwnedFd,
     chunks: &[Chunk],
-    stop: &AtomicBool,
+    cancel: Cancel<'_>,
     failed: &AtomicBool,
     outer: &parking_lot::Mutex<Outer>,
     client: u64,
 ) {
-    match write_all(fd, chunks, stop) {
-        Ok(()) => {
+    match write_all(fd, chunks, cancel) {
+        Ok(written) if written == chunks.iter().map(|(c, _)| c.len()).sum::<usize>() => {
             let mut outer = outer.lock();
             for (chunk, pen_only) in chunks {
                 outer.observe_output(chunk, pen_only.ranges());
             }
         }
+        Ok(mut written) => {
+            // Dropped part-way: what was written is scanned.
+            let mut outer = outer.lock();
+            for (chunk, _) in chunks {
+                let part = written.min(chunk.len());
+                outer.observe(&chunk[..part]);
+                written -= part;
+            }
+        }
         Err(err) => {
-            if !stop.load(Ordering::Relaxed) {
+            if !cancel.stopped() {
                 tracing::info!("attach client {client}: its terminal took no more output: {err}");
             }
             failed.store(true, Ordering::Relaxed);
@@ -422,19 +563,47 @@ fn remainder(chunks: &[Chunk], mut written: usize) -> Vec<Chunk> {
     rest
 }
 
-/// Writes every chunk, waiting for room when the terminal is full, until `stop`.
-fn write_all(fd: &OwnedFd, chunks: &[Chunk], stop: &AtomicBool) -> std::io::Result<()> {
+/// Writes every chunk, waiting for room when the terminal is full, until the client leaves
+/// (an error) or the output is dropped for a redraw: the bytes written. What the terminal
+/// takes is taken off the backlog as it goes.
+fn write_all(fd: &OwnedFd, chunks: &[Chunk], cancel: Cancel<'_>) -> std::io::Result<usize> {
+    let mut written = 0;
+    let result = write_all_counted(fd, chunks, cancel, &mut written);
+    // The job's total is taken off the backlog by the caller: give back what was taken off
+    // here as it went.
+    cancel.backlog.bytes.fetch_add(written, Ordering::AcqRel);
+    result.map(|()| written)
+}
+
+/// [`write_all`], counting the bytes written in `written` and taking them off the backlog as
+/// the terminal takes them.
+fn write_all_counted(
+    fd: &OwnedFd,
+    chunks: &[Chunk],
+    cancel: Cancel<'_>,
+    written: &mut usize,
+) -> std::io::Result<()> {
     let mut slices = io_slices(chunks.iter().map(|(c, _)| &c[..]));
     let mut rest = &mut slices[..];
     loop {
-        writev_some(fd, &mut rest)?;
+        let n = writev_some(fd, &mut rest)?;
+        *written += n;
+        cancel.backlog.bytes.fetch_sub(n, Ordering::AcqRel);
+        cancel.backlog.taken.fetch_add(n as u64, Ordering::AcqRel);
+        if n > 0 {
+            cancel.backlog.progress.notify_one();
+        }
         if rest.is_empty() {
             return Ok(());
         }
+        cancel.backlog.found_full();
         // The terminal is full: wait for room, checking every STOP_POLL whether to stop.
         loop {
-            if stop.load(Ordering::Relaxed) {
+            if cancel.stopped() {
                 return Err(std::io::Error::other("the client left"));
+            }
+            if cancel.cancelled() {
+                return Ok(());
             }
             let mut fds = [rustix::event::PollFd::new(
                 fd,

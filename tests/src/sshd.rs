@@ -1,14 +1,16 @@
 //! A real OpenSSH server for the remote tests (spec §6.2): Debian's `/usr/sbin/sshd` on
 //! 127.0.0.1 on a free high port, with a throwaway host key and user key in a temporary
-//! directory and a test-only `sshd_config` (no PAM, keys only, no password, the authorized
-//! keys file in the temporary directory). The far machine is this one: the sessions it
+//! directory and a test-only `sshd_config` (no PAM, the authorized keys file in the temporary
+//! directory; passwords are offered, so a client without a key is asked for one, and none is
+//! ever right). The far machine is this one: the sessions it
 //! starts get the environment of another [`crate::Env`] (its runtime, state and log
 //! directories, and a `PATH` whose `belfry` is the one under test, or none), so a test has a
 //! "near" and a "far" belfry that share nothing but the ssh connection.
 //!
 //! [`Sshd::ssh_command`] is what the near side passes as `--ssh-command`: `ssh -F CONFIG`,
 //! whose config names the host `box` with the user key, a known-hosts file pre-seeded with
-//! the host key, `BatchMode yes` and `StrictHostKeyChecking yes`.
+//! the host key, `BatchMode yes` and `StrictHostKeyChecking yes`; and the host `pwbox`, the
+//! same server with no key and `BatchMode no`, where ssh would ask for a password.
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -78,7 +80,7 @@ impl Sshd {
         let config = format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n\
              AuthorizedKeysFile {authorized}\nPermitRootLogin prohibit-password\n\
-             PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+             PasswordAuthentication yes\nKbdInteractiveAuthentication no\nUsePAM no\n\
              StrictModes no\nPidFile none\nPrintMotd no\nSetEnv {set_env}\n",
             host_key = p("host_key").display(),
             authorized = p("authorized_keys").display(),
@@ -93,7 +95,11 @@ impl Sshd {
         .expect("known_hosts");
         let user = user_name();
         let client = format!(
-            "Host box\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n\
+            "Host pwbox\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n\
+             PubkeyAuthentication no\n  PreferredAuthentications password\n\
+             UserKnownHostsFile {known}\n  StrictHostKeyChecking yes\n  BatchMode no\n\
+             NumberOfPasswordPrompts 1\n  LogLevel ERROR\n\
+             Host box\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n\
              IdentityFile {key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n\
              StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n\
              Host *\n  UserKnownHostsFile {known}\n  BatchMode yes\n  LogLevel ERROR\n",

@@ -698,3 +698,85 @@ fn a_host_with_shell_metacharacters_is_refused_before_ssh_runs() {
     );
     assert!(!planted.exists(), "a host's shell command ran");
 }
+
+/// Issue 46, defect 5: a remote pane gets the `TERM` of the terminal it was started from (the
+/// far daemon's environment has none), as a local pane does: the xterm, tmux and screen
+/// families as they are, anything else `xterm-256color`. Before, every remote pane got
+/// `xterm-256color`, so Home and End did nothing in `less` in a remote pane started from tmux.
+#[test]
+fn a_remote_pane_gets_the_terminal_type_of_the_client_that_started_it() {
+    let (far, near, sshd) = setup();
+    for (session, client_term, expected) in [
+        ("in-tmux", "tmux-256color", "tmux-256color"),
+        ("on-console", "linux", "xterm-256color"),
+    ] {
+        let out = over(
+            &near,
+            &sshd,
+            &[
+                "--host",
+                "box",
+                "new",
+                session,
+                "--size",
+                "24x80",
+                "--",
+                "sh",
+                "-c",
+                "echo \"TERM=$TERM.\"; sleep 600",
+            ],
+        )
+        .env("TERM", client_term)
+        .output()
+        .expect("run belfry");
+        assert!(out.status.success(), "belfry new {session}: {out:?}");
+        far.wait_screen(
+            session,
+            &format!("^TERM={}\\.", expected.replace('.', "\\.")),
+        );
+    }
+}
+
+/// Issue 46, defect 5: ssh is never let ask for a password on the user's terminal. It runs in
+/// batch mode and without a controlling terminal, so a host that wants a password fails at
+/// once, in words, and the terminal keeps its echo. Before, ssh prompted on the terminal, was
+/// killed at the connect timeout (`did not answer within 10.092637359 s`) and left echo off.
+#[test]
+fn ssh_that_would_ask_for_a_password_fails_at_once_and_leaves_the_terminal_alone() {
+    let (_far, near, sshd) = setup();
+    let script = format!(
+        "\"$BELFRY_BIN\" --ssh-command '{}' --connect-timeout 6 --host pwbox ls; \
+         echo \"EXIT=$?\"; stty -a | tr ' ' '\\n' | grep -x -e echo -e -echo; sleep 600",
+        sshd.ssh_command()
+    );
+    let started = Instant::now();
+    near.spawn("outer", "24x160", &["sh", "-c", &script], None);
+    near.wait_screen("outer", "EXIT=");
+    let took = started.elapsed();
+    assert!(
+        eventually(Duration::from_secs(10), || near
+            .lines("outer")
+            .iter()
+            .any(|line| line == "echo" || line == "-echo")),
+        "stty said nothing: {:?}",
+        near.lines("outer")
+    );
+    let screen = near.lines("outer").join("\n");
+    assert!(screen.contains("EXIT=2"), "{screen}");
+    assert!(
+        screen.contains("cannot reach pwbox over ssh") && screen.contains("Permission denied"),
+        "not ssh's own failure in words:\n{screen}"
+    );
+    assert!(
+        !screen.contains("password:"),
+        "ssh asked for a password on the terminal:\n{screen}"
+    );
+    assert!(
+        near.lines("outer").iter().any(|line| line == "echo"),
+        "the terminal was left with echo off:\n{screen}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "took {took:?}, the connect timeout's time:\n{screen}"
+    );
+}

@@ -26,6 +26,7 @@ use belfry_proto::{Control, ExitStatus, Reply, Request, Size};
 use belfry_pty::restore::{self, Outer};
 use belfry_transport::wire::{Frame, FrameReader, PROTOCOL_VERSION};
 
+pub mod config;
 mod nesting;
 mod views;
 
@@ -279,7 +280,13 @@ pub fn run(
     panes: &dyn Panes,
     note: Option<String>,
 ) -> Result<i32> {
-    let escape = escape_time_from(std::env::var_os(ESCAPE_TIME_VAR).as_deref())?;
+    // The variable wins over the config file's `escape-time`; the file is read only without it.
+    let escape = match std::env::var_os(ESCAPE_TIME_VAR).filter(|v| !v.is_empty()) {
+        Some(value) => escape_time_from(Some(&value))?,
+        None => config::AttachConfig::load()?
+            .escape_time
+            .unwrap_or(keys::ESCAPE_TIME),
+    };
     // Set once per process; a second run (none today) keeps the first value.
     let _ = ESCAPE_TIME.set(escape);
     let interactive = rustix::termios::isatty(std::io::stdin());

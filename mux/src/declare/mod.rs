@@ -247,6 +247,7 @@ impl AgentDecl {
                 .map(|cwd| cwd.to_string_lossy().into_owned()),
             env: self.env.clone(),
             base_env: BTreeMap::new(),
+            term: None,
             ding_policy,
             adapter_command: self.ding.adapter_command().map(<[String]>::to_vec),
             rows: self.rows,
