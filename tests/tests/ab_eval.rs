@@ -181,7 +181,11 @@ impl Workload {
 /// (`adapters/<harness>/dialect.json`: whether a turn stop can continue), so a new harness or
 /// version is a data change.
 struct Harness {
+    /// The adapter (`adapters/<name>`): the hooks, the activity adapter's provider.
     name: &'static str,
+    /// The pin (`tests/harnesses.json`): what runs, and what the results are named by. The
+    /// adapter's own name unless the pin is a second major of it (`pi1`, `opencode2`).
+    pin: &'static str,
     profile: Profile,
     /// Arguments added to the profile's command line (`tool_dialogs.args`).
     extra_args: Vec<String>,
@@ -202,8 +206,11 @@ struct Harness {
 }
 
 impl Harness {
-    fn of(name: &'static str) -> Harness {
-        let profile = Profile::load(name);
+    fn of(pin_key: &'static str) -> Harness {
+        let pin = belfry_tests::live::Pin::load(pin_key);
+        let profile = Profile::for_pin(&pin);
+        // One harness per test process: the adapter's name lives as long as the test.
+        let name: &'static str = Box::leak(pin.adapter.into_boxed_str());
         let tool_dialogs = &profile.raw["tool_dialogs"];
         let extra_args = tool_dialogs["args"]
             .as_array()
@@ -240,6 +247,7 @@ impl Harness {
         let context_in_prompt = profile.raw["context_in_prompt"]["value"].as_bool() == Some(true);
         Harness {
             name,
+            pin: pin_key,
             profile,
             extra_args,
             extra_env,
@@ -810,7 +818,7 @@ impl<'a> Driver<'a> {
 /// Runs one arm; returns what it measured.
 fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path) -> ArmResult {
     let root = tempfile::Builder::new()
-        .prefix(&format!("ab-{}-{arm}-", harness.name))
+        .prefix(&format!("ab-{}-{arm}-", harness.pin))
         .tempdir()
         .expect("temp dir");
     let work = root.path().join("work");
@@ -865,7 +873,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         );
     };
     let live = Live::start(
-        harness.name,
+        harness.pin,
         LiveOptions {
             script: script(harness, workload),
             extra_args: harness.extra_args.clone(),
@@ -1064,7 +1072,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             hold_reasons.insert(key.clone(), n as usize);
         }
     }
-    let keep = out.join(format!("ab-{}-{arm}", harness.name));
+    let keep = out.join(format!("ab-{}-{arm}", harness.pin));
     let _ = std::fs::create_dir_all(&keep);
     let _ = std::fs::copy(&live.server.log, keep.join("model-requests.ndjson"));
     let _ = std::fs::copy(&calls, keep.join("dispatch.ndjson"));
@@ -1679,4 +1687,16 @@ fn ab_pi() {
 #[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
 fn ab_gemini() {
     run_ab("gemini");
+}
+
+#[test]
+#[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
+fn ab_pi1() {
+    run_ab("pi1");
+}
+
+#[test]
+#[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
+fn ab_qwen() {
+    run_ab("qwen");
 }

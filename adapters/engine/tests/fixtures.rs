@@ -230,7 +230,7 @@ fn every_real_screen_classifies_as_its_state() {
             judged += 1;
         }
     }
-    assert_eq!(judged, 65, "all 65 real screens are judged");
+    assert_eq!(judged, 76, "all 76 real screens are judged");
 }
 
 #[test]
