@@ -27,8 +27,9 @@ for package in metadata["packages"]:
 
 declared = set()
 # Who may depend on the pane host (`pty`) or on what only it should hold: the pane host
-# itself, the CLI (the attach client and `belfry pane-host`) and the benchmarks.
-PANE_USERS = {"pty", "cli", "bench"}
+# itself, the CLI (the attach client and `belfry pane-host`), the benchmarks, and the
+# end-to-end tests (the screen model as the terminal at the far end of a slow link).
+PANE_USERS = {"pty", "cli", "bench", "tests"}
 PANE_ONLY = {"belfry-pty", "alacritty_terminal", "pty-process"}
 pane_bad = []
 for package in metadata["packages"]:
