@@ -33,12 +33,19 @@ fn read(path: &std::path::Path) -> Value {
 #[test]
 fn screen_fixtures_name_the_pinned_version_and_their_state() {
     let mut checked = 0;
-    for name in ["claude", "codex", "opencode", "pi", "gemini"] {
+    for name in ["claude", "codex", "opencode", "pi", "gemini", "opencode2"] {
         let pin = Pin::load(name);
+        // A pin with a launch profile of its own (`live-2.json`) keeps its screens in
+        // `fixtures/screens-2/` beside the default profile's.
+        let major = pin
+            .profile
+            .strip_prefix("live")
+            .and_then(|rest| rest.strip_suffix(".json"))
+            .unwrap_or("");
         let dir = workspace()
             .join("adapters")
-            .join(name)
-            .join("fixtures/screens");
+            .join(&pin.adapter)
+            .join(format!("fixtures/screens{major}"));
         let index = read(&dir.join("index.json"));
         assert_eq!(
             index["harness_version"],

@@ -20,7 +20,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use belfry_tests::live::{workspace, Live, LiveOptions, Profile};
+use belfry_tests::live::{workspace, Live, LiveOptions, Pin, Profile};
 use serde_json::{json, Value};
 
 /// The streamed answer: paragraphs, because a harness may draw a paragraph only once it ends.
@@ -102,7 +102,8 @@ fn until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 }
 
 fn capture_screens(name: &str) {
-    let profile = Profile::load(name);
+    let pin = Pin::load(name);
+    let profile = Profile::for_pin(&pin);
     // The tool call: the shell command in whichever shell tool the harness offers, or the
     // profile's own call where only a particular one raises an approval dialog.
     let tool = match &profile.raw["capture_tool"] {
@@ -135,10 +136,17 @@ fn capture_screens(name: &str) {
         },
     );
     let label = live.label();
+    // A pin with a launch profile of its own (`live-2.json`, another major of the adapter)
+    // keeps its screens beside the default profile's (`fixtures/screens-2/`).
+    let major = pin
+        .profile
+        .strip_prefix("live")
+        .and_then(|rest| rest.strip_suffix(".json"))
+        .unwrap_or("");
     let dir = workspace()
         .join("adapters")
-        .join(name)
-        .join("fixtures/screens");
+        .join(&pin.adapter)
+        .join(format!("fixtures/screens{major}"));
     std::fs::create_dir_all(&dir).expect("fixtures dir");
     let mut capture = Capture {
         live: &live,
@@ -347,6 +355,12 @@ fn codex_screens() {
 #[ignore = "live: rewrites adapters/opencode/fixtures/screens (run with --ignored)"]
 fn opencode_screens() {
     capture_screens("opencode");
+}
+
+#[test]
+#[ignore = "live: rewrites adapters/opencode/fixtures/screens-2 (run with --ignored)"]
+fn opencode2_screens() {
+    capture_screens("opencode2");
 }
 
 #[test]
