@@ -5,7 +5,7 @@
 # model server. Results (a markdown table with every collision's screens, a JSON summary, the
 # model server's request log and the dispatch call log of each arm) go to AB_OUT.
 #
-# Usage: bench/ab.sh [HARNESS...]   HARNESS: claude codex opencode pi gemini (default: claude codex)
+# Usage: bench/ab.sh [HARNESS...]   HARNESS: claude codex opencode opencode2 pi gemini (default: claude codex)
 #   AB_SEED=20261201  AB_MESSAGES=100  AB_TASKS=30  AB_ARMS=aggressive,rich  AB_DRAFTS=mixed|submit
 #   AB_OUT=bench/ab-results
 #
@@ -24,8 +24,8 @@ cd "$root"
 nice -n 19 cargo build --workspace --bins
 for harness in "${harnesses[@]}"; do
   case "$harness" in
-    claude|codex|opencode|pi|gemini) ;;
-    *) echo "bench/ab.sh: unknown harness $harness (claude, codex, opencode, pi or gemini)" >&2; exit 2 ;;
+    claude|codex|opencode|opencode2|pi|gemini) ;;
+    *) echo "bench/ab.sh: unknown harness $harness (claude, codex, opencode, opencode2, pi or gemini)" >&2; exit 2 ;;
   esac
   echo "bench/ab.sh: $harness, seed $AB_SEED, $AB_MESSAGES messages and $AB_TASKS tasks per arm, arms $AB_ARMS -> $AB_OUT"
   nice -n 19 cargo test -p belfry-tests --test ab_eval -- --ignored --nocapture --exact "ab_$harness" \

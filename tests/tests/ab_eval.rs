@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use belfry_tests::bin_dir;
-use belfry_tests::live::{Live, LiveOptions, Profile};
+use belfry_tests::live::{Live, LiveOptions, Pin, Profile};
 use serde_json::{json, Value};
 
 /// The rich policy's token.
@@ -194,11 +194,17 @@ struct Harness {
     /// Whether the prompt-submit hook's context lands inside the prompt's own text (the
     /// profile's `context_in_prompt`: OpenCode, Pi) rather than beside it.
     context_in_prompt: bool,
+    /// The adapter the pin drives (`opencode` for the pin `opencode2`).
+    adapter: String,
 }
 
 impl Harness {
     fn of(name: &'static str) -> Harness {
-        let profile = Profile::load(name);
+        // A pin names the adapter it drives and its launch profile (`opencode2`: the
+        // `opencode` adapter with `live-2.json`).
+        let pin = Pin::load(name);
+        let adapter = pin.adapter.clone();
+        let profile = Profile::for_pin(&pin);
         let tool_dialogs = &profile.raw["tool_dialogs"];
         let extra_args = tool_dialogs["args"]
             .as_array()
@@ -225,7 +231,7 @@ impl Harness {
         });
         let dialect_path = belfry_tests::live::workspace()
             .join("adapters")
-            .join(name)
+            .join(&adapter)
             .join("dialect.json");
         let dialect: Value = std::fs::read_to_string(&dialect_path)
             .ok()
@@ -235,6 +241,7 @@ impl Harness {
         let context_in_prompt = profile.raw["context_in_prompt"]["value"].as_bool() == Some(true);
         Harness {
             name,
+            adapter,
             profile,
             extra_args,
             extra_env,
@@ -790,7 +797,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     std::fs::create_dir_all(&work).expect("work");
     std::fs::create_dir_all(&home).expect("home");
     let calls = root.path().join("dispatch.ndjson");
-    let mut new_args = vec!["--adapter".to_string(), harness.name.to_string()];
+    let mut new_args = vec!["--adapter".to_string(), harness.adapter.clone()];
     if arm == "rich" {
         let adapter = bin_dir().join("belfry-adapter");
         new_args.extend([
@@ -800,7 +807,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             adapter.display().to_string(),
             "--ding-adapter=--provider".into(),
             "--ding-adapter".into(),
-            harness.name.into(),
+            harness.adapter.clone(),
         ]);
     }
     let path = format!(
@@ -808,14 +815,14 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let (work_c, home_c, name) = (work.clone(), home.clone(), harness.name);
+    let (work_c, home_c, name) = (work.clone(), home.clone(), harness.adapter.clone());
     let apply_hooks = move || {
         if arm != "rich" {
             return;
         }
         let kdl = belfry_tests::live::workspace()
             .join("examples")
-            .join(name)
+            .join(&name)
             .join("belfry-hooks.kdl");
         std::fs::copy(&kdl, work_c.join("belfry-hooks.kdl")).expect("copy the hooks file");
         let apply = std::process::Command::new(belfry_tests::belfry_bin())
@@ -1339,6 +1346,12 @@ fn ab_codex() {
 #[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
 fn ab_opencode() {
     run_ab("opencode");
+}
+
+#[test]
+#[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
+fn ab_opencode2() {
+    run_ab("opencode2");
 }
 
 #[test]
