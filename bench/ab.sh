@@ -6,7 +6,7 @@
 # model server's request log and the dispatch call log of each arm) go to AB_OUT.
 #
 # Usage: bench/ab.sh [HARNESS...]   HARNESS: a pin of tests/harnesses.json with an A/B test:
-#   claude codex opencode pi gemini, pi1 (Pi 1.x), qwen (default: claude codex)
+#   claude codex opencode opencode2 pi pi1 gemini qwen (default: claude codex)
 #   AB_SEED=20261201  AB_MESSAGES=100  AB_TASKS=30  AB_ARMS=aggressive,rich  AB_DRAFTS=mixed|submit
 #   AB_OUT=bench/ab-results  AB_VERSION=2.1.337 (a harness version installed beside the pin)
 #
@@ -25,8 +25,8 @@ cd "$root"
 nice -n 19 cargo build --workspace --bins
 for harness in "${harnesses[@]}"; do
   case "$harness" in
-    claude|codex|opencode|pi|gemini|pi1|qwen) ;;
-    *) echo "bench/ab.sh: unknown harness $harness (claude, codex, opencode, pi, gemini, pi1 or qwen)" >&2; exit 2 ;;
+    claude|codex|opencode|opencode2|pi|pi1|gemini|qwen) ;;
+    *) echo "bench/ab.sh: unknown harness $harness (claude, codex, opencode, opencode2, pi, pi1, gemini or qwen)" >&2; exit 2 ;;
   esac
   echo "bench/ab.sh: $harness, seed $AB_SEED, $AB_MESSAGES messages and $AB_TASKS tasks per arm, arms $AB_ARMS -> $AB_OUT"
   nice -n 19 cargo test -p belfry-tests --test ab_eval -- --ignored --nocapture --exact "ab_$harness" \

@@ -2,11 +2,18 @@
 //
 // An OpenCode plugin whose only logic is calling `belfry dispatch --native opencode` and
 // translating its answer (spec §10). The answer is the opencode dialect's one JSON object
-// {"belfry_shim":1} plus at most one action: "throw" (tool.execute.before: throw it, so
-// OpenCode does not run the tool and the model sees the text), "append_output"
-// (tool.execute.after: the context after the tool's output), "add_text_part" (chat.message:
-// one more text part of the user's message). A belfry without that dialect answers
-// {"decision","reason","context"}, read the same way. OpenCode 1.18 plugin hooks.
+// {"belfry_shim":1} plus at most one action: "throw" (before a tool: throw it, so OpenCode
+// does not run the tool and the model sees the text), "append_output" (after a tool: the
+// context after the tool's output), "add_text_part" (a prompt: the context added to the
+// user's message). A belfry without that dialect answers {"decision","reason","context"},
+// read the same way.
+//
+// One default export serves both majors, the shape OpenCode's plugin guide gives for it:
+// OpenCode 1.x (1.18.29 and newer) calls `server()` and uses the hooks it returns; OpenCode
+// 2.x reads `id` and calls `setup(ctx)`, which registers the same semantics on the 2.x
+// domains (ctx.tool.hook, ctx.session.hook, ctx.event.subscribe). Neither API translates
+// the other's hooks, so each is written out. It imports nothing from OpenCode's plugin
+// packages, so it loads under either major without an install step.
 import { spawnSync } from "node:child_process";
 
 const HOOKS_FILE = {{HOOKS_FILE_JSON}};
@@ -31,7 +38,8 @@ function dispatch(event, payload, cwd) {
   }
 }
 
-export const BelfryHooks = async ({ directory }) => ({
+// OpenCode 1.x: the hooks `server()` returns.
+const serverHooks = async ({ directory }) => ({
   "tool.execute.before": async (input, output) => {
     const answer = dispatch("before-tool", { session_id: input.sessionID, tool_name: input.tool, tool_input: output.args }, directory);
     if (answer.throw) throw new Error(answer.throw);
@@ -60,3 +68,41 @@ export const BelfryHooks = async ({ directory }) => ({
     if (semantic) dispatch(semantic, { session_id: event.properties?.sessionID ?? event.properties?.info?.id }, directory);
   },
 });
+
+// OpenCode 2.x: the same semantics registered on its domains. Hooks receive one mutable event.
+async function setup(ctx) {
+  const directory = ctx.location?.directory;
+  await ctx.tool.hook("execute.before", (event) => {
+    const answer = dispatch("before-tool", { session_id: event.sessionID, tool_name: event.tool, tool_input: event.input }, directory);
+    if (answer.throw) throw new Error(answer.throw);
+  });
+  await ctx.tool.hook("execute.after", (event) => {
+    if (event.status !== "completed" || !event.result) return;
+    const output = event.result.output ?? (event.result.content ?? []).filter((part) => part.type === "text").map((part) => part.text).join("\n");
+    const answer = dispatch(
+      "after-tool",
+      { session_id: event.sessionID, tool_name: event.tool, tool_input: event.input, tool_response: output },
+      directory,
+    );
+    if (!answer.append_output) return;
+    if (typeof event.result.output === "string") event.result.output = `${event.result.output}\n\n${answer.append_output}`;
+    if (Array.isArray(event.result.content)) event.result.content = [...event.result.content, { type: "text", text: answer.append_output }];
+  });
+  await ctx.session.hook("prompt", (event) => {
+    const answer = dispatch("prompt-submit", { session_id: event.sessionID, prompt: event.prompt.text ?? "" }, directory);
+    if (answer.add_text_part) event.prompt.text = `${event.prompt.text ?? ""}\n\n${answer.add_text_part}`;
+  });
+  await ctx.session.hook("compaction", (event) => {
+    dispatch("pre-compact", { session_id: event.sessionID }, directory);
+  });
+  const controller = new AbortController();
+  void (async () => {
+    for await (const event of ctx.event.subscribe({ signal: controller.signal })) {
+      const semantic = { "session.created": "session-start", "session.execution.succeeded": "turn-stop", "session.execution.failed": "stop-failure" }[event.type];
+      if (semantic) dispatch(semantic, { session_id: event.data?.sessionID ?? event.properties?.sessionID }, directory);
+    }
+  })().catch(() => {});
+  return () => controller.abort();
+}
+
+export default { id: "belfry", setup, server: serverHooks };

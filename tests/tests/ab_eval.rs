@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use belfry_tests::bin_dir;
-use belfry_tests::live::{Live, LiveOptions, Profile};
+use belfry_tests::live::{Live, LiveOptions, Pin, Profile};
 use serde_json::{json, Value};
 
 /// The rich policy's token.
@@ -181,11 +181,7 @@ impl Workload {
 /// (`adapters/<harness>/dialect.json`: whether a turn stop can continue), so a new harness or
 /// version is a data change.
 struct Harness {
-    /// The adapter (`adapters/<name>`): the hooks, the activity adapter's provider.
     name: &'static str,
-    /// The pin (`tests/harnesses.json`): what runs, and what the results are named by. The
-    /// adapter's own name unless the pin is a second major of it (`pi1`, `opencode2`).
-    pin: &'static str,
     profile: Profile,
     /// Arguments added to the profile's command line (`tool_dialogs.args`).
     extra_args: Vec<String>,
@@ -203,14 +199,17 @@ struct Harness {
     /// Whether the prompt-submit hook's context lands inside the prompt's own text (the
     /// profile's `context_in_prompt`: OpenCode, Pi) rather than beside it.
     context_in_prompt: bool,
+    /// The adapter the pin drives (`opencode` for the pin `opencode2`).
+    adapter: String,
 }
 
 impl Harness {
-    fn of(pin_key: &'static str) -> Harness {
-        let pin = belfry_tests::live::Pin::load(pin_key);
+    fn of(name: &'static str) -> Harness {
+        // A pin names the adapter it drives and its launch profile (`opencode2`: the
+        // `opencode` adapter with `live-2.json`).
+        let pin = Pin::load(name);
+        let adapter = pin.adapter.clone();
         let profile = Profile::for_pin(&pin);
-        // One harness per test process: the adapter's name lives as long as the test.
-        let name: &'static str = Box::leak(pin.adapter.into_boxed_str());
         let tool_dialogs = &profile.raw["tool_dialogs"];
         let extra_args = tool_dialogs["args"]
             .as_array()
@@ -237,7 +236,7 @@ impl Harness {
         });
         let dialect_path = belfry_tests::live::workspace()
             .join("adapters")
-            .join(name)
+            .join(&adapter)
             .join("dialect.json");
         let dialect: Value = std::fs::read_to_string(&dialect_path)
             .ok()
@@ -247,7 +246,7 @@ impl Harness {
         let context_in_prompt = profile.raw["context_in_prompt"]["value"].as_bool() == Some(true);
         Harness {
             name,
-            pin: pin_key,
+            adapter,
             profile,
             extra_args,
             extra_env,
@@ -818,7 +817,7 @@ impl<'a> Driver<'a> {
 /// Runs one arm; returns what it measured.
 fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path) -> ArmResult {
     let root = tempfile::Builder::new()
-        .prefix(&format!("ab-{}-{arm}-", harness.pin))
+        .prefix(&format!("ab-{}-{arm}-", harness.name))
         .tempdir()
         .expect("temp dir");
     let work = root.path().join("work");
@@ -826,7 +825,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     std::fs::create_dir_all(&work).expect("work");
     std::fs::create_dir_all(&home).expect("home");
     let calls = root.path().join("dispatch.ndjson");
-    let mut new_args = vec!["--adapter".to_string(), harness.name.to_string()];
+    let mut new_args = vec!["--adapter".to_string(), harness.adapter.clone()];
     if arm == "rich" {
         let adapter = bin_dir().join("belfry-adapter");
         new_args.extend([
@@ -836,7 +835,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             adapter.display().to_string(),
             "--ding-adapter=--provider".into(),
             "--ding-adapter".into(),
-            harness.name.into(),
+            harness.adapter.clone(),
         ]);
     }
     let path = format!(
@@ -844,14 +843,14 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let (work_c, home_c, name) = (work.clone(), home.clone(), harness.name);
+    let (work_c, home_c, name) = (work.clone(), home.clone(), harness.adapter.clone());
     let apply_hooks = move || {
         if arm != "rich" {
             return;
         }
         let kdl = belfry_tests::live::workspace()
             .join("examples")
-            .join(name)
+            .join(&name)
             .join("belfry-hooks.kdl");
         std::fs::copy(&kdl, work_c.join("belfry-hooks.kdl")).expect("copy the hooks file");
         let apply = std::process::Command::new(belfry_tests::belfry_bin())
@@ -873,7 +872,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         );
     };
     let live = Live::start(
-        harness.pin,
+        harness.name,
         LiveOptions {
             script: script(harness, workload),
             extra_args: harness.extra_args.clone(),
@@ -1072,7 +1071,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             hold_reasons.insert(key.clone(), n as usize);
         }
     }
-    let keep = out.join(format!("ab-{}-{arm}", harness.pin));
+    let keep = out.join(format!("ab-{}-{arm}", harness.name));
     let _ = std::fs::create_dir_all(&keep);
     let _ = std::fs::copy(&live.server.log, keep.join("model-requests.ndjson"));
     let _ = std::fs::copy(&calls, keep.join("dispatch.ndjson"));
@@ -1675,6 +1674,12 @@ fn ab_codex() {
 #[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
 fn ab_opencode() {
     run_ab("opencode");
+}
+
+#[test]
+#[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
+fn ab_opencode2() {
+    run_ab("opencode2");
 }
 
 #[test]

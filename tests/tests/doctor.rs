@@ -282,9 +282,10 @@ fn doctor_reports_a_harness_not_ready_until_its_readiness_rule_matches() {
     let slow = report(&reports, "slow");
     let not_ready = finding(slow, "not-ready");
     assert!(
-        not_ready["problem"].as_str().is_some_and(
-            |p| p.contains("\"Ask anything|▣\"") && p.contains("A send before it is lost")
-        ),
+        not_ready["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("\"Ask anything|▣|ctrl\\\\+p commands\"")
+                && p.contains("A send before it is lost")),
         "{not_ready:#}"
     );
 

@@ -34,6 +34,11 @@ fn adapters() -> Vec<(String, String, String, String, Vec<String>)> {
         }
         let live = read_json(&live);
         let matrix = read_json(&matrix);
+        // `admitted` is one span or a list of them (majors side by side): the first one here.
+        let first = match &matrix["admitted"] {
+            Value::Array(spans) => spans.first().cloned().unwrap_or(Value::Null),
+            span => span.clone(),
+        };
         let successors = live["successor_packages"]
             .as_array()
             .map(|list| {
@@ -48,14 +53,8 @@ fn adapters() -> Vec<(String, String, String, String, Vec<String>)> {
                 .as_str()
                 .expect("live.json package")
                 .to_string(),
-            matrix["admitted"]["min"]
-                .as_str()
-                .expect("admitted.min")
-                .to_string(),
-            matrix["admitted"]["below"]
-                .as_str()
-                .expect("admitted.below")
-                .to_string(),
+            first["min"].as_str().expect("admitted.min").to_string(),
+            first["below"].as_str().expect("admitted.below").to_string(),
             successors,
         ));
     }
@@ -161,5 +160,36 @@ fn a_version_past_a_range_or_unanswered_is_drift_and_check_fails_on_it() {
         output.status.code(),
         Some(1),
         "--check fails on drift:\n{stdout}"
+    );
+}
+
+/// Issue 41: OpenCode's matrix admits 1.x and 2.x side by side (a list of spans). A newest
+/// version inside either span is admitted, and says the version that span was verified with;
+/// one between the spans is not, and the line names both.
+#[test]
+fn a_version_in_either_admitted_span_is_admitted_and_one_between_is_not() {
+    let (output, stdout) = run(
+        &serde_json::json!({"opencode-ai": "1.18.33", "@opencode/cli": "2.2.7"}),
+        false,
+    );
+    assert!(output.status.success(), "{stdout}");
+    let old = line_for(&stdout, "opencode-ai");
+    assert!(
+        old.contains(" admitted ") && old.contains("inside [1.18.33, 1.19.0)"),
+        "{old}"
+    );
+    let new = line_for(&stdout, "@opencode/cli");
+    assert!(
+        new.contains(" admitted ")
+            && new.contains("inside [2.2.5, 2.3.0)")
+            && new.contains("but verified with 2.2.5 only"),
+        "{new}"
+    );
+    let (_, stdout) = run(&serde_json::json!({"@opencode/cli": "2.0.0"}), false);
+    let between = line_for(&stdout, "@opencode/cli");
+    assert!(
+        between.contains("NOT ADMITTED")
+            && between.contains("outside [1.18.33, 1.19.0) and [2.2.5, 2.3.0)"),
+        "{between}"
     );
 }

@@ -15,22 +15,21 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use belfry_tests::projection_live::{self, found, target_dir};
+use belfry_tests::projection_live::{self, found};
 use belfry_tests::{belfry_bin, bin_dir};
 use serde_json::Value;
 
-const OPENCODE_VERSION: &str = "1.18.33";
-
-#[test]
-#[ignore = "live: needs OpenCode 1.18.33, belfry-model-server and a network namespace"]
-fn opencode_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
-    let opencode = found(
-        "BELFRY_OPENCODE_BIN",
-        target_dir().join(format!(
-            "harnesses/opencode-{OPENCODE_VERSION}/node_modules/.bin/opencode"
-        )),
-        "OpenCode",
-    );
+/// Runs the generated plugin in the OpenCode a pin names (`opencode`: 1.x, `opencode2`: 2.x),
+/// set up from that pin's offline profile, and proves a deny blocks and a context arrives.
+fn the_generated_plugin_blocks_and_adds_context(key: &str) {
+    let pin = belfry_tests::live::Pin::load(key);
+    let version = pin.version.clone();
+    let opencode = match std::env::var_os("BELFRY_OPENCODE_BIN") {
+        Some(bin) => PathBuf::from(bin),
+        None => pin
+            .executable()
+            .unwrap_or_else(|reason| panic!("OpenCode {version}: cannot run: {reason}")),
+    };
     let server = found(
         "BELFRY_MODEL_SERVER",
         bin_dir().join("belfry-model-server"),
@@ -52,7 +51,9 @@ fn opencode_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
     };
     // The adapter's offline profile: the provider on the server (its port filled in once the
     // server listens) and the plugin package stubs that spare a registry install.
-    let profile_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters/opencode/live.json");
+    let profile_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../adapters/opencode")
+        .join(&pin.profile);
     let profile: Value = std::fs::read_to_string(&profile_path)
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
@@ -83,6 +84,12 @@ fn opencode_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
     );
     assert!(project.join(".opencode/plugin/belfry.js").exists());
 
+    // 2.x runs a shared background service unless told to run a private server.
+    let standalone = if profile["argv"].to_string().contains("--standalone") {
+        "--standalone"
+    } else {
+        ""
+    };
     let requests = base.join("requests.ndjson");
     let port = base.join("port");
     let runner = format!(
@@ -92,7 +99,7 @@ fn opencode_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
          for i in $(seq 1 100); do [ -s {port} ] && break; sleep 0.1; done\n\
          PORT=$(head -1 {port} | tr -dc 0-9)\n\
          sed -i \"s/127.0.0.1:PORT/127.0.0.1:$PORT/\" {config}\n\
-         timeout 150 {opencode} run 'please push it now'\n\
+         timeout 150 {opencode} run {standalone} 'please push it now'\n\
          STATUS=$?\n\
          kill $SERVER\n\
          exit $STATUS\n",
@@ -102,6 +109,7 @@ fn opencode_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
         port = port.display(),
         config = home.join(".config/opencode/opencode.json").display(),
         opencode = opencode.display(),
+        standalone = standalone,
     );
     let path = format!(
         "{}:{}",
@@ -123,19 +131,31 @@ fn opencode_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stdout.contains("DONE-AFTER-TOOL"),
-        "OpenCode {OPENCODE_VERSION}: {stdout}\n{stderr}"
+        "OpenCode {version}: {stdout}\n{stderr}"
     );
     assert!(
         !marker.exists(),
-        "OpenCode {OPENCODE_VERSION} ran the force push the guard refused"
+        "OpenCode {version} ran the force push the guard refused\nstdout: {stdout}\nstderr: {stderr}"
     );
     let log = std::fs::read_to_string(&requests).unwrap_or_default();
     assert!(
         log.contains("force push refused by the belfry guard"),
-        "OpenCode {OPENCODE_VERSION}: the model never saw the refusal: {log}"
+        "OpenCode {version}: the model never saw the refusal: {log}"
     );
     assert!(
         log.contains("REPO-NOTE-2718"),
-        "OpenCode {OPENCODE_VERSION}: the enrich hook's context did not reach the model"
+        "OpenCode {version}: the enrich hook's context did not reach the model"
     );
+}
+
+#[test]
+#[ignore = "live: needs OpenCode 1.18.33, belfry-model-server and a network namespace"]
+fn opencode_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
+    the_generated_plugin_blocks_and_adds_context("opencode");
+}
+
+#[test]
+#[ignore = "live: needs OpenCode 2.2.5, belfry-model-server and a network namespace"]
+fn opencode2_runs_the_generated_plugin_a_deny_blocks_and_a_context_arrives() {
+    the_generated_plugin_blocks_and_adds_context("opencode2");
 }

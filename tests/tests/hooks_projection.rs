@@ -1232,7 +1232,7 @@ fn a_projection_on_an_unadmitted_or_undetected_harness_is_unverified_never_insta
     let (code, status) = hooks_with(&tree, &["status"], &off);
     assert_eq!(code, Some(2), "{status}");
     assert!(
-        status.contains("opencode: unverified: no OpenCode version was detected: `opencode --version` answered none, or BELFRY_HOOKS_DETECT=0 skipped asking, so the version its hooks run under is unverified (admitted >=1.18.33 <1.19.0, verified with 1.18.33)"),
+        status.contains("opencode: unverified: no OpenCode version was detected: `opencode --version` answered none, or BELFRY_HOOKS_DETECT=0 skipped asking, so the version its hooks run under is unverified (admitted >=1.18.33 <1.19.0 or >=2.2.5 <2.3.0, verified with 1.18.33)"),
         "{status}"
     );
 
@@ -1246,7 +1246,7 @@ fn a_projection_on_an_unadmitted_or_undetected_harness_is_unverified_never_insta
     let (code, status) = hooks_with(&tree, &["status"], &path);
     assert_eq!(code, Some(2), "{status}");
     assert!(
-        status.contains("opencode: unverified: OpenCode 1.19.0 runs here, outside the admitted range >=1.18.33 <1.19.0 (verified with 1.18.33)"),
+        status.contains("opencode: unverified: OpenCode 1.19.0 runs here, outside the admitted range >=1.18.33 <1.19.0 or >=2.2.5 <2.3.0 (verified with 1.18.33)"),
         "{status}"
     );
 
@@ -1350,4 +1350,78 @@ fn qwen_hooks_are_inert_only_where_folder_trust_is_on_and_the_folder_untrusted()
     );
     tree.expect(&["uninstall"], 0);
     assert_eq!(tree.read(".qwen/settings.json"), user);
+}
+
+/// Issue 41: OpenCode 2.x loads a 1.x plugin from `.opencode/plugin/` and runs none of its
+/// hooks, silently (live: the guarded force push ran). A projection an older belfry wrote (a
+/// 1.x-only plugin, intact since that apply) is `inert` under a detected 2.x, naming why, and
+/// `installed` under 1.x; the plugin this belfry writes runs under both, so it is `installed`
+/// under 2.2.5 too.
+#[test]
+fn a_1x_opencode_plugin_under_a_detected_2x_is_inert() {
+    use std::os::unix::fs::PermissionsExt;
+    let tree = Tree::new();
+    tree.write(
+        "belfry-hooks.kdl",
+        "hook \"notes\" { event \"prompt-submit\"; command \"n\"; targets \"opencode\" }\n",
+    );
+    tree.expect(&["apply"], 0);
+    let with_opencode = |version: &str| {
+        let dir = tree.home.join(format!("../opencode-{version}"));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|err| panic!("{err}"));
+        let program = dir.join("opencode");
+        std::fs::write(&program, format!("#!/bin/sh\necho 'opencode v{version}'\n"))
+            .unwrap_or_else(|err| panic!("{err}"));
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|err| panic!("{err}"));
+        [("PATH", format!("{}:/usr/bin:/bin", dir.display()))]
+    };
+    let (code, status) = hooks_with(&tree, &["status"], &with_opencode("2.2.5"));
+    assert_eq!(code, Some(0), "{status}");
+    assert!(status.starts_with("opencode: installed"), "{status}");
+
+    // What an older belfry wrote: a 1.x plugin only, and its digest in the install state.
+    let plugin = tree.project.join(".opencode/plugin/belfry.js");
+    let old = "export const BelfryHooks = async () => ({\n  \"tool.execute.before\": async () => {},\n});\n";
+    std::fs::write(&plugin, old).unwrap_or_else(|err| panic!("{err}"));
+    let sum = Command::new("sha256sum")
+        .arg(&plugin)
+        .output()
+        .unwrap_or_else(|err| panic!("sha256sum: {err}"));
+    let hex = String::from_utf8_lossy(&sum.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let states = tree.home.join(".config/belfry/installs");
+    let state_path = std::fs::read_dir(&states)
+        .unwrap_or_else(|err| panic!("{err}"))
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .unwrap_or_else(|| panic!("no install state in {}", states.display()));
+    let mut state: Value = serde_json::from_str(&tree.state()).unwrap_or(Value::Null);
+    let files = state
+        .pointer_mut("/targets/opencode/files")
+        .and_then(Value::as_array_mut)
+        .unwrap_or_else(|| panic!("no opencode files in the state"));
+    for file in files.iter_mut() {
+        if file["path"]
+            .as_str()
+            .is_some_and(|path| path.ends_with("belfry.js"))
+        {
+            file["digest"] = Value::String(format!("sha256:{hex}"));
+        }
+    }
+    std::fs::write(&state_path, state.to_string()).unwrap_or_else(|err| panic!("{err}"));
+
+    let (code, status) = hooks_with(&tree, &["status"], &with_opencode("2.2.5"));
+    assert_eq!(code, Some(2), "{status}");
+    assert!(
+        status.contains("opencode: inert: [PROJECT]/.opencode/plugin/belfry.js: OpenCode 2.2.5 loads this file but runs none of its hooks: OpenCode 2.x runs only a plugin whose default export has an id and setup(ctx)"),
+        "{status}"
+    );
+    let (code, status) = hooks_with(&tree, &["status"], &with_opencode("1.18.33"));
+    assert_eq!(code, Some(0), "{status}");
+    assert!(status.starts_with("opencode: installed"), "{status}");
 }

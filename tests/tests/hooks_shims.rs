@@ -89,8 +89,8 @@ fn the_opencode_plugin_blocks_and_adds_context_through_dispatch() {
     let out = node(
         &project.dir,
         &format!(
-            r#"const {{ BelfryHooks }} = await import({module:?});
-const hooks = await BelfryHooks({{ directory: {dir:?} }});
+            r#"const plugin = (await import({module:?})).default;
+const hooks = await plugin.server({{ directory: {dir:?} }});
 let blocked = "not blocked";
 try {{ await hooks["tool.execute.before"]({{ tool: "bash", sessionID: "s", callID: "c" }}, {{ args: {{ command: "git push --force" }} }}); }}
 catch (e) {{ blocked = e.message; }}
@@ -120,6 +120,71 @@ console.log("parts: " + JSON.stringify(msg.parts.map((p) => p.text)));
     );
     assert!(
         out.contains("parts: [\"hello\",\"repo note: run tests with nice\"]\n"),
+        "{out}"
+    );
+}
+
+/// The same plugin file under OpenCode 2.x's API: its default export's `id` and `setup(ctx)`,
+/// called with a context that records what it registers; each hook then gets the one mutable
+/// event 2.x passes (shapes read from 2.2.5: `{tool, sessionID, input}`, after a tool
+/// `{status, result: {output, content}}`, a prompt `{sessionID, prompt: {text}}`).
+#[test]
+fn the_opencode_plugin_registers_its_2x_hooks_and_they_block_and_add_context() {
+    let project = project();
+    let plugin = project.dir.join(".opencode/plugin/belfry.js");
+    let module = project.dir.join("plugin.mjs");
+    std::fs::copy(&plugin, &module).unwrap_or_else(|err| panic!("{err}"));
+    let out = node(
+        &project.dir,
+        &format!(
+            r#"const plugin = (await import({module:?})).default;
+const hooks = {{}};
+const ctx = {{
+  location: {{ directory: {dir:?} }},
+  tool: {{ hook: async (name, fn) => {{ hooks["tool." + name] = fn; }} }},
+  session: {{ hook: async (name, fn) => {{ hooks["session." + name] = fn; }} }},
+  event: {{ subscribe: () => ({{ [Symbol.asyncIterator]: () => ({{ next: () => new Promise(() => {{}}) }}) }}) }},
+}};
+await plugin.setup(ctx);
+console.log("id: " + plugin.id + "; hooks: " + Object.keys(hooks).sort().join(","));
+let blocked = "not blocked";
+try {{ await hooks["tool.execute.before"]({{ tool: "shell", sessionID: "s", input: {{ command: "git push --force" }} }}); }}
+catch (e) {{ blocked = e.message; }}
+console.log("force: " + blocked);
+let ls = "ran";
+try {{ await hooks["tool.execute.before"]({{ tool: "shell", sessionID: "s", input: {{ command: "ls" }} }}); }} catch (e) {{ ls = "blocked"; }}
+console.log("ls: " + ls);
+const after = {{ tool: "shell", sessionID: "s", input: {{}}, status: "completed", result: {{ output: "file1", content: [{{ type: "text", text: "file1" }}] }} }};
+await hooks["tool.execute.after"](after);
+console.log("after: " + JSON.stringify(after.result));
+const prompt = {{ sessionID: "s", prompt: {{ text: "hello" }}, delivery: "steer" }};
+await hooks["session.prompt"](prompt);
+console.log("prompt: " + JSON.stringify(prompt.prompt.text));
+process.exit(0);
+"#,
+            module = module.display().to_string(),
+            dir = project.dir.display().to_string(),
+        ),
+    );
+    assert!(
+        out.contains(
+            "id: belfry; hooks: session.compaction,session.prompt,tool.execute.after,tool.execute.before\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("force: force push refused by guard\n"),
+        "{out}"
+    );
+    assert!(out.contains("ls: ran\n"), "{out}");
+    assert!(
+        out.contains(
+            "after: {\"output\":\"file1\\n\\nrepo note: run tests with nice\",\"content\":[{\"type\":\"text\",\"text\":\"file1\"},{\"type\":\"text\",\"text\":\"repo note: run tests with nice\"}]}\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("prompt: \"hello\\n\\nrepo note: run tests with nice\"\n"),
         "{out}"
     );
 }

@@ -192,6 +192,14 @@ fn opencode_answers_a_prompt_in_a_pane() {
     answers_a_prompt("opencode");
 }
 
+/// OpenCode 2.x (`@opencode/cli`, pin `opencode2`, profile adapters/opencode/live-2.json):
+/// readiness, an answer and a shell tool call offline, through its private server.
+#[test]
+#[ignore = "live: needs scripts/install-harnesses and a network namespace (run with --ignored)"]
+fn opencode2_answers_a_prompt_in_a_pane() {
+    answers_a_prompt("opencode2");
+}
+
 #[test]
 #[ignore = "live: needs scripts/install-harnesses and a network namespace (run with --ignored)"]
 fn pi_answers_a_prompt_in_a_pane() {

@@ -20,7 +20,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use belfry_tests::live::{workspace, Live, LiveOptions, Profile};
+use belfry_tests::live::{workspace, Live, LiveOptions, Pin, Profile};
 use serde_json::{json, Value};
 
 /// The streamed answer: paragraphs, because a harness may draw a paragraph only once it ends.
@@ -357,6 +357,12 @@ fn codex_screens() {
 #[ignore = "live: rewrites adapters/opencode/fixtures/screens (run with --ignored)"]
 fn opencode_screens() {
     capture_screens("opencode");
+}
+
+#[test]
+#[ignore = "live: rewrites adapters/opencode/fixtures/screens-2 (run with --ignored)"]
+fn opencode2_screens() {
+    capture_screens("opencode2");
 }
 
 #[test]

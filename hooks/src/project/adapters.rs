@@ -61,16 +61,81 @@ impl Cell {
     }
 }
 
-/// `min <= version < below`, as dotted numbers.
+/// The versions a matrix admits: one span `min <= version < below` (dotted numbers), or
+/// several side by side when a harness's majors differ enough to be verified apart (a list in
+/// `matrix.json`). A version is admitted when any span holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "AdmittedSpans")]
+pub struct VersionRange {
+    pub spans: Vec<VersionSpan>,
+}
+
+/// One span of admitted versions, and the version it was verified with when the matrix has
+/// more than one span.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct VersionRange {
+pub struct VersionSpan {
     pub min: String,
     pub below: String,
+    #[serde(default)]
+    pub verified_with: Option<String>,
+}
+
+/// How `matrix.json` writes `admitted`: one object, or a non-empty list of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AdmittedSpans {
+    One(VersionSpan),
+    Many(Vec<VersionSpan>),
+}
+
+impl TryFrom<AdmittedSpans> for VersionRange {
+    type Error = String;
+
+    fn try_from(spans: AdmittedSpans) -> Result<Self, Self::Error> {
+        let spans = match spans {
+            AdmittedSpans::One(span) => vec![span],
+            AdmittedSpans::Many(spans) => spans,
+        };
+        if spans.is_empty() {
+            return Err("admitted is an empty list: write one {min, below} span or more".into());
+        }
+        Ok(VersionRange { spans })
+    }
 }
 
 impl VersionRange {
+    /// One span `[min, below)`.
+    pub fn one(min: &str, below: &str) -> VersionRange {
+        VersionRange {
+            spans: vec![VersionSpan {
+                min: min.into(),
+                below: below.into(),
+                verified_with: None,
+            }],
+        }
+    }
+
     pub fn admits(&self, version: &str) -> bool {
+        self.spans.iter().any(|span| span.admits(version))
+    }
+
+    /// The lowest admitted version named first (what a matrix without `verified_with` pins).
+    pub fn min(&self) -> &str {
+        self.spans.first().map_or("", |span| span.min.as_str())
+    }
+
+    pub fn describe(&self) -> String {
+        self.spans
+            .iter()
+            .map(|span| format!(">={} <{}", span.min, span.below))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    }
+}
+
+impl VersionSpan {
+    fn admits(&self, version: &str) -> bool {
         let (Some(version), Some(min), Some(below)) = (
             parse_version(version),
             parse_version(&self.min),
@@ -79,10 +144,6 @@ impl VersionRange {
             return false;
         };
         min <= version && version < below
-    }
-
-    pub fn describe(&self) -> String {
-        format!(">={} <{}", self.min, self.below)
     }
 }
 
@@ -373,7 +434,28 @@ pub enum Render {
         /// The folder trust the harness needs before it loads the generated file.
         #[serde(default)]
         folder_trust: Option<FolderTrust>,
+        /// What the file must contain for a harness version to run it: a file written for
+        /// another major (by an older belfry) loads but registers nothing there.
+        #[serde(default)]
+        entry_points: Vec<EntryPoint>,
     },
+}
+
+/// The text a generated file needs for the harness versions `[min, below)` to run it, and
+/// why a file without it does nothing there.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntryPoint {
+    pub min: String,
+    pub below: String,
+    pub contains: String,
+    pub reason: String,
+}
+
+impl EntryPoint {
+    pub fn covers(&self, version: &str) -> bool {
+        VersionRange::one(&self.min, &self.below).admits(version)
+    }
 }
 
 impl Render {
@@ -474,15 +556,33 @@ mod tests {
 
     #[test]
     fn version_ranges_compare_numerically() {
-        let range = VersionRange {
-            min: "0.9.0".into(),
-            below: "0.10.0".into(),
-        };
+        let range = VersionRange::one("0.9.0", "0.10.0");
         assert!(range.admits("0.9.12"));
         assert!(!range.admits("0.10.0"));
         assert!(!range.admits("0.8.99"));
         assert!(!range.admits("garbage"));
         assert!(range.admits("0.9.1-beta"));
+    }
+
+    #[test]
+    fn an_admitted_list_admits_each_span_and_nothing_between() {
+        let range: VersionRange = serde_json::from_str(
+            r#"[{"min": "1.18.33", "below": "1.19.0", "verified_with": "1.18.33"},
+                {"min": "2.2.5", "below": "2.3.0", "verified_with": "2.2.5"}]"#,
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+        assert!(range.admits("1.18.33"));
+        assert!(range.admits("2.2.5"));
+        assert!(range.admits("2.2.9"));
+        assert!(!range.admits("1.19.0"));
+        assert!(!range.admits("2.0.0"));
+        assert!(!range.admits("2.3.0"));
+        assert_eq!(range.describe(), ">=1.18.33 <1.19.0 or >=2.2.5 <2.3.0");
+        let one: VersionRange = serde_json::from_str(r#"{"min": "0.9.0", "below": "0.10.0"}"#)
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(one, VersionRange::one("0.9.0", "0.10.0"));
+        let empty = serde_json::from_str::<VersionRange>("[]");
+        assert!(empty.is_err(), "an empty admitted list is refused");
     }
 
     #[test]

@@ -47,10 +47,7 @@ pub fn version_finding(
     let matrix = &data.matrix;
     let range = matrix.admitted.as_ref()?;
     let command = asked.join(" ");
-    let pinned = matrix
-        .verified_with
-        .as_deref()
-        .unwrap_or(range.min.as_str());
+    let pinned = matrix.verified_with.as_deref().unwrap_or(range.min());
     match detected {
         None => Some(Finding {
             check: "harness-missing",

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::adapters::{AdapterData, Adapters, JsonDialect, Render};
+use super::adapters::{AdapterData, Adapters, EntryPoint, JsonDialect, Render};
 use super::merge::{self, Created, Located, Merge, MergeError, PlacedGroup};
 use super::state::{self, TargetState};
 use super::{canonical_digest, folder_trust, jsonc, read_optional, trust, Context, ProjectError};
@@ -231,10 +231,7 @@ pub(super) fn unverified_reason(
     let matrix = &data.matrix;
     let range = matrix.admitted.as_ref()?;
     let harness = &matrix.harness;
-    let verified = matrix
-        .verified_with
-        .as_deref()
-        .unwrap_or(range.min.as_str());
+    let verified = matrix.verified_with.as_deref().unwrap_or(range.min());
     match context.harness_versions.get(&data.name) {
         Some(version) if range.admits(version) => None,
         Some(version) => Some(format!(
@@ -268,9 +265,22 @@ pub(super) fn inert_reasons(
 ) -> Vec<String> {
     let mut reasons = Vec::new();
     let defaults = data.render_defaults();
-    if let Some(Render::GeneratedFile { .. }) = &data.render {
-        // A generated file has no settings of its own; only the harness's folder trust can
-        // keep it from loading (in trust_reasons below).
+    if let Some(Render::GeneratedFile {
+        entry_points,
+        paths,
+        ..
+    }) = &data.render
+    {
+        let generated = Path::new(&paths.project).file_name();
+        let files: Vec<&str> = target
+            .files
+            .iter()
+            .map(|file| file.path.as_str())
+            .filter(|path| generated.is_some() && Path::new(path).file_name() == generated)
+            .collect();
+        // A generated file has no settings of its own: it is inert where the harness version
+        // cannot run it (an entry point it lacks) or its folder trust keeps it from loading.
+        reasons.extend(missing_entry_points(context, data, &files, entry_points));
         reasons.extend(trust_reasons(context, data, target, settings_text));
         return reasons;
     }
@@ -334,6 +344,35 @@ pub(super) fn inert_reasons(
         }
     }
     reasons.extend(trust_reasons(context, data, target, settings_text));
+    reasons
+}
+
+/// A generated file the detected harness version loads but does not run: it lacks that
+/// version's entry point (a file an older belfry wrote for another major). The harness gives
+/// no sign of it, so `status` must.
+fn missing_entry_points(
+    context: &Context,
+    data: &AdapterData,
+    files: &[&str],
+    entry_points: &[EntryPoint],
+) -> Vec<String> {
+    let Some(version) = context.harness_versions.get(&data.name) else {
+        return Vec::new();
+    };
+    let mut reasons = Vec::new();
+    for entry in entry_points.iter().filter(|entry| entry.covers(version)) {
+        for path in files {
+            match read_optional(Path::new(path)) {
+                Ok(Some(text)) if !text.contains(&entry.contains) => reasons.push(format!(
+                    "{path}: {} {version} loads this file but runs none of its hooks: {}; `belfry \
+                     hooks apply` rewrites it",
+                    data.matrix.harness, entry.reason
+                )),
+                Ok(_) => {}
+                Err(reason) => reasons.push(reason),
+            }
+        }
+    }
     reasons
 }
 
