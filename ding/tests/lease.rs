@@ -1109,4 +1109,3 @@ fn a_program_working_after_a_submit_signs_its_turn() {
     feed(&mut machine, &idle(&me, 51), 2_300);
     assert!(matches!(machine.state(2_300), LeaseState::Leased { .. }));
 }
-

@@ -151,7 +151,7 @@ fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
 fn doctor_names_a_missing_adapter_executable_unapplied_hooks_and_an_untrusted_codex_hook() {
     let env = doctor_env();
     fake_harness(&env, "codex", "codex-cli 0.169.0", "› Ask Codex", None);
-    fake_harness(&env, "claude", "2.1.328 (Claude Code)", "❯ ", None);
+    fake_harness(&env, "claude", "2.1.337 (Claude Code)", "❯ ", None);
     let codex_project = project(&env, "codex-project");
     let claude_project = project(&env, "claude-project");
     std::fs::write(codex_project.join("belfry-hooks.kdl"), CODEX_HOOKS).expect("write hooks");
@@ -338,7 +338,7 @@ agent "login-path" {{ command "codex"; adapter "codex"; env {{ SHELL "{resetting
     assert!(
         finding(old, "harness-version")["problem"]
             .as_str()
-            .is_some_and(|p| p.contains("0.60.0") && p.contains(">=0.73.1 <0.74.0")),
+            .is_some_and(|p| p.contains("0.60.0") && p.contains(">=0.73.1 <1.7.0")),
         "{old:#}"
     );
     let absent = report(&reports, "absent");

@@ -36,7 +36,16 @@ fn read(path: &std::path::Path) -> Value {
 #[test]
 fn screen_fixtures_name_the_pinned_version_and_their_state() {
     let mut checked = 0;
-    for name in ["claude", "codex", "opencode", "pi", "gemini", "pi1", "qwen", "opencode2"] {
+    for name in [
+        "claude",
+        "codex",
+        "opencode",
+        "pi",
+        "gemini",
+        "pi1",
+        "qwen",
+        "opencode2",
+    ] {
         let pin = Pin::load(name);
         // A pin of a second major (profile `live-N.json`) keeps its screens in `screens-N`.
         let screens = match pin

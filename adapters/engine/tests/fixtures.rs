@@ -674,12 +674,7 @@ const ACTIVE: &[(&str, &[&str])] = &[
     ),
     (
         "opencode",
-        &[
-            "tool-running",
-            "streaming",
-            "queued-message",
-            "api-error",
-        ],
+        &["tool-running", "streaming", "queued-message", "api-error"],
     ),
     (
         "opencode@screens-2",
