@@ -102,7 +102,7 @@ fn until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 }
 
 fn capture_screens(name: &str) {
-    let pin = belfry_tests::live::Pin::load(name);
+    let pin = Pin::load(name);
     let profile = Profile::for_pin(&pin);
     // The tool call: the shell command in whichever shell tool the harness offers, or the
     // profile's own call where only a particular one raises an approval dialog.
