@@ -122,9 +122,15 @@ pub fn admitted_harnesses(dir: &Path) -> PathBuf {
             continue;
         };
         let path = dir.join(program);
-        std::fs::write(&path, format!("#!/bin/sh\necho '{version}'\n"))
-            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        // Written beside and renamed over: a stand-in another `belfry` is running at this
+        // moment (two applies started at once, each making the folder) cannot be opened for
+        // writing (ETXTBSY), but it can be replaced.
+        let fresh = dir.join(format!(".{program}.{}", std::process::id()));
+        std::fs::write(&fresh, format!("#!/bin/sh\necho '{version}'\n"))
+            .unwrap_or_else(|err| panic!("{}: {err}", fresh.display()));
+        std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|err| panic!("{}: {err}", fresh.display()));
+        std::fs::rename(&fresh, &path)
             .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     }
     dir.to_path_buf()
