@@ -187,12 +187,24 @@ enum Command {
     /// Wait for a revision, an exit, a screen regex or quiet (every condition given must hold).
     Wait(WaitArgs),
     /// Stream events: every pane's lifecycle and exit events, or one pane's with its revisions.
+    ///
+    /// It starts with the recent past: the last 10 events the daemon kept (it keeps its last
+    /// 1000, revisions aside, in memory: a restarted daemon starts with none), each with the
+    /// time it happened and, with --json, `"history": true` and `"at_ms"`; then it streams live,
+    /// with no event missed or shown twice between the two.
     Events {
         /// Only this pane's events, with its revision events (which no all-pane stream carries).
         name: Option<String>,
         /// Print each event as one JSON line.
         #[arg(long)]
         json: bool,
+        /// Start with up to N past events the daemon kept (default 10; 0: live events only).
+        #[arg(long, value_name = "N")]
+        history: Option<u32>,
+        /// Start with every kept event of the last DURATION instead (90s, 5m, 2h, 1d); with
+        /// --history too, at most N of them.
+        #[arg(long, value_name = "DURATION", value_parser = parse_since)]
+        since: Option<u64>,
     },
     /// Stop the daemon; panes keep running unless --kill-panes.
     Shutdown {
@@ -878,7 +890,12 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             }
             Ok(EXIT_OK)
         }
-        Command::Events { name, json } => events(name, json),
+        Command::Events {
+            name,
+            json,
+            history,
+            since,
+        } => events(name, json, history, since),
         Command::Shutdown { kill_panes } => {
             let socket = paths::daemon_socket();
             let place = remote::default_place()?;
@@ -1992,7 +2009,34 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
     Ok(EXIT_OK)
 }
 
-fn events(name: Option<String>, json: bool) -> Result<i32> {
+/// `--since DURATION` of `belfry events`: how far back, in ms.
+fn parse_since(text: &str) -> std::result::Result<u64, String> {
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let scale = match unit {
+        "ms" => 1,
+        "s" | "" => 1_000,
+        "m" | "min" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    match number.parse::<u64>() {
+        Ok(n) if scale > 0 => Ok(n.saturating_mul(scale)),
+        _ => Err(format!(
+            "{text:?} is not a duration: a whole number and a unit (90s, 5m, 2h, 1d)"
+        )),
+    }
+}
+
+fn events(
+    name: Option<String>,
+    json: bool,
+    history: Option<u32>,
+    since: Option<u64>,
+) -> Result<i32> {
     // A subscription to one pane has always answered a name outside the grammar as it answers
     // any name no pane has: not found (exit 1). No pane can have such a name.
     let (place, session) = match name.as_deref() {
@@ -2016,6 +2060,12 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
         session,
         revisions: None,
         exit_so_far: None,
+        // With --since alone, every kept event of that time; with both, at most N of them.
+        history: match (history, since) {
+            (None, None) => Some(10),
+            (history, _) => history,
+        },
+        since_ms: since.map(|ago| crate::human::now_unix_ms().saturating_sub(ago)),
     };
     let _: Subscribed = ask(&mut client, subscribe)?;
     loop {
@@ -2034,6 +2084,14 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
 /// One line of `belfry events`: when it arrived, the pane, the kind, and what happened in
 /// words. An event this build does not know (from a newer daemon) is shown by its fields.
 fn event_line(raw: &Value, now_ms: u64) -> String {
+    // A kept event the daemon sent first says when it happened; a live one happens now.
+    let at_ms = raw["at_ms"].as_u64().unwrap_or(now_ms);
+    let mut raw = raw.clone();
+    if let Some(fields) = raw.as_object_mut() {
+        fields.remove("history");
+        fields.remove("at_ms");
+    }
+    let raw = &raw;
     let (kind, session, words) = match belfry_proto::de::from_value::<Event>(raw) {
         Ok(event) => (
             event.kind().to_string(),
@@ -2048,7 +2106,7 @@ fn event_line(raw: &Value, now_ms: u64) -> String {
     };
     format!(
         "{}  {:<20} {:<10} {}",
-        crate::human::clock(now_ms, now_ms),
+        crate::human::clock(at_ms, now_ms),
         escape_for_terminal(session.as_deref().unwrap_or("-")),
         escape_for_terminal(&kind),
         words
