@@ -17,7 +17,10 @@ use serde_json::{json, Value};
 
 use belfry_mux::client::{Client, ClientError};
 use belfry_mux::Error as MuxError;
-use belfry_proto::limits::{MAX_DIMENSION, MIN_DIMENSION};
+use belfry_proto::limits::{
+    MAX_DELAY_STEP_MS, MAX_DELAY_TOTAL_MS, MAX_DIMENSION, MAX_SEND_TIMEOUT_MS, MAX_WAIT_MS,
+    MIN_DIMENSION,
+};
 use belfry_proto::program_status::ProgramState;
 use belfry_proto::reply::{
     self as body, AttachTarget, Cleared, Detached, DingState, Killed, Listing, PaneRecord, Resized,
@@ -145,8 +148,9 @@ enum Command {
         /// Watch only: keystrokes are not sent.
         #[arg(long)]
         read_only: bool,
-        /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q").
-        #[arg(long, default_value = "C-b d")]
+        /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); the prefix
+        /// also leads the other bindings (inside tmux, whose prefix is C-b too: "C-a d").
+        #[arg(long, env = "BELFRY_DETACH_KEY", default_value = "C-b d")]
         detach_key: String,
     },
     /// Detach every client attached to a pane.
@@ -377,8 +381,9 @@ struct NewArgs {
 struct RunArgs {
     #[command(flatten)]
     new: NewArgs,
-    /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q").
-    #[arg(long, default_value = "C-b d")]
+    /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); the prefix
+    /// also leads the other bindings (inside tmux, whose prefix is C-b too: "C-a d").
+    #[arg(long, env = "BELFRY_DETACH_KEY", default_value = "C-b d")]
     detach_key: String,
 }
 
@@ -401,16 +406,17 @@ struct WaitArgs {
     #[arg(long)]
     exit: bool,
     /// Until the screen matches this regular expression.
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_screen_regex)]
     regex: Option<String>,
-    /// Until the revision has not changed for MS milliseconds.
-    #[arg(long, value_name = "MS")]
+    /// Until the revision has not changed for MS milliseconds (at most 86400000, a day).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=MAX_WAIT_MS))]
     quiet_ms: Option<u64>,
     /// Until the program reports this state (OSC 7501), as `belfry ls` shows it.
     #[arg(long, value_name = "STATE", value_parser = ["idle", "working", "blocked", "done", "error"])]
     status: Option<String>,
-    /// Give up after MS milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    /// Give up after MS milliseconds (at most 86400000, a day).
+    #[arg(long, value_name = "MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(..=MAX_WAIT_MS))]
     timeout_ms: u64,
     /// Print the pane's state as JSON when the wait ends.
     #[arg(long)]
@@ -444,7 +450,11 @@ struct SendArgs {
     /// `expect` token (revision, incarnation and generation in one opaque string).
     #[arg(long, value_name = "TOKEN", conflicts_with_all = ["expect_revision", "expect_incarnation", "expect_generation"])]
     expect: Option<String>,
-    /// Send only if the pane is still at revision N.
+    /// Send only if the pane is still at revision N, the `revision` of `peek --json` or `ls`.
+    /// A revision is a 16-digit number: a pane host starts it at the wall clock in
+    /// microseconds since 1970 (so a pane made again under the same name never repeats a
+    /// revision of the old one) and it goes up by at least one on every output, input, resize
+    /// and restart.
     #[arg(long, value_name = "N")]
     expect_revision: Option<u64>,
     /// Send only if the pane's program is still incarnation I (new at every start).
@@ -462,12 +472,12 @@ struct SendArgs {
     /// Press a named key (Enter, Tab, Escape, C-c, Up, F1, …).
     #[arg(long, value_name = "KEY")]
     key: Vec<String>,
-    /// Pause with the input lock held.
-    #[arg(long, value_name = "MS")]
+    /// Pause with the input lock held (at most 2000 ms each, 5000 in all).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=MAX_DELAY_STEP_MS))]
     delay_ms: Vec<u64>,
     /// Give up when the program has not read the input within MS ms in total (1..=60000,
     /// default 5000); the error says how many bytes were written.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=MAX_SEND_TIMEOUT_MS))]
     timeout_ms: Option<u64>,
     /// Print the send's result as JSON.
     #[arg(long)]
@@ -1093,6 +1103,9 @@ The hooks file of \fBbelfry dispatch\fR when \-\-hooks\-file is not given.
 .TP
 BELFRY_ESCAPE_TIME_MS
 How long \fBattach\fR waits for the rest of an escape sequence (0 to 5000, default 25).
+.TP
+BELFRY_DETACH_KEY
+The detach key of \fBattach\fR and \fBrun\fR, as \-\-detach\-key (default "C\-b d"; inside tmux, "C\-a d").
 "#;
 
 /// `belfry man --dir DIR`: every page, named as the references between them name them
@@ -1885,6 +1898,7 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
     if steps.is_empty() {
         bail!("nothing to send: give --paste, --text, --key or --delay-ms");
     }
+    check_send_steps(steps.iter().map(|(_, step)| step))?;
     let (place, session) = remote::place_of(&args.name)?;
     let send = op::Send {
         session: Some(session.clone()),
@@ -1924,6 +1938,52 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
         }
     }
     Ok(if conflict { EXIT_CONFLICT } else { EXIT_OK })
+}
+
+/// Checks a send's steps as the pane host will check them, before anything is sent, so that
+/// an error names the option the user gave (`--key "Foo": unknown key name …`) rather than
+/// the request's fields (`input step 0`, `delay_ms`).
+fn check_send_steps<'a>(
+    steps: impl Iterator<Item = &'a belfry_proto::request::InputStep>,
+) -> Result<()> {
+    use belfry_proto::request::InputStep;
+    let mut total_delay = 0u64;
+    for step in steps {
+        let (option, value) = match step {
+            InputStep::Paste(_) => ("--paste", None),
+            InputStep::Text(_) | InputStep::Bytes(_) => ("--text", None),
+            InputStep::Key(name) => ("--key", Some(format!("{name:?}"))),
+            InputStep::DelayMs(ms) => {
+                total_delay = total_delay.saturating_add(*ms);
+                ("--delay-ms", Some(ms.to_string()))
+            }
+        };
+        if let Err(belfry_pty::Error::InvalidInput { reason }) =
+            belfry_pty::input::parse_steps(std::slice::from_ref(step))
+        {
+            // The pane host numbers the steps of a request; here there is one, and its option.
+            let reason = reason.strip_prefix("input step 0: ").unwrap_or(&reason);
+            match value {
+                Some(value) => bail!("{option} {value}: {reason}"),
+                None => bail!("{option}: {reason}"),
+            }
+        }
+    }
+    if total_delay > MAX_DELAY_TOTAL_MS {
+        bail!(
+            "--delay-ms: the delays add up to {total_delay} ms, over the {MAX_DELAY_TOTAL_MS} ms \
+             one send may pause in all"
+        );
+    }
+    Ok(())
+}
+
+/// `--regex` of `belfry wait`: compiled as the pane host will compile it, so a pattern it
+/// would refuse is named here, as the option the user gave.
+fn parse_screen_regex(pattern: &str) -> std::result::Result<String, String> {
+    belfry_pty::check_screen_regex(pattern)
+        .map(|()| pattern.to_string())
+        .map_err(|err| format!("{pattern:?} is not a regular expression: {err}"))
 }
 
 /// What the send expects of the pane (spec §3): the `--expect` token's identity, then any

@@ -69,3 +69,10 @@ pub mod txn;
 pub mod wire;
 
 pub use error::{Error, Result};
+
+/// Compiles a `wait` screen regex as the pane host will, for a client to refuse a pattern
+/// before sending it, naming its own option: `Err` says what is wrong in the `regex` crate's
+/// words.
+pub fn check_screen_regex(pattern: &str) -> std::result::Result<(), String> {
+    screen_regex::ScreenRegex::new(pattern).map(drop)
+}
