@@ -282,10 +282,18 @@ enum Command {
         #[arg(long, short = 'f')]
         follow: bool,
     },
-    /// Print shell completions.
+    /// Print shell completions (bash, zsh and fish also complete live pane names).
     Completions {
         /// The shell to complete for: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
+    },
+    /// Print the live pane names when the word after WORDS is a pane name (exit 0), else exit
+    /// 1 (the completion scripts ask it on each TAB).
+    #[command(hide = true)]
+    CompletePanes {
+        /// The command line's words after `belfry`, before the one being completed.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
     },
     /// Print the man page (roff), or with --dir write one page per subcommand.
     Man {
@@ -728,6 +736,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         Command::Doctor(_) => Some("doctor"),
         Command::Spool { .. } => Some("spool"),
         Command::Completions { .. } => Some("completions"),
+        Command::CompletePanes { .. } => Some("complete-panes"),
         Command::Man { .. } => Some("man"),
         _ => None,
     };
@@ -1031,8 +1040,11 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             None => crate::logs::run(name.as_deref(), follow),
         },
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
+            crate::completions::print(shell, Cli::command())?;
             Ok(EXIT_OK)
+        }
+        Command::CompletePanes { words } => {
+            Ok(crate::completions::complete_panes(Cli::command(), &words))
         }
         Command::Man { dir: None } => {
             // As `man --dir` renders it: `belfry help` is clap's, with no page of its own, so

@@ -203,3 +203,122 @@ fn inbox_post_from_a_pipe_posts_without_a_word_on_stderr() {
     assert!(listed.contains("piped"), "{listed}");
     env.ok(&["shutdown", "--kill-panes"]);
 }
+
+/// The completion scripts complete live pane names where a command takes one, in the shells
+/// themselves: bash (the function `complete -F` names, called as bash calls it), fish
+/// (`complete -C`) and zsh (typed into a real `zsh -f` in a pane, with compinit, Tab and the
+/// list it shows). Elsewhere they complete as before (`belfry se` gives `send`; the value of
+/// `--text` is no pane). Without a daemon they complete nothing, within a second, and start
+/// none. Before, no pane name was ever completed.
+#[test]
+fn completions_offer_live_pane_names_where_a_command_takes_one() {
+    let env = Env::new();
+    let bin_dir = belfry_tests::belfry_bin()
+        .parent()
+        .expect("the binaries' directory")
+        .to_path_buf();
+    let path = belfry_tests::path_with(&bin_dir);
+    let script = |shell: &str| {
+        let file = env.path(&format!("belfry.{shell}"));
+        std::fs::write(&file, env.ok(&["completions", shell])).expect("write the script");
+        file
+    };
+    let bash_file = script("bash");
+    let bash = |line: &str, cword: usize| -> String {
+        let check = format!(
+            "source {}; COMP_WORDS=({line}); COMP_CWORD={cword}; \
+             _belfry belfry \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; echo \"${{COMPREPLY[*]}}\"",
+            bash_file.display()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &check])
+            .envs(env.vars())
+            .env("PATH", &path)
+            .output()
+            .expect("bash");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+
+    // No daemon: nothing, at once, and none started.
+    let started = std::time::Instant::now();
+    assert_eq!(bash("belfry send ''", 2), "");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!env.socket().exists(), "a TAB started a daemon");
+
+    env.spawn("alpha", "24x80", &["sleep", "600"], None);
+    env.spawn("beta", "24x80", &["sleep", "600"], None);
+    assert_eq!(bash("belfry send ''", 2), "alpha beta");
+    assert_eq!(bash("belfry attach al", 2), "alpha");
+    assert_eq!(bash("belfry inbox post ''", 3), "alpha beta");
+    assert_eq!(bash("belfry --json send --text hi ''", 5), "alpha beta");
+    let mut clap_words: Vec<String> = bash("belfry se", 1)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    clap_words.sort();
+    assert_eq!(clap_words, ["send", "server"], "clap's own completion");
+    // clap's own completion there (files), never a pane.
+    let text_value = bash("belfry send --text ''", 3);
+    assert!(
+        !text_value.contains("alpha"),
+        "the value of --text: {text_value}"
+    );
+    let new_name = bash("belfry new ''", 2);
+    assert!(!new_name.contains("alpha"), "a new pane's name: {new_name}");
+
+    // fish, as it completes a command line.
+    let fish_file = script("fish");
+    let out = std::process::Command::new("fish")
+        .args([
+            "-c",
+            &format!("source {}; complete -C 'belfry peek '", fish_file.display()),
+        ])
+        .envs(env.vars())
+        .env("PATH", &path)
+        .output()
+        .expect("fish (scripts/test-deps installs it)");
+    let fish = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = fish.lines().collect();
+    assert!(
+        names.contains(&"alpha") && names.contains(&"beta"),
+        "{fish}"
+    );
+
+    // zsh, typed into: Tab after `belfry send ` lists the panes.
+    let zsh_dir = env.path("zfunc");
+    std::fs::create_dir_all(&zsh_dir).expect("zfunc");
+    std::fs::write(zsh_dir.join("_belfry"), env.ok(&["completions", "zsh"])).expect("_belfry");
+    env.ok(&[
+        "new",
+        "shell",
+        "--size",
+        "24x100",
+        "--env",
+        &format!("PATH={path}"),
+        "--",
+        "zsh",
+        "-f",
+    ]);
+    // zsh drops what was typed before its first prompt.
+    env.wait_screen("shell", "(?m)[%#] *$");
+    env.ok(&[
+        "send",
+        "shell",
+        "--text",
+        &format!(
+            "fpath=({} $fpath); autoload -U compinit; compinit -u; PS1='Z> '",
+            zsh_dir.display()
+        ),
+        "--key",
+        "Enter",
+    ]);
+    env.wait_screen("shell", "(?m)^Z>");
+    env.ok(&["send", "shell", "--text", "belfry send ", "--key", "Tab"]);
+    env.wait_screen("shell", "alpha +beta +shell");
+    env.ok(&["shutdown", "--kill-panes"]);
+}
