@@ -649,7 +649,7 @@ pub(crate) fn exe() -> Result<PathBuf> {
 const HOST_EXE: &str = "belfry-host";
 
 /// The executable that runs the daemon and the pane hosts: [`HOST_EXE`] beside this one when
-/// it is there, else this one. `scripts/install` builds `belfry` as a fixed-address executable,
+/// it is there, else this one. `scripts/install --static` builds `belfry` as a fixed-address executable,
 /// which starts each command sooner (no relocations to apply), and `belfry-host` from the same
 /// source as a position-independent one, so the long-running processes that read terminal
 /// output and socket input keep address-space randomisation (docs/decisions.md).
