@@ -70,7 +70,7 @@ if (( ${#missing[@]} )); then
 fi
 
 if [[ -z "${BELFRY_BIN:-}" || -z "${BENCH_BIN:-}" ]]; then
-  # Built as scripts/install builds it: the C library linked in when this machine can.
+  # Built as scripts/install --static builds it: the C library linked in when this machine can.
   # shellcheck source=scripts/static-libc
   source "$root/scripts/static-libc"
   echo "bench: building belfry and belfry-bench (release${BELFRY_CARGO_TARGET:+, $BELFRY_CARGO_TARGET with the C library linked in})" >&2

@@ -17,7 +17,10 @@ use serde_json::{json, Value};
 
 use belfry_mux::client::{Client, ClientError};
 use belfry_mux::Error as MuxError;
-use belfry_proto::limits::{MAX_DIMENSION, MIN_DIMENSION};
+use belfry_proto::limits::{
+    MAX_DELAY_STEP_MS, MAX_DELAY_TOTAL_MS, MAX_DIMENSION, MAX_SEND_TIMEOUT_MS, MAX_WAIT_MS,
+    MIN_DIMENSION,
+};
 use belfry_proto::program_status::ProgramState;
 use belfry_proto::reply::{
     self as body, AttachTarget, Cleared, Detached, DingState, Killed, Listing, PaneRecord, Resized,
@@ -145,9 +148,10 @@ enum Command {
         /// Watch only: keystrokes are not sent.
         #[arg(long)]
         read_only: bool,
-        /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); default
-        /// the config file's, else "C-b d".
-        #[arg(long)]
+        /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); the prefix
+        /// also leads the other bindings (inside tmux, whose prefix is C-b too: "C-a d").
+        /// Default: the config file's, else "C-b d".
+        #[arg(long, env = "BELFRY_DETACH_KEY")]
         detach_key: Option<String>,
     },
     /// Detach every client attached to a pane.
@@ -188,12 +192,24 @@ enum Command {
     /// Wait for a revision, an exit, a screen regex or quiet (every condition given must hold).
     Wait(WaitArgs),
     /// Stream events: every pane's lifecycle and exit events, or one pane's with its revisions.
+    ///
+    /// It starts with the recent past: the last 10 events the daemon kept (it keeps its last
+    /// 1000, revisions aside, in memory: a restarted daemon starts with none), each with the
+    /// time it happened and, with --json, `"history": true` and `"at_ms"`; then it streams live,
+    /// with no event missed or shown twice between the two.
     Events {
         /// Only this pane's events, with its revision events (which no all-pane stream carries).
         name: Option<String>,
         /// Print each event as one JSON line.
         #[arg(long)]
         json: bool,
+        /// Start with up to N past events the daemon kept (default 10; 0: live events only).
+        #[arg(long, value_name = "N")]
+        history: Option<u32>,
+        /// Start with every kept event of the last DURATION instead (90s, 5m, 2h, 1d); with
+        /// --history too, at most N of them.
+        #[arg(long, value_name = "DURATION", value_parser = parse_since)]
+        since: Option<u64>,
     },
     /// Stop the daemon; panes keep running unless --kill-panes.
     Shutdown {
@@ -267,10 +283,18 @@ enum Command {
         #[arg(long, short = 'f')]
         follow: bool,
     },
-    /// Print shell completions.
+    /// Print shell completions (bash, zsh and fish also complete live pane names).
     Completions {
         /// The shell to complete for: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
+    },
+    /// Print the live pane names when the word after WORDS is a pane name (exit 0), else exit
+    /// 1 (the completion scripts ask it on each TAB).
+    #[command(hide = true)]
+    CompletePanes {
+        /// The command line's words after `belfry`, before the one being completed.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
     },
     /// Print the man page (roff), or with --dir write one page per subcommand.
     Man {
@@ -366,9 +390,10 @@ struct NewArgs {
 struct RunArgs {
     #[command(flatten)]
     new: NewArgs,
-    /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); default the
-    /// config file's, else "C-b d".
-    #[arg(long)]
+    /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); the prefix
+    /// also leads the other bindings (inside tmux, whose prefix is C-b too: "C-a d").
+    /// Default: the config file's, else "C-b d".
+    #[arg(long, env = "BELFRY_DETACH_KEY")]
     detach_key: Option<String>,
 }
 
@@ -391,16 +416,17 @@ struct WaitArgs {
     #[arg(long)]
     exit: bool,
     /// Until the screen matches this regular expression.
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_screen_regex)]
     regex: Option<String>,
-    /// Until the revision has not changed for MS milliseconds.
-    #[arg(long, value_name = "MS")]
+    /// Until the revision has not changed for MS milliseconds (at most 86400000, a day).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=MAX_WAIT_MS))]
     quiet_ms: Option<u64>,
     /// Until the program reports this state (OSC 7501), as `belfry ls` shows it.
     #[arg(long, value_name = "STATE", value_parser = ["idle", "working", "blocked", "done", "error"])]
     status: Option<String>,
-    /// Give up after MS milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    /// Give up after MS milliseconds (at most 86400000, a day).
+    #[arg(long, value_name = "MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(..=MAX_WAIT_MS))]
     timeout_ms: u64,
     /// Print the pane's state as JSON when the wait ends.
     #[arg(long)]
@@ -434,7 +460,11 @@ struct SendArgs {
     /// `expect` token (revision, incarnation and generation in one opaque string).
     #[arg(long, value_name = "TOKEN", conflicts_with_all = ["expect_revision", "expect_incarnation", "expect_generation"])]
     expect: Option<String>,
-    /// Send only if the pane is still at revision N.
+    /// Send only if the pane is still at revision N, the `revision` of `peek --json` or `ls`.
+    /// A revision is a 16-digit number: a pane host starts it at the wall clock in
+    /// microseconds since 1970 (so a pane made again under the same name never repeats a
+    /// revision of the old one) and it goes up by at least one on every output, input, resize
+    /// and restart.
     #[arg(long, value_name = "N")]
     expect_revision: Option<u64>,
     /// Send only if the pane's program is still incarnation I (new at every start).
@@ -452,12 +482,12 @@ struct SendArgs {
     /// Press a named key (Enter, Tab, Escape, C-c, Up, F1, …).
     #[arg(long, value_name = "KEY")]
     key: Vec<String>,
-    /// Pause with the input lock held.
-    #[arg(long, value_name = "MS")]
+    /// Pause with the input lock held (at most 2000 ms each, 5000 in all).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=MAX_DELAY_STEP_MS))]
     delay_ms: Vec<u64>,
     /// Give up when the program has not read the input within MS ms in total (1..=60000,
     /// default 5000); the error says how many bytes were written.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=MAX_SEND_TIMEOUT_MS))]
     timeout_ms: Option<u64>,
     /// Print the send's result as JSON.
     #[arg(long)]
@@ -621,7 +651,7 @@ pub(crate) fn exe() -> Result<PathBuf> {
 const HOST_EXE: &str = "belfry-host";
 
 /// The executable that runs the daemon and the pane hosts: [`HOST_EXE`] beside this one when
-/// it is there, else this one. `scripts/install` builds `belfry` as a fixed-address executable,
+/// it is there, else this one. `scripts/install --static` builds `belfry` as a fixed-address executable,
 /// which starts each command sooner (no relocations to apply), and `belfry-host` from the same
 /// source as a position-independent one, so the long-running processes that read terminal
 /// output and socket input keep address-space randomisation (docs/decisions.md).
@@ -708,6 +738,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
         Command::Doctor(_) => Some("doctor"),
         Command::Spool { .. } => Some("spool"),
         Command::Completions { .. } => Some("completions"),
+        Command::CompletePanes { .. } => Some("complete-panes"),
         Command::Man { .. } => Some("man"),
         _ => None,
     };
@@ -887,7 +918,12 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             }
             Ok(EXIT_OK)
         }
-        Command::Events { name, json } => events(name, json),
+        Command::Events {
+            name,
+            json,
+            history,
+            since,
+        } => events(name, json, history, since),
         Command::Shutdown { kill_panes } => {
             let socket = paths::daemon_socket();
             let place = remote::default_place()?;
@@ -1013,8 +1049,11 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
             None => crate::logs::run(name.as_deref(), follow),
         },
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "belfry", &mut std::io::stdout());
+            crate::completions::print(shell, Cli::command())?;
             Ok(EXIT_OK)
+        }
+        Command::CompletePanes { words } => {
+            Ok(crate::completions::complete_panes(Cli::command(), &words))
         }
         Command::Man { dir: None } => {
             // As `man --dir` renders it: `belfry help` is clap's, with no page of its own, so
@@ -1085,6 +1124,9 @@ The hooks file of \fBbelfry dispatch\fR when \-\-hooks\-file is not given.
 .TP
 BELFRY_ESCAPE_TIME_MS
 How long \fBattach\fR waits for the rest of an escape sequence (0 to 5000, default 25).
+.TP
+BELFRY_DETACH_KEY
+The detach key of \fBattach\fR and \fBrun\fR, as \-\-detach\-key (default "C\-b d"; inside tmux, "C\-a d").
 "#;
 
 /// `belfry man --dir DIR`: every page, named as the references between them name them
@@ -1886,6 +1928,7 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
     if steps.is_empty() {
         bail!("nothing to send: give --paste, --text, --key or --delay-ms");
     }
+    check_send_steps(steps.iter().map(|(_, step)| step))?;
     let (place, session) = remote::place_of(&args.name)?;
     let send = op::Send {
         session: Some(session.clone()),
@@ -1925,6 +1968,52 @@ fn send(args: &SendArgs, sub: &ArgMatches) -> Result<i32> {
         }
     }
     Ok(if conflict { EXIT_CONFLICT } else { EXIT_OK })
+}
+
+/// Checks a send's steps as the pane host will check them, before anything is sent, so that
+/// an error names the option the user gave (`--key "Foo": unknown key name …`) rather than
+/// the request's fields (`input step 0`, `delay_ms`).
+fn check_send_steps<'a>(
+    steps: impl Iterator<Item = &'a belfry_proto::request::InputStep>,
+) -> Result<()> {
+    use belfry_proto::request::InputStep;
+    let mut total_delay = 0u64;
+    for step in steps {
+        let (option, value) = match step {
+            InputStep::Paste(_) => ("--paste", None),
+            InputStep::Text(_) | InputStep::Bytes(_) => ("--text", None),
+            InputStep::Key(name) => ("--key", Some(format!("{name:?}"))),
+            InputStep::DelayMs(ms) => {
+                total_delay = total_delay.saturating_add(*ms);
+                ("--delay-ms", Some(ms.to_string()))
+            }
+        };
+        if let Err(belfry_pty::Error::InvalidInput { reason }) =
+            belfry_pty::input::parse_steps(std::slice::from_ref(step))
+        {
+            // The pane host numbers the steps of a request; here there is one, and its option.
+            let reason = reason.strip_prefix("input step 0: ").unwrap_or(&reason);
+            match value {
+                Some(value) => bail!("{option} {value}: {reason}"),
+                None => bail!("{option}: {reason}"),
+            }
+        }
+    }
+    if total_delay > MAX_DELAY_TOTAL_MS {
+        bail!(
+            "--delay-ms: the delays add up to {total_delay} ms, over the {MAX_DELAY_TOTAL_MS} ms \
+             one send may pause in all"
+        );
+    }
+    Ok(())
+}
+
+/// `--regex` of `belfry wait`: compiled as the pane host will compile it, so a pattern it
+/// would refuse is named here, as the option the user gave.
+fn parse_screen_regex(pattern: &str) -> std::result::Result<String, String> {
+    belfry_pty::check_screen_regex(pattern)
+        .map(|()| pattern.to_string())
+        .map_err(|err| format!("{pattern:?} is not a regular expression: {err}"))
 }
 
 /// What the send expects of the pane (spec §3): the `--expect` token's identity, then any
@@ -2010,7 +2099,34 @@ fn peek(name: &str, ansi: bool, json: bool, scrollback: Option<u64>, cells: bool
     Ok(EXIT_OK)
 }
 
-fn events(name: Option<String>, json: bool) -> Result<i32> {
+/// `--since DURATION` of `belfry events`: how far back, in ms.
+fn parse_since(text: &str) -> std::result::Result<u64, String> {
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let scale = match unit {
+        "ms" => 1,
+        "s" | "" => 1_000,
+        "m" | "min" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    match number.parse::<u64>() {
+        Ok(n) if scale > 0 => Ok(n.saturating_mul(scale)),
+        _ => Err(format!(
+            "{text:?} is not a duration: a whole number and a unit (90s, 5m, 2h, 1d)"
+        )),
+    }
+}
+
+fn events(
+    name: Option<String>,
+    json: bool,
+    history: Option<u32>,
+    since: Option<u64>,
+) -> Result<i32> {
     // A subscription to one pane has always answered a name outside the grammar as it answers
     // any name no pane has: not found (exit 1). No pane can have such a name.
     let (place, session) = match name.as_deref() {
@@ -2034,6 +2150,12 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
         session,
         revisions: None,
         exit_so_far: None,
+        // With --since alone, every kept event of that time; with both, at most N of them.
+        history: match (history, since) {
+            (None, None) => Some(10),
+            (history, _) => history,
+        },
+        since_ms: since.map(|ago| crate::human::now_unix_ms().saturating_sub(ago)),
     };
     let _: Subscribed = ask(&mut client, subscribe)?;
     loop {
@@ -2052,6 +2174,14 @@ fn events(name: Option<String>, json: bool) -> Result<i32> {
 /// One line of `belfry events`: when it arrived, the pane, the kind, and what happened in
 /// words. An event this build does not know (from a newer daemon) is shown by its fields.
 fn event_line(raw: &Value, now_ms: u64) -> String {
+    // A kept event the daemon sent first says when it happened; a live one happens now.
+    let at_ms = raw["at_ms"].as_u64().unwrap_or(now_ms);
+    let mut raw = raw.clone();
+    if let Some(fields) = raw.as_object_mut() {
+        fields.remove("history");
+        fields.remove("at_ms");
+    }
+    let raw = &raw;
     let (kind, session, words) = match belfry_proto::de::from_value::<Event>(raw) {
         Ok(event) => (
             event.kind().to_string(),
@@ -2066,7 +2196,7 @@ fn event_line(raw: &Value, now_ms: u64) -> String {
     };
     format!(
         "{}  {:<20} {:<10} {}",
-        crate::human::clock(now_ms, now_ms),
+        crate::human::clock(at_ms, now_ms),
         escape_for_terminal(session.as_deref().unwrap_or("-")),
         escape_for_terminal(&kind),
         words

@@ -14,6 +14,7 @@
 
 mod attach;
 mod commands;
+mod completions;
 mod direct;
 mod doctor;
 mod exit;

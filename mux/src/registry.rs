@@ -820,6 +820,7 @@ pub async fn subscribe_from(
             session: None,
             revisions: Some(revisions),
             exit_so_far: (exit_so_far == ExitSoFar::Tell).then_some(true),
+            ..request::Subscribe::default()
         },
     );
     writer

@@ -15,7 +15,7 @@ use tokio::sync::{broadcast, Notify};
 
 use belfry_proto::event::{Event, HookSeen, Lifecycle};
 use belfry_proto::limits::{
-    DEFAULT_SCROLLBACK, DEFAULT_SCROLLBACK_BYTES, DEFAULT_SIZE, MAX_SCROLLBACK,
+    DEFAULT_SCROLLBACK, DEFAULT_SCROLLBACK_BYTES, DEFAULT_SIZE, EVENT_HISTORY, MAX_SCROLLBACK,
     MAX_SCROLLBACK_BYTES,
 };
 use belfry_proto::reply::{self, Listing, PaneRecord, Reply};
@@ -55,6 +55,12 @@ struct Daemon {
     config: DaemonConfig,
     registry: Registry,
     bus: broadcast::Sender<Value>,
+    /// The last [`EVENT_HISTORY`] bus events but revisions, each with the Unix time in
+    /// ms it was published: the recent past a subscriber asks for with `history`. Memory only;
+    /// a restarted daemon starts it empty. Its lock is held across each publish, so a
+    /// subscriber that takes its receiver and its snapshot under the lock misses nothing
+    /// between them and hears nothing twice.
+    history: parking_lot::Mutex<std::collections::VecDeque<(u64, Value)>>,
     shutdown: Notify,
     ding: DingEngine,
 }
@@ -149,6 +155,7 @@ async fn serve(config: DaemonConfig, limits: crate::descriptors::Limits) -> Resu
         config,
         registry: Registry::default(),
         bus,
+        history: parking_lot::Mutex::new(std::collections::VecDeque::new()),
         shutdown: Notify::new(),
         ding: DingEngine::default(),
     });
@@ -505,7 +512,62 @@ fn start_ding(daemon: &Daemon, entry: &PaneEntry, host: &HostRecord, adopted: bo
 }
 
 fn publish(daemon: &Daemon, event: impl Into<BusEvent>) {
-    let _ = daemon.bus.send(event.into().0);
+    let event = event.into().0;
+    let mut history = daemon.history.lock();
+    // Revisions come many a second from a busy pane and would push every other event out.
+    if event.get("event").and_then(Value::as_str) != Some("revision") {
+        if history.len() >= EVENT_HISTORY {
+            history.pop_front();
+        }
+        history.push_back((unix_ms(), event.clone()));
+    }
+    let _ = daemon.bus.send(event);
+}
+
+/// The Unix time in ms (0 for a clock before 1970).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+/// A receiver of the bus and the kept events `op` asks for (its `history` and `since_ms`,
+/// of its session when it names one), oldest first, each marked `history: true` with its
+/// `at_ms`: taken under the history lock, so the receiver carries exactly what came after.
+fn subscribe_with_history(
+    daemon: &Daemon,
+    op: &request::Subscribe,
+) -> (broadcast::Receiver<Value>, Vec<Value>) {
+    let history = daemon.history.lock();
+    let bus = daemon.bus.subscribe();
+    if op.history.is_none() && op.since_ms.is_none() {
+        return (bus, Vec::new());
+    }
+    let most = op.history.map_or(usize::MAX, |n| n as usize);
+    let since = op.since_ms.unwrap_or(0);
+    let session = op.session.as_ref().map(|s| s.as_str());
+    let mut past: Vec<Value> = history
+        .iter()
+        .rev()
+        .filter(|(at, event)| {
+            *at >= since
+                && session.is_none_or(|s| event.get("session").and_then(Value::as_str) == Some(s))
+        })
+        .take(most)
+        .map(|(at, event)| {
+            let mut event = event.clone();
+            if let Some(fields) = event.as_object_mut() {
+                fields.insert("history".into(), Value::Bool(true));
+                fields.insert("at_ms".into(), Value::from(*at));
+            }
+            event
+        })
+        .collect();
+    drop(history);
+    past.reverse();
+    (bus, past)
 }
 
 /// An event as the bus carries it (JSON, as subscribers receive it).
@@ -1342,7 +1404,7 @@ async fn subscribe(
     mut writer: OwnedWriteHalf,
 ) {
     let session = op.session.as_ref().map(|s| s.as_str().to_string());
-    let mut bus = daemon.bus.subscribe();
+    let (mut bus, past) = subscribe_with_history(daemon, op);
     let mut pane_lines = None;
     if let Some(session) = &session {
         let Some(entry) = daemon.registry.get(session) else {
@@ -1391,6 +1453,11 @@ async fn subscribe(
     );
     if wire::write_json(&mut writer, &reply).await.is_err() {
         return;
+    }
+    for event in &past {
+        if wire::write_json(&mut writer, event).await.is_err() {
+            return;
+        }
     }
     let mut sink = Vec::new();
     loop {

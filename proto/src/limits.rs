@@ -48,6 +48,9 @@ pub const MAX_SEND_BYTES: usize = 64 * 1024;
 pub const MAX_DELAY_STEP_MS: u64 = 2000;
 /// See [`MAX_DELAY_STEP_MS`].
 pub const MAX_DELAY_TOTAL_MS: u64 = 5000;
+/// How many bus events (revisions aside) the daemon keeps for a subscriber's `history`: the
+/// recent past `belfry events` shows first. About 1 MiB at most, in memory only.
+pub const EVENT_HISTORY: usize = 1000;
 
 /// A pane's size in character cells; both dimensions are within
 /// [`MIN_DIMENSION`]`..=`[`MAX_DIMENSION`] (the only constructor checks).

@@ -878,6 +878,17 @@ pub struct Subscribe {
     /// before the monitor subscribed still hears of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_so_far: Option<bool>,
+    /// The daemon first sends up to this many of the events it kept (its last
+    /// [`crate::limits::EVENT_HISTORY`] bus events, revisions aside; none kept across a
+    /// restart), oldest first, each with `history: true` and `at_ms`, the Unix time in ms it
+    /// happened; then the live stream, with no event missed or sent twice between the two
+    /// (daemon; default none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<u32>,
+    /// Only kept events that happened at or after this Unix time in ms (daemon; with
+    /// `history`, both bounds hold; alone, every kept event since then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<u64>,
 }
 
 /// `txn`: what became of a transaction; with `settle`, forget an ended one.

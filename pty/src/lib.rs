@@ -60,3 +60,10 @@ pub use error::{Error, Result};
 // `belfry-proto`).
 pub(crate) use belfry_proto::spec;
 pub(crate) use belfry_transport::{fdpass, listener, paths, retry, wire};
+
+/// Compiles a `wait` screen regex as the pane host will, for a client to refuse a pattern
+/// before sending it, naming its own option: `Err` says what is wrong in the `regex` crate's
+/// words.
+pub fn check_screen_regex(pattern: &str) -> std::result::Result<(), String> {
+    screen_regex::ScreenRegex::new(pattern).map(drop)
+}

@@ -130,8 +130,7 @@ pub fn admitted_harnesses(dir: &Path) -> PathBuf {
             .unwrap_or_else(|err| panic!("{}: {err}", fresh.display()));
         std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o755))
             .unwrap_or_else(|err| panic!("{}: {err}", fresh.display()));
-        std::fs::rename(&fresh, &path)
-            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        std::fs::rename(&fresh, &path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     }
     dir.to_path_buf()
 }

@@ -163,3 +163,79 @@ fn a_program_that_exits_at_once_is_an_exit_event_exactly_once() {
     let twice: Vec<(&String, &usize)> = exits.iter().filter(|(_, n)| **n != 1).collect();
     assert!(twice.is_empty(), "exit events more than once: {twice:?}");
 }
+
+/// `belfry events` starts with the recent past: the last 10 events the daemon kept (each marked
+/// `history` with the time it happened), oldest first, then the live stream, with no event
+/// missed or shown twice between the two. `--history N` asks for another count (0: none) and
+/// `--since` for a time instead. Before, it started blank.
+#[test]
+fn events_start_with_the_last_events_the_daemon_kept_then_stream_live() {
+    let env = Env::new();
+    let before_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for index in 0..12 {
+        env.ok(&["new", &format!("old{index}"), "--", "sleep", "600"]);
+    }
+    let spawned_of = |events: &[Value]| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["what"] == "spawned")
+            .map(|e| e["session"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let old = |range: std::ops::Range<usize>| -> Vec<String> {
+        range.map(|index| format!("old{index}")).collect()
+    };
+
+    // The default: the last 10, oldest first, each marked, with when it happened.
+    let (mut watcher, rx) = events(&env, &[]);
+    let past = collect(&rx, Duration::from_secs(2));
+    assert_eq!(past.len(), 10, "{past:?}");
+    assert_eq!(spawned_of(&past), old(2..12), "{past:?}");
+    for event in &past {
+        assert_eq!(event["history"], true, "{event}");
+        let at = event["at_ms"].as_u64().expect("at_ms");
+        assert!(at >= before_ms, "{event} happened before the test began");
+    }
+    // Then live: a new pane's spawn arrives once, not marked as the past.
+    env.ok(&["new", "live", "--", "sleep", "600"]);
+    let live = collect(&rx, Duration::from_secs(2));
+    assert_eq!(spawned_of(&live), ["live"], "{live:?}");
+    assert!(live.iter().all(|e| e.get("history").is_none()), "{live:?}");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+
+    // --history 3: the last three; --history 0: nothing until something happens.
+    let (mut three, rx) = events(&env, &["--history", "3"]);
+    let past = collect(&rx, Duration::from_secs(2));
+    let _ = three.kill();
+    let _ = three.wait();
+    assert_eq!(spawned_of(&past), ["old10", "old11", "live"], "{past:?}");
+    let (mut none, rx) = events(&env, &["--history", "0"]);
+    let past = collect(&rx, Duration::from_secs(2));
+    let _ = none.kill();
+    let _ = none.wait();
+    assert!(past.is_empty(), "{past:?}");
+
+    // --since: every kept event of that time (all 13 of this test), and of one pane with a name.
+    let (mut hour, rx) = events(&env, &["--since", "1h"]);
+    let past = collect(&rx, Duration::from_secs(2));
+    let _ = hour.kill();
+    let _ = hour.wait();
+    let mut all = old(0..12);
+    all.push("live".into());
+    assert_eq!(spawned_of(&past), all, "{past:?}");
+    let (mut one, rx) = events(&env, &["old5", "--since", "1h"]);
+    let past = collect(&rx, Duration::from_secs(2));
+    let _ = one.kill();
+    let _ = one.wait();
+    assert_eq!(spawned_of(&past), ["old5"], "{past:?}");
+
+    // A duration it cannot read is named, with what it takes.
+    let out = env.run(&["events", "--since", "soon"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("\"soon\" is not a duration"), "{said}");
+}

@@ -141,7 +141,7 @@ fn without_belfry_host_or_with_one_that_cannot_run_belfry_runs_everything() {
 
 #[test]
 fn pane_hosts_run_belfry_pane_when_it_is_beside_the_daemons_executable() {
-    // Installed as scripts/install installs it: `belfry-pane` beside `belfry` and `belfry-host`.
+    // Installed as scripts/install --static installs it: `belfry-pane` beside `belfry` and `belfry-host`.
     let env = Env::new();
     let dir = install(&env, "all", Some(0o755), Some(0o755));
     let seen = start_and_look(&env, &dir);

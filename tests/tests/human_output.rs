@@ -227,7 +227,7 @@ fn events_are_lines_of_words_with_a_clock_time() {
             None,
         );
         while let Ok(line) = rx.recv_timeout(Duration::from_millis(500)) {
-            if line.contains("spawned") {
+            if line.contains("spawned") && !line.contains("first") {
                 return Some(line);
             }
             seen.push(line);
@@ -236,6 +236,15 @@ fn events_are_lines_of_words_with_a_clock_time() {
     });
     let _ = child.kill();
     let _ = child.wait();
+    // The pane spawned before `events` started is its recent past, shown the same way.
+    let past = seen
+        .first()
+        .map(|line| normalize_times(line))
+        .unwrap_or_default();
+    assert!(
+        past.starts_with("<time>  first") && past.contains(" lifecycle  spawned (pid "),
+        "{seen:?}"
+    );
     let line = spawned.unwrap_or_else(|| panic!("no spawned event: {seen:?}"));
     assert!(!line.contains('{') && !line.contains('"'), "{line}");
     let shown = normalize_times(&line);

@@ -106,6 +106,14 @@ fn the_readme_quick_start_installs_belfry_on_path_and_works_inside_its_pane() {
         cmd.output().expect("run scripts/install"),
         "scripts/install",
     );
+    // The target directory is kept: the same install again compiles nothing.
+    let again = cmd.output().expect("run scripts/install again");
+    let rebuilt = String::from_utf8_lossy(&again.stderr).into_owned();
+    succeeded(again, "scripts/install, again");
+    assert!(
+        !rebuilt.contains("Compiling"),
+        "a reinstall with nothing changed compiled again: {rebuilt}"
+    );
     let bin = prefix.join("bin");
     let asked = format!("export PATH=\"{}:$PATH\"", bin.display());
     assert!(

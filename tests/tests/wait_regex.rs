@@ -45,7 +45,10 @@ fn a_screen_regex_matches_as_the_regex_crate_does_and_a_bad_one_is_refused() {
         assert_eq!(out.status.code(), Some(2), "{pattern:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains("field \"regex\" is not a valid regex") && stderr.contains(why),
+            // Named as the option given (the protocol's `field "regex"` is the daemon's word).
+            stderr.contains("'--regex <REGEX>'")
+                && stderr.contains("is not a regular expression")
+                && stderr.contains(why),
             "{pattern:?}: {stderr}"
         );
     }

@@ -345,7 +345,13 @@ pub fn run(
             return Ok(code);
         }
     };
-    let mut note = note;
+    // tmux takes C-b for itself before belfry sees it: say once, over the pane, how to reach
+    // belfry through it and how to move belfry's prefix.
+    let mut note = note.or_else(|| {
+        (interactive && !read_only && std::env::var_os("TMUX").is_some())
+            .then(|| tmux_prefix_note(detach))
+            .flatten()
+    });
     let ended = loop {
         let ended = runtime.block_on(session_loop(
             &socket,
@@ -1388,6 +1394,26 @@ fn show_message(message: &str, outer: &SharedOuter) -> std::io::Result<()> {
         outer.cover_rows = outer.cover_rows.max(count);
     }
     Ok(())
+}
+
+/// What a client inside tmux (`$TMUX` set) says once when belfry's prefix is tmux's default,
+/// C-b; none for another prefix.
+fn tmux_prefix_note(detach: DetachKey) -> Option<String> {
+    (detach.prefix == 0x02).then(|| {
+        let then = detach.then.map_or(String::new(), |key| {
+            format!(
+                " {}",
+                DetachKey {
+                    prefix: key,
+                    then: None
+                }
+            )
+        });
+        format!(
+            "inside tmux, C-b is tmux's prefix too: C-b C-b{then} detaches from belfry; or move \
+             belfry's: --detach-key 'C-a{then}' or BELFRY_DETACH_KEY='C-a{then}'"
+        )
+    })
 }
 
 /// What a read-only client says over the pane on attach and when typed into.

@@ -464,6 +464,7 @@ fn subscribe(socket: &Path) -> Result<Client> {
         session: None,
         revisions: None,
         exit_so_far: None,
+        ..op::Subscribe::default()
     };
     client
         .call::<Subscribed>(subscribe)?
