@@ -191,8 +191,8 @@ struct Harness {
     /// `continue_events` has `turn-stop`): only then is a notice inside other text a
     /// continuation rather than the prompt-submit hook's context added to the prompt.
     continues_at_turn_stop: bool,
-    /// Whether the prompt-submit hook's context lands inside the prompt's own text (the
-    /// profile's `context_in_prompt`: OpenCode, Pi) rather than beside it.
+    /// Whether the prompt-submit hook's context lands inside the prompt's own message (the
+    /// profile's `context_in_prompt`: OpenCode, Pi, Gemini CLI) rather than beside it.
     context_in_prompt: bool,
 }
 
@@ -316,6 +316,15 @@ fn script(harness: &Harness, workload: &Workload) -> Value {
         turns.push(json!({"match": "[DING]", "text": "NOTICE-SEEN"}));
     }
     json!({"turns": turns, "fallback": {"text": "OK"}})
+}
+
+/// Whether the model server answered a turn with task `k`'s scripted turn (the script's turns
+/// start with the tasks, in order, so task `k`'s is turn `k`): for a dialog task, whether the
+/// model ever asked for the command the harness asks permission for.
+fn model_asked_for_task(requests: &[Value], k: usize) -> bool {
+    requests
+        .iter()
+        .any(|request| request["kind"] == "turn" && request["turn"].as_u64() == Some(k as u64))
 }
 
 fn unix_ms() -> u64 {
@@ -928,7 +937,10 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         std::thread::sleep(TICK);
     }
     // Dialogs whose task ended without the command running and without the human answering:
-    // a notice dismissed them.
+    // a notice dismissed them. A dialog opens only once the model asks for the command; a task
+    // whose prompt the model answered otherwise (the scripted model found a later marker in it)
+    // never showed one, and is a stuck task, not a dialog a notice answered.
+    let requests = live.server.requests();
     for (k, task) in workload.tasks.iter().enumerate().take(driver.next_task) {
         if matches!(task, Task::Dialog)
             && harness.dialog.is_some()
@@ -936,6 +948,12 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             && !driver.approved.contains_key(&k)
             && driver.task.map(|(t, _)| t) != Some(k)
         {
+            if !model_asked_for_task(&requests, k) {
+                eprintln!(
+                    "ab: task {k}'s dialog never opened: the model never answered its prompt with the command"
+                );
+                continue;
+            }
             driver.collide(
                 "dialog answered by a notice",
                 format!("task {k}'s permission dialog closed without the human and its command never ran"),
@@ -1136,7 +1154,18 @@ fn tier_of(arm: &str, harness: &Harness, text: &str, needle: &str) -> &'static s
         Some(_) if first_line.starts_with("[DING]") && first_line.contains(needle) => {
             "guarded idle send"
         }
-        Some(_) if harness.continues_at_turn_stop => "turn-stop continuation",
+        // Where the context joins the prompt's own message (Gemini CLI) and the turn stop can
+        // also continue, the continuation is a message of its own that begins with its reason,
+        // while the context follows a prompt that begins with the human's text or a notice.
+        Some(_)
+            if harness.continues_at_turn_stop
+                && !(harness.context_in_prompt
+                    && ["TASK-", "DRAFT-", "[DING]"]
+                        .iter()
+                        .any(|start| first_line.starts_with(start))) =>
+        {
+            "turn-stop continuation"
+        }
         _ => "prompt-submit context",
     }
 }
@@ -1351,4 +1380,127 @@ fn ab_pi() {
 #[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
 fn ab_gemini() {
     run_ab("gemini");
+}
+
+/// A task prompt as Gemini CLI 0.61.0 sends it once its prompt-submit hook added mail: the
+/// prompt, then the hook's context as a second text part of the same user message (the
+/// bundle's `sendMessageStream` appends `<hook_context>…</hook_context>`; task 24's prompt, the
+/// model server's request 169, in the 100-message A/B run), with the shell tool declared.
+fn gemini_task_prompt_with_mail(k: usize) -> Value {
+    json!({
+        "contents": [{"role": "user", "parts": [
+            {"text": format!("{} please do the next step", task_tag(k))},
+            {"text": "<hook_context>[DING] new message: [id:gom15b] ab-099 (from lead); check your inbox</hook_context>"}
+        ]}],
+        "tools": [{"functionDeclarations": [{
+            "name": "run_shell_command",
+            "parametersJsonSchema": {"type": "object",
+                "properties": {"command": {"type": "string"}}, "required": ["command"]}
+        }]}]
+    })
+}
+
+/// Posts `body` to the model server's Gemini `generateContent` and returns the answer's body;
+/// every read has a 10 s deadline, so a silent server fails the test rather than hanging it.
+fn post_gemini(server: &belfry_tests::live::ModelServer, body: &Value) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port))
+        .expect("connect to the model server on 127.0.0.1");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("set a read deadline");
+    let payload = body.to_string();
+    let head = format!(
+        "POST /v1beta/models/scripted-model:generateContent HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        payload.len()
+    );
+    stream
+        .write_all(format!("{head}{payload}").as_bytes())
+        .expect("send the request");
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&received).to_string();
+        if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())
+                        .flatten()
+                })
+                .unwrap_or_else(|| panic!("the model server's answer has no length: {head}"));
+            if rest.len() >= length {
+                return rest.to_string();
+            }
+        }
+        let read = stream
+            .read(&mut buffer)
+            .expect("read the model server's answer within 10 s");
+        assert!(
+            read > 0,
+            "the model server closed the connection mid-answer"
+        );
+        received.extend_from_slice(&buffer[..read]);
+    }
+}
+
+/// A workload of one task, a dialog task: what the 100-message run's task 24 was.
+fn one_dialog_task() -> Workload {
+    Workload {
+        tasks: vec![Task::Dialog],
+        task_count: 1,
+        posts: Vec::new(),
+        drafts: Vec::new(),
+        gaps: vec![0],
+        reactions: vec![0],
+    }
+}
+
+/// Issue 41 item 5: the rich arm's one collision on Gemini CLI 0.61.0 was the script's, not
+/// DING's. Gemini CLI puts the prompt-submit context in the prompt's own message, and with a
+/// notice turn in the script the server answered task 24's prompt as the mail, so the model
+/// never asked for the command and no dialog ever opened. Gemini's live profile now says the
+/// context is in the prompt, and the script answers such a prompt as its task.
+#[test]
+fn a_gemini_task_prompt_carrying_mail_is_answered_as_its_task() {
+    let harness = Harness::of("gemini");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server =
+        belfry_tests::live::ModelServer::start(dir.path(), &script(&harness, &one_dialog_task()));
+    let answer = post_gemini(&server, &gemini_task_prompt_with_mail(0));
+    assert!(
+        answer.contains("functionCall") && answer.contains("touch dialog-0.ran"),
+        "the task prompt carrying mail was not answered with the task's command: {answer}"
+    );
+    assert!(
+        !answer.contains("NOTICE-SEEN"),
+        "answered as the mail: {answer}"
+    );
+    assert!(model_asked_for_task(&server.requests(), 0));
+}
+
+/// The run's collision detector counted task 24 as a dialog a notice answered, though its dialog
+/// never opened: the model answered the task's prompt as the mail (script turn 221, the notice
+/// turn) and never asked for the command. Such a task is stuck, not a dialog collision: the
+/// detector now counts a dialog only where the model asked for the command.
+#[test]
+fn a_dialog_task_the_model_never_asked_for_is_not_a_dialog_collision() {
+    // The script as the 100-message run had it: with the notice turn.
+    let mut harness = Harness::of("gemini");
+    harness.context_in_prompt = false;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server =
+        belfry_tests::live::ModelServer::start(dir.path(), &script(&harness, &one_dialog_task()));
+    let answer = post_gemini(&server, &gemini_task_prompt_with_mail(0));
+    assert!(
+        answer.contains("NOTICE-SEEN") && !answer.contains("functionCall"),
+        "the run's script answered the task prompt as the mail there; here: {answer}"
+    );
+    assert!(
+        !model_asked_for_task(&server.requests(), 0),
+        "the detector would count a dialog that never opened: {:?}",
+        server.requests()
+    );
 }
