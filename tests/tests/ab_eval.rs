@@ -44,6 +44,10 @@ const TICK: Duration = Duration::from_millis(250);
 /// A task whose end tag has not shown this long after it was submitted is given up (stuck):
 /// the longest task (a permission dialog with a 6 s reaction, then an answer) takes ~15 s.
 const TASK_GIVE_UP_MS: u64 = 60_000;
+/// How long after the model asks for a tool the human starts no draft, unless the permission
+/// dialog has shown or the tool has run: the dialog of a loaded machine's harness opens within
+/// it (Gemini CLI 0.61.0: the same 250 ms tick in the 100-message rerun).
+const TOOL_DIALOG_MS: u64 = 2_000;
 /// After the last post, the run ends once nothing has progressed (a message reaching the
 /// model, a task ending or given up) for this long.
 const DRAIN_IDLE_MS: u64 = 120_000;
@@ -420,6 +424,9 @@ struct Driver<'a> {
     /// Drafts found merged with a typed notice (see [`merged_draft`]), each reported once.
     merged_drafts: Vec<usize>,
     pending_cut: Option<u64>,
+    /// When the model last answered with a tool call that no dialog or tool result has
+    /// followed yet (unix ms): the moment a permission dialog may be about to open.
+    tool_call_ms: Option<u64>,
     tasks_done: usize,
     tasks_stuck: usize,
     drafts_erased: usize,
@@ -591,9 +598,14 @@ impl<'a> Driver<'a> {
                 }
             }
             if kind == "turn" {
+                let k = request["turn"].as_u64().map(|k| k as usize);
+                let tool_task = k.and_then(|k| self.workload.tasks.get(k));
+                self.tool_call_ms =
+                    matches!(tool_task, Some(Task::Tool { .. } | Task::Dialog)).then_some(at);
                 self.check_prompt(&text);
                 self.check_merged(&text, request["seq"].as_u64().unwrap_or(0));
             } else {
+                self.tool_call_ms = None;
                 for (k, task) in self.workload.tasks.iter().enumerate() {
                     if matches!(task, Task::Dialog)
                         && !self.ran.contains_key(&k)
@@ -684,6 +696,7 @@ impl<'a> Driver<'a> {
     fn human(&mut self, posting_done: bool) {
         let now = self.now();
         if self.dialog_open() {
+            self.tool_call_ms = None;
             let seen = *self.dialog_seen_ms.get_or_insert(now);
             let k = self.task.map(|(k, _)| k);
             let reaction = k.map(|k| self.workload.reactions[k]).unwrap_or(2_000);
@@ -737,7 +750,16 @@ impl<'a> Driver<'a> {
             }
             return;
         }
-        if !posting_done {
+        // A permission dialog opens a moment after the model asks for a tool, and a draft typed
+        // in that moment lands in the dialog, not the composer (Gemini CLI reads its digits as
+        // the options: "DRAFT-013" chose "3. No, suggest changes" and cancelled the request),
+        // which a human watching the screen would not do. So no new draft starts in the
+        // TOOL_DIALOG_MS after a tool call until the dialog has shown or the tool has run.
+        let dialog_may_open = self.harness.dialog.is_some()
+            && self
+                .tool_call_ms
+                .is_some_and(|at| unix_ms() < at + TOOL_DIALOG_MS);
+        if !posting_done && !dialog_may_open {
             if let Some(next) = self.workload.drafts.get(self.next_draft) {
                 if now >= next.at_ms {
                     let j = self.next_draft;
@@ -894,6 +916,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         flagged_drafts: Vec::new(),
         merged_drafts: Vec::new(),
         pending_cut: None,
+        tool_call_ms: None,
         tasks_done: 0,
         tasks_stuck: 0,
         drafts_erased: 0,
