@@ -49,6 +49,10 @@ const TICK: Duration = Duration::from_millis(250);
 /// A task whose end tag has not shown this long after it was submitted is given up (stuck):
 /// the longest task (a permission dialog with a 6 s reaction, then an answer) takes ~15 s.
 const TASK_GIVE_UP_MS: u64 = 60_000;
+/// How long after the model asks for a tool the human starts no draft, unless the permission
+/// dialog has shown or the tool has run: the dialog of a loaded machine's harness opens within
+/// it (Gemini CLI 0.61.0: the same 250 ms tick in the 100-message rerun).
+const TOOL_DIALOG_MS: u64 = 2_000;
 /// After the last post, the run ends once nothing has progressed (a message reaching the
 /// model, a task ending or given up) for this long.
 const DRAIN_IDLE_MS: u64 = 120_000;
@@ -196,8 +200,8 @@ struct Harness {
     /// `continue_events` has `turn-stop`): only then is a notice inside other text a
     /// continuation rather than the prompt-submit hook's context added to the prompt.
     continues_at_turn_stop: bool,
-    /// Whether the prompt-submit hook's context lands inside the prompt's own text (the
-    /// profile's `context_in_prompt`: OpenCode, Pi) rather than beside it.
+    /// Whether the prompt-submit hook's context lands inside the prompt's own message (the
+    /// profile's `context_in_prompt`: OpenCode, Pi, Gemini CLI) rather than beside it.
     context_in_prompt: bool,
     /// The adapter the pin drives (`opencode` for the pin `opencode2`).
     adapter: String,
@@ -330,6 +334,15 @@ fn script(harness: &Harness, workload: &Workload) -> Value {
     json!({"turns": turns, "fallback": {"text": "OK"}})
 }
 
+/// Whether the model server answered a turn with task `k`'s scripted turn (the script's turns
+/// start with the tasks, in order, so task `k`'s is turn `k`): for a dialog task, whether the
+/// model ever asked for the command the harness asks permission for.
+fn model_asked_for_task(requests: &[Value], k: usize) -> bool {
+    requests
+        .iter()
+        .any(|request| request["kind"] == "turn" && request["turn"].as_u64() == Some(k as u64))
+}
+
 fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -427,6 +440,9 @@ struct Driver<'a> {
     /// Drafts found merged with a typed notice (see [`merged_draft`]), each reported once.
     merged_drafts: Vec<usize>,
     pending_cut: Option<u64>,
+    /// When the model last answered with a tool call that no dialog or tool result has
+    /// followed yet (unix ms): the moment a permission dialog may be about to open.
+    tool_call_ms: Option<u64>,
     tasks_done: usize,
     tasks_stuck: usize,
     drafts_erased: usize,
@@ -602,9 +618,14 @@ impl<'a> Driver<'a> {
                 self.judge_cut(cut, &text);
             }
             if kind == "turn" {
+                let k = request["turn"].as_u64().map(|k| k as usize);
+                let tool_task = k.and_then(|k| self.workload.tasks.get(k));
+                self.tool_call_ms =
+                    matches!(tool_task, Some(Task::Tool { .. } | Task::Dialog)).then_some(at);
                 self.check_prompt(&text);
                 self.check_merged(&text, request["seq"].as_u64().unwrap_or(0));
             } else {
+                self.tool_call_ms = None;
                 for (k, task) in self.workload.tasks.iter().enumerate() {
                     if matches!(task, Task::Dialog)
                         && !self.ran.contains_key(&k)
@@ -710,6 +731,7 @@ impl<'a> Driver<'a> {
     fn human(&mut self, posting_done: bool) {
         let now = self.now();
         if self.dialog_open() {
+            self.tool_call_ms = None;
             let seen = *self.dialog_seen_ms.get_or_insert(now);
             let k = self.task.map(|(k, _)| k);
             let reaction = k.map(|k| self.workload.reactions[k]).unwrap_or(2_000);
@@ -763,7 +785,16 @@ impl<'a> Driver<'a> {
             }
             return;
         }
-        if !posting_done {
+        // A permission dialog opens a moment after the model asks for a tool, and a draft typed
+        // in that moment lands in the dialog, not the composer (Gemini CLI reads its digits as
+        // the options: "DRAFT-013" chose "3. No, suggest changes" and cancelled the request),
+        // which a human watching the screen would not do. So no new draft starts in the
+        // TOOL_DIALOG_MS after a tool call until the dialog has shown or the tool has run.
+        let dialog_may_open = self.harness.dialog.is_some()
+            && self
+                .tool_call_ms
+                .is_some_and(|at| unix_ms() < at + TOOL_DIALOG_MS);
+        if !posting_done && !dialog_may_open {
             if let Some(next) = self.workload.drafts.get(self.next_draft) {
                 if now >= next.at_ms {
                     let j = self.next_draft;
@@ -924,6 +955,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         flagged_drafts: Vec::new(),
         merged_drafts: Vec::new(),
         pending_cut: None,
+        tool_call_ms: None,
         tasks_done: 0,
         tasks_stuck: 0,
         drafts_erased: 0,
@@ -967,7 +999,10 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
         std::thread::sleep(TICK);
     }
     // Dialogs whose task ended without the command running and without the human answering:
-    // a notice dismissed them.
+    // a notice dismissed them. A dialog opens only once the model asks for the command; a task
+    // whose prompt the model answered otherwise (the scripted model found a later marker in it)
+    // never showed one, and is a stuck task, not a dialog a notice answered.
+    let requests = live.server.requests();
     for (k, task) in workload.tasks.iter().enumerate().take(driver.next_task) {
         if matches!(task, Task::Dialog)
             && harness.dialog.is_some()
@@ -975,6 +1010,12 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
             && !driver.approved.contains_key(&k)
             && driver.task.map(|(t, _)| t) != Some(k)
         {
+            if !model_asked_for_task(&requests, k) {
+                eprintln!(
+                    "ab: task {k}'s dialog never opened: the model never answered its prompt with the command"
+                );
+                continue;
+            }
             driver.collide(
                 "dialog answered by a notice",
                 format!("task {k}'s permission dialog closed without the human and its command never ran"),
@@ -1431,7 +1472,18 @@ fn tier_of(arm: &str, harness: &Harness, text: &str, needle: &str) -> &'static s
         Some(_) if first_line.starts_with("[DING]") && first_line.contains(needle) => {
             "guarded idle send"
         }
-        Some(_) if harness.continues_at_turn_stop => "turn-stop continuation",
+        // Where the context joins the prompt's own message (Gemini CLI) and the turn stop can
+        // also continue, the continuation is a message of its own that begins with its reason,
+        // while the context follows a prompt that begins with the human's text or a notice.
+        Some(_)
+            if harness.continues_at_turn_stop
+                && !(harness.context_in_prompt
+                    && ["TASK-", "DRAFT-", "[DING]"]
+                        .iter()
+                        .any(|start| first_line.starts_with(start))) =>
+        {
+            "turn-stop continuation"
+        }
         _ => "prompt-submit context",
     }
 }
@@ -1598,8 +1650,10 @@ fn run_ab(name: &'static str) {
     let mut notes = Vec::new();
     if harness.dialog.is_none() {
         notes.push(format!(
-            "No dialogs: {} has no permission prompt (adapters/{name}/live.json `no_dialog`); the workload's dialog tasks ran as ordinary tool tasks.",
-            harness.profile.raw["harness"].as_str().unwrap_or(name)
+            "No dialogs: {} has no permission prompt (adapters/{}/{} `no_dialog`); the workload's dialog tasks ran as ordinary tool tasks.",
+            harness.profile.raw["harness"].as_str().unwrap_or(name),
+            harness.adapter,
+            Pin::load(name).profile
         ));
     }
     let drafts_mode = match std::env::var("AB_DRAFTS").as_deref() {
@@ -1704,4 +1758,127 @@ fn ab_pi1() {
 #[ignore = "A/B evaluation: needs scripts/install-harnesses and a network namespace; bench/ab.sh runs it"]
 fn ab_qwen() {
     run_ab("qwen");
+}
+
+/// A task prompt as Gemini CLI 0.61.0 sends it once its prompt-submit hook added mail: the
+/// prompt, then the hook's context as a second text part of the same user message (the
+/// bundle's `sendMessageStream` appends `<hook_context>…</hook_context>`; task 24's prompt, the
+/// model server's request 169, in the 100-message A/B run), with the shell tool declared.
+fn gemini_task_prompt_with_mail(k: usize) -> Value {
+    json!({
+        "contents": [{"role": "user", "parts": [
+            {"text": format!("{} please do the next step", task_tag(k))},
+            {"text": "<hook_context>[DING] new message: [id:gom15b] ab-099 (from lead); check your inbox</hook_context>"}
+        ]}],
+        "tools": [{"functionDeclarations": [{
+            "name": "run_shell_command",
+            "parametersJsonSchema": {"type": "object",
+                "properties": {"command": {"type": "string"}}, "required": ["command"]}
+        }]}]
+    })
+}
+
+/// Posts `body` to the model server's Gemini `generateContent` and returns the answer's body;
+/// every read has a 10 s deadline, so a silent server fails the test rather than hanging it.
+fn post_gemini(server: &belfry_tests::live::ModelServer, body: &Value) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port))
+        .expect("connect to the model server on 127.0.0.1");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("set a read deadline");
+    let payload = body.to_string();
+    let head = format!(
+        "POST /v1beta/models/scripted-model:generateContent HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        payload.len()
+    );
+    stream
+        .write_all(format!("{head}{payload}").as_bytes())
+        .expect("send the request");
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&received).to_string();
+        if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())
+                        .flatten()
+                })
+                .unwrap_or_else(|| panic!("the model server's answer has no length: {head}"));
+            if rest.len() >= length {
+                return rest.to_string();
+            }
+        }
+        let read = stream
+            .read(&mut buffer)
+            .expect("read the model server's answer within 10 s");
+        assert!(
+            read > 0,
+            "the model server closed the connection mid-answer"
+        );
+        received.extend_from_slice(&buffer[..read]);
+    }
+}
+
+/// A workload of one task, a dialog task: what the 100-message run's task 24 was.
+fn one_dialog_task() -> Workload {
+    Workload {
+        tasks: vec![Task::Dialog],
+        task_count: 1,
+        posts: Vec::new(),
+        drafts: Vec::new(),
+        gaps: vec![0],
+        reactions: vec![0],
+    }
+}
+
+/// Issue 41 item 5: the rich arm's one collision on Gemini CLI 0.61.0 was the script's, not
+/// DING's. Gemini CLI puts the prompt-submit context in the prompt's own message, and with a
+/// notice turn in the script the server answered task 24's prompt as the mail, so the model
+/// never asked for the command and no dialog ever opened. Gemini's live profile now says the
+/// context is in the prompt, and the script answers such a prompt as its task.
+#[test]
+fn a_gemini_task_prompt_carrying_mail_is_answered_as_its_task() {
+    let harness = Harness::of("gemini");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server =
+        belfry_tests::live::ModelServer::start(dir.path(), &script(&harness, &one_dialog_task()));
+    let answer = post_gemini(&server, &gemini_task_prompt_with_mail(0));
+    assert!(
+        answer.contains("functionCall") && answer.contains("touch dialog-0.ran"),
+        "the task prompt carrying mail was not answered with the task's command: {answer}"
+    );
+    assert!(
+        !answer.contains("NOTICE-SEEN"),
+        "answered as the mail: {answer}"
+    );
+    assert!(model_asked_for_task(&server.requests(), 0));
+}
+
+/// The run's collision detector counted task 24 as a dialog a notice answered, though its dialog
+/// never opened: the model answered the task's prompt as the mail (script turn 221, the notice
+/// turn) and never asked for the command. Such a task is stuck, not a dialog collision: the
+/// detector now counts a dialog only where the model asked for the command.
+#[test]
+fn a_dialog_task_the_model_never_asked_for_is_not_a_dialog_collision() {
+    // The script as the 100-message run had it: with the notice turn.
+    let mut harness = Harness::of("gemini");
+    harness.context_in_prompt = false;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server =
+        belfry_tests::live::ModelServer::start(dir.path(), &script(&harness, &one_dialog_task()));
+    let answer = post_gemini(&server, &gemini_task_prompt_with_mail(0));
+    assert!(
+        answer.contains("NOTICE-SEEN") && !answer.contains("functionCall"),
+        "the run's script answered the task prompt as the mail there; here: {answer}"
+    );
+    assert!(
+        !model_asked_for_task(&server.requests(), 0),
+        "the detector would count a dialog that never opened: {:?}",
+        server.requests()
+    );
 }

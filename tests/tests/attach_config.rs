@@ -40,7 +40,10 @@ fn the_config_file_sets_the_prefix_and_the_command_line_wins() {
     // The attach line is printed before the pane's redraw, which may already have pushed it
     // into the terminal's history: it is looked for there too, not on the screen alone.
     let shown = env.ok(&["peek", "outer", "--scrollback", "100"]);
-    assert!(shown.contains("attached to inner: C-a d detaches"), "{shown}");
+    assert!(
+        shown.contains("attached to inner: C-a d detaches"),
+        "{shown}"
+    );
     // C-b is no longer the prefix: `cat -v` shows it as typed.
     env.ok(&["send", "outer", "--text", "cat -v", "--key", "Enter"]);
     env.wait_screen("inner", "cat -v");

@@ -213,6 +213,29 @@ fn with_the_activity_adapters_hooks_applied_a_declared_agent_defaults_to_the_ric
     let rich = policy(&env, "pi");
     assert_eq!(rich["delivery"], "turn-boundary+fresh-idle", "{rich}");
     assert_eq!(rich["adapter_command"][2], "pi", "{rich}");
+
+    // Gemini CLI too (its 100-message A/B rerun met the conditions): its hooks are written into
+    // the project's .gemini/settings.json, which Gemini CLI reads only in a folder the user
+    // trusted; untrusted, the default stays aggressive and says so.
+    let (env, dir) = rich_project(include_str!("../../examples/gemini/belfry-hooks.kdl"), true);
+    assert!(dir.join(".gemini/settings.json").is_file());
+    let out = new_agent(&env, "untrusted", "gemini", &dir, &[]);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains("not trusted by gemini"), "{stderr}");
+    assert_eq!(policy(&env, "untrusted")["delivery"], "aggressive");
+    let gemini_home = env.path("home").join(".gemini");
+    std::fs::create_dir_all(&gemini_home).expect("mkdir ~/.gemini");
+    std::fs::write(
+        gemini_home.join("trustedFolders.json"),
+        serde_json::json!({dir.display().to_string(): "TRUST_FOLDER"}).to_string(),
+    )
+    .expect("write ~/.gemini/trustedFolders.json");
+    let out = new_agent(&env, "gemini", "gemini", &dir, &[]);
+    assert!(out.status.success(), "{out:?}");
+    let rich = policy(&env, "gemini");
+    assert_eq!(rich["delivery"], "turn-boundary+fresh-idle", "{rich}");
+    assert_eq!(rich["adapter_command"][2], "gemini", "{rich}");
 }
 
 /// Without those hooks the activity adapter would never see a turn end and would hold every
@@ -249,7 +272,7 @@ fn without_the_activity_adapters_hooks_the_default_stays_aggressive_and_says_why
 
     // An adapter that ships no activity executable says nothing: aggressive is its only
     // default.
-    let out = new_agent(&env, "other", "gemini", &dir, &[]);
+    let out = new_agent(&env, "other", "opencode", &dir, &[]);
     assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "{out:?}");
     assert_eq!(policy(&env, "other")["delivery"], "aggressive");
 }
