@@ -151,7 +151,7 @@ enum Command {
         /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); the prefix
         /// also leads the other bindings (inside tmux, whose prefix is C-b too: "C-a d").
         /// Default: the config file's, else "C-b d".
-        #[arg(long, env = "BELFRY_DETACH_KEY")]
+        #[arg(long, env = "BELFRY_DETACH")]
         detach_key: Option<String>,
     },
     /// Detach every client attached to a pane.
@@ -393,7 +393,7 @@ struct RunArgs {
     /// The key that detaches: a prefix and a key ("C-b d") or one key ("C-q"); the prefix
     /// also leads the other bindings (inside tmux, whose prefix is C-b too: "C-a d").
     /// Default: the config file's, else "C-b d".
-    #[arg(long, env = "BELFRY_DETACH_KEY")]
+    #[arg(long, env = "BELFRY_DETACH")]
     detach_key: Option<String>,
 }
 
@@ -1125,7 +1125,7 @@ The hooks file of \fBbelfry dispatch\fR when \-\-hooks\-file is not given.
 BELFRY_ESCAPE_TIME_MS
 How long \fBattach\fR waits for the rest of an escape sequence (0 to 5000, default 25).
 .TP
-BELFRY_DETACH_KEY
+BELFRY_DETACH
 The detach key of \fBattach\fR and \fBrun\fR, as \-\-detach\-key (default "C\-b d"; inside tmux, "C\-a d").
 "#;
 

@@ -14,7 +14,7 @@ fn attach_from(env: &Env, outer: &str, vars: &str) {
 }
 
 /// Inside tmux (`$TMUX` set) tmux takes C-b before belfry sees it: attach says, over the pane,
-/// how to reach belfry through tmux and how to move belfry's prefix; `BELFRY_DETACH_KEY` moves
+/// how to reach belfry through tmux and how to move belfry's prefix; `BELFRY_DETACH` moves
 /// it (and then there is nothing to say). Outside tmux it says nothing. Before, a user in tmux
 /// found no word of either.
 #[test]
@@ -29,13 +29,13 @@ fn attach_inside_tmux_says_once_how_to_move_the_prefix() {
     attach_from(&env, "intmux", "TMUX=/tmp/tmux-0/default,1,0");
     env.wait_screen("intmux", "INNER-READY");
     env.wait_screen("intmux", "C-b C-b d detaches from belfry");
-    env.wait_screen("intmux", "BELFRY_DETACH_KEY='C-a d'");
+    env.wait_screen("intmux", "BELFRY_DETACH='C-a d'");
 
     // Moved: no note, and C-a d detaches.
     attach_from(
         &env,
         "moved",
-        "TMUX=/tmp/tmux-0/default,1,0 BELFRY_DETACH_KEY='C-a d'",
+        "TMUX=/tmp/tmux-0/default,1,0 BELFRY_DETACH='C-a d'",
     );
     env.wait_screen("moved", "INNER-READY");
     // Outside tmux: no note either.

@@ -1411,7 +1411,7 @@ fn tmux_prefix_note(detach: DetachKey) -> Option<String> {
         });
         format!(
             "inside tmux, C-b is tmux's prefix too: C-b C-b{then} detaches from belfry; or move \
-             belfry's: --detach-key 'C-a{then}' or BELFRY_DETACH_KEY='C-a{then}'"
+             belfry's: --detach-key 'C-a{then}' or BELFRY_DETACH='C-a{then}'"
         )
     })
 }
