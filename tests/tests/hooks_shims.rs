@@ -205,6 +205,17 @@ fn jiti() -> PathBuf {
     path
 }
 
+/// Pi's own package entry beside its jiti: Pi's loader gives an extension the package it runs
+/// as `@mariozechner/pi-coding-agent` (a jiti alias, the same for Pi 1.x), which the generated
+/// extension imports its `VERSION` from; this stands in for that loader.
+fn pi_index(jiti: &Path) -> PathBuf {
+    let node_modules = jiti
+        .ancestors()
+        .nth(3)
+        .unwrap_or_else(|| panic!("{} is not node_modules/jiti/lib/jiti.mjs", jiti.display()));
+    node_modules.join("@mariozechner/pi-coding-agent/dist/index.js")
+}
+
 #[test]
 #[ignore = "needs Pi 0.73.1 installed (its TypeScript loader, jiti)"]
 fn the_pi_extension_blocks_and_adds_context_through_dispatch() {
@@ -214,7 +225,7 @@ fn the_pi_extension_blocks_and_adds_context_through_dispatch() {
         &project.dir,
         &format!(
             r#"import {{ createJiti }} from {jiti:?};
-const mod = await createJiti(import.meta.url).import({extension:?});
+const mod = await createJiti(import.meta.url, {{ alias: {{ "@mariozechner/pi-coding-agent": {pi:?} }} }}).import({extension:?});
 const on = {{}};
 (mod.default ?? mod)({{ on: (name, fn) => {{ on[name] = fn; }} }});
 const ctx = {{ cwd: {dir:?} }};
@@ -224,6 +235,7 @@ console.log("result: " + JSON.stringify(await on.tool_result({{ toolName: "bash"
 console.log("input: " + JSON.stringify(await on.input({{ text: "hello" }}, ctx)));
 "#,
             jiti = jiti().display().to_string(),
+            pi = pi_index(&jiti()).display().to_string(),
             extension = extension.display().to_string(),
             dir = project.dir.display().to_string(),
         ),
