@@ -75,7 +75,7 @@ fn rich_args() -> Vec<String> {
 fn status_events(live: &Live) -> (Child, Receiver<Value>) {
     let mut child = live
         .env
-        .cmd(&["events", &live.session, "--json"])
+        .cmd(&["events", &live.session, "--json", "--history", "0"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("start belfry events");

@@ -73,7 +73,7 @@ fn dialog_args(profile: &Profile) -> Vec<String> {
 fn status_events(live: &Live) -> (Child, Receiver<Value>) {
     let mut child = live
         .env
-        .cmd(&["events", &live.session, "--json"])
+        .cmd(&["events", &live.session, "--json", "--history", "0"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("start belfry events");
