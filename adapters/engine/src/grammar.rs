@@ -2,11 +2,14 @@
 //! (`adapters/<name>/screen.json`), parsed and compiled here. Nothing in this module knows any
 //! harness; every fact comes from the file, each rule naming the fixtures that proved it.
 
+use std::collections::BTreeMap;
+
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::question::{Choose, Kind, QuestionRule};
 
 /// The grammar file format this build reads.
 pub const SCHEMA: u64 = 1;
@@ -27,6 +30,9 @@ pub struct Grammar {
     /// Rows that mean a turn is running, whatever a hook or a program status said last: the
     /// screen may veto an idle, never grant one.
     pub busy: Vec<Modal>,
+    /// How the dialogs read as operator questions: their title, options and the keys that
+    /// choose each.
+    pub questions: Vec<QuestionRule>,
 }
 
 /// The harness versions a grammar was derived from (inclusive).
@@ -121,6 +127,40 @@ struct GrammarFile {
     modals: Vec<ModalFile>,
     #[serde(default)]
     busy: Vec<ModalFile>,
+    #[serde(default)]
+    questions: Vec<QuestionFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QuestionFile {
+    name: String,
+    kind: String,
+    start: String,
+    skip: Option<String>,
+    margin: Option<String>,
+    title: Option<String>,
+    option: String,
+    selected: Option<String>,
+    choose: ChooseFile,
+    #[serde(default)]
+    answers: BTreeMap<String, String>,
+    #[serde(default)]
+    free_text: bool,
+    #[allow(dead_code)]
+    why: String,
+    proved_by: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChooseFile {
+    by: String,
+    #[serde(default)]
+    names: BTreeMap<String, String>,
+    up: Option<String>,
+    down: Option<String>,
+    confirm: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -289,27 +329,23 @@ impl Grammar {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let modals = file
-            .modals
-            .iter()
-            .map(|m| {
-                Ok(Modal {
-                    name: m.name.clone(),
-                    regex: regex("modals[].regex", &m.regex)?,
-                    proved_by: m.proved_by.clone(),
+        let signatures = |list: &[ModalFile], field: &str| {
+            list.iter()
+                .map(|m| {
+                    Ok(Modal {
+                        name: m.name.clone(),
+                        regex: regex(field, &m.regex)?,
+                        proved_by: m.proved_by.clone(),
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let busy = file
-            .busy
+                .collect::<Result<Vec<_>>>()
+        };
+        let modals = signatures(&file.modals, "modals[].regex")?;
+        let busy = signatures(&file.busy, "busy[].regex")?;
+        let questions = file
+            .questions
             .iter()
-            .map(|b| {
-                Ok(Modal {
-                    name: b.name.clone(),
-                    regex: regex("busy[].regex", &b.regex)?,
-                    proved_by: b.proved_by.clone(),
-                })
-            })
+            .map(|q| question_rule(q, &regex, &bad))
             .collect::<Result<Vec<_>>>()?;
         Ok(Grammar {
             origin: origin.to_string(),
@@ -331,7 +367,22 @@ impl Grammar {
             },
             modals,
             busy,
+            questions,
         })
+    }
+
+    /// The operator question `screen` shows, if a dialog signature of this grammar is on it and
+    /// a question rule reads it. The signature first: an option-shaped row in the transcript
+    /// (a numbered list the model wrote) is never a question while no dialog shows.
+    pub fn question(&self, screen: &crate::screen::Screen) -> Option<crate::question::Question> {
+        let dialog = screen
+            .lines
+            .iter()
+            .any(|line| self.modals.iter().any(|m| m.regex.is_match(line)));
+        if !dialog {
+            return None;
+        }
+        crate::question::read(&self.questions, screen)
     }
 
     /// The name of the first busy rule a row of `lines` matches: the screen shows a running
@@ -344,4 +395,86 @@ impl Grammar {
                 .map(|rule| rule.name.as_str())
         })
     }
+}
+
+/// Compiles one `questions[]` entry; `regex` compiles a field, `bad` names the grammar.
+fn question_rule(
+    file: &QuestionFile,
+    regex: &dyn Fn(&str, &str) -> Result<Regex>,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<QuestionRule> {
+    let field = |name: &str| format!("questions[{}].{name}", file.name);
+    let optional = |name: &str, pattern: &Option<String>| {
+        pattern
+            .as_deref()
+            .map(|p| regex(&field(name), p))
+            .transpose()
+    };
+    let Some(kind) = Kind::parse(&file.kind) else {
+        return Err(bad(format!(
+            "{} {:?} is none of permission, choice, question, auth",
+            field("kind"),
+            file.kind
+        )));
+    };
+    let option = regex(&field("option"), &file.option)?;
+    if !option.capture_names().any(|name| name == Some("label")) {
+        return Err(bad(format!(
+            "{} has no (?P<label>…) group: an option needs its label",
+            field("option")
+        )));
+    }
+    let choose = &file.choose;
+    let choose = match choose.by.as_str() {
+        "number" => Choose::Number,
+        "shortcut" => {
+            if !option.capture_names().any(|name| name == Some("key")) {
+                return Err(bad(format!(
+                    "{} chooses by shortcut but has no (?P<key>…) group",
+                    field("option")
+                )));
+            }
+            Choose::Shortcut {
+                names: choose.names.clone().into_iter().collect(),
+            }
+        }
+        "arrows" => match (&choose.up, &choose.down, &choose.confirm) {
+            (Some(up), Some(down), Some(confirm)) => Choose::Arrows {
+                up: up.clone(),
+                down: down.clone(),
+                confirm: confirm.clone(),
+            },
+            _ => {
+                return Err(bad(format!(
+                    "{} by arrows needs up, down and confirm",
+                    field("choose")
+                )))
+            }
+        },
+        other => {
+            return Err(bad(format!(
+                "{} {other:?} is none of number, shortcut, arrows",
+                field("choose.by")
+            )))
+        }
+    };
+    let answers = file
+        .answers
+        .iter()
+        .map(|(answer, pattern)| Ok((answer.clone(), regex(&field("answers"), pattern)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(QuestionRule {
+        name: file.name.clone(),
+        kind,
+        start: regex(&field("start"), &file.start)?,
+        skip: optional("skip", &file.skip)?,
+        margin: optional("margin", &file.margin)?,
+        title: optional("title", &file.title)?,
+        option,
+        selected: optional("selected", &file.selected)?,
+        choose,
+        answers,
+        free_text: file.free_text,
+        proved_by: file.proved_by.clone(),
+    })
 }

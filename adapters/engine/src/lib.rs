@@ -18,9 +18,11 @@ pub mod classify;
 pub mod embedded;
 pub mod error;
 pub mod grammar;
+pub mod question;
 pub mod screen;
 
 pub use classify::{classify, Composer, EmptyBy, UnknownReason, Verdict};
 pub use error::{Error, Result};
 pub use grammar::Grammar;
+pub use question::Question;
 pub use screen::Screen;
