@@ -45,15 +45,15 @@ fn claim_config() -> (Duration, u32) {
 /// count starts at zero, allowing at most one more cap's worth of continuations).
 pub(super) struct TurnClaims {
     /// Reservations of dispatches that have not yet confirmed or released them, by claim id.
-    pub(super) reserved: HashMap<String, Reservation>,
+    reserved: HashMap<String, Reservation>,
     /// Where the next claim id counts from.
-    pub(super) next_claim: u64,
+    next_claim: u64,
     /// How long a reservation holds.
-    pub(super) timeout: Duration,
+    timeout: Duration,
     /// Consecutive belfry-caused continuations since the last turn the user started.
-    pub(super) continuations: u32,
+    continuations: u32,
     /// The most of those in a row.
-    pub(super) max_continuations: u32,
+    max_continuations: u32,
     /// Continuations confirmed whose stop the dispatch has not forwarded yet: `belfry
     /// dispatch` confirms a claim before it forwards the hook event, so the `turn-stop` that
     /// follows a continuation is the stop that was continued, not the end of a turn.
@@ -61,9 +61,9 @@ pub(super) struct TurnClaims {
 }
 
 /// Messages held for one dispatch until it has written its answer.
-pub(super) struct Reservation {
-    pub(super) names: Vec<MessageName>,
-    pub(super) until: Instant,
+struct Reservation {
+    names: Vec<MessageName>,
+    until: Instant,
 }
 
 impl TurnClaims {
@@ -297,6 +297,6 @@ fn claimed(hook_owned: &[MessageName], refused: &[MessageName]) -> Claimed {
 }
 
 /// Message names as the wire spells them.
-pub(super) fn names(messages: &[MessageName]) -> Vec<String> {
+fn names(messages: &[MessageName]) -> Vec<String> {
     messages.iter().map(|m| m.as_str().to_owned()).collect()
 }

@@ -261,7 +261,7 @@ impl Worker {
     /// within [`ADAPTER_REAP`]), so the caller starts a new one at once. spec §7.4: the adapter
     /// gets the pane's identity in its environment, and one that takes it from there would
     /// otherwise speak of the old incarnation for good (`incarnation-mismatch`).
-    pub(super) async fn replace_adapter(&mut self, adapter: Option<&mut AdapterGroup>) {
+    async fn replace_adapter(&mut self, adapter: Option<&mut AdapterGroup>) {
         if let Some(group) = adapter {
             let _ = tokio::time::timeout(ADAPTER_REAP, group.end()).await;
         }

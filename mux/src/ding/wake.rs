@@ -24,7 +24,7 @@ use super::{DingMsg, Workers};
 
 /// How often a worker whose inbox is not watched (see [`InboxWakeups`]) looks at it without a
 /// nudge: other tools may post without one.
-pub(super) const POLL: Duration = Duration::from_millis(200);
+const POLL: Duration = Duration::from_millis(200);
 
 /// How often a worker whose inbox is watched looks at it anyway. inotify is only a wake-up and
 /// the inbox on disk the truth (spec §7.1): this catches what no event announced (a dnd that
@@ -79,7 +79,7 @@ impl std::os::fd::AsRawFd for WatcherFd {
 impl InboxWakeups {
     /// Watches `inbox` for its worker; `None` (and a log line) when it cannot be watched, and
     /// the worker then polls.
-    pub(super) fn watch(&self, inbox: &Inbox, workers: &Workers) -> Option<InboxRegistration> {
+    fn watch(&self, inbox: &Inbox, workers: &Workers) -> Option<InboxRegistration> {
         let watcher = self.watcher(workers)?;
         if self.failed.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
@@ -109,12 +109,12 @@ impl InboxWakeups {
     }
 
     /// Whether wake-ups still come.
-    pub(super) fn working(&self) -> bool {
+    fn working(&self) -> bool {
         !self.failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The watcher, made (with its reading task) on first use.
-    pub(super) fn watcher(&self, workers: &Workers) -> Option<Arc<InboxWatcher>> {
+    fn watcher(&self, workers: &Workers) -> Option<Arc<InboxWatcher>> {
         self.watcher
             .get_or_init(|| {
                 let watcher = match InboxWatcher::new() {

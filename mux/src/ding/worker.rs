@@ -35,7 +35,7 @@ use crate::registry;
 const DND_MAX_AGE: Duration = Duration::from_secs(30 * 60);
 
 /// The worker's own monotonic clock, in milliseconds, for the lease machine.
-pub(super) struct Clock(pub(super) Instant);
+pub(super) struct Clock(Instant);
 
 impl Clock {
     pub(super) fn now(&self) -> u64 {
@@ -43,6 +43,8 @@ impl Clock {
     }
 }
 
+/// The state of one pane's DING worker. Each file of `ding/` holds the `impl Worker` block
+/// of one concern; the fields are the engine's, read and changed by all of them.
 pub(super) struct Worker {
     pub(super) info: PaneInfo,
     pub(super) state_dir: PathBuf,
@@ -87,15 +89,15 @@ pub(super) struct Worker {
     /// The program's last restart: the pane's revision then, and when (unix ms). A restarted
     /// program is judged ready again, by its age since the restart and by a screen it drew
     /// since (the old program's screen stays up until the new one draws).
-    pub(super) restarted: Option<(u64, u64)>,
+    restarted: Option<(u64, u64)>,
     /// Why the pane was last found not ready, logged once per reason.
     pub(super) not_ready_logged: Option<String>,
     /// The current program's own status records (OSC 7501), by record id, as the pane host's
     /// `program-status` events told them: while one says `working` or `blocked`, no idle
     /// report leases (the veto of [`LeaseInput::ProgramStatus`]).
-    pub(super) program_records: HashMap<Option<String>, belfry_proto::program_status::StatusRecord>,
+    program_records: HashMap<Option<String>, belfry_proto::program_status::StatusRecord>,
     /// What those records last told the lease machine.
-    pub(super) program_turn: ProgramTurn,
+    program_turn: ProgramTurn,
 }
 
 pub(super) async fn run_worker(

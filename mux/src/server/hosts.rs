@@ -59,7 +59,7 @@ pub(super) async fn adopt_existing(daemon: &Arc<Daemon>) {
 }
 
 /// Takes over a pane host that answered the probe (spec §6.0): registry, DING worker, monitor.
-pub(super) fn adopt(daemon: &Arc<Daemon>, entry: PaneEntry, info: &Value) {
+fn adopt(daemon: &Arc<Daemon>, entry: PaneEntry, info: &Value) {
     tracing::info!(
         session = entry.session,
         pid = entry.pid,
