@@ -16,7 +16,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use crate::input::parse_steps;
 use crate::listener::Listener;
-use crate::pane::{Expect, Pane, SendOutcome, WriteError};
+use crate::pane::{Expect, Pane, SendOutcome, WaitFor, WriteError};
 use crate::paths;
 use crate::txn::{self, StartRefused, TxnEnd, TxnJournal};
 use crate::wire::{self, Conn, Frame};
@@ -157,7 +157,7 @@ async fn serve(config: HostConfig) -> crate::Result<()> {
     tokio::spawn(Arc::clone(&pane).watch_child(tasks.child, incarnation));
     {
         let ctx = Arc::clone(&ctx);
-        let mut events = pane.events.subscribe();
+        let mut events = pane.subscribe_events();
         tokio::spawn(async move {
             while let Ok(event) = events.recv().await {
                 if matches!(&event, Event::Lifecycle(lifecycle) if lifecycle.what == "restart") {
@@ -234,11 +234,11 @@ impl HostContext {
     /// A request that names a pane must name this one.
     fn check_session(&self, op: &Op) -> Result<(), ErrorBody> {
         match op.session() {
-            Some(session) if *session != *self.pane.spec.session => Err(ErrorBody::new(
+            Some(session) if *session != *self.pane.spec().session => Err(ErrorBody::new(
                 ErrorCode::NotFound,
                 format!(
                     "this pane host serves {:?}, not {:?}",
-                    self.pane.spec.session,
+                    self.pane.spec().session,
                     session.as_str()
                 ),
             )),
@@ -247,27 +247,28 @@ impl HostContext {
     }
 
     fn record_json(&self) -> Value {
-        let st = self.pane.state.lock();
+        let st = self.pane.recorded();
+        let spec = self.pane.spec();
         let mut record = json!({
-            "session": self.pane.spec.session,
+            "session": spec.session,
             "pid": std::process::id(),
             "child_pid": st.child_pid,
             "incarnation": st.incarnation,
-            "generation": self.pane.generation,
-            "argv": self.pane.spec.argv,
-            "cwd": self.pane.spec.cwd,
+            "generation": self.pane.generation(),
+            "argv": spec.argv,
+            "cwd": spec.cwd,
             "started_at": self.started_at,
             "socket": self.socket,
             "protocol": wire::PROTOCOL_VERSION,
             "build": env!("CARGO_PKG_VERSION"),
-            "spec": self.pane.spec,
+            "spec": spec,
         });
         record["revision"] = json!(st.revision);
         record["exited"] = json!(st.exited);
         record["size"] = json!({"rows": st.size.0, "cols": st.size.1});
-        record["clients"] = json!(st.clients_len());
-        record["title"] = json!(st.screen.title());
-        if let Some(summary) = st.status.summary() {
+        record["clients"] = json!(st.clients);
+        record["title"] = json!(st.title);
+        if let Some(summary) = st.program_status {
             record["program_status"] = json!(summary);
         }
         record
@@ -443,7 +444,7 @@ async fn adopt(
     drop((reader, writer));
     let (reader, mut writer) = wire::accept_peer(client).await?;
     let bound = belfry_proto::reply::Bound {
-        session: ctx.pane.spec.session.to_string(),
+        session: ctx.pane.spec().session.to_string(),
         role: "pane-host".into(),
         pid: std::process::id(),
         socket: ctx.socket.display().to_string(),
@@ -514,7 +515,7 @@ async fn handle(ctx: &HostContext, op: &Op, gone: &(dyn Fn() -> bool + Sync)) ->
                 role: "pane-host".into(),
                 build: env!("CARGO_PKG_VERSION").into(),
                 pid: None,
-                session: Some(ctx.pane.spec.session.clone()),
+                session: Some(ctx.pane.spec().session.clone()),
             }),
             Err(message) => Err(ErrorBody::new(ErrorCode::UnsupportedVersion, message)),
         },
@@ -543,7 +544,7 @@ async fn handle(ctx: &HostContext, op: &Op, gone: &(dyn Fn() -> bool + Sync)) ->
             // serving once the reply is out.
             ctx.pane.stop_input("kill");
             body(reply::Killed {
-                killed: ctx.pane.spec.session.clone(),
+                killed: ctx.pane.spec().session.clone(),
             })
         }
         Op::Detach(_) => body(reply::Detached {
@@ -559,36 +560,13 @@ async fn handle(ctx: &HostContext, op: &Op, gone: &(dyn Fn() -> bool + Sync)) ->
 }
 
 fn snapshot(ctx: &HostContext, op: &req::Snapshot) -> Result<reply::Screen, ErrorBody> {
-    let mut st = ctx.pane.state.lock();
-    let (row, col, visible) = st.screen.cursor();
-    let size = belfry_proto::Size::new(u64::from(st.size.0), u64::from(st.size.1))
-        .map_err(|err| ErrorBody::new(ErrorCode::Internal, err.to_string()))?;
-    let scrollback = op.scrollback.map(|n| {
-        let history = st.screen.history_len();
-        let n = usize::try_from(n).unwrap_or(usize::MAX).min(history);
-        st.screen.scrollback(history - n, n).1
-    });
-    Ok(reply::Screen {
-        session: ctx.pane.spec.session.clone(),
-        incarnation: st.incarnation.clone(),
-        generation: ctx.pane.generation.clone(),
-        revision: st.revision,
-        size,
-        cursor: reply::Cursor { row, col, visible },
-        modes: st.screen.modes(),
-        title: st.screen.title().to_string(),
-        lines: st.screen.lines(),
-        foreground: ctx.pane.foreground(st.child_pid),
-        exited: st.exited,
-        child_pid: st.child_pid,
-        pid: std::process::id(),
-        clients: st.clients_len(),
-        history: st.screen.history_count(),
-        ansi: op.ansi.unwrap_or(false).then(|| st.screen.ansi_lines()),
-        cells: op.cells.unwrap_or(false).then(|| st.screen.cells()),
-        scrollback,
-        program_status: st.status.status(),
-    })
+    ctx.pane
+        .screen(
+            op.scrollback,
+            op.ansi.unwrap_or(false),
+            op.cells.unwrap_or(false),
+        )
+        .map_err(|err| ErrorBody::new(ErrorCode::Internal, err))
 }
 
 fn scrollback(ctx: &HostContext, op: &req::Scrollback) -> reply::History {
@@ -596,15 +574,7 @@ fn scrollback(ctx: &HostContext, op: &req::Scrollback) -> reply::History {
     let count = op.count.map_or(u32::MAX as usize, |n| {
         usize::try_from(n).unwrap_or(usize::MAX)
     });
-    let mut st = ctx.pane.state.lock();
-    let (total, lines) = st.screen.scrollback(start, count.min(100_000));
-    reply::History {
-        revision: st.revision,
-        total,
-        history: st.screen.history_len(),
-        start,
-        lines,
-    }
+    ctx.pane.history(start, count.min(100_000))
 }
 
 /// The send op. `None` means "no reply: the requester is gone"; an error's code depends on how
@@ -841,29 +811,15 @@ async fn wait(ctx: &HostContext, op: &req::Wait) -> Result<reply::Waited, ErrorB
             timeout.as_millis()
         )));
     };
-    let mut changes = ctx.pane.revision_tx.subscribe();
+    let mut changes = ctx.pane.watch_revision();
     loop {
-        let (met, quiet_until, identity) = {
-            let mut st = ctx.pane.state.lock();
-            let mut met = revision.is_none_or(|r| st.revision >= r);
-            met &= !exit || st.exited.is_some();
-            // The record the pane is shown by, as `ls` shows it. Every change to the records
-            // comes with output or an exit or restart, which move the revision and wake this.
-            met &= status.is_none_or(|s| st.status.summary().is_some_and(|r| r.state == s));
-            if let Some(regex) = &mut regex {
-                met &= regex.is_match(&st.screen.lines().join("\n"));
-            }
-            let quiet_until = quiet.and_then(|q| st.last_change.checked_add(q));
-            if let Some(until) = quiet_until {
-                met &= Instant::now() >= until;
-            }
-            let state = reply::WaitState {
-                revision: st.revision,
-                incarnation: st.incarnation.clone(),
-                exited: st.exited,
-            };
-            (met, quiet_until, state)
-        };
+        let (met, quiet_until, identity) = ctx.pane.wait_check(&mut WaitFor {
+            revision,
+            exit,
+            status,
+            regex: regex.as_mut(),
+            quiet,
+        });
         if met {
             return Ok(reply::Waited {
                 result: "matched".into(),
@@ -909,12 +865,12 @@ async fn subscribe(
     mut writer: OwnedWriteHalf,
 ) {
     let revisions = op.revisions.unwrap_or(true);
-    let mut events = ctx.pane.events.subscribe();
-    let mut changes = ctx.pane.revision_tx.subscribe();
+    let mut events = ctx.pane.subscribe_events();
+    let mut changes = ctx.pane.watch_revision();
     // Read after the broadcast is subscribed to: an exit that happens in between is both here
     // and on the broadcast, and the broadcast's copy is skipped by its incarnation below.
     let exit_so_far = if op.exit_so_far == Some(true) {
-        ctx.pane.state.lock().exit_event.clone()
+        ctx.pane.exit_event()
     } else {
         None
     };
@@ -929,7 +885,7 @@ async fn subscribe(
     if wire::write_json(&mut writer, &reply).await.is_err() {
         return;
     }
-    let session = ctx.pane.spec.session.clone();
+    let session = ctx.pane.spec().session.clone();
     let told_exit = match &exit_so_far {
         Some(event @ Event::Exit { incarnation, .. }) => {
             if wire::write_json(&mut writer, &event.to_value())
@@ -1077,7 +1033,7 @@ async fn attach(
         pane.detach(client);
         return;
     }
-    let exited = pane.state.lock().exited;
+    let exited = pane.exited();
     if let Some(exit) = exited {
         // The program already ended: show its last screen, then say so.
         let _ = out
