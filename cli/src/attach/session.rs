@@ -77,13 +77,13 @@ pub(super) async fn attach<T: Terminal>(
     let mut session = Session::new(&target, connected, terminal, outer, note);
     session.start()?;
     session.hand_over(handed_terminal, keyboard.as_ref())?;
-    if let Some(ended) = session.show_note_over_handed().await? {
-        return Ok(ended);
-    }
     use tokio::signal::unix::{signal, SignalKind};
     let mut winch = signal(SignalKind::window_change())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
+    if let Some(ended) = session.show_note_over_handed().await? {
+        return Ok(ended);
+    }
     // The pane host may close the connection right after a last frame (a detach, the
     // program's end) while this client writes to it: the write fails, and what the host said
     // last is still to be read.
