@@ -1,11 +1,12 @@
 //! Subcommands and how their results are printed, one file per command family, as a thin
-//! `main` that only parses and dispatches: [`args`] is the grammar, [`hot`] the short parse of
-//! the hooks' hot subcommands; [`daemon`] the processes serving this machine; [`new`] and
-//! [`attach`] start and join panes; [`pane`] the one-line commands on one pane; [`send`],
-//! [`peek`] (and `wait`) and [`events`] write and read a pane; [`ls`] lists panes and starts
-//! the live view; [`ding`] is the agent-mail plumbing; [`up`] the declaration files; [`man`]
-//! the pages and completions. This file holds `main`, the dispatch, and the helpers they all
-//! share (asking the daemon, printing JSON, the not-found error).
+//! `main` that only parses and dispatches: [`args`] is the grammar, [`hot`] the short parse
+//! of the hot subcommands (run many times a minute); [`daemon`] the processes serving this
+//! machine; [`new`] and [`attach`] start and join panes; [`pane`] the one-line commands on one
+//! pane; [`send`], [`peek`] (and `wait`) and [`events`] write and read a pane; [`ls`] lists
+//! panes and starts the live view; [`ding`] is the agent-mail plumbing; [`up`] the
+//! declaration files; [`man`] the pages and completions. This file holds `main`, the
+//! dispatch, and the helpers they all share (asking the daemon, printing JSON, the not-found
+//! error).
 //!
 //! Every request is a typed op of `belfry_proto` and every reply is read into the body type of
 //! that op ([`Client::call`]), so a field the daemon renamed or dropped is an error naming it,
