@@ -164,9 +164,25 @@ impl Connection {
 
     /// Writes a whole response with a `Content-Length`.
     pub fn respond(&mut self, status: u16, content_type: &str, body: &[u8]) -> io::Result<()> {
+        self.respond_with(status, content_type, &[], body)
+    }
+
+    /// Writes a whole response with a `Content-Length` and extra headers (a rate limit's
+    /// reset time, for one).
+    pub fn respond_with(
+        &mut self,
+        status: u16,
+        content_type: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> io::Result<()> {
+        let extra: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
         let head = format!(
             "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-             Connection: keep-alive\r\n\r\n",
+             {extra}Connection: keep-alive\r\n\r\n",
             reason(status),
             body.len()
         );
