@@ -59,6 +59,7 @@ pub mod ownership;
 pub mod policy;
 pub mod presence;
 pub mod protocol;
+pub mod spend;
 pub mod status;
 pub mod watch;
 
