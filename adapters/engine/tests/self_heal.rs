@@ -141,3 +141,47 @@ fn each_declared_stop_failure_is_the_harness_event_and_classes_its_errors_once()
         }
     }
 }
+
+#[test]
+fn each_captured_stop_failure_falls_in_the_class_its_adapter_declares() {
+    let mut checked = Vec::new();
+    for name in ["claude", "codex", "gemini", "opencode", "pi", "qwen"] {
+        let dir = adapters_dir().join(name);
+        let Ok(entries) = std::fs::read_dir(dir.join("fixtures/self-heal")) else {
+            continue;
+        };
+        let declaration: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("declaration.json")).unwrap())
+                .unwrap();
+        let stop = &declaration["self_heal"]["stop_failure"];
+        let field = stop["field"].as_str().expect("a stop_failure with a field");
+        let mut paths: Vec<PathBuf> = entries.map(|entry| entry.unwrap().path()).collect();
+        paths.sort();
+        for path in paths {
+            let fixture: Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let class = fixture["class"].as_str().unwrap();
+            let error = fixture["payload"]
+                .pointer(field)
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("{}: no {field}", path.display()));
+            let listed = stop[class]
+                .as_array()
+                .is_some_and(|errors| errors.iter().any(|listed| listed == error));
+            assert!(
+                listed,
+                "{}: {error} is not in the {class} class",
+                path.display()
+            );
+            checked.push(format!("{name}: {error} -> {class}"));
+        }
+    }
+    assert_eq!(
+        checked,
+        [
+            "claude: rate_limit -> quota",
+            "claude: server_error -> retry",
+            "qwen: invalid_request -> never"
+        ]
+    );
+}
