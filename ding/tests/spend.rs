@@ -144,8 +144,8 @@ fn every_captured_usage_file_reads_as_the_numbers_the_model_server_sent() {
             checked.push(label);
         }
     }
-    // Every adapter with usage files was read: six harnesses, sixteen captures.
-    assert_eq!(checked.len(), 16, "{checked:?}");
+    // Every adapter with usage files was read: six harnesses, seventeen captures.
+    assert_eq!(checked.len(), 17, "{checked:?}");
 }
 
 /// A declaration of a JSONL session file under the home, rows of kind `reply` with a usage

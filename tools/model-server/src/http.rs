@@ -191,12 +191,18 @@ impl Connection {
         self.writer.flush()
     }
 
-    /// Starts a chunked `text/event-stream` response; the caller writes events with
-    /// [`Connection::chunk`] and ends it with [`Connection::end_chunks`].
-    pub fn start_stream(&mut self) -> io::Result<()> {
-        let head =
+    /// Starts a chunked `text/event-stream` response with extra headers (a usage window's
+    /// state, for one); the caller writes events with [`Connection::chunk`] and ends it with
+    /// [`Connection::end_chunks`].
+    pub fn start_stream(&mut self, headers: &[(String, String)]) -> io::Result<()> {
+        let extra: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
+        let head = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-                    Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n";
+             Transfer-Encoding: chunked\r\n{extra}Connection: keep-alive\r\n\r\n"
+        );
         self.writer.write_all(head.as_bytes())?;
         self.writer.flush()
     }

@@ -337,6 +337,19 @@ fn model_turn(
         );
     }
     let usage = reply.usage.unwrap_or_default();
+    let now = unix_ms() / 1000;
+    let window = reply
+        .window
+        .map(|window| {
+            wire::window_headers(
+                api,
+                window.used_percent,
+                window.window_minutes,
+                window.reset.at(now),
+                now,
+            )
+        })
+        .unwrap_or_default();
     let mut parts = Vec::new();
     if let Some(text) = &reply.text {
         parts.push(Part::Text(text.clone()));
@@ -370,10 +383,15 @@ fn model_turn(
     }
     if !ask.stream {
         let whole = wire::whole(api, &ask.model, &id, &parts, usage);
-        return connection.respond(200, "application/json", whole.to_string().as_bytes());
+        return connection.respond_with(
+            200,
+            "application/json",
+            &window,
+            whole.to_string().as_bytes(),
+        );
     }
     let paced = reply.delay_ms > 0;
-    connection.start_stream()?;
+    connection.start_stream(&window)?;
     let pieces = wire::stream(api, &ask.model, &id, &parts, paced, usage);
     let total = pieces.len();
     for (written, piece) in pieces.into_iter().enumerate() {

@@ -41,6 +41,8 @@ pub struct Reply {
     pub then: Option<Box<Reply>>,
     /// The token counts the reply reports; `None` reports the default counts.
     pub usage: Option<Usage>,
+    /// The usage window a successful reply reports in its headers, if any.
+    pub window: Option<Window>,
     /// Milliseconds between streamed pieces of the text.
     pub delay_ms: u64,
 }
@@ -51,6 +53,14 @@ pub struct ScriptedError {
     pub status: u16,
     pub message: String,
     pub reset: Option<Reset>,
+}
+
+/// A usage window's state: how much of it is used and when it resets.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    pub used_percent: f64,
+    pub window_minutes: u64,
+    pub reset: Reset,
 }
 
 /// When a rate limit resets.
@@ -294,13 +304,49 @@ fn parse_reply(value: &Value, at: &str) -> Result<Reply, String> {
         None | Some(Value::Null) => None,
         Some(usage) => Some(parse_usage(usage, &format!("{at}.usage"))?),
     };
+    let window = match value.get("window") {
+        None | Some(Value::Null) => None,
+        Some(window) => Some(parse_window(window, &format!("{at}.window"))?),
+    };
     Ok(Reply {
         text,
         tool,
         error,
         then,
         usage,
+        window,
         delay_ms,
+    })
+}
+
+fn parse_window(value: &Value, at: &str) -> Result<Window, String> {
+    let used_percent = value
+        .get("used_percent")
+        .and_then(Value::as_f64)
+        .filter(|used| (0.0..=100.0).contains(used))
+        .ok_or_else(|| format!("{at}.used_percent is not a number from 0 to 100"))?;
+    let window_minutes = match value.get("window_minutes") {
+        None => 300,
+        Some(minutes) => minutes
+            .as_u64()
+            .ok_or_else(|| format!("{at}.window_minutes is not a whole number: {minutes}"))?,
+    };
+    let reset = match (
+        value.get("resets_at").and_then(Value::as_u64),
+        value.get("reset_after_s").and_then(Value::as_u64),
+    ) {
+        (Some(at_s), None) => Reset::At(at_s),
+        (None, Some(after)) => Reset::After(after),
+        _ => {
+            return Err(format!(
+                "{at} needs one of `resets_at` or `reset_after_s` (whole seconds)"
+            ))
+        }
+    };
+    Ok(Window {
+        used_percent,
+        window_minutes,
+        reset,
     })
 }
 
@@ -453,6 +499,14 @@ mod tests {
         );
         let error = script.choose("y").reply.error.unwrap();
         assert_eq!(error.reset.map(|reset| reset.at(5)), Some(1_800_000_000));
+        assert_eq!(
+            err(r#"{"turns":[{"text":"a","window":{"used_percent":120,"reset_after_s":5}}]}"#),
+            "turns[0].window.used_percent is not a number from 0 to 100"
+        );
+        assert_eq!(
+            err(r#"{"turns":[{"text":"a","window":{"used_percent":50}}]}"#),
+            "turns[0].window needs one of `resets_at` or `reset_after_s` (whole seconds)"
+        );
     }
 
     #[test]

@@ -918,6 +918,50 @@ pub fn error_reply(
     (headers, body)
 }
 
+/// The headers of a successful reply that report a usage window `used_percent` full, resetting
+/// at `resets_at` (seconds since the epoch): Anthropic's unified 5-hour headers, the Responses
+/// API's `x-codex-primary-*` headers, the Chat API's `x-ratelimit-*` request counts (out of
+/// 100). Gemini's API reports no window on success, so it gets none.
+pub fn window_headers(
+    api: Api,
+    used_percent: f64,
+    window_minutes: u64,
+    resets_at: u64,
+    now: u64,
+) -> Vec<(String, String)> {
+    let header = |name: &str, value: String| (name.to_string(), value);
+    match api {
+        Api::Anthropic => vec![
+            header("anthropic-ratelimit-unified-status", "allowed".into()),
+            header(
+                "anthropic-ratelimit-unified-5h-utilization",
+                format!("{}", used_percent / 100.0),
+            ),
+            header(
+                "anthropic-ratelimit-unified-5h-reset",
+                resets_at.to_string(),
+            ),
+        ],
+        Api::Responses => vec![
+            header("x-codex-primary-used-percent", format!("{used_percent}")),
+            header("x-codex-primary-window-minutes", window_minutes.to_string()),
+            header("x-codex-primary-reset-at", resets_at.to_string()),
+        ],
+        Api::Chat => vec![
+            header("x-ratelimit-limit-requests", "100".into()),
+            header(
+                "x-ratelimit-remaining-requests",
+                format!("{}", (100.0 - used_percent).max(0.0).floor()),
+            ),
+            header(
+                "x-ratelimit-reset-requests",
+                format!("{}s", resets_at.saturating_sub(now)),
+            ),
+        ],
+        Api::Gemini => Vec::new(),
+    }
+}
+
 /// The OpenAI APIs' error type for a status.
 fn openai_error_type(status: u16) -> &'static str {
     match status {

@@ -602,3 +602,45 @@ fn a_turn_scripted_to_fail_once_fails_then_answers_the_same_prompt_sent_again() 
     let body: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(body["error"]["status"], "INTERNAL");
 }
+
+#[test]
+fn a_successful_reply_reports_its_scripted_usage_window_in_headers() {
+    let server = Server::start(&json!({"turns": [{"match": "fill", "text": "FILLING",
+        "window": {"used_percent": 85, "window_minutes": 300, "reset_after_s": 600}}]}));
+    let mut client = server.connect();
+    let [anthropic, responses, chat, gemini] = prompts("fill it");
+    let before = unix_now();
+
+    let (status, headers, body) = client.exchange(responses.0, &responses.1);
+    assert_eq!(status, 200);
+    assert!(body.contains("FILLING"));
+    assert_eq!(header(&headers, "x-codex-primary-used-percent"), Some("85"));
+    assert_eq!(
+        header(&headers, "x-codex-primary-window-minutes"),
+        Some("300")
+    );
+    let reset: u64 = header(&headers, "x-codex-primary-reset-at")
+        .expect("the reset header")
+        .parse()
+        .unwrap();
+    assert!((before + 600..=unix_now() + 600).contains(&reset));
+
+    let (_, headers, _) = client.exchange(anthropic.0, &anthropic.1);
+    assert_eq!(
+        header(&headers, "anthropic-ratelimit-unified-5h-utilization"),
+        Some("0.85")
+    );
+    assert_eq!(
+        header(&headers, "anthropic-ratelimit-unified-status"),
+        Some("allowed")
+    );
+    let (_, headers, _) = client.exchange(chat.0, &chat.1);
+    assert_eq!(
+        header(&headers, "x-ratelimit-remaining-requests"),
+        Some("15")
+    );
+    // Gemini's API reports no window on success.
+    let (status, headers, _) = client.exchange(gemini.0, &gemini.1);
+    assert_eq!(status, 200);
+    assert!(!headers.iter().any(|(name, _)| name.contains("ratelimit")));
+}
