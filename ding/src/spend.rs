@@ -768,6 +768,20 @@ impl Follow {
     }
 
     fn read_whole(&mut self, path: &Path, section: &'static str) -> Result<()> {
+        // A whole-JSON source is a small document (a status line); one past the read bound is
+        // not the file declared.
+        let len = std::fs::metadata(path)
+            .map_err(|err| Error::io("read the size of", path, err))?
+            .len();
+        if len > MAX_READ_BYTES {
+            return Err(Error::MeterFile {
+                path: path.to_path_buf(),
+                line: None,
+                problem: format!(
+                    "is {len} bytes, more than the {MAX_READ_BYTES} a JSON source may be"
+                ),
+            });
+        }
         let text = std::fs::read_to_string(path).map_err(|err| Error::io("read", path, err))?;
         let row: Value = serde_json::from_str(&text).map_err(|err| Error::MeterFile {
             path: path.to_path_buf(),
