@@ -12,9 +12,12 @@
 //! file that does not parse as declared is an [`Error::MeterFile`] naming the file, the line and
 //! the problem.
 //!
-//! A [`Reader`] follows its files as they grow: each [`Reader::poll`] reads only the bytes
-//! written since the last one (the tail), keeps a line cut off mid-write for the next poll, and
-//! starts over when the file is replaced or truncated.
+//! A [`Reader`] follows its files as they grow: each [`Reader::spend`] or [`Reader::quota`]
+//! reads only the bytes written since the last one (the tail), keeps a line cut off mid-write
+//! for the next poll, and starts over when the file is replaced or truncated.
+//!
+//! The parts: [`Section`] (in `declaration.rs`) parses an adapter's section; `files.rs` finds
+//! the pane's file from its path pattern; this file reads its rows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -25,13 +28,20 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
+mod declaration;
+mod files;
+
+pub use declaration::Section;
+use declaration::{Field, Kind, Pointers, Root, Source, Window};
+use files::{file_identity, fill, first_row_matches, matching_files};
+
 /// The most a single poll reads from one file, so a huge transcript is taken in bounded steps
 /// (the next poll goes on where this one stopped).
 const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 
 /// How many files a path pattern may match before the reader refuses it: a pattern that
 /// matches more is too broad to pick the pane's file from.
-const MAX_CANDIDATES: usize = 10_000;
+pub(super) const MAX_CANDIDATES: usize = 10_000;
 
 /// Where a pane's files are: the harness's home, the pane's working directory and the pane's
 /// belfry state directory (where belfry saves what a harness hands its status-line command).
@@ -105,408 +115,12 @@ pub enum Reading<T> {
     NotYet(Vec<String>),
 }
 
-/// One number's place in a row: a JSON pointer, or (for a fixed limit) a literal number.
-#[derive(Clone, Debug, PartialEq)]
-enum Field {
-    Pointer(String),
-    Number(f64),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Json,
-    Jsonl,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Root {
-    Home,
-    Cwd,
-    State,
-}
-
-/// The pointers of the token and cost numbers in one row.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Pointers {
-    input: Option<String>,
-    output: Option<String>,
-    cache_read: Option<String>,
-    cache_write: Option<String>,
-    cost_usd: Option<String>,
-}
-
-impl Pointers {
-    fn is_empty(&self) -> bool {
-        self == &Pointers::default()
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-struct Window {
-    used: Field,
-    limit: Field,
-    unit: String,
-    resets_at: String,
-}
-
-/// One declared source: a file and how to read it.
-#[derive(Clone, Debug, PartialEq)]
-struct Source {
-    kind: Kind,
-    root: Root,
-    path: String,
-    first_row: Vec<(String, Value)>,
-    when: Vec<(String, Value)>,
-    unless: Vec<(String, Value)>,
-    present: Vec<String>,
-    dedupe: Option<String>,
-    per_turn: Pointers,
-    total: Pointers,
-    input_counts_cache: bool,
-    window: Option<Window>,
-}
-
-/// A parsed `spend` or `quota` section.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Section {
-    sources: Result<Vec<Source>, String>,
-    unsupported_fields: BTreeMap<String, String>,
-}
-
-impl Section {
-    /// Parses the `spend` (`name = "spend"`) or `quota` section of an adapter's declaration.
-    /// A declaration without the section reads as unsupported: the adapter has not said where
-    /// the numbers are.
-    pub fn from_declaration(
-        adapter: &str,
-        name: &'static str,
-        declaration: &Value,
-    ) -> Result<Section> {
-        let bad = |problem: String| Error::MeterDeclaration {
-            adapter: adapter.to_string(),
-            section: name,
-            problem,
-        };
-        let Some(section) = declaration.get(name) else {
-            return Ok(Section {
-                sources: Err(format!("adapter {adapter:?} declares no {name} section")),
-                unsupported_fields: BTreeMap::new(),
-            });
-        };
-        let unsupported_fields = match section.get("unsupported_fields") {
-            None => BTreeMap::new(),
-            Some(Value::Object(fields)) => fields
-                .iter()
-                .map(|(key, why)| match why.as_str() {
-                    Some(why) => Ok((key.clone(), why.to_string())),
-                    None => Err(bad(format!(
-                        "unsupported_fields.{key} is not a reason text"
-                    ))),
-                })
-                .collect::<Result<_>>()?,
-            Some(other) => {
-                return Err(bad(format!("unsupported_fields is not an object: {other}")))
-            }
-        };
-        if let Some(reason) = section.get("unsupported") {
-            let reason = reason
-                .as_str()
-                .ok_or_else(|| bad(format!("unsupported is not a reason text: {reason}")))?;
-            return Ok(Section {
-                sources: Err(reason.to_string()),
-                unsupported_fields,
-            });
-        }
-        let Some(Value::Array(items)) = section.get("sources") else {
-            return Err(bad(
-                "has neither `sources` (a list) nor `unsupported` (a reason)".into(),
-            ));
-        };
-        let mut sources = Vec::new();
-        let mut unreadable = None;
-        for (index, item) in items.iter().enumerate() {
-            match parse_source(item, name) {
-                Ok(Some(source)) => sources.push(source),
-                // A source of a kind this reader does not open (a database) is the reason the
-                // section reads as unsupported when it is the only one.
-                Ok(None) => {
-                    unreadable = Some(
-                        section
-                            .get("unsupported_reason")
-                            .and_then(Value::as_str)
-                            .unwrap_or("its only source is of a kind the core reader does not open")
-                            .to_string(),
-                    )
-                }
-                Err(problem) => return Err(bad(format!("sources[{index}]: {problem}"))),
-            }
-        }
-        let sources = match (sources.is_empty(), unreadable) {
-            (true, Some(reason)) => Err(reason),
-            (true, None) => return Err(bad("lists no source".into())),
-            (false, _) => Ok(sources),
-        };
-        Ok(Section {
-            sources,
-            unsupported_fields,
-        })
-    }
-}
-
-fn parse_source(item: &Value, section: &str) -> Result<Option<Source>, String> {
-    let text = |key: &str| -> Result<Option<String>, String> {
-        match item.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(text)) => Ok(Some(text.clone())),
-            Some(other) => Err(format!("{key} is not a string: {other}")),
-        }
-    };
-    let kind = match text("kind")?.as_deref() {
-        Some("json") => Kind::Json,
-        Some("jsonl") => Kind::Jsonl,
-        Some("sqlite") => return Ok(None),
-        Some(other) => return Err(format!("kind {other:?} is not json, jsonl or sqlite")),
-        None => return Err("has no kind".into()),
-    };
-    let root = match text("root")?.as_deref() {
-        Some("home") => Root::Home,
-        Some("cwd") => Root::Cwd,
-        Some("state") => Root::State,
-        other => return Err(format!("root {other:?} is not home, cwd or state")),
-    };
-    let path = text("path")?.ok_or("has no path")?;
-    if path.starts_with('/') || path.split('/').any(|part| part == "..") {
-        return Err(format!(
-            "path {path:?} must stay under its root (relative, no `..`)"
-        ));
-    }
-    let rows = item.get("rows").cloned().unwrap_or(Value::Null);
-    let pairs = |value: Option<&Value>, what: &str| -> Result<Vec<(String, Value)>, String> {
-        match value {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Object(map)) => {
-                Ok(map.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            }
-            Some(other) => Err(format!(
-                "{what} is not an object of pointer: value: {other}"
-            )),
-        }
-    };
-    let present = match rows.get("present") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| {
-                item.as_str()
-                    .map(String::from)
-                    .ok_or(format!("rows.present has a non-pointer {item}"))
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => return Err(format!("rows.present is not a list: {other}")),
-    };
-    let dedupe = match rows.get("dedupe") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(pointer)) => Some(pointer.clone()),
-        Some(other) => return Err(format!("rows.dedupe is not a pointer: {other}")),
-    };
-    let source = Source {
-        kind,
-        root,
-        path,
-        first_row: pairs(item.get("first_row"), "first_row")?,
-        when: pairs(rows.get("where"), "rows.where")?,
-        unless: pairs(rows.get("unless"), "rows.unless")?,
-        present,
-        dedupe,
-        per_turn: parse_pointers(item.get("per_turn"), "per_turn")?,
-        total: parse_pointers(item.get("total"), "total")?,
-        input_counts_cache: item
-            .get("input_counts_cache")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        window: match item.get("window") {
-            None | Some(Value::Null) => None,
-            Some(window) => Some(parse_window(window)?),
-        },
-    };
-    let wants = if section == "quota" {
-        source.window.is_some()
-    } else {
-        !source.per_turn.is_empty() || !source.total.is_empty()
-    };
-    if !wants {
-        return Err(format!(
-            "names no number to read (a {section} source needs {})",
-            if section == "quota" {
-                "a window"
-            } else {
-                "per_turn or total pointers"
-            }
-        ));
-    }
-    Ok(Some(source))
-}
-
-fn parse_pointers(value: Option<&Value>, what: &str) -> Result<Pointers, String> {
-    let Some(value) = value.filter(|value| !value.is_null()) else {
-        return Ok(Pointers::default());
-    };
-    let Value::Object(map) = value else {
-        return Err(format!("{what} is not an object"));
-    };
-    let mut pointers = Pointers::default();
-    for (key, pointer) in map {
-        let pointer = pointer
-            .as_str()
-            .filter(|pointer| pointer.starts_with('/'))
-            .ok_or(format!("{what}.{key} is not a JSON pointer: {pointer}"))?
-            .to_string();
-        let slot = match key.as_str() {
-            "input" => &mut pointers.input,
-            "output" => &mut pointers.output,
-            "cache_read" => &mut pointers.cache_read,
-            "cache_write" => &mut pointers.cache_write,
-            "cost_usd" => &mut pointers.cost_usd,
-            other => {
-                return Err(format!(
-                    "{what}.{other} is not a number this reader knows (input, output, cache_read, cache_write, cost_usd)"
-                ))
-            }
-        };
-        *slot = Some(pointer);
-    }
-    Ok(pointers)
-}
-
-fn parse_window(value: &Value) -> Result<Window, String> {
-    let field = |key: &str| -> Result<Field, String> {
-        match value.get(key) {
-            Some(Value::String(pointer)) if pointer.starts_with('/') => {
-                Ok(Field::Pointer(pointer.clone()))
-            }
-            Some(Value::Number(number)) => number
-                .as_f64()
-                .map(Field::Number)
-                .ok_or(format!("window.{key} is not a number")),
-            other => Err(format!(
-                "window.{key} is neither a JSON pointer nor a number: {other:?}"
-            )),
-        }
-    };
-    let resets_at = match field("resets_at")? {
-        Field::Pointer(pointer) => pointer,
-        Field::Number(_) => {
-            return Err("window.resets_at must be a pointer (a fixed time resets once)".into())
-        }
-    };
-    Ok(Window {
-        used: field("used")?,
-        limit: field("limit")?,
-        unit: value
-            .get("unit")
-            .and_then(Value::as_str)
-            .ok_or("window.unit is not a text")?
-            .to_string(),
-        resets_at,
-    })
-}
-
-/// The path pattern with the pane's placeholders filled: `{cwd}` (the absolute working
-/// directory), `{cwd_sanitized}` (every character but an ASCII letter or digit made `-`),
-/// `{cwd_trimmed}` (without its leading `/`, and `/`, `\` and `:` made `-`) and
-/// `{cwd_basename}` (its last component).
-fn fill(pattern: &str, cwd: &Path) -> String {
-    let cwd_text = cwd.to_string_lossy();
-    let sanitized: String = cwd_text
-        .chars()
-        .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '-' })
-        .collect();
-    let trimmed: String = cwd_text
-        .trim_start_matches('/')
-        .chars()
-        .map(|ch| {
-            if matches!(ch, '/' | '\\' | ':') {
-                '-'
-            } else {
-                ch
-            }
-        })
-        .collect();
-    let basename = cwd
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    pattern
-        .replace("{cwd_sanitized}", &sanitized)
-        .replace("{cwd_trimmed}", &trimmed)
-        .replace("{cwd_basename}", &basename)
-        .replace("{cwd}", &cwd_text)
-}
-
-/// Whether `name` matches `pattern`, where `*` stands for any run of characters.
-fn wildcard(pattern: &str, name: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == name;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
-        return false;
-    }
-    let mut rest = &name[first.len()..name.len() - last.len()];
-    for part in &parts[1..parts.len() - 1] {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
-/// Every file under `root` that the `/`-separated `pattern` matches (`*` within a component).
-fn matching_files(root: &Path, pattern: &str) -> Result<Vec<PathBuf>> {
-    let mut found = vec![root.to_path_buf()];
-    for component in pattern.split('/').filter(|part| !part.is_empty()) {
-        let mut next = Vec::new();
-        for dir in &found {
-            if !component.contains('*') {
-                let path = dir.join(component);
-                if path.exists() {
-                    next.push(path);
-                }
-                continue;
-            }
-            let entries = match std::fs::read_dir(dir) {
-                Ok(entries) => entries,
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(err) if err.kind() == std::io::ErrorKind::NotADirectory => continue,
-                Err(err) => return Err(Error::io("list directory", dir, err)),
-            };
-            for entry in entries.flatten() {
-                if wildcard(component, &entry.file_name().to_string_lossy()) {
-                    next.push(entry.path());
-                }
-            }
-            if next.len() > MAX_CANDIDATES {
-                return Err(Error::MeterFile {
-                    path: root.join(pattern),
-                    line: None,
-                    problem: format!("the pattern matches more than {MAX_CANDIDATES} files"),
-                });
-            }
-        }
-        found = next;
-    }
-    found.retain(|path| path.is_file());
-    Ok(found)
-}
-
 /// The JSON value a pointer finds, `None` for a missing or null one.
 fn at<'v>(row: &'v Value, pointer: &str) -> Option<&'v Value> {
     row.pointer(pointer).filter(|value| !value.is_null())
 }
 
-fn matches_all(row: &Value, pairs: &[(String, Value)], cwd: &Path) -> bool {
+pub(super) fn matches_all(row: &Value, pairs: &[(String, Value)], cwd: &Path) -> bool {
     pairs.iter().all(|(pointer, want)| {
         let want = match want {
             Value::String(text) => Value::String(fill(text, cwd)),
@@ -981,31 +595,4 @@ fn whole(value: &Value) -> Option<u64> {
             .filter(|number| *number >= 0.0 && number.fract() == 0.0 && *number < 9.0e15)
             .map(|number| number as u64)
     })
-}
-
-fn first_row_matches(path: &Path, pairs: &[(String, Value)], cwd: &Path) -> Result<bool> {
-    let mut file = File::open(path).map_err(|err| Error::io("open", path, err))?;
-    // The first row of a session file is its header; 1 MiB holds any header seen (the largest,
-    // a header carrying the agent's instructions, is about 30 KB).
-    let mut bytes = Vec::new();
-    (&mut file)
-        .take(1024 * 1024)
-        .read_to_end(&mut bytes)
-        .map_err(|err| Error::io("read", path, err))?;
-    let Some(end) = bytes.iter().position(|byte| *byte == b'\n') else {
-        return Ok(false);
-    };
-    let row: Value = serde_json::from_slice(&bytes[..end]).map_err(|err| Error::MeterFile {
-        path: path.to_path_buf(),
-        line: Some(1),
-        problem: format!("is not a JSON line: {err}"),
-    })?;
-    Ok(matches_all(&row, pairs, cwd))
-}
-
-fn file_identity(path: &Path) -> Result<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let meta =
-        std::fs::metadata(path).map_err(|err| Error::io("read the metadata of", path, err))?;
-    Ok((meta.dev(), meta.ino()))
 }
