@@ -264,7 +264,7 @@ impl ParkMachine {
         if self.state != ParkState::Resuming {
             return;
         }
-        // SPEC §3: one prompt, only into a composer seen empty, at a revision newer than any
+        // spec §3: one prompt, only into a composer seen empty, at a revision newer than any
         // refused send; the send expects exactly that revision.
         let Some(composer) = self.evidence else {
             return;

@@ -309,7 +309,7 @@ impl RetryMachine {
         let RetryState::Due { attempt } = self.state else {
             return;
         };
-        // SPEC §3: only a composer seen empty, at a revision newer than any refused send, is
+        // spec §3: only a composer seen empty, at a revision newer than any refused send, is
         // written to, and the send expects exactly that revision.
         let Some(composer) = self.evidence else {
             return;

@@ -171,7 +171,7 @@ struct Home {
 
 fn home_with(lines: &str) -> Home {
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("sessions/-work-project-a");
+    let folder = dir.path().join("sessions/-home-dev-project-a");
     std::fs::create_dir_all(&folder).unwrap();
     let file = folder.join("one.jsonl");
     std::fs::write(&file, lines).unwrap();
@@ -181,7 +181,7 @@ fn home_with(lines: &str) -> Home {
 fn place(home: &Home) -> Place {
     Place {
         home: Some(home.dir.path().to_path_buf()),
-        cwd: PathBuf::from("/work/project-a"),
+        cwd: PathBuf::from("/home/dev/project-a"),
         state: None,
     }
 }
@@ -271,13 +271,13 @@ fn no_file_yet_and_unsupported_are_said_never_read_as_zero() {
     let dir = tempfile::tempdir().unwrap();
     let empty = Place {
         home: Some(dir.path().to_path_buf()),
-        cwd: PathBuf::from("/work/project-a"),
+        cwd: PathBuf::from("/home/dev/project-a"),
         state: None,
     };
     let mut spend = reader("test", "spend", &jsonl_declaration(), empty.clone());
     assert_eq!(
         spend.spend().unwrap(),
-        Reading::NotYet(vec!["{home}/sessions/-work-project-a/*.jsonl".into()])
+        Reading::NotYet(vec!["{home}/sessions/-home-dev-project-a/*.jsonl".into()])
     );
     let declaration = json!({"quota": {"unsupported": "the harness shows no window"}});
     let mut quota = reader("test", "quota", &declaration, empty.clone());
