@@ -62,6 +62,7 @@
 //! [`DISPATCH_LOG_ENV`], which [`call_log`] appends one line per run to. Handlers
 //! see [`EVENT_ENV`] set to the semantic event. The formats are documented in `docs/hooks.md`.
 
+pub mod brief;
 pub mod call_log;
 pub mod canonical;
 mod chain;
@@ -71,12 +72,15 @@ pub mod error;
 pub mod fuzzing;
 pub mod handlers;
 pub mod matcher;
+pub mod memory;
 pub mod native;
+pub mod once;
 mod outcome;
 pub mod pane_link;
 mod permissions;
 mod process;
 pub mod project;
+pub mod session;
 pub mod spool;
 
 pub use call_log::DISPATCH_LOG_ENV;

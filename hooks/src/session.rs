@@ -1,0 +1,310 @@
+//! Session context (issue 45 (d), (e), (h)): the one place where dispatch decides which
+//! groups of the hooks file run (read-once guards) and what belfry itself tells the model once
+//! (the guard brief, the project memory) or does at a turn stop (the memory append).
+//!
+//! Projection side: [`carriers`] gives, for one target, the hooks belfry adds to the plan so
+//! that the harness calls dispatch where the session context can reach the model: a
+//! `session-start` entry where the harness carries session-start context, else a
+//! `prompt-submit` one (the first prompt), and a `turn-stop` entry for a memory append. They
+//! go through the same cells, files and install state as the user's hooks, and compile to
+//! groups with no handlers and a `deliver` list.
+//!
+//! Dispatch side: [`run_groups`] claims the `once` groups and the deliveries in the ledger
+//! (`crate::once`), runs the handlers of the groups that fire, then adds the brief and the
+//! memory after their context. A delivery is claimed only when the answer will carry context
+//! to the harness: never for a host-fired event (its output is discarded) nor on an event the
+//! dialect carries no context on, so the one path that reaches the model is the one that
+//! counts, and the host lifecycle and the harness's own events never deliver twice.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+
+use serde_json::Value;
+
+use crate::canonical::{CanonicalFile, CanonicalHook, Effect, HookId, Intent, Once, Selector};
+use crate::handlers::{HandlerGroup, HooksFile};
+use crate::memory::CompiledMemory;
+use crate::once::{Moment, BRIEF_ENTRY, MEMORY_ENTRY};
+use crate::outcome::{Decision, Outcome};
+use crate::project::adapters::{AdapterData, Cell, Status};
+
+/// The deliveries a carrier group may list.
+pub const DELIVER_BRIEF: &str = "brief";
+pub const DELIVER_MEMORY: &str = "memory";
+pub const DELIVER_MEMORY_APPEND: &str = "memory-append";
+
+/// The `source` the daemon's host lifecycle writes in its stdin (`mux/src/lifecycle.rs`): a
+/// host-fired event's answer is discarded, so it delivers nothing.
+pub const HOST_SOURCE: &str = "belfry-host";
+
+/// The name of the carrier hooks in plans ( `:` is not allowed in a file's hook names, so no
+/// user hook can be mistaken for one).
+pub const CONTEXT_CARRIER: &str = "belfry:session-context";
+pub const APPEND_CARRIER: &str = "belfry:memory-append";
+
+/// What a carrier hook delivers, and the data it carries into the compiled file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionCarrier {
+    pub deliver: Vec<&'static str>,
+    pub brief: Option<String>,
+    pub memory: Option<CompiledMemory>,
+}
+
+/// The event where session context reaches the model on this harness: `session-start` where
+/// it carries context, else `prompt-submit` (the first prompt), else none.
+pub fn context_event(adapter: &AdapterData) -> Option<&'static str> {
+    ["session-start", "prompt-submit"]
+        .into_iter()
+        .find(|event| {
+            adapter.matrix.cell(event).status != Status::Unsupported
+                && adapter.matrix.cell(&format!("{event}.context")).status != Status::Unsupported
+        })
+}
+
+/// The memory block as the compiled file carries it.
+pub fn compiled_memory(canonical: &CanonicalFile) -> Option<CompiledMemory> {
+    use crate::canonical::MemorySource;
+    let memory = canonical.memory.as_ref()?;
+    let (file, command) = match &memory.source {
+        MemorySource::File(path) => (Some(path.clone()), None),
+        MemorySource::Command(argv) => (None, Some(argv.clone())),
+    };
+    Some(CompiledMemory {
+        file,
+        command,
+        append: memory.append.clone(),
+    })
+}
+
+/// The hooks belfry adds to one target's plan (see the module header).
+pub fn carriers(
+    canonical: &CanonicalFile,
+    target_hooks: &[&CanonicalHook],
+    adapter: &AdapterData,
+) -> Vec<CanonicalHook> {
+    // The memory goes to the targets the file's hooks name: a file that names no hook for a
+    // harness says nothing about it.
+    if target_hooks.is_empty() {
+        return Vec::new();
+    }
+    let brief = crate::brief::render(target_hooks);
+    let memory = compiled_memory(canonical);
+    let carrier = |name: &str, event: &str, intent, effects: &[Effect], session| CanonicalHook {
+        id: HookId {
+            scope: canonical.scope,
+            name: name.to_owned(),
+        },
+        at: crate::canonical::Location {
+            file: canonical.path.clone(),
+            line: 1,
+            column: 1,
+        },
+        event: event.to_owned(),
+        intent,
+        selector: Selector::Any,
+        command: Vec::new(),
+        command_windows: None,
+        timeout_ms: crate::memory::MEMORY_TIMEOUT.as_millis() as u64,
+        is_async: false,
+        failure: crate::canonical::Failure::Open,
+        effects: effects.iter().copied().collect(),
+        targets: vec![adapter.name.clone()],
+        once: None,
+        reason: None,
+        session: Some(Box::new(session)),
+    };
+    let mut hooks = Vec::new();
+    let mut deliver = Vec::new();
+    if brief.is_some() {
+        deliver.push(DELIVER_BRIEF);
+    }
+    if memory.is_some() {
+        deliver.push(DELIVER_MEMORY);
+    }
+    if !deliver.is_empty() {
+        let event = context_event(adapter).unwrap_or("session-start");
+        hooks.push(carrier(
+            CONTEXT_CARRIER,
+            event,
+            Intent::Enrich,
+            &[Effect::Context],
+            SessionCarrier {
+                deliver,
+                brief: brief.clone(),
+                memory: memory.clone(),
+            },
+        ));
+    }
+    if memory.as_ref().is_some_and(|m| m.append.is_some()) {
+        hooks.push(carrier(
+            APPEND_CARRIER,
+            "turn-stop",
+            Intent::Observe,
+            &[],
+            SessionCarrier {
+                deliver: vec![DELIVER_MEMORY_APPEND],
+                brief,
+                memory,
+            },
+        ));
+    }
+    hooks
+}
+
+/// The extra cells a carrier shows in `hooks plan`: `guard-brief` and `memory`, each the cell
+/// of the context it travels in, its loss saying how.
+pub fn extra_cells(hook: &CanonicalHook, adapter: &AdapterData) -> Vec<(String, Cell)> {
+    let Some(carrier) = &hook.session else {
+        return Vec::new();
+    };
+    let mut cells = Vec::new();
+    for (delivery, feature) in [(DELIVER_BRIEF, "guard-brief"), (DELIVER_MEMORY, "memory")] {
+        if !carrier.deliver.contains(&delivery) {
+            continue;
+        }
+        let mut cell = adapter.matrix.cell(&format!("{}.context", hook.event));
+        if adapter.matrix.cell(&hook.event).status == Status::Unsupported {
+            cell = adapter.matrix.cell(&hook.event);
+        }
+        if hook.event == "prompt-submit" && cell.status == Status::Exact {
+            cell.status = Status::Lossy;
+        }
+        if cell.status == Status::Lossy && hook.event == "prompt-submit" {
+            let how = cell.loss.take().unwrap_or_default();
+            cell.loss = Some(format!(
+                "no session-start context: told with the first prompt{}",
+                if how.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({how})")
+                }
+            ));
+        }
+        cells.push((feature.to_owned(), cell));
+    }
+    cells
+}
+
+/// Adds a carrier's members to the compiled file: its group (no handlers, a `deliver` list)
+/// and, once per file, the `brief` and `memory` it carries.
+pub fn compile_carrier(carrier: &SessionCarrier, file: &mut serde_json::Map<String, Value>) {
+    if let Some(brief) = &carrier.brief {
+        file.insert("brief".to_owned(), Value::String(brief.clone()));
+    }
+    if let Some(memory) = &carrier.memory {
+        if let Ok(value) = serde_json::to_value(memory) {
+            file.insert("memory".to_owned(), value);
+        }
+    }
+}
+
+/// What dispatch knows when it runs the groups that select a hook.
+pub struct GroupRun<'a> {
+    pub event: &'a str,
+    pub session_id: Option<&'a str>,
+    pub source: Option<&'a str>,
+    pub is_compaction: bool,
+    /// Whether the answer carries context to the model on this event.
+    pub carries_context: bool,
+    pub stdin: &'a [u8],
+    pub handler_stdin: &'a [u8],
+    pub env: &'a dyn Fn(&str) -> Option<OsString>,
+}
+
+/// Runs the groups of `hooks` that select this hook: claims the `once` groups and deliveries,
+/// runs the handlers of the groups that fire, then delivers. Returns the outcome and how many
+/// handlers ran.
+pub fn run_groups(
+    hooks: &HooksFile,
+    groups: &[&HandlerGroup],
+    run: &GroupRun<'_>,
+) -> (Outcome, usize) {
+    let host_fired = run.source == Some(HOST_SOURCE);
+    let delivers = |what: &str| groups.iter().any(|g| g.deliver.iter().any(|d| d == what));
+    let mut wanted: Vec<(&str, Once)> = groups
+        .iter()
+        .filter_map(|g| g.once.as_ref().map(|once| (once.name.as_str(), once.scope)))
+        .collect();
+    let can_tell = run.carries_context && !host_fired;
+    if can_tell && delivers(DELIVER_BRIEF) && hooks.brief.is_some() {
+        wanted.push((BRIEF_ENTRY, Once::Context));
+    }
+    if can_tell && delivers(DELIVER_MEMORY) && hooks.memory.is_some() {
+        wanted.push((MEMORY_ENTRY, Once::Session));
+    }
+    // Every dispatch that sees a lifecycle event settles the ledger, so a compaction re-arms
+    // the guards even when no `once` group selects the compaction event itself.
+    let rearms = run.is_compaction || matches!(run.event, "pre-compact" | "session-start");
+    let mut notes = Vec::new();
+    let claimed: BTreeSet<String> = if wanted.is_empty() && !rearms {
+        BTreeSet::new()
+    } else {
+        let key = crate::once::ledger_key(run.env, run.session_id);
+        let moment = Moment {
+            event: run.event,
+            session_id: run.session_id,
+            source: run.source,
+            is_compaction: run.is_compaction,
+        };
+        match crate::once::claim(
+            &crate::once::ledger_dir(run.env),
+            key.as_deref(),
+            &moment,
+            &wanted,
+        ) {
+            Ok(claimed) => claimed,
+            Err(err) => {
+                notes.push(format!("belfry dispatch: {err}"));
+                wanted.iter().map(|(name, _)| (*name).to_owned()).collect()
+            }
+        }
+    };
+    let fires = |group: &&&HandlerGroup| {
+        group
+            .once
+            .as_ref()
+            .is_none_or(|once| claimed.contains(&once.name))
+    };
+    let handlers: Vec<_> = groups
+        .iter()
+        .filter(fires)
+        .flat_map(|group| group.handlers.iter())
+        .collect();
+    let count = handlers.len();
+    let mut outcome = if handlers.is_empty() {
+        Outcome::allow_silently()
+    } else {
+        crate::chain::run_chain(handlers.into_iter(), run.event, run.handler_stdin)
+    };
+    if outcome.decision == Decision::Allow {
+        let mut told = Vec::new();
+        if claimed.contains(BRIEF_ENTRY) {
+            told.extend(hooks.brief.clone());
+        }
+        if claimed.contains(MEMORY_ENTRY) {
+            match hooks.memory.as_ref().map(CompiledMemory::context) {
+                Some(Ok(Some(text))) => told.push(text),
+                Some(Err(err)) => notes.push(format!("belfry dispatch: memory not told: {err}")),
+                _ => {}
+            }
+        }
+        for text in told {
+            if !outcome.context.is_empty() {
+                outcome.context.push('\n');
+            }
+            outcome.context.push_str(&text);
+        }
+    }
+    if delivers(DELIVER_MEMORY_APPEND) && !host_fired {
+        if let Some(Err(err)) = hooks.memory.as_ref().map(|m| m.append_turn(run.stdin)) {
+            notes.push(format!("belfry dispatch: memory not appended: {err}"));
+        }
+    }
+    for note in notes {
+        if !outcome.reason.is_empty() {
+            outcome.reason.push('\n');
+        }
+        outcome.reason.push_str(&note);
+    }
+    (outcome, count)
+}
