@@ -234,6 +234,7 @@ fn validate_groups(event: &str, raw_groups: Vec<RawGroup>) -> Result<Vec<Handler
                 crate::session::DELIVER_BRIEF,
                 crate::session::DELIVER_MEMORY,
                 crate::session::DELIVER_MEMORY_APPEND,
+                crate::session::DELIVER_ONCE_RESET,
             ];
             if !known.contains(&what.as_str()) {
                 return Err(format!(

@@ -32,6 +32,9 @@ use crate::project::adapters::{AdapterData, Cell, Status};
 pub const DELIVER_BRIEF: &str = "brief";
 pub const DELIVER_MEMORY: &str = "memory";
 pub const DELIVER_MEMORY_APPEND: &str = "memory-append";
+/// A group that only makes the harness call dispatch on a lifecycle event, so the read-once
+/// ledger sees the compaction or the new session that re-arms its guards.
+pub const DELIVER_ONCE_RESET: &str = "once-reset";
 
 /// The `source` the daemon's host lifecycle writes in its stdin (`mux/src/lifecycle.rs`): a
 /// host-fired event's answer is discarded, so it delivers nothing.
@@ -41,6 +44,7 @@ pub const HOST_SOURCE: &str = "belfry-host";
 /// user hook can be mistaken for one).
 pub const CONTEXT_CARRIER: &str = "belfry:session-context";
 pub const APPEND_CARRIER: &str = "belfry:memory-append";
+pub const RESET_CARRIER: &str = "belfry:once-reset";
 
 /// What a carrier hook delivers, and the data it carries into the compiled file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,6 +138,31 @@ pub fn carriers(
                 memory: memory.clone(),
             },
         ));
+    }
+    // `once "context"` guards re-arm when the context is lost, which dispatch sees only if
+    // the harness calls it then: at pre-compact, and at session-start (a clear, or a
+    // compaction the adapter declares as a session-start source).
+    if target_hooks
+        .iter()
+        .any(|hook| hook.once == Some(Once::Context))
+    {
+        let told_at_start = hooks.iter().any(|hook| hook.event == "session-start");
+        for event in ["pre-compact", "session-start"] {
+            if event == "session-start" && told_at_start {
+                continue;
+            }
+            hooks.push(carrier(
+                RESET_CARRIER,
+                event,
+                Intent::Observe,
+                &[],
+                SessionCarrier {
+                    deliver: vec![DELIVER_ONCE_RESET],
+                    brief: None,
+                    memory: None,
+                },
+            ));
+        }
     }
     if memory.as_ref().is_some_and(|m| m.append.is_some()) {
         hooks.push(carrier(
@@ -307,4 +336,164 @@ pub fn run_groups(
         outcome.reason.push_str(&note);
     }
     (outcome, count)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use crate::dispatch::{run_dispatch_with_env, DispatchOptions};
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        root: PathBuf,
+        hooks_file: PathBuf,
+        log: PathBuf,
+        notes: PathBuf,
+    }
+
+    /// A compiled hooks file as `belfry hooks apply` writes one: a `once "context"` guard that
+    /// logs each run, a plain group, the carriers of a brief and a memory with an append.
+    fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let root = dir.path().to_path_buf();
+        let log = root.join("fired.log");
+        let notes = root.join("NOTES.md");
+        let _ = std::fs::write(&notes, "build with make\n");
+        let logger = |word: &str| {
+            serde_json::json!(["sh", "-c", format!("echo {word} >> {}", log.display())])
+        };
+        let file = serde_json::json!({
+            "version": 1,
+            "brief": "Guards in force here (belfry hooks): these actions are refused; do not attempt them.\n- no-push: refuses shell commands",
+            "memory": {"file": notes, "append": ["sh", "-c", "echo turn done"]},
+            "events": {
+                "before-tool": [
+                    {"matcher": "edit", "handlers": [{"argv": logger("once")}],
+                     "once": {"name": "project/read-docs", "scope": "context"}},
+                    {"matcher": "edit", "handlers": [{"argv": logger("every")}]}
+                ],
+                "session-start": [{"matcher": "*", "handlers": [], "deliver": ["brief", "memory"]}],
+                "pre-compact": [{"matcher": "*", "handlers": [], "deliver": ["once-reset"]}],
+                "turn-stop": [{"matcher": "*", "handlers": [], "deliver": ["memory-append"]}]
+            }
+        });
+        let hooks_file = root.join("hooks.json");
+        let _ = std::fs::write(&hooks_file, serde_json::to_vec(&file).unwrap_or_default());
+        Setup {
+            _dir: dir,
+            root,
+            hooks_file,
+            log,
+            notes,
+        }
+    }
+
+    fn dispatch(setup: &Setup, event: &str, stdin: &str) -> crate::Outcome {
+        let opts = DispatchOptions {
+            event: event.to_owned(),
+            hooks_file: Some(setup.hooks_file.clone()),
+            ..DispatchOptions::default()
+        };
+        let state = setup.root.join("state");
+        let env =
+            move |name: &str| (name == "BELFRY_STATE").then(|| state.clone().into_os_string());
+        run_dispatch_with_env(&opts, Ok(stdin.as_bytes()), &env, None).outcome
+    }
+
+    fn lines(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    const EDIT: &str = r#"{"session_id":"s1","tool_name":"edit"}"#;
+
+    #[test]
+    fn a_once_guard_fires_once_and_again_after_a_compaction_or_a_new_session() {
+        let s = setup();
+        dispatch(&s, "before-tool", EDIT);
+        dispatch(&s, "before-tool", EDIT);
+        assert_eq!(lines(&s.log), ["once", "every", "every"]);
+        dispatch(&s, "pre-compact", r#"{"session_id":"s1"}"#);
+        dispatch(&s, "before-tool", EDIT);
+        assert_eq!(lines(&s.log)[3..], ["once", "every"]);
+        dispatch(
+            &s,
+            "before-tool",
+            r#"{"session_id":"s2","tool_name":"edit"}"#,
+        );
+        assert_eq!(lines(&s.log)[5..], ["once", "every"]);
+        // A tool the selector does not pick never claims the guard.
+        dispatch(
+            &s,
+            "before-tool",
+            r#"{"session_id":"s3","tool_name":"shell"}"#,
+        );
+        dispatch(
+            &s,
+            "before-tool",
+            r#"{"session_id":"s3","tool_name":"edit"}"#,
+        );
+        assert_eq!(lines(&s.log)[7..], ["once", "every"]);
+    }
+
+    #[test]
+    fn the_brief_and_the_memory_are_told_once_and_the_brief_again_after_a_clear() {
+        let s = setup();
+        let host = dispatch(
+            &s,
+            "session-start",
+            r#"{"session_id":"s1","source":"belfry-host"}"#,
+        );
+        assert_eq!(host.context, "", "a host-fired event's answer is discarded");
+        let first = dispatch(&s, "session-start", r#"{"session_id":"s1"}"#);
+        assert_eq!(first.context.matches("Guards in force here").count(), 1);
+        assert_eq!(first.context.matches("build with make").count(), 1);
+        assert!(first.context.contains("- no-push: refuses shell commands"));
+        let again = dispatch(&s, "session-start", r#"{"session_id":"s1","source":"x"}"#);
+        assert_eq!(again.context, "");
+        let cleared = dispatch(
+            &s,
+            "session-start",
+            r#"{"session_id":"s1","source":"clear"}"#,
+        );
+        assert_eq!(cleared.context.matches("Guards in force here").count(), 1);
+        assert!(
+            !cleared.context.contains("build with make"),
+            "{}",
+            cleared.context
+        );
+    }
+
+    #[test]
+    fn a_turn_stop_appends_to_the_memory_once_per_turn() {
+        let s = setup();
+        dispatch(&s, "turn-stop", r#"{"session_id":"s1"}"#);
+        dispatch(&s, "turn-stop", r#"{"session_id":"s1"}"#);
+        dispatch(
+            &s,
+            "turn-stop",
+            r#"{"session_id":"s1","source":"belfry-host"}"#,
+        );
+        assert_eq!(
+            lines(&s.notes),
+            ["build with make", "turn done", "turn done"]
+        );
+    }
+
+    #[test]
+    fn without_a_key_a_once_guard_runs_every_time_and_says_why() {
+        let s = setup();
+        let first = dispatch(&s, "before-tool", r#"{"tool_name":"edit"}"#);
+        dispatch(&s, "before-tool", r#"{"tool_name":"edit"}"#);
+        assert_eq!(lines(&s.log), ["once", "every", "once", "every"]);
+        assert!(
+            first.reason.contains("no key for read-once guards"),
+            "{}",
+            first.reason
+        );
+    }
 }
