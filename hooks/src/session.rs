@@ -401,6 +401,12 @@ mod tests {
         run_dispatch_with_env(&opts, Ok(stdin.as_bytes()), &env, None).outcome
     }
 
+    /// A dispatch whose answer is not looked at beyond being an allow.
+    fn fire(setup: &Setup, event: &str, stdin: &str) {
+        let outcome = dispatch(setup, event, stdin);
+        assert_eq!(outcome.decision, crate::Decision::Allow, "{outcome:?}");
+    }
+
     fn lines(path: &Path) -> Vec<String> {
         std::fs::read_to_string(path)
             .unwrap_or_default()
@@ -414,25 +420,25 @@ mod tests {
     #[test]
     fn a_once_guard_fires_once_and_again_after_a_compaction_or_a_new_session() {
         let s = setup();
-        dispatch(&s, "before-tool", EDIT);
-        dispatch(&s, "before-tool", EDIT);
+        fire(&s, "before-tool", EDIT);
+        fire(&s, "before-tool", EDIT);
         assert_eq!(lines(&s.log), ["once", "every", "every"]);
-        dispatch(&s, "pre-compact", r#"{"session_id":"s1"}"#);
-        dispatch(&s, "before-tool", EDIT);
+        fire(&s, "pre-compact", r#"{"session_id":"s1"}"#);
+        fire(&s, "before-tool", EDIT);
         assert_eq!(lines(&s.log)[3..], ["once", "every"]);
-        dispatch(
+        fire(
             &s,
             "before-tool",
             r#"{"session_id":"s2","tool_name":"edit"}"#,
         );
         assert_eq!(lines(&s.log)[5..], ["once", "every"]);
         // A tool the selector does not pick never claims the guard.
-        dispatch(
+        fire(
             &s,
             "before-tool",
             r#"{"session_id":"s3","tool_name":"shell"}"#,
         );
-        dispatch(
+        fire(
             &s,
             "before-tool",
             r#"{"session_id":"s3","tool_name":"edit"}"#,
@@ -471,9 +477,9 @@ mod tests {
     #[test]
     fn a_turn_stop_appends_to_the_memory_once_per_turn() {
         let s = setup();
-        dispatch(&s, "turn-stop", r#"{"session_id":"s1"}"#);
-        dispatch(&s, "turn-stop", r#"{"session_id":"s1"}"#);
-        dispatch(
+        fire(&s, "turn-stop", r#"{"session_id":"s1"}"#);
+        fire(&s, "turn-stop", r#"{"session_id":"s1"}"#);
+        fire(
             &s,
             "turn-stop",
             r#"{"session_id":"s1","source":"belfry-host"}"#,
@@ -488,7 +494,7 @@ mod tests {
     fn without_a_key_a_once_guard_runs_every_time_and_says_why() {
         let s = setup();
         let first = dispatch(&s, "before-tool", r#"{"tool_name":"edit"}"#);
-        dispatch(&s, "before-tool", r#"{"tool_name":"edit"}"#);
+        fire(&s, "before-tool", r#"{"tool_name":"edit"}"#);
         assert_eq!(lines(&s.log), ["once", "every", "once", "every"]);
         assert!(
             first.reason.contains("no key for read-once guards"),
