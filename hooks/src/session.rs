@@ -46,6 +46,9 @@ pub const CONTEXT_CARRIER: &str = "belfry:session-context";
 pub const APPEND_CARRIER: &str = "belfry:memory-append";
 pub const RESET_CARRIER: &str = "belfry:once-reset";
 
+/// The handler timeout a carrier without a memory program declares.
+const CARRIER_TIMEOUT_MS: u64 = 1_000;
+
 /// What a carrier hook delivers, and the data it carries into the compiled file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionCarrier {
@@ -93,29 +96,36 @@ pub fn carriers(
     }
     let brief = crate::brief::render(target_hooks);
     let memory = compiled_memory(canonical);
-    let carrier = |name: &str, event: &str, intent, effects: &[Effect], session| CanonicalHook {
-        id: HookId {
-            scope: canonical.scope,
-            name: name.to_owned(),
-        },
-        at: crate::canonical::Location {
-            file: canonical.path.clone(),
-            line: 1,
-            column: 1,
-        },
-        event: event.to_owned(),
-        intent,
-        selector: Selector::Any,
-        command: Vec::new(),
-        command_windows: None,
-        timeout_ms: crate::memory::MEMORY_TIMEOUT.as_millis() as u64,
-        is_async: false,
-        failure: crate::canonical::Failure::Open,
-        effects: effects.iter().copied().collect(),
-        targets: vec![adapter.name.clone()],
-        once: None,
-        reason: None,
-        session: Some(Box::new(session)),
+    let carrier = |name: &str, event: &str, intent, effects: &[Effect], session: SessionCarrier| {
+        CanonicalHook {
+            id: HookId {
+                scope: canonical.scope,
+                name: name.to_owned(),
+            },
+            at: crate::canonical::Location {
+                file: canonical.path.clone(),
+                line: 1,
+                column: 1,
+            },
+            event: event.to_owned(),
+            intent,
+            selector: Selector::Any,
+            command: Vec::new(),
+            command_windows: None,
+            // Only a memory program can take long; a brief or a reset is a file read.
+            timeout_ms: if session.memory.is_some() {
+                crate::memory::MEMORY_TIMEOUT.as_millis() as u64
+            } else {
+                CARRIER_TIMEOUT_MS
+            },
+            is_async: false,
+            failure: crate::canonical::Failure::Open,
+            effects: effects.iter().copied().collect(),
+            targets: vec![adapter.name.clone()],
+            once: None,
+            reason: None,
+            session: Some(Box::new(session)),
+        }
     };
     let mut hooks = Vec::new();
     let mut deliver = Vec::new();
