@@ -1,0 +1,270 @@
+//! Issue 45, live: the guard brief, a read-once guard and the project memory, projected by
+//! `belfry hooks apply` and run by the real harnesses offline against the scripted model
+//! server in a loopback-only network namespace (the server's request log is what reached the
+//! model).
+//!
+//! One canonical file per harness: a read-once observer on shell calls (`once "context"`;
+//! `once "session"` on Gemini CLI, whose pre-compact fires before every request), an
+//! enforce guard that refuses the first scripted shell command (its `reason` is in the brief),
+//! and `memory { file "NOTES.md"; append "scripts/append.sh" }`. One one-shot turn makes two
+//! shell calls; then a second one-shot run is a new session. Held to:
+//! - the brief and the memory are in the first request exactly once, and not added again
+//!   later in the turn (the last request holds each exactly once too);
+//! - the read-once guard ran once for the two matching calls of the first session, and once
+//!   more in the new session;
+//! - the turn-stop append landed once per turn (two runs, two lines).
+//!
+//! Ignored by default: `cargo build --workspace --bins`, then
+//! `BELFRY_HARNESS_DIR=/path/to/harnesses cargo test -p belfry-tests --test session_context_live
+//! -- --ignored --test-threads=1 --nocapture`. It fails with the reason when something is
+//! missing; it never skips.
+
+use belfry_tests::projection_live::{
+    harness_bin, model_server, write, CellsRun, BEFORE_REFUSAL, CELLS_PROMPT,
+};
+
+const BRIEF_HEADER: &str = "Guards in force here (belfry hooks)";
+const RULE_WHY: &str = "RULE-WHY-5521";
+const MEMORY_NOTE: &str = "MEMORY-NOTE-8841";
+const APPENDED: &str = "TURN-APPENDED-3391";
+
+/// Writes the canonical file, the read-once program, the append program and the memory file,
+/// over the cells project `CellsRun::new` wrote (its observer is the guard's program: it
+/// refuses the first scripted command).
+fn session_project(run: &CellsRun, once: &str) {
+    let once_log = run.base.join("once.log");
+    write(
+        &run.project.join("scripts/once.sh"),
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\necho once >> {}\nexit 0\n",
+            once_log.display()
+        ),
+        true,
+    );
+    write(
+        &run.project.join("scripts/append.sh"),
+        &format!("#!/bin/sh\ncat >/dev/null\necho {APPENDED}\n"),
+        true,
+    );
+    write(
+        &run.project.join("NOTES.md"),
+        &format!("{MEMORY_NOTE}: tests run with make check\n"),
+        false,
+    );
+    let target = &run.target;
+    write(
+        &run.project.join("belfry-hooks.kdl"),
+        &format!(
+            "hook \"read-once\" {{ event \"before-tool\"; intent \"observe\"; select tool=\"shell\"; once \"{once}\"; command \"scripts/once.sh\"; targets \"{target}\" }}\n\
+             hook \"no-block-word\" {{ event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; reason \"{RULE_WHY} the marker must not be touched\"; command \"scripts/observe.sh\" \"before-tool\"; failure \"closed\"; targets \"{target}\" }}\n\
+             memory {{ file \"NOTES.md\"; append \"scripts/append.sh\"; }}\n"
+        ),
+        false,
+    );
+}
+
+fn count(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+fn once_runs(run: &CellsRun) -> usize {
+    std::fs::read_to_string(run.base.join("once.log"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+fn appended(run: &CellsRun) -> usize {
+    count(
+        &std::fs::read_to_string(run.project.join("NOTES.md")).unwrap_or_default(),
+        APPENDED,
+    )
+}
+
+/// Checks one run's requests (from `first` on): the brief and the memory exactly once in its
+/// first request and in its last.
+fn assert_told_once(run: &CellsRun, first: usize, what: &str) {
+    let bodies = run.request_bodies();
+    assert!(
+        bodies.len() > first,
+        "{}: {what}: no request reached the model server",
+        run.label
+    );
+    let bodies = &bodies[first..];
+    for (name, body) in [("first", &bodies[0]), ("last", &bodies[bodies.len() - 1])] {
+        for needle in [BRIEF_HEADER, RULE_WHY, MEMORY_NOTE] {
+            assert_eq!(
+                count(body, needle),
+                1,
+                "{}: {what}: {needle:?} in the {name} request {} times, expected once",
+                run.label,
+                count(body, needle)
+            );
+        }
+    }
+    println!(
+        "{}: {what}: {} requests; brief and memory once in the first and in the last",
+        run.label,
+        bodies.len()
+    );
+}
+
+fn assert_session(run: &CellsRun, output: &std::process::Output, first_request: usize) {
+    let log = || {
+        format!(
+            "stdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    };
+    assert!(
+        !run.blocked_marker.exists(),
+        "{}: the guard did not block: {}",
+        run.label,
+        log()
+    );
+    assert!(
+        run.model_saw(BEFORE_REFUSAL),
+        "{}: the model never saw the guard's refusal: {}",
+        run.label,
+        log()
+    );
+    assert!(
+        run.ran_marker.exists(),
+        "{}: the second command never ran: {}",
+        run.label,
+        log()
+    );
+    assert_told_once(run, first_request, "session");
+}
+
+fn two_sessions(run: &CellsRun, one_shot: &dyn Fn() -> std::process::Output) {
+    let output = one_shot();
+    assert_session(run, &output, 0);
+    assert_eq!(
+        once_runs(run),
+        1,
+        "{}: the read-once guard ran {} times for two matching calls",
+        run.label,
+        once_runs(run)
+    );
+    assert_eq!(
+        appended(run),
+        1,
+        "{}: turn-stop appends after one turn",
+        run.label
+    );
+    println!(
+        "{}: two shell calls, the read-once guard ran once; one turn, one append",
+        run.label
+    );
+    let before = run.request_bodies().len();
+    let _ = std::fs::remove_file(&run.ran_marker);
+    let output = one_shot();
+    assert_session(run, &output, before);
+    assert_eq!(
+        once_runs(run),
+        2,
+        "{}: a new session re-arms the read-once guard",
+        run.label
+    );
+    assert_eq!(
+        appended(run),
+        2,
+        "{}: turn-stop appends after two turns",
+        run.label
+    );
+    println!(
+        "{}: new session: the read-once guard ran again once; memory told again once; 2 appends",
+        run.label
+    );
+}
+
+#[test]
+#[ignore = "live: needs Claude Code, belfry-model-server and a network namespace"]
+fn claude_gets_the_brief_and_memory_once_and_a_read_once_guard_fires_once() {
+    let claude = harness_bin(
+        "claude",
+        "BELFRY_CLAUDE_BIN",
+        "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    );
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "claude");
+    session_project(&run, "context");
+    write(
+        &run.project.join(".claude/settings.json"),
+        "{\n  \"permissions\": {\"allow\": [\"Bash\"]}\n}\n",
+        false,
+    );
+    let key = "sk-ant-belfry-live-0123456789abcdefghij";
+    write(
+        &run.home.join(".claude.json"),
+        &serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "projects": { run.project.display().to_string(): { "hasTrustDialogAccepted": true } },
+            "customApiKeyResponses": { "approved": [&key[key.len() - 20..]], "rejected": [] },
+        })
+        .to_string(),
+        false,
+    );
+    println!("{}", run.apply(&[], &[]));
+    let env = [
+        ("ANTHROPIC_API_KEY", key.to_string()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+    ];
+    two_sessions(&run, &|| {
+        run.run(
+            &model_server(),
+            "",
+            &format!(
+                "ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} -p '{CELLS_PROMPT}' --allowedTools Bash",
+                claude.display()
+            ),
+            &env,
+        )
+    });
+}
+
+#[test]
+#[ignore = "live: needs Gemini CLI, belfry-model-server and a network namespace"]
+fn gemini_gets_the_brief_and_memory_once_and_a_read_once_guard_fires_once() {
+    let gemini = harness_bin("gemini", "BELFRY_GEMINI_BIN", "node_modules/.bin/gemini");
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "gemini");
+    // Gemini CLI fires PreCompress before every model request with history, compaction or
+    // not (the pre-compact cell's loss, `gemini:pre-compact-fires-without-compaction`), and
+    // every pre-compact re-arms `once "context"` guards: there they fire once per request.
+    // Measured first with "context": the guard ran 2 times for the turn's two calls. A
+    // `once "session"` guard is exact.
+    session_project(&run, "session");
+    write(
+        &run.home.join(".gemini/settings.json"),
+        &serde_json::json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false},
+            "ide": {"enabled": false, "hasSeenNudge": true},
+        })
+        .to_string(),
+        false,
+    );
+    write(
+        &run.home.join(".gemini/trustedFolders.json"),
+        &serde_json::json!({ run.project.display().to_string(): "TRUST_FOLDER" }).to_string(),
+        false,
+    );
+    println!("{}", run.apply(&[], &[]));
+    two_sessions(&run, &|| {
+        run.run(
+            &model_server(),
+            "",
+            &format!(
+                "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:$PORT timeout 120 {} --yolo -p '{CELLS_PROMPT}'",
+                gemini.display()
+            ),
+            &[("GEMINI_API_KEY", "belfry-live-key".into())],
+        )
+    });
+}
