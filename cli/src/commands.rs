@@ -2234,6 +2234,7 @@ fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result<i32> {
     let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
     let mut all = declarations(file, if replace { "up --replace" } else { "up" })?;
     crate::hooks::refuse_unguarded_agents(&all, &path)?;
+    crate::charter_brief::brief_into_charters(&mut all, &path, &paths::state_dir())?;
     default_policies(&mut all);
     let drift = if replace {
         DriftPolicy::Replace

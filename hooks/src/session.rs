@@ -46,6 +46,10 @@ pub const CONTEXT_CARRIER: &str = "belfry:session-context";
 pub const APPEND_CARRIER: &str = "belfry:memory-append";
 pub const RESET_CARRIER: &str = "belfry:once-reset";
 
+/// Set in an agent's environment by `belfry up` when the guard brief is in the agent's charter
+/// file (the harness's system prompt): dispatch then does not tell it again.
+pub const BRIEF_IN_CHARTER_ENV: &str = "BELFRY_BRIEF_IN_CHARTER";
+
 /// The handler timeout a carrier without a memory program declares.
 const CARRIER_TIMEOUT_MS: u64 = 1_000;
 
@@ -81,6 +85,40 @@ pub fn compiled_memory(canonical: &CanonicalFile) -> Option<CompiledMemory> {
         command,
         append: memory.append.clone(),
     })
+}
+
+/// The guard brief that belongs in a charter file for `target`, from the canonical file of
+/// `context`'s scope: only where the harness has no exact session-start context (there the
+/// charter, its system prompt, is the better place than the first prompt). `None` when the
+/// file does not exist, names no enforce hook for the target, or the harness takes the brief
+/// exactly at session start.
+pub fn charter_brief(
+    context: &crate::project::Context,
+    target: &str,
+) -> Result<Option<String>, crate::project::ProjectError> {
+    let (adapters, canonical) = match crate::project::load(context) {
+        Ok(loaded) => loaded,
+        Err(crate::project::ProjectError::Canonical(err))
+            if matches!(*err.problem, crate::canonical::Problem::NotFound) =>
+        {
+            return Ok(None)
+        }
+        Err(err) => return Err(err),
+    };
+    let Some(adapter) = adapters.by_name.get(target) else {
+        return Ok(None);
+    };
+    let exact_at_start = adapter.matrix.cell("session-start").status == Status::Exact
+        && adapter.matrix.cell("session-start.context").status == Status::Exact;
+    if exact_at_start {
+        return Ok(None);
+    }
+    let hooks: Vec<&CanonicalHook> = canonical
+        .hooks
+        .iter()
+        .filter(|hook| hook.targets.iter().any(|t| t == target))
+        .collect();
+    Ok(crate::brief::render(&hooks))
 }
 
 /// The hooks belfry adds to one target's plan (see the module header).
@@ -265,7 +303,8 @@ pub fn run_groups(
         .filter_map(|g| g.once.as_ref().map(|once| (once.name.as_str(), once.scope)))
         .collect();
     let can_tell = run.carries_context && !host_fired;
-    if can_tell && delivers(DELIVER_BRIEF) && hooks.brief.is_some() {
+    let in_charter = (run.env)(BRIEF_IN_CHARTER_ENV).is_some_and(|value| !value.is_empty());
+    if can_tell && !in_charter && delivers(DELIVER_BRIEF) && hooks.brief.is_some() {
         wanted.push((BRIEF_ENTRY, Once::Context));
     }
     if can_tell && delivers(DELIVER_MEMORY) && hooks.memory.is_some() {
