@@ -267,5 +267,13 @@ console.log("input: " + JSON.stringify(await on.input({{ text: "hello" }}, ctx))
         out.contains("{\"type\":\"text\",\"text\":\"repo note: run tests with nice\"}]}"),
         "{out}"
     );
-    assert!(out.contains("input: {\"action\":\"transform\",\"text\":\"hello\\n\\nrepo note: run tests with nice\"}\n"), "{out}");
+    // The first prompt also carries the guard brief: Pi has no session-start context (issue 45).
+    assert!(
+        out.contains(
+            "input: {\"action\":\"transform\",\"text\":\"hello\\n\\nrepo note: run tests with nice\\n\
+             Guards in force here (belfry hooks): these actions are refused; do not attempt them.\\n\
+             - no-force-push: refuses shell commands\"}\n"
+        ),
+        "{out}"
+    );
 }

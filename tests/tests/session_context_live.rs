@@ -410,3 +410,76 @@ fn claude_re_arms_a_read_once_guard_after_compact_typed_in_a_pane() {
         after.len()
     );
 }
+
+#[test]
+#[ignore = "live: needs Qwen Code, belfry-model-server and a network namespace"]
+fn qwen_gets_the_brief_and_memory_once_and_a_read_once_guard_fires_once() {
+    let qwen = harness_bin("qwen", "BELFRY_QWEN_BIN", "node_modules/.bin/qwen");
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "qwen");
+    session_project(&run, "context");
+    write(
+        &run.home.join(".qwen/settings.json"),
+        &serde_json::json!({
+            "security": {"auth": {"selectedType": "openai"}},
+            "general": {"enableAutoUpdate": false},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false},
+        })
+        .to_string(),
+        false,
+    );
+    println!("{}", run.apply(&[], &[]));
+    two_sessions(&run, &|| {
+        run.run(
+            &model_server(),
+            "",
+            &format!(
+                "OPENAI_BASE_URL=http://127.0.0.1:$PORT/v1 timeout 150 {} --yolo -p '{CELLS_PROMPT}'",
+                qwen.display()
+            ),
+            &[
+                ("OPENAI_API_KEY", "belfry-live-key".into()),
+                ("OPENAI_MODEL", "scripted-model".into()),
+                ("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1".into()),
+            ],
+        )
+    });
+}
+
+/// Pi has no session-start context: the brief and the memory come with the first prompt
+/// (the extension's `input` transform appends them to the prompt text), once.
+#[test]
+#[ignore = "live: needs Pi, belfry-model-server and a network namespace"]
+fn pi_gets_the_brief_and_memory_with_the_first_prompt_once_and_a_read_once_guard_fires_once() {
+    let pi = harness_bin("pi", "BELFRY_PI_BIN", "node_modules/.bin/pi");
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "pi");
+    session_project(&run, "context");
+    let agent_dir = run.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent_dir).unwrap_or_else(|err| panic!("{err}"));
+    println!(
+        "{}",
+        run.apply(&["--trust"], &[("PI_CODING_AGENT_DIR", &agent_dir)])
+    );
+    let env = [
+        ("PI_CODING_AGENT_DIR", agent_dir.display().to_string()),
+        ("PI_OFFLINE", "1".into()),
+        ("PI_SKIP_VERSION_CHECK", "1".into()),
+        ("PI_TELEMETRY", "0".into()),
+    ];
+    two_sessions(&run, &|| {
+        run.run(
+            &model_server(),
+            &format!(
+                "printf '{{\"providers\":{{\"mock\":{{\"baseUrl\":\"http://127.0.0.1:%s/v1\",\"api\":\"openai-completions\",\"apiKey\":\"belfry-live-key\",\"models\":[{{\"id\":\"scripted-model\",\"name\":\"Scripted model\"}}]}}}}}}' $PORT > {}",
+                agent_dir.join("models.json").display()
+            ),
+            &format!(
+                "timeout 120 {} --offline --provider mock --model scripted-model -p '{CELLS_PROMPT}'",
+                pi.display()
+            ),
+            &env,
+        )
+    });
+}
