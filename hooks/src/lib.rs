@@ -12,7 +12,10 @@
 //! hooks file through [`handlers`] (the JSON schema, validation and the ownership/mode check of
 //! `permissions`), selects groups with [`matcher`], and hands the handlers to `chain`, which
 //! runs each one through `process` (argv only, a deadline, the process group killed on
-//! timeout) and folds the answers into an [`Outcome`]. [`spool`] appends the context for the
+//! timeout) and folds the answers into an [`Outcome`]. Between selecting and running,
+//! [`session`] decides which groups fire (read-once guards, the ledger of [`once`]) and adds
+//! what belfry tells the model itself: the guard brief ([`brief`]) and the project memory
+//! ([`memory`]). [`spool`] appends the context for the
 //! host to drain later, and [`native`] renders the outcome for a dialect. [`error`] holds the
 //! one error enum.
 //!

@@ -239,9 +239,12 @@ pub fn extra_cells(hook: &CanonicalHook, adapter: &AdapterData) -> Vec<(String, 
         if !carrier.deliver.contains(&delivery) {
             continue;
         }
+        // The worse of the event's cell and its context cell: a context carried exactly on
+        // an event that fires late (at the first prompt) arrives late.
+        let event_cell = adapter.matrix.cell(&hook.event);
         let mut cell = adapter.matrix.cell(&format!("{}.context", hook.event));
-        if adapter.matrix.cell(&hook.event).status == Status::Unsupported {
-            cell = adapter.matrix.cell(&hook.event);
+        if event_cell.status > cell.status {
+            cell = event_cell;
         }
         if hook.event == "prompt-submit" && cell.status == Status::Exact {
             cell.status = Status::Lossy;
