@@ -40,6 +40,12 @@ const APPENDED: &str = "TURN-APPENDED-3391";
 /// over the cells project `CellsRun::new` wrote (its observer is the guard's program: it
 /// refuses the first scripted command).
 fn session_project(run: &CellsRun, once: &str) {
+    session_project_with(run, once, true);
+}
+
+/// [`session_project`]; without `guard` the file has no enforce hook (a harness whose
+/// before-tool deny is not exact cannot take one), so there is no brief.
+fn session_project_with(run: &CellsRun, once: &str, guard: bool) {
     let once_log = run.base.join("once.log");
     write(
         &run.project.join("scripts/once.sh"),
@@ -64,8 +70,13 @@ fn session_project(run: &CellsRun, once: &str) {
         &run.project.join("belfry-hooks.kdl"),
         &format!(
             "hook \"read-once\" {{ event \"before-tool\"; intent \"observe\"; select tool=\"shell\"; once \"{once}\"; command \"scripts/once.sh\"; targets \"{target}\" }}\n\
-             hook \"no-block-word\" {{ event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; reason \"{RULE_WHY} the marker must not be touched\"; command \"scripts/observe.sh\" \"before-tool\"; failure \"closed\"; targets \"{target}\" }}\n\
-             memory {{ file \"NOTES.md\"; append \"scripts/append.sh\"; }}\n"
+             {guard_hook}\
+             memory {{ file \"NOTES.md\"; append \"scripts/append.sh\"; }}\n",
+            guard_hook = if guard {
+                format!("hook \"no-block-word\" {{ event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; reason \"{RULE_WHY} the marker must not be touched\"; command \"scripts/observe.sh\" \"before-tool\"; failure \"closed\"; targets \"{target}\" }}\n")
+            } else {
+                String::new()
+            },
         ),
         false,
     );
@@ -91,7 +102,7 @@ fn appended(run: &CellsRun) -> usize {
 
 /// Checks one run's requests (from `first` on): the brief and the memory exactly once in its
 /// first request and in its last.
-fn assert_told_once(run: &CellsRun, first: usize, what: &str) {
+fn assert_told_once(run: &CellsRun, first: usize, what: &str, guarded: bool) {
     let bodies = run.request_bodies();
     assert!(
         bodies.len() > first,
@@ -101,23 +112,34 @@ fn assert_told_once(run: &CellsRun, first: usize, what: &str) {
     let bodies = &bodies[first..];
     for (name, body) in [("first", &bodies[0]), ("last", &bodies[bodies.len() - 1])] {
         for needle in [BRIEF_HEADER, RULE_WHY, MEMORY_NOTE] {
+            let expected = usize::from(guarded || needle == MEMORY_NOTE);
             assert_eq!(
                 count(body, needle),
-                1,
-                "{}: {what}: {needle:?} in the {name} request {} times, expected once",
+                expected,
+                "{}: {what}: {needle:?} in the {name} request {} times, expected {expected}",
                 run.label,
                 count(body, needle)
             );
         }
     }
     println!(
-        "{}: {what}: {} requests; brief and memory once in the first and in the last",
+        "{}: {what}: {} requests; {} once in the first and in the last",
         run.label,
-        bodies.len()
+        bodies.len(),
+        if guarded {
+            "brief and memory"
+        } else {
+            "memory (no enforce hook, no brief)"
+        }
     );
 }
 
-fn assert_session(run: &CellsRun, output: &std::process::Output, first_request: usize) {
+fn assert_session(
+    run: &CellsRun,
+    output: &std::process::Output,
+    first_request: usize,
+    guarded: bool,
+) {
     let log = || {
         format!(
             "stdout: {}\nstderr: {}",
@@ -125,6 +147,16 @@ fn assert_session(run: &CellsRun, output: &std::process::Output, first_request: 
             String::from_utf8_lossy(&output.stderr)
         )
     };
+    if !guarded {
+        assert!(
+            run.ran_marker.exists(),
+            "{}: the second command never ran: {}",
+            run.label,
+            log()
+        );
+        assert_told_once(run, first_request, "session", false);
+        return;
+    }
     assert!(
         !run.blocked_marker.exists(),
         "{}: the guard did not block: {}",
@@ -143,12 +175,16 @@ fn assert_session(run: &CellsRun, output: &std::process::Output, first_request: 
         run.label,
         log()
     );
-    assert_told_once(run, first_request, "session");
+    assert_told_once(run, first_request, "session", true);
 }
 
 fn two_sessions(run: &CellsRun, one_shot: &dyn Fn() -> std::process::Output) {
+    two_sessions_with(run, true, one_shot);
+}
+
+fn two_sessions_with(run: &CellsRun, guarded: bool, one_shot: &dyn Fn() -> std::process::Output) {
     let output = one_shot();
-    assert_session(run, &output, 0);
+    assert_session(run, &output, 0, guarded);
     assert_eq!(
         once_runs(run),
         1,
@@ -168,8 +204,9 @@ fn two_sessions(run: &CellsRun, one_shot: &dyn Fn() -> std::process::Output) {
     );
     let before = run.request_bodies().len();
     let _ = std::fs::remove_file(&run.ran_marker);
+    let _ = std::fs::remove_file(&run.blocked_marker);
     let output = one_shot();
-    assert_session(run, &output, before);
+    assert_session(run, &output, before, guarded);
     assert_eq!(
         once_runs(run),
         2,
@@ -482,4 +519,125 @@ fn pi_gets_the_brief_and_memory_with_the_first_prompt_once_and_a_read_once_guard
             &env,
         )
     });
+}
+
+/// Codex: no enforce hook can target it (its before-tool deny is lossy), so no brief; the
+/// memory comes with SessionStart, which Codex fires at the first prompt.
+#[test]
+#[ignore = "live: needs Codex, belfry-model-server and a network namespace"]
+fn codex_gets_the_memory_once_and_a_read_once_guard_fires_once() {
+    let codex = harness_bin(
+        "codex",
+        "BELFRY_CODEX_BIN",
+        "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+    );
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let run = CellsRun::new(root.path(), "codex");
+    session_project_with(&run, "context", false);
+    let codex_home = run.home.join(".codex");
+    write(
+        &codex_home.join("config.toml"),
+        &format!(
+            "model = \"scripted-model\"\nmodel_provider = \"mock\"\ncheck_for_update_on_startup = false\n\n\
+             [model_providers.mock]\nname = \"Scripted model\"\nbase_url = \"http://127.0.0.1:PORT/v1\"\n\
+             env_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n\
+             [analytics]\nenabled = false\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            run.project.display()
+        ),
+        false,
+    );
+    println!(
+        "{}",
+        run.apply(&["--trust"], &[("CODEX_HOME", &codex_home)])
+    );
+    two_sessions_with(&run, false, &|| {
+        run.run(
+            &model_server(),
+            &format!(
+                "sed -i \"s/127.0.0.1:[0-9A-Z]*\\/v1/127.0.0.1:$PORT\\/v1/\" {}",
+                codex_home.join("config.toml").display()
+            ),
+            &format!(
+                "timeout 120 {} exec --dangerously-bypass-approvals-and-sandbox '{CELLS_PROMPT}'",
+                codex.display()
+            ),
+            &[
+                ("CODEX_HOME", codex_home.display().to_string()),
+                ("MOCK_API_KEY", "belfry-live-key".into()),
+            ],
+        )
+    });
+}
+
+/// OpenCode has no session-start context: the brief and the memory come with the first prompt
+/// (a text part on 1.x, appended to the prompt on 2.x), once. `key` is the pin.
+fn opencode_session(key: &str) {
+    use std::path::{Path, PathBuf};
+    let pin = belfry_tests::live::Pin::load(key);
+    let opencode = match std::env::var_os("BELFRY_OPENCODE_BIN") {
+        Some(bin) => PathBuf::from(bin),
+        None => pin
+            .executable()
+            .unwrap_or_else(|reason| panic!("OpenCode {}: {reason}", pin.version)),
+    };
+    let root = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let mut run = CellsRun::new(root.path(), "opencode");
+    run.label = format!("OpenCode {}", pin.version);
+    session_project(&run, "context");
+    let profile_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../adapters/opencode")
+        .join(&pin.profile);
+    let profile: serde_json::Value = std::fs::read_to_string(&profile_path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_else(|| panic!("{}", profile_path.display()));
+    let standalone = if profile["argv"].to_string().contains("--standalone") {
+        " --standalone"
+    } else {
+        ""
+    };
+    let fill = |text: &str| {
+        text.replace("{home}", &run.home.display().to_string())
+            .replace("{work}", &run.project.display().to_string())
+            .replace("{base_url}", "http://127.0.0.1:PORT")
+    };
+    for file in profile["files"].as_array().cloned().unwrap_or_default() {
+        let path = PathBuf::from(fill(file["path"].as_str().unwrap_or_default()));
+        write(&path, &fill(&file["json"].to_string()), false);
+    }
+    println!("{}", run.apply(&[], &[]));
+    let env: Vec<(&str, String)> = profile["env"]
+        .as_object()
+        .map(|env| {
+            env.iter()
+                .map(|(name, value)| (name.as_str(), fill(value.as_str().unwrap_or_default())))
+                .collect()
+        })
+        .unwrap_or_default();
+    two_sessions(&run, &|| {
+        run.run(
+            &model_server(),
+            &format!(
+                "sed -i \"s/127.0.0.1:[0-9A-Z]*\\//127.0.0.1:$PORT\\//\" {}",
+                run.home.join(".config/opencode/opencode.json").display()
+            ),
+            &format!(
+                "timeout 150 {}{standalone} run '{CELLS_PROMPT}'",
+                opencode.display()
+            ),
+            &env,
+        )
+    });
+}
+
+#[test]
+#[ignore = "live: needs OpenCode 1.x, belfry-model-server and a network namespace"]
+fn opencode_gets_the_brief_and_memory_with_the_first_prompt_once() {
+    opencode_session("opencode");
+}
+
+#[test]
+#[ignore = "live: needs OpenCode 2.x, belfry-model-server and a network namespace"]
+fn opencode2_gets_the_brief_and_memory_with_the_first_prompt_once() {
+    opencode_session("opencode2");
 }
