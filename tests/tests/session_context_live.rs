@@ -14,9 +14,13 @@
 //!   more in the new session;
 //! - the turn-stop append landed once per turn (two runs, two lines).
 //!
-//! In a belfry pane (the ledger then keyed by the pane's incarnation), Claude Code's read-once
-//! guard fires on the first turn's shell call, not on the second turn's, and again after
-//! `/compact` typed in the composer; the brief is told again after the compaction.
+//! Every admitted harness: Claude Code, Gemini CLI, Qwen Code (session start), Pi 0.x and 1.x,
+//! OpenCode 1.x and 2.x (the first prompt), Codex (memory only: no enforce hook can target it).
+//!
+//! In a belfry pane (the ledger then keyed by the pane's incarnation), the read-once guard of
+//! Claude Code, Codex and Pi fires on the first turn's shell call, not on the second turn's,
+//! and again after `/compact` typed in the composer; the brief is told again after the
+//! compaction.
 //!
 //! Ignored by default: `cargo build --workspace --bins`, then
 //! `BELFRY_HARNESS_DIR=/path/to/harnesses cargo test -p belfry-tests --test session_context_live
