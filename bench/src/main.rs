@@ -518,7 +518,7 @@ fn cmd_attach_client(args: &Args) -> Result<Value> {
     Ok(json!({"bytes": bytes, "frames": frames, "redraws": redraws, "ended": ended}))
 }
 
-/// True for a pane host's full-screen redraw (pty/src/screen.rs `redraw`): it starts with
+/// True for a pane host's full-screen redraw (pty/src/screen/render.rs `redraw`): it starts with
 /// `REDRAW_START`.
 fn is_redraw(payload: &[u8]) -> bool {
     payload.starts_with(belfry_pty::screen::REDRAW_START)

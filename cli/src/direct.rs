@@ -17,7 +17,7 @@ use belfry_transport::deadline::PANE_QUICK;
 use belfry_transport::paths;
 use serde_json::Value;
 
-use crate::commands::NotFound;
+use crate::cmd::NotFound;
 
 /// Connects to the daemon if one answers at `socket`; `None` when nothing listens there (no
 /// socket, or a stale one), which is when the commands of this module answer by themselves.
@@ -145,7 +145,7 @@ pub(crate) fn snapshot(
     client
         .call::<Screen>(request)?
         .into_result()
-        .map_err(crate::commands::refusal)
+        .map_err(crate::cmd::refusal)
 }
 
 /// A pane's screen asked of its pane host directly, whether a daemon runs or not: a `peek`
@@ -215,7 +215,7 @@ fn ask_pane_host<T: serde::de::DeserializeOwned>(
             )
         })?
         .into_result()
-        .map_err(crate::commands::refusal)?;
+        .map_err(crate::cmd::refusal)?;
     Ok(Some((
         reply.get("id").cloned().unwrap_or(Value::Null),
         body,

@@ -26,7 +26,7 @@ use belfry_proto::SessionName;
 use belfry_transport::deadline::PANE_QUICK;
 use belfry_transport::paths;
 
-use crate::commands::NotFound;
+use crate::cmd::NotFound;
 use crate::exit::{EXIT_NOT_FOUND, EXIT_OK};
 
 #[derive(clap::Args, Debug)]
@@ -237,7 +237,7 @@ fn pane_facts(runtime: &Path, session: &str, listed: Option<&PaneRecord>) -> Fac
             client
                 .call::<PaneRecord>(op::Info::default())?
                 .into_result()
-                .map_err(crate::commands::refusal)
+                .map_err(crate::cmd::refusal)
         });
     let record = match record {
         Ok(record) => record,

@@ -1,7 +1,7 @@
 //! The exit codes of `belfry`, documented in its man page and README (ripgrep's 0, 1, 2, and
 //! ours: 3 for a guarded send that found the pane changed, 4 for a `wait` whose conditions did
 //! not hold in time). Every command returns one of these;
-//! `commands::main` maps errors to them.
+//! `cmd::main` maps errors to them.
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;

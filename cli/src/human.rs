@@ -13,7 +13,7 @@ use belfry_proto::reply::DingState;
 use belfry_proto::Event;
 use serde_json::Value;
 
-use crate::commands::escape_for_terminal;
+use crate::cmd::escape_for_terminal;
 
 /// The wall clock now, in Unix milliseconds (0 if the clock is before 1970).
 pub(crate) fn now_unix_ms() -> u64 {

@@ -217,7 +217,7 @@ fn known_recipient(session: &str) -> Result<()> {
         [one] => format!(" (did you mean {one}?)"),
         many => format!(" (did you mean one of {}?)", many.join(", ")),
     };
-    Err(crate::commands::NotFound(format!(
+    Err(crate::cmd::NotFound(format!(
         "no pane, inbox or declared agent is named {session}{hint}: nothing was posted; \
          `belfry inbox post {session} --create …` posts it anyway, for a pane that will start \
          under that name"
@@ -249,6 +249,7 @@ fn parse_name(name: &str) -> Result<MessageName> {
     Ok(MessageName::parse(name)?)
 }
 
+/// Runs one `belfry inbox` subcommand on this machine's inboxes.
 pub fn run(command: InboxCommand) -> Result<i32> {
     match command {
         InboxCommand::Post {
@@ -258,154 +259,181 @@ pub fn run(command: InboxCommand) -> Result<i32> {
             file,
             json,
             create,
-        } => {
-            if !create {
-                known_recipient(&session)?;
-            }
-            let inbox = open(&session)?;
-            let mut body = String::new();
-            match file.as_deref() {
-                Some(path) if path.as_os_str() != "-" => {
-                    body = std::fs::read_to_string(path)
-                        .with_context(|| format!("cannot read message file {}", path.display()))?;
-                }
-                _ => {
-                    if std::io::stdin().is_terminal() {
-                        // Reading a terminal waits for the person at it: say for what, or the
-                        // command looks hung.
-                        eprintln!(
-                            "belfry: type the message to {session}, then Ctrl-D on a line of \
-                             its own to post it (Ctrl-C: post nothing); or give FILE"
-                        );
-                    }
-                    std::io::stdin()
-                        .read_to_string(&mut body)
-                        .context("cannot read the message from stdin")?;
-                }
-            }
-            let front = FrontMatter {
-                from,
-                subject,
-                ..FrontMatter::default()
-            };
-            let name = inbox.post(&front, &body)?;
-            // The message is durable now: say so before the (best-effort) nudge.
-            if json {
-                println!("{}", json!({"session": session, "name": name.as_str()}));
-            } else {
-                println!("{}", name.as_str());
-            }
-            nudge(&session);
-            Ok(EXIT_OK)
-        }
-        InboxCommand::Ls { session, json } => {
-            let session = session_or_env(session)?;
-            // An inbox nothing was ever posted to has no unread message; listing it must not
-            // create it.
-            let (inbox, unread) = match Inbox::open_existing(&paths::state_dir(), &session) {
-                Ok(inbox) => {
-                    let unread = unread(&inbox)?;
-                    (Some(inbox), unread)
-                }
-                Err(belfry_ding::Error::NoInbox { .. }) => (None, Vec::new()),
-                Err(err) => return Err(err.into()),
-            };
-            let front_matter = |name: &MessageName| {
-                inbox
-                    .as_ref()
-                    .and_then(|inbox| inbox.read(name).ok())
-                    .map(|message| message.front_matter)
-                    .unwrap_or_default()
-            };
-            if json {
-                let list: Vec<_> = unread
-                    .iter()
-                    .map(|name| {
-                        let front = front_matter(name);
-                        json!({"name": name.as_str(), "from": front.from, "subject": front.subject})
-                    })
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
-            } else {
-                let now = crate::human::now_unix_ms();
-                for name in &unread {
-                    let front = front_matter(name);
-                    println!(
-                        "{}  {}  (from {}, {})",
-                        name.as_str(),
-                        belfry_ding::notice::display_subject(&front),
-                        belfry_ding::notice::display_sender(&front),
-                        written(name, now)
-                    );
-                }
-            }
-            Ok(EXIT_OK)
-        }
+        } => post(session, from, subject, file, json, create),
+        InboxCommand::Ls { session, json } => ls(session, json),
         InboxCommand::Read {
             first,
             second,
             session_flag,
             json,
             raw,
-        } => {
-            let (session, name) = session_and_name(first, second, session_flag)?;
-            let inbox = open_existing(&session)?;
-            let name = match name {
-                Some(name) => parse_name(&name)?,
-                None => unread(&inbox)?
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| anyhow!("inbox of {session:?} has no unread message"))?,
-            };
-            let message = inbox.read(&name)?;
-            if json {
-                println!(
-                    "{}",
-                    json!({"name": name.as_str(), "from": message.front_matter.from,
-                           "subject": message.front_matter.subject, "body": message.body})
-                );
-            } else {
-                println!(
-                    "From: {}",
-                    belfry_ding::notice::display_sender(&message.front_matter)
-                );
-                println!(
-                    "Subject: {}",
-                    belfry_ding::notice::display_subject(&message.front_matter)
-                );
-                println!("Date: {}", written(&name, crate::human::now_unix_ms()));
-                println!("Id: {}\n", name.id());
-                let body = if raw {
-                    message.body
-                } else {
-                    escape_body(&message.body)
-                };
-                print!("{body}");
-                if !body.ends_with('\n') {
-                    println!();
-                }
-            }
-            inbox.archive(&name)?;
-            nudge(&session);
-            Ok(EXIT_OK)
-        }
+        } => read(first, second, session_flag, json, raw),
         InboxCommand::Archive {
             first,
             second,
             session_flag,
-        } => {
-            let (session, name) = session_and_name(Some(first), second, session_flag)?;
-            let name = name.ok_or_else(|| {
-                anyhow!("no message named: give NAME (`belfry inbox archive [SESSION] NAME`)")
-            })?;
-            let inbox = open_existing(&session)?;
-            let name = parse_name(&name)?;
-            inbox.archive(&name)?;
-            nudge(&session);
-            println!("archived {}", name.as_str());
-            Ok(EXIT_OK)
+        } => archive(first, second, session_flag),
+    }
+}
+
+/// `belfry inbox post`: checks the recipient (unless `--create`), reads the body (FILE or
+/// stdin), posts it, says its name, then nudges the pane.
+fn post(
+    session: String,
+    from: Option<String>,
+    subject: Option<String>,
+    file: Option<PathBuf>,
+    json: bool,
+    create: bool,
+) -> Result<i32> {
+    if !create {
+        known_recipient(&session)?;
+    }
+    let inbox = open(&session)?;
+    let mut body = String::new();
+    match file.as_deref() {
+        Some(path) if path.as_os_str() != "-" => {
+            body = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read message file {}", path.display()))?;
+        }
+        _ => {
+            if std::io::stdin().is_terminal() {
+                // Reading a terminal waits for the person at it: say for what, or the
+                // command looks hung.
+                eprintln!(
+                    "belfry: type the message to {session}, then Ctrl-D on a line of \
+                     its own to post it (Ctrl-C: post nothing); or give FILE"
+                );
+            }
+            std::io::stdin()
+                .read_to_string(&mut body)
+                .context("cannot read the message from stdin")?;
         }
     }
+    let front = FrontMatter {
+        from,
+        subject,
+        ..FrontMatter::default()
+    };
+    let name = inbox.post(&front, &body)?;
+    // The message is durable now: say so before the (best-effort) nudge.
+    if json {
+        println!("{}", json!({"session": session, "name": name.as_str()}));
+    } else {
+        println!("{}", name.as_str());
+    }
+    nudge(&session);
+    Ok(EXIT_OK)
+}
+
+/// `belfry inbox ls`: the unread messages of an inbox, which listing never creates.
+fn ls(session: Option<String>, json: bool) -> Result<i32> {
+    let session = session_or_env(session)?;
+    // An inbox nothing was ever posted to has no unread message; listing it must not
+    // create it.
+    let (inbox, unread) = match Inbox::open_existing(&paths::state_dir(), &session) {
+        Ok(inbox) => {
+            let unread = unread(&inbox)?;
+            (Some(inbox), unread)
+        }
+        Err(belfry_ding::Error::NoInbox { .. }) => (None, Vec::new()),
+        Err(err) => return Err(err.into()),
+    };
+    let front_matter = |name: &MessageName| {
+        inbox
+            .as_ref()
+            .and_then(|inbox| inbox.read(name).ok())
+            .map(|message| message.front_matter)
+            .unwrap_or_default()
+    };
+    if json {
+        let list: Vec<_> = unread
+            .iter()
+            .map(|name| {
+                let front = front_matter(name);
+                json!({"name": name.as_str(), "from": front.from, "subject": front.subject})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+    } else {
+        let now = crate::human::now_unix_ms();
+        for name in &unread {
+            let front = front_matter(name);
+            println!(
+                "{}  {}  (from {}, {})",
+                name.as_str(),
+                belfry_ding::notice::display_subject(&front),
+                belfry_ding::notice::display_sender(&front),
+                written(name, now)
+            );
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// `belfry inbox read`: prints the first unread (or the named) message, escaped unless
+/// `--raw`, then archives it and nudges the pane.
+fn read(
+    first: Option<String>,
+    second: Option<String>,
+    session_flag: Option<String>,
+    json: bool,
+    raw: bool,
+) -> Result<i32> {
+    let (session, name) = session_and_name(first, second, session_flag)?;
+    let inbox = open_existing(&session)?;
+    let name = match name {
+        Some(name) => parse_name(&name)?,
+        None => unread(&inbox)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("inbox of {session:?} has no unread message"))?,
+    };
+    let message = inbox.read(&name)?;
+    if json {
+        println!(
+            "{}",
+            json!({"name": name.as_str(), "from": message.front_matter.from,
+                   "subject": message.front_matter.subject, "body": message.body})
+        );
+    } else {
+        println!(
+            "From: {}",
+            belfry_ding::notice::display_sender(&message.front_matter)
+        );
+        println!(
+            "Subject: {}",
+            belfry_ding::notice::display_subject(&message.front_matter)
+        );
+        println!("Date: {}", written(&name, crate::human::now_unix_ms()));
+        println!("Id: {}\n", name.id());
+        let body = if raw {
+            message.body
+        } else {
+            escape_body(&message.body)
+        };
+        print!("{body}");
+        if !body.ends_with('\n') {
+            println!();
+        }
+    }
+    inbox.archive(&name)?;
+    nudge(&session);
+    Ok(EXIT_OK)
+}
+
+/// `belfry inbox archive`: archives the named message without printing it.
+fn archive(first: String, second: Option<String>, session_flag: Option<String>) -> Result<i32> {
+    let (session, name) = session_and_name(Some(first), second, session_flag)?;
+    let name = name.ok_or_else(|| {
+        anyhow!("no message named: give NAME (`belfry inbox archive [SESSION] NAME`)")
+    })?;
+    let inbox = open_existing(&session)?;
+    let name = parse_name(&name)?;
+    inbox.archive(&name)?;
+    nudge(&session);
+    println!("archived {}", name.as_str());
+    Ok(EXIT_OK)
 }
 
 /// A message body made safe to print on a terminal: every control character but a newline

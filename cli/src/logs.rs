@@ -14,7 +14,7 @@ use belfry_proto::SessionName;
 use belfry_transport::paths;
 use belfry_transport::retry::Backoff;
 
-use crate::commands::NotFound;
+use crate::cmd::NotFound;
 use crate::exit::EXIT_OK;
 
 /// How often `--follow` looks for new lines while the log is quiet: soon after a write, then

@@ -2,7 +2,7 @@
 //! the library crates (`belfry-pty`, `belfry-mux`, `belfry-ding`, `belfry-hooks`): `belfry up`
 //! and `down` call `belfry_mux::declare`, `belfry dispatch` calls `belfry_hooks::run_hook`, `belfry hooks` calls `belfry_hooks::project`.
 //!
-//! `commands` parses the arguments and runs each command; `attach` is the interactive attach
+//! `cmd` parses the arguments and runs each command, one file per command family; `attach` is the interactive attach
 //! loop; `inbox` is `belfry inbox …` and `belfry presence`; `logs` is
 //! `belfry logs`; `direct` answers `ls` and `peek` from the pane hosts when no daemon runs;
 //! `remote` says where a command goes (`--host`, `box:worker`) and `proxy` is the far end
@@ -14,7 +14,7 @@
 
 mod attach;
 mod charter_brief;
-mod commands;
+mod cmd;
 mod completions;
 mod direct;
 mod doctor;
@@ -41,9 +41,9 @@ use std::process::ExitCode;
 const LONG_RUNNING: [&str; 6] = ["server", "pane-host", "attach", "run", "proxy", "top"];
 
 fn main() -> ExitCode {
-    let first = commands::subcommand_name(std::env::args().skip(1));
+    let first = cmd::subcommand_name(std::env::args().skip(1));
     if LONG_RUNNING.contains(&first.as_str()) {
-        commands::become_host_exe();
+        cmd::become_host_exe();
     }
     if !matches!(
         first.as_str(),
@@ -56,6 +56,6 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    let code = commands::main();
+    let code = cmd::main();
     ExitCode::from(code.clamp(0, 255) as u8)
 }

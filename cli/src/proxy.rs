@@ -32,13 +32,13 @@ const DRAIN_AFTER_EOF: Duration = Duration::from_secs(65);
 pub fn run(pane: Option<&str>) -> Result<i32> {
     let runtime = paths::private_runtime_dir()?;
     let client = match pane {
-        None => crate::commands::daemon()?,
+        None => crate::cmd::daemon()?,
         Some(name) => {
             let session = SessionName::parse(name)?;
             let mut socket = paths::pane_socket(&runtime, name);
             if !socket.exists() {
-                let target: AttachTarget = crate::commands::ask(
-                    &mut crate::commands::daemon()?,
+                let target: AttachTarget = crate::cmd::ask(
+                    &mut crate::cmd::daemon()?,
                     op::Attach {
                         session: Some(session),
                         ..op::Attach::default()

@@ -63,7 +63,7 @@ impl Place {
     /// A client of the daemon: this machine's (started on demand), or the remote one.
     pub fn daemon(&self) -> Result<Client> {
         match self {
-            Place::Local => crate::commands::daemon(),
+            Place::Local => crate::cmd::daemon(),
             Place::Remote(remote) => remote.daemon(),
         }
     }

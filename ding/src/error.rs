@@ -162,6 +162,29 @@ pub enum Error {
         reason: String,
     },
 
+    /// An adapter's `spend` or `quota` section that cannot be understood.
+    #[error("the {section} section of adapter {adapter:?}'s declaration is invalid: {problem}")]
+    MeterDeclaration {
+        /// The adapter whose declaration it is.
+        adapter: String,
+        /// `spend` or `quota`.
+        section: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+
+    /// A harness's usage file (a transcript, a session file, a saved status line) that cannot
+    /// be read as its adapter declares it.
+    #[error("usage file {path}{}: {problem}", line.map(|line| format!(" line {line}")).unwrap_or_default())]
+    MeterFile {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line of a JSONL file, when one line is at fault.
+        line: Option<u64>,
+        /// What is wrong with it.
+        problem: String,
+    },
+
     /// A presence word other than `busy`, `available` or `dnd`.
     #[error("presence {value:?} is not busy, available or dnd")]
     InvalidPresence {

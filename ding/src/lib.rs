@@ -24,6 +24,10 @@
 //! * [`ownership`] records, durably, which unread messages DING or a hook already owns, so no
 //!   notice is pasted twice.
 //! * [`status`] is the data model of `belfry ding status`.
+//! * [`spend`] reads what a pane's agent spends (tokens, cost) and its usage window from the
+//!   files its adapter declares; [`park`] warns near the limit, parks the pane at it and
+//!   resumes it once at the reset; [`retry`] retries a turn that failed on an API error with
+//!   bounded backoff (issue 44). Both machines are pure: time is passed in, actions come out.
 //!
 //! # How the engine uses it (rich policy)
 //!
@@ -56,9 +60,12 @@ pub mod message;
 pub mod names;
 pub mod notice;
 pub mod ownership;
+pub mod park;
 pub mod policy;
 pub mod presence;
 pub mod protocol;
+pub mod retry;
+pub mod spend;
 pub mod status;
 pub mod watch;
 

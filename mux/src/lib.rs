@@ -7,9 +7,11 @@
 //! keeps running; the next daemon adopts the same pane hosts (spec §6.0).
 //!
 //! Where to start reading:
-//! - [`server`]: the daemon socket, the op dispatch, the event bus and the pane monitors.
+//! - [`server`]: the daemon socket, the op dispatch, the event bus and the pane monitors; a
+//!   folder whose `mod.rs` is the connection loop and the dispatch, with one file per op family.
 //! - [`registry`]: the set of live pane hosts, adoption at start and launching new ones.
-//! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (spec §7);
+//! - [`ding`]: the DING engine, one worker per pane delivering inbox notices (spec §7), a folder
+//!   with one file per concern of the worker (wake-ups, transactions, the rich lease, claims);
 //!   [`adapter_group`] runs its adapter sidecars as process groups that end with them, and
 //!   [`adapter_lines`] is the bounded reader of their output.
 //! - [`adapters`]: where adapter data comes from (a directory, or the declarations built into

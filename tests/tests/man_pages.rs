@@ -1,6 +1,6 @@
 //! `belfry man --dir` writes one page per subcommand, so every `belfry-*(1)` reference in the
 //! pages names a page that exists; every subcommand's `--help` is snapshotted (no empty help
-//! line: see also `cli/src/commands.rs::every_option_and_argument_has_a_help_line`); and the
+//! line: see also `cli/src/cmd/args.rs::every_option_and_argument_has_a_help_line`); and the
 //! README's completion scripts load in bash.
 
 use std::collections::BTreeSet;

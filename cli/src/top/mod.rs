@@ -110,7 +110,7 @@ pub(crate) fn run(interval: Duration) -> Result<i32> {
     if direct::running_daemon(&socket)?.is_none() {
         ui.status = format!("no daemon was running: started one at {}", socket.display());
     }
-    let client = crate::commands::daemon()?;
+    let client = crate::cmd::daemon()?;
     let (tx, rx) = mpsc::channel();
     spawn_stream(socket.clone(), tx.clone());
     let keyboard = spawn_keyboard(tx.clone());
@@ -262,7 +262,7 @@ impl View {
             return Ok(());
         }
         terminal.leave();
-        let status = std::process::Command::new(crate::commands::exe()?)
+        let status = std::process::Command::new(crate::cmd::exe()?)
             .args(["attach", name])
             .status();
         let _ = self.keyboard.send(Control::Resume);
@@ -469,7 +469,7 @@ fn subscribe(socket: &Path) -> Result<Client> {
     client
         .call::<Subscribed>(subscribe)?
         .into_result()
-        .map_err(crate::commands::refusal)?;
+        .map_err(crate::cmd::refusal)?;
     Ok(client)
 }
 

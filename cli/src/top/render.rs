@@ -351,7 +351,7 @@ fn cells(pane: &PaneView, now_ms: u64) -> Vec<String> {
     let program = record
         .argv
         .as_deref()
-        .map(|argv| crate::commands::escape_for_terminal(&argv.join(" ")))
+        .map(|argv| crate::cmd::escape_for_terminal(&argv.join(" ")))
         .unwrap_or_else(|| record.error.clone().unwrap_or_default());
     let age = record.started_at.map_or_else(
         || "-".to_string(),

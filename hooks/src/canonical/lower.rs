@@ -196,25 +196,7 @@ impl<'a> Lowering<'a> {
         let (event, event_entry) = self.one_string(event_node, "event", EVENT_EXAMPLE)?;
         self.one_of(&event, event_entry, "event", SEMANTIC_EVENTS)?;
 
-        let intent = match fields.get("intent") {
-            None => Intent::Enrich,
-            Some(node) => {
-                let (text, entry) = self.one_string(node, "intent", INTENT_EXAMPLE)?;
-                match text.as_str() {
-                    "observe" => Intent::Observe,
-                    "enrich" => Intent::Enrich,
-                    "enforce" => Intent::Enforce,
-                    _ => {
-                        return Err(self.not_one_of(
-                            entry,
-                            "intent",
-                            text,
-                            &["observe", "enrich", "enforce"],
-                        ))
-                    }
-                }
-            }
-        };
+        let intent = self.intent(&fields)?;
 
         let command_node = fields
             .get("command")
@@ -233,46 +215,14 @@ impl<'a> Lowering<'a> {
             None => false,
             Some(node) => self.boolean(node, "async", ASYNC_EXAMPLE)?,
         };
-        let failure = match fields.get("failure") {
-            None => Failure::Open,
-            Some(node) => {
-                let (text, entry) = self.one_string(node, "failure", FAILURE_EXAMPLE)?;
-                match text.as_str() {
-                    "open" => Failure::Open,
-                    "closed" => Failure::Closed,
-                    _ => return Err(self.not_one_of(entry, "failure", text, &["open", "closed"])),
-                }
-            }
-        };
+        let failure = self.failure(&fields)?;
 
         let targets_node = fields
             .get("targets")
             .ok_or_else(|| missing("targets", TARGETS_EXAMPLE))?;
         let targets = self.targets(targets_node)?;
 
-        let selector = match fields.get("select") {
-            None => Selector::Any,
-            Some(select) => {
-                if !TOOL_EVENTS.contains(&event.as_str()) {
-                    return Err(self.invalid(
-                        select.span().offset(),
-                        Problem::SelectOnNonToolEvent {
-                            event: event.clone(),
-                        },
-                    ));
-                }
-                let selector = self.selector(select)?;
-                if matches!(selector, Selector::Native(_)) && targets.len() != 1 {
-                    return Err(self.invalid(
-                        select.span().offset(),
-                        Problem::NativeNeedsOneTarget {
-                            found: targets.len(),
-                        },
-                    ));
-                }
-                selector
-            }
-        };
+        let selector = self.select(&fields, &event, targets.len())?;
 
         // An implied effect is checked at the `intent` node that implies it.
         let implied_at = fields.get("intent").copied().unwrap_or(node);
@@ -308,6 +258,75 @@ impl<'a> Lowering<'a> {
             session: None,
         };
         Ok((hook, name_entry))
+    }
+
+    /// The `intent` field: how the hook's answer may act (`enrich` when absent).
+    fn intent(&self, fields: &Fields<'_>) -> Result<Intent, CanonicalError> {
+        Ok(match fields.get("intent") {
+            None => Intent::Enrich,
+            Some(node) => {
+                let (text, entry) = self.one_string(node, "intent", INTENT_EXAMPLE)?;
+                match text.as_str() {
+                    "observe" => Intent::Observe,
+                    "enrich" => Intent::Enrich,
+                    "enforce" => Intent::Enforce,
+                    _ => {
+                        return Err(self.not_one_of(
+                            entry,
+                            "intent",
+                            text,
+                            &["observe", "enrich", "enforce"],
+                        ))
+                    }
+                }
+            }
+        })
+    }
+
+    /// The `failure` field: what a failed hook means (`open` when absent).
+    fn failure(&self, fields: &Fields<'_>) -> Result<Failure, CanonicalError> {
+        Ok(match fields.get("failure") {
+            None => Failure::Open,
+            Some(node) => {
+                let (text, entry) = self.one_string(node, "failure", FAILURE_EXAMPLE)?;
+                match text.as_str() {
+                    "open" => Failure::Open,
+                    "closed" => Failure::Closed,
+                    _ => return Err(self.not_one_of(entry, "failure", text, &["open", "closed"])),
+                }
+            }
+        })
+    }
+
+    /// The `select` field: which tool calls the hook is for (any when absent). Only tool
+    /// events select, and a native selector names one target's tools, so it needs exactly one.
+    fn select(
+        &self,
+        fields: &Fields<'_>,
+        event: &str,
+        targets: usize,
+    ) -> Result<Selector, CanonicalError> {
+        Ok(match fields.get("select") {
+            None => Selector::Any,
+            Some(select) => {
+                if !TOOL_EVENTS.contains(&event) {
+                    return Err(self.invalid(
+                        select.span().offset(),
+                        Problem::SelectOnNonToolEvent {
+                            event: event.to_owned(),
+                        },
+                    ));
+                }
+                let selector = self.selector(select)?;
+                if matches!(selector, Selector::Native(_)) && targets != 1 {
+                    return Err(self.invalid(
+                        select.span().offset(),
+                        Problem::NativeNeedsOneTarget { found: targets },
+                    ));
+                }
+                selector
+            }
+        })
     }
 
     /// The children of a `hook` node by name, each known and given once.

@@ -1,7 +1,9 @@
 //! `belfry hooks apply`: writes the plan target by target, after every check that must fail a
 //! target has run (spec §9: an enforce hook on a non-exact cell, drift without --force).
 
-use super::adapters::{AdapterData, Adapters, Render};
+use std::collections::BTreeMap;
+
+use super::adapters::{AdapterData, Adapters, Render, TrustRule};
 use super::plan::{plan, Plan, TargetPlan};
 use super::state::{self, State, TargetState, TrustRecord};
 use super::status::drift;
@@ -147,6 +149,8 @@ fn apply_locked(
     Ok(ApplyReport { plan, settled })
 }
 
+/// Writes one target's projection: its files, then its settings record, the trust file's
+/// entries and the folder trust; returns what the state records of it.
 fn write_target(
     context: &Context,
     target: &TargetPlan,
@@ -154,28 +158,8 @@ fn write_target(
     recorded: Option<&TargetState>,
     options: ApplyOptions,
 ) -> Result<TargetState, String> {
-    let mut files = Vec::new();
     let mut created_dirs = recorded.map(|r| r.created_dirs.clone()).unwrap_or_default();
-    for change in &target.files {
-        let is_settings = target
-            .settings
-            .as_ref()
-            .is_some_and(|settings| settings.path == change.path);
-        match &change.after {
-            Some(text) => {
-                if change.changes() {
-                    write_file(context, &change.path, text, &mut created_dirs)?;
-                }
-                if !is_settings {
-                    files.push(state::FileRecord {
-                        path: change.path.display().to_string(),
-                        digest: compile::sha256_hex(text.as_bytes()),
-                    });
-                }
-            }
-            None => remove_file(context, &change.path)?,
-        }
-    }
+    let files = write_files(context, target, &mut created_dirs)?;
     let settings = target
         .settings
         .as_ref()
@@ -199,62 +183,16 @@ fn write_target(
         _ => None,
     });
     if let Some(rule) = rule {
-        let trust_file = context
-            .expand(
-                &rule.file,
-                &data.map(|d| d.render_defaults()).unwrap_or_default(),
-            )
-            .ok_or_else(|| {
-                format!(
-                    "the trust file {} needs a variable that is not set",
-                    rule.file
-                )
-            })?;
-        let original = read_optional(&trust_file)?;
-        let file_existed = original.is_some();
-        let text = original.clone().unwrap_or_default();
-        // Entries this projection wrote before and no longer wants come out first.
-        let stale: Vec<String> = trust_records
-            .iter()
-            .filter(|record| {
-                !target
-                    .trust
-                    .iter()
-                    .any(|entry| entry.key == record.key && entry.hash == record.hash)
-            })
-            .map(|record| record.appended.clone())
-            .collect();
-        let mut text = trust::remove_appended(&text, &stale);
-        trust_records.retain(|record| {
-            target
-                .trust
-                .iter()
-                .any(|entry| entry.key == record.key && entry.hash == record.hash)
-        });
-        if options.trust {
-            let missing: Vec<trust::TrustEntry> = target
-                .trust
-                .iter()
-                .filter(|entry| !trust_records.iter().any(|record| record.key == entry.key))
-                .cloned()
-                .collect();
-            let (new_text, appended) = trust::write_entries(rule, &text, &missing);
-            text = new_text;
-            for (entry, appended) in missing.iter().zip(appended) {
-                trust_records.push(TrustRecord {
-                    file: trust_file.display().to_string(),
-                    key: entry.key.clone(),
-                    hash: entry.hash.clone(),
-                    appended,
-                    created_file: !file_existed
-                        || trust_records.iter().any(|record| record.created_file),
-                    folder: None,
-                });
-            }
-        }
-        if text != original.unwrap_or_default() {
-            write_file(context, &trust_file, &text, &mut created_dirs)?;
-        }
+        let defaults = data.map(|d| d.render_defaults()).unwrap_or_default();
+        write_trust_file(
+            context,
+            target,
+            rule,
+            &defaults,
+            options,
+            &mut trust_records,
+            &mut created_dirs,
+        )?;
     }
     // The folder trust the harness asks for before it loads the project's hooks: `--trust`
     // records the project the way the harness records the user's own decision. A record of an
@@ -284,4 +222,101 @@ fn write_target(
         trust: trust_records,
         created_dirs,
     })
+}
+
+/// Writes the target's files (or removes the ones it no longer has) and returns the records of
+/// the files it owns; the settings file is recorded apart, by the entries it holds.
+fn write_files(
+    context: &Context,
+    target: &TargetPlan,
+    created_dirs: &mut Vec<String>,
+) -> Result<Vec<state::FileRecord>, String> {
+    let mut files = Vec::new();
+    for change in &target.files {
+        let is_settings = target
+            .settings
+            .as_ref()
+            .is_some_and(|settings| settings.path == change.path);
+        match &change.after {
+            Some(text) => {
+                if change.changes() {
+                    write_file(context, &change.path, text, created_dirs)?;
+                }
+                if !is_settings {
+                    files.push(state::FileRecord {
+                        path: change.path.display().to_string(),
+                        digest: compile::sha256_hex(text.as_bytes()),
+                    });
+                }
+            }
+            None => remove_file(context, &change.path)?,
+        }
+    }
+    Ok(files)
+}
+
+/// Brings the trust file up to date with the entries the target wants: the entries this
+/// projection appended before and no longer wants come out, and with `--trust` the missing
+/// ones are appended; `trust_records` is kept in step.
+fn write_trust_file(
+    context: &Context,
+    target: &TargetPlan,
+    rule: &TrustRule,
+    defaults: &BTreeMap<String, String>,
+    options: ApplyOptions,
+    trust_records: &mut Vec<TrustRecord>,
+    created_dirs: &mut Vec<String>,
+) -> Result<(), String> {
+    let trust_file = context.expand(&rule.file, defaults).ok_or_else(|| {
+        format!(
+            "the trust file {} needs a variable that is not set",
+            rule.file
+        )
+    })?;
+    let original = read_optional(&trust_file)?;
+    let file_existed = original.is_some();
+    let text = original.clone().unwrap_or_default();
+    // Entries this projection wrote before and no longer wants come out first.
+    let stale: Vec<String> = trust_records
+        .iter()
+        .filter(|record| {
+            !target
+                .trust
+                .iter()
+                .any(|entry| entry.key == record.key && entry.hash == record.hash)
+        })
+        .map(|record| record.appended.clone())
+        .collect();
+    let mut text = trust::remove_appended(&text, &stale);
+    trust_records.retain(|record| {
+        target
+            .trust
+            .iter()
+            .any(|entry| entry.key == record.key && entry.hash == record.hash)
+    });
+    if options.trust {
+        let missing: Vec<trust::TrustEntry> = target
+            .trust
+            .iter()
+            .filter(|entry| !trust_records.iter().any(|record| record.key == entry.key))
+            .cloned()
+            .collect();
+        let (new_text, appended) = trust::write_entries(rule, &text, &missing);
+        text = new_text;
+        for (entry, appended) in missing.iter().zip(appended) {
+            trust_records.push(TrustRecord {
+                file: trust_file.display().to_string(),
+                key: entry.key.clone(),
+                hash: entry.hash.clone(),
+                appended,
+                created_file: !file_existed
+                    || trust_records.iter().any(|record| record.created_file),
+                folder: None,
+            });
+        }
+    }
+    if text != original.unwrap_or_default() {
+        write_file(context, &trust_file, &text, created_dirs)?;
+    }
+    Ok(())
 }

@@ -1,10 +1,10 @@
 //! `belfry hooks plan`: every target's cells, files and diffs, computed from the canonical
 //! file, the adapter data and the live files; nothing is written (spec §9).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::adapters::{AdapterData, Render, Status};
-use super::merge::{Created, Merge, PlacedGroup};
+use super::adapters::{AdapterData, Render, Status, TrustRule};
+use super::merge::{Created, Merge, PlacedGroup, WantedGroup};
 use super::state::TargetState;
 use super::{read_optional, render, trust, Context, ProjectError};
 use crate::canonical::{compile, CanonicalFile, CanonicalHook};
@@ -203,6 +203,8 @@ fn plan_target(
     plan
 }
 
+/// Plans one target's files: the compiled hooks files, then the harness's own file, generated
+/// whole or merged into its settings. `Err` refuses the target, saying why.
 fn build_files(
     context: &Context,
     data: &AdapterData,
@@ -212,8 +214,6 @@ fn build_files(
     plan: &mut TargetPlan,
 ) -> Result<(), String> {
     let hooks_dir = context.hooks_dir();
-    let canonical_path = context.canonical_path();
-    let base_dir = canonical_path.parent().unwrap_or(&context.project_dir);
     let Some(target_path) = context.target_path(render) else {
         return Err(format!(
             "the {} path of {} needs an environment variable that is not set",
@@ -222,32 +222,7 @@ fn build_files(
     };
     // Nothing is planned through a link that leads out of the project.
     super::write::real_target(context, &target_path)?;
-    // The compiled hooks files: one per wait mode that has hooks.
-    for is_async in [false, true] {
-        let path = render::compiled_path(&hooks_dir, &data.name, is_async);
-        super::write::real_target(context, &path)?;
-        let selected: Vec<&CanonicalHook> = projected
-            .iter()
-            .copied()
-            .filter(|hook| hook.is_async == is_async)
-            .collect();
-        let after = (!selected.is_empty()).then(|| {
-            String::from_utf8_lossy(&compile::to_file_bytes(&compile::hooks_file_at(
-                &selected,
-                compile::Platform::current(),
-                base_dir,
-            )))
-            .into_owned()
-        });
-        let before = read_optional(&path)?;
-        if before.is_some() || after.is_some() {
-            plan.files.push(FileChange {
-                path,
-                before,
-                after,
-            });
-        }
-    }
+    plan_compiled_files(context, data, projected, &hooks_dir, plan)?;
     let before = read_optional(&target_path)?;
     match render {
         Render::GeneratedFile { .. } => {
@@ -299,23 +274,7 @@ fn build_files(
                 .placed()
                 .map_err(|err| format!("{}: {err}", target_path.display()))?;
             if let Some(rule) = trust_rule {
-                let path_text = target_path.display().to_string();
-                for found in &placed {
-                    let group = groups.iter().find(|g| {
-                        g.native_event == found.native_event && g.is_async == found.is_async
-                    });
-                    if let Some(group) = group {
-                        if let Some(entry) = trust::entry(
-                            rule,
-                            &path_text,
-                            &found.native_event,
-                            found.index,
-                            &group.value,
-                        ) {
-                            plan.trust.push(entry);
-                        }
-                    }
-                }
+                plan_trust_entries(rule, &target_path, &placed, &groups, plan);
             }
             let delete_file = merge.is_created_and_empty();
             let after = if delete_file {
@@ -337,6 +296,73 @@ fn build_files(
         }
     }
     Ok(())
+}
+
+/// Plans the compiled hooks files: one per wait mode that has hooks, none for a mode that has
+/// none (an earlier one is removed).
+fn plan_compiled_files(
+    context: &Context,
+    data: &AdapterData,
+    projected: &[&CanonicalHook],
+    hooks_dir: &Path,
+    plan: &mut TargetPlan,
+) -> Result<(), String> {
+    let canonical_path = context.canonical_path();
+    let base_dir = canonical_path.parent().unwrap_or(&context.project_dir);
+    for is_async in [false, true] {
+        let path = render::compiled_path(hooks_dir, &data.name, is_async);
+        super::write::real_target(context, &path)?;
+        let selected: Vec<&CanonicalHook> = projected
+            .iter()
+            .copied()
+            .filter(|hook| hook.is_async == is_async)
+            .collect();
+        let after = (!selected.is_empty()).then(|| {
+            String::from_utf8_lossy(&compile::to_file_bytes(&compile::hooks_file_at(
+                &selected,
+                compile::Platform::current(),
+                base_dir,
+            )))
+            .into_owned()
+        });
+        let before = read_optional(&path)?;
+        if before.is_some() || after.is_some() {
+            plan.files.push(FileChange {
+                path,
+                before,
+                after,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Plans the trust file's entries for the groups placed in the settings file at `target_path`:
+/// one for each placed group the trust rule has an entry for.
+fn plan_trust_entries(
+    rule: &TrustRule,
+    target_path: &Path,
+    placed: &[PlacedGroup],
+    groups: &[WantedGroup],
+    plan: &mut TargetPlan,
+) {
+    let path_text = target_path.display().to_string();
+    for found in placed {
+        let group = groups
+            .iter()
+            .find(|g| g.native_event == found.native_event && g.is_async == found.is_async);
+        if let Some(group) = group {
+            if let Some(entry) = trust::entry(
+                rule,
+                &path_text,
+                &found.native_event,
+                found.index,
+                &group.value,
+            ) {
+                plan.trust.push(entry);
+            }
+        }
+    }
 }
 
 /// The inert reasons `status` would give right after this plan is applied without `--trust`.

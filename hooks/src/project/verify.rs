@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::adapters::{Adapters, Render};
+use super::adapters::{AdapterData, Adapters, FolderTrust, Render, TrustRule};
 use super::render::compiled_path;
 use super::state::{State, TargetState};
 use super::{jsonc, trust, Context, ProjectError};
@@ -150,6 +150,9 @@ pub fn verify(
 }
 
 /// Drops the records of `target` that fail; `false` when the target as a whole fails.
+///
+/// In phases: the target's adapter and renderer, then each kind of record against what apply
+/// writes for it (files, settings and hook trust or folder trust, created directories).
 fn verify_target(
     context: &Context,
     adapters: &Adapters,
@@ -168,14 +171,78 @@ fn verify_target(
         ));
         return false;
     };
-    let hooks_dir = context.hooks_dir();
     let target_path = context.target_path(render);
+    let mut derived = verify_files(
+        context,
+        name,
+        render,
+        target_path.as_deref(),
+        target,
+        reasons,
+    );
+    let (settings_ok, trust_file) = match render {
+        Render::SettingsJson {
+            hooks_key,
+            events,
+            trust: rule,
+            ..
+        } => {
+            if let Some(path) = &target_path {
+                derived.push(path.clone());
+            }
+            let native: Vec<&String> = events.values().flat_map(|n| n.names()).collect();
+            let settings_ok = verify_settings(
+                context,
+                name,
+                hooks_key,
+                &native,
+                target_path.as_deref(),
+                target,
+                reasons,
+            );
+            let trust_file = rule
+                .as_ref()
+                .and_then(|rule| context.expand(&rule.file, &data.render_defaults()));
+            verify_hook_trust(
+                name,
+                rule.as_ref(),
+                trust_file.as_deref(),
+                target_path.as_deref(),
+                target,
+                reasons,
+            );
+            (settings_ok, trust_file)
+        }
+        Render::GeneratedFile { folder_trust, .. } => {
+            verify_folder_trust(context, data, name, folder_trust.as_ref(), target, reasons)
+        }
+    };
+    if !settings_ok {
+        target.settings = None;
+    }
+    derived.extend(trust_file);
+    verify_created_dirs(context, name, &derived, target, reasons);
+    true
+}
+
+/// Drops the file records that are not a file apply renders for the target, or whose digest
+/// is not one; returns every path apply renders for it so far (the compiled hooks files and
+/// a generated file).
+fn verify_files(
+    context: &Context,
+    name: &str,
+    render: &Render,
+    target_path: Option<&Path>,
+    target: &mut TargetState,
+    reasons: &mut Vec<String>,
+) -> Vec<PathBuf> {
+    let hooks_dir = context.hooks_dir();
     let mut derived: Vec<PathBuf> = vec![
         compiled_path(&hooks_dir, name, false),
         compiled_path(&hooks_dir, name, true),
     ];
-    if let (Render::GeneratedFile { .. }, Some(path)) = (render, &target_path) {
-        derived.push(path.clone());
+    if let (Render::GeneratedFile { .. }, Some(path)) = (render, target_path) {
+        derived.push(path.to_path_buf());
     }
     target.files.retain(|file| {
         let ok = derived.iter().any(|path| Path::new(&file.path) == path);
@@ -192,151 +259,169 @@ fn verify_target(
         }
         ok && is_digest(&file.digest)
     });
-    let (settings_ok, trust_file) = match render {
-        Render::SettingsJson {
-            hooks_key,
-            events,
-            trust: rule,
-            ..
-        } => {
-            if let Some(path) = &target_path {
-                derived.push(path.clone());
-            }
-            let native: Vec<&String> = events.values().flat_map(|n| n.names()).collect();
-            let settings_ok = match &target.settings {
-                None => true,
-                Some(settings) => {
-                    let problem = if target_path.as_deref() != Some(Path::new(&settings.path)) {
-                        Some(format!(
-                            "not the settings file belfry renders for {name} in this {} ({})",
-                            context.scope,
-                            target_path
-                                .as_ref()
-                                .map(|p| p.display().to_string())
-                                .unwrap_or_else(|| "none".to_string())
-                        ))
-                    } else if &settings.hooks_key != hooks_key {
-                        Some(format!(
-                            "the hooks key {:?} is not {hooks_key:?}",
-                            settings.hooks_key
-                        ))
-                    } else {
-                        settings_problem(settings, hooks_key, &native)
-                    };
-                    if let Some(problem) = &problem {
-                        reasons.push(format!(".settings {}: {problem}", settings.path));
-                    }
-                    problem.is_none()
-                }
-            };
-            let trust_file = rule
-                .as_ref()
-                .and_then(|rule| context.expand(&rule.file, &data.render_defaults()));
-            if let Some(rule) = rule {
-                let settings_path = target_path
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default();
-                target.trust.retain(|record| {
-                    let problem = if trust_file.as_deref() != Some(Path::new(&record.file)) {
-                        Some(format!(
-                            "not the trust file of {name} ({})",
-                            trust_file
-                                .as_ref()
-                                .map(|p| p.display().to_string())
-                                .unwrap_or_else(|| "none".to_string())
-                        ))
-                    } else if !trust_key_ok(&record.key, &settings_path, rule) {
-                        Some(format!(
-                            "the key {:?} is not one of {settings_path}'s entries",
-                            record.key
-                        ))
-                    } else if !is_digest(&record.hash) {
-                        Some(format!("{:?} is not a digest", record.hash))
-                    } else if record.appended
-                        != trust::entry_text(
-                            rule,
-                            &trust::TrustEntry {
-                                key: record.key.clone(),
-                                hash: record.hash.clone(),
-                            },
-                        )
-                    {
-                        Some(
-                            "the text it says apply appended is not the entry apply writes"
-                                .to_string(),
-                        )
-                    } else {
-                        None
-                    };
-                    if let Some(problem) = &problem {
-                        reasons.push(format!(
-                            ".trust {} {:?}: {problem}",
-                            record.file, record.key
-                        ));
-                    }
-                    problem.is_none()
-                });
+    derived
+}
+
+/// Whether the settings record (if any) is the settings file apply renders for the target,
+/// with its hooks key and only groups on the target's native events; a reason when not.
+fn verify_settings(
+    context: &Context,
+    name: &str,
+    hooks_key: &str,
+    native: &[&String],
+    target_path: Option<&Path>,
+    target: &TargetState,
+    reasons: &mut Vec<String>,
+) -> bool {
+    match &target.settings {
+        None => true,
+        Some(settings) => {
+            let problem = if target_path != Some(Path::new(&settings.path)) {
+                Some(format!(
+                    "not the settings file belfry renders for {name} in this {} ({})",
+                    context.scope,
+                    target_path
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "none".to_string())
+                ))
+            } else if settings.hooks_key != hooks_key {
+                Some(format!(
+                    "the hooks key {:?} is not {hooks_key:?}",
+                    settings.hooks_key
+                ))
             } else {
-                for record in &target.trust {
-                    reasons.push(format!(
-                        ".trust {}: {name} has no hook trust to record",
-                        record.file
-                    ));
-                }
-                target.trust.clear();
+                settings_problem(settings, hooks_key, native)
+            };
+            if let Some(problem) = &problem {
+                reasons.push(format!(".settings {}: {problem}", settings.path));
             }
-            (settings_ok, trust_file)
+            problem.is_none()
         }
-        Render::GeneratedFile { folder_trust, .. } => {
-            let ok = target.settings.is_none();
-            if let Some(settings) = &target.settings {
+    }
+}
+
+/// Drops the hook trust records that are not an entry apply appends to the target's trust
+/// file (`trust_file`) for its settings file, and every one when the target has no hook trust.
+fn verify_hook_trust(
+    name: &str,
+    rule: Option<&TrustRule>,
+    trust_file: Option<&Path>,
+    target_path: Option<&Path>,
+    target: &mut TargetState,
+    reasons: &mut Vec<String>,
+) {
+    if let Some(rule) = rule {
+        let settings_path = target_path
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        target.trust.retain(|record| {
+            let problem = if trust_file != Some(Path::new(&record.file)) {
+                Some(format!(
+                    "not the trust file of {name} ({})",
+                    trust_file
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "none".to_string())
+                ))
+            } else if !trust_key_ok(&record.key, &settings_path, rule) {
+                Some(format!(
+                    "the key {:?} is not one of {settings_path}'s entries",
+                    record.key
+                ))
+            } else if !is_digest(&record.hash) {
+                Some(format!("{:?} is not a digest", record.hash))
+            } else if record.appended
+                != trust::entry_text(
+                    rule,
+                    &trust::TrustEntry {
+                        key: record.key.clone(),
+                        hash: record.hash.clone(),
+                    },
+                )
+            {
+                Some("the text it says apply appended is not the entry apply writes".to_string())
+            } else {
+                None
+            };
+            if let Some(problem) = &problem {
                 reasons.push(format!(
-                    ".settings {}: {name} has no settings file",
-                    settings.path
+                    ".trust {} {:?}: {problem}",
+                    record.file, record.key
                 ));
             }
-            // Only the folder-trust entry apply writes for this project: its file, its key
-            // (the project's canonical path) and the level the adapter writes.
-            let rule = folder_trust
-                .as_ref()
-                .and_then(|rule| rule.write.as_ref().map(|how| (rule, how)));
-            let trust_file =
-                rule.and_then(|(rule, _)| context.expand(&rule.file, &data.render_defaults()));
-            let project = context.project_dir.display().to_string();
-            target.trust.retain(|record| {
-                let problem = match (rule, &record.folder) {
-                    (None, _) => Some(format!("{name} has no folder trust to record")),
-                    (_, None) => Some(format!("{name} has no hook trust")),
-                    (Some(_), Some(_)) if context.scope != Scope::Project => {
-                        Some("folder trust is recorded for a project only".to_string())
-                    }
-                    (Some((_, how)), Some(folder)) => {
-                        if trust_file.as_deref() != Some(Path::new(&record.file)) {
-                            Some(format!("not the trust file of {name}"))
-                        } else if record.key != project {
-                            Some(format!("the key {:?} is not this project", record.key))
-                        } else if folder.value != how.value {
-                            Some(format!("{} is not the level apply writes", folder.value))
-                        } else if !is_digest(&folder.digest_after) {
-                            Some(format!("{:?} is not a digest", folder.digest_after))
-                        } else {
-                            None
-                        }
-                    }
-                };
-                if let Some(problem) = &problem {
-                    reasons.push(format!(".trust {}: {problem}", record.file));
-                }
-                problem.is_none()
-            });
-            (ok, trust_file)
+            problem.is_none()
+        });
+    } else {
+        for record in &target.trust {
+            reasons.push(format!(
+                ".trust {}: {name} has no hook trust to record",
+                record.file
+            ));
         }
-    };
-    if !settings_ok {
-        target.settings = None;
+        target.trust.clear();
     }
-    derived.extend(trust_file);
+}
+
+/// Drops the folder trust records of a generated-file target that are not the entry apply
+/// writes for this project; returns whether the target has no settings record (it has no
+/// settings file) and its folder trust file.
+fn verify_folder_trust(
+    context: &Context,
+    data: &AdapterData,
+    name: &str,
+    folder_trust: Option<&FolderTrust>,
+    target: &mut TargetState,
+    reasons: &mut Vec<String>,
+) -> (bool, Option<PathBuf>) {
+    let ok = target.settings.is_none();
+    if let Some(settings) = &target.settings {
+        reasons.push(format!(
+            ".settings {}: {name} has no settings file",
+            settings.path
+        ));
+    }
+    // Only the folder-trust entry apply writes for this project: its file, its key
+    // (the project's canonical path) and the level the adapter writes.
+    let rule = folder_trust.and_then(|rule| rule.write.as_ref().map(|how| (rule, how)));
+    let trust_file = rule.and_then(|(rule, _)| context.expand(&rule.file, &data.render_defaults()));
+    let project = context.project_dir.display().to_string();
+    target.trust.retain(|record| {
+        let problem = match (rule, &record.folder) {
+            (None, _) => Some(format!("{name} has no folder trust to record")),
+            (_, None) => Some(format!("{name} has no hook trust")),
+            (Some(_), Some(_)) if context.scope != Scope::Project => {
+                Some("folder trust is recorded for a project only".to_string())
+            }
+            (Some((_, how)), Some(folder)) => {
+                if trust_file.as_deref() != Some(Path::new(&record.file)) {
+                    Some(format!("not the trust file of {name}"))
+                } else if record.key != project {
+                    Some(format!("the key {:?} is not this project", record.key))
+                } else if folder.value != how.value {
+                    Some(format!("{} is not the level apply writes", folder.value))
+                } else if !is_digest(&folder.digest_after) {
+                    Some(format!("{:?} is not a digest", folder.digest_after))
+                } else {
+                    None
+                }
+            }
+        };
+        if let Some(problem) = &problem {
+            reasons.push(format!(".trust {}: {problem}", record.file));
+        }
+        problem.is_none()
+    });
+    (ok, trust_file)
+}
+
+/// Drops the created directories that hold none of the paths apply renders for the target
+/// (`derived`) or lie outside the roots apply creates directories under.
+fn verify_created_dirs(
+    context: &Context,
+    name: &str,
+    derived: &[PathBuf],
+    target: &mut TargetState,
+    reasons: &mut Vec<String>,
+) {
     let mut roots = vec![context.config_home.clone()];
     if context.scope == Scope::Project {
         roots.push(context.project_dir.clone());
@@ -359,7 +444,6 @@ fn verify_target(
         }
         holds && below
     });
-    true
 }
 
 /// What is wrong with a settings record whose path and key are right: a group on an event

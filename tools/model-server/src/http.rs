@@ -164,9 +164,25 @@ impl Connection {
 
     /// Writes a whole response with a `Content-Length`.
     pub fn respond(&mut self, status: u16, content_type: &str, body: &[u8]) -> io::Result<()> {
+        self.respond_with(status, content_type, &[], body)
+    }
+
+    /// Writes a whole response with a `Content-Length` and extra headers (a rate limit's
+    /// reset time, for one).
+    pub fn respond_with(
+        &mut self,
+        status: u16,
+        content_type: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> io::Result<()> {
+        let extra: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
         let head = format!(
             "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-             Connection: keep-alive\r\n\r\n",
+             {extra}Connection: keep-alive\r\n\r\n",
             reason(status),
             body.len()
         );
@@ -175,12 +191,18 @@ impl Connection {
         self.writer.flush()
     }
 
-    /// Starts a chunked `text/event-stream` response; the caller writes events with
-    /// [`Connection::chunk`] and ends it with [`Connection::end_chunks`].
-    pub fn start_stream(&mut self) -> io::Result<()> {
-        let head =
+    /// Starts a chunked `text/event-stream` response with extra headers (a usage window's
+    /// state, for one); the caller writes events with [`Connection::chunk`] and ends it with
+    /// [`Connection::end_chunks`].
+    pub fn start_stream(&mut self, headers: &[(String, String)]) -> io::Result<()> {
+        let extra: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
+        let head = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-                    Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n";
+             Transfer-Encoding: chunked\r\n{extra}Connection: keep-alive\r\n\r\n"
+        );
         self.writer.write_all(head.as_bytes())?;
         self.writer.flush()
     }

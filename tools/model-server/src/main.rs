@@ -325,10 +325,31 @@ fn model_turn(
         &ask.last_user_text,
         body,
     );
-    if let Some((status, message)) = &reply.error {
-        let error = wire::error_body(api, *status, message);
-        return connection.respond(*status, "application/json", error.to_string().as_bytes());
+    if let Some(error) = &reply.error {
+        let now = unix_ms() / 1000;
+        let resets_at = error.reset.map(|reset| reset.at(now));
+        let (headers, body) = wire::error_reply(api, error.status, &error.message, resets_at, now);
+        return connection.respond_with(
+            error.status,
+            "application/json",
+            &headers,
+            body.to_string().as_bytes(),
+        );
     }
+    let usage = reply.usage.unwrap_or_default();
+    let now = unix_ms() / 1000;
+    let window = reply
+        .window
+        .map(|window| {
+            wire::window_headers(
+                api,
+                window.used_percent,
+                window.window_minutes,
+                window.reset.at(now),
+                now,
+            )
+        })
+        .unwrap_or_default();
     let mut parts = Vec::new();
     if let Some(text) = &reply.text {
         parts.push(Part::Text(text.clone()));
@@ -361,12 +382,17 @@ fn model_turn(
         }
     }
     if !ask.stream {
-        let whole = wire::whole(api, &ask.model, &id, &parts);
-        return connection.respond(200, "application/json", whole.to_string().as_bytes());
+        let whole = wire::whole(api, &ask.model, &id, &parts, usage);
+        return connection.respond_with(
+            200,
+            "application/json",
+            &window,
+            whole.to_string().as_bytes(),
+        );
     }
     let paced = reply.delay_ms > 0;
-    connection.start_stream()?;
-    let pieces = wire::stream(api, &ask.model, &id, &parts, paced);
+    connection.start_stream(&window)?;
+    let pieces = wire::stream(api, &ask.model, &id, &parts, paced, usage);
     let total = pieces.len();
     for (written, piece) in pieces.into_iter().enumerate() {
         if piece.paced {

@@ -30,15 +30,56 @@
 
 use serde_json::Value;
 
+use crate::wire::Usage;
+
 /// One reply, as the script states it.
 #[derive(Clone, Debug, Default)]
 pub struct Reply {
     pub text: Option<String>,
     pub tool: Option<ToolCall>,
-    pub error: Option<(u16, String)>,
+    pub error: Option<ScriptedError>,
     pub then: Option<Box<Reply>>,
+    /// The token counts the reply reports; `None` reports the default counts.
+    pub usage: Option<Usage>,
+    /// The usage window a successful reply reports in its headers, if any.
+    pub window: Option<Window>,
     /// Milliseconds between streamed pieces of the text.
     pub delay_ms: u64,
+}
+
+/// An API error the reply fails with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptedError {
+    pub status: u16,
+    pub message: String,
+    pub reset: Option<Reset>,
+}
+
+/// A usage window's state: how much of it is used and when it resets.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    pub used_percent: f64,
+    pub window_minutes: u64,
+    pub reset: Reset,
+}
+
+/// When a rate limit resets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reset {
+    /// At this many seconds since the epoch.
+    At(u64),
+    /// This many seconds after the reply is sent.
+    After(u64),
+}
+
+impl Reset {
+    /// The reset as seconds since the epoch, for a reply sent at `now`.
+    pub fn at(self, now: u64) -> u64 {
+        match self {
+            Reset::At(at) => at,
+            Reset::After(after) => now + after,
+        }
+    }
 }
 
 /// A tool call the model makes.
@@ -56,6 +97,8 @@ pub struct ToolCall {
 struct Turn {
     matcher: Option<String>,
     reply: Reply,
+    /// How many prompts the turn may still answer; `None` is without bound.
+    times: Option<u64>,
 }
 
 /// The parsed script and how far the ordered turns have been used.
@@ -94,7 +137,19 @@ impl Script {
                 }
             };
             let reply = parse_reply(item, &format!("turns[{index}]"))?;
-            turns.push(Turn { matcher, reply });
+            let times = match item.get("times") {
+                None | Some(Value::Null) => None,
+                Some(times) => {
+                    Some(times.as_u64().filter(|times| *times > 0).ok_or_else(|| {
+                        format!("turns[{index}].times is not a whole number above 0: {times}")
+                    })?)
+                }
+            };
+            turns.push(Turn {
+                matcher,
+                reply,
+                times,
+            });
         }
         let fallback = match root.get("fallback") {
             Some(value) => parse_reply(value, "fallback")?,
@@ -121,6 +176,8 @@ impl Script {
             .turns
             .iter()
             .enumerate()
+            // A turn that has answered as many times as it may is passed over.
+            .filter(|(_, turn)| turn.times != Some(0))
             .filter_map(|(index, turn)| {
                 let at = last_user_text.rfind(turn.matcher.as_deref()?)?;
                 Some((at, index))
@@ -128,6 +185,9 @@ impl Script {
             // The earlier turn wins a tie (two substrings ending the message at one place).
             .max_by(|(a_at, a_index), (b_at, b_index)| a_at.cmp(b_at).then(b_index.cmp(a_index)));
         if let Some((_, index)) = latest {
+            if let Some(times) = self.turns[index].times.as_mut() {
+                *times -= 1;
+            }
             return Choice {
                 reply: self.turns[index].reply.clone(),
                 turn: Some(index),
@@ -203,7 +263,28 @@ fn parse_reply(value: &Value, at: &str) -> Result<Reply, String> {
                 .and_then(Value::as_str)
                 .unwrap_or("scripted error")
                 .to_string();
-            Some((status, message))
+            let whole = |name: &str| match error.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(value) => value
+                    .as_u64()
+                    .map(Some)
+                    .ok_or_else(|| format!("{at}.error.{name} is not a whole number: {value}")),
+            };
+            let reset = match (whole("resets_at")?, whole("reset_after_s")?) {
+                (Some(_), Some(_)) => {
+                    return Err(format!(
+                        "{at}.error has both `resets_at` and `reset_after_s`; give one"
+                    ))
+                }
+                (Some(at), None) => Some(Reset::At(at)),
+                (None, Some(after)) => Some(Reset::After(after)),
+                (None, None) => None,
+            };
+            Some(ScriptedError {
+                status,
+                message,
+                reset,
+            })
         }
     };
     if text.is_none() && tool.is_none() && error.is_none() {
@@ -219,12 +300,79 @@ fn parse_reply(value: &Value, at: &str) -> Result<Reply, String> {
             .as_u64()
             .ok_or_else(|| format!("{at}.delay_ms is not a whole number: {delay}"))?,
     };
+    let usage = match value.get("usage") {
+        None | Some(Value::Null) => None,
+        Some(usage) => Some(parse_usage(usage, &format!("{at}.usage"))?),
+    };
+    let window = match value.get("window") {
+        None | Some(Value::Null) => None,
+        Some(window) => Some(parse_window(window, &format!("{at}.window"))?),
+    };
     Ok(Reply {
         text,
         tool,
         error,
         then,
+        usage,
+        window,
         delay_ms,
+    })
+}
+
+fn parse_window(value: &Value, at: &str) -> Result<Window, String> {
+    let used_percent = value
+        .get("used_percent")
+        .and_then(Value::as_f64)
+        .filter(|used| (0.0..=100.0).contains(used))
+        .ok_or_else(|| format!("{at}.used_percent is not a number from 0 to 100"))?;
+    let window_minutes = match value.get("window_minutes") {
+        None => 300,
+        Some(minutes) => minutes
+            .as_u64()
+            .ok_or_else(|| format!("{at}.window_minutes is not a whole number: {minutes}"))?,
+    };
+    let reset = match (
+        value.get("resets_at").and_then(Value::as_u64),
+        value.get("reset_after_s").and_then(Value::as_u64),
+    ) {
+        (Some(at_s), None) => Reset::At(at_s),
+        (None, Some(after)) => Reset::After(after),
+        _ => {
+            return Err(format!(
+                "{at} needs one of `resets_at` or `reset_after_s` (whole seconds)"
+            ))
+        }
+    };
+    Ok(Window {
+        used_percent,
+        window_minutes,
+        reset,
+    })
+}
+
+fn parse_usage(value: &Value, at: &str) -> Result<Usage, String> {
+    let Value::Object(fields) = value else {
+        return Err(format!("{at} is not an object"));
+    };
+    if let Some(name) = fields
+        .keys()
+        .find(|name| !["input", "output", "cache_read", "cache_write"].contains(&name.as_str()))
+    {
+        return Err(format!(
+            "{at}.{name} is not a count this server reports (input, output, cache_read, cache_write)"
+        ));
+    }
+    let count = |name: &str| match fields.get(name) {
+        None => Ok(0),
+        Some(value) => value
+            .as_u64()
+            .ok_or_else(|| format!("{at}.{name} is not a whole number: {value}")),
+    };
+    Ok(Usage {
+        input: count("input")?,
+        output: count("output")?,
+        cache_read: count("cache_read")?,
+        cache_write: count("cache_write")?,
     })
 }
 
@@ -313,6 +461,51 @@ mod tests {
         assert_eq!(
             err,
             "turns[0].tool.namespace goes with a `name`, not a shell `command` (which names no tool of a group)"
+        );
+    }
+
+    #[test]
+    fn bad_usage_resets_and_times_are_named() {
+        let err = |text: &str| Script::parse(text).err().unwrap();
+        assert_eq!(
+            err(r#"{"turns":[{"text":"a","usage":{"input":1,"cached":2}}]}"#),
+            "turns[0].usage.cached is not a count this server reports (input, output, cache_read, cache_write)"
+        );
+        assert_eq!(
+            err(r#"{"turns":[{"text":"a","usage":{"output":-3}}]}"#),
+            "turns[0].usage.output is not a whole number: -3"
+        );
+        assert_eq!(
+            err(r#"{"turns":[{"error":{"status":429,"resets_at":5,"reset_after_s":6}}]}"#),
+            "turns[0].error has both `resets_at` and `reset_after_s`; give one"
+        );
+        assert_eq!(
+            err(r#"{"turns":[{"match":"a","times":0,"text":"a"}]}"#),
+            "turns[0].times is not a whole number above 0: 0"
+        );
+        let mut script = Script::parse(
+            r#"{"turns":[{"text":"a","usage":{"input":7,"cache_write":2}},
+                {"error":{"status":429,"resets_at":1800000000}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            script.choose("x").reply.usage,
+            Some(Usage {
+                input: 7,
+                output: 0,
+                cache_read: 0,
+                cache_write: 2
+            })
+        );
+        let error = script.choose("y").reply.error.unwrap();
+        assert_eq!(error.reset.map(|reset| reset.at(5)), Some(1_800_000_000));
+        assert_eq!(
+            err(r#"{"turns":[{"text":"a","window":{"used_percent":120,"reset_after_s":5}}]}"#),
+            "turns[0].window.used_percent is not a number from 0 to 100"
+        );
+        assert_eq!(
+            err(r#"{"turns":[{"text":"a","window":{"used_percent":50}}]}"#),
+            "turns[0].window needs one of `resets_at` or `reset_after_s` (whole seconds)"
         );
     }
 

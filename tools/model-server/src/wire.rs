@@ -414,17 +414,79 @@ pub fn pieces(text: &str, paced: bool) -> Vec<String> {
     out
 }
 
-fn usage_anthropic() -> Value {
-    json!({"input_tokens": 12, "output_tokens": 8, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
+/// The token counts a reply reports, each API writing them in its own native fields.
+///
+/// `input` is the prompt tokens read fresh, `cache_read` those served from the prompt cache
+/// and `cache_write` those written to it. The Anthropic API reports the three apart; the
+/// OpenAI and Gemini APIs report one prompt total (fresh plus cached) with the cached part
+/// inside it, and have no field for a cache write, so `cache_write` is counted in their prompt
+/// total as fresh input and nowhere else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Default for Usage {
+    /// The counts every reply reported before a script could choose them.
+    fn default() -> Usage {
+        Usage {
+            input: 12,
+            output: 8,
+            cache_read: 0,
+            cache_write: 0,
+        }
+    }
+}
+
+impl Usage {
+    /// The prompt total of the OpenAI and Gemini APIs: every input token, cached or not.
+    fn prompt_total(self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+
+    fn anthropic(self) -> Value {
+        json!({"input_tokens": self.input, "output_tokens": self.output,
+            "cache_creation_input_tokens": self.cache_write,
+            "cache_read_input_tokens": self.cache_read})
+    }
+
+    fn responses(self) -> Value {
+        json!({"input_tokens": self.prompt_total(),
+            "input_tokens_details": {"cached_tokens": self.cache_read},
+            "output_tokens": self.output, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": self.prompt_total() + self.output})
+    }
+
+    fn chat(self) -> Value {
+        json!({"prompt_tokens": self.prompt_total(), "completion_tokens": self.output,
+            "total_tokens": self.prompt_total() + self.output,
+            "prompt_tokens_details": {"cached_tokens": self.cache_read}})
+    }
+
+    fn gemini(self) -> Value {
+        json!({"promptTokenCount": self.prompt_total(), "candidatesTokenCount": self.output,
+            "cachedContentTokenCount": self.cache_read,
+            "totalTokenCount": self.prompt_total() + self.output})
+    }
 }
 
 /// The streamed events of a reply.
-pub fn stream(api: Api, model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+pub fn stream(
+    api: Api,
+    model: &str,
+    id: &str,
+    parts: &[Part],
+    paced: bool,
+    usage: Usage,
+) -> Vec<Piece> {
     match api {
-        Api::Anthropic => stream_anthropic(model, id, parts, paced),
-        Api::Responses => stream_responses(model, id, parts, paced),
-        Api::Chat => stream_chat(model, id, parts, paced),
-        Api::Gemini => stream_gemini(model, parts, paced),
+        Api::Anthropic => stream_anthropic(model, id, parts, paced, usage),
+        Api::Responses => stream_responses(model, id, parts, paced, usage),
+        Api::Chat => stream_chat(model, id, parts, paced, usage),
+        Api::Gemini => stream_gemini(model, parts, paced, usage),
     }
 }
 
@@ -435,12 +497,18 @@ fn piece(bytes: Vec<u8>) -> Piece {
     }
 }
 
-fn stream_anthropic(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+fn stream_anthropic(
+    model: &str,
+    id: &str,
+    parts: &[Part],
+    paced: bool,
+    usage: Usage,
+) -> Vec<Piece> {
     let mut out = vec![piece(sse(
         Some("message_start"),
         &json!({"type": "message_start", "message": {"id": id, "type": "message",
             "role": "assistant", "model": model, "content": [], "stop_reason": null,
-            "stop_sequence": null, "usage": usage_anthropic()}}),
+            "stop_sequence": null, "usage": usage.anthropic()}}),
     ))];
     let mut stop = "end_turn";
     for (index, part) in parts.iter().enumerate() {
@@ -488,8 +556,10 @@ fn stream_anthropic(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<P
     }
     out.push(piece(sse(
         Some("message_delta"),
+        // The closing delta repeats the whole count, as the API does: a client keeps the
+        // last count it saw.
         &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
-            "usage": {"output_tokens": 8}}),
+            "usage": usage.anthropic()}),
     )));
     out.push(piece(sse(
         Some("message_stop"),
@@ -525,22 +595,27 @@ fn responses_items(id: &str, parts: &[Part]) -> Vec<Value> {
         .collect()
 }
 
-fn responses_body(model: &str, id: &str, parts: &[Part], status: &str) -> Value {
+fn responses_body(model: &str, id: &str, parts: &[Part], status: &str, usage: Usage) -> Value {
     let output = if status == "completed" {
         responses_items(id, parts)
     } else {
         Vec::new()
     };
     json!({"id": id, "object": "response", "created_at": 0, "status": status, "model": model,
-        "output": output, "usage": {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 8, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 20}})
+        "output": output, "usage": usage.responses()})
 }
 
-fn stream_responses(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+fn stream_responses(
+    model: &str,
+    id: &str,
+    parts: &[Part],
+    paced: bool,
+    usage: Usage,
+) -> Vec<Piece> {
     let mut out = vec![piece(sse(
         Some("response.created"),
         &json!({"type": "response.created",
-            "response": responses_body(model, id, parts, "in_progress")}),
+            "response": responses_body(model, id, parts, "in_progress", usage)}),
     ))];
     let items = responses_items(id, parts);
     for (index, (part, item)) in parts.iter().zip(&items).enumerate() {
@@ -588,7 +663,7 @@ fn stream_responses(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<P
     out.push(piece(sse(
         Some("response.completed"),
         &json!({"type": "response.completed",
-            "response": responses_body(model, id, parts, "completed")}),
+            "response": responses_body(model, id, parts, "completed", usage)}),
     )));
     out
 }
@@ -601,7 +676,7 @@ fn chat_chunk(model: &str, id: &str, delta: Value, finish: Value) -> Vec<u8> {
     )
 }
 
-fn stream_chat(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+fn stream_chat(model: &str, id: &str, parts: &[Part], paced: bool, usage: Usage) -> Vec<Piece> {
     let mut out = vec![piece(chat_chunk(
         model,
         id,
@@ -642,14 +717,10 @@ fn stream_chat(model: &str, id: &str, parts: &[Part], paced: bool) -> Vec<Piece>
     out.push(piece(sse(
         None,
         &json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
-            "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20}}),
+            "choices": [], "usage": usage.chat()}),
     )));
     out.push(piece(b"data: [DONE]\n\n".to_vec()));
     out
-}
-
-fn gemini_usage() -> Value {
-    json!({"promptTokenCount": 12, "candidatesTokenCount": 8, "totalTokenCount": 20})
 }
 
 fn gemini_part(part: &Part) -> Value {
@@ -664,7 +735,7 @@ fn gemini_part(part: &Part) -> Value {
     }
 }
 
-fn stream_gemini(model: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
+fn stream_gemini(model: &str, parts: &[Part], paced: bool, usage: Usage) -> Vec<Piece> {
     let mut out = Vec::new();
     let candidate = |parts: Vec<Value>, finish: Option<&str>| {
         let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
@@ -673,7 +744,7 @@ fn stream_gemini(model: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
         }
         sse(
             None,
-            &json!({"candidates": [candidate], "usageMetadata": gemini_usage(), "modelVersion": model}),
+            &json!({"candidates": [candidate], "usageMetadata": usage.gemini(), "modelVersion": model}),
         )
     };
     for part in parts {
@@ -694,7 +765,7 @@ fn stream_gemini(model: &str, parts: &[Part], paced: bool) -> Vec<Piece> {
 }
 
 /// A whole (non-streamed) reply body.
-pub fn whole(api: Api, model: &str, id: &str, parts: &[Part]) -> Value {
+pub fn whole(api: Api, model: &str, id: &str, parts: &[Part], usage: Usage) -> Value {
     match api {
         Api::Anthropic => {
             let mut stop = "end_turn";
@@ -715,9 +786,9 @@ pub fn whole(api: Api, model: &str, id: &str, parts: &[Part]) -> Value {
                 .collect();
             json!({"id": id, "type": "message", "role": "assistant", "model": model,
                 "content": content, "stop_reason": stop, "stop_sequence": null,
-                "usage": usage_anthropic()})
+                "usage": usage.anthropic()})
         }
-        Api::Responses => responses_body(model, id, parts, "completed"),
+        Api::Responses => responses_body(model, id, parts, "completed", usage),
         Api::Chat => {
             let text: String = parts
                 .iter()
@@ -750,12 +821,12 @@ pub fn whole(api: Api, model: &str, id: &str, parts: &[Part]) -> Value {
             }
             json!({"id": id, "object": "chat.completion", "created": 0, "model": model,
                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20}})
+                "usage": usage.chat()})
         }
         Api::Gemini => {
             let parts: Vec<Value> = parts.iter().map(gemini_part).collect();
             json!({"candidates": [{"content": {"role": "model", "parts": parts},
-                "finishReason": "STOP", "index": 0}], "usageMetadata": gemini_usage(),
+                "finishReason": "STOP", "index": 0}], "usageMetadata": usage.gemini(),
                 "modelVersion": model})
         }
     }
@@ -763,14 +834,141 @@ pub fn whole(api: Api, model: &str, id: &str, parts: &[Part]) -> Value {
 
 /// An error body in the API's own shape, so the harness shows its API-error state.
 pub fn error_body(api: Api, status: u16, message: &str) -> Value {
-    match api {
+    error_reply(api, status, message, None, 0).1
+}
+
+/// A failed reply in the API's own shape: its headers and body.
+///
+/// The error's type follows the status the way each API names it (429 a rate limit, 529 or
+/// 503 an overload, 500 a server error). A rate-limit reply with a reset time (`resets_at`,
+/// seconds since the epoch, `now` the time of the reply) carries it where each API's clients
+/// read it: `retry-after` for all; Anthropic's `anthropic-ratelimit-unified-status` and
+/// `-reset` headers; the Responses API's `x-codex-primary-*` headers and a
+/// `usage_limit_reached` body with `resets_at` and `resets_in_seconds`; the Chat API's
+/// `x-ratelimit-*` headers; Gemini's `RESOURCE_EXHAUSTED` with a `RetryInfo` delay.
+pub fn error_reply(
+    api: Api,
+    status: u16,
+    message: &str,
+    resets_at: Option<u64>,
+    now: u64,
+) -> (Vec<(String, String)>, Value) {
+    let mut headers = Vec::new();
+    let after = resets_at.map(|at| at.saturating_sub(now));
+    if let Some(after) = after {
+        headers.push(("retry-after".to_string(), after.to_string()));
+    }
+    let body = match api {
         Api::Anthropic => {
-            json!({"type": "error", "error": {"type": "api_error", "message": message}})
+            let kind = match status {
+                400 => "invalid_request_error",
+                401 => "authentication_error",
+                403 => "permission_error",
+                404 => "not_found_error",
+                429 => "rate_limit_error",
+                529 | 503 => "overloaded_error",
+                _ => "api_error",
+            };
+            if let (429, Some(at)) = (status, resets_at) {
+                headers.push((
+                    "anthropic-ratelimit-unified-status".to_string(),
+                    "rejected".to_string(),
+                ));
+                headers.push((
+                    "anthropic-ratelimit-unified-reset".to_string(),
+                    at.to_string(),
+                ));
+            }
+            json!({"type": "error", "error": {"type": kind, "message": message}})
         }
-        Api::Responses | Api::Chat => {
-            json!({"error": {"message": message, "type": "server_error", "code": status}})
+        Api::Responses => match (status, resets_at, after) {
+            (429, Some(at), Some(after)) => {
+                headers.push(("x-codex-primary-used-percent".into(), "100".into()));
+                headers.push(("x-codex-primary-window-minutes".into(), "300".into()));
+                headers.push(("x-codex-primary-reset-at".into(), at.to_string()));
+                json!({"error": {"type": "usage_limit_reached", "message": message,
+                    "resets_at": at, "resets_in_seconds": after}})
+            }
+            _ => json!({"error": {"message": message, "type": openai_error_type(status),
+                "code": status}}),
+        },
+        Api::Chat => {
+            if let (429, Some(after)) = (status, after) {
+                headers.push(("x-ratelimit-remaining-requests".into(), "0".into()));
+                headers.push(("x-ratelimit-reset-requests".into(), format!("{after}s")));
+            }
+            json!({"error": {"message": message, "type": openai_error_type(status),
+                "code": status}})
         }
-        Api::Gemini => json!({"error": {"code": status, "message": message, "status": "INTERNAL"}}),
+        Api::Gemini => {
+            let state = match status {
+                429 => "RESOURCE_EXHAUSTED",
+                503 | 529 => "UNAVAILABLE",
+                400 => "INVALID_ARGUMENT",
+                _ => "INTERNAL",
+            };
+            let mut error = json!({"code": status, "message": message, "status": state});
+            if let (429, Some(after)) = (status, after) {
+                error["details"] = json!([{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                    "retryDelay": format!("{after}s")}]);
+            }
+            json!({ "error": error })
+        }
+    };
+    (headers, body)
+}
+
+/// The headers of a successful reply that report a usage window `used_percent` full, resetting
+/// at `resets_at` (seconds since the epoch): Anthropic's unified 5-hour headers, the Responses
+/// API's `x-codex-primary-*` headers, the Chat API's `x-ratelimit-*` request counts (out of
+/// 100). Gemini's API reports no window on success, so it gets none.
+pub fn window_headers(
+    api: Api,
+    used_percent: f64,
+    window_minutes: u64,
+    resets_at: u64,
+    now: u64,
+) -> Vec<(String, String)> {
+    let header = |name: &str, value: String| (name.to_string(), value);
+    match api {
+        Api::Anthropic => vec![
+            header("anthropic-ratelimit-unified-status", "allowed".into()),
+            header(
+                "anthropic-ratelimit-unified-5h-utilization",
+                format!("{}", used_percent / 100.0),
+            ),
+            header(
+                "anthropic-ratelimit-unified-5h-reset",
+                resets_at.to_string(),
+            ),
+        ],
+        Api::Responses => vec![
+            header("x-codex-primary-used-percent", format!("{used_percent}")),
+            header("x-codex-primary-window-minutes", window_minutes.to_string()),
+            header("x-codex-primary-reset-at", resets_at.to_string()),
+        ],
+        Api::Chat => vec![
+            header("x-ratelimit-limit-requests", "100".into()),
+            header(
+                "x-ratelimit-remaining-requests",
+                format!("{}", (100.0 - used_percent).max(0.0).floor()),
+            ),
+            header(
+                "x-ratelimit-reset-requests",
+                format!("{}s", resets_at.saturating_sub(now)),
+            ),
+        ],
+        Api::Gemini => Vec::new(),
+    }
+}
+
+/// The OpenAI APIs' error type for a status.
+fn openai_error_type(status: u16) -> &'static str {
+    match status {
+        429 => "rate_limit_exceeded",
+        400 => "invalid_request_error",
+        503 | 529 => "server_overloaded",
+        _ => "server_error",
     }
 }
 
@@ -839,26 +1037,39 @@ mod tests {
                 namespace: namespace.map(String::from),
             }]
         };
-        let item = &whole(Api::Responses, "m", "r", &call(Some("agents")))["output"][0];
+        let item = &whole(
+            Api::Responses,
+            "m",
+            "r",
+            &call(Some("agents")),
+            Usage::default(),
+        )["output"][0];
         assert_eq!(item["type"], "function_call");
         assert_eq!(item["name"], "spawn");
         assert_eq!(item["namespace"], "agents");
         // Streamed, both the added and the done item carry it.
-        let streamed: Vec<String> = stream(Api::Responses, "m", "r", &call(Some("agents")), false)
-            .into_iter()
-            .map(|piece| String::from_utf8_lossy(&piece.bytes).into_owned())
-            .filter(|event| event.contains("response.output_item."))
-            .collect();
+        let streamed: Vec<String> = stream(
+            Api::Responses,
+            "m",
+            "r",
+            &call(Some("agents")),
+            false,
+            Usage::default(),
+        )
+        .into_iter()
+        .map(|piece| String::from_utf8_lossy(&piece.bytes).into_owned())
+        .filter(|event| event.contains("response.output_item."))
+        .collect();
         assert_eq!(streamed.len(), 2);
         assert!(streamed
             .iter()
             .all(|event| event.contains(r#""namespace":"agents""#)));
         // Without one, the item has no namespace field at all.
-        let bare = &whole(Api::Responses, "m", "r", &call(None))["output"][0];
+        let bare = &whole(Api::Responses, "m", "r", &call(None), Usage::default())["output"][0];
         assert!(bare.get("namespace").is_none());
         // The other APIs have no tool groups: the same call is sent by its bare name.
         for api in [Api::Anthropic, Api::Chat, Api::Gemini] {
-            let body = whole(api, "m", "r", &call(Some("agents"))).to_string();
+            let body = whole(api, "m", "r", &call(Some("agents")), Usage::default()).to_string();
             assert!(body.contains("spawn"), "{}: {body}", api.name());
             assert!(!body.contains("namespace"), "{}: {body}", api.name());
         }

@@ -78,6 +78,12 @@ struct Client {
 impl Client {
     /// Sends one POST and returns (status, body), reading a chunked or sized body.
     fn post(&mut self, path: &str, body: &Value) -> (u16, String) {
+        let (status, _, body) = self.exchange(path, body);
+        (status, body)
+    }
+
+    /// Sends one POST and returns (status, headers lowercased, body).
+    fn exchange(&mut self, path: &str, body: &Value) -> (u16, Vec<(String, String)>, String) {
         let body = body.to_string();
         let request = format!(
             "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
@@ -95,12 +101,16 @@ impl Client {
             .expect("code");
         let mut chunked = false;
         let mut length = 0usize;
+        let mut headers = Vec::new();
         loop {
             line.clear();
             self.reader.read_line(&mut line).expect("header");
             let header = line.trim_end().to_ascii_lowercase();
             if header.is_empty() {
                 break;
+            }
+            if let Some((name, value)) = header.split_once(": ") {
+                headers.push((name.to_string(), value.to_string()));
             }
             if header == "transfer-encoding: chunked" {
                 chunked = true;
@@ -126,7 +136,7 @@ impl Client {
             out.resize(length, 0);
             self.reader.read_exact(&mut out).expect("body");
         }
-        (status, String::from_utf8(out).expect("UTF-8 body"))
+        (status, headers, String::from_utf8(out).expect("UTF-8 body"))
     }
 }
 
@@ -416,4 +426,221 @@ fn a_reply_the_client_stops_reading_is_logged_as_cut_with_what_was_written() {
     );
     assert!(written < total, "cut mid-answer: {cut}");
     assert!(log[0]["unix_ms"].as_u64().unwrap() > 1_700_000_000_000);
+}
+
+/// The four APIs' requests for one user prompt, each offering a shell tool, streamed.
+fn prompts(text: &str) -> [(&'static str, Value); 4] {
+    let user = json!([{"role": "user", "content": text}]);
+    let bash: Value = serde_json::from_str(BASH).unwrap();
+    [
+        (
+            "/v1/messages?beta=true",
+            json!({"model": "m", "stream": true, "tools": [bash], "messages": user}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "m", "stream": true,
+                "tools": [{"type": "function", "name": "exec_command", "parameters": {}}],
+                "input": [{"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": text}]}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "m", "stream": true,
+                "tools": [{"type": "function", "function": {"name": "bash", "parameters": {}}}],
+                "messages": user}),
+        ),
+        (
+            "/v1beta/models/g-model:streamGenerateContent?alt=sse",
+            json!({"contents": [{"role": "user", "parts": [{"text": text}]}],
+                "tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}]}),
+        ),
+    ]
+}
+
+#[test]
+fn each_api_reports_the_scripted_usage_in_its_native_fields() {
+    let server = Server::start(&json!({"turns": [{"match": "count", "text": "COUNTED",
+        "usage": {"input": 1200, "output": 34, "cache_read": 5000, "cache_write": 700}}]}));
+    let mut client = server.connect();
+    let [anthropic, responses, chat, gemini] = prompts("count me");
+
+    // Anthropic reports fresh input, cache reads and cache writes apart, in the message's
+    // start and again, whole, in its closing delta.
+    let (status, body) = client.post(anthropic.0, &anthropic.1);
+    assert_eq!(status, 200);
+    let all = events(&body);
+    let expected = json!({"input_tokens": 1200, "output_tokens": 34,
+        "cache_read_input_tokens": 5000, "cache_creation_input_tokens": 700});
+    assert_eq!(all[0]["message"]["usage"], expected);
+    let delta = all.iter().find(|e| e["type"] == "message_delta").unwrap();
+    assert_eq!(delta["usage"], expected);
+
+    // The OpenAI and Gemini APIs report one prompt total with the cached part inside it.
+    let (_, body) = client.post(responses.0, &responses.1);
+    let usage = events(&body).pop().unwrap()["response"]["usage"].clone();
+    assert_eq!(usage["input_tokens"], 6900);
+    assert_eq!(usage["input_tokens_details"]["cached_tokens"], 5000);
+    assert_eq!(usage["output_tokens"], 34);
+    assert_eq!(usage["total_tokens"], 6934);
+
+    let (_, body) = client.post(chat.0, &chat.1);
+    let usage = events(&body).pop().unwrap()["usage"].clone();
+    assert_eq!(usage["prompt_tokens"], 6900);
+    assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 5000);
+    assert_eq!(usage["completion_tokens"], 34);
+
+    let (_, body) = client.post(gemini.0, &gemini.1);
+    let usage = events(&body).pop().unwrap()["usageMetadata"].clone();
+    assert_eq!(usage["promptTokenCount"], 6900);
+    assert_eq!(usage["cachedContentTokenCount"], 5000);
+    assert_eq!(usage["candidatesTokenCount"], 34);
+    assert_eq!(usage["totalTokenCount"], 6934);
+
+    // A whole (non-streamed) reply reports the same counts.
+    let (_, body) = client.post(
+        "/v1/messages",
+        &json!({"model": "m", "tools": [serde_json::from_str::<Value>(BASH).unwrap()],
+            "messages": [{"role": "user", "content": "count"}]}),
+    );
+    let whole: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(whole["usage"], expected);
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs()
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.as_str())
+}
+
+#[test]
+fn a_rate_limit_reply_carries_its_reset_time_where_each_api_reads_it() {
+    let server = Server::start(&json!({"turns": [{"match": "limit", "error":
+        {"status": 429, "message": "usage limit reached", "reset_after_s": 120}}]}));
+    let mut client = server.connect();
+    let [anthropic, responses, chat, gemini] = prompts("over the limit");
+    let before = unix_now();
+
+    let (status, headers, body) = client.exchange(anthropic.0, &anthropic.1);
+    let after = unix_now();
+    assert_eq!(status, 429);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["type"], "rate_limit_error");
+    assert_eq!(header(&headers, "retry-after"), Some("120"));
+    assert_eq!(
+        header(&headers, "anthropic-ratelimit-unified-status"),
+        Some("rejected")
+    );
+    let reset: u64 = header(&headers, "anthropic-ratelimit-unified-reset")
+        .expect("the reset header")
+        .parse()
+        .expect("seconds since the epoch");
+    assert!(
+        (before + 120..=after + 120).contains(&reset),
+        "reset {reset} is 120 s after the reply ({before}..={after})"
+    );
+
+    let (status, headers, body) = client.exchange(responses.0, &responses.1);
+    assert_eq!(status, 429);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["type"], "usage_limit_reached");
+    let resets_at = body["error"]["resets_at"].as_u64().expect("resets_at");
+    assert!((before + 120..=unix_now() + 120).contains(&resets_at));
+    assert_eq!(
+        header(&headers, "x-codex-primary-reset-at"),
+        Some(resets_at.to_string().as_str())
+    );
+    assert_eq!(
+        header(&headers, "x-codex-primary-used-percent"),
+        Some("100")
+    );
+
+    let (status, headers, body) = client.exchange(chat.0, &chat.1);
+    assert_eq!(status, 429);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["type"], "rate_limit_exceeded");
+    assert_eq!(header(&headers, "x-ratelimit-reset-requests"), Some("120s"));
+
+    let (status, _, body) = client.exchange(gemini.0, &gemini.1);
+    assert_eq!(status, 429);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["status"], "RESOURCE_EXHAUSTED");
+    assert_eq!(body["error"]["details"][0]["retryDelay"], "120s");
+}
+
+#[test]
+fn a_turn_scripted_to_fail_once_fails_then_answers_the_same_prompt_sent_again() {
+    let server = Server::start(&json!({"turns": [
+        {"match": "flaky", "times": 1, "error": {"status": 529, "message": "Overloaded"}},
+        {"match": "flaky", "text": "RECOVERED"}]}));
+    let mut client = server.connect();
+    let [anthropic, _, _, gemini] = prompts("a flaky turn");
+    let (status, body) = client.post(anthropic.0, &anthropic.1);
+    assert_eq!(status, 529);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["type"], "overloaded_error");
+    // The retry of the same prompt gets the next matching turn, and so does every later one.
+    let (status, body) = client.post(anthropic.0, &anthropic.1);
+    assert_eq!(status, 200);
+    assert!(body.contains("RECOVERED"));
+    let (status, body) = client.post(gemini.0, &gemini.1);
+    assert_eq!(status, 200);
+    assert!(body.contains("RECOVERED"));
+
+    // A 500 in Gemini's dialect names its status as the API does.
+    let server = Server::start(&json!({"turns": [{"match": "x", "error": {"status": 500}}]}));
+    let (status, body) = server.connect().post(gemini.0, &prompts("x")[3].1);
+    assert_eq!(status, 500);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["status"], "INTERNAL");
+}
+
+#[test]
+fn a_successful_reply_reports_its_scripted_usage_window_in_headers() {
+    let server = Server::start(&json!({"turns": [{"match": "fill", "text": "FILLING",
+        "window": {"used_percent": 85, "window_minutes": 300, "reset_after_s": 600}}]}));
+    let mut client = server.connect();
+    let [anthropic, responses, chat, gemini] = prompts("fill it");
+    let before = unix_now();
+
+    let (status, headers, body) = client.exchange(responses.0, &responses.1);
+    assert_eq!(status, 200);
+    assert!(body.contains("FILLING"));
+    assert_eq!(header(&headers, "x-codex-primary-used-percent"), Some("85"));
+    assert_eq!(
+        header(&headers, "x-codex-primary-window-minutes"),
+        Some("300")
+    );
+    let reset: u64 = header(&headers, "x-codex-primary-reset-at")
+        .expect("the reset header")
+        .parse()
+        .unwrap();
+    assert!((before + 600..=unix_now() + 600).contains(&reset));
+
+    let (_, headers, _) = client.exchange(anthropic.0, &anthropic.1);
+    assert_eq!(
+        header(&headers, "anthropic-ratelimit-unified-5h-utilization"),
+        Some("0.85")
+    );
+    assert_eq!(
+        header(&headers, "anthropic-ratelimit-unified-status"),
+        Some("allowed")
+    );
+    let (_, headers, _) = client.exchange(chat.0, &chat.1);
+    assert_eq!(
+        header(&headers, "x-ratelimit-remaining-requests"),
+        Some("15")
+    );
+    // Gemini's API reports no window on success.
+    let (status, headers, _) = client.exchange(gemini.0, &gemini.1);
+    assert_eq!(status, 200);
+    assert!(!headers.iter().any(|(name, _)| name.contains("ratelimit")));
 }
