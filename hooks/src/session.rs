@@ -315,7 +315,16 @@ pub fn run_groups(
     }
     // Every dispatch that sees a lifecycle event settles the ledger, so a compaction re-arms
     // the guards even when no `once` group selects the compaction event itself.
-    let rearms = run.is_compaction || matches!(run.event, "pre-compact" | "session-start");
+    // Only a file that keeps anything in the ledger touches it.
+    let keeps_state = hooks.events.values().flatten().any(|group| {
+        group.once.is_some()
+            || group
+                .deliver
+                .iter()
+                .any(|d| d == DELIVER_BRIEF || d == DELIVER_MEMORY)
+    });
+    let rearms =
+        keeps_state && (run.is_compaction || matches!(run.event, "pre-compact" | "session-start"));
     let mut notes = Vec::new();
     let claimed: BTreeSet<String> = if wanted.is_empty() && !rearms {
         BTreeSet::new()
@@ -334,6 +343,9 @@ pub fn run_groups(
             &wanted,
         ) {
             Ok(claimed) => claimed,
+            // A re-arm alone that cannot be recorded changes no answer and says nothing; a
+            // claim that cannot be recorded runs the guard and tells the context (fail-open).
+            Err(_) if wanted.is_empty() => BTreeSet::new(),
             Err(err) => {
                 notes.push(format!("belfry dispatch: {err}"));
                 wanted.iter().map(|(name, _)| (*name).to_owned()).collect()
@@ -540,6 +552,22 @@ mod tests {
             lines(&s.notes),
             ["build with make", "turn done", "turn done"]
         );
+    }
+
+    #[test]
+    fn a_file_without_once_or_session_context_never_touches_the_ledger() {
+        let s = setup();
+        let plain = serde_json::json!({"version": 1, "events": {"session-start": [
+            {"handlers": [{"argv": ["sh", "-c", "echo started"]}]}
+        ]}});
+        let _ = std::fs::write(
+            &s.hooks_file,
+            serde_json::to_vec(&plain).unwrap_or_default(),
+        );
+        let outcome = dispatch(&s, "session-start", r#"{"source":"x"}"#);
+        assert_eq!(outcome.reason, "", "no key needed, no note");
+        assert_eq!(outcome.context, "started");
+        assert!(!s.root.join("state").exists(), "the ledger was touched");
     }
 
     #[test]
