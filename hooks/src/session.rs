@@ -5,7 +5,9 @@
 //! Projection side: [`carriers`] gives, for one target, the hooks belfry adds to the plan so
 //! that the harness calls dispatch where the session context can reach the model: a
 //! `session-start` entry where the harness carries session-start context, else a
-//! `prompt-submit` one (the first prompt), and a `turn-stop` entry for a memory append. They
+//! `prompt-submit` one (the first prompt), `pre-compact` (and `session-start`) entries that let
+//! the ledger see a compaction for `once "context"` hooks, and a `turn-stop` entry for a memory
+//! append. They
 //! go through the same cells, files and install state as the user's hooks, and compile to
 //! groups with no handlers and a `deliver` list.
 //!
@@ -40,7 +42,7 @@ pub const DELIVER_ONCE_RESET: &str = "once-reset";
 /// host-fired event's answer is discarded, so it delivers nothing.
 pub const HOST_SOURCE: &str = "belfry-host";
 
-/// The name of the carrier hooks in plans ( `:` is not allowed in a file's hook names, so no
+/// The names of the carrier hooks in plans (`:` is not allowed in a file's hook names, so no
 /// user hook can be mistaken for one).
 pub const CONTEXT_CARRIER: &str = "belfry:session-context";
 pub const APPEND_CARRIER: &str = "belfry:memory-append";
