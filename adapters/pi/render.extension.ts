@@ -23,12 +23,22 @@ const SETTLES = ((version: string) => {
   return major > 0 || minor > 80 || (minor === 80 && patch >= 4);
 })(String(VERSION));
 
-function dispatch(event: string, payload: Record<string, unknown>, cwd: string): any {
+// The session's id keys belfry's read-once guards and its once-per-session context.
+function sessionId(ctx: any): string | undefined {
+  try {
+    return ctx?.sessionManager?.getSessionId?.();
+  } catch {
+    return undefined;
+  }
+}
+
+function dispatch(event: string, payload: Record<string, unknown>, ctx: any): any {
   if (!EVENTS.includes(event)) return {};
+  const input = { hook_event_name: event, cwd: ctx?.cwd, session_id: sessionId(ctx), ...payload };
   const run = spawnSync(
     "belfry",
     ["dispatch", "--event", event, "--native", "pi", "--hooks-file", HOOKS_FILE],
-    { input: JSON.stringify({ hook_event_name: event, cwd, ...payload }), encoding: "utf8", timeout: TIMEOUT_MS },
+    { input: JSON.stringify(input), encoding: "utf8", timeout: TIMEOUT_MS },
   );
   if (run.status !== 0 || !run.stdout) return {};
   try {
@@ -46,37 +56,37 @@ export default function (pi: any) {
   // "clear" names; its other reasons (startup, reload, resume, fork) are passed as Pi says them.
   pi.on("session_start", async (event: any, ctx: any) => {
     const source = event?.reason === "new" ? "clear" : event?.reason;
-    dispatch("session-start", source ? { source } : {}, ctx.cwd);
+    dispatch("session-start", source ? { source } : {}, ctx);
   });
   pi.on("session_shutdown", async (_event: any, ctx: any) => {
-    dispatch("session-end", {}, ctx.cwd);
+    dispatch("session-end", {}, ctx);
   });
   pi.on("input", async (event: any, ctx: any) => {
-    const answer = dispatch("prompt-submit", { prompt: event.text }, ctx.cwd);
+    const answer = dispatch("prompt-submit", { prompt: event.text }, ctx);
     if (answer.append_text) return { action: "transform", text: `${event.text}\n\n${answer.append_text}` };
     return undefined;
   });
   pi.on("tool_call", async (event: any, ctx: any) => {
-    const answer = dispatch("before-tool", { tool_name: event.toolName, tool_input: event.input }, ctx.cwd);
+    const answer = dispatch("before-tool", { tool_name: event.toolName, tool_input: event.input }, ctx);
     return answer.return;
   });
   pi.on("tool_result", async (event: any, ctx: any) => {
     const answer = dispatch(
       "after-tool",
       { tool_name: event.toolName, tool_input: event.input, tool_response: event.content },
-      ctx.cwd,
+      ctx,
     );
     if (answer.append_text) return { content: [...event.content, { type: "text", text: answer.append_text }] };
     return undefined;
   });
   pi.on("agent_end", async (_event: any, ctx: any) => {
-    if (!SETTLES) dispatch("turn-stop", {}, ctx.cwd);
+    if (!SETTLES) dispatch("turn-stop", {}, ctx);
   });
   pi.on("agent_settled", async (_event: any, ctx: any) => {
-    if (SETTLES) dispatch("turn-stop", {}, ctx.cwd);
+    if (SETTLES) dispatch("turn-stop", {}, ctx);
   });
   pi.on("session_before_compact", async (_event: any, ctx: any) => {
-    const answer = dispatch("pre-compact", {}, ctx.cwd);
+    const answer = dispatch("pre-compact", {}, ctx);
     return answer.return;
   });
 }

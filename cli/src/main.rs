@@ -13,6 +13,7 @@
 //! 3 guarded-send conflict, 4 wait timed out.
 
 mod attach;
+mod charter_brief;
 mod cmd;
 mod completions;
 mod direct;

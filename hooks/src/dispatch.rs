@@ -25,7 +25,6 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use serde_json::{Map, Value};
 
 use crate::call_log::{call_log_path, log_call, CallFacts};
-use crate::chain::run_chain;
 use crate::error::Error;
 use crate::handlers::{resolve_hooks_file, HooksFile};
 use crate::matcher::ToolRef;
@@ -340,13 +339,31 @@ fn decide(
         Err(err) => return Outcome::fail_open(&err),
     };
     let tool = ToolRef { native_name, class };
-    let handlers: Vec<_> = hooks.handlers_for(&opts.event, tool).collect();
-    if handlers.is_empty() {
+    let groups: Vec<_> = hooks.groups_for(&opts.event, tool).collect();
+    if groups.is_empty() {
         return Outcome::allow_silently();
     }
-    facts.handlers = handlers.len();
     let handler_stdin = with_tool_class(stdin, input, class);
-    run_chain(handlers.into_iter(), &opts.event, &handler_stdin)
+    // Read-once guards, the guard brief and the project memory (issue 45): `session` decides
+    // which groups fire and what belfry tells the model itself.
+    let run = crate::session::GroupRun {
+        event: &opts.event,
+        session_id: input.session_id.as_deref(),
+        source: input.source.as_deref(),
+        is_compaction: dialect.is_some_and(|dialect| {
+            dialect.is_compaction(&opts.event, input.source.as_deref().unwrap_or(""))
+        }),
+        carries_context: match dialect {
+            None => true,
+            Some(dialect) => dialect.context_capacity(&opts.event).is_some(),
+        },
+        stdin,
+        handler_stdin: &handler_stdin,
+        env,
+    };
+    let (outcome, ran) = crate::session::run_groups(&hooks, &groups, &run);
+    facts.handlers = ran;
+    outcome
 }
 
 /// The stdin handlers receive: the harness's bytes, untouched, with
@@ -447,6 +464,10 @@ fn unrenderable(err: &Error) -> DispatchOutput {
 /// passed on: handlers receive the original stdin bytes, not a re-serialization.
 struct HookInput {
     tool_name: Option<String>,
+    /// The harness's session, which keys and re-arms read-once guards (`crate::once`).
+    session_id: Option<String>,
+    /// Why a session started (`session-start`'s `source`), which may mean a compaction.
+    source: Option<String>,
     hook_event_name: String,
     /// Whether the harness's object already has a top-level [`HANDLER_INPUT_MEMBER`].
     has_belfry_member: bool,
@@ -464,6 +485,8 @@ impl HookInput {
         };
         Ok(HookInput {
             tool_name: text("tool_name"),
+            session_id: text("session_id"),
+            source: text("source"),
             hook_event_name: text("hook_event_name").unwrap_or_default(),
             has_belfry_member: object.contains_key(HANDLER_INPUT_MEMBER),
         })

@@ -82,6 +82,11 @@ impl Handler {
 pub struct HandlerGroup {
     pub matcher: Matcher,
     pub handlers: Vec<Handler>,
+    /// A read-once guard's declaration (`crate::once`); `None` runs on every match.
+    pub once: Option<crate::once::OnceSpec>,
+    /// What belfry itself delivers when this group selects a hook (`crate::session`): a group
+    /// `belfry hooks` adds with no handlers.
+    pub deliver: Vec<String>,
 }
 
 /// A loaded and validated hooks file.
@@ -89,6 +94,11 @@ pub struct HandlerGroup {
 pub struct HooksFile {
     /// Semantic event name (`before-tool`, …) to its groups, in file order.
     pub events: BTreeMap<String, Vec<HandlerGroup>>,
+    /// The guard brief `belfry hooks` rendered for this target (`crate::brief`), told to the
+    /// model as session-start context.
+    pub brief: Option<String>,
+    /// The project memory (`crate::memory`).
+    pub memory: Option<crate::memory::CompiledMemory>,
 }
 
 #[derive(Deserialize)]
@@ -97,6 +107,10 @@ struct RawHooksFile {
     version: u32,
     #[serde(default)]
     events: BTreeMap<String, Vec<RawGroup>>,
+    #[serde(default)]
+    brief: Option<String>,
+    #[serde(default)]
+    memory: Option<crate::memory::CompiledMemory>,
 }
 
 #[derive(Deserialize)]
@@ -105,6 +119,10 @@ struct RawGroup {
     #[serde(default)]
     matcher: Option<String>,
     handlers: Vec<Handler>,
+    #[serde(default)]
+    once: Option<crate::once::OnceSpec>,
+    #[serde(default)]
+    deliver: Vec<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -140,7 +158,7 @@ impl HooksFile {
             path: path.to_path_buf(),
             reason,
         };
-        let raw: RawHooksFile =
+        let mut raw: RawHooksFile =
             serde_json::from_slice(bytes).map_err(|err| invalid(err.to_string()))?;
         if raw.version != HOOKS_FILE_VERSION {
             return Err(invalid(format!(
@@ -149,11 +167,33 @@ impl HooksFile {
             )));
         }
         let mut events = BTreeMap::new();
-        for (event, raw_groups) in raw.events {
+        for (event, raw_groups) in std::mem::take(&mut raw.events) {
             let groups = validate_groups(&event, raw_groups).map_err(invalid)?;
             events.insert(event, groups);
         }
-        Ok(HooksFile { events })
+        if let Some(memory) = &raw.memory {
+            memory
+                .validate()
+                .map_err(|reason| invalid(format!("memory: {reason}")))?;
+        }
+        Ok(HooksFile {
+            events,
+            brief: raw.brief.filter(|brief| !brief.trim().is_empty()),
+            memory: raw.memory,
+        })
+    }
+
+    /// The groups that select a hook about `tool` at `event`, in file order.
+    pub fn groups_for<'a>(
+        &'a self,
+        event: &str,
+        tool: ToolRef<'a>,
+    ) -> impl Iterator<Item = &'a HandlerGroup> + 'a {
+        self.events
+            .get(event)
+            .into_iter()
+            .flatten()
+            .filter(move |group| group.matcher.matches(tool))
     }
 
     /// The handlers to run for `event` and a hook about `tool`, in file order.
@@ -184,9 +224,30 @@ fn validate_groups(event: &str, raw_groups: Vec<RawGroup>) -> Result<Vec<Handler
             validate_handler(handler)
                 .map_err(|reason| format!("{at}.handlers[{handler_index}]: {reason}"))?;
         }
+        if let Some(once) = &raw.once {
+            if once.name.is_empty() {
+                return Err(format!("{at}.once.name is empty"));
+            }
+        }
+        for what in &raw.deliver {
+            let known = [
+                crate::session::DELIVER_BRIEF,
+                crate::session::DELIVER_MEMORY,
+                crate::session::DELIVER_MEMORY_APPEND,
+                crate::session::DELIVER_ONCE_RESET,
+            ];
+            if !known.contains(&what.as_str()) {
+                return Err(format!(
+                    "{at}.deliver: {what:?} is not one of: {}",
+                    known.join(", ")
+                ));
+            }
+        }
         groups.push(HandlerGroup {
             matcher,
             handlers: raw.handlers,
+            once: raw.once,
+            deliver: raw.deliver,
         });
     }
     Ok(groups)

@@ -12,7 +12,10 @@
 //! hooks file through [`handlers`] (the JSON schema, validation and the ownership/mode check of
 //! `permissions`), selects groups with [`matcher`], and hands the handlers to `chain`, which
 //! runs each one through `process` (argv only, a deadline, the process group killed on
-//! timeout) and folds the answers into an [`Outcome`]. [`spool`] appends the context for the
+//! timeout) and folds the answers into an [`Outcome`]. Between selecting and running,
+//! [`session`] decides which groups fire (read-once guards, the ledger of [`once`]) and adds
+//! what belfry tells the model itself: the guard brief ([`brief`]) and the project memory
+//! ([`memory`]). [`spool`] appends the context for the
 //! host to drain later, and [`native`] renders the outcome for a dialect. [`error`] holds the
 //! one error enum.
 //!
@@ -62,6 +65,7 @@
 //! [`DISPATCH_LOG_ENV`], which [`call_log`] appends one line per run to. Handlers
 //! see [`EVENT_ENV`] set to the semantic event. The formats are documented in `docs/hooks.md`.
 
+pub mod brief;
 pub mod call_log;
 pub mod canonical;
 mod chain;
@@ -71,12 +75,15 @@ pub mod error;
 pub mod fuzzing;
 pub mod handlers;
 pub mod matcher;
+pub mod memory;
 pub mod native;
+pub mod once;
 mod outcome;
 pub mod pane_link;
 mod permissions;
 mod process;
 pub mod project;
+pub mod session;
 pub mod spool;
 
 pub use call_log::DISPATCH_LOG_ENV;

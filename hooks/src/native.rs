@@ -72,6 +72,9 @@ pub struct Dialect {
     events: BTreeMap<String, EventRenderings>,
     continue_events: BTreeMap<String, Continuation>,
     prompt_field: Option<String>,
+    /// (semantic event, `source`) pairs the adapter's declaration says mean a compaction
+    /// (`compaction_events`), which re-arm read-once guards.
+    compactions: Vec<(String, String)>,
 }
 
 /// spec §7.5: how a hook makes the agent continue its turn on one event ("continue, because
@@ -131,6 +134,15 @@ struct RawDialect {
 struct RawDeclarationTools {
     #[serde(default)]
     tool_classes: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    compaction_events: Vec<RawCompaction>,
+}
+
+/// One `compaction_events` entry of an adapter declaration.
+#[derive(Deserialize)]
+struct RawCompaction {
+    event: String,
+    source: String,
 }
 
 /// How an event carries context to the model.
@@ -333,12 +345,26 @@ impl Dialect {
         if raw.prompt_field.as_deref() == Some("") {
             return Err(invalid("prompt_field is empty".to_string()));
         }
-        let tool_map = match (raw.tool_classes, declaration) {
+        let declared = match declaration {
+            Some(declaration) => Some(
+                serde_json::from_slice::<RawDeclarationTools>(declaration)
+                    .map_err(|e| invalid(format!("its adapter declaration: {e}")))?,
+            ),
+            None => None,
+        };
+        let compactions = declared
+            .as_ref()
+            .map(|declared| {
+                declared
+                    .compaction_events
+                    .iter()
+                    .map(|c| (c.event.clone(), c.source.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let tool_map = match (raw.tool_classes, declared) {
             (Some(map), _) => map,
-            (None, Some(declaration)) => serde_json::from_slice::<RawDeclarationTools>(declaration)
-                .map_err(|e| invalid(format!("its adapter declaration: {e}")))?
-                .tool_classes
-                .unwrap_or_default(),
+            (None, Some(declared)) => declared.tool_classes.unwrap_or_default(),
             (None, None) => BTreeMap::new(),
         };
         let tool_classes = ToolClasses::new(tool_map).map_err(invalid)?;
@@ -352,6 +378,7 @@ impl Dialect {
             events: raw.events,
             continue_events: raw.continue_events,
             prompt_field: raw.prompt_field,
+            compactions,
         })
     }
 
@@ -377,6 +404,13 @@ impl Dialect {
         self.context_events
             .get(event)
             .map(|carriage| carriage.max_chars.unwrap_or(usize::MAX))
+    }
+
+    /// Whether the adapter declares `event` with this `source` a compaction.
+    pub fn is_compaction(&self, event: &str, source: &str) -> bool {
+        self.compactions
+            .iter()
+            .any(|(declared, word)| declared == event && word == source)
     }
 
     /// spec §7.5: whether an answer on `event` can make the agent continue its turn, and if

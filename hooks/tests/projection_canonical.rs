@@ -59,6 +59,8 @@ invalid! {
         "async_not_bool.kdl:5:9: the value of `async` must be #true or #false, found \"yes\"";
     bad_failure =>
         "bad_failure.kdl:4:11: failure \"shut\" is not one of: open, closed";
+    bad_once =>
+        "bad_once.kdl:3:8: once \"turn\" is not one of: session, context";
     bad_hook_name =>
         "bad_hook_name.kdl:1:6: hook name \"no force\" is invalid: use 1 to 64 characters of [A-Za-z0-9._-]";
     bad_intent =>
@@ -73,6 +75,8 @@ invalid! {
         "duplicate_hook.kdl:6:6: hook \"a\" is defined twice in this file (first on line 1); a hook's name is its identity";
     duplicate_target =>
         "duplicate_target.kdl:4:19: target \"alpha\" is given twice";
+    empty_reason =>
+        "empty_reason.kdl:1:58: the value of `reason` is empty";
     empty_program =>
         "empty_program.kdl:3:11: the program of `command` is empty";
     empty_targets =>
@@ -83,6 +87,14 @@ invalid! {
         "enrich_denies.kdl:5:3: intent \"enrich\" may not deny: use intent \"enforce\" for a hook that refuses";
     field_with_block =>
         "field_with_block.kdl:2:25: `event` takes values, not a `{ … }` block: event \"before-tool\"";
+    memory_append_command =>
+        "memory_append_command.kdl:1:27: `append` in `memory` needs a `file` memory to append to (a `command` memory has no file)";
+    memory_twice =>
+        "memory_twice.kdl:2:1: `memory` is given twice in the top level (first on line 1); keep one";
+    memory_two_sources =>
+        "memory_two_sources.kdl:3:3: `memory` takes exactly one source, `file \"PATH\"` or `command \"PROGRAM\" …`: memory { file \"NOTES.md\" }";
+    memory_unknown_node =>
+        "memory_unknown_node.kdl:2:3: unknown node `path` in memory; expected one of: file, command, append";
     missing_command =>
         "missing_command.kdl:1:1: hook \"a\" has no `command`: command \"PROGRAM\" \"ARG\"…";
     missing_event =>
@@ -112,11 +124,11 @@ invalid! {
     unknown_event =>
         "unknown_event.kdl:2:9: event \"pre-tool\" is not one of: session-start, session-end, prompt-submit, before-tool, after-tool, turn-stop, stop-failure, pre-compact, subagent-start, subagent-stop, notification, interrupt";
     unknown_field =>
-        "unknown_field.kdl:3:3: unknown node `comand` in hook \"a\"; expected one of: event, intent, select, command, command-windows, timeout-ms, async, failure, effects, targets";
+        "unknown_field.kdl:3:3: unknown node `comand` in hook \"a\"; expected one of: event, intent, select, command, command-windows, timeout-ms, async, failure, effects, targets, once, reason";
     unknown_target =>
         "unknown_target.kdl:4:19: target \"gamma\" is not a known adapter; known: alpha, beta";
     unknown_top_node =>
-        "unknown_top_node.kdl:1:1: unknown node `hooks` in the top level; expected one of: hook";
+        "unknown_top_node.kdl:1:1: unknown node `hooks` in the top level; expected one of: hook, memory";
 }
 
 const VALID: &str = r#"
@@ -222,6 +234,52 @@ fn deep_nesting_is_refused_before_parsing() {
         .unwrap_or_default();
     assert!(
         err.starts_with("deep.kdl:1:") && err.contains("too deeply"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_once_hook_compiles_to_a_group_dispatch_reads_with_its_ledger_name() {
+    let text = r#"
+hook "read-docs" { event "before-tool"; select tool="edit"; once "context"; command "show-docs"; targets "alpha" }
+hook "plain" { event "before-tool"; command "p"; targets "alpha" }
+memory { file "notes/NOTES.md"; append "note-turn" "--short"; }
+"#;
+    let file = canonical::parse(
+        text,
+        Path::new("/p/belfry-hooks.kdl"),
+        Scope::Project,
+        &known(),
+    )
+    .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(file.hooks[0].once, Some(canonical::Once::Context));
+    assert_eq!(file.hooks[1].once, None);
+    let memory = file.memory.as_ref().unwrap_or_else(|| panic!("no memory"));
+    assert_eq!(
+        memory.source,
+        canonical::MemorySource::File(PathBuf::from("/p/notes/NOTES.md"))
+    );
+    assert_eq!(
+        memory.append,
+        Some(vec!["note-turn".to_owned(), "--short".to_owned()])
+    );
+    let hooks: Vec<_> = file.hooks.iter().collect();
+    let bytes = compile::to_file_bytes(&compile::hooks_file(&hooks, compile::Platform::Unix));
+    let loaded = belfry_hooks::handlers::HooksFile::parse(Path::new("hooks.json"), &bytes)
+        .unwrap_or_else(|err| panic!("{err}"));
+    let groups = &loaded.events["before-tool"];
+    let once = groups[0].once.as_ref().unwrap_or_else(|| panic!("no once"));
+    assert_eq!(once.name, "project/read-docs");
+    assert_eq!(once.scope, canonical::Once::Context);
+    assert_eq!(groups[1].once, None);
+    // A compiled file with a scope dispatch does not know is refused, naming the value.
+    let bad = br#"{"version":1,"events":{"before-tool":[{"handlers":[{"argv":["x"]}],"once":{"name":"project/x","scope":"turn"}}]}}"#;
+    let err = belfry_hooks::handlers::HooksFile::parse(Path::new("hooks.json"), bad)
+        .err()
+        .map(|err| err.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("once scope \"turn\" is not one of: session, context"),
         "{err}"
     );
 }

@@ -1425,3 +1425,63 @@ fn a_1x_opencode_plugin_under_a_detected_2x_is_inert() {
     assert_eq!(code, Some(0), "{status}");
     assert!(status.starts_with("opencode: installed"), "{status}");
 }
+
+/// Issue 45: the plan says how the guard brief and the project memory arrive on each harness,
+/// and an `enforce` hook is what puts a brief there at all.
+#[test]
+fn the_plan_says_how_the_brief_and_the_memory_arrive_on_each_harness() {
+    let tree = Tree::new();
+    tree.write(
+        "belfry-hooks.kdl",
+        "hook \"g\" { event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; reason \"why\"; command \"true\"; targets \"claude\" \"pi\" }\n\
+         hook \"o\" { event \"before-tool\"; intent \"observe\"; once \"context\"; command \"true\"; targets \"claude\" \"codex\" \"gemini\" \"pi\" }\n\
+         memory { file \"NOTES.md\"; append \"true\"; }\n",
+    );
+    let plan = tree.expect(&["plan"], 0);
+    let section = |target: &str| -> String {
+        let start = plan
+            .find(&format!("target {target} "))
+            .unwrap_or_else(|| panic!("no {target} in {plan}"));
+        let rest = &plan[start + 7..];
+        rest[..rest.find("\ntarget ").unwrap_or(rest.len())].to_owned()
+    };
+    let claude = section("claude");
+    assert!(
+        claude.contains("project hook \"belfry:session-context\" (session-start enrich): exact"),
+        "{claude}"
+    );
+    assert!(
+        claude.contains("    guard-brief: exact\n") && claude.contains("    memory: exact\n"),
+        "{claude}"
+    );
+    assert!(
+        claude.contains("project hook \"belfry:once-reset\" (pre-compact observe): exact"),
+        "{claude}"
+    );
+    assert!(
+        claude.contains("project hook \"belfry:memory-append\" (turn-stop observe): exact"),
+        "{claude}"
+    );
+    let codex = section("codex");
+    assert!(
+        !codex.contains("guard-brief"),
+        "no enforce hook targets codex: {codex}"
+    );
+    assert!(
+        codex.contains("    memory: lossy: fires at the first prompt, not at launch [codex:session-start-at-first-prompt]"),
+        "{codex}"
+    );
+    let gemini = section("gemini");
+    assert!(
+        gemini.contains("project hook \"belfry:once-reset\" (pre-compact observe): lossy"),
+        "{gemini}"
+    );
+    let pi = section("pi");
+    assert!(
+        pi.contains("project hook \"belfry:session-context\" (prompt-submit enrich): lossy")
+            && pi.contains(
+                "    guard-brief: lossy: no session-start context: told with the first prompt"
+            ),
+        "{pi}"
+    );
+}

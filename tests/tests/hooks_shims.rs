@@ -70,6 +70,8 @@ fn node(project: &Path, script: &str) -> String {
         .arg(&file)
         .current_dir(project)
         .env("PATH", path)
+        // The read-once ledger (issue 45) lives in the test's own state directory.
+        .env("BELFRY_STATE", project.join("state"))
         .output()
         .unwrap_or_else(|err| panic!("node is needed for this test: {err}"));
     assert!(
@@ -104,6 +106,9 @@ console.log("after: " + JSON.stringify(out.output));
 const msg = {{ message: {{}}, parts: [{{ id: "prt_1", type: "text", text: "hello" }}] }};
 await hooks["chat.message"]({{ sessionID: "s" }}, msg);
 console.log("parts: " + JSON.stringify(msg.parts.map((p) => p.text)));
+const next = {{ message: {{}}, parts: [{{ id: "prt_2", type: "text", text: "again" }}] }};
+await hooks["chat.message"]({{ sessionID: "s" }}, next);
+console.log("next: " + JSON.stringify(next.parts.map((p) => p.text)));
 "#,
             module = module.display().to_string(),
             dir = project.dir.display().to_string(),
@@ -118,8 +123,17 @@ console.log("parts: " + JSON.stringify(msg.parts.map((p) => p.text)));
         out.contains("after: \"file1\\n\\nrepo note: run tests with nice\"\n"),
         "{out}"
     );
+    // The first prompt also carries the guard brief (OpenCode has no session-start context);
+    // the next prompt of the session does not (issue 45).
     assert!(
-        out.contains("parts: [\"hello\",\"repo note: run tests with nice\"]\n"),
+        out.contains(
+            "parts: [\"hello\",\"repo note: run tests with nice\\nGuards in force here (belfry hooks): \
+             these actions are refused; do not attempt them.\\n- no-force-push: refuses shell commands\"]\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("next: [\"again\",\"repo note: run tests with nice\"]\n"),
         "{out}"
     );
 }
@@ -183,8 +197,12 @@ process.exit(0);
         ),
         "{out}"
     );
+    // The first prompt of the session carries the guard brief too (issue 45).
     assert!(
-        out.contains("prompt: \"hello\\n\\nrepo note: run tests with nice\"\n"),
+        out.contains(
+            "prompt: \"hello\\n\\nrepo note: run tests with nice\\nGuards in force here (belfry hooks): \
+             these actions are refused; do not attempt them.\\n- no-force-push: refuses shell commands\"\n"
+        ),
         "{out}"
     );
 }
@@ -249,5 +267,13 @@ console.log("input: " + JSON.stringify(await on.input({{ text: "hello" }}, ctx))
         out.contains("{\"type\":\"text\",\"text\":\"repo note: run tests with nice\"}]}"),
         "{out}"
     );
-    assert!(out.contains("input: {\"action\":\"transform\",\"text\":\"hello\\n\\nrepo note: run tests with nice\"}\n"), "{out}");
+    // The first prompt also carries the guard brief: Pi has no session-start context (issue 45).
+    assert!(
+        out.contains(
+            "input: {\"action\":\"transform\",\"text\":\"hello\\n\\nrepo note: run tests with nice\\n\
+             Guards in force here (belfry hooks): these actions are refused; do not attempt them.\\n\
+             - no-force-push: refuses shell commands\"}\n"
+        ),
+        "{out}"
+    );
 }

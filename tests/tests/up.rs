@@ -219,3 +219,44 @@ fn an_adapter_name_that_is_a_path_is_refused_at_its_place_by_up_and_dry_run() {
     }
     assert!(!env.socket().exists(), "a daemon was started");
 }
+
+/// Issue 45 (d): where a harness takes its rules through a charter and has no exact
+/// session-start context (Pi), `belfry up` ends the charter with the guard brief and tells
+/// dispatch so; where session-start context is exact (Claude Code), the charter is the user's
+/// alone and dispatch tells the brief. The user's charter file is never changed.
+#[test]
+fn the_guard_brief_ends_the_charter_where_the_harness_takes_its_rules_that_way() {
+    let env = Env::new();
+    std::fs::write(env.path("charter.md"), "You are the release captain.\n").unwrap();
+    std::fs::write(
+        env.path("belfry-hooks.kdl"),
+        "hook \"no-force-push\" { event \"before-tool\"; intent \"enforce\"; select tool=\"shell\"; \
+         reason \"RULE-WHY-77 shared history\"; command \"guard\"; targets \"pi\" \"claude\" }\n",
+    )
+    .unwrap();
+    let show =
+        "echo flag=$1; cat \\\"$2\\\"; echo in-charter=${BELFRY_BRIEF_IN_CHARTER:-no}; sleep 600";
+    let file = write(
+        &env,
+        &format!(
+            "agent \"rules-pi\" {{\n  command \"sh\" \"-c\" \"{show}\" \"sh\"\n  charter \"charter.md\"\n  adapter \"pi\"\n}}\n\
+             agent \"rules-claude\" {{\n  command \"sh\" \"-c\" \"{show}\" \"sh\"\n  charter \"charter.md\"\n  adapter \"claude\"\n}}\n"
+        ),
+    );
+    env.ok(&["up", &file]);
+    env.wait_screen("rules-pi", "flag=--append-system-prompt");
+    env.wait_screen("rules-pi", "release captain");
+    env.wait_screen(
+        "rules-pi",
+        "no-force-push: refuses shell commands. Why: RULE-WHY-77",
+    );
+    env.wait_screen("rules-pi", "in-charter=1");
+    env.wait_screen("rules-claude", "in-charter=no");
+    let claude = env.ok(&["peek", "rules-claude"]);
+    assert!(claude.contains("release captain"), "{claude}");
+    assert!(!claude.contains("Guards in force"), "{claude}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("charter.md")).unwrap(),
+        "You are the release captain.\n"
+    );
+}

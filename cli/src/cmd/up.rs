@@ -48,6 +48,11 @@ pub(super) fn up(file: Option<PathBuf>, replace: bool, json_out: bool) -> Result
     let path = file.clone().unwrap_or_else(|| PathBuf::from("belfry.kdl"));
     let mut all = declarations(file, if replace { "up --replace" } else { "up" })?;
     crate::hooks::refuse_unguarded_agents(&all, &path)?;
+    crate::charter_brief::brief_into_charters(
+        &mut all,
+        &path,
+        &belfry_transport::paths::state_dir(),
+    )?;
     default_policies(&mut all);
     let drift = if replace {
         DriftPolicy::Replace

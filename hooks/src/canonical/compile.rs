@@ -45,7 +45,17 @@ pub fn hooks_file(hooks: &[&CanonicalHook], platform: Platform) -> Value {
 /// is left for `PATH`.
 pub fn hooks_file_at(hooks: &[&CanonicalHook], platform: Platform, base_dir: &Path) -> Value {
     let mut events: Map<String, Value> = Map::new();
+    let mut file = Map::new();
     for hook in hooks {
+        if let Some(carrier) = &hook.session {
+            crate::session::compile_carrier(carrier, &mut file);
+            push_group(
+                &mut events,
+                &hook.event,
+                json!({ "matcher": "*", "handlers": [], "deliver": carrier.deliver }),
+            );
+            continue;
+        }
         let argv = match (platform, &hook.command_windows) {
             (Platform::Windows, Some(windows)) => windows,
             _ => &hook.command,
@@ -58,7 +68,7 @@ pub fn hooks_file_at(hooks: &[&CanonicalHook], platform: Platform, base_dir: &Pa
                 *program = base_dir.join(path).display().to_string();
             }
         }
-        let group = json!({
+        let mut group = json!({
             "matcher": hook.selector.matcher(),
             "handlers": [{
                 "argv": argv,
@@ -67,14 +77,29 @@ pub fn hooks_file_at(hooks: &[&CanonicalHook], platform: Platform, base_dir: &Pa
                 "failure": hook.failure.as_str(),
             }],
         });
-        let groups = events
-            .entry(hook.event.clone())
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if let Value::Array(groups) = groups {
-            groups.push(group);
+        if let (Some(once), Value::Object(members)) = (hook.once, &mut group) {
+            members.insert(
+                "once".to_owned(),
+                json!({ "name": format!("{}/{}", hook.id.scope, hook.id.name), "scope": once.as_str() }),
+            );
         }
+        push_group(&mut events, &hook.event, group);
     }
-    json!({ "version": crate::handlers::HOOKS_FILE_VERSION, "events": events })
+    file.insert(
+        "version".to_owned(),
+        json!(crate::handlers::HOOKS_FILE_VERSION),
+    );
+    file.insert("events".to_owned(), Value::Object(events));
+    Value::Object(file)
+}
+
+fn push_group(events: &mut Map<String, Value>, event: &str, group: Value) {
+    let groups = events
+        .entry(event.to_owned())
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(groups) = groups {
+        groups.push(group);
+    }
 }
 
 /// Pretty JSON with a final newline: the bytes written and digested.

@@ -116,6 +116,12 @@ pub enum Problem {
     },
     #[error("effect \"rewrite\" is not carried by belfry dispatch yet (its answer has a decision, a reason and a context, no new tool input); remove it")]
     RewriteNotCarried,
+    #[error("`memory` takes exactly one source, `file \"PATH\"` or `command \"PROGRAM\" …`: memory {{ file \"NOTES.md\" }}")]
+    MemorySource,
+    #[error(
+        "`append` in `memory` needs a `file` memory to append to (a `command` memory has no file)"
+    )]
+    MemoryAppendNeedsFile,
     #[error("`async #true` is for intent \"observe\" only: a harness that does not wait for a hook never sees its deny or context")]
     AsyncNotObserve,
 }

@@ -6,10 +6,12 @@ use std::path::Path;
 
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 
+mod session;
+
 use super::{
-    CanonicalError, CanonicalHook, Effect, Failure, HookId, Intent, Location, Problem, Scope,
-    Selector, CONTEXT_EVENTS, DEFAULT_TIMEOUT_MS, DENY_EVENTS, MAX_TIMEOUT_MS, SEMANTIC_EVENTS,
-    TOOL_CLASSES, TOOL_EVENTS,
+    CanonicalError, CanonicalHook, Effect, Failure, HookId, Intent, Location, Memory, Problem,
+    Scope, Selector, CONTEXT_EVENTS, DEFAULT_TIMEOUT_MS, DENY_EVENTS, MAX_TIMEOUT_MS,
+    SEMANTIC_EVENTS, TOOL_CLASSES, TOOL_EVENTS,
 };
 
 const HOOK_NODES: &[&str] = &[
@@ -23,6 +25,8 @@ const HOOK_NODES: &[&str] = &[
     "failure",
     "effects",
     "targets",
+    "once",
+    "reason",
 ];
 
 const HOOK_EXAMPLE: &str =
@@ -44,6 +48,9 @@ const MAX_OPENERS: usize = 256;
 
 /// The stack of the parser thread: room for [`MAX_OPENERS`] levels many times over.
 const PARSER_STACK_BYTES: usize = 8 << 20;
+
+/// The hooks of a file, in order, and its `memory` block.
+pub(super) type Lowered = (Vec<CanonicalHook>, Option<Memory>);
 
 pub(super) struct Lowering<'a> {
     source: &'a str,
@@ -80,7 +87,7 @@ impl<'a> Lowering<'a> {
 
     /// Checks the opener bound, then parses and lowers on a thread with a known stack; the
     /// document is dropped there too, since dropping it recurses as deeply as parsing it.
-    pub(super) fn document(&self) -> Result<Vec<CanonicalHook>, CanonicalError> {
+    pub(super) fn document(&self) -> Result<Lowered, CanonicalError> {
         if let Some(offset) = nth_opener(self.source, MAX_OPENERS + 1) {
             return Err(self.invalid(offset, Problem::TooDeep { limit: MAX_OPENERS }));
         }
@@ -106,18 +113,23 @@ impl<'a> Lowering<'a> {
         })
     }
 
-    fn lower(&self) -> Result<Vec<CanonicalHook>, CanonicalError> {
+    fn lower(&self) -> Result<Lowered, CanonicalError> {
         let document = self.parse_kdl()?;
         let mut hooks = Vec::new();
+        let mut memory: Option<Memory> = None;
         let mut first_lines: BTreeMap<String, usize> = BTreeMap::new();
         for node in document.nodes() {
+            if node.name().value() == "memory" {
+                memory = Some(self.memory(node, memory.as_ref())?);
+                continue;
+            }
             if node.name().value() != "hook" {
                 return Err(self.invalid(
                     node.span().offset(),
                     Problem::UnknownNode {
                         name: node.name().value().to_owned(),
                         block: "the top level".to_owned(),
-                        expected: "hook".to_owned(),
+                        expected: "hook, memory".to_owned(),
                     },
                 ));
             }
@@ -134,7 +146,7 @@ impl<'a> Lowering<'a> {
             first_lines.insert(hook.id.name.clone(), hook.at.line);
             hooks.push(hook);
         }
-        Ok(hooks)
+        Ok((hooks, memory))
     }
 
     fn parse_kdl(&self) -> Result<KdlDocument, CanonicalError> {
@@ -224,6 +236,7 @@ impl<'a> Lowering<'a> {
             return Err(self.invalid(at, Problem::AsyncNotObserve));
         }
 
+        let (once, reason) = self.once_and_reason(&fields)?;
         let hook = CanonicalHook {
             id: HookId {
                 scope: self.scope,
@@ -240,6 +253,9 @@ impl<'a> Lowering<'a> {
             failure,
             effects,
             targets,
+            once,
+            reason,
+            session: None,
         };
         Ok((hook, name_entry))
     }

@@ -243,6 +243,60 @@ pub struct CanonicalHook {
     pub effects: BTreeSet<Effect>,
     /// Adapter names, in the order written.
     pub targets: Vec<String>,
+    /// `once "session"` / `once "context"`: the hook fires the first time its selector matches
+    /// and is re-armed only when the model forgot (`crate::once`).
+    pub once: Option<Once>,
+    /// `reason "…"`: why the guard exists, for the guard brief (`crate::brief`).
+    pub reason: Option<String>,
+    /// Set only on the hooks belfry adds itself to carry session context (`crate::session`);
+    /// never read from a file.
+    pub session: Option<Box<crate::session::SessionCarrier>>,
+}
+
+/// How long a `once` hook stays fired: until a new session, or until the model's context
+/// window is lost (a compaction, a clear, a new session).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Once {
+    Session,
+    Context,
+}
+
+impl Once {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Once::Session => "session",
+            Once::Context => "context",
+        }
+    }
+
+    /// Parses the word of the canonical file and of the compiled hooks file.
+    pub fn parse(text: &str) -> Option<Once> {
+        match text {
+            "session" => Some(Once::Session),
+            "context" => Some(Once::Context),
+            _ => None,
+        }
+    }
+}
+
+/// Where a project's memory comes from (`memory { file "NOTES.md" }` or `memory { command … }`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemorySource {
+    /// A file, absolute once lowered (a relative path is resolved against the canonical file's
+    /// directory).
+    File(PathBuf),
+    /// A program whose standard output is the memory, run without a shell.
+    Command(Vec<String>),
+}
+
+/// The `memory` block: project memory injected once per session, appended at turn stop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Memory {
+    pub at: Location,
+    pub source: MemorySource,
+    /// `append "PROGRAM" …`: run at every turn stop with the hook's stdin; its standard output
+    /// is appended to the memory file (`file` memory only).
+    pub append: Option<Vec<String>>,
 }
 
 /// One parsed canonical file.
@@ -253,6 +307,8 @@ pub struct CanonicalFile {
     /// The file's bytes' sha256, as `sha256:<hex>`, for the install state.
     pub sha256: String,
     pub hooks: Vec<CanonicalHook>,
+    /// The `memory` block, when the file has one.
+    pub memory: Option<Memory>,
 }
 
 /// The largest canonical file read (1 MiB): a hook file is a page of text, and a larger one
@@ -311,11 +367,12 @@ pub fn parse(
     scope: Scope,
     known_targets: &BTreeSet<String>,
 ) -> Result<CanonicalFile, CanonicalError> {
-    let hooks = lower::Lowering::new(text, path, scope, known_targets).document()?;
+    let (hooks, memory) = lower::Lowering::new(text, path, scope, known_targets).document()?;
     Ok(CanonicalFile {
         scope,
         path: path.to_path_buf(),
         sha256: crate::canonical::compile::sha256_hex(text.as_bytes()),
         hooks,
+        memory,
     })
 }

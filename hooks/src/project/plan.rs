@@ -103,11 +103,14 @@ pub fn plan(context: &Context) -> Result<Plan, ProjectError> {
     let previous = super::verify::load(context, &adapters)?.state;
     let mut targets = Vec::new();
     for data in adapters.by_name.values() {
-        let hooks: Vec<&CanonicalHook> = canonical
+        let mut hooks: Vec<&CanonicalHook> = canonical
             .hooks
             .iter()
             .filter(|hook| hook.targets.contains(&data.name))
             .collect();
+        // The guard brief and the project memory travel in hooks belfry adds (issue 45).
+        let carriers = crate::session::carriers(&canonical, &hooks, data);
+        hooks.extend(carriers.iter());
         let recorded = previous
             .as_ref()
             .and_then(|state| state.targets.get(&data.name));

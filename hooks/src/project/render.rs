@@ -78,6 +78,7 @@ pub fn cells<'h>(hook: &'h CanonicalHook, adapter: &AdapterData) -> HookCells<'h
             let cell = adapter.matrix.cell(&feature);
             (feature, cell)
         })
+        .chain(crate::session::extra_cells(hook, adapter))
         .collect();
     HookCells { hook, cells }
 }
