@@ -1022,6 +1022,9 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<i32> {
                     );
                 }
             }
+            if matches!(place, Place::Local) {
+                crate::doctor::first_turn_status(name.as_str(), &mut state.status);
+            }
             if json {
                 print_json(&state.status);
             } else {
@@ -1375,7 +1378,10 @@ pub(crate) fn default_policy(
     env: &BTreeMap<String, String>,
 ) -> Option<Vec<String>> {
     match crate::hooks::rich_default(adapter, dir, env) {
-        Ok(command) => Some(command),
+        Ok(command) => {
+            crate::doctor::say_first_turn_wait(agent, adapter);
+            Some(command)
+        }
         Err(None) => None,
         Err(Some(reason)) => {
             eprintln!("belfry: {agent}: DING delivery stays aggressive: {reason}");

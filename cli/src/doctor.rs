@@ -316,6 +316,57 @@ pub(crate) fn rich_default_refusal(session: &str) -> Option<String> {
     crate::hooks::rich_default(&adapter, &dir, &program_env(&spec)).err()?
 }
 
+/// Why mail to a rich-policy pane of `adapter` waits for its first turn (issue 40), from the
+/// adapter's declaration alone: `belfry new` asks before any harness version is known, so a
+/// declaration with any reporting version is not judged here (`belfry doctor` judges it).
+pub(crate) fn first_turn_note(adapter: &str) -> Option<String> {
+    let declaration = Adapters::of_this_binary().declaration(adapter).ok()?;
+    mux_doctor::first_turn_wait(&declaration, adapter, None)
+}
+
+/// Says once, on stderr, that mail to the new rich-policy agent `agent` waits for its first
+/// turn, and why, when it does.
+pub(crate) fn say_first_turn_wait(agent: &str, adapter: &str) {
+    if let Some(why) = first_turn_note(adapter) {
+        eprintln!(
+            "belfry: {agent}: mail waits for its first turn: {why}; give it its first task \
+             yourself (`belfry doctor` says more)"
+        );
+    }
+}
+
+/// Adds `first_turn` (`{"waits": true, "why": …}`) to a rich-policy pane's `ding status`
+/// when its mail waits for the harness's first turn (issue 40), so that a message shown
+/// `held:unknown` says why. A pane host that does not answer at once leaves it out.
+pub(crate) fn first_turn_status(session: &str, status: &mut serde_json::Value) {
+    if status["policy"]["delivery"] != belfry_ding::policy::RICH_POLICY_TOKEN {
+        return;
+    }
+    const ASK: std::time::Duration = std::time::Duration::from_millis(500);
+    let socket = paths::pane_socket(&paths::runtime_dir(), session);
+    let Some(record) = Client::connect_once(&socket, ASK)
+        .ok()
+        .and_then(|mut client| client.call::<PaneRecord>(op::Info::default()).ok())
+        .and_then(|reply| reply.into_result().ok())
+    else {
+        return;
+    };
+    let adapter = record
+        .spec
+        .and_then(|spec| serde_json::from_value::<LaunchSpec>(spec).ok())
+        .and_then(|spec| spec.adapter);
+    let (Some(why), Some(object)) = (
+        adapter.as_deref().and_then(first_turn_note),
+        status.as_object_mut(),
+    ) else {
+        return;
+    };
+    object.insert(
+        "first_turn".to_string(),
+        serde_json::json!({"waits": true, "why": why}),
+    );
+}
+
 fn snapshot(runtime: &Path, session: &str) -> Result<Screen> {
     let name = SessionName::parse(session).context("session name")?;
     let request = op::Snapshot {
@@ -427,6 +478,17 @@ fn check(adapters: &Adapters, hook_adapters: &HookAdapters, facts: Facts) -> Rep
                     ) {
                         found(finding);
                     }
+                }
+                // Issue 40: a rich-policy pane whose harness says neither its state nor a
+                // fresh start holds its mail until its first turn ends.
+                if let Some(finding) = mux_doctor::first_turn_finding(
+                    &declaration,
+                    &name,
+                    adapter,
+                    version.as_deref(),
+                    subject.ding_policy,
+                ) {
+                    found(finding);
                 }
             }
         }

@@ -8,10 +8,18 @@
 //! it active again. Until the first such signal, and after the harness is restarted, the state
 //! is `unknown`, so no fresh-idle lease can be granted on a guess. The screen may veto: a busy
 //! row the grammar recognises makes the pane `active` whatever the harness said last.
+//!
+//! One more harness-authored signal may stand in for a turn-stop: a session start whose source
+//! the adapter's declaration lists in `fresh_start` (a harness that takes input once its ready
+//! screen shows after such a start, proved live). It is [`Turn::Fresh`], which is idle only
+//! together with the declared ready screen and a provably empty composer ([`FreshStart`]), and
+//! any later prompt submit, tool event or busy screen voids it like any idle.
 
+use regex::Regex;
 use serde_json::{json, Value};
 
 use crate::classify::{Composer, EmptyBy, Verdict};
+use crate::error::{Error, Result};
 
 /// The turn state the hooks have shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +30,10 @@ pub enum Turn {
     Idle,
     /// A turn is running.
     Active,
+    /// The harness started a session with a source its adapter declares as "waits for input
+    /// once the ready screen shows" (see [`FreshStart`]): idle on that screen with an empty
+    /// composer, unknown otherwise.
+    Fresh,
 }
 
 impl Turn {
@@ -40,6 +52,75 @@ impl Turn {
             // reliable about whether the harness now waits for input.
             "session-start" | "session-end" | "stop-failure" => Turn::Unknown,
             _ => self,
+        }
+    }
+}
+
+/// An adapter's declared fresh-start signal: the `fresh_start` section of its
+/// `declaration.json` (which session-start sources prove the harness waits for input once its
+/// ready screen shows), with the declaration's `readiness.screen` pattern. Data about one
+/// harness, checked live against the versions it names; nothing here names a harness.
+#[derive(Debug, Clone)]
+pub struct FreshStart {
+    /// The session-start sources that count.
+    pub sources: Vec<String>,
+    /// The ready screen: matched against the screen's rows joined by newlines.
+    pub ready: Regex,
+}
+
+impl FreshStart {
+    /// Reads the signal from a declaration's text; `Ok(None)` when it declares none. A
+    /// `fresh_start` without a readiness screen, or with sources that are not strings, is an
+    /// error naming `origin`: a signal that cannot be checked must not be half-read.
+    pub fn from_declaration(origin: &str, text: &str) -> Result<Option<FreshStart>> {
+        let bad = |reason: String| Error::Grammar {
+            origin: format!("{origin} (fresh_start)"),
+            reason,
+        };
+        let value: Value =
+            serde_json::from_str(text).map_err(|err| bad(format!("not JSON: {err}")))?;
+        let Some(fresh) = value.get("fresh_start") else {
+            return Ok(None);
+        };
+        let sources = fresh["sources"]
+            .as_array()
+            .filter(|sources| !sources.is_empty())
+            .ok_or_else(|| bad("`sources` must be a non-empty list of strings".into()))?
+            .iter()
+            .map(|source| source.as_str().map(str::to_string))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| bad("`sources` must be a non-empty list of strings".into()))?;
+        let pattern = value["readiness"]["screen"].as_str().ok_or_else(|| {
+            bad("a fresh start needs the declaration's `readiness.screen` pattern".into())
+        })?;
+        let ready = Regex::new(pattern)
+            .map_err(|err| bad(format!("readiness.screen {pattern:?}: {err}")))?;
+        Ok(Some(FreshStart { sources, ready }))
+    }
+
+    /// Whether a session start with `source` is the declared signal.
+    pub fn counts(&self, source: Option<&str>) -> bool {
+        source.is_some_and(|source| self.sources.iter().any(|known| known == source))
+    }
+
+    /// What a [`Turn::Fresh`] is on this screen: idle only when the ready screen shows, the
+    /// composer is provably empty and no busy row vetoes; unknown otherwise, with why.
+    pub fn settle(&self, lines: &[String], verdict: &Verdict) -> (Turn, String) {
+        let ready = self.ready.is_match(&lines.join("\n"));
+        let empty = matches!(verdict.composer, Composer::Empty(_));
+        match (ready, empty) {
+            (true, true) => (
+                Turn::Idle,
+                "session started and its ready screen shows (declared fresh start)".into(),
+            ),
+            (false, _) => (
+                Turn::Unknown,
+                "session started; its ready screen does not show yet".into(),
+            ),
+            (true, false) => (
+                Turn::Unknown,
+                "session started; the composer is not provably empty".into(),
+            ),
         }
     }
 }
@@ -108,6 +189,8 @@ pub struct TurnSources {
     look: u64,
     hook: Option<(Turn, u64)>,
     program: Option<(ProgramView, u64)>,
+    /// The session-start sources the adapter declares a fresh start (none: no such signal).
+    fresh_sources: Vec<String>,
 }
 
 impl TurnSources {
@@ -121,10 +204,31 @@ impl TurnSources {
         self.look += 1;
     }
 
+    /// Nothing known, with the session-start sources the adapter declares a fresh start.
+    pub fn with_fresh_start(sources: &[String]) -> TurnSources {
+        TurnSources {
+            fresh_sources: sources.to_vec(),
+            ..TurnSources::default()
+        }
+    }
+
     /// A hook of the current incarnation.
     pub fn hook(&mut self, hook: &str) {
+        self.hook_with_source(hook, None);
+    }
+
+    /// A hook of the current incarnation with its `source` field. A session start with a
+    /// declared source is a fresh start, unless a turn was seen running in this incarnation
+    /// and has not ended: a harness started with a prompt may submit it before its session
+    /// start arrives, and then the start says nothing about that turn.
+    pub fn hook_with_source(&mut self, hook: &str, source: Option<&str>) {
         let before = self.hook.map_or(Turn::Unknown, |(turn, _)| turn);
-        let after = before.after(hook);
+        let declared = source.is_some_and(|source| self.fresh_sources.iter().any(|s| s == source));
+        let after = if hook == "session-start" && declared && before != Turn::Active {
+            Turn::Fresh
+        } else {
+            before.after(hook)
+        };
         // Every turn-start hook is a new statement, even in a turn already seen active.
         if self.hook.is_none() || after != before || after == Turn::Active {
             self.hook = Some((after, self.look));
@@ -217,7 +321,9 @@ pub fn activity_event(
         "active"
     } else {
         match turn {
-            Turn::Unknown => "unknown",
+            // A fresh start is idle only as `FreshStart::settle` judges it with the screen;
+            // unjudged it proves nothing.
+            Turn::Unknown | Turn::Fresh => "unknown",
             Turn::Idle => "idle",
             Turn::Active => "active",
         }
