@@ -294,7 +294,7 @@ fn pane_facts(runtime: &Path, session: &str, listed: Option<&PaneRecord>) -> Fac
 /// adapter, working directory and program environment as its pane host has them), for `belfry
 /// ding status` of a pane that delivers aggressively (issue 41 item 6); `None` when its adapter
 /// ships no activity executable, the rich default would be chosen, or the pane cannot be asked.
-pub(crate) fn rich_default_refusal(session: &str) -> Option<String> {
+fn rich_default_refusal(session: &str) -> Option<String> {
     const RICH_DEFAULT_ASK: std::time::Duration = std::time::Duration::from_millis(500);
     let runtime = paths::runtime_dir();
     let socket = paths::pane_socket(&runtime, session);
@@ -335,10 +335,26 @@ pub(crate) fn say_first_turn_wait(agent: &str, adapter: &str) {
     }
 }
 
+/// What `belfry ding status` of a local pane adds to the daemon's answer: why the rich policy
+/// is not the default of a pane that delivers aggressively (`rich_default`, issue 41 item 6, as
+/// `belfry new` said when it started it), and why a rich-policy pane's mail waits for its first
+/// turn (`first_turn`, issue 40).
+pub(crate) fn explain_ding_status(session: &str, status: &mut serde_json::Value) {
+    if status["policy"]["delivery"] == "aggressive" {
+        if let (Some(why), Some(object)) = (rich_default_refusal(session), status.as_object_mut()) {
+            object.insert(
+                "rich_default".to_string(),
+                serde_json::json!({"chosen": false, "why": why}),
+            );
+        }
+    }
+    first_turn_status(session, status);
+}
+
 /// Adds `first_turn` (`{"waits": true, "why": …}`) to a rich-policy pane's `ding status`
 /// when its mail waits for the harness's first turn (issue 40), so that a message shown
 /// `held:unknown` says why. A pane host that does not answer at once leaves it out.
-pub(crate) fn first_turn_status(session: &str, status: &mut serde_json::Value) {
+fn first_turn_status(session: &str, status: &mut serde_json::Value) {
     if status["policy"]["delivery"] != belfry_ding::policy::RICH_POLICY_TOKEN {
         return;
     }

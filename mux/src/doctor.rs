@@ -435,6 +435,7 @@ mod tests {
             }),
             fresh_start: fresh.then(|| FreshStartDeclaration {
                 sources: vec!["startup".into()],
+                prompt_args: None,
                 why: "test".into(),
             }),
             ..declaration

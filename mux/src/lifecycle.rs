@@ -78,6 +78,10 @@ pub struct AdapterDeclaration {
 pub struct FreshStartDeclaration {
     /// The `source` values of the session-start hook that count.
     pub sources: Vec<String>,
+    /// How a prompt is given on the harness's command line (a launch with one has no
+    /// `startup` fresh start); read by the activity adapter, kept here as it is.
+    #[serde(default)]
+    pub prompt_args: Option<serde_json::Value>,
     /// How it was proved, against which versions.
     pub why: String,
 }

@@ -56,6 +56,9 @@ impl Turn {
     }
 }
 
+/// The session-start source of a program's own launch (spec §9's canonical word).
+const STARTUP: &str = "startup";
+
 /// An adapter's declared fresh-start signal: the `fresh_start` section of its
 /// `declaration.json` (which session-start sources prove the harness waits for input once its
 /// ready screen shows), with the declaration's `readiness.screen` pattern. Data about one
@@ -66,6 +69,49 @@ pub struct FreshStart {
     pub sources: Vec<String>,
     /// The ready screen: matched against the screen's rows joined by newlines.
     pub ready: Regex,
+    /// How a prompt is given on the harness's command line: a harness started with one runs
+    /// that turn from its start, and its `startup` session start may reach belfry before the
+    /// prompt's own submit does (Gemini CLI 0.61.0 with `-i`, live: 186 ms before), so then
+    /// `startup` proves nothing.
+    pub prompt_args: PromptArgs,
+}
+
+/// How a harness takes a prompt on its command line (`fresh_start.prompt_args`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PromptArgs {
+    /// Flags whose presence (`-i`, or `-i=…`) gives a prompt.
+    pub flags: Vec<String>,
+    /// Flags that take the next argument as their value (which is then no prompt).
+    pub value_flags: Vec<String>,
+    /// Whether an argument that is no flag (nor a flag's value) is a prompt.
+    pub positional: bool,
+}
+
+impl PromptArgs {
+    /// Whether `args` (the program's arguments, without the program) give a prompt. After
+    /// `--` every argument is positional.
+    pub fn give_a_prompt(&self, args: &[String]) -> bool {
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            if arg == "--" {
+                return self.positional && args.next().is_some();
+            }
+            let flag = arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag);
+            if self.flags.iter().any(|f| f == flag) {
+                return true;
+            }
+            if arg.starts_with('-') && arg.len() > 1 {
+                if !arg.contains('=') && self.value_flags.iter().any(|f| f == arg) {
+                    args.next();
+                }
+                continue;
+            }
+            if self.positional {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 impl FreshStart {
@@ -95,7 +141,53 @@ impl FreshStart {
         })?;
         let ready = Regex::new(pattern)
             .map_err(|err| bad(format!("readiness.screen {pattern:?}: {err}")))?;
-        Ok(Some(FreshStart { sources, ready }))
+        let strings = |key: &str| -> Result<Vec<String>> {
+            match &fresh["prompt_args"][key] {
+                Value::Null => Ok(Vec::new()),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|item| item.as_str().map(str::to_string))
+                    .collect::<Option<Vec<String>>>()
+                    .ok_or_else(|| bad(format!("`prompt_args.{key}` must be a list of strings"))),
+                _ => Err(bad(format!(
+                    "`prompt_args.{key}` must be a list of strings"
+                ))),
+            }
+        };
+        let prompt_args = match &fresh["prompt_args"] {
+            Value::Object(_) => PromptArgs {
+                flags: strings("flags")?,
+                value_flags: strings("value_flags")?,
+                positional: fresh["prompt_args"]["positional"]
+                    .as_bool()
+                    .ok_or_else(|| bad("`prompt_args.positional` must be true or false".into()))?,
+            },
+            // A start on every launch needs to know which launches start a turn.
+            _ if sources.iter().any(|source| source == STARTUP) => {
+                return Err(bad(format!(
+                    "a `{STARTUP}` fresh start needs `prompt_args`: how a prompt is given on \
+                     the command line"
+                )))
+            }
+            _ => PromptArgs::default(),
+        };
+        Ok(Some(FreshStart {
+            sources,
+            ready,
+            prompt_args,
+        }))
+    }
+
+    /// The sources that count for a program started with `args` (`None`: not known). A
+    /// program started with a prompt, or whose arguments are not known, has no `startup`
+    /// fresh start: its first turn may already run.
+    pub fn sources_for(&self, args: Option<&[String]>) -> Vec<String> {
+        let prompted = args.is_none_or(|args| self.prompt_args.give_a_prompt(args));
+        self.sources
+            .iter()
+            .filter(|source| !(prompted && source.as_str() == STARTUP))
+            .cloned()
+            .collect()
     }
 
     /// Whether a session start with `source` is the declared signal.

@@ -376,7 +376,8 @@ fn a_fresh_start_is_voided_by_a_turn_and_never_granted_by_an_undeclared_source()
 /// A `fresh_start` that cannot be checked is an error naming the declaration, never half-read.
 #[test]
 fn a_fresh_start_declaration_that_cannot_be_checked_is_refused_with_its_origin() {
-    let ok = r#"{"readiness": {"screen": "ready"}, "fresh_start": {"sources": ["startup"]}}"#;
+    let ok = r#"{"readiness": {"screen": "ready"}, "fresh_start": {"sources": ["startup"],
+        "prompt_args": {"flags": ["-i"], "positional": false}}}"#;
     let fresh = FreshStart::from_declaration("x.json", ok).unwrap().unwrap();
     assert!(fresh.counts(Some("startup")) && !fresh.counts(Some("clear")) && !fresh.counts(None));
     assert!(
@@ -390,6 +391,8 @@ fn a_fresh_start_declaration_that_cannot_be_checked_is_refused_with_its_origin()
         r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": []}}"#,
         r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": [1]}}"#,
         r#"{"readiness": {"screen": "r"}, "fresh_start": {}}"#,
+        r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": ["clear"], "prompt_args": {"flags": [1], "positional": true}}}"#,
+        r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": ["clear"], "prompt_args": {"positional": "yes"}}}"#,
         "not json",
     ] {
         let err = FreshStart::from_declaration("x.json", bad)
@@ -397,4 +400,55 @@ fn a_fresh_start_declaration_that_cannot_be_checked_is_refused_with_its_origin()
             .unwrap_or_else(|| panic!("accepted {bad}"));
         assert!(err.to_string().contains("x.json"), "{err}");
     }
+}
+
+/// A program started with a prompt runs that turn from its start, and its `startup` session
+/// start may reach belfry before the prompt's own submit (Gemini CLI 0.61.0 with `-i`, live:
+/// 186 ms before): then `startup` is no fresh start, nor when the arguments are not known; a
+/// `clear` still is. Each adapter's `prompt_args` say how its harness takes a prompt.
+#[test]
+fn a_program_started_with_a_prompt_has_no_startup_fresh_start() {
+    let args = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<String>>();
+    let gemini = embedded::fresh_start("gemini").unwrap().unwrap();
+    let pi = embedded::fresh_start("pi").unwrap().unwrap();
+    for (fresh, quiet, prompted) in [
+        (&gemini, vec![], vec!["-i", "do it"]),
+        (
+            &gemini,
+            vec!["-m", "a-model"],
+            vec!["--prompt-interactive=do it"],
+        ),
+        (&gemini, vec!["--yolo"], vec!["do it"]),
+        (&gemini, vec!["-e", "ext"], vec!["-m", "x", "do it"]),
+        (
+            &pi,
+            vec!["--offline", "--provider", "mock", "--model", "m"],
+            vec!["--model", "m", "do it"],
+        ),
+        (
+            &pi,
+            vec!["--append-system-prompt", "charter.md"],
+            vec!["@task.md"],
+        ),
+        (&pi, vec!["-e", "ext.ts"], vec!["--", "-starts-with-a-dash"]),
+    ] {
+        assert_eq!(
+            fresh.sources_for(Some(&args(&quiet))),
+            ["startup", "clear"],
+            "{quiet:?}"
+        );
+        assert_eq!(
+            fresh.sources_for(Some(&args(&prompted))),
+            ["clear"],
+            "{prompted:?}"
+        );
+        assert_eq!(fresh.sources_for(None), ["clear"], "arguments not known");
+    }
+    // A `startup` fresh start must say how a prompt is given.
+    let missing = r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": ["startup"]}}"#;
+    assert!(FreshStart::from_declaration("x.json", missing).is_err());
+    let clear_only = r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": ["clear"]}}"#;
+    assert!(FreshStart::from_declaration("x.json", clear_only)
+        .unwrap()
+        .is_some());
 }

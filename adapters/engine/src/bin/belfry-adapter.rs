@@ -165,10 +165,11 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
         Ok(client) => client,
         Err(err) => return End::Failed(format!("cannot reach the daemon: {err}")),
     };
-    let fresh_sources = options
-        .fresh
-        .as_ref()
-        .map_or(Vec::new(), |fresh| fresh.sources.clone());
+    // The program's arguments decide whether its own start can be a fresh one (a program
+    // started with a prompt runs that turn at once); asked of the pane host once.
+    let fresh_sources = options.fresh.as_ref().map_or(Vec::new(), |fresh| {
+        fresh.sources_for(program_args().as_deref())
+    });
     let mut sources = TurnSources::with_fresh_start(&fresh_sources);
     let mut incarnation: Option<String> = None;
     let mut sequence = 0u64;
@@ -260,6 +261,19 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
             return End::Gone("the daemon stopped reading".into());
         }
     }
+}
+
+/// The arguments of the pane's program (its argv without the program), as its pane host has
+/// them; `None` when they cannot be had, which no fresh start is granted on.
+fn program_args() -> Option<Vec<String>> {
+    let socket = std::env::var_os(belfry_proto::env::PANE_SOCKET)?;
+    let mut client = Client::connect(std::path::Path::new(&socket)).ok()?;
+    let reply = client.request(json!({"op": "info"})).ok()?;
+    let argv = reply["argv"].as_array()?;
+    argv.iter()
+        .skip(1)
+        .map(|arg| arg.as_str().map(str::to_string))
+        .collect()
 }
 
 /// Passes the subscription's events on until it ends.
