@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use belfry_tests::bin_dir;
-use belfry_tests::live::{workspace, Live, LiveOptions};
+use belfry_tests::live::{log_time_ms, workspace, Live, LiveOptions};
 use serde_json::{json, Value};
 
 /// The rich policy's token.
@@ -326,26 +326,6 @@ fn a_fresh_restarted_or_cleared_rich_policy_pi_gets_a_posted_message_within_3_s(
     fresh_restarted_cleared("pi", "pi", "/new");
 }
 
-/// Unix ms of a log line's RFC 3339 UTC time (`2026-12-08T01:10:57.029768Z`).
-fn log_time_ms(stamp: &str) -> Option<u128> {
-    let (date, time) = stamp.trim_end_matches('Z').split_once('T')?;
-    let mut ymd = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut parts = hms.split(':').map(|p| p.parse::<i64>().ok());
-    let (hh, mm, ss) = (parts.next()??, parts.next()??, parts.next()??);
-    let micros: i64 = format!("{frac:0<6}")[..6].parse().ok()?;
-    // Days from the civil date (proleptic Gregorian), Howard Hinnant's formula.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let ms = ((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000) + micros / 1000;
-    u128::try_from(ms).ok()
-}
-
 /// When the daemon typed the notice naming `subject` (its `notice sent` log line).
 fn notice_typed_at(live: &Live, subject: &str) -> Option<u128> {
     let entries = std::fs::read_dir(live.env.log_dir()).ok()?;
@@ -354,7 +334,7 @@ fn notice_typed_at(live: &Live, subject: &str) -> Option<u128> {
         .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
         .flat_map(|text| text.lines().map(str::to_string).collect::<Vec<_>>())
         .filter(|line| line.contains("notice sent: ") && line.contains(subject))
-        .filter_map(|line| log_time_ms(line.split_whitespace().next()?))
+        .filter_map(|line| log_time_ms(line.split_whitespace().next()?).map(u128::from))
         .min()
 }
 
