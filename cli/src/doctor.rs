@@ -294,7 +294,7 @@ fn pane_facts(runtime: &Path, session: &str, listed: Option<&PaneRecord>) -> Fac
 /// adapter, working directory and program environment as its pane host has them), for `belfry
 /// ding status` of a pane that delivers aggressively (issue 41 item 6); `None` when its adapter
 /// ships no activity executable, the rich default would be chosen, or the pane cannot be asked.
-pub(crate) fn rich_default_refusal(session: &str) -> Option<String> {
+fn rich_default_refusal(session: &str) -> Option<String> {
     const RICH_DEFAULT_ASK: std::time::Duration = std::time::Duration::from_millis(500);
     let runtime = paths::runtime_dir();
     let socket = paths::pane_socket(&runtime, session);
@@ -314,6 +314,73 @@ pub(crate) fn rich_default_refusal(session: &str) -> Option<String> {
         .map(PathBuf::from)
         .or_else(|| std::env::current_dir().ok())?;
     crate::hooks::rich_default(&adapter, &dir, &program_env(&spec)).err()?
+}
+
+/// Why mail to a rich-policy pane of `adapter` waits for its first turn (issue 40), from the
+/// adapter's declaration alone: `belfry new` asks before any harness version is known, so a
+/// declaration with any reporting version is not judged here (`belfry doctor` judges it).
+pub(crate) fn first_turn_note(adapter: &str) -> Option<String> {
+    let declaration = Adapters::of_this_binary().declaration(adapter).ok()?;
+    mux_doctor::first_turn_wait(&declaration, adapter, None)
+}
+
+/// Says once, on stderr, that mail to the new rich-policy agent `agent` waits for its first
+/// turn, and why, when it does.
+pub(crate) fn say_first_turn_wait(agent: &str, adapter: &str) {
+    if let Some(why) = first_turn_note(adapter) {
+        eprintln!(
+            "belfry: {agent}: mail waits for its first turn: {why}; give it its first task \
+             yourself (`belfry doctor` says more)"
+        );
+    }
+}
+
+/// What `belfry ding status` of a local pane adds to the daemon's answer: why the rich policy
+/// is not the default of a pane that delivers aggressively (`rich_default`, issue 41 item 6, as
+/// `belfry new` said when it started it), and why a rich-policy pane's mail waits for its first
+/// turn (`first_turn`, issue 40).
+pub(crate) fn explain_ding_status(session: &str, status: &mut serde_json::Value) {
+    if status["policy"]["delivery"] == "aggressive" {
+        if let (Some(why), Some(object)) = (rich_default_refusal(session), status.as_object_mut()) {
+            object.insert(
+                "rich_default".to_string(),
+                serde_json::json!({"chosen": false, "why": why}),
+            );
+        }
+    }
+    first_turn_status(session, status);
+}
+
+/// Adds `first_turn` (`{"waits": true, "why": …}`) to a rich-policy pane's `ding status`
+/// when its mail waits for the harness's first turn (issue 40), so that a message shown
+/// `held:unknown` says why. A pane host that does not answer at once leaves it out.
+fn first_turn_status(session: &str, status: &mut serde_json::Value) {
+    if status["policy"]["delivery"] != belfry_ding::policy::RICH_POLICY_TOKEN {
+        return;
+    }
+    const ASK: std::time::Duration = std::time::Duration::from_millis(500);
+    let socket = paths::pane_socket(&paths::runtime_dir(), session);
+    let Some(record) = Client::connect_once(&socket, ASK)
+        .ok()
+        .and_then(|mut client| client.call::<PaneRecord>(op::Info::default()).ok())
+        .and_then(|reply| reply.into_result().ok())
+    else {
+        return;
+    };
+    let adapter = record
+        .spec
+        .and_then(|spec| serde_json::from_value::<LaunchSpec>(spec).ok())
+        .and_then(|spec| spec.adapter);
+    let (Some(why), Some(object)) = (
+        adapter.as_deref().and_then(first_turn_note),
+        status.as_object_mut(),
+    ) else {
+        return;
+    };
+    object.insert(
+        "first_turn".to_string(),
+        serde_json::json!({"waits": true, "why": why}),
+    );
 }
 
 fn snapshot(runtime: &Path, session: &str) -> Result<Screen> {
@@ -427,6 +494,17 @@ fn check(adapters: &Adapters, hook_adapters: &HookAdapters, facts: Facts) -> Rep
                     ) {
                         found(finding);
                     }
+                }
+                // Issue 40: a rich-policy pane whose harness says neither its state nor a
+                // fresh start holds its mail until its first turn ends.
+                if let Some(finding) = mux_doctor::first_turn_finding(
+                    &declaration,
+                    &name,
+                    adapter,
+                    version.as_deref(),
+                    subject.ding_policy,
+                ) {
+                    found(finding);
                 }
             }
         }

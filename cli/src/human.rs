@@ -109,6 +109,12 @@ pub(crate) fn ding_status_lines(state: &DingState, now_ms: u64) -> Vec<String> {
             escape_for_terminal(why)
         ));
     }
+    if let Some(why) = status["first_turn"]["why"].as_str() {
+        lines.push(format!(
+            "  first turn: mail waits for it: {}",
+            escape_for_terminal(why)
+        ));
+    }
     lines.push(format!(
         "  adapter:    {}",
         adapter_words(&status["adapter"], &status["policy"])

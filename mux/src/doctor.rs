@@ -249,6 +249,64 @@ pub fn program_status_finding(
     })
 }
 
+/// Why mail to a rich-policy pane of `adapter` waits for the harness's first turn, if it does
+/// (issue 40): its activity adapter learns that the harness waits for input only from a
+/// turn-stop hook, its own program status (OSC 7501), or a session start the declaration lists
+/// in `fresh_start`. Without the last two, a just-started, restarted or cleared agent holds
+/// every message (`held:unknown`) until a person gives it a turn. `version` is the harness's,
+/// when known: with none, a declaration that has any reporting version is not judged.
+pub fn first_turn_wait(
+    declaration: &AdapterDeclaration,
+    adapter: &str,
+    version: Option<&str>,
+) -> Option<String> {
+    if declaration.activity.is_none() || declaration.fresh_start.is_some() {
+        return None;
+    }
+    let reports = match version {
+        Some(version) => declared_to_report(declaration, version) == Some(true),
+        None => declaration
+            .program_status
+            .as_ref()
+            .is_some_and(|status| status.checked.iter().any(|checked| checked.emits)),
+    };
+    if reports {
+        return None;
+    }
+    let harness = version.map_or("the harness".to_string(), |v| {
+        format!("the harness, version {v},")
+    });
+    Some(format!(
+        "{harness} reports no program status and adapter {adapter:?} declares no session start \
+         that proves it waits for input, so under the rich policy a just-started, restarted or \
+         cleared agent holds its mail (held: unknown) until its first turn ends"
+    ))
+}
+
+/// A rich-policy pane whose mail waits for its first turn ([`first_turn_wait`]).
+pub fn first_turn_finding(
+    declaration: &AdapterDeclaration,
+    session: &str,
+    adapter: &str,
+    version: Option<&str>,
+    ding_policy: Option<&str>,
+) -> Option<Finding> {
+    if ding_policy != Some(RICH_POLICY) {
+        return None;
+    }
+    let problem = first_turn_wait(declaration, adapter, version)?;
+    Some(Finding {
+        check: "mail-waits-first-turn",
+        problem,
+        fix: format!(
+            "give the agent its first task yourself (type it, or put it on its command line), \
+             after which mail flows at each turn's end; or deliver aggressively \
+             (`belfry new --ding-delivery aggressive`), which types a notice into an empty \
+             composer; `belfry ding status {session}` shows what is held"
+        ),
+    })
+}
+
 /// How long the harness's hook shell may take to say where `belfry` is.
 const HOOK_SHELL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -364,6 +422,69 @@ mod tests {
                 source: "its docs".to_string(),
             }),
             ..AdapterDeclaration::default()
+        }
+    }
+
+    fn rich(declaration: AdapterDeclaration, fresh: bool) -> AdapterDeclaration {
+        use crate::lifecycle::{Activity, FreshStartDeclaration};
+        AdapterDeclaration {
+            activity: Some(Activity {
+                command: vec!["belfry-adapter".into()],
+                needs_hooks: vec!["turn-stop".into()],
+                why: "test".into(),
+            }),
+            fresh_start: fresh.then(|| FreshStartDeclaration {
+                sources: vec!["startup".into()],
+                prompt_args: None,
+                why: "test".into(),
+            }),
+            ..declaration
+        }
+    }
+
+    /// Issue 40: mail waits for the first turn only where the rich policy runs and the harness
+    /// has neither program status nor a declared fresh start; it is named, with the fix.
+    #[test]
+    fn a_rich_pane_without_program_status_or_a_fresh_start_is_named_as_waiting_for_its_first_turn()
+    {
+        let silent = rich(AdapterDeclaration::default(), false);
+        let finding = first_turn_finding(&silent, "w", "x", Some("1.0.0"), Some(RICH_POLICY))
+            .expect("a finding");
+        assert_eq!(finding.check, "mail-waits-first-turn");
+        assert!(
+            finding.problem.contains("version 1.0.0"),
+            "{}",
+            finding.problem
+        );
+        assert!(
+            finding.fix.contains("belfry ding status w"),
+            "{}",
+            finding.fix
+        );
+        assert!(first_turn_finding(&silent, "w", "x", None, Some("aggressive")).is_none());
+        assert!(first_turn_wait(&silent, "x", None).is_some());
+        // A declared fresh start, or a reporting version, proves the wait ends without a turn.
+        assert!(first_turn_wait(&rich(AdapterDeclaration::default(), true), "x", None).is_none());
+        let split = rich(reporting(&[("0.9.0", false), ("1.6.0", true)], true), false);
+        assert!(first_turn_wait(&split, "x", Some("1.6.0")).is_none());
+        assert!(first_turn_wait(&split, "x", Some("0.9.1")).is_some());
+        assert!(
+            first_turn_wait(&split, "x", None).is_none(),
+            "not judged without a version"
+        );
+        // No activity adapter: the rich policy is not this adapter's to default to.
+        assert!(first_turn_wait(&AdapterDeclaration::default(), "x", None).is_none());
+    }
+
+    /// Every built-in adapter whose default is rich is covered: it reports program status or
+    /// declares a fresh start (the live proofs: tests/tests/program_status_live.rs,
+    /// pi_status_live.rs, fresh_mail_live.rs).
+    #[test]
+    fn no_built_in_rich_adapter_leaves_mail_waiting_for_the_first_turn() {
+        let adapters = Adapters::Embedded;
+        for name in adapters.names() {
+            let declaration = adapters.declaration(&name).expect("a built-in declaration");
+            assert_eq!(first_turn_wait(&declaration, &name, None), None, "{name}");
         }
     }
 

@@ -65,6 +65,25 @@ pub struct AdapterDeclaration {
     /// harness should report and has not.
     #[serde(default)]
     pub program_status: Option<ProgramStatusDeclaration>,
+    /// The session-start sources after which the harness waits for input once its ready
+    /// screen shows (issue 40), which the activity adapter reads as idle on that screen: with
+    /// neither this nor program status, mail under the rich policy waits for the first turn.
+    #[serde(default)]
+    pub fresh_start: Option<FreshStartDeclaration>,
+}
+
+/// See [`AdapterDeclaration::fresh_start`]; the activity adapter reads the same data.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FreshStartDeclaration {
+    /// The `source` values of the session-start hook that count.
+    pub sources: Vec<String>,
+    /// How a prompt is given on the harness's command line (a launch with one has no
+    /// `startup` fresh start); read by the activity adapter, kept here as it is.
+    #[serde(default)]
+    pub prompt_args: Option<serde_json::Value>,
+    /// How it was proved, against which versions.
+    pub why: String,
 }
 
 /// See [`AdapterDeclaration::program_status`]. Every field is data about one harness, checked

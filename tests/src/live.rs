@@ -749,3 +749,23 @@ impl Drop for Live {
         self.kill_leftovers();
     }
 }
+
+/// Unix ms of a log line's RFC 3339 UTC time (`2026-12-08T01:10:57.029768Z`).
+pub fn log_time_ms(stamp: &str) -> Option<u64> {
+    let (date, time) = stamp.trim_end_matches('Z').split_once('T')?;
+    let mut ymd = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let mut parts = hms.split(':').map(|p| p.parse::<i64>().ok());
+    let (hh, mm, ss) = (parts.next()??, parts.next()??, parts.next()??);
+    let micros: i64 = format!("{frac:0<6}")[..6].parse().ok()?;
+    // Days from the civil date (proleptic Gregorian), Howard Hinnant's formula.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let ms = ((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000) + micros / 1000;
+    u64::try_from(ms).ok()
+}

@@ -1038,6 +1038,16 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     for (kind, detail) in &status_check.collisions {
         driver.collide(kind, detail.clone());
     }
+    // Issue 40, for a harness that reports no program status: the hooks' own turn timeline.
+    let (hook_checked, hook_collisions) =
+        hook_turn_collisions(&typed_notices(&live.env.log_dir()), &calls);
+    eprintln!(
+        "ab {label} {arm}: {hook_checked} typed notices checked against the hooks' turns; {} typed into a turn the hooks showed running",
+        hook_collisions.len()
+    );
+    for detail in hook_collisions {
+        driver.collide("notice typed into a running turn (hooks)", detail);
+    }
     let lost: Vec<String> = driver
         .posted
         .iter()
@@ -1283,6 +1293,56 @@ struct TypedNotice {
     logged_at: String,
     judged_revision: Option<u64>,
     ids: Vec<String>,
+}
+
+/// The longest a notice's transaction takes from its first byte to the daemon's `notice sent`
+/// line (paste, the harness's settle, Enter): a bound, so that a turn the hooks show running
+/// this long before the line and not ended by it was running when the notice went in.
+const NOTICE_SPAN_MS: u64 = 3_000;
+
+/// Issue 40, for a harness that reports no program status: every notice typed while its own
+/// hooks showed a turn running. A turn starts with a `prompt-submit` or tool hook and ends with
+/// `turn-stop` (or `interrupt`), as the dispatch call log has them; a notice whose `notice sent`
+/// line is at `t` went in at or after `t - NOTICE_SPAN_MS`, so a turn running at that moment
+/// with no end up to `t` ran under it. Sound, not complete: a turn that began inside the span
+/// is not judged (the lease ends at its prompt-submit, spec §7.4). Returns how many notices
+/// were checked and the collisions.
+fn hook_turn_collisions(typed: &[TypedNotice], calls: &Path) -> (usize, Vec<String>) {
+    let hooks: Vec<(u64, String)> = std::fs::read_to_string(calls)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|call| Some((call["ms"].as_u64()?, call["event"].as_str()?.to_string())))
+        .collect();
+    if hooks.is_empty() {
+        return (0, Vec::new());
+    }
+    let starts = |event: &str| matches!(event, "prompt-submit" | "before-tool" | "after-tool");
+    let ends = |event: &str| matches!(event, "turn-stop" | "interrupt");
+    let mut checked = 0;
+    let mut collisions = Vec::new();
+    for notice in typed {
+        let Some(sent) = belfry_tests::live::log_time_ms(&notice.logged_at) else {
+            continue;
+        };
+        checked += 1;
+        let probe = sent.saturating_sub(NOTICE_SPAN_MS);
+        let last = hooks
+            .iter()
+            .filter(|(ms, event)| *ms <= probe && (starts(event) || ends(event)))
+            .max_by_key(|(ms, _)| *ms);
+        let ended = hooks
+            .iter()
+            .any(|(ms, event)| *ms > probe && *ms <= sent && ends(event));
+        if let Some((at, event)) = last.filter(|(_, event)| starts(event) && !ended) {
+            collisions.push(format!(
+                "notice {:?} sent at {sent} ms: a turn ran from its {event} at {at} ms with no \
+                 turn-stop before the notice",
+                notice.ids
+            ));
+        }
+    }
+    (checked, collisions)
 }
 
 fn typed_notices(log_dir: &Path) -> Vec<TypedNotice> {
@@ -1881,4 +1941,45 @@ fn a_dialog_task_the_model_never_asked_for_is_not_a_dialog_collision() {
         "the detector would count a dialog that never opened: {:?}",
         server.requests()
     );
+}
+
+/// The hooks' turn timeline judges a notice typed into a turn that ran across its whole
+/// transaction (the case seen live on Gemini CLI 0.61.0 started with `-i`), and not one typed
+/// after the turn's turn-stop or whose own prompt-submit follows it.
+#[test]
+fn a_notice_typed_into_a_turn_the_hooks_show_running_is_a_collision() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let calls = dir.path().join("dispatch.ndjson");
+    // 2026-12-08T01:31:00Z is 1796693460000 ms.
+    let base: u64 = 1_796_693_460_000;
+    let line = |ms: u64, event: &str| format!("{{\"ms\":{ms},\"event\":\"{event}\"}}\n");
+    let log = [
+        line(base, "session-start"),
+        line(base + 200, "prompt-submit"),
+        line(base + 15_000, "turn-stop"),
+        line(base + 20_500, "prompt-submit"),
+        line(base + 21_000, "turn-stop"),
+    ]
+    .concat();
+    std::fs::write(&calls, log).expect("write the call log");
+    let notice = |stamp: &str, id: &str| TypedNotice {
+        logged_at: stamp.to_string(),
+        judged_revision: Some(1),
+        ids: vec![id.to_string()],
+    };
+    let typed = [
+        // Sent 6.9 s into the first turn: a collision.
+        notice("2026-12-08T01:31:07.100000Z", "into-turn"),
+        // Sent 5 s after the turn's end, its own prompt-submit 0.2 s after: none.
+        notice("2026-12-08T01:31:20.300000Z", "after-turn"),
+        // Sent 2.5 s after a turn-stop that ended the turn inside the span: none.
+        notice("2026-12-08T01:31:17.500000Z", "at-the-end"),
+    ];
+    let (checked, collisions) = hook_turn_collisions(&typed, &calls);
+    assert_eq!(checked, 3);
+    assert_eq!(collisions.len(), 1, "{collisions:#?}");
+    assert!(collisions[0].contains("into-turn"), "{collisions:#?}");
+    // No call log (the aggressive arm applies no hooks): nothing is judged.
+    let (checked, collisions) = hook_turn_collisions(&typed, &dir.path().join("none"));
+    assert_eq!((checked, collisions.len()), (0, 0));
 }

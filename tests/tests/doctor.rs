@@ -700,3 +700,117 @@ fn doctor_does_not_judge_a_harness_version_the_declaration_never_checked() {
         "{reports:#?}"
     );
 }
+
+/// Issue 40: under the rich policy, a harness that reports no program status and whose adapter
+/// declares no fresh start holds a just-started agent's mail until its first turn ends.
+/// `belfry new` says so once, `belfry ding status` shows why next to what is held, and
+/// `belfry doctor` names it (`mail-waits-first-turn`) with the fix. Here the adapters folder is
+/// a copy whose gemini declaration has lost its `fresh_start`; with the real declaration (the
+/// fresh start proved live in tests/tests/fresh_mail_live.rs) none of the three says it.
+#[test]
+fn a_rich_pane_whose_harness_proves_no_fresh_start_is_said_to_wait_for_its_first_turn() {
+    let workspace = belfry_tests::live::workspace();
+    for declared in [false, true] {
+        let mut env = doctor_env();
+        if !declared {
+            let adapters = env.path("adapters");
+            let copied = std::process::Command::new("cp")
+                .arg("-r")
+                .arg(workspace.join("adapters"))
+                .arg(&adapters)
+                .status()
+                .expect("cp adapters");
+            assert!(copied.success());
+            let path = adapters.join("gemini/declaration.json");
+            let mut declaration: Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+            assert!(declaration
+                .as_object_mut()
+                .and_then(|d| d.remove("fresh_start"))
+                .is_some());
+            std::fs::write(&path, declaration.to_string()).expect("write declaration");
+            env.extra
+                .push(("BELFRY_ADAPTERS".into(), adapters.display().to_string()));
+        }
+        fake_harness(
+            &env,
+            "gemini",
+            "0.61.0",
+            "Type your message or @path/to/file",
+            None,
+        );
+        let dir = project(&env, "project");
+        std::fs::copy(
+            workspace.join("examples/gemini/belfry-hooks.kdl"),
+            dir.join("belfry-hooks.kdl"),
+        )
+        .expect("copy the hooks file");
+        let dir = dir.display().to_string();
+        // Gemini CLI registers project hooks only in a folder it trusts (the user's choice).
+        let gemini_home = env.path("home/.gemini");
+        std::fs::create_dir_all(&gemini_home).expect("mkdir gemini home");
+        std::fs::write(
+            gemini_home.join("trustedFolders.json"),
+            serde_json::json!({ &dir: "TRUST_FOLDER" }).to_string(),
+        )
+        .expect("write trusted folders");
+        env.ok(&["hooks", "--dir", &dir, "apply", "--trust"]);
+        let new = env.run(&[
+            "new",
+            "w",
+            "--cwd",
+            &dir,
+            "--adapter",
+            "gemini",
+            "--",
+            "gemini",
+        ]);
+        assert!(new.status.success(), "{new:?}");
+        let said = String::from_utf8_lossy(&new.stderr).into_owned();
+        env.wait_screen("w", "Type your message");
+        let status = env.ding_status("w");
+        assert_eq!(
+            status["policy"]["delivery"], "turn-boundary+fresh-idle",
+            "{status:#}"
+        );
+        let (_, reports) = doctor_json(&env, &["w"]);
+        let named = checks(report(&reports, "w")).contains(&"mail-waits-first-turn".to_string());
+        if declared {
+            assert!(!said.contains("first turn"), "{said}");
+            assert!(status.get("first_turn").is_none(), "{status:#}");
+            assert!(!named, "{reports:#?}");
+            continue;
+        }
+        assert_eq!(
+            said.matches("mail waits for its first turn").count(),
+            1,
+            "belfry new said it not exactly once: {said}"
+        );
+        assert!(said.contains("declares no session start"), "{said}");
+        assert_eq!(status["first_turn"]["waits"], true, "{status:#}");
+        assert!(
+            status["first_turn"]["why"]
+                .as_str()
+                .is_some_and(|why| why.contains("held: unknown")),
+            "{status:#}"
+        );
+        let human = env.run(&["ding", "status", "w"]);
+        assert!(
+            String::from_utf8_lossy(&human.stdout).contains("first turn: mail waits for it"),
+            "{human:?}"
+        );
+        let finding = finding(report(&reports, "w"), "mail-waits-first-turn");
+        assert!(
+            finding["problem"]
+                .as_str()
+                .is_some_and(|p| p.contains("version 0.61.0")),
+            "{finding:#}"
+        );
+        assert!(
+            finding["fix"]
+                .as_str()
+                .is_some_and(|f| f.contains("belfry ding status w")),
+            "{finding:#}"
+        );
+    }
+}

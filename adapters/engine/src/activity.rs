@@ -8,10 +8,18 @@
 //! it active again. Until the first such signal, and after the harness is restarted, the state
 //! is `unknown`, so no fresh-idle lease can be granted on a guess. The screen may veto: a busy
 //! row the grammar recognises makes the pane `active` whatever the harness said last.
+//!
+//! One more harness-authored signal may stand in for a turn-stop: a session start whose source
+//! the adapter's declaration lists in `fresh_start` (a harness that takes input once its ready
+//! screen shows after such a start, proved live). It is [`Turn::Fresh`], which is idle only
+//! together with the declared ready screen and a provably empty composer ([`FreshStart`]), and
+//! any later prompt submit, tool event or busy screen voids it like any idle.
 
+use regex::Regex;
 use serde_json::{json, Value};
 
 use crate::classify::{Composer, EmptyBy, Verdict};
+use crate::error::{Error, Result};
 
 /// The turn state the hooks have shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +30,10 @@ pub enum Turn {
     Idle,
     /// A turn is running.
     Active,
+    /// The harness started a session with a source its adapter declares as "waits for input
+    /// once the ready screen shows" (see [`FreshStart`]): idle on that screen with an empty
+    /// composer, unknown otherwise.
+    Fresh,
 }
 
 impl Turn {
@@ -40,6 +52,167 @@ impl Turn {
             // reliable about whether the harness now waits for input.
             "session-start" | "session-end" | "stop-failure" => Turn::Unknown,
             _ => self,
+        }
+    }
+}
+
+/// The session-start source of a program's own launch (spec §9's canonical word).
+const STARTUP: &str = "startup";
+
+/// An adapter's declared fresh-start signal: the `fresh_start` section of its
+/// `declaration.json` (which session-start sources prove the harness waits for input once its
+/// ready screen shows), with the declaration's `readiness.screen` pattern. Data about one
+/// harness, checked live against the versions it names; nothing here names a harness.
+#[derive(Debug, Clone)]
+pub struct FreshStart {
+    /// The session-start sources that count.
+    pub sources: Vec<String>,
+    /// The ready screen: matched against the screen's rows joined by newlines.
+    pub ready: Regex,
+    /// How a prompt is given on the harness's command line: a harness started with one runs
+    /// that turn from its start, and its `startup` session start may reach belfry before the
+    /// prompt's own submit does (Gemini CLI 0.61.0 with `-i`, live: 186 ms before), so then
+    /// `startup` proves nothing.
+    pub prompt_args: PromptArgs,
+}
+
+/// How a harness takes a prompt on its command line (`fresh_start.prompt_args`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PromptArgs {
+    /// Flags whose presence (`-i`, or `-i=…`) gives a prompt.
+    pub flags: Vec<String>,
+    /// Flags that take the next argument as their value (which is then no prompt).
+    pub value_flags: Vec<String>,
+    /// Whether an argument that is no flag (nor a flag's value) is a prompt.
+    pub positional: bool,
+}
+
+impl PromptArgs {
+    /// Whether `args` (the program's arguments, without the program) give a prompt. After
+    /// `--` every argument is positional.
+    pub fn give_a_prompt(&self, args: &[String]) -> bool {
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            if arg == "--" {
+                return self.positional && args.next().is_some();
+            }
+            let flag = arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag);
+            if self.flags.iter().any(|f| f == flag) {
+                return true;
+            }
+            if arg.starts_with('-') && arg.len() > 1 {
+                if !arg.contains('=') && self.value_flags.iter().any(|f| f == arg) {
+                    args.next();
+                }
+                continue;
+            }
+            if self.positional {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+impl FreshStart {
+    /// Reads the signal from a declaration's text; `Ok(None)` when it declares none. A
+    /// `fresh_start` without a readiness screen, or with sources that are not strings, is an
+    /// error naming `origin`: a signal that cannot be checked must not be half-read.
+    pub fn from_declaration(origin: &str, text: &str) -> Result<Option<FreshStart>> {
+        let bad = |reason: String| Error::Grammar {
+            origin: format!("{origin} (fresh_start)"),
+            reason,
+        };
+        let value: Value =
+            serde_json::from_str(text).map_err(|err| bad(format!("not JSON: {err}")))?;
+        let Some(fresh) = value.get("fresh_start") else {
+            return Ok(None);
+        };
+        let sources = fresh["sources"]
+            .as_array()
+            .filter(|sources| !sources.is_empty())
+            .ok_or_else(|| bad("`sources` must be a non-empty list of strings".into()))?
+            .iter()
+            .map(|source| source.as_str().map(str::to_string))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| bad("`sources` must be a non-empty list of strings".into()))?;
+        let pattern = value["readiness"]["screen"].as_str().ok_or_else(|| {
+            bad("a fresh start needs the declaration's `readiness.screen` pattern".into())
+        })?;
+        let ready = Regex::new(pattern)
+            .map_err(|err| bad(format!("readiness.screen {pattern:?}: {err}")))?;
+        let strings = |key: &str| -> Result<Vec<String>> {
+            match &fresh["prompt_args"][key] {
+                Value::Null => Ok(Vec::new()),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|item| item.as_str().map(str::to_string))
+                    .collect::<Option<Vec<String>>>()
+                    .ok_or_else(|| bad(format!("`prompt_args.{key}` must be a list of strings"))),
+                _ => Err(bad(format!(
+                    "`prompt_args.{key}` must be a list of strings"
+                ))),
+            }
+        };
+        let prompt_args = match &fresh["prompt_args"] {
+            Value::Object(_) => PromptArgs {
+                flags: strings("flags")?,
+                value_flags: strings("value_flags")?,
+                positional: fresh["prompt_args"]["positional"]
+                    .as_bool()
+                    .ok_or_else(|| bad("`prompt_args.positional` must be true or false".into()))?,
+            },
+            // A start on every launch needs to know which launches start a turn.
+            _ if sources.iter().any(|source| source == STARTUP) => {
+                return Err(bad(format!(
+                    "a `{STARTUP}` fresh start needs `prompt_args`: how a prompt is given on \
+                     the command line"
+                )))
+            }
+            _ => PromptArgs::default(),
+        };
+        Ok(Some(FreshStart {
+            sources,
+            ready,
+            prompt_args,
+        }))
+    }
+
+    /// The sources that count for a program started with `args` (`None`: not known). A
+    /// program started with a prompt, or whose arguments are not known, has no `startup`
+    /// fresh start: its first turn may already run.
+    pub fn sources_for(&self, args: Option<&[String]>) -> Vec<String> {
+        let prompted = args.is_none_or(|args| self.prompt_args.give_a_prompt(args));
+        self.sources
+            .iter()
+            .filter(|source| !(prompted && source.as_str() == STARTUP))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether a session start with `source` is the declared signal.
+    pub fn counts(&self, source: Option<&str>) -> bool {
+        source.is_some_and(|source| self.sources.iter().any(|known| known == source))
+    }
+
+    /// What a [`Turn::Fresh`] is on this screen: idle only when the ready screen shows, the
+    /// composer is provably empty and no busy row vetoes; unknown otherwise, with why.
+    pub fn settle(&self, lines: &[String], verdict: &Verdict) -> (Turn, String) {
+        let ready = self.ready.is_match(&lines.join("\n"));
+        let empty = matches!(verdict.composer, Composer::Empty(_));
+        match (ready, empty) {
+            (true, true) => (
+                Turn::Idle,
+                "session started and its ready screen shows (declared fresh start)".into(),
+            ),
+            (false, _) => (
+                Turn::Unknown,
+                "session started; its ready screen does not show yet".into(),
+            ),
+            (true, false) => (
+                Turn::Unknown,
+                "session started; the composer is not provably empty".into(),
+            ),
         }
     }
 }
@@ -108,6 +281,8 @@ pub struct TurnSources {
     look: u64,
     hook: Option<(Turn, u64)>,
     program: Option<(ProgramView, u64)>,
+    /// The session-start sources the adapter declares a fresh start (none: no such signal).
+    fresh_sources: Vec<String>,
 }
 
 impl TurnSources {
@@ -121,10 +296,31 @@ impl TurnSources {
         self.look += 1;
     }
 
+    /// Nothing known, with the session-start sources the adapter declares a fresh start.
+    pub fn with_fresh_start(sources: &[String]) -> TurnSources {
+        TurnSources {
+            fresh_sources: sources.to_vec(),
+            ..TurnSources::default()
+        }
+    }
+
     /// A hook of the current incarnation.
     pub fn hook(&mut self, hook: &str) {
+        self.hook_with_source(hook, None);
+    }
+
+    /// A hook of the current incarnation with its `source` field. A session start with a
+    /// declared source is a fresh start, unless a turn was seen running in this incarnation
+    /// and has not ended: a harness started with a prompt may submit it before its session
+    /// start arrives, and then the start says nothing about that turn.
+    pub fn hook_with_source(&mut self, hook: &str, source: Option<&str>) {
         let before = self.hook.map_or(Turn::Unknown, |(turn, _)| turn);
-        let after = before.after(hook);
+        let declared = source.is_some_and(|source| self.fresh_sources.iter().any(|s| s == source));
+        let after = if hook == "session-start" && declared && before != Turn::Active {
+            Turn::Fresh
+        } else {
+            before.after(hook)
+        };
         // Every turn-start hook is a new statement, even in a turn already seen active.
         if self.hook.is_none() || after != before || after == Turn::Active {
             self.hook = Some((after, self.look));
@@ -217,7 +413,9 @@ pub fn activity_event(
         "active"
     } else {
         match turn {
-            Turn::Unknown => "unknown",
+            // A fresh start is idle only as `FreshStart::settle` judges it with the screen;
+            // unjudged it proves nothing.
+            Turn::Unknown | Turn::Fresh => "unknown",
             Turn::Idle => "idle",
             Turn::Active => "active",
         }

@@ -1,5 +1,7 @@
-//! The grammars built into this library from `adapters/*/screen.json` (see `build.rs`).
+//! The grammars built into this library from `adapters/*/screen.json`, and the declarations
+//! beside them (see `build.rs`).
 
+use crate::activity::FreshStart;
 use crate::error::{Error, Result};
 use crate::grammar::Grammar;
 
@@ -19,4 +21,17 @@ pub fn grammar(name: &str) -> Result<Grammar> {
         });
     };
     Grammar::parse(&format!("built-in {name}/screen.json"), text)
+}
+
+/// The fresh-start signal the built-in declaration of `name` declares, if any.
+pub fn fresh_start(name: &str) -> Result<Option<FreshStart>> {
+    match EMBEDDED_DECLARATIONS
+        .iter()
+        .find(|(known, _)| *known == name)
+    {
+        Some((_, text)) => {
+            FreshStart::from_declaration(&format!("built-in {name}/declaration.json"), text)
+        }
+        None => Ok(None),
+    }
 }

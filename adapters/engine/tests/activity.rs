@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use belfry_adapter_engine::activity::{activity_event, PaneSeen, ProgramView, Turn, TurnSources};
+use belfry_adapter_engine::activity::{
+    activity_event, FreshStart, PaneSeen, ProgramView, Turn, TurnSources,
+};
 use belfry_adapter_engine::{classify, embedded, Screen};
 use belfry_ding::protocol::{parse_event, ActivityState, ComposerState, EventBody};
 use serde_json::Value;
@@ -235,4 +237,218 @@ fn a_busy_screen_row_vetoes_an_idle_turn() {
         ActivityState::Unknown,
         "the screen never grants an idle"
     );
+}
+
+/// The activity event's state for `turn` (after a declared fresh start is settled with the
+/// screen, as `belfry-adapter` does) on `provider`'s fixture `state`, via the daemon's parser.
+fn fresh_event_state(
+    provider: &str,
+    state: &str,
+    peek: &Value,
+    sources: &TurnSources,
+) -> ActivityState {
+    let fresh = embedded::fresh_start(provider)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{provider} declares a fresh start"));
+    let pane = PaneSeen::from_snapshot(peek).unwrap();
+    let screen = Screen::from_value(peek).unwrap();
+    let verdict = classify(&embedded::grammar(provider).unwrap(), &screen);
+    let (turn, why) = match sources.turn() {
+        (Turn::Fresh, _) => fresh.settle(&screen.lines, &verdict),
+        other => other,
+    };
+    let line = activity_event(&pane, 1, turn, &why, &verdict, 500).to_string();
+    let EventBody::Activity { state: got, .. } = parse_event(&line)
+        .unwrap_or_else(|e| panic!("{provider}/{state}: {e}: {line}"))
+        .body
+    else {
+        panic!("{provider}/{state}: not activity: {line}");
+    };
+    got
+}
+
+fn declared_sources(provider: &str) -> Vec<String> {
+    embedded::fresh_start(provider)
+        .unwrap()
+        .map_or(Vec::new(), |fresh| fresh.sources)
+}
+
+/// Issue 40: a harness with no program status says it waits for input only by a session start
+/// whose source its adapter declares (`fresh_start` in declaration.json). With the declared
+/// ready screen and a provably empty composer that start is idle, as a turn-stop is; on any
+/// other screen it proves nothing.
+#[test]
+fn a_declared_session_start_is_idle_only_on_the_ready_screen_with_an_empty_composer() {
+    for provider in ["gemini", "pi"] {
+        for source in ["startup", "clear"] {
+            let mut sources = TurnSources::with_fresh_start(&declared_sources(provider));
+            sources.next_look();
+            sources.hook_with_source("session-start", Some(source));
+            assert_eq!(sources.turn().0, Turn::Fresh, "{provider} {source}");
+            let idle = &fixture(provider, "idle-empty")["peek"];
+            assert_eq!(
+                fresh_event_state(provider, "idle-empty", idle, &sources),
+                ActivityState::Idle,
+                "{provider} {source}"
+            );
+            // A draft in the composer: not provably empty, so unknown (not idle).
+            let draft = &fixture(provider, "draft")["peek"];
+            assert_eq!(
+                fresh_event_state(provider, "draft", draft, &sources),
+                ActivityState::Unknown,
+                "{provider} {source}"
+            );
+            // The ready screen not (yet) drawn: the same start proves nothing.
+            let mut blank = idle.clone();
+            let rows = blank["lines"].as_array().unwrap().len();
+            blank["lines"] = Value::Array(vec![Value::String(String::new()); rows]);
+            blank.as_object_mut().unwrap().remove("cells");
+            assert_eq!(
+                fresh_event_state(provider, "blank", &blank, &sources),
+                ActivityState::Unknown,
+                "{provider} {source}"
+            );
+        }
+    }
+}
+
+/// The screen may veto a fresh start as any idle: a busy row keeps the pane active.
+#[test]
+fn a_busy_screen_vetoes_a_declared_fresh_start() {
+    let mut sources = TurnSources::with_fresh_start(&declared_sources("gemini"));
+    sources.hook_with_source("session-start", Some("startup"));
+    let running = &fixture("gemini", "tool-running")["peek"];
+    assert_eq!(
+        fresh_event_state("gemini", "tool-running", running, &sources),
+        ActivityState::Active
+    );
+}
+
+/// A later prompt submit or tool event voids a fresh start; a session start that arrives
+/// while a turn is seen running (a harness started with a prompt) grants nothing; a source
+/// the adapter does not declare, or no source, stays unknown; and an adapter that declares no
+/// fresh start reads every session start as unknown, as before.
+#[test]
+fn a_fresh_start_is_voided_by_a_turn_and_never_granted_by_an_undeclared_source() {
+    let declared = declared_sources("pi");
+    assert_eq!(declared, ["startup", "clear"]);
+    for later in ["prompt-submit", "before-tool", "after-tool"] {
+        let mut sources = TurnSources::with_fresh_start(&declared);
+        sources.hook_with_source("session-start", Some("startup"));
+        sources.next_look();
+        sources.hook(later);
+        assert_eq!(sources.turn().0, Turn::Active, "after {later}");
+    }
+    let mut sources = TurnSources::with_fresh_start(&declared);
+    sources.hook("prompt-submit");
+    sources.hook_with_source("session-start", Some("startup"));
+    // The start says nothing of the running turn: unknown, as every session start was before.
+    assert_eq!(sources.turn().0, Turn::Unknown, "a turn already running");
+    sources.hook("turn-stop");
+    sources.hook_with_source("session-start", Some("clear"));
+    assert_eq!(
+        sources.turn().0,
+        Turn::Fresh,
+        "a clear after the turn ended"
+    );
+    for source in [
+        Some("resume"),
+        Some("reload"),
+        Some("fork"),
+        Some("belfry-host"),
+        None,
+    ] {
+        let mut sources = TurnSources::with_fresh_start(&declared);
+        sources.hook_with_source("session-start", source);
+        assert_eq!(sources.turn().0, Turn::Unknown, "{source:?}");
+    }
+    for provider in ["claude", "codex", "opencode", "qwen"] {
+        assert!(
+            embedded::fresh_start(provider).unwrap().is_none(),
+            "{provider} declares a fresh start nobody proved"
+        );
+        let mut sources = TurnSources::with_fresh_start(&declared_sources(provider));
+        sources.hook_with_source("session-start", Some("startup"));
+        assert_eq!(sources.turn().0, Turn::Unknown, "{provider}");
+    }
+}
+
+/// A `fresh_start` that cannot be checked is an error naming the declaration, never half-read.
+#[test]
+fn a_fresh_start_declaration_that_cannot_be_checked_is_refused_with_its_origin() {
+    let ok = r#"{"readiness": {"screen": "ready"}, "fresh_start": {"sources": ["startup"],
+        "prompt_args": {"flags": ["-i"], "positional": false}}}"#;
+    let fresh = FreshStart::from_declaration("x.json", ok).unwrap().unwrap();
+    assert!(fresh.counts(Some("startup")) && !fresh.counts(Some("clear")) && !fresh.counts(None));
+    assert!(
+        FreshStart::from_declaration("x.json", r#"{"readiness": {}}"#)
+            .unwrap()
+            .is_none()
+    );
+    for bad in [
+        r#"{"fresh_start": {"sources": ["startup"]}}"#,
+        r#"{"readiness": {"screen": "("}, "fresh_start": {"sources": ["startup"]}}"#,
+        r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": []}}"#,
+        r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": [1]}}"#,
+        r#"{"readiness": {"screen": "r"}, "fresh_start": {}}"#,
+        r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": ["clear"], "prompt_args": {"flags": [1], "positional": true}}}"#,
+        r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": ["clear"], "prompt_args": {"positional": "yes"}}}"#,
+        "not json",
+    ] {
+        let err = FreshStart::from_declaration("x.json", bad)
+            .err()
+            .unwrap_or_else(|| panic!("accepted {bad}"));
+        assert!(err.to_string().contains("x.json"), "{err}");
+    }
+}
+
+/// A program started with a prompt runs that turn from its start, and its `startup` session
+/// start may reach belfry before the prompt's own submit (Gemini CLI 0.61.0 with `-i`, live:
+/// 186 ms before): then `startup` is no fresh start, nor when the arguments are not known; a
+/// `clear` still is. Each adapter's `prompt_args` say how its harness takes a prompt.
+#[test]
+fn a_program_started_with_a_prompt_has_no_startup_fresh_start() {
+    let args = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<String>>();
+    let gemini = embedded::fresh_start("gemini").unwrap().unwrap();
+    let pi = embedded::fresh_start("pi").unwrap().unwrap();
+    for (fresh, quiet, prompted) in [
+        (&gemini, vec![], vec!["-i", "do it"]),
+        (
+            &gemini,
+            vec!["-m", "a-model"],
+            vec!["--prompt-interactive=do it"],
+        ),
+        (&gemini, vec!["--yolo"], vec!["do it"]),
+        (&gemini, vec!["-e", "ext"], vec!["-m", "x", "do it"]),
+        (
+            &pi,
+            vec!["--offline", "--provider", "mock", "--model", "m"],
+            vec!["--model", "m", "do it"],
+        ),
+        (
+            &pi,
+            vec!["--append-system-prompt", "charter.md"],
+            vec!["@task.md"],
+        ),
+        (&pi, vec!["-e", "ext.ts"], vec!["--", "-starts-with-a-dash"]),
+    ] {
+        assert_eq!(
+            fresh.sources_for(Some(&args(&quiet))),
+            ["startup", "clear"],
+            "{quiet:?}"
+        );
+        assert_eq!(
+            fresh.sources_for(Some(&args(&prompted))),
+            ["clear"],
+            "{prompted:?}"
+        );
+        assert_eq!(fresh.sources_for(None), ["clear"], "arguments not known");
+    }
+    // A `startup` fresh start must say how a prompt is given.
+    let missing = r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": ["startup"]}}"#;
+    assert!(FreshStart::from_declaration("x.json", missing).is_err());
+    let clear_only = r#"{"readiness": {"screen": "r"}, "fresh_start": {"sources": ["clear"]}}"#;
+    assert!(FreshStart::from_declaration("x.json", clear_only)
+        .unwrap()
+        .is_some());
 }

@@ -86,18 +86,8 @@ pub(super) fn status(session: Option<String>, json: bool) -> Result<i32> {
         .into());
     };
     let mut state: DingState = ask(&mut client, op::DingStatus::of(name.clone()))?;
-    // A local pane that delivers aggressively says why the rich policy is not its
-    // default here (issue 41 item 6), as `belfry new` did when it started it.
-    if matches!(place, Place::Local) && state.status["policy"]["delivery"] == "aggressive" {
-        if let (Some(why), Some(status)) = (
-            crate::doctor::rich_default_refusal(name.as_str()),
-            state.status.as_object_mut(),
-        ) {
-            status.insert(
-                "rich_default".to_string(),
-                serde_json::json!({"chosen": false, "why": why}),
-            );
-        }
+    if matches!(place, Place::Local) {
+        crate::doctor::explain_ding_status(name.as_str(), &mut state.status);
     }
     if json {
         print_json(&state.status);

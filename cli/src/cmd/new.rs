@@ -188,7 +188,10 @@ pub(crate) fn default_policy(
     env: &BTreeMap<String, String>,
 ) -> Option<Vec<String>> {
     match crate::hooks::rich_default(adapter, dir, env) {
-        Ok(command) => Some(command),
+        Ok(command) => {
+            crate::doctor::say_first_turn_wait(agent, adapter);
+            Some(command)
+        }
         Err(None) => None,
         Err(Some(reason)) => {
             eprintln!("belfry: {agent}: DING delivery stays aggressive: {reason}");

@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use belfry_adapter_engine::activity::{activity_event, PaneSeen, ProgramView, TurnSources};
+use belfry_adapter_engine::activity::{
+    activity_event, FreshStart, PaneSeen, ProgramView, Turn, TurnSources,
+};
 use belfry_adapter_engine::{classify, embedded, Grammar, Screen};
 use belfry_transport::client::Client;
 use serde_json::{json, Value};
@@ -36,6 +38,7 @@ enum Seen {
     /// A hook event of this incarnation (or of an unnamed one).
     Hook {
         hook: String,
+        source: Option<String>,
         incarnation: Option<String>,
     },
     /// The subscription fell behind and missed events, hook events perhaps among them.
@@ -46,6 +49,8 @@ enum Seen {
 
 struct Options {
     grammar: Grammar,
+    /// The declared fresh-start signal (`--provider`'s declaration, or `--declaration FILE`).
+    fresh: Option<FreshStart>,
     valid_for_ms: u64,
     refresh: Duration,
 }
@@ -90,6 +95,7 @@ enum End {
 
 fn parse_args(args: Vec<String>) -> Result<Options, String> {
     let mut grammar = None;
+    let mut fresh = None;
     let mut valid_for_ms = DEFAULT_VALID_FOR_MS;
     let mut refresh_ms = DEFAULT_REFRESH_MS;
     let mut args = args.into_iter();
@@ -99,6 +105,13 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
             "--provider" => {
                 let name = value("--provider")?;
                 grammar = Some(embedded::grammar(&name).map_err(|e| e.to_string())?);
+                fresh = embedded::fresh_start(&name).map_err(|e| e.to_string())?;
+            }
+            "--declaration" => {
+                let path = value("--declaration")?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read declaration {path}: {e}"))?;
+                fresh = FreshStart::from_declaration(&path, &text).map_err(|e| e.to_string())?;
             }
             "--grammar" => {
                 let path = value("--grammar")?;
@@ -111,7 +124,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
             other => {
                 return Err(format!(
                     "unknown argument {other:?}; usage: belfry-adapter (--provider NAME | \
-                     --grammar FILE) [--valid-for-ms N] [--refresh-ms N]"
+                     --grammar FILE [--declaration FILE]) [--valid-for-ms N] [--refresh-ms N]"
                 ))
             }
         }
@@ -124,6 +137,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
     };
     Ok(Options {
         grammar,
+        fresh,
         valid_for_ms,
         refresh: Duration::from_millis(refresh_ms),
     })
@@ -151,14 +165,19 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
         Ok(client) => client,
         Err(err) => return End::Failed(format!("cannot reach the daemon: {err}")),
     };
-    let mut sources = TurnSources::new();
+    // The program's arguments decide whether its own start can be a fresh one (a program
+    // started with a prompt runs that turn at once); asked of the pane host once.
+    let fresh_sources = options.fresh.as_ref().map_or(Vec::new(), |fresh| {
+        fresh.sources_for(program_args().as_deref())
+    });
+    let mut sources = TurnSources::with_fresh_start(&fresh_sources);
     let mut incarnation: Option<String> = None;
     let mut sequence = 0u64;
     let mut stdout = std::io::stdout().lock();
     loop {
         // Either something happened or the refresh interval passed; both end in one event.
         // Hook events wait for the snapshot, which says which incarnation is current.
-        let mut hooks: Vec<(String, Option<String>)> = Vec::new();
+        let mut hooks: Vec<(String, Option<String>, Option<String>)> = Vec::new();
         sources.next_look();
         match rx.recv_timeout(options.refresh) {
             Ok(seen) => {
@@ -173,7 +192,11 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
                 for seen in batch {
                     match seen {
                         Seen::Revision => {}
-                        Seen::Hook { hook, incarnation } => hooks.push((hook, incarnation)),
+                        Seen::Hook {
+                            hook,
+                            source,
+                            incarnation,
+                        } => hooks.push((hook, source, incarnation)),
                         // A missed prompt-submit would leave a running turn reported idle;
                         // after a gap nothing is known until the next turn-stop.
                         Seen::Lagged => {
@@ -209,13 +232,13 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
         };
         if incarnation.as_deref() != Some(pane.incarnation.as_str()) {
             // A new program incarnation has proved nothing about its turns yet.
-            sources = TurnSources::new();
+            sources = TurnSources::with_fresh_start(&fresh_sources);
             incarnation = Some(pane.incarnation.clone());
         }
-        for (hook, of) in hooks {
+        for (hook, source, of) in hooks {
             // A hook of another incarnation speaks of a program that is gone.
             if of.is_none() || of.as_deref() == Some(pane.incarnation.as_str()) {
-                sources.hook(&hook);
+                sources.hook_with_source(&hook, source.as_deref());
             }
         }
         // The program's own status, at this snapshot's revision: the event names that
@@ -223,6 +246,12 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
         sources.program(ProgramView::from_snapshot(&snapshot, &pane.incarnation));
         let (turn, why) = sources.turn();
         let verdict = classify(&options.grammar, &screen);
+        // A declared fresh start is judged with this very screen: idle only on the ready
+        // screen with a provably empty composer.
+        let (turn, why) = match (turn, &options.fresh) {
+            (Turn::Fresh, Some(fresh)) => fresh.settle(&screen.lines, &verdict),
+            (turn, _) => (turn, why),
+        };
         sequence += 1;
         let event = activity_event(&pane, sequence, turn, &why, &verdict, options.valid_for_ms);
         if writeln!(stdout, "{event}")
@@ -232,6 +261,19 @@ fn run(options: &Options, session: &str, socket: &std::path::Path) -> End {
             return End::Gone("the daemon stopped reading".into());
         }
     }
+}
+
+/// The arguments of the pane's program (its argv without the program), as its pane host has
+/// them; `None` when they cannot be had, which no fresh start is granted on.
+fn program_args() -> Option<Vec<String>> {
+    let socket = std::env::var_os(belfry_proto::env::PANE_SOCKET)?;
+    let mut client = Client::connect(std::path::Path::new(&socket)).ok()?;
+    let reply = client.request(json!({"op": "info"})).ok()?;
+    let argv = reply["argv"].as_array()?;
+    argv.iter()
+        .skip(1)
+        .map(|arg| arg.as_str().map(str::to_string))
+        .collect()
 }
 
 /// Passes the subscription's events on until it ends.
@@ -250,6 +292,7 @@ fn forward_events(mut client: Client, tx: &mpsc::Sender<Seen>) {
             Some("hook") => match event["hook"].as_str() {
                 Some(hook) => Seen::Hook {
                     hook: hook.to_string(),
+                    source: event["source"].as_str().map(str::to_string),
                     incarnation: event["incarnation"].as_str().map(str::to_string),
                 },
                 None => continue,
