@@ -139,7 +139,7 @@ pub(super) async fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) 
             applied,
         },
     );
-    publish(daemon, Event::Hook(seen).to_value());
+    publish(daemon, Event::Hook(seen));
     if tokio::time::timeout(HOOK_APPLIED_WITHIN, applied_rx)
         .await
         .is_err()

@@ -77,13 +77,13 @@ pub struct DaemonConfig {
 struct Daemon {
     pub(super) config: DaemonConfig,
     pub(super) registry: Registry,
-    pub(super) bus: broadcast::Sender<Value>,
+    pub(super) bus: broadcast::Sender<belfry_proto::Event>,
     /// The last [`EVENT_HISTORY`] bus events but revisions, each with the Unix time in
     /// ms it was published: the recent past a subscriber asks for with `history`. Memory only;
     /// a restarted daemon starts it empty. Its lock is held across each publish, so a
     /// subscriber that takes its receiver and its snapshot under the lock misses nothing
     /// between them and hears nothing twice.
-    pub(super) history: parking_lot::Mutex<std::collections::VecDeque<(u64, Value)>>,
+    pub(super) history: parking_lot::Mutex<std::collections::VecDeque<(u64, belfry_proto::Event)>>,
     pub(super) shutdown: Notify,
     pub(super) ding: DingEngine,
 }
