@@ -165,6 +165,7 @@ round_trips! {
     a_published_reply_round_trips: Published,
     a_nudged_reply_round_trips: Nudged,
     a_claimed_reply_round_trips: Claimed,
+    a_start_up_line_round_trips: Announced,
     an_event_round_trips: Event,
     a_kept_event_round_trips: Kept,
 }
@@ -277,6 +278,10 @@ fn the_replies_of_the_protocol_document_read_into_their_types_and_write_back_the
     reads_and_writes_back::<Claimed>(
         r#"{"claim":"c1","hook_owned":[],"id":2,"ok":true,"refused":["m2"],"reserved":["m1"]}"#,
     );
+    reads_and_writes_back::<Announced>(
+        r#"{"pid":7373,"ready":true,"socket":"/tmp/bx/env/run/panes/demo.sock"}"#,
+    );
+    reads_and_writes_back::<Announced>(r#"{"error":"cannot bind /tmp/x.sock: in use"}"#);
     reads_and_writes_back::<DingState>(
         r#"{"error":"unknown delivery","id":1,"ok":true,"status":null,"text":"invalid DING policy"}"#,
     );
