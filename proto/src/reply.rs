@@ -623,8 +623,8 @@ pub struct Claimed {
 /// The status model is DING's (`belfry_ding::status::DingStatus`: the engine fills it from its
 /// own types, the hold reasons, the delivery policy, the presence), and DING depends on this
 /// crate, so this crate cannot name it. The daemon writes the typed model
-/// (`DingState<Option<DingStatus>>`); a reader that has not moved to it yet reads the default,
-/// a JSON value. Either way the bytes on the wire are the same.
+/// (`DingState<Option<DingStatus>>`), and a reader reads it back into the same type; a reader
+/// that has not moved to it yet reads the default, a JSON value. The bytes are the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DingState<S = Value> {
     /// The status model of `belfry ding status --json`, or `null` when the pane's policy is

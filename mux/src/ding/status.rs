@@ -121,6 +121,11 @@ mod tests {
             serde_json::to_string(&reply::ok(&id, &typed)).unwrap(),
             serde_json::to_string(&reply::ok(&id, &before)).unwrap()
         );
+        // A reader reads it back through the type it was written with.
+        assert_eq!(
+            reply::Reply::<DingReply>::read(&reply::ok(&id, &typed)).unwrap(),
+            reply::Reply::Ok(typed.clone())
+        );
         let invalid: DingReply = DingState {
             status: None,
             text: "invalid DING policy: x; every message is held".into(),
