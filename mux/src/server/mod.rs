@@ -5,8 +5,9 @@
 //! the locks, the socket, adoption, the accept loop), each client connection's loop
 //! (`serve_connection`: a subscribe becomes a stream, a `bind` hands the connection to the pane
 //! host, a pane op is forwarded, any other op is answered by `handle`), and `handle`, the
-//! dispatch of the ops the daemon answers itself. Each op family is a file, as mini-redis's
-//! `cmd/`:
+//! dispatch of the ops the daemon answers itself: each handler returns its op's reply type
+//! from `belfry_proto::reply` or an `ErrorBody`, and `handle` puts the envelope with the
+//! request's id around it. Each op family is a file, as mini-redis's `cmd/`:
 //! - `spawn.rs`: `spawn`, from the request's launch spec to an adopted pane host, and its
 //!   charter.
 //! - `panes.rs`: `list`, `kill` and `shutdown`, the ops over the panes that are.
