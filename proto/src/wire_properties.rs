@@ -1,8 +1,8 @@
 //! Property tests of the replies and events: every wire type survives a trip through JSON
 //! (typed value → JSON → typed value, equal, and the JSON the same both times), and the real
 //! replies and events of docs/protocol.md read into their types and write back the same JSON.
-//! A file apart from `properties` (requests) because it needs the arbitrary values of the
-//! reply side: sizes within range, error codes, open JSON.
+//! Attach controls are checked the same way. A file apart from `properties` (requests) because
+//! it needs the arbitrary values of the reply side: sizes within range, error codes, open JSON.
 //!
 //! Each run draws fresh cases from a seed it prints on failure, so a failure is replayed with
 //! `BELFRY_PROTO_SEED`, as the request properties are.
@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use crate::attach::Control;
 use crate::code::ErrorCode;
 use crate::event::{Event, Kept};
 use crate::limits::{Size, MAX_DIMENSION, MIN_DIMENSION};
@@ -173,6 +174,26 @@ round_trips! {
 #[test]
 fn a_ding_state_reply_round_trips() {
     property::<DingState>("DingState", arbitrary_ding_state);
+}
+
+/// Every control of an attach stream (client to pane host and back) is read back from the JSON
+/// it is written as, and writes the same JSON again.
+#[test]
+fn an_attach_control_round_trips() {
+    let (mut rng, seed) = Rng::seeded();
+    let mut made = 0;
+    for case in 0..CASES {
+        let bytes = rng.bytes(16 + case % 256);
+        let Ok(control) = Control::arbitrary(&mut Unstructured::new(&bytes)) else {
+            continue;
+        };
+        let json = control.to_value();
+        let read = Control::from_value(json.clone());
+        assert_eq!(read, Ok(control), "seed {seed}, case {case}: {json}");
+        assert_eq!(read.map(|read| read.to_value()), Ok(json), "seed {seed}");
+        made += 1;
+    }
+    assert!(made > CASES / 2, "seed {seed}: only {made} controls drawn");
 }
 
 /// Every reply envelope the servers write (`reply::ok` around a body, `reply::error`) reads
