@@ -10,7 +10,7 @@
 //! command. No token selects a provider and the command is never inspected: it is run as argv,
 //! and the rich policy never falls back to aggressive delivery.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
@@ -26,7 +26,11 @@ pub const AGGRESSIVE_POLICY_TOKEN: &str = "aggressive";
 pub const NOTICE_ENTER_DELAY_MS: u64 = 500;
 
 /// How DING delivers notices to one pane.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+///
+/// It reads (`Deserialize`) as `belfry ding status --json` writes it, so a status is read through
+/// the type it was written with; a policy a person declares is read by [`DeliveryPolicy::from_token`],
+/// which checks it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "delivery", rename_all = "kebab-case")]
 pub enum DeliveryPolicy {
     /// The pane was not declared an agent: no automatic input, ever. Mail stays in the inbox.

@@ -2,7 +2,8 @@
 //!
 //! The engine fills a [`DingStatus`] from its live pieces (policy, adapter process, lease
 //! machine, ownership store, inbox); the CLI prints it as JSON (`serde`) or as text
-//! ([`DingStatus::render_text`]). A permanently held agent must be visible here, so every unread
+//! ([`DingStatus::render_text`]). It reads back (`Deserialize`) into the same types, so the
+//! daemon's `ding.status` answer is written and read through one model. A permanently held agent must be visible here, so every unread
 //! message is listed with its state, and a pending message under a held lease shows the reason.
 //!
 //! All text that came from a message or an adapter is passed through
@@ -11,10 +12,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::str::FromStr;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::hold::HoldReason;
+use crate::hold::{HoldReason, UnknownHoldReason};
 use crate::lease::LeaseState;
 use crate::message::FrontMatter;
 use crate::names::{MessageName, SessionName};
@@ -25,7 +27,7 @@ use crate::presence::Presence;
 use crate::protocol::{ActivityState, AdapterEvent, ComposerState, EventBody, ReceiptState};
 
 /// Everything `belfry ding status` shows for one session.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DingStatus {
     /// The session.
     pub session: SessionName,
@@ -50,7 +52,7 @@ pub struct DingStatus {
 }
 
 /// The adapter sidecar's process state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum AdapterProcessState {
     /// The policy has no adapter.
@@ -84,7 +86,7 @@ pub enum AdapterProcessState {
 }
 
 /// The last line read from the adapter.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastEvent {
     /// `activity`, `turn-boundary`, `receipt`, or `rejected`.
     pub kind: String,
@@ -183,7 +185,7 @@ fn receipt_word(state: ReceiptState) -> &'static str {
 }
 
 /// The lease as status shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum LeaseStatus {
     /// The aggressive policy has no leases.
@@ -266,8 +268,38 @@ impl Serialize for MessageState {
     }
 }
 
+impl FromStr for MessageState {
+    type Err = UnknownHoldReason;
+
+    /// Reads the words [`MessageState`]'s `Display` writes; a word that is none of them is
+    /// named in the error.
+    fn from_str(word: &str) -> Result<Self, Self::Err> {
+        Ok(match word {
+            "pending" => MessageState::Pending,
+            "staged" => MessageState::Staged,
+            "hook-owned" => MessageState::HookOwned,
+            "delivered" => MessageState::Delivered,
+            other => match other.strip_prefix("held:") {
+                Some(reason) => MessageState::Held(reason.parse()?),
+                None => {
+                    return Err(UnknownHoldReason {
+                        token: other.to_owned(),
+                    })
+                }
+            },
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageState {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let word = String::deserialize(deserializer)?;
+        word.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// One unread message in the status.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageStatus {
     /// Its file name.
     pub name: MessageName,
@@ -297,7 +329,7 @@ impl MessageStatus {
 }
 
 /// What DING has done since the engine started.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     /// Guarded (or aggressive) sends that wrote their transaction.
     pub sends: u64,
@@ -462,4 +494,185 @@ fn render_argv(argv: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presence::PresenceState;
+    use proptest::prelude::*;
+
+    fn hold_reason() -> impl Strategy<Value = HoldReason> {
+        prop::sample::select(HoldReason::ALL.to_vec())
+    }
+
+    fn policy() -> impl Strategy<Value = DeliveryPolicy> {
+        prop_oneof![
+            Just(DeliveryPolicy::Undeclared),
+            Just(DeliveryPolicy::Aggressive),
+            prop::collection::vec(".{0,12}", 1..4)
+                .prop_map(|adapter_command| DeliveryPolicy::Rich { adapter_command }),
+        ]
+    }
+
+    fn adapter() -> impl Strategy<Value = AdapterProcessState> {
+        prop_oneof![
+            Just(AdapterProcessState::NotConfigured),
+            any::<u32>().prop_map(|pid| AdapterProcessState::Starting { pid }),
+            any::<u32>().prop_map(|pid| AdapterProcessState::Running { pid }),
+            (
+                any::<Option<i32>>(),
+                any::<Option<i32>>(),
+                any::<u64>(),
+                any::<u32>()
+            )
+                .prop_map(|(exit_code, signal, retry_in_ms, restarts)| {
+                    AdapterProcessState::Backoff {
+                        exit_code,
+                        signal,
+                        retry_in_ms,
+                        restarts,
+                    }
+                }),
+            ".{0,20}".prop_map(|error| AdapterProcessState::Failed { error }),
+        ]
+    }
+
+    fn lease() -> impl Strategy<Value = LeaseStatus> {
+        prop_oneof![
+            Just(LeaseStatus::NotApplicable),
+            (any::<u64>(), any::<u64>()).prop_map(|(revision, expires_in_ms)| {
+                LeaseStatus::Leased {
+                    revision,
+                    expires_in_ms,
+                }
+            }),
+            hold_reason().prop_map(|reason| LeaseStatus::Held { reason }),
+        ]
+    }
+
+    fn message() -> impl Strategy<Value = MessageStatus> {
+        let state = prop_oneof![
+            Just(MessageState::Pending),
+            hold_reason().prop_map(MessageState::Held),
+            Just(MessageState::Staged),
+            Just(MessageState::HookOwned),
+            Just(MessageState::Delivered),
+        ];
+        (
+            1_700_000_000_000u64..1_900_000_000_000,
+            "[a-z0-9]{6}",
+            ".{0,20}",
+            ".{0,20}",
+            state,
+            proptest::option::of(".{0,20}"),
+        )
+            .prop_map(
+                |(at, tail, subject, from, state, sent_again)| MessageStatus {
+                    name: MessageName::parse(&format!("{at}-{tail}.md")).expect("a message name"),
+                    subject,
+                    from,
+                    state,
+                    sent_again,
+                },
+            )
+    }
+
+    fn status() -> impl Strategy<Value = DingStatus> {
+        let presence = proptest::option::of(
+            (
+                prop::sample::select(vec![
+                    PresenceState::Busy,
+                    PresenceState::Available,
+                    PresenceState::Dnd,
+                ]),
+                any::<u64>(),
+            )
+                .prop_map(|(state, since_unix_ms)| Presence {
+                    state,
+                    since_unix_ms,
+                }),
+        );
+        let last_event = proptest::option::of(
+            (".{0,12}", any::<Option<u64>>(), any::<u64>(), ".{0,20}").prop_map(
+                |(kind, sequence, received_at_unix_ms, summary)| LastEvent {
+                    kind,
+                    sequence,
+                    received_at_unix_ms,
+                    summary,
+                },
+            ),
+        );
+        let counters = (
+            any::<u64>(),
+            any::<u64>(),
+            prop::collection::btree_map(hold_reason(), any::<u64>(), 0..4),
+        )
+            .prop_map(|(sends, conflicts, holds)| Counters {
+                sends,
+                conflicts,
+                holds,
+            });
+        (
+            "[a-z][a-z0-9-]{0,10}",
+            policy(),
+            adapter(),
+            presence,
+            last_event,
+            lease(),
+            proptest::option::of(".{0,20}"),
+            prop::collection::vec(message(), 0..4),
+            counters,
+        )
+            .prop_map(
+                |(
+                    session,
+                    policy,
+                    adapter,
+                    presence,
+                    last_event,
+                    lease,
+                    not_ready,
+                    messages,
+                    counters,
+                )| {
+                    DingStatus {
+                        session: SessionName::parse(&session).expect("a session name"),
+                        policy,
+                        adapter,
+                        presence,
+                        last_event,
+                        lease,
+                        not_ready,
+                        messages,
+                        counters,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        /// The daemon writes the status as JSON and a reader reads it back into the same model:
+        /// every status comes back equal, and its JSON the same.
+        #[test]
+        fn a_ding_status_round_trips_through_json(status in status()) {
+            let json = serde_json::to_value(&status).expect("a status serializes");
+            let read: DingStatus = serde_json::from_value(json.clone()).expect("it reads back");
+            prop_assert_eq!(&read, &status);
+            prop_assert_eq!(serde_json::to_value(&read).expect("again"), json);
+        }
+    }
+
+    #[test]
+    fn a_message_state_that_is_not_one_is_named() {
+        let err =
+            serde_json::from_value::<MessageState>(serde_json::json!("held:nonsense")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("\"nonsense\" is not a DING hold reason"),
+            "{err}"
+        );
+        let err = serde_json::from_value::<MessageState>(serde_json::json!("parked")).unwrap_err();
+        assert!(err.to_string().contains("\"parked\""), "{err}");
+    }
 }

@@ -20,7 +20,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
-use belfry_proto::reply::Reply;
+use belfry_proto::reply::{Announced, ErrorBody, PaneRecord, Reply};
 use belfry_proto::request::{self, Request};
 use belfry_proto::spec::LaunchSpec;
 use belfry_proto::ErrorCode;
@@ -386,10 +386,14 @@ struct ReplyHead {
 }
 
 impl ReplyHead {
-    /// The reply's error code, if it is an error reply (read as [`error_code`] reads it).
+    /// The reply's error code, if it is an error reply whose `error` is an error body (read as
+    /// [`error_code`] reads it). The body stays a JSON value until here so that a reply whose
+    /// `error` is not a body is still passed on, as any other reply is.
     fn code(&self) -> Option<ErrorCode> {
         let body = self.error.as_ref().filter(|_| self.ok == Some(false))?;
-        error_code(&serde_json::json!({"ok": false, "error": body}))
+        belfry_proto::de::from_value::<ErrorBody>(body)
+            .ok()
+            .map(|body| body.code)
     }
 }
 
@@ -494,7 +498,8 @@ pub fn forget_connections(socket: &Path) {
 /// What a probe of a pane host's socket found.
 #[derive(Debug)]
 pub enum Probe {
-    /// It answered `hello` and `info`: the `info` reply.
+    /// It answered `hello` and `info`: the `info` reply, as the pane host wrote it (a spawn
+    /// passes it on as its answer; the daemon reads it as a [`PaneRecord`]).
     Answered(Value),
     /// Something listens on the socket but did not answer in time, answered `busy` (its
     /// connection cap) or has a full listen backlog: a pane host that is stopped or too busy
@@ -621,14 +626,11 @@ pub async fn discover(runtime: &Path) -> Discovered {
             continue;
         }
         let socket = paths::pane_socket(runtime, &session);
-        let record: Option<Value> = std::fs::read(&path)
+        // The record file is the pane host's `info` record, written at each change.
+        let pid = std::fs::read(&path)
             .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
-        let pid = record
-            .as_ref()
-            .and_then(|r| r.get("pid"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0) as u32;
+            .and_then(|bytes| serde_json::from_slice::<PaneRecord>(&bytes).ok())
+            .map_or(0, |record| record.pid);
         probes.spawn(async move {
             let probed = probe_status(&socket).await;
             (
@@ -649,8 +651,8 @@ pub async fn discover(runtime: &Path) -> Discovered {
         let alive = entry.pid != 0 && pid_alive(entry.pid);
         match probed {
             Probe::Answered(info) => {
-                if let Some(pid) = info.get("pid").and_then(Value::as_u64) {
-                    entry.pid = pid as u32;
+                if let Ok(Reply::Ok(record)) = Reply::<PaneRecord>::read(&info) {
+                    entry.pid = record.pid;
                 }
                 found.live.push((entry, info));
             }
@@ -763,10 +765,10 @@ pub async fn launch(
         Ok(Err(err)) => return Err(format!("cannot read pane host start-up: {err}")),
         Err(_) => return Err("pane host did not become ready within 15 s".into()),
     };
-    let announced: Value = serde_json::from_str(&line)
+    let announced: Announced = serde_json::from_str(&line)
         .map_err(|err| format!("pane host start-up line is not JSON: {err}"))?;
-    if let Some(error) = announced.get("error").and_then(Value::as_str) {
-        return Err(error.to_string());
+    if let Some(error) = announced.error {
+        return Err(error);
     }
     Ok(PaneEntry {
         session: spec.session.clone(),
@@ -901,5 +903,34 @@ mod tests {
                           "error": {"code": "busy", "message": "128 connections, its limit"}});
         let (_dir, socket) = answer_once(busy).await;
         assert!(matches!(probe_status(&socket).await, Probe::Silent));
+    }
+
+    /// The daemon finds a pane host's pid in its record file, which is the pane host's `info`
+    /// record (read through [`PaneRecord`] since the record stopped being read by key): a live
+    /// process whose socket does not answer is kept, under that pid, for adoption later.
+    #[tokio::test]
+    async fn discovery_reads_a_pane_host_pid_from_its_record_file() {
+        let runtime = tempfile::tempdir().expect("temp dir");
+        let panes = paths::panes_dir(runtime.path());
+        std::fs::create_dir_all(&panes).expect("panes dir");
+        let pid = std::process::id();
+        let record = json!({"session": "w", "pid": pid, "child_pid": pid, "incarnation": "i",
+            "generation": "sha256:g", "argv": ["sh"], "cwd": "/tmp", "started_at": 1,
+            "socket": panes.join("w.sock"), "protocol": 1, "build": "0.1.0",
+            "spec": {"session": "w", "argv": ["sh"]}, "revision": 3, "exited": null,
+            "size": {"rows": 5, "cols": 30}, "clients": 0, "title": ""});
+        std::fs::write(
+            panes.join("w.json"),
+            serde_json::to_vec_pretty(&record).expect("record"),
+        )
+        .expect("write record");
+        let found = discover(runtime.path()).await;
+        let pids: Vec<(String, u32)> = found
+            .stalled
+            .iter()
+            .map(|entry| (entry.session.clone(), entry.pid))
+            .collect();
+        assert_eq!(pids, vec![("w".to_string(), pid)]);
+        assert!(found.live.is_empty() && found.lost.is_empty());
     }
 }

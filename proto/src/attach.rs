@@ -15,6 +15,7 @@ use crate::limits::Size;
 
 /// One control message of an attach stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub enum Control {
     /// Client to host: the client is leaving (`{"detach":true}`). Host to client: the pane host
     /// let the client go, for `reason` (`{"detach":"requested"}`, after `belfry detach`).

@@ -8,6 +8,7 @@ use crate::program_status::{StatusCause, StatusRecord};
 
 /// One event, tagged on the wire by its `event` field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 #[serde(tag = "event", rename_all = "lowercase")]
 pub enum Event {
     /// The pane's revision moved (coalesced to the latest).
@@ -42,6 +43,7 @@ pub enum Event {
         what: String,
         /// Its outcome, as the DING engine reports it.
         #[serde(default)]
+        #[cfg_attr(test, arbitrary(with = crate::wire_properties::arbitrary_json))]
         outcome: Value,
     },
     /// A program status record of the pane changed (OSC 7501): reported, cleared, evicted,
@@ -118,8 +120,39 @@ impl Event {
     }
 }
 
+/// An event the daemon kept, as a subscriber that asked for the recent past receives it: the
+/// event's own fields, marked `history: true`, with the Unix time in ms it was published.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Kept {
+    /// The event as it was published.
+    #[serde(flatten)]
+    pub event: Event,
+    /// Always true: the event is from the kept past, not live.
+    pub history: bool,
+    /// When it was published (Unix time in ms).
+    pub at_ms: u64,
+}
+
+impl Kept {
+    /// `event`, published at `at_ms`, as a subscriber's history gives it.
+    pub fn at(event: Event, at_ms: u64) -> Kept {
+        Kept {
+            event,
+            history: true,
+            at_ms,
+        }
+    }
+
+    /// The kept event as a JSON value.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
 /// A lifecycle event: `spawned`, `adopted`, `killed`, `lost`, `restart`, …
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Lifecycle {
     /// The pane.
     pub session: String,
@@ -164,6 +197,7 @@ impl Lifecycle {
 
 /// A hook event as the bus carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct HookSeen {
     /// The pane.
     pub session: String,

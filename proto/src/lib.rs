@@ -48,3 +48,5 @@ pub use request::{BadRequest, Op, Request, Side};
 
 #[cfg(test)]
 mod properties;
+#[cfg(test)]
+mod wire_properties;

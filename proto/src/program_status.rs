@@ -63,6 +63,7 @@ impl ProgramState {
 
 /// What a `blocked` record waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 #[serde(rename_all = "lowercase")]
 pub enum BlockedKind {
     /// Approval of an action.
@@ -97,6 +98,7 @@ impl BlockedKind {
 
 /// One record: the last report the program made for its id, whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct StatusRecord {
     /// The record's id (`/`-separated segments); absent for the root record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +164,7 @@ impl StatusRecord {
 
 /// The pane's program status: its records, oldest report first, and the reports dropped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct ProgramStatus {
     /// Every record the pane host keeps.
     pub records: Vec<StatusRecord>,
@@ -195,6 +198,7 @@ pub fn summary(records: &[StatusRecord]) -> Option<&StatusRecord> {
 
 /// Why a record changed, in a `program-status` event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 #[serde(rename_all = "lowercase")]
 pub enum StatusCause {
     /// The program reported it.

@@ -15,6 +15,7 @@ use crate::limits::Size;
 
 /// The `error` of a failed reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct ErrorBody {
     /// Why, as a code.
     pub code: ErrorCode,
@@ -136,6 +137,7 @@ pub fn error_code(reply: &Value) -> Option<ErrorCode> {
 
 /// `hello`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Hello {
     /// The version both sides speak.
     pub version: u64,
@@ -154,6 +156,7 @@ pub struct Hello {
 /// A pane as `info`, `spawn` and `list` describe it. In a listing, a pane host that did not
 /// answer has only `session`, `pid`, `state` and `error`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct PaneRecord {
     /// The pane's name.
     pub session: String,
@@ -192,8 +195,9 @@ pub struct PaneRecord {
     /// The pane host's build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<String>,
-    /// The launch spec (left out of listings).
+    /// The launch spec (left out of listings), passed on as the pane host wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, arbitrary(with = crate::wire_properties::arbitrary_some_json))]
     pub spec: Option<Value>,
     /// The I/O revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,8 +264,28 @@ impl PaneRecord {
     }
 }
 
+/// The one line a pane host writes on its standard output when it starts (not a reply: no
+/// request asked for it): ready, with where it serves, or why it could not start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
+pub struct Announced {
+    /// True once it serves its socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// The pane host's pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Its socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
+    /// Why it could not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// `list`'s answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Listing {
     /// Every pane, by name.
     pub panes: Vec<PaneRecord>,
@@ -269,6 +293,7 @@ pub struct Listing {
 
 /// The daemon's `attach` answer: where the pane host serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct AttachTarget {
     /// The pane.
     pub session: String,
@@ -279,6 +304,7 @@ pub struct AttachTarget {
 /// The answer to `bind`, written by the pane host on the connection it took over: from this
 /// line on the pane host serves the connection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Bound {
     /// The pane.
     pub session: String,
@@ -292,6 +318,7 @@ pub struct Bound {
 
 /// The pane host's `attach` answer; frames follow it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Attached {
     /// Always true.
     pub attached: bool,
@@ -315,6 +342,7 @@ pub struct Attached {
 
 /// `kill`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Killed {
     /// The pane ended.
     pub killed: String,
@@ -322,6 +350,7 @@ pub struct Killed {
 
 /// `shutdown`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Shutdown {
     /// Always true.
     pub shutdown: bool,
@@ -331,6 +360,7 @@ pub struct Shutdown {
 
 /// `send`'s answer: written, or not written because the pane was not what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 #[serde(tag = "result", rename_all = "lowercase")]
 pub enum Sent {
     /// Every byte was written.
@@ -356,6 +386,7 @@ pub enum Sent {
 
 /// A cursor position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Cursor {
     /// Row, from 0.
     pub row: usize,
@@ -367,6 +398,7 @@ pub struct Cursor {
 
 /// Terminal modes a snapshot reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Modes {
     /// The program is on the alternate screen.
     pub alternate_screen: bool,
@@ -382,6 +414,7 @@ pub struct Modes {
 
 /// The PTY's foreground process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Foreground {
     /// The group.
     pub pgid: i32,
@@ -391,6 +424,7 @@ pub struct Foreground {
 
 /// `snapshot`'s answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Screen {
     /// The pane.
     pub session: String,
@@ -425,8 +459,9 @@ pub struct Screen {
     /// Each visible line with its SGR sequences, when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ansi: Option<Vec<String>>,
-    /// Every cell, when asked.
+    /// Every cell, when asked: the pane host's grid, passed on untouched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, arbitrary(with = crate::wire_properties::arbitrary_some_json))]
     pub cells: Option<Value>,
     /// The last lines of history, when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -449,6 +484,7 @@ impl Screen {
 
 /// `scrollback`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct History {
     /// The revision.
     pub revision: u64,
@@ -464,6 +500,7 @@ pub struct History {
 
 /// `resize`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Resized {
     /// The revision after it.
     pub revision: u64,
@@ -473,6 +510,7 @@ pub struct Resized {
 
 /// `clear`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Cleared {
     /// The revision after it.
     pub revision: u64,
@@ -480,6 +518,7 @@ pub struct Cleared {
 
 /// `restart`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Restarted {
     /// The new identity.
     pub identity: Identity,
@@ -487,6 +526,7 @@ pub struct Restarted {
 
 /// `detach`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Detached {
     /// Clients detached.
     pub detached: usize,
@@ -494,6 +534,7 @@ pub struct Detached {
 
 /// The state a `wait` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct WaitState {
     /// The revision.
     pub revision: u64,
@@ -505,6 +546,7 @@ pub struct WaitState {
 
 /// `wait`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Waited {
     /// Always `matched`.
     pub result: String,
@@ -514,6 +556,7 @@ pub struct Waited {
 
 /// `txn`'s answer: its state, or whether it was settled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct TxnState {
     /// The transaction.
     pub txn: String,
@@ -527,6 +570,7 @@ pub struct TxnState {
 
 /// `subscribe`'s first answer; events follow it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Subscribed {
     /// Always true.
     pub subscribed: bool,
@@ -540,6 +584,7 @@ pub struct Subscribed {
 
 /// `hook`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Published {
     /// Always true.
     pub published: bool,
@@ -547,13 +592,15 @@ pub struct Published {
 
 /// `ding.nudge`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Nudged {
     /// Whether a worker was told.
     pub nudged: bool,
 }
 
 /// `ding.turn-boundary`'s answer: which of the messages the event named the hook now owns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(arbitrary::Arbitrary))]
 pub struct Claimed {
     /// The messages that were unread and unowned, now owned by the hook.
     pub hook_owned: Vec<String>,
@@ -571,12 +618,18 @@ pub struct Claimed {
     pub held: Option<String>,
 }
 
-/// `ding.status`'s answer.
+/// `ding.status`'s answer, over the status body `S`.
+///
+/// The status model is DING's (`belfry_ding::status::DingStatus`: the engine fills it from its
+/// own types, the hold reasons, the delivery policy, the presence), and DING depends on this
+/// crate, so this crate cannot name it. The daemon writes the typed model
+/// (`DingState<Option<DingStatus>>`), and a reader reads it back into the same type; a reader
+/// that has not moved to it yet reads the default, a JSON value. The bytes are the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DingState {
+pub struct DingState<S = Value> {
     /// The status model of `belfry ding status --json`, or `null` when the pane's policy is
-    /// invalid. Its shape is DING's (`ding::status`), which this crate does not depend on.
-    pub status: Value,
+    /// invalid.
+    pub status: S,
     /// The same status as text, for a person.
     pub text: String,
     /// Why the policy is invalid.

@@ -165,38 +165,60 @@ pub enum Side {
 }
 
 impl Side {
-    /// The ops a pane host serves.
-    pub const PANE_HOST_OPS: &'static [&'static str] = &[
-        "hello",
-        "info",
-        "snapshot",
-        "scrollback",
-        "send",
-        "txn",
-        "resize",
-        "clear",
-        "restart",
-        "kill",
-        "detach",
-        "wait",
-        "attach",
-        "subscribe",
-        "adopt",
-    ];
+    /// The ops a pane host serves, in the order of the [`Op`] table.
+    pub fn pane_host_ops() -> impl Iterator<Item = &'static str> {
+        Op::SERVED
+            .iter()
+            .filter(|(_, served)| served.by_pane_host())
+            .map(|(name, _)| *name)
+    }
 
     /// True if this side serves the op named `op`.
     pub fn serves(self, op: &str) -> bool {
+        let Some((_, served)) = Op::SERVED.iter().find(|(name, _)| *name == op) else {
+            return false;
+        };
         match self {
-            Side::Daemon => op != "txn" && op != "adopt",
-            Side::PaneHost => Side::PANE_HOST_OPS.contains(&op),
+            Side::Daemon => served.by_daemon(),
+            Side::PaneHost => served.by_pane_host(),
         }
     }
 }
 
-/// Declares [`Op`] from one list of `"wire-name" => Variant(FieldsType)`, so the names that
-/// parse, serialize and appear in error messages can never disagree.
+/// Who serves an op, the last column of the [`Op`] table: the one place that says which ops
+/// the daemon answers, which it forwards to the pane's host, and which only a pane host's own
+/// socket answers, so [`Side::serves`], [`Side::pane_host_ops`] and [`Op::is_pane_op`] cannot
+/// disagree with each other or with the list of ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// The daemon answers it; a pane host does not serve it.
+    Daemon,
+    /// Each side answers it itself (about the daemon, or about the pane host's one pane).
+    Both,
+    /// The daemon passes it unchanged to the pane's host, which answers it.
+    Forwarded,
+    /// Only a pane's own socket answers it.
+    PaneHost,
+}
+
+impl Served {
+    /// Whether a request line for the op is served at the daemon's socket (answered there or
+    /// forwarded).
+    pub fn by_daemon(self) -> bool {
+        !matches!(self, Served::PaneHost)
+    }
+
+    /// Whether a pane host serves the op at its own socket.
+    pub fn by_pane_host(self) -> bool {
+        !matches!(self, Served::Daemon)
+    }
+}
+
+/// Declares [`Op`] from one list of `"wire-name" => Variant(FieldsType) @ Served`, so the names
+/// that parse, serialize and appear in error messages, and who serves each op ([`Served`]),
+/// can never disagree.
 macro_rules! ops {
-    ($($(#[$doc:meta])* $name:literal => $variant:ident($ty:ty),)*) => {
+    ($($(#[$doc:meta])* $name:literal => $variant:ident($ty:ty) @ $served:ident,)*) => {
         /// Every op of the protocol. The daemon serves some, forwards the pane ops to the pane
         /// host, and the pane host serves those; each side answers an op it does not serve with
         /// `unknown-op`.
@@ -211,10 +233,20 @@ macro_rules! ops {
             /// The wire names of every op.
             pub const NAMES: &'static [&'static str] = &[$($name),*];
 
+            /// Every op's wire name and who serves it, in the table's order.
+            pub const SERVED: &'static [(&'static str, Served)] = &[$(($name, Served::$served)),*];
+
             /// This op's wire name.
             pub fn name(&self) -> &'static str {
                 match self {
                     $(Op::$variant(_) => $name,)*
+                }
+            }
+
+            /// Who serves this op.
+            pub fn served(&self) -> Served {
+                match self {
+                    $(Op::$variant(_) => Served::$served,)*
                 }
             }
 
@@ -237,51 +269,51 @@ macro_rules! ops {
 
 ops! {
     /// Version negotiation.
-    "hello" => Hello(Hello),
+    "hello" => Hello(Hello) @ Both,
     /// Start a pane (daemon).
-    "spawn" => Spawn(Spawn),
+    "spawn" => Spawn(Spawn) @ Daemon,
     /// Every pane and its state (daemon).
-    "list" => List(List),
+    "list" => List(List) @ Daemon,
     /// End a pane: its program and its pane host.
-    "kill" => Kill(Kill),
+    "kill" => Kill(Kill) @ Both,
     /// Where to attach (daemon); switch the connection to frames (pane host).
-    "attach" => Attach(Attach),
+    "attach" => Attach(Attach) @ Both,
     /// Stop the daemon, optionally ending every pane first (daemon).
-    "shutdown" => Shutdown(Shutdown),
+    "shutdown" => Shutdown(Shutdown) @ Daemon,
     /// A pane's DING state (daemon).
-    "ding.status" => DingStatus(DingStatus),
+    "ding.status" => DingStatus(DingStatus) @ Daemon,
     /// Wake a pane's DING worker (daemon).
-    "ding.nudge" => DingNudge(DingNudge),
+    "ding.nudge" => DingNudge(DingNudge) @ Daemon,
     /// `belfry dispatch` at a turn boundary claims unread messages (daemon, spec §7.5).
-    "ding.turn-boundary" => DingTurnBoundary(DingTurnBoundary),
+    "ding.turn-boundary" => DingTurnBoundary(DingTurnBoundary) @ Daemon,
     /// A hook event seen by `belfry dispatch` inside a pane (daemon).
-    "hook" => Hook(Hook),
+    "hook" => Hook(Hook) @ Daemon,
     /// A guarded write (spec §3).
-    "send" => Send(Send),
+    "send" => Send(Send) @ Forwarded,
     /// The screen and the pane's identity.
-    "snapshot" => Snapshot(Snapshot),
+    "snapshot" => Snapshot(Snapshot) @ Forwarded,
     /// Lines of history.
-    "scrollback" => Scrollback(Scrollback),
+    "scrollback" => Scrollback(Scrollback) @ Forwarded,
     /// Change the pane's size.
-    "resize" => Resize(Resize),
+    "resize" => Resize(Resize) @ Forwarded,
     /// Clear the screen model and history.
-    "clear" => Clear(Clear),
+    "clear" => Clear(Clear) @ Forwarded,
     /// End the program and start it again (a new incarnation).
-    "restart" => Restart(Restart),
+    "restart" => Restart(Restart) @ Forwarded,
     /// Detach every attached client.
-    "detach" => Detach(Detach),
+    "detach" => Detach(Detach) @ Forwarded,
     /// Until conditions hold or a timeout passes.
-    "wait" => Wait(Wait),
+    "wait" => Wait(Wait) @ Forwarded,
     /// The pane host's record.
-    "info" => Info(Info),
+    "info" => Info(Info) @ Forwarded,
     /// A stream of events.
-    "subscribe" => Subscribe(Subscribe),
+    "subscribe" => Subscribe(Subscribe) @ Both,
     /// What became of a transaction.
-    "txn" => Txn(Txn),
+    "txn" => Txn(Txn) @ PaneHost,
     /// Hand this connection to the pane's host (daemon).
-    "bind" => Bind(Bind),
+    "bind" => Bind(Bind) @ Daemon,
     /// Take over a client's connection that the daemon hands over (pane host).
-    "adopt" => Adopt(Adopt),
+    "adopt" => Adopt(Adopt) @ PaneHost,
 }
 
 impl Op {
@@ -314,18 +346,7 @@ impl Op {
     /// True for the ops the daemon forwards unchanged to the pane's host (`txn` is not one:
     /// only the pane's own socket answers it).
     pub fn is_pane_op(&self) -> bool {
-        matches!(
-            self,
-            Op::Send(_)
-                | Op::Snapshot(_)
-                | Op::Scrollback(_)
-                | Op::Resize(_)
-                | Op::Clear(_)
-                | Op::Restart(_)
-                | Op::Detach(_)
-                | Op::Wait(_)
-                | Op::Info(_)
-        )
+        self.served() == Served::Forwarded
     }
 }
 
@@ -1070,5 +1091,79 @@ mod tests {
             ]
         );
         assert_eq!(request.to_value()["op"], "send");
+    }
+
+    /// The op lists were written out by hand before the table said who serves each op; the
+    /// lists the table derives are exactly those.
+    #[test]
+    fn the_op_lists_derived_from_the_table_are_the_lists_written_out_before() {
+        let pane_host_before = [
+            "hello",
+            "info",
+            "snapshot",
+            "scrollback",
+            "send",
+            "txn",
+            "resize",
+            "clear",
+            "restart",
+            "kill",
+            "detach",
+            "wait",
+            "attach",
+            "subscribe",
+            "adopt",
+        ];
+        let mut derived: Vec<&str> = Side::pane_host_ops().collect();
+        let mut before = pane_host_before.to_vec();
+        derived.sort_unstable();
+        before.sort_unstable();
+        assert_eq!(derived, before);
+        for name in Op::NAMES {
+            assert_eq!(
+                Side::Daemon.serves(name),
+                *name != "txn" && *name != "adopt",
+                "{name} at the daemon"
+            );
+            assert_eq!(
+                Side::PaneHost.serves(name),
+                pane_host_before.contains(name),
+                "{name} at a pane host"
+            );
+        }
+        assert!(!Side::Daemon.serves("nonsense") && !Side::PaneHost.serves("nonsense"));
+        let forwarded_before = [
+            "send",
+            "snapshot",
+            "scrollback",
+            "resize",
+            "clear",
+            "restart",
+            "detach",
+            "wait",
+            "info",
+        ];
+        // Each op, read from the fewest fields it needs, answers is_pane_op as the old list did.
+        let fields = [
+            json!({}),
+            json!({"session": "w", "argv": ["x"]}),
+            json!({"input": [{"text": "x"}]}),
+            json!({"txn": "t"}),
+            json!({"hook": "stop"}),
+            json!({"event": {}}),
+            json!({"rows": 24, "cols": 80}),
+        ];
+        for name in Op::NAMES {
+            let op = fields
+                .iter()
+                .find_map(|fields| {
+                    let mut request = fields.clone();
+                    request["op"] = json!(name);
+                    Request::from_value(&request).ok()
+                })
+                .unwrap_or_else(|| panic!("no request of {name} was read"))
+                .op;
+            assert_eq!(op.is_pane_op(), forwarded_before.contains(name), "{name}");
+        }
     }
 }

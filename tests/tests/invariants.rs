@@ -64,7 +64,7 @@ fn problem(root: &Path, reference: &Reference) -> Option<String> {
         }
     };
     let definition = format!("fn {}(", reference.name);
-    if source.contains(&definition) {
+    if source.contains(&definition) || generated_by_a_macro(&source, &reference.name) {
         None
     } else {
         Some(format!(
@@ -74,6 +74,21 @@ fn problem(root: &Path, reference: &Reference) -> Option<String> {
             file.display()
         ))
     }
+}
+
+/// Whether `source` defines a test `name` through a `macro_rules!` whose body writes `fn $…(`,
+/// invoked with `name` as a whole token followed by `:` or `=>` (as `round_trips! { name: T }`
+/// or `invalid! { name => "…" }` do).
+fn generated_by_a_macro(source: &str, name: &str) -> bool {
+    if !(source.contains("macro_rules!") && source.contains("fn $")) {
+        return false;
+    }
+    source.match_indices(name).any(|(at, _)| {
+        let before = source[..at].chars().next_back();
+        let after = source[at + name.len()..].trim_start();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && (after.starts_with(':') && !after.starts_with("::") || after.starts_with("=>"))
+    })
 }
 
 /// Every unresolved reference in `markdown`, and how many references there were.
@@ -138,5 +153,23 @@ fn a_missing_file_or_function_is_reported() {
         problems[2].contains("leaves the workspace"),
         "{}",
         problems[2]
+    );
+}
+
+#[test]
+fn a_test_a_macro_generates_counts_only_when_the_macro_is_invoked_with_its_name() {
+    let root = workspace_root();
+    let (count, problems) = check(
+        &root,
+        "`proto/src/wire_properties.rs::a_pane_record_round_trips` \
+         `hooks/tests/projection_canonical.rs::bad_once` \
+         `proto/src/wire_properties.rs::a_pane_record_round_trip`",
+    );
+    assert_eq!(count, 3);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].contains("a_pane_record_round_trip:"),
+        "{}",
+        problems[0]
     );
 }

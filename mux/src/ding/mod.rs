@@ -49,6 +49,10 @@ use std::sync::Arc;
 
 use belfry_proto::event::HookSeen;
 use belfry_proto::reply::{Claimed, DingState};
+
+/// `ding.status`'s answer as the daemon writes it: the typed status model, `None` (`null` on
+/// the wire) when the pane's policy is invalid.
+pub(crate) type DingReply = DingState<Option<belfry_ding::status::DingStatus>>;
 use belfry_proto::request as req;
 use belfry_proto::Event;
 use parking_lot::Mutex;
@@ -79,7 +83,7 @@ pub enum DingMsg {
         reply: oneshot::Sender<Result<Claimed, String>>,
     },
     /// `belfry ding status`.
-    Status(oneshot::Sender<DingState>),
+    Status(oneshot::Sender<DingReply>),
 }
 
 /// Everything a worker needs to know about its pane.

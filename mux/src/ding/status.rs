@@ -6,12 +6,12 @@ use belfry_ding::presence::Presence;
 use belfry_ding::status::{DingStatus, LeaseStatus, MessageState, MessageStatus};
 use belfry_ding::DeliveryPolicy;
 use belfry_proto::reply::DingState;
-use serde_json::Value;
 
 use super::worker::Worker;
+use super::DingReply;
 
 impl Worker {
-    pub(super) fn status(&mut self) -> DingState {
+    pub(super) fn status(&mut self) -> DingReply {
         let now = self.clock.now();
         let lease = match self.policy {
             Ok(DeliveryPolicy::Aggressive | DeliveryPolicy::Undeclared) => {
@@ -54,23 +54,91 @@ impl Worker {
                 };
                 DingState {
                     text: status.render_text(),
-                    // A status of strings and numbers always serializes; `null` would say
-                    // "invalid policy" to a reader, so a failure is logged and says so too.
-                    status: serde_json::to_value(&status).unwrap_or_else(|err| {
-                        tracing::error!(
-                            "DING status of {} did not serialize: {err}",
-                            status.session
-                        );
-                        Value::Null
-                    }),
+                    status: Some(status),
                     error: None,
                 }
             }
             Err(reason) => DingState {
-                status: Value::Null,
+                status: None,
                 text: format!("invalid DING policy: {reason}; every message is held"),
                 error: Some(reason.clone()),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use belfry_ding::hold::HoldReason;
+    use belfry_ding::names::{MessageName, SessionName};
+    use belfry_ding::status::{
+        AdapterProcessState, Counters, DingStatus, LeaseStatus, MessageState, MessageStatus,
+    };
+    use belfry_ding::DeliveryPolicy;
+    use belfry_proto::reply::{self, DingState};
+    use serde_json::{json, Value};
+
+    use crate::ding::DingReply;
+
+    /// `ding.status` wrote the status model turned into a JSON value, or `null` for an invalid
+    /// policy; the daemon now writes the typed model, and the reply is the same bytes.
+    #[test]
+    fn a_typed_ding_status_reply_is_the_bytes_the_value_reply_was() {
+        let mut counters = Counters::default();
+        counters.record_send();
+        counters.record_conflict();
+        let status = DingStatus {
+            session: SessionName::parse("w").unwrap(),
+            policy: DeliveryPolicy::Rich {
+                adapter_command: vec!["adapter".into(), "--x".into()],
+            },
+            adapter: AdapterProcessState::Running { pid: 12 },
+            presence: None,
+            last_event: None,
+            lease: LeaseStatus::Held {
+                reason: HoldReason::Stale,
+            },
+            not_ready: None,
+            messages: vec![MessageStatus::new(
+                MessageName::parse("1785070000000-abc123.md").unwrap(),
+                &Default::default(),
+                MessageState::Held(HoldReason::Stale),
+            )],
+            counters,
+        };
+        let typed: DingReply = DingState {
+            text: status.render_text(),
+            status: Some(status.clone()),
+            error: None,
+        };
+        let before: DingState = DingState {
+            text: status.render_text(),
+            status: serde_json::to_value(&status).unwrap(),
+            error: None,
+        };
+        let id = json!(3);
+        assert_eq!(
+            serde_json::to_string(&reply::ok(&id, &typed)).unwrap(),
+            serde_json::to_string(&reply::ok(&id, &before)).unwrap()
+        );
+        // A reader reads it back through the type it was written with.
+        assert_eq!(
+            reply::Reply::<DingReply>::read(&reply::ok(&id, &typed)).unwrap(),
+            reply::Reply::Ok(typed.clone())
+        );
+        let invalid: DingReply = DingState {
+            status: None,
+            text: "invalid DING policy: x; every message is held".into(),
+            error: Some("x".into()),
+        };
+        let invalid_before: DingState = DingState {
+            status: Value::Null,
+            text: invalid.text.clone(),
+            error: invalid.error.clone(),
+        };
+        assert_eq!(
+            serde_json::to_string(&reply::ok(&id, &invalid)).unwrap(),
+            serde_json::to_string(&reply::ok(&id, &invalid_before)).unwrap()
+        );
     }
 }

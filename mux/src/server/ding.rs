@@ -5,85 +5,69 @@
 use std::time::Duration;
 
 use belfry_proto::event::{Event, HookSeen};
-use belfry_proto::reply;
+use belfry_proto::reply::{Claimed, ErrorBody, Nudged, Published};
 use belfry_proto::request;
 use belfry_proto::{ErrorCode, SessionName};
 use serde_json::Value;
 
 use super::events::publish;
 use super::{pane_for, Daemon};
-use crate::ding::DingMsg;
+use crate::ding::{DingMsg, DingReply};
 
 /// How long a hook event waits for the pane's DING worker to have applied it before it is
 /// answered anyway (a worker in the middle of a notice's transaction reads it after that).
 const HOOK_APPLIED_WITHIN: Duration = Duration::from_secs(2);
 
-fn ding_session(
-    daemon: &Daemon,
-    id: &Value,
-    session: Option<&SessionName>,
-) -> Result<String, Value> {
-    pane_for(daemon, id, session).map(|entry| entry.session)
+fn ding_session(daemon: &Daemon, session: Option<&SessionName>) -> Result<String, ErrorBody> {
+    pane_for(daemon, session).map(|entry| entry.session)
 }
 
 pub(super) async fn ding_status(
     daemon: &Daemon,
-    id: &Value,
     session: Option<&SessionName>,
-) -> Value {
-    let session = match ding_session(daemon, id, session) {
-        Ok(session) => session,
-        Err(reply) => return reply,
-    };
+) -> Result<DingReply, ErrorBody> {
+    let session = ding_session(daemon, session)?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     if !daemon.ding.tell(&session, DingMsg::Status(tx)) {
-        return reply::error(
-            id,
+        return Err(ErrorBody::new(
             ErrorCode::Unavailable,
             format!("no DING worker for {session:?}"),
-        );
+        ));
     }
     match tokio::time::timeout(Duration::from_secs(10), rx).await {
-        Ok(Ok(status)) => reply::ok(id, &status),
-        _ => reply::error(
-            id,
+        Ok(Ok(status)) => Ok(status),
+        _ => Err(ErrorBody::new(
             ErrorCode::Unavailable,
             format!("DING worker for {session:?} did not answer"),
-        ),
+        )),
     }
 }
 
-pub(super) fn ding_nudge(daemon: &Daemon, id: &Value, session: Option<&SessionName>) -> Value {
-    match ding_session(daemon, id, session) {
-        Ok(session) => {
-            let nudged = daemon.ding.tell(&session, DingMsg::Nudge);
-            reply::ok(id, &belfry_proto::reply::Nudged { nudged })
-        }
-        Err(reply) => reply,
-    }
+pub(super) fn ding_nudge(
+    daemon: &Daemon,
+    session: Option<&SessionName>,
+) -> Result<Nudged, ErrorBody> {
+    let session = ding_session(daemon, session)?;
+    let nudged = daemon.ding.tell(&session, DingMsg::Nudge);
+    Ok(Nudged { nudged })
 }
 
 /// spec §7.5: `belfry dispatch` at a turn boundary claims unread messages for the hook.
 pub(super) async fn ding_turn_boundary(
     daemon: &Daemon,
-    id: &Value,
     op: &request::DingTurnBoundary,
-) -> Value {
-    let session = match ding_session(daemon, id, op.session.as_ref()) {
-        Ok(session) => session,
-        Err(reply) => return reply,
-    };
+) -> Result<Claimed, ErrorBody> {
+    let session = ding_session(daemon, op.session.as_ref())?;
     let claim = op.clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     if !daemon
         .ding
         .tell(&session, DingMsg::TurnBoundary { claim, reply: tx })
     {
-        return reply::error(
-            id,
+        return Err(ErrorBody::new(
             ErrorCode::Unavailable,
             format!("no DING worker for {session:?}"),
-        );
+        ));
     }
     match tokio::time::timeout(Duration::from_secs(10), rx).await {
         Ok(Ok(Ok(outcome))) => {
@@ -95,18 +79,16 @@ pub(super) async fn ding_turn_boundary(
                     outcome: serde_json::to_value(&outcome).unwrap_or(Value::Null),
                 },
             );
-            reply::ok(id, &outcome)
+            Ok(outcome)
         }
-        Ok(Ok(Err(message))) => reply::error(
-            id,
+        Ok(Ok(Err(message))) => Err(ErrorBody::new(
             ErrorCode::Invalid,
             format!("turn-boundary event refused: {message}"),
-        ),
-        _ => reply::error(
-            id,
+        )),
+        _ => Err(ErrorBody::new(
             ErrorCode::Unavailable,
             format!("DING worker for {session:?} did not answer"),
-        ),
+        )),
     }
 }
 
@@ -115,11 +97,11 @@ pub(super) async fn ding_turn_boundary(
 /// applied it (within [`HOOK_APPLIED_WITHIN`]): the harness runs its hook before it compacts
 /// or clears, so the lease is gone before it does, and mail posted after the hook returned is
 /// never delivered under the old lease.
-pub(super) async fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) -> Value {
-    let session = match ding_session(daemon, id, op.session.as_ref()) {
-        Ok(session) => session,
-        Err(reply) => return reply,
-    };
+pub(super) async fn hook_event(
+    daemon: &Daemon,
+    op: &request::Hook,
+) -> Result<Published, ErrorBody> {
+    let session = ding_session(daemon, op.session.as_ref())?;
     let seen = HookSeen {
         session: session.clone(),
         hook: op.hook.clone(),
@@ -139,7 +121,7 @@ pub(super) async fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) 
             applied,
         },
     );
-    publish(daemon, Event::Hook(seen).to_value());
+    publish(daemon, Event::Hook(seen));
     if tokio::time::timeout(HOOK_APPLIED_WITHIN, applied_rx)
         .await
         .is_err()
@@ -150,5 +132,5 @@ pub(super) async fn hook_event(daemon: &Daemon, id: &Value, op: &request::Hook) 
             HOOK_APPLIED_WITHIN.as_secs()
         );
     }
-    reply::ok(id, &belfry_proto::reply::Published { published: true })
+    Ok(Published { published: true })
 }

@@ -1,10 +1,14 @@
 //! The daemon's event bus: publishing (with the recent past kept for `history`) and the
 //! `subscribe` op, a stream of the bus's events and, with a session, its pane's revisions. A
 //! file of its own because the bus is shared by every op family and its subscribers.
+//!
+//! The bus and its kept past carry typed [`Event`]s; each is turned into JSON once, where it
+//! is written to a subscriber (through a JSON value, so its keys are in the order they always
+//! were on the wire).
 
 use std::sync::Arc;
 
-use belfry_proto::event::Event;
+use belfry_proto::event::{Event, Kept};
 use belfry_proto::limits::EVENT_HISTORY;
 use belfry_proto::reply;
 use belfry_proto::request;
@@ -18,11 +22,10 @@ use tokio::sync::broadcast;
 use super::Daemon;
 use crate::registry;
 
-pub(super) fn publish(daemon: &Daemon, event: impl Into<BusEvent>) {
-    let event = event.into().0;
+pub(super) fn publish(daemon: &Daemon, event: Event) {
     let mut history = daemon.history.lock();
     // Revisions come many a second from a busy pane and would push every other event out.
-    if event.get("event").and_then(Value::as_str) != Some("revision") {
+    if !matches!(event, Event::Revision { .. }) {
         if history.len() >= EVENT_HISTORY {
             history.pop_front();
         }
@@ -46,7 +49,7 @@ fn unix_ms() -> u64 {
 fn subscribe_with_history(
     daemon: &Daemon,
     op: &request::Subscribe,
-) -> (broadcast::Receiver<Value>, Vec<Value>) {
+) -> (broadcast::Receiver<Event>, Vec<Kept>) {
     let history = daemon.history.lock();
     let bus = daemon.bus.subscribe();
     if op.history.is_none() && op.since_ms.is_none() {
@@ -55,41 +58,16 @@ fn subscribe_with_history(
     let most = op.history.map_or(usize::MAX, |n| n as usize);
     let since = op.since_ms.unwrap_or(0);
     let session = op.session.as_ref().map(|s| s.as_str());
-    let mut past: Vec<Value> = history
+    let mut past: Vec<Kept> = history
         .iter()
         .rev()
-        .filter(|(at, event)| {
-            *at >= since
-                && session.is_none_or(|s| event.get("session").and_then(Value::as_str) == Some(s))
-        })
+        .filter(|(at, event)| *at >= since && session.is_none_or(|s| event.session() == Some(s)))
         .take(most)
-        .map(|(at, event)| {
-            let mut event = event.clone();
-            if let Some(fields) = event.as_object_mut() {
-                fields.insert("history".into(), Value::Bool(true));
-                fields.insert("at_ms".into(), Value::from(*at));
-            }
-            event
-        })
+        .map(|(at, event)| Kept::at(event.clone(), *at))
         .collect();
     drop(history);
     past.reverse();
     (bus, past)
-}
-
-/// An event as the bus carries it (JSON, as subscribers receive it).
-pub(super) struct BusEvent(Value);
-
-impl From<Event> for BusEvent {
-    fn from(event: Event) -> BusEvent {
-        BusEvent(event.to_value())
-    }
-}
-
-impl From<Value> for BusEvent {
-    fn from(event: Value) -> BusEvent {
-        BusEvent(event)
-    }
 }
 
 /// `subscribe`: the bus (lifecycle, exit, hook events), optionally filtered to one session;
@@ -153,7 +131,10 @@ pub(super) async fn subscribe(
         return;
     }
     for event in &past {
-        if wire::write_json(&mut writer, event).await.is_err() {
+        if wire::write_json(&mut writer, &event.to_value())
+            .await
+            .is_err()
+        {
             return;
         }
     }
@@ -162,13 +143,13 @@ pub(super) async fn subscribe(
         let event = tokio::select! {
             event = bus.recv() => match event {
                 Ok(event) => {
-                    let matches = session.as_deref().is_none_or(|s| event.get("session").and_then(Value::as_str) == Some(s));
+                    let matches = session.as_deref().is_none_or(|s| event.session() == Some(s));
                     // Revision events reach a session subscriber through its own pane stream.
-                    let is_revision = event.get("event").and_then(Value::as_str) == Some("revision");
+                    let is_revision = matches!(event, Event::Revision { .. });
                     if !matches || (is_revision && session.is_some()) { continue; }
                     event
                 }
-                Err(broadcast::error::RecvError::Lagged(n)) => Event::Lagged { session: None, missed: n }.to_value(),
+                Err(broadcast::error::RecvError::Lagged(n)) => Event::Lagged { session: None, missed: n },
                 Err(_) => return,
             },
             line = async {
@@ -177,9 +158,9 @@ pub(super) async fn subscribe(
                     None => std::future::pending().await,
                 }
             } => match line {
-                Ok(Some(line)) => match serde_json::from_str::<Value>(&line) {
+                Ok(Some(line)) => match serde_json::from_str::<Event>(&line) {
                     // Exit and lifecycle already arrive through the bus.
-                    Ok(event) if event.get("event").and_then(Value::as_str) == Some("revision") => event,
+                    Ok(event @ Event::Revision { .. }) => event,
                     _ => continue,
                 },
                 _ => { pane_lines = None; continue; }
@@ -188,8 +169,88 @@ pub(super) async fn subscribe(
                 match read { Ok(0) | Err(_) => return, Ok(_) => { sink.clear(); continue; } }
             }
         };
-        if wire::write_json(&mut writer, &event).await.is_err() {
+        if wire::write_json(&mut writer, &event.to_value())
+            .await
+            .is_err()
+        {
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use belfry_proto::event::{Event, HookSeen, Kept, Lifecycle};
+    use serde_json::Value;
+
+    /// One event of each kind the bus carries, as the daemon publishes them.
+    fn events() -> Vec<Event> {
+        vec![
+            Event::Revision {
+                session: "w".into(),
+                revision: 7,
+            },
+            Event::Exit {
+                session: "w".into(),
+                incarnation: "i".into(),
+                revision: 9,
+                code: None,
+                signal: Some(1),
+            },
+            Event::Lifecycle(Lifecycle {
+                pid: Some(41),
+                incarnation: Some("i".into()),
+                generation: Some("sha256:g".into()),
+                ..Lifecycle::new("w", "spawned")
+            }),
+            Event::Hook(HookSeen {
+                session: "w".into(),
+                hook: "stop".into(),
+                source: None,
+                tool_name: Some("t".into()),
+                hook_event_name: None,
+                incarnation: Some("i".into()),
+                prompt: None,
+                notices: vec!["m1".into()],
+            }),
+            Event::Ding {
+                session: "w".into(),
+                what: "turn-boundary".into(),
+                outcome: serde_json::json!({"hook_owned": ["m1"], "refused": []}),
+            },
+            Event::Lagged {
+                session: None,
+                missed: 3,
+            },
+        ]
+    }
+
+    /// The bus carried JSON values before it carried [`Event`]s, and the kept past was marked
+    /// by inserting `history` and `at_ms` into each value: what a subscriber reads, live or
+    /// kept, is the same bytes now.
+    #[test]
+    fn a_typed_bus_writes_the_bytes_the_value_bus_wrote() {
+        for event in events() {
+            let before = event.to_value();
+            assert_eq!(
+                serde_json::to_string(&event.to_value()).unwrap(),
+                serde_json::to_string(&before).unwrap()
+            );
+            let mut kept_before = before.clone();
+            if let Some(fields) = kept_before.as_object_mut() {
+                fields.insert("history".into(), Value::Bool(true));
+                fields.insert("at_ms".into(), Value::from(1_767_225_600_123_u64));
+            }
+            assert_eq!(
+                serde_json::to_string(&Kept::at(event.clone(), 1_767_225_600_123).to_value())
+                    .unwrap(),
+                serde_json::to_string(&kept_before).unwrap(),
+                "{event:?}"
+            );
+            // A session subscriber's filter and the history's revision rule read the same
+            // fields the value bus read by key.
+            assert_eq!(event.session(), before["session"].as_str());
+            assert_eq!(event.kind(), before["event"]);
         }
     }
 }

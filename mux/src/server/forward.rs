@@ -70,7 +70,8 @@ pub(super) async fn forward(
             return Err(reply::error(&request.id, ErrorCode::Invalid, message));
         }
     }
-    let entry = pane_for(daemon, &request.id, request.op.session())?;
+    let entry = pane_for(daemon, request.op.session())
+        .map_err(|err| reply::error_with(&request.id, err))?;
     registry::pane_forward(&entry.socket, request, line)
         .await
         .map_err(|err| reply::error(&request.id, err.code(), err.describe(&entry)))

@@ -5,8 +5,9 @@
 //! the locks, the socket, adoption, the accept loop), each client connection's loop
 //! (`serve_connection`: a subscribe becomes a stream, a `bind` hands the connection to the pane
 //! host, a pane op is forwarded, any other op is answered by `handle`), and `handle`, the
-//! dispatch of the ops the daemon answers itself. Each op family is a file, as mini-redis's
-//! `cmd/`:
+//! dispatch of the ops the daemon answers itself: each handler returns its op's reply type
+//! from `belfry_proto::reply` or an `ErrorBody`, and `handle` puts the envelope with the
+//! request's id around it. Each op family is a file, as mini-redis's `cmd/`:
 //! - `spawn.rs`: `spawn`, from the request's launch spec to an adopted pane host, and its
 //!   charter.
 //! - `panes.rs`: `list`, `kill` and `shutdown`, the ops over the panes that are.
@@ -30,7 +31,7 @@ mod spawn;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use belfry_proto::reply;
+use belfry_proto::reply::{self, ErrorBody};
 use belfry_proto::request::Op;
 use belfry_proto::{ErrorCode, Request, SessionName, Side};
 use belfry_transport::listener::Listener;
@@ -77,13 +78,13 @@ pub struct DaemonConfig {
 struct Daemon {
     pub(super) config: DaemonConfig,
     pub(super) registry: Registry,
-    pub(super) bus: broadcast::Sender<Value>,
+    pub(super) bus: broadcast::Sender<belfry_proto::Event>,
     /// The last [`EVENT_HISTORY`] bus events but revisions, each with the Unix time in
     /// ms it was published: the recent past a subscriber asks for with `history`. Memory only;
     /// a restarted daemon starts it empty. Its lock is held across each publish, so a
     /// subscriber that takes its receiver and its snapshot under the lock misses nothing
     /// between them and hears nothing twice.
-    pub(super) history: parking_lot::Mutex<std::collections::VecDeque<(u64, Value)>>,
+    pub(super) history: parking_lot::Mutex<std::collections::VecDeque<(u64, belfry_proto::Event)>>,
     pub(super) shutdown: Notify,
     pub(super) ding: DingEngine,
 }
@@ -228,7 +229,7 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
             return;
         }
         if let Op::Bind(op) = &request.op {
-            let reply = match pane_for(&daemon, &request.id, op.session.as_ref()) {
+            let reply = match pane_for(&daemon, op.session.as_ref()) {
                 Ok(entry) => match handoff::bind(&entry, &request.id, reader, writer).await {
                     handoff::Bound::Handed | handoff::Bound::Ended => return,
                     handoff::Bound::Kept(kept_reader, kept_writer, reply) => {
@@ -236,7 +237,7 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: UnixStream) {
                         reply
                     }
                 },
-                Err(reply) => reply,
+                Err(err) => reply::error_with(&request.id, err),
             };
             if wire::write_json(&mut writer, &reply).await.is_err() {
                 return;
@@ -313,41 +314,42 @@ async fn next_request(
     }
 }
 
-/// Answers one request the daemon serves itself (pane ops are [`forward`]ed).
+/// Answers one request the daemon serves itself (pane ops are [`forward`]ed). Each op's
+/// handler answers its own reply type or an [`ErrorBody`]; the envelope around it, with the
+/// request's id, is made here once.
 async fn handle(daemon: &Arc<Daemon>, request: &Request) -> Value {
     let id = &request.id;
     match &request.op {
-        Op::Hello(hello) => match hello.negotiate() {
-            Ok(version) => reply::ok(
-                id,
-                &belfry_proto::reply::Hello {
+        Op::Hello(hello) => reply::answer(
+            id,
+            hello
+                .negotiate()
+                .map(|version| belfry_proto::reply::Hello {
                     version,
                     role: "daemon".into(),
                     build: env!("CARGO_PKG_VERSION").into(),
                     pid: Some(std::process::id()),
                     session: None,
-                },
-            ),
-            Err(message) => reply::error(id, ErrorCode::UnsupportedVersion, message),
-        },
+                })
+                .map_err(|message| ErrorBody::new(ErrorCode::UnsupportedVersion, message)),
+        ),
         Op::Spawn(op) => spawn(daemon, id, op).await,
         Op::List(_) => reply::ok(id, &list(daemon).await),
-        Op::Kill(op) => kill(daemon, id, op.session.as_ref()).await,
-        Op::Attach(op) => match pane_for(daemon, id, op.session.as_ref()) {
-            Ok(entry) => reply::ok(
-                id,
-                &belfry_proto::reply::AttachTarget {
-                    session: entry.session,
-                    socket: entry.socket.display().to_string(),
-                },
-            ),
-            Err(reply) => reply,
-        },
-        Op::Shutdown(op) => shutdown(daemon, id, op.kill_panes.unwrap_or(false)).await,
-        Op::DingStatus(op) => ding_status(daemon, id, op.session.as_ref()).await,
-        Op::DingNudge(op) => ding_nudge(daemon, id, op.session.as_ref()),
-        Op::DingTurnBoundary(op) => ding_turn_boundary(daemon, id, op).await,
-        Op::Hook(op) => hook_event(daemon, id, op).await,
+        Op::Kill(op) => reply::answer(id, kill(daemon, op.session.as_ref()).await),
+        Op::Attach(op) => reply::answer(
+            id,
+            pane_for(daemon, op.session.as_ref()).map(|entry| belfry_proto::reply::AttachTarget {
+                session: entry.session,
+                socket: entry.socket.display().to_string(),
+            }),
+        ),
+        Op::Shutdown(op) => {
+            reply::answer(id, shutdown(daemon, op.kill_panes.unwrap_or(false)).await)
+        }
+        Op::DingStatus(op) => reply::answer(id, ding_status(daemon, op.session.as_ref()).await),
+        Op::DingNudge(op) => reply::answer(id, ding_nudge(daemon, op.session.as_ref())),
+        Op::DingTurnBoundary(op) => reply::answer(id, ding_turn_boundary(daemon, op).await),
+        Op::Hook(op) => reply::answer(id, hook_event(daemon, op).await),
         // Served by the connection loop before it gets here.
         Op::Subscribe(_) => reply::error(id, ErrorCode::Internal, "subscribe is a stream"),
         other => reply::error(
@@ -358,26 +360,20 @@ async fn handle(daemon: &Arc<Daemon>, request: &Request) -> Value {
     }
 }
 
-/// Resolves the `session` of a request to a live pane, or an error reply.
-fn pane_for(
-    daemon: &Daemon,
-    id: &Value,
-    session: Option<&SessionName>,
-) -> Result<PaneEntry, Value> {
+/// Resolves the `session` of a request to a live pane, or the error its reply carries.
+fn pane_for(daemon: &Daemon, session: Option<&SessionName>) -> Result<PaneEntry, ErrorBody> {
     let session =
-        session.ok_or_else(|| reply::error(id, ErrorCode::Invalid, "missing field \"session\""))?;
+        session.ok_or_else(|| ErrorBody::new(ErrorCode::Invalid, "missing field \"session\""))?;
     let session = session.as_str();
     if let Some(entry) = daemon.registry.get(session) {
         return Ok(entry);
     }
     match daemon.registry.unadopted(session) {
-        Some(entry) => Err(reply::error(
-            id,
+        Some(entry) => Err(ErrorBody::new(
             ErrorCode::Unavailable,
             unadopted_message(&entry),
         )),
-        None => Err(reply::error(
-            id,
+        None => Err(ErrorBody::new(
             ErrorCode::NotFound,
             format!("no pane named {session:?}"),
         )),

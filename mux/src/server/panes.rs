@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use belfry_proto::event::{Event, Lifecycle};
-use belfry_proto::reply::{self, Listing, PaneRecord, Reply};
+use belfry_proto::reply::{ErrorBody, Killed, Listing, PaneRecord, Reply, Shutdown};
 use belfry_proto::request;
 use belfry_proto::{ErrorCode, Request, SessionName};
 use belfry_transport::retry::Backoff;
@@ -82,19 +82,16 @@ pub(super) fn unlisted(entry: &PaneEntry, state: &str, error: String) -> PaneRec
     PaneRecord::unanswered(&entry.session, entry.pid, state, error)
 }
 
-pub(super) async fn kill(daemon: &Arc<Daemon>, id: &Value, session: Option<&SessionName>) -> Value {
-    let entry = match pane_for(daemon, id, session) {
-        Ok(entry) => entry,
-        Err(reply) => return reply,
-    };
+pub(super) async fn kill(
+    daemon: &Arc<Daemon>,
+    session: Option<&SessionName>,
+) -> Result<Killed, ErrorBody> {
+    let entry = pane_for(daemon, session)?;
     match kill_entry(daemon, &entry).await {
-        Ok(()) => reply::ok(
-            id,
-            &belfry_proto::reply::Killed {
-                killed: entry.session,
-            },
-        ),
-        Err(err) => reply::error(id, err.code(), err.describe(&entry)),
+        Ok(()) => Ok(Killed {
+            killed: entry.session,
+        }),
+        Err(err) => Err(ErrorBody::new(err.code(), err.describe(&entry))),
     }
 }
 
@@ -164,7 +161,10 @@ async fn kill_entry(daemon: &Daemon, entry: &PaneEntry) -> Result<(), registry::
 /// `shutdown`: stops the daemon; with `kill_panes`, first ends every pane host, all at once so
 /// one stuck pane host costs one deadline. If any pane host could not be ended, the reply is an
 /// error naming it and the daemon keeps running, so the caller can resume or kill it and retry.
-pub(super) async fn shutdown(daemon: &Arc<Daemon>, id: &Value, kill_panes: bool) -> Value {
+pub(super) async fn shutdown(
+    daemon: &Arc<Daemon>,
+    kill_panes: bool,
+) -> Result<Shutdown, ErrorBody> {
     let mut killed = Vec::new();
     let mut failed = Vec::new();
     if kill_panes {
@@ -192,20 +192,16 @@ pub(super) async fn shutdown(daemon: &Arc<Daemon>, id: &Value, kill_panes: bool)
         }
     }
     if !failed.is_empty() {
-        return reply::error(
-            id,
+        return Err(ErrorBody::new(
             ErrorCode::Unavailable,
             format!(
                 "could not end every pane, so the daemon keeps running (killed: {killed:?}): {}",
                 failed.join("; ")
             ),
-        );
+        ));
     }
-    reply::ok(
-        id,
-        &belfry_proto::reply::Shutdown {
-            shutdown: true,
-            killed,
-        },
-    )
+    Ok(Shutdown {
+        shutdown: true,
+        killed,
+    })
 }

@@ -12,7 +12,7 @@ use belfry_proto::limits::{
     DEFAULT_SCROLLBACK, DEFAULT_SCROLLBACK_BYTES, DEFAULT_SIZE, MAX_SCROLLBACK,
     MAX_SCROLLBACK_BYTES,
 };
-use belfry_proto::reply;
+use belfry_proto::reply::{self, ErrorBody};
 use belfry_proto::request::Spawn;
 use belfry_proto::spec::LaunchSpec;
 use belfry_proto::{ErrorCode, Size};
@@ -92,45 +92,40 @@ fn spec_of(op: &Spawn) -> Result<LaunchSpec, String> {
 /// socket checked, the adapter's declaration applied to the spec, the pane host launched, its
 /// first answer awaited, and the pane registered and announced.
 pub(super) async fn spawn(daemon: &Arc<Daemon>, id: &Value, op: &Spawn) -> Value {
-    let mut spec = match spec_from_request(op) {
-        Ok(spec) => spec,
-        Err(err) => return reply::error(id, ErrorCode::Invalid, err.to_string()),
-    };
+    match spawned(daemon, op).await {
+        // The name's reservation is held until the pane is announced (registered).
+        Ok((_reservation, entry, info)) => announce(daemon, id, &entry, info),
+        Err(err) => reply::error_with(id, err),
+    }
+}
+
+/// The phases of [`spawn`] up to the pane host's first answer: the name's reservation, the
+/// entry and the `info` reply, or the error the spawn's reply carries.
+async fn spawned<'d>(
+    daemon: &'d Arc<Daemon>,
+    op: &Spawn,
+) -> Result<(registry::SpawnReservation<'d>, registry::PaneEntry, Value), ErrorBody> {
+    let mut spec = spec_from_request(op).map_err(|err| ErrorBody::invalid(err.to_string()))?;
     // Held until this spawn is answered: a concurrent spawn of the same name is `exists`,
     // never a second pane host that then fails to bind the socket.
-    let _reservation = match reserve_name(daemon, id, &spec) {
-        Ok(reservation) => reservation,
-        Err(reply) => return reply,
-    };
+    let reservation = reserve_name(daemon, &spec)?;
     let socket = paths::pane_socket(&daemon.config.runtime, &spec.session);
-    if let Err(reply) = check_room(daemon, id, &spec, &socket).await {
-        return reply;
-    }
-    if let Err(reply) = apply_declaration(daemon, id, op, &mut spec) {
-        return reply;
-    }
-    let entry = match launch(daemon, id, &spec, &socket).await {
-        Ok(entry) => entry,
-        Err(reply) => return reply,
-    };
-    let info = match first_answer(daemon, id, &spec, &entry).await {
-        Ok(info) => info,
-        Err(reply) => return reply,
-    };
-    announce(daemon, id, &entry, info)
+    check_room(daemon, &spec, &socket).await?;
+    apply_declaration(daemon, op, &mut spec)?;
+    let entry = launch(daemon, &spec, &socket).await?;
+    let info = first_answer(daemon, &spec, &entry).await?;
+    Ok((reservation, entry, info))
 }
 
 /// Reserves the spec's session name for this spawn: `exists` when a pane (adopted or not) or
 /// another spawn has it.
 fn reserve_name<'d>(
     daemon: &'d Daemon,
-    id: &Value,
     spec: &LaunchSpec,
-) -> Result<registry::SpawnReservation<'d>, Value> {
+) -> Result<registry::SpawnReservation<'d>, ErrorBody> {
     match daemon.registry.reserve(&spec.session) {
         Ok(reservation) => Ok(reservation),
-        Err(registry::Taken::Unadopted(entry)) => Err(reply::error(
-            id,
+        Err(registry::Taken::Unadopted(entry)) => Err(ErrorBody::new(
             ErrorCode::Exists,
             format!(
                 "a pane named {:?} already exists: {}",
@@ -138,8 +133,7 @@ fn reserve_name<'d>(
                 unadopted_message(&entry)
             ),
         )),
-        Err(registry::Taken::Spawning | registry::Taken::Pane) => Err(reply::error(
-            id,
+        Err(registry::Taken::Spawning | registry::Taken::Pane) => Err(ErrorBody::new(
             ErrorCode::Exists,
             format!("a pane named {:?} already exists", spec.session),
         )),
@@ -148,25 +142,19 @@ fn reserve_name<'d>(
 
 /// Refuses, before anything is started, a pane the daemon has no descriptors left for, or
 /// whose socket a pane host the daemon does not know of may still serve.
-async fn check_room(
-    daemon: &Daemon,
-    id: &Value,
-    spec: &LaunchSpec,
-    socket: &Path,
-) -> Result<(), Value> {
+async fn check_room(daemon: &Daemon, spec: &LaunchSpec, socket: &Path) -> Result<(), ErrorBody> {
     // A pane that would leave the daemon too few descriptors is refused here, before anything
     // is started, saying how many fit: not half-way with "Too many open files".
     let running = (daemon.registry.all().len() + daemon.registry.all_unadopted().len()) as u64;
     if let Err(message) = crate::descriptors::check_room_for_a_pane(&spec.session, running) {
         tracing::warn!("{message}");
-        return Err(reply::error(id, ErrorCode::Unavailable, message));
+        return Err(ErrorBody::new(ErrorCode::Unavailable, message));
     }
     // A pane host the daemon does not know of (its record lost) may still serve the name's
     // socket. Nothing of this spawn may touch its files (the charter is written below), and
     // its socket is never taken over.
     if paths::socket_may_be_served(socket).await {
-        return Err(reply::error(
-            id,
+        return Err(ErrorBody::new(
             ErrorCode::Exists,
             format!(
                 "a pane named {:?} already exists: a pane host is already serving {}",
@@ -180,12 +168,7 @@ async fn check_room(
 
 /// Applies what the pane's adapter declares to the spec: its charter placement, its turn
 /// boundary event and its launch arguments and environment.
-fn apply_declaration(
-    daemon: &Daemon,
-    id: &Value,
-    op: &Spawn,
-    spec: &mut LaunchSpec,
-) -> Result<(), Value> {
+fn apply_declaration(daemon: &Daemon, op: &Spawn, spec: &mut LaunchSpec) -> Result<(), ErrorBody> {
     // The adapter's declaration is read once per spawn, for the charter and the turn boundary.
     let declaration = spec
         .adapter
@@ -193,7 +176,7 @@ fn apply_declaration(
         .map(|adapter| load_declaration(daemon, adapter));
     if let Some(text) = &op.charter {
         if let Err(message) = place_charter(daemon, spec, declaration.as_ref(), text) {
-            return Err(reply::error(id, ErrorCode::Invalid, message));
+            return Err(ErrorBody::invalid(message));
         }
     }
     // spec §7.5: the adapter declares which event is the harness's turn boundary; dispatch
@@ -226,10 +209,9 @@ fn apply_declaration(
 /// Launches the pane host; a launch that fails leaves nothing of the spawn behind.
 async fn launch(
     daemon: &Daemon,
-    id: &Value,
     spec: &LaunchSpec,
     socket: &Path,
-) -> Result<registry::PaneEntry, Value> {
+) -> Result<registry::PaneEntry, ErrorBody> {
     let config = &daemon.config;
     match registry::launch(
         &config.exe,
@@ -248,7 +230,7 @@ async fn launch(
             if !paths::socket_may_be_served(socket).await {
                 let _ = std::fs::remove_dir_all(config.runtime.join("run").join(&spec.session));
             }
-            Err(reply::error(id, ErrorCode::Invalid, message))
+            Err(ErrorBody::invalid(message))
         }
     }
 }
@@ -257,10 +239,9 @@ async fn launch(
 /// answer yet is kept unadopted and adopted once it answers; one that died is cleaned up.
 async fn first_answer(
     daemon: &Arc<Daemon>,
-    id: &Value,
     spec: &LaunchSpec,
     entry: &registry::PaneEntry,
-) -> Result<Value, Value> {
+) -> Result<Value, ErrorBody> {
     let config = &daemon.config;
     match registry::probe_status(&entry.socket).await {
         registry::Probe::Answered(info) => Ok(info),
@@ -270,8 +251,7 @@ async fn first_answer(
             // answers, never left running where nothing can see or reach it.
             daemon.registry.insert_unadopted(entry.clone());
             tokio::spawn(adopt_when_it_answers(Arc::clone(daemon), entry.clone()));
-            Err(reply::error(
-                id,
+            Err(ErrorBody::new(
                 ErrorCode::Unavailable,
                 format!(
                     "pane host for {:?} (pid {}) started but does not answer yet; it is listed \
@@ -285,8 +265,7 @@ async fn first_answer(
             // exit, and what a crash left behind goes here.
             registry::remove_files(&config.runtime, &spec.session);
             let _ = std::fs::remove_dir_all(config.runtime.join("run").join(&spec.session));
-            Err(reply::error(
-                id,
+            Err(ErrorBody::new(
                 ErrorCode::Unavailable,
                 format!(
                     "pane host for {:?} (pid {}) exited right after it started",
