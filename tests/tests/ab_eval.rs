@@ -928,7 +928,7 @@ fn run_arm(harness: &Harness, workload: &Workload, arm: &'static str, out: &Path
     let label = live.label();
     // The program's own reports, from before it is ready: what it said when each notice was
     // typed is looked up in them once the arm is over (see `status_collisions`).
-    let reports = StatusLog::follow(&live);
+    let reports = StatusLog::follow(&live.env, &live.session);
     live.wait_ready();
     eprintln!("ab {label} {arm}: ready; {} messages", workload.posts.len());
     let mut driver = Driver {
@@ -1211,11 +1211,10 @@ struct Reports {
 }
 
 impl StatusLog {
-    fn follow(live: &Live) -> StatusLog {
+    fn follow(env: &belfry_tests::Env, session: &str) -> StatusLog {
         use std::io::BufRead as _;
-        let mut child = live
-            .env
-            .cmd(&["events", &live.session, "--json"])
+        let mut child = env
+            .cmd(&["events", session, "--json"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -1249,7 +1248,9 @@ impl StatusLog {
         // Subscribed first, then the snapshot: a report in between is in both, and applying
         // it twice changes nothing.
         std::thread::sleep(Duration::from_millis(300));
-        let base = live.peek_json()["program_status"]["records"]
+        let snapshot: Value =
+            serde_json::from_str(&env.ok(&["peek", session, "--json"])).unwrap_or(Value::Null);
+        let base = snapshot["program_status"]["records"]
             .as_array()
             .into_iter()
             .flatten()
@@ -1769,6 +1770,13 @@ fn run_ab(name: &'static str) {
             check.unchecked, 0,
             "{label} rich: notices without a judged revision in the daemon's log"
         );
+        // A `working` report the subscriber missed would leave a notice typed under it
+        // uncounted: the check holds only over a stream without gaps.
+        assert_eq!(
+            check.lagged, 0,
+            "{label} rich: program status events missed, so a notice typed while the program \
+             reported working could go uncounted"
+        );
     }
 }
 
@@ -1982,4 +1990,116 @@ fn a_notice_typed_into_a_turn_the_hooks_show_running_is_a_collision() {
     // No call log (the aggressive arm applies no hooks): nothing is judged.
     let (checked, collisions) = hook_turn_collisions(&typed, &dir.path().join("none"));
     assert_eq!((checked, collisions.len()), (0, 0));
+}
+
+/// A program on a real PTY that writes one OSC 7501 report a line (`st BODY` writes
+/// `ESC ] 7501 ; BODY ST`) and then `DONE N`: the reports a harness makes of its turn.
+const STATUS_PROGRAM: &str = r#"
+import os, sys, tty
+tty.setraw(0)
+os.write(1, b"READY\r\n")
+line = b""
+n = 0
+while True:
+    c = os.read(0, 1)
+    if not c: break
+    if c not in b"\r\n":
+        line += c
+        continue
+    if not line: continue
+    cmd, _, arg = line.decode().partition(" ")
+    line = b""
+    n += 1
+    if cmd == "st": os.write(1, b"\x1b]7501;" + arg.encode() + b"\x1b\\")
+    os.write(1, b"DONE %d\r\n" % n)
+"#;
+
+/// Has the program of pane `name` write `report`, waits for it, and returns the revision its
+/// record arrived at, as `peek --json` shows it.
+fn report_status(env: &belfry_tests::Env, name: &str, done: usize, report: &str) -> u64 {
+    env.ok(&[
+        "send",
+        name,
+        "--text",
+        &format!("st {report}"),
+        "--key",
+        "Enter",
+    ]);
+    env.wait_screen(name, &format!("DONE {done}\\b"));
+    let screen: Value =
+        serde_json::from_str(&env.ok(&["peek", name, "--json"])).expect("peek --json");
+    screen["program_status"]["records"][0]["revision"]
+        .as_u64()
+        .expect("the report's record with its revision")
+}
+
+/// Issue 41's acceptance counts in the A/B's rich arm a notice typed while the harness
+/// reported `working` or `blocked`; the live runs never typed one, so this shows the count
+/// would catch one. A real pane's program reports `working`, `blocked` and `done` (OSC 7501),
+/// followed the way an arm follows it (`belfry events`, then `peek --json`); notices are logged
+/// as the daemon logs a notice sent (`notice sent: …` with `judged_revision`), judged at the
+/// revision of each report. The ones judged under `working` and `blocked` are collisions, the
+/// one under `done` is not, and one without a judged revision is counted as unchecked.
+#[test]
+fn a_notice_judged_while_the_program_reported_working_or_blocked_is_counted_as_a_collision() {
+    let env = belfry_tests::Env::new();
+    let script = env.path("status.py");
+    std::fs::write(&script, STATUS_PROGRAM).expect("write the program");
+    let script = script.display().to_string();
+    env.spawn("agent", "24x100", &["python3", &script], Some("READY"));
+    let log = StatusLog::follow(&env, "agent");
+    let working = report_status(&env, "agent", 1, "state=working:app=agent");
+    let blocked = report_status(&env, "agent", 2, "state=blocked:kind=permission:app=agent");
+    let done = report_status(&env, "agent", 3, "state=done:app=agent");
+    assert!(
+        working < blocked && blocked < done,
+        "each report moves the revision: {working}, {blocked}, {done}"
+    );
+    let reports = log.finish();
+    let logs = env.path("daemon-log");
+    std::fs::create_dir_all(&logs).expect("log dir");
+    let line =
+        |id: &str, revision: Option<u64>| {
+            format!(
+            "2026-12-08T01:00:00.000000Z  INFO belfry_mux::ding: notice sent: [DING] new message: \
+             [id:{id}] ab-001 from ab-poster session=\"agent\"{}\n",
+            revision.map(|r| format!(" judged_revision={r}")).unwrap_or_default()
+        )
+        };
+    std::fs::write(
+        logs.join("belfry-daemon.log"),
+        [
+            line("work01", Some(working)),
+            line("block1", Some(blocked)),
+            line("done01", Some(done)),
+            line("nojudge", None),
+        ]
+        .concat(),
+    )
+    .expect("write the log");
+    let check = status_collisions(&typed_notices(&logs), &reports);
+    let flagged: Vec<&String> = check.collisions.iter().map(|(_, detail)| detail).collect();
+    assert_eq!(check.lagged, 0, "no event missed");
+    assert_eq!(
+        flagged.len(),
+        2,
+        "the notices judged under working and blocked, and only those: {flagged:#?}"
+    );
+    assert!(
+        flagged[0].contains("work01") && flagged[0].contains("said working"),
+        "{flagged:#?}"
+    );
+    assert!(
+        flagged[1].contains("block1") && flagged[1].contains("said blocked:permission"),
+        "{flagged:#?}"
+    );
+    assert_eq!((check.checked, check.unchecked), (3, 1));
+    assert_eq!(
+        check.states_at_typing,
+        BTreeMap::from([
+            ("working".to_string(), 1),
+            ("blocked:permission".to_string(), 1),
+            ("done".to_string(), 1)
+        ])
+    );
 }
