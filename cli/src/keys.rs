@@ -198,6 +198,8 @@ pub enum Binding {
     ChoosePane,
     /// `prefix [`: the pane's history, scrolled and searched in a view of its own.
     History,
+    /// `prefix S`: the status line under the pane, on or off.
+    StatusLine,
 }
 
 impl Binding {
@@ -208,6 +210,7 @@ impl Binding {
             b'p' => Some(Binding::PreviousPane),
             b's' => Some(Binding::ChoosePane),
             b'[' => Some(Binding::History),
+            b'S' => Some(Binding::StatusLine),
             _ => None,
         }
     }
@@ -496,8 +499,8 @@ impl KeyFilter {
         match self.key.then {
             // One line that fits 80 columns: the prefix once, then each key after it.
             Some(then) => format!(
-                "{prefix} + {} detach, [ history, s panes, n/p next/previous, {prefix} send \
-                 {prefix}, ? this list",
+                "{prefix}: {} detach, [ history, s panes, n/p next/prev, S status, {prefix} send \
+                 {prefix}, ? help",
                 key_name(then)
             ),
             None => format!("{prefix} detach"),
@@ -876,8 +879,8 @@ mod tests {
             (
                 Vec::new(),
                 Action::Show(
-                    "C-b + d detach, [ history, s panes, n/p next/previous, C-b send C-b, ? \
-                     this list"
+                    "C-b: d detach, [ history, s panes, n/p next/prev, S status, C-b send C-b, ? \
+                     help"
                         .into()
                 )
             )
@@ -887,8 +890,8 @@ mod tests {
             (
                 Vec::new(),
                 Action::Show(
-                    "C-a + q detach, [ history, s panes, n/p next/previous, C-a send C-a, ? \
-                     this list"
+                    "C-a: q detach, [ history, s panes, n/p next/prev, S status, C-a send C-a, ? \
+                     help"
                         .into()
                 )
             )

@@ -533,7 +533,7 @@ fn prefix_prefix_sends_the_prefix_and_an_unbound_key_is_swallowed_in_a_real_term
     assert!(
         eventually(Duration::from_secs(10), || {
             tmux.lines()[23]
-            == "C-b + d detach, [ history, s panes, n/p next/previous, C-b send C-b, ? this list"
+            == "C-b: d detach, [ history, s panes, n/p next/prev, S status, C-b send C-b, ? help"
         }),
         "{:#?}",
         tmux.lines()

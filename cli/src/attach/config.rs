@@ -37,6 +37,8 @@ pub struct AttachConfig {
     pub detach_key: Option<String>,
     pub escape_time: Option<Duration>,
     pub history_limit: Option<u64>,
+    /// Whether the status line is drawn under the pane (`status on`).
+    pub status: Option<bool>,
 }
 
 impl AttachConfig {
@@ -152,9 +154,17 @@ impl AttachConfig {
                             })?;
                         config.history_limit = Some(lines);
                     }
+                    "status" => {
+                        let on = match (value.as_string(), value.as_bool()) {
+                            (Some("on"), _) | (_, Some(true)) => true,
+                            (Some("off"), _) | (_, Some(false)) => false,
+                            _ => bail!("{here}: `status` takes on or off, not {value}"),
+                        };
+                        config.status = Some(on);
+                    }
                     other => bail!(
                         "{here}: unknown option {other:?} in `attach` (it takes prefix, \
-                         detach-key, escape-time and history-limit)"
+                         detach-key, escape-time, history-limit and status)"
                     ),
                 }
             }
@@ -200,6 +210,15 @@ mod tests {
             Some("C-q")
         );
         assert_eq!(parse("").unwrap(), AttachConfig::default());
+        for (text, on) in [
+            ("on", true),
+            ("off", false),
+            ("#true", true),
+            ("#false", false),
+        ] {
+            let config = parse(&format!("attach {{\n  status {text}\n}}\n")).unwrap();
+            assert_eq!(config.status, Some(on), "{text}");
+        }
         // The command line wins without the file being read.
         assert_eq!(detach_key_spec(Some("C-q")).unwrap(), "C-q");
     }
@@ -221,10 +240,11 @@ mod tests {
                 "given twice",
             ),
             (
-                "attach {\n  status off\n}\n",
+                "attach {\n  zoom off\n}\n",
                 ":2:3:",
-                "unknown option \"status\"",
+                "unknown option \"zoom\"",
             ),
+            ("attach {\n  status maybe\n}\n", ":2:3:", "on or off, not"),
             ("attach {\n  history-limit 0\n}\n", ":2:3:", "history-limit"),
             ("attach \"x\"\n", ":1:1:", "takes a block"),
             (

@@ -64,13 +64,19 @@ pub(super) async fn handshake(
     // keys may be in; a watching client sends no keys.
     let offer_keyboard =
         terminal.is_some() && !target.read_only && keyboard.is_some() && keyboard_handover();
+    // With the status line on, the pane is given the rows above it.
+    let status_line = target.status_line.get();
+    let size = target
+        .size
+        .map(|(rows, cols)| (pane_rows(rows, status_line), cols));
     let attach = op::Attach {
         session: None,
         read_only: Some(target.read_only),
-        rows: target.size.map(|(rows, _)| rows.into()),
-        cols: target.size.map(|(_, cols)| cols.into()),
+        rows: size.map(|(rows, _)| rows.into()),
+        cols: size.map(|(_, cols)| cols.into()),
         terminal: terminal.is_some().then_some(true),
         keyboard: offer_keyboard.then_some(target.detach.prefix),
+        status: status_line.then_some(true),
     };
     // The handshake has a deadline: a stopped or hung pane host is an error naming it, not a
     // terminal that silently hangs. Once attached, a quiet pane may stay quiet for hours.
@@ -188,5 +194,15 @@ async fn exchange<T: DeserializeOwned>(
             "pane host reply to {:?} is not what the protocol says: {err}",
             request.op.name()
         ),
+    }
+}
+
+/// The rows a terminal of `rows` gives the pane: one less with the status line under it (a
+/// terminal of one row keeps it for the pane).
+pub(super) fn pane_rows(rows: u16, status_line: bool) -> u16 {
+    if status_line && rows > 1 {
+        rows - 1
+    } else {
+        rows
     }
 }

@@ -31,6 +31,7 @@ mod handshake;
 mod nesting;
 mod record;
 mod session;
+mod status;
 mod terminal;
 mod views;
 
@@ -51,6 +52,16 @@ pub trait Panes {
     /// The pane host serving `name`; an error when there is none, or when attaching to it
     /// from here would show a pane inside itself.
     fn socket(&self, name: &str) -> Result<Endpoint>;
+    /// What the status line says of pane `name` after its name: its program's state and its
+    /// unread mail; by default the chooser's words for it.
+    fn status_words(&self, name: &str) -> Result<String> {
+        let entries = self.list()?;
+        Ok(entries
+            .into_iter()
+            .find(|entry| entry.name == name)
+            .map(|entry| entry.detail)
+            .unwrap_or_default())
+    }
 }
 
 /// Where the pane host of an attach is: a socket of this machine, or a pane of another one
@@ -177,7 +188,7 @@ pub fn run(
     panes: &dyn Panes,
     note: Option<String>,
 ) -> Result<i32> {
-    set_escape_time()?;
+    let status_line = std::cell::Cell::new(set_escape_time()?);
     let interactive = rustix::termios::isatty(std::io::stdin());
     // Without a terminal on stdin the client refuses after the hello (below), so it never
     // sends a size that would resize the pane.
@@ -240,6 +251,7 @@ pub fn run(
             panes,
             note: note.take(),
             carried: std::mem::take(&mut carried),
+            status_line: &status_line,
         };
         let ended = runtime.block_on(session::attach(target, Stdout, &outer, &mut keyboard));
         match ended {
@@ -267,18 +279,21 @@ pub fn run(
     Ok(code)
 }
 
-/// Sets this process's escape time: the variable wins over the config file's `escape-time`;
-/// the file is read only without it.
-fn set_escape_time() -> Result<()> {
-    let escape = match std::env::var_os(ESCAPE_TIME_VAR).filter(|v| !v.is_empty()) {
-        Some(value) => escape_time_from(Some(&value))?,
-        None => config::AttachConfig::load()?
-            .escape_time
-            .unwrap_or(keys::ESCAPE_TIME),
-    };
+/// Sets this process's escape time (the variable wins over the config file's `escape-time`)
+/// and says whether the status line starts on (the file's `status`, kept across pane
+/// switches as `prefix S` leaves it).
+fn set_escape_time() -> Result<bool> {
+    // The variable is judged before the file is read: a bad value is named as the
+    // variable's, whatever the file holds.
+    let from_variable = std::env::var_os(ESCAPE_TIME_VAR)
+        .filter(|v| !v.is_empty())
+        .map(|value| escape_time_from(Some(&value)))
+        .transpose()?;
+    let config = config::AttachConfig::load()?;
+    let escape = from_variable.unwrap_or(config.escape_time.unwrap_or(keys::ESCAPE_TIME));
     // Set once per process; a second run (none today) keeps the first value.
     let _ = ESCAPE_TIME.set(escape);
-    Ok(())
+    Ok(config.status.unwrap_or(false))
 }
 
 /// Says why the chooser shown first attached nowhere; the exit code.

@@ -13,8 +13,9 @@ use belfry_cli::keys::{Action, Binding, KeyFilter, ViewKeys, ViewRead};
 use belfry_proto::{Control, Size};
 use belfry_transport::wire::{Frame, FrameReader};
 
-use super::handshake::{handshake, Connected};
+use super::handshake::{handshake, pane_rows, Connected};
 use super::record::{SharedOuter, TITLE_PUSH};
+use super::status::StatusLine;
 use super::terminal::{read_keys, Keyboard, Terminal};
 use super::views::{Chooser, History, Outcome};
 use super::{
@@ -57,6 +58,9 @@ pub(super) struct Target<'a> {
     pub(super) note: Option<String>,
     /// Keys typed after a switch to this pane, in the same read: they are this pane's.
     pub(super) carried: Vec<u8>,
+    /// Whether the status line is drawn under the pane; `prefix S` turns it on and off, and
+    /// the pane switched to keeps what it was.
+    pub(super) status_line: &'a std::cell::Cell<bool>,
 }
 
 /// Attaches to the pane of `target` until detach, exit, a signal or a switch to another pane.
@@ -132,6 +136,8 @@ pub(super) enum Input {
     MessageTime,
     /// A signal that ends the attach (its name).
     Signal(&'static str),
+    /// The status line's words are due to be asked for again.
+    StatusTime,
 }
 
 /// The state of one attach: the connection to the pane host, the terminal, and what the
@@ -178,6 +184,8 @@ pub(super) struct Session<'a, T: Terminal> {
     colors_asked: bool,
     colors_until: tokio::time::Instant,
     colors_seen: [bool; 2],
+    /// The status line under the pane, when it is on.
+    status: StatusLine<'a>,
 }
 
 impl<'a, T: Terminal> Session<'a, T> {
@@ -215,6 +223,7 @@ impl<'a, T: Terminal> Session<'a, T> {
             colors_asked: connected.keyboard_handed,
             colors_until: tokio::time::Instant::now(),
             colors_seen: [false, false],
+            status: StatusLine::new(target.status_line),
         }
     }
 
@@ -321,6 +330,7 @@ impl<'a, T: Terminal> Session<'a, T> {
         };
         let clear_message = until(self.message_until);
         let flush_partial = until(self.partial_until);
+        let status_due = until(self.status.until);
         let reads_keys = self.stdin_open && !self.host_reads;
         Ok(tokio::select! {
             frame = self.reader.read() => Input::Frame(frame?),
@@ -329,6 +339,7 @@ impl<'a, T: Terminal> Session<'a, T> {
             _ = winch.recv() => Input::Resize,
             _ = flush_partial => Input::EscapeTime,
             _ = clear_message => Input::MessageTime,
+            _ = status_due => Input::StatusTime,
             _ = term.recv() => Input::Signal("SIGTERM"),
             _ = hup.recv() => Input::Signal("SIGHUP"),
         })
@@ -350,6 +361,7 @@ impl<'a, T: Terminal> Session<'a, T> {
                 self.leave().await;
                 Ok(Some(Ended::Signal(name)))
             }
+            Input::StatusTime => self.draw_status().await,
         }
     }
 
@@ -391,7 +403,8 @@ impl<'a, T: Terminal> Session<'a, T> {
                 | Control::Colors(_)
                 | Control::Resize(_)
                 | Control::Pause(_)
-                | Control::Keyboard => {}
+                | Control::Keyboard
+                | Control::Status(_) => {}
             },
             None => return Ok(Some(Ended::Closed)),
         }
@@ -402,16 +415,71 @@ impl<'a, T: Terminal> Session<'a, T> {
     /// again at the new size.
     async fn on_resize(&mut self) -> Result<()> {
         // A terminal larger than a pane can be says nothing: the pane keeps its size.
-        if let Some(size) = self
-            .terminal
-            .size()
-            .and_then(|(rows, cols)| Size::new(rows.into(), cols.into()).ok())
-        {
+        self.send_size().await?;
+        self.render_view()?;
+        self.status.due_now();
+        Ok(())
+    }
+
+    /// Tells the pane host the rows and columns the pane has here: the terminal's, less the
+    /// status line's row while it is on.
+    async fn send_size(&mut self) -> Result<()> {
+        let status_line = self.status.is_on();
+        if let Some(size) = self.terminal.size().and_then(|(rows, cols)| {
+            Size::new(pane_rows(rows, status_line).into(), cols.into()).ok()
+        }) {
             self.writer
                 .write_all(&Frame::Control(Control::Resize(size)).encode())
                 .await?;
         }
-        self.render_view()?;
+        Ok(())
+    }
+
+    /// Draws the status line on the terminal's last row when its words changed (or something
+    /// drew over it), pausing a pane host that writes the terminal so the two never write at
+    /// once; not while a view or a message covers the row. `Some` when the attach ended
+    /// during the pause.
+    async fn draw_status(&mut self) -> Result<Option<Ended>> {
+        let covered = self.view.is_some() || self.message_until.is_some();
+        let size = self.terminal.size().unwrap_or((24, 80));
+        let (panes, session) = (self.panes, self.session);
+        let words = || panes.status_words(session).unwrap_or_default();
+        let Some(bytes) = self.status.due(session, words, covered, size) else {
+            return Ok(None);
+        };
+        let pause_first = self.handed && !self.paused;
+        if pause_first {
+            if let Some(ended) = self.pause().await? {
+                return Ok(Some(ended));
+            }
+        }
+        self.draw(&bytes)?;
+        if let Ok(mut outer) = self.outer.lock() {
+            // Erased on the way out, with the terminal's other borrowed rows.
+            outer.cover_rows = outer.cover_rows.max(1);
+        }
+        if pause_first {
+            self.writer
+                .write_all(&Frame::Control(Control::Pause(false)).encode())
+                .await?;
+        }
+        Ok(None)
+    }
+
+    /// `prefix S`: the status line on or off. The pane host is told first, then given the
+    /// pane's new rows: turned off, it sends a full redraw, which paints the whole terminal
+    /// again; turned on, it paints the rows above the line, and the line is drawn.
+    async fn toggle_status(&mut self) -> Result<()> {
+        let on = self.status.toggle();
+        self.writer
+            .write_all(&Frame::Control(Control::Status(on)).encode())
+            .await?;
+        self.send_size().await?;
+        if !on {
+            if let Ok(mut outer) = self.outer.lock() {
+                outer.cover_rows = 0;
+            }
+        }
         Ok(())
     }
 
@@ -584,6 +652,11 @@ impl<'a, T: Terminal> Session<'a, T> {
         let rest = self.filter.after_binding();
         let session = self.session;
         let opened = match binding {
+            Binding::StatusLine => {
+                self.toggle_status().await?;
+                self.carried = rest;
+                return Ok(None);
+            }
             Binding::NextPane | Binding::PreviousPane => {
                 let next = binding == Binding::NextPane;
                 match neighbour(self.panes, session, next) {
@@ -815,6 +888,9 @@ impl<'a, T: Terminal> Session<'a, T> {
             outer.cover_rows = 0;
             outer.view_screen = false;
         }
+        // The pane's redraw leaves the status line's row as it is: what covered it is
+        // covered again by the line.
+        self.status.due_now();
         Ok(())
     }
 }
@@ -987,6 +1063,8 @@ mod tests {
             panes: &OnePane,
             note: None,
             carried: Vec::new(),
+            // Each test's own switch, off as the config leaves it.
+            status_line: Box::leak(Box::new(std::cell::Cell::new(false))),
         }
     }
 
@@ -1142,6 +1220,67 @@ mod tests {
         session.terminal.size = Some((30, 5000));
         session.on_input(Input::Resize).await.expect("resize taken");
         assert!(quiet(&mut host).await, "an impossible size was sent");
+    }
+
+    #[tokio::test]
+    async fn the_status_line_key_gives_the_pane_a_row_less_and_draws_the_line_on_the_last_row() {
+        let socket = nowhere();
+        let target = target(&socket, false);
+        let outer = SharedOuter::default();
+        let (mut session, mut host, _keep) = attached(&target, &outer, Some((24, 80)));
+        let ended = session
+            .on_keys(Some(b"\x02S".to_vec()))
+            .await
+            .expect("keys taken");
+        assert!(ended.is_none());
+        // The pane host is told, then given the rows above the line.
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Status(true))
+        );
+        let rows_left = Size::new(23, 80).expect("a valid size");
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Resize(rows_left))
+        );
+        assert!(session.status.until.is_some(), "the line is not due");
+        session
+            .on_input(Input::StatusTime)
+            .await
+            .expect("status drawn");
+        let text = session.terminal.text();
+        assert!(
+            text.contains("\x1b7\x1b[24;1H\x1b[0m\x1b[7m[work]"),
+            "no status line on row 24: {text:?}"
+        );
+        // Drawn once: the same words are not drawn again at the next turn.
+        let drawn = session.terminal.written.len();
+        session
+            .on_input(Input::StatusTime)
+            .await
+            .expect("status drawn");
+        assert_eq!(session.terminal.written.len(), drawn);
+        // A resize keeps the row for the line.
+        session.terminal.size = Some((30, 100));
+        session.on_input(Input::Resize).await.expect("resize taken");
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Resize(Size::new(29, 100).expect("a valid size")))
+        );
+        // Off again: the pane host is told and the pane gets every row back.
+        session
+            .on_keys(Some(b"\x02S".to_vec()))
+            .await
+            .expect("keys taken");
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Status(false))
+        );
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Resize(Size::new(30, 100).expect("a valid size")))
+        );
+        assert!(session.status.until.is_none());
     }
 
     #[tokio::test]
