@@ -200,6 +200,8 @@ pub enum Binding {
     History,
     /// `prefix S`: the status line under the pane, on or off.
     StatusLine,
+    /// `prefix ]`: the paste buffer (what copy mode copied last) typed into the pane.
+    Paste,
 }
 
 impl Binding {
@@ -211,6 +213,7 @@ impl Binding {
             b's' => Some(Binding::ChoosePane),
             b'[' => Some(Binding::History),
             b'S' => Some(Binding::StatusLine),
+            b']' => Some(Binding::Paste),
             _ => None,
         }
     }
@@ -224,6 +227,8 @@ pub enum ViewKey {
     Byte(u8),
     Up,
     Down,
+    Left,
+    Right,
     PageUp,
     PageDown,
     Home,
@@ -414,6 +419,8 @@ fn cursor_key(last: u8) -> ViewKey {
     match last {
         b'A' => ViewKey::Up,
         b'B' => ViewKey::Down,
+        b'C' => ViewKey::Right,
+        b'D' => ViewKey::Left,
         b'H' => ViewKey::Home,
         b'F' => ViewKey::End,
         _ => ViewKey::Other,
@@ -497,10 +504,10 @@ impl KeyFilter {
     pub fn bindings(&self) -> String {
         let prefix = key_name(self.key.prefix);
         match self.key.then {
-            // One line that fits 80 columns: the prefix once, then each key after it.
+            // The prefix once, then each key after it; wrapped over two rows at 80 columns.
             Some(then) => format!(
-                "{prefix}: {} detach, [ history, s panes, n/p next/prev, S status, {prefix} send \
-                 {prefix}, ? help",
+                "{prefix}: {} detach, [ history, ] paste, s panes, n/p next/prev, S status, \
+                 {prefix} send {prefix}, ? help",
                 key_name(then)
             ),
             None => format!("{prefix} detach"),
@@ -879,8 +886,8 @@ mod tests {
             (
                 Vec::new(),
                 Action::Show(
-                    "C-b: d detach, [ history, s panes, n/p next/prev, S status, C-b send C-b, ? \
-                     help"
+                    "C-b: d detach, [ history, ] paste, s panes, n/p next/prev, S status, C-b send \
+                     C-b, ? help"
                         .into()
                 )
             )
@@ -890,8 +897,8 @@ mod tests {
             (
                 Vec::new(),
                 Action::Show(
-                    "C-a: q detach, [ history, s panes, n/p next/prev, S status, C-a send C-a, ? \
-                     help"
+                    "C-a: q detach, [ history, ] paste, s panes, n/p next/prev, S status, C-a send \
+                     C-a, ? help"
                         .into()
                 )
             )

@@ -27,6 +27,7 @@ use belfry_proto::ExitStatus;
 use belfry_pty::restore::{self};
 
 pub mod config;
+mod copy;
 mod handshake;
 mod nesting;
 mod record;
@@ -42,7 +43,7 @@ pub use views::PaneEntry;
 use views::{Chooser, History, Outcome};
 
 use record::{restore_terminal, Record, SharedOuter};
-use session::show_message;
+use status::show_message;
 use terminal::{read_keys, write_terminal, Keyboard, Stdout};
 
 /// What the client needs to move between panes while attached (`prefix s`, `n`, `p`).
@@ -189,6 +190,7 @@ pub fn run(
     note: Option<String>,
 ) -> Result<i32> {
     let status_line = std::cell::Cell::new(set_escape_time()?);
+    let paste_buffer = std::cell::RefCell::new(String::new());
     let interactive = rustix::termios::isatty(std::io::stdin());
     // Without a terminal on stdin the client refuses after the hello (below), so it never
     // sends a size that would resize the pane.
@@ -252,6 +254,7 @@ pub fn run(
             note: note.take(),
             carried: std::mem::take(&mut carried),
             status_line: &status_line,
+            paste_buffer: &paste_buffer,
         };
         let ended = runtime.block_on(session::attach(target, Stdout, &outer, &mut keyboard));
         match ended {
@@ -433,7 +436,7 @@ async fn choose_first(panes: &dyn Panes, keyboard: &mut Option<Keyboard>) -> Res
                     return Ok(Chosen::Left(None));
                 }
                 match chooser.key(key) {
-                    Outcome::Stay => {}
+                    Outcome::Stay | Outcome::Copy(_) => {}
                     Outcome::Leave => return Ok(Chosen::Left(None)),
                     Outcome::Switch(name) => match panes.socket(&name) {
                         Ok(socket) => {
@@ -575,6 +578,21 @@ const HISTORY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 const HISTORY_LINES: u64 = 100_000;
 
 /// The pane's scrollback and then its screen, as text, asked of its pane host.
+/// Whether the pane's program asked for bracketed paste, from a snapshot of its model.
+fn bracketed_paste(socket: &Endpoint) -> Result<bool> {
+    let mut client = match socket {
+        Endpoint::Socket(socket) => {
+            belfry_transport::client::Client::connect_within(socket, HISTORY_DEADLINE)?
+        }
+        Endpoint::Remote(remote, session) => remote.pane(session)?,
+    };
+    let screen: Screen = client
+        .call::<Screen>(op::Snapshot::default())?
+        .into_result()
+        .map_err(|err| anyhow!("the pane host refused: {}", err.message))?;
+    Ok(screen.modes.bracketed_paste)
+}
+
 fn history_lines(socket: &Endpoint) -> Result<Vec<String>> {
     let mut client = match socket {
         Endpoint::Socket(socket) => {

@@ -13,14 +13,15 @@ use belfry_cli::keys::{Action, Binding, KeyFilter, ViewKeys, ViewRead};
 use belfry_proto::{Control, Size};
 use belfry_transport::wire::{Frame, FrameReader};
 
+use super::copy::{kept, osc52, paste_bytes};
 use super::handshake::{handshake, pane_rows, Connected};
 use super::record::{SharedOuter, TITLE_PUSH};
-use super::status::StatusLine;
+use super::status::{show_message, StatusLine};
 use super::terminal::{read_keys, Keyboard, Terminal};
 use super::views::{Chooser, History, Outcome};
 use super::{
-    escape_time, history_lines, neighbour, read_only_note, shown_cropped, DetachKey, Ended,
-    Endpoint, Panes, View, VIEW_SCREEN_ON,
+    bracketed_paste, escape_time, history_lines, neighbour, read_only_note, shown_cropped,
+    DetachKey, Ended, Endpoint, Panes, View, VIEW_SCREEN_ON,
 };
 
 /// The client's questions to its terminal on attach: the foreground and background colours.
@@ -61,6 +62,8 @@ pub(super) struct Target<'a> {
     /// Whether the status line is drawn under the pane; `prefix S` turns it on and off, and
     /// the pane switched to keeps what it was.
     pub(super) status_line: &'a std::cell::Cell<bool>,
+    /// The paste buffer: what copy mode copied last, kept across pane switches.
+    pub(super) paste_buffer: &'a std::cell::RefCell<String>,
 }
 
 /// Attaches to the pane of `target` until detach, exit, a signal or a switch to another pane.
@@ -186,6 +189,7 @@ pub(super) struct Session<'a, T: Terminal> {
     colors_seen: [bool; 2],
     /// The status line under the pane, when it is on.
     status: StatusLine<'a>,
+    paste_buffer: &'a std::cell::RefCell<String>,
 }
 
 impl<'a, T: Terminal> Session<'a, T> {
@@ -224,6 +228,7 @@ impl<'a, T: Terminal> Session<'a, T> {
             colors_until: tokio::time::Instant::now(),
             colors_seen: [false, false],
             status: StatusLine::new(target.status_line),
+            paste_buffer: target.paste_buffer,
         }
     }
 
@@ -466,6 +471,31 @@ impl<'a, T: Terminal> Session<'a, T> {
         Ok(None)
     }
 
+    /// `prefix ]`: the paste buffer typed into the pane, as keys typed here are (a watcher's
+    /// go nowhere), between the bracketed paste markers when the program asked for them.
+    async fn paste(&mut self) -> Result<Option<Ended>> {
+        let text = self.paste_buffer.borrow().clone();
+        if text.is_empty() {
+            let note = format!(
+                "nothing to paste: {} [ opens the history, v selects, y copies",
+                DetachKey {
+                    prefix: self.detach.prefix,
+                    then: None
+                }
+            );
+            return self.message_with_pause(&note).await;
+        }
+        if self.read_only {
+            let note = read_only_note(self.session, self.detach);
+            return self.message_with_pause(&note).await;
+        }
+        // A pane whose modes cannot be asked for gets the text unbracketed, as typed.
+        let bracketed = bracketed_paste(self.socket).unwrap_or(false);
+        let bytes = paste_bytes(&text, bracketed);
+        belfry_transport::wire::write_frames(&mut self.writer, &[Frame::data(&bytes)]).await?;
+        Ok(None)
+    }
+
     /// `prefix S`: the status line on or off. The pane host is told first, then given the
     /// pane's new rows: turned off, it sends a full redraw, which paints the whole terminal
     /// again; turned on, it paints the rows above the line, and the line is drawn.
@@ -588,11 +618,18 @@ impl<'a, T: Terminal> Session<'a, T> {
                 break;
             }
         }
+        if let Outcome::Copy(text) = &outcome {
+            // Copied while the view is still drawn (the pane host paused): to the outer
+            // terminal's clipboard, and to the buffer `prefix ]` pastes.
+            let text = kept(text.clone());
+            self.terminal.write(&osc52(&text))?;
+            *self.paste_buffer.borrow_mut() = text;
+        }
         match outcome {
             Outcome::Stay => {
                 self.render_view()?;
             }
-            Outcome::Leave => {
+            Outcome::Leave | Outcome::Copy(_) => {
                 self.view = None;
                 self.view_keys = ViewKeys::default();
                 self.partial_until = None;
@@ -656,6 +693,10 @@ impl<'a, T: Terminal> Session<'a, T> {
                 self.toggle_status().await?;
                 self.carried = rest;
                 return Ok(None);
+            }
+            Binding::Paste => {
+                self.carried = rest;
+                return self.paste().await;
             }
             Binding::NextPane | Binding::PreviousPane => {
                 let next = binding == Binding::NextPane;
@@ -949,39 +990,6 @@ fn take_color_answers(input: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (rest, answers)
 }
 
-/// Writes `message` over the outer terminal's last lines, in reverse video, on as many
-/// lines as its width needs (at most the terminal's rows), and puts the cursor and pen back
-/// (DECSC/DECRC). The lines it covers are the pane's: the pane host's redraw (asked for on
-/// the next key or after [`MESSAGE_TIME`]) paints them back, and the saved cursor with it;
-/// until then they are erased on the way out (`Record::cover_rows`).
-pub(super) fn show_message(
-    message: &str,
-    outer: &SharedOuter,
-    terminal: &mut impl Terminal,
-) -> std::io::Result<()> {
-    let (rows, cols) = terminal.size().unwrap_or((24, 80));
-    let chars: Vec<char> = message.chars().collect();
-    let lines: Vec<String> = chars
-        .chunks(usize::from(cols.max(1)))
-        .take(usize::from(rows))
-        .map(|line| line.iter().collect())
-        .collect();
-    let count = u16::try_from(lines.len()).unwrap_or(rows).max(1);
-    let mut out = String::from("\x1b7");
-    for (at, text) in (rows - count + 1..).zip(&lines) {
-        out.push_str(&format!("\x1b[{at};1H\x1b[0m\x1b[2K\x1b[7m{text}\x1b[0m"));
-    }
-    out.push_str("\x1b8");
-    if let Ok(mut outer) = outer.lock() {
-        outer.observe(out.as_bytes());
-    }
-    terminal.write(out.as_bytes())?;
-    if let Ok(mut outer) = outer.lock() {
-        outer.cover_rows = outer.cover_rows.max(count);
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     //! The session's logic over a recording terminal and a socket pair whose far end plays
@@ -1065,6 +1073,7 @@ mod tests {
             carried: Vec::new(),
             // Each test's own switch, off as the config leaves it.
             status_line: Box::leak(Box::new(std::cell::Cell::new(false))),
+            paste_buffer: Box::leak(Box::default()),
         }
     }
 
@@ -1281,6 +1290,36 @@ mod tests {
             Frame::Control(Control::Resize(Size::new(30, 100).expect("a valid size")))
         );
         assert!(session.status.until.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_paste_key_types_the_buffer_into_the_pane_and_says_when_it_is_empty() {
+        let socket = nowhere();
+        let target = target(&socket, false);
+        let outer = SharedOuter::default();
+        let (mut session, mut host, _keep) = attached(&target, &outer, Some((24, 80)));
+        session
+            .on_keys(Some(b"\x02]".to_vec()))
+            .await
+            .expect("keys taken");
+        assert!(
+            session
+                .terminal
+                .text()
+                .contains("nothing to paste: C-b [ opens the history"),
+            "{:?}",
+            session.terminal.text()
+        );
+        assert!(quiet(&mut host).await, "an empty buffer typed something");
+        // Lines end in Enter; a pane whose modes cannot be asked gets no markers.
+        *target.paste_buffer.borrow_mut() = "ls\nexit".into();
+        session
+            .on_keys(Some(b"\x02]".to_vec()))
+            .await
+            .expect("keys taken");
+        // The key that ends the message first asks the pane for a redraw.
+        assert_eq!(next_frame(&mut host).await, Frame::Control(Control::Redraw));
+        assert_eq!(next_frame(&mut host).await, Frame::data(b"ls\rexit"));
     }
 
     #[tokio::test]

@@ -1,4 +1,5 @@
-//! The status line (issue 46): one row under the pane, drawn by the client, saying which pane
+//! What the client draws on the terminal's last rows: its messages ([`show_message`]) and
+//! the status line (issue 46): one row under the pane, drawn by the client, saying which pane
 //! this is, what its program is doing (as `belfry ls` says it: working, idle, needs you:
 //! permission, done), its unread mail and the time. Off unless the config's `attach` section
 //! says `status on`; `prefix S` turns it on and off. While it is on the pane is given the rows
@@ -10,6 +11,9 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use super::record::SharedOuter;
+use super::terminal::Terminal;
 
 /// The status line of one attach: whether it is on (shared with the pane switched to), what it
 /// showed last (empty: to be drawn at its next turn) and when its words are asked for again.
@@ -122,6 +126,28 @@ pub(super) fn status_bytes(rows: u16, cols: u16, text: &str) -> Vec<u8> {
     format!("\x1b7\x1b[{rows};1H\x1b[0m\x1b[7m{fitted}\x1b[0m\x1b[K\x1b8").into_bytes()
 }
 
+/// `message` in rows of at most `cols` characters, broken at a blank where one is in the
+/// row (the blank dropped), else in the middle of the word.
+pub(super) fn wrap(message: &str, cols: u16) -> Vec<String> {
+    let cols = usize::from(cols.max(1));
+    let mut rows = Vec::new();
+    let mut rest: Vec<char> = message.chars().collect();
+    while rest.len() > cols {
+        let cut = rest[..=cols]
+            .iter()
+            .rposition(|&c| c == ' ')
+            .filter(|&at| at > 0);
+        let (row, skip) = match cut {
+            Some(at) => (rest[..at].iter().collect(), at + 1),
+            None => (rest[..cols].iter().collect(), cols),
+        };
+        rows.push(row);
+        rest.drain(..skip);
+    }
+    rows.push(rest.into_iter().collect());
+    rows
+}
+
 /// The clock the status line shows: the local time, hours and minutes.
 pub(super) fn clock_now() -> String {
     let now = std::time::SystemTime::now()
@@ -129,6 +155,35 @@ pub(super) fn clock_now() -> String {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let time = crate::human::clock(now, now);
     time.chars().take(5).collect()
+}
+
+/// Writes `message` over the outer terminal's last lines, in reverse video, on as many
+/// lines as its width needs (at most the terminal's rows), and puts the cursor and pen back
+/// (DECSC/DECRC). The lines it covers are the pane's: the pane host's redraw (asked for on
+/// the next key or after [`super::session::MESSAGE_TIME`]) paints them back, and the saved cursor with it;
+/// until then they are erased on the way out (`Record::cover_rows`).
+pub(super) fn show_message(
+    message: &str,
+    outer: &SharedOuter,
+    terminal: &mut impl Terminal,
+) -> std::io::Result<()> {
+    let (rows, cols) = terminal.size().unwrap_or((24, 80));
+    let mut lines = wrap(message, cols);
+    lines.truncate(usize::from(rows));
+    let count = u16::try_from(lines.len()).unwrap_or(rows).max(1);
+    let mut out = String::from("\x1b7");
+    for (at, text) in (rows - count + 1..).zip(&lines) {
+        out.push_str(&format!("\x1b[{at};1H\x1b[0m\x1b[2K\x1b[7m{text}\x1b[0m"));
+    }
+    out.push_str("\x1b8");
+    if let Ok(mut outer) = outer.lock() {
+        outer.observe(out.as_bytes());
+    }
+    terminal.write(out.as_bytes())?;
+    if let Ok(mut outer) = outer.lock() {
+        outer.cover_rows = outer.cover_rows.max(count);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -148,6 +203,10 @@ mod tests {
         assert!(!status_text("a", "x\x1b[2Jy", "", 20).contains('\x1b'));
         // Drawn on the last row, the cursor put back, never in the last column.
         let bytes = String::from_utf8(status_bytes(24, 12, &narrow)).unwrap();
+        // Messages wrap at blanks, and in a word only when it is wider than the row.
+        assert_eq!(wrap("one two three", 8), ["one two", "three"]);
+        assert_eq!(wrap("abcdefghij k", 4), ["abcd", "efgh", "ij k"]);
+        assert_eq!(wrap("short", 80), ["short"]);
         assert_eq!(
             bytes,
             "\x1b7\x1b[24;1H\x1b[0m\x1b[7m[agent] nee\x1b[0m\x1b[K\x1b8"

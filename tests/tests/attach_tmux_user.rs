@@ -1,8 +1,10 @@
-//! Issue 46: the status line under the pane, checked in a real terminal (tmux as the outer
-//! terminal, its screen and history read with capture-pane and display): drawn on the last row
-//! with the pane's name and the clock, the pane given the rows above it and painted from its
-//! model, the outer terminal's history left alone while the pane prints, and `prefix S` giving
-//! the row back.
+//! Issue 46, what a tmux user reached for, checked in a real terminal (tmux as the outer
+//! terminal, its screen, history and paste buffers read with capture-pane, display and
+//! show-buffer): the status line under the pane (drawn on the last row with the pane's name and
+//! the clock, the pane given the rows above it and painted from its model, the outer terminal's
+//! history left alone while the pane prints, `prefix S` giving the row back), and copy mode
+//! (a selection in the history view copied to the outer terminal's clipboard through OSC 52
+//! and pasted back with `prefix ]`).
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -18,7 +20,9 @@ struct Tmux {
 impl Tmux {
     fn start(env: &Env, name: &str, script: &str) -> Tmux {
         let conf = env.path("tmux.conf");
-        std::fs::write(&conf, "set -g status off\n").expect("write tmux.conf");
+        // The clipboard is on, so an OSC 52 from the client sets a tmux paste buffer.
+        std::fs::write(&conf, "set -g status off\nset -s set-clipboard on\n")
+            .expect("write tmux.conf");
         let tmux = Tmux {
             socket: format!("belfry-test-{}-{name}", std::process::id()),
             vars: env.vars(),
@@ -72,6 +76,14 @@ impl Tmux {
     fn history_size(&self) -> u64 {
         let out = self.run(&["display", "-p", "-t", "t", "#{history_size}"]);
         out.trim().parse().expect("tmux prints a number")
+    }
+
+    /// Types `bytes` into the outer terminal as they are.
+    fn bytes(&self, bytes: &[u8]) {
+        let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mut args = vec!["send-keys", "-t", "t", "-H"];
+        args.extend(hex.iter().map(String::as_str));
+        self.run(&args);
     }
 
     fn keys(&self, keys: &[&str]) {
@@ -197,5 +209,71 @@ fn the_status_line_takes_the_last_row_and_the_pane_the_rows_above_it() {
             .any(|line| is_status_line(line, "inner")),
         "the status line outlived the client: {:#?}",
         tmux.lines()
+    );
+}
+
+/// Copy mode: in the history view (`C-b [`) a search puts the cursor on a line, `v` starts
+/// the selection and `$` `y` takes it to the line's end; the text reaches the outer terminal's
+/// clipboard through OSC 52 (tmux's paste buffer, with `set-clipboard on`), and `C-b ]` types
+/// it into the pane, between the bracketed paste markers once the program asked for them.
+#[test]
+fn a_selection_in_the_history_view_is_copied_through_osc_52_and_pasted_back() {
+    let env = Env::new();
+    env.ok(&["new", "inner", "--env", "PS1=inner$ ", "--", "sh", "-i"]);
+    env.wait_screen("inner", "inner\\$");
+    let tmux = Tmux::start(
+        &env,
+        "copy",
+        "\"$BELFRY_BIN\" attach inner; echo \"ATTACH-EXIT=$?\"; sleep 600",
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.contains("inner$"))),
+        "{:#?}",
+        tmux.lines()
+    );
+    tmux.keys(&["echo 'COPY-ME: caf\u{e9} 42'; seq 1 40", "Enter"]);
+    env.wait_screen("inner", "(?m)^40$");
+    // C-b [, search up for the line, select it to its end, copy.
+    tmux.bytes(b"\x02[");
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[history]"))),
+        "no history view: {:#?}",
+        tmux.lines()
+    );
+    tmux.bytes(b"?COPY-ME\r");
+    tmux.bytes(b"v$y");
+    let buffer = || {
+        let out = tmux.run_with_conf("/dev/null", &["show-buffer"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || buffer()
+            == "COPY-ME: caf\u{e9} 42"),
+        "tmux's buffer after the copy: {:?}",
+        buffer()
+    );
+    // The view closed on the copy: the pane is back.
+    assert!(
+        eventually(Duration::from_secs(10), || !tmux
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("[history]"))),
+        "{:#?}",
+        tmux.lines()
+    );
+    // A program that asked for bracketed paste gets the text between the markers.
+    tmux.keys(&["printf '\\033[?2004h'; cat -v", "Enter"]);
+    std::thread::sleep(Duration::from_millis(500));
+    tmux.bytes(b"\x02]");
+    tmux.keys(&["Enter"]);
+    env.wait_screen(
+        "inner",
+        "\\^\\[\\[200~COPY-ME: caf(M-C\\)M-\\)|\u{e9}) 42\\^\\[\\[201~",
     );
 }
