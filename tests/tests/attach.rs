@@ -1723,7 +1723,7 @@ fn the_bindings_line_is_whole_on_a_narrow_terminal() {
     env.wait_screen("outer", "\\[ history");
     let lines = env.lines("outer");
     // The row break may fall on a space, which the row's trailing blanks then hide.
-    let whole = "s panes, n/p next/prev, S status, C-b send C-b, ? help";
+    let whole = "s panes, n next, p prev, S status, C-b send C-b, ? help";
     assert!(
         [
             format!("{}{}", lines[22], lines[23]),

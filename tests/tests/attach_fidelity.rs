@@ -535,7 +535,7 @@ fn prefix_prefix_sends_the_prefix_and_an_unbound_key_is_swallowed_in_a_real_term
             // Wider than 80 columns: wrapped over the last two rows, at a blank (dropped).
             let lines = tmux.lines();
             format!("{} {}", lines[22], lines[23])
-                == "C-b: d detach, [ history, ] paste, s panes, n/p next/prev, S status, C-b send \
+                == "C-b: d detach, [ history, ] paste, s panes, n next, p prev, S status, C-b send \
                     C-b, ? help"
         }),
         "{:#?}",

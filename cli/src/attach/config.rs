@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 
+use belfry_cli::bindings::{action_names, Bindings, Command};
 use belfry_cli::keys::DetachKey;
 
 /// The detach key when neither the command line nor the config gives one.
@@ -39,6 +40,9 @@ pub struct AttachConfig {
     pub history_limit: Option<u64>,
     /// Whether the status line is drawn under the pane (`status on`).
     pub status: Option<bool>,
+    /// `bind "KEY" "ACTION"`, in the file's order: the key after the prefix and what it does
+    /// (`None`: nothing, for `none`).
+    pub bindings: Vec<(u8, Option<Command>)>,
 }
 
 impl AttachConfig {
@@ -99,6 +103,10 @@ impl AttachConfig {
             for option in children.nodes() {
                 let here = at(option.span().offset());
                 let name = option.name().value();
+                if name == "bind" {
+                    config.bindings.push(parse_bind(option, &here)?);
+                    continue;
+                }
                 let value = match option.entries() {
                     [entry] if entry.name().is_none() => entry.value(),
                     _ => bail!("{here}: `{name}` takes one value"),
@@ -164,13 +172,47 @@ impl AttachConfig {
                     }
                     other => bail!(
                         "{here}: unknown option {other:?} in `attach` (it takes prefix, \
-                         detach-key, escape-time, history-limit and status)"
+                         detach-key, escape-time, history-limit, status and bind)"
                     ),
                 }
             }
         }
         Ok(config)
     }
+}
+
+/// One `bind "KEY" "ACTION"` (at `here`): the key and what it does.
+fn parse_bind(option: &kdl::KdlNode, here: &str) -> Result<(u8, Option<Command>)> {
+    let strings: Vec<Option<&str>> = option
+        .entries()
+        .iter()
+        .map(|entry| {
+            entry
+                .name()
+                .is_none()
+                .then(|| entry.value().as_string())
+                .flatten()
+        })
+        .collect();
+    let [Some(key), Some(action)] = strings[..] else {
+        bail!(
+            "{here}: `bind` takes a key and an action, both strings: bind \"v\" \"history\" \
+             (the actions are {})",
+            action_names()
+        );
+    };
+    let key = Bindings::parse_key(key).map_err(|err| anyhow!("{here}: `bind` {err:#}"))?;
+    let action = Bindings::parse_action(action).map_err(|err| anyhow!("{here}: `bind` {err:#}"))?;
+    Ok((key, action))
+}
+
+/// The key bindings of the user's config: the defaults, changed by its `bind` lines.
+pub fn bindings(config: &AttachConfig) -> Bindings {
+    let mut table = Bindings::default();
+    for (key, action) in &config.bindings {
+        table.bind(*key, *action);
+    }
+    table
 }
 
 /// The detach key for a command given `flag` (`--detach-key`), as written: the flag, else the
@@ -224,6 +266,23 @@ mod tests {
     }
 
     #[test]
+    fn bind_lines_change_the_keys_after_the_prefix() {
+        let config = parse(
+            "attach {\n  bind \"x\" \"detach\"\n  bind \"[\" \"none\"\n  bind \"C-t\" \
+             \"status\"\n}\n",
+        )
+        .unwrap();
+        let table = bindings(&config);
+        assert_eq!(table.get(b'x'), Some(Command::Detach));
+        assert_eq!(table.get(b'['), None);
+        assert_eq!(
+            table.get(0x14),
+            Some(Command::Bound(belfry_cli::keys::Binding::StatusLine))
+        );
+        assert_eq!(table.get(b's'), Bindings::default().get(b's'));
+    }
+
+    #[test]
     fn a_bad_attach_section_is_named_by_line_and_column() {
         for (text, place, words) in [
             ("attach {\n  escape-time \"x\"\n}\n", ":2:3:", "escape-time"),
@@ -246,6 +305,22 @@ mod tests {
             ),
             ("attach {\n  status maybe\n}\n", ":2:3:", "on or off, not"),
             ("attach {\n  history-limit 0\n}\n", ":2:3:", "history-limit"),
+            (
+                "attach {\n  status on\n  bind \"C-1\" \"history\"\n}\n",
+                ":3:3:",
+                "`bind` key \"C-1\"",
+            ),
+            (
+                "attach {\n  bind \"v\" \"zoom\"\n}\n",
+                ":2:3:",
+                "unknown action \"zoom\"; the actions are detach, history",
+            ),
+            (
+                "attach {\n  bind \"v\"\n}\n",
+                ":2:3:",
+                "takes a key and an action",
+            ),
+            ("attach {\n  bind \"a b\" \"help\"\n}\n", ":2:3:", "not two"),
             ("attach \"x\"\n", ":1:1:", "takes a block"),
             (
                 "attach {\n  prefix \"C-a\n}\n",

@@ -141,6 +141,15 @@ const ESCAPE_TIME_VAR: &str = "BELFRY_ESCAPE_TIME_MS";
 /// past that a lone Escape would seem lost.
 const ESCAPE_TIME_MAX_MS: u64 = 5000;
 
+/// The key bindings this process uses, set from the config file when `run` starts.
+static KEY_BINDINGS: std::sync::OnceLock<belfry_cli::bindings::Bindings> =
+    std::sync::OnceLock::new();
+
+/// The keys after the prefix and what they do: the config file's, else tmux's.
+fn key_bindings() -> belfry_cli::bindings::Bindings {
+    KEY_BINDINGS.get().cloned().unwrap_or_default()
+}
+
 /// The escape time this process uses, set from [`ESCAPE_TIME_VAR`] when `run` starts.
 static ESCAPE_TIME: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
 
@@ -296,6 +305,7 @@ fn set_escape_time() -> Result<bool> {
     let escape = from_variable.unwrap_or(config.escape_time.unwrap_or(keys::ESCAPE_TIME));
     // Set once per process; a second run (none today) keeps the first value.
     let _ = ESCAPE_TIME.set(escape);
+    let _ = KEY_BINDINGS.set(config::bindings(&config));
     Ok(config.status.unwrap_or(false))
 }
 

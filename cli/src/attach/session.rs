@@ -20,8 +20,8 @@ use super::status::{show_message, StatusLine};
 use super::terminal::{read_keys, Keyboard, Terminal};
 use super::views::{Chooser, History, Outcome};
 use super::{
-    bracketed_paste, escape_time, history_lines, neighbour, read_only_note, shown_cropped,
-    DetachKey, Ended, Endpoint, Panes, View, VIEW_SCREEN_ON,
+    bracketed_paste, escape_time, history_lines, key_bindings, neighbour, read_only_note,
+    shown_cropped, DetachKey, Ended, Endpoint, Panes, View, VIEW_SCREEN_ON,
 };
 
 /// The client's questions to its terminal on attach: the foreground and background colours.
@@ -214,7 +214,7 @@ impl<'a, T: Terminal> Session<'a, T> {
             writer: connected.writer,
             handed: connected.handed,
             keyboard_handed: connected.keyboard_handed,
-            filter: KeyFilter::new(target.detach),
+            filter: KeyFilter::with_bindings(target.detach, key_bindings()),
             stdin_open: connected.keyboard,
             note,
             message_until: None,
