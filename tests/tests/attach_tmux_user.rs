@@ -277,3 +277,65 @@ fn a_selection_in_the_history_view_is_copied_through_osc_52_and_pasted_back() {
         "\\^\\[\\[200~COPY-ME: caf(M-C\\)M-\\)|\u{e9}) 42\\^\\[\\[201~",
     );
 }
+
+/// Activity in the chooser: a pane that printed since this client last looked at it is marked
+/// `#`; one that did nothing, and the pane attached to, are not.
+#[test]
+fn the_chooser_marks_a_pane_that_printed_since_the_client_last_looked() {
+    let env = Env::new();
+    for name in ["a", "b"] {
+        env.ok(&[
+            "new",
+            name,
+            "--env",
+            &format!("PS1={name}$ "),
+            "--",
+            "sh",
+            "-i",
+        ]);
+        env.wait_screen(name, &format!("{name}\\$"));
+    }
+    env.ok(&["new", "c", "--", "sh", "-c", "sleep 600"]);
+    let tmux = Tmux::start(
+        &env,
+        "activity",
+        "\"$BELFRY_BIN\" attach a; echo \"ATTACH-EXIT=$?\"; sleep 600",
+    );
+    let chooser_line = |name: &str| {
+        tmux.lines().into_iter().find(|line| {
+            line.get(2..)
+                .is_some_and(|rest| rest.starts_with(&format!("{name} ")))
+        })
+    };
+    let open_chooser = || {
+        tmux.bytes(b"\x02s");
+        assert!(
+            eventually(Duration::from_secs(10), || chooser_line("c").is_some()),
+            "no chooser: {:#?}",
+            tmux.lines()
+        );
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || tmux
+            .lines()
+            .iter()
+            .any(|line| line.contains("a$"))),
+        "{:#?}",
+        tmux.lines()
+    );
+    // The first look: nothing to compare with, nothing marked.
+    open_chooser();
+    assert!(chooser_line("b").is_some_and(|line| line.starts_with("  b")));
+    tmux.bytes(b"q");
+    env.ok(&["send", "b", "--text", "echo moved", "--key", "Enter"]);
+    env.wait_screen("b", "(?m)^moved$");
+    open_chooser();
+    assert!(
+        chooser_line("b").is_some_and(|line| line.starts_with("# b")),
+        "b printed and is not marked: {:#?}",
+        tmux.lines()
+    );
+    assert!(chooser_line("c").is_some_and(|line| line.starts_with("  c")));
+    assert!(chooser_line("a").is_some_and(|line| line.starts_with("* a")));
+    tmux.bytes(b"q");
+}

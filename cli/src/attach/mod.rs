@@ -200,6 +200,7 @@ pub fn run(
 ) -> Result<i32> {
     let status_line = std::cell::Cell::new(set_escape_time()?);
     let paste_buffer = std::cell::RefCell::new(String::new());
+    let seen = std::cell::RefCell::new(std::collections::HashMap::new());
     let interactive = rustix::termios::isatty(std::io::stdin());
     // Without a terminal on stdin the client refuses after the hello (below), so it never
     // sends a size that would resize the pane.
@@ -264,6 +265,7 @@ pub fn run(
             carried: std::mem::take(&mut carried),
             status_line: &status_line,
             paste_buffer: &paste_buffer,
+            seen: &seen,
         };
         let ended = runtime.block_on(session::attach(target, Stdout, &outer, &mut keyboard));
         match ended {

@@ -18,7 +18,7 @@ use super::handshake::{handshake, pane_rows, Connected};
 use super::record::{SharedOuter, TITLE_PUSH};
 use super::status::{show_message, StatusLine};
 use super::terminal::{read_keys, Keyboard, Terminal};
-use super::views::{Chooser, History, Outcome};
+use super::views::{mark_activity, Chooser, History, Outcome};
 use super::{
     bracketed_paste, escape_time, history_lines, key_bindings, neighbour, read_only_note,
     shown_cropped, DetachKey, Ended, Endpoint, Panes, View, VIEW_SCREEN_ON,
@@ -64,6 +64,8 @@ pub(super) struct Target<'a> {
     pub(super) status_line: &'a std::cell::Cell<bool>,
     /// The paste buffer: what copy mode copied last, kept across pane switches.
     pub(super) paste_buffer: &'a std::cell::RefCell<String>,
+    /// Each pane's revision when this client last looked at it (the chooser's activity mark).
+    pub(super) seen: &'a std::cell::RefCell<std::collections::HashMap<String, u64>>,
 }
 
 /// Attaches to the pane of `target` until detach, exit, a signal or a switch to another pane.
@@ -190,6 +192,7 @@ pub(super) struct Session<'a, T: Terminal> {
     /// The status line under the pane, when it is on.
     status: StatusLine<'a>,
     paste_buffer: &'a std::cell::RefCell<String>,
+    seen: &'a std::cell::RefCell<std::collections::HashMap<String, u64>>,
 }
 
 impl<'a, T: Terminal> Session<'a, T> {
@@ -229,6 +232,7 @@ impl<'a, T: Terminal> Session<'a, T> {
             colors_seen: [false, false],
             status: StatusLine::new(target.status_line),
             paste_buffer: target.paste_buffer,
+            seen: target.seen,
         }
     }
 
@@ -712,10 +716,10 @@ impl<'a, T: Terminal> Session<'a, T> {
                     Err(err) => Err(err),
                 }
             }
-            Binding::ChoosePane => self
-                .panes
-                .list()
-                .map(|entries| View::Chooser(Chooser::new(entries, session))),
+            Binding::ChoosePane => self.panes.list().map(|mut entries| {
+                mark_activity(&mut entries, session, &mut self.seen.borrow_mut());
+                View::Chooser(Chooser::new(entries, session))
+            }),
             Binding::History => history_lines(self.socket).map(|lines| {
                 let (rows, _) = self.terminal.size().unwrap_or((24, 80));
                 View::History(History::new(lines, rows))
@@ -1074,6 +1078,7 @@ mod tests {
             // Each test's own switch, off as the config leaves it.
             status_line: Box::leak(Box::new(std::cell::Cell::new(false))),
             paste_buffer: Box::leak(Box::default()),
+            seen: Box::leak(Box::default()),
         }
     }
 

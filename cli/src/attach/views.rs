@@ -17,6 +17,32 @@ pub struct PaneEntry {
     pub name: String,
     /// What the chooser shows after the name: state, revision, unread mail.
     pub detail: String,
+    /// The pane's revision (it moves with every output and input), when its host answered.
+    pub revision: Option<u64>,
+    /// The pane printed (or was typed into) since this client last looked at it: marked `#`.
+    pub active: bool,
+}
+
+/// Marks the entries whose pane's revision moved since this client last looked at it, and
+/// remembers what it sees now: the pane attached to (`current`) counts as looked at, and a pane
+/// seen for the first time is not marked (there is nothing to compare with).
+pub fn mark_activity(
+    entries: &mut [PaneEntry],
+    current: &str,
+    seen: &mut std::collections::HashMap<String, u64>,
+) {
+    for entry in entries {
+        let Some(revision) = entry.revision else {
+            continue;
+        };
+        entry.active = match seen.get(&entry.name) {
+            Some(&before) if entry.name != current => revision > before,
+            _ => {
+                seen.insert(entry.name.clone(), revision);
+                false
+            }
+        };
+    }
 }
 
 /// What a view asks of the client after a key.
@@ -142,7 +168,11 @@ impl Chooser {
         let first = self.selected.saturating_sub(room.saturating_sub(1));
         for (index, &at) in shown.iter().enumerate().skip(first).take(room) {
             let entry = &self.entries[at];
-            let mark = if entry.name == self.current { '*' } else { ' ' };
+            let mark = match (entry.name == self.current, entry.active) {
+                (true, _) => '*',
+                (false, true) => '#',
+                (false, false) => ' ',
+            };
             let text = format!("{mark} {:width$}  {}", entry.name, entry.detail);
             let style = if index == self.selected {
                 Style::Selected
@@ -587,12 +617,42 @@ mod tests {
             .map(|name| PaneEntry {
                 name: name.to_string(),
                 detail: format!("running, revision 1 ({name})"),
+                revision: Some(1),
+                active: false,
             })
             .collect()
     }
 
     fn typed(text: &str) -> Vec<ViewKey> {
         text.bytes().map(Byte).collect()
+    }
+
+    /// A pane whose revision moved since the client last looked is marked `#`, once: the
+    /// chooser's look counts. The pane attached to and a pane seen first are never marked.
+    #[test]
+    fn the_chooser_marks_the_panes_that_moved_since_the_client_last_looked() {
+        let mut seen = std::collections::HashMap::new();
+        let mut first = entries(&["a", "b", "c"]);
+        mark_activity(&mut first, "a", &mut seen);
+        assert!(first.iter().all(|entry| !entry.active));
+        let mut later = entries(&["a", "b", "c"]);
+        later[0].revision = Some(9);
+        later[1].revision = Some(5);
+        mark_activity(&mut later, "a", &mut seen);
+        let active: Vec<bool> = later.iter().map(|entry| entry.active).collect();
+        assert_eq!(active, [false, true, false]);
+        let screen = String::from_utf8(Chooser::new(later, "a").render(10, 60)).unwrap();
+        assert!(
+            screen.contains("# b ") && screen.contains("  c "),
+            "{screen:?}"
+        );
+        // Looked at from b: b's revision is the one seen now; a's move since is marked.
+        let mut from_b = entries(&["a", "b", "c"]);
+        from_b[0].revision = Some(12);
+        from_b[1].revision = Some(6);
+        mark_activity(&mut from_b, "b", &mut seen);
+        let active: Vec<bool> = from_b.iter().map(|entry| entry.active).collect();
+        assert_eq!(active, [true, false, false]);
     }
 
     #[test]

@@ -142,6 +142,8 @@ impl attach::Panes for AttachPanes {
                 };
                 attach::PaneEntry {
                     detail: chooser_detail(&pane, unread),
+                    revision: pane.revision,
+                    active: false,
                     name: pane.session,
                 }
             })
