@@ -32,6 +32,8 @@ pub(super) struct Connected {
     pub(super) terminal: Option<std::os::fd::OwnedFd>,
     /// Whether there is a keyboard to read at all.
     pub(super) keyboard: bool,
+    /// Whether the pane host knows the status line.
+    pub(super) status_known: bool,
     pub(super) ssh: Option<belfry_mux::remote::SshChild>,
 }
 
@@ -93,21 +95,23 @@ pub(super) async fn handshake(
         }
         let attached: Attached =
             exchange(&mut reader, &mut writer, &Request::new(1, attach)).await?;
-        anyhow::Ok((attached.terminal, attached.keyboard))
+        anyhow::Ok((attached.terminal, attached.keyboard, attached.status))
     };
     let handshake_deadline = target.socket.handshake_deadline();
     let mut handed = false;
     // Whether the pane host takes the keyboard as well.
     let mut keyboard_handed = false;
+    let mut status_known = false;
     match tokio::time::timeout(handshake_deadline, handshake).await {
         // A remote handshake that failed because ssh did says what ssh said.
         Ok(Err(err)) => match ssh.as_mut() {
             Some(ssh) if err.is::<NoReply>() => return Err(ssh.failure(None).into()),
             _ => return Err(err),
         },
-        Ok(Ok((taken, keys))) => {
+        Ok(Ok((taken, keys, status))) => {
             handed = taken && terminal.is_some();
             keyboard_handed = handed && keys && offer_keyboard;
+            status_known = status;
         }
         Err(_) if ssh.is_some() => {
             if let Some(ssh) = ssh.as_mut() {
@@ -138,6 +142,7 @@ pub(super) async fn handshake(
         writer,
         handed,
         keyboard_handed,
+        status_known,
         terminal: if handed { terminal } else { None },
         keyboard: keyboard.is_some(),
         ssh,

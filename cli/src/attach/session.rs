@@ -17,7 +17,7 @@ use super::copy::{kept, osc52, paste_bytes};
 use super::handshake::{handshake, pane_rows, Connected};
 use super::record::{SharedOuter, TITLE_PUSH};
 use super::status::{show_message, StatusLine};
-use super::terminal::{read_keys, Keyboard, Terminal};
+use super::terminal::{read_keys, take_color_answers, Keyboard, Terminal};
 use super::views::{mark_activity, Chooser, History, Outcome};
 use super::{
     bracketed_paste, escape_time, history_lines, key_bindings, neighbour, read_only_note,
@@ -85,6 +85,11 @@ pub(super) async fn attach<T: Terminal>(
     let handed_terminal = connected.terminal.take();
     let mut session = Session::new(&target, connected, terminal, outer, note);
     session.start()?;
+    // The attach asked for a row less for a status line a pane host that predates it will not
+    // keep free: the pane gets the whole terminal back, and no line is drawn.
+    if target.status_line.get() && !session.status.known() {
+        session.send_size().await?;
+    }
     session.hand_over(handed_terminal, keyboard.as_ref())?;
     use tokio::signal::unix::{signal, SignalKind};
     let mut winch = signal(SignalKind::window_change())?;
@@ -230,7 +235,7 @@ impl<'a, T: Terminal> Session<'a, T> {
             colors_asked: connected.keyboard_handed,
             colors_until: tokio::time::Instant::now(),
             colors_seen: [false, false],
-            status: StatusLine::new(target.status_line),
+            status: StatusLine::new(target.status_line, connected.status_known),
             paste_buffer: target.paste_buffer,
             seen: target.seen,
         }
@@ -503,7 +508,14 @@ impl<'a, T: Terminal> Session<'a, T> {
     /// `prefix S`: the status line on or off. The pane host is told first, then given the
     /// pane's new rows: turned off, it sends a full redraw, which paints the whole terminal
     /// again; turned on, it paints the rows above the line, and the line is drawn.
-    async fn toggle_status(&mut self) -> Result<()> {
+    async fn toggle_status(&mut self) -> Result<Option<Ended>> {
+        if !self.status.known() {
+            let note = format!(
+                "the pane host of {} predates the status line; a pane started since has it",
+                self.session
+            );
+            return self.message_with_pause(&note).await;
+        }
         let on = self.status.toggle();
         self.writer
             .write_all(&Frame::Control(Control::Status(on)).encode())
@@ -514,7 +526,7 @@ impl<'a, T: Terminal> Session<'a, T> {
                 outer.cover_rows = 0;
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// The start of an escape sequence waited long enough: it is taken as it is (a lone
@@ -694,9 +706,8 @@ impl<'a, T: Terminal> Session<'a, T> {
         let session = self.session;
         let opened = match binding {
             Binding::StatusLine => {
-                self.toggle_status().await?;
                 self.carried = rest;
-                return Ok(None);
+                return self.toggle_status().await;
             }
             Binding::Paste => {
                 self.carried = rest;
@@ -965,35 +976,6 @@ fn keep_undo(outer: &SharedOuter, undo: String) {
     }
 }
 
-/// Splits the terminal's OSC 10 and 11 answers (`ESC ] 10 ; … BEL/ST`) out of `input`: the
-/// rest is keystrokes.
-fn take_color_answers(input: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let (mut rest, mut answers) = (Vec::with_capacity(input.len()), Vec::new());
-    let mut i = 0;
-    while i < input.len() {
-        let tail = &input[i..];
-        if tail.starts_with(b"\x1b]10;") || tail.starts_with(b"\x1b]11;") {
-            let end = tail
-                .iter()
-                .enumerate()
-                .skip(2)
-                .find_map(|(at, &b)| match b {
-                    0x07 => Some(at + 1),
-                    0x1b if tail.get(at + 1) == Some(&b'\\') => Some(at + 2),
-                    _ => None,
-                });
-            if let Some(end) = end {
-                answers.extend_from_slice(&tail[..end]);
-                i += end;
-                continue;
-            }
-        }
-        rest.push(input[i]);
-        i += 1;
-    }
-    (rest, answers)
-}
-
 #[cfg(test)]
 mod tests {
     //! The session's logic over a recording terminal and a socket pair whose far end plays
@@ -1102,6 +1084,7 @@ mod tests {
             keyboard_handed: false,
             terminal: None,
             keyboard: true,
+            status_known: true,
             ssh: None,
         };
         let terminal = Recording {
@@ -1295,6 +1278,31 @@ mod tests {
             Frame::Control(Control::Resize(Size::new(30, 100).expect("a valid size")))
         );
         assert!(session.status.until.is_none());
+    }
+
+    /// A pane host that predates the status line (its attach reply has no `status`) would
+    /// write the raw output over the line: the key says so and changes nothing.
+    #[tokio::test]
+    async fn a_pane_host_that_predates_the_status_line_gets_no_status_line() {
+        let socket = nowhere();
+        let target = target(&socket, false);
+        let outer = SharedOuter::default();
+        let (mut session, mut host, _keep) = attached(&target, &outer, Some((24, 80)));
+        session.status = super::super::status::StatusLine::new(target.status_line, false);
+        session
+            .on_keys(Some(b"\x02S".to_vec()))
+            .await
+            .expect("keys taken");
+        assert!(
+            quiet(&mut host).await,
+            "the pane host was told of a status line"
+        );
+        assert!(!target.status_line.get() && session.status.until.is_none());
+        assert!(
+            session.terminal.text().contains("predates the status line"),
+            "{:?}",
+            session.terminal.text()
+        );
     }
 
     #[tokio::test]

@@ -19,27 +19,37 @@ use super::terminal::Terminal;
 /// showed last (empty: to be drawn at its next turn) and when its words are asked for again.
 pub(super) struct StatusLine<'a> {
     on: &'a Cell<bool>,
+    /// Whether the pane host knows the status line; one that predates it draws none.
+    known: bool,
     shown: String,
     pub(super) until: Option<Instant>,
 }
 
 impl<'a> StatusLine<'a> {
-    /// A status line as `on` has it; when on, drawn at the loop's first turn.
-    pub(super) fn new(on: &'a Cell<bool>) -> StatusLine<'a> {
+    /// A status line as `on` has it, over a pane host that knows it or not (`known`); when
+    /// on, drawn at the loop's first turn.
+    pub(super) fn new(on: &'a Cell<bool>, known: bool) -> StatusLine<'a> {
         StatusLine {
             on,
+            known,
             shown: String::new(),
-            until: on.get().then(Instant::now),
+            until: (known && on.get()).then(Instant::now),
         }
     }
 
+    /// Whether the line is drawn (it is on, and the pane host knows it).
     pub(super) fn is_on(&self) -> bool {
-        self.on.get()
+        self.known && self.on.get()
+    }
+
+    /// Whether the pane host knows the status line.
+    pub(super) fn known(&self) -> bool {
+        self.known
     }
 
     /// Drawn again at the loop's next turn (something drew over it).
     pub(super) fn due_now(&mut self) {
-        if self.on.get() {
+        if self.is_on() {
             self.shown.clear();
             self.until = Some(Instant::now());
         }
@@ -66,7 +76,7 @@ impl<'a> StatusLine<'a> {
         (rows, cols): (u16, u16),
     ) -> Option<Vec<u8>> {
         self.until = None;
-        if !self.on.get() {
+        if !self.is_on() {
             return None;
         }
         self.until = Some(Instant::now() + STATUS_REFRESH);

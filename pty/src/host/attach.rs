@@ -62,6 +62,7 @@ pub(super) async fn attach(
             identity: pane.identity(),
             terminal: handover,
             keyboard: keyboard_prefix.is_some(),
+            status: true,
         },
     );
     if wire::write_json(&mut writer, &reply).await.is_err() {
