@@ -457,7 +457,7 @@ impl<'a, T: Terminal> Session<'a, T> {
         let covered = self.view.is_some() || self.message_until.is_some();
         let size = self.terminal.size().unwrap_or((24, 80));
         let (panes, session) = (self.panes, self.session);
-        let words = || panes.status_words(session).unwrap_or_default();
+        let words = || panes.status_words(session).ok();
         let Some(bytes) = self.status.due(session, words, covered, size) else {
             return Ok(None);
         };

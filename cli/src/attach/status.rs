@@ -66,12 +66,13 @@ impl<'a> StatusLine<'a> {
     }
 
     /// Its time came: the bytes that draw it on the last row of a terminal of `size`, when
-    /// `words()` (asked only then) or the clock changed what it says; `None` while it is off,
-    /// unchanged, or `covered` (a view or a message is on that row). The next time is set.
+    /// `words()` (asked only then; `None` when they could not be had) or the clock changed
+    /// what it says; `None` while it is off, unchanged, or `covered` (a view or a message is on
+    /// that row). The next time is set.
     pub(super) fn due(
         &mut self,
         name: &str,
-        words: impl FnOnce() -> String,
+        words: impl FnOnce() -> Option<String>,
         covered: bool,
         (rows, cols): (u16, u16),
     ) -> Option<Vec<u8>> {
@@ -83,7 +84,12 @@ impl<'a> StatusLine<'a> {
         if covered {
             return None;
         }
-        let text = status_text(name, &words(), &clock_now(), cols);
+        let asked = Instant::now();
+        let words = words();
+        if words.is_none() || asked.elapsed() > STATUS_SLOW {
+            self.until = Some(Instant::now() + STATUS_BACKOFF);
+        }
+        let text = status_text(name, &words.unwrap_or_default(), &clock_now(), cols);
         if text == self.shown {
             return None;
         }
@@ -96,6 +102,13 @@ impl<'a> StatusLine<'a> {
 /// How often the status line's words are asked for again (the program's state, the mail, the
 /// clock); the line is drawn again only when they changed.
 pub(super) const STATUS_REFRESH: Duration = Duration::from_secs(2);
+
+/// Asking for the words blocks the client's loop (keys wait meanwhile): when an answer takes
+/// longer than [`STATUS_SLOW`], or fails (a daemon that hangs, a pane host that does not
+/// answer), they are asked for again only after [`STATUS_BACKOFF`], the line showing the name
+/// and the clock meanwhile.
+const STATUS_SLOW: Duration = Duration::from_millis(250);
+const STATUS_BACKOFF: Duration = Duration::from_secs(30);
 
 /// The status line's text for pane `name`, `words` about it and the clock `time`, fitted to
 /// a row of `cols` columns less its last (see [`status_bytes`]): the name and words on the
@@ -199,6 +212,25 @@ pub(super) fn show_message(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Words that could not be had are asked for again only after the back-off, and the line
+    /// still shows the pane's name; words that came are asked for again at the refresh.
+    #[test]
+    fn status_words_that_fail_are_asked_for_again_only_after_the_back_off() {
+        let on = Cell::new(true);
+        let mut line = StatusLine::new(&on, true);
+        let bytes = line.due("agent", || None, false, (24, 80)).expect("drawn");
+        assert!(String::from_utf8_lossy(&bytes).contains("[agent]"));
+        let wait = line.until.expect("asked again") - Instant::now();
+        assert!(wait > STATUS_BACKOFF - Duration::from_secs(1), "{wait:?}");
+        line.due("agent", || Some("idle 3s".into()), false, (24, 80));
+        let wait = line.until.expect("asked again") - Instant::now();
+        assert!(wait <= STATUS_REFRESH, "{wait:?}");
+        // Covered (a view, a message): nothing drawn, asked again later.
+        assert!(line
+            .due("agent", || Some("x".into()), true, (24, 80))
+            .is_none());
+    }
 
     #[test]
     fn the_status_line_fits_its_row_with_the_clock_on_the_right() {
