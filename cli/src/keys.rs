@@ -7,6 +7,8 @@
 
 use anyhow::{bail, Result};
 
+use crate::bindings::{Bindings, Command};
+
 /// The key (or prefix and key) that detaches instead of reaching the pane, each as the byte
 /// the legacy encoding sends for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +53,7 @@ impl DetachKey {
 }
 
 /// The key as the user types it: `C-b`, `C-\`, `d`.
-fn key_name(byte: u8) -> String {
+pub(crate) fn key_name(byte: u8) -> String {
     match byte {
         1..=26 => format!("C-{}", char::from(b'a' + byte - 1)),
         0x1c => "C-\\".into(),
@@ -187,7 +189,8 @@ pub enum Action {
     Bound(Binding),
 }
 
-/// The client's own bindings after the prefix, besides detach, `prefix prefix` and `prefix ?`.
+/// The client's own bindings after the prefix, besides detach, `prefix prefix` and `prefix ?`
+/// (their keys are in [`Bindings`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Binding {
     /// `prefix n`: attach to the next pane, by name.
@@ -198,19 +201,10 @@ pub enum Binding {
     ChoosePane,
     /// `prefix [`: the pane's history, scrolled and searched in a view of its own.
     History,
-}
-
-impl Binding {
-    /// The binding of the key after the prefix (tmux's keys for the same things).
-    fn of(key: u8) -> Option<Binding> {
-        match key {
-            b'n' => Some(Binding::NextPane),
-            b'p' => Some(Binding::PreviousPane),
-            b's' => Some(Binding::ChoosePane),
-            b'[' => Some(Binding::History),
-            _ => None,
-        }
-    }
+    /// `prefix S`: the status line under the pane, on or off.
+    StatusLine,
+    /// `prefix ]`: the paste buffer (what copy mode copied last) typed into the pane.
+    Paste,
 }
 
 /// A key as the attach client's own views (the history view, the pane chooser) read it,
@@ -221,6 +215,8 @@ pub enum ViewKey {
     Byte(u8),
     Up,
     Down,
+    Left,
+    Right,
     PageUp,
     PageDown,
     Home,
@@ -411,6 +407,8 @@ fn cursor_key(last: u8) -> ViewKey {
     match last {
         b'A' => ViewKey::Up,
         b'B' => ViewKey::Down,
+        b'C' => ViewKey::Right,
+        b'D' => ViewKey::Left,
         b'H' => ViewKey::Home,
         b'F' => ViewKey::End,
         _ => ViewKey::Other,
@@ -435,6 +433,8 @@ pub struct KeyFilter {
     pasting: bool,
     /// What followed the last binding ([`Action::Bound`]), unfiltered.
     after_binding: Vec<u8>,
+    /// What each key after the prefix does.
+    table: Bindings,
 }
 
 /// The markers a terminal puts around pasted text once the program turned on bracketed paste
@@ -480,28 +480,26 @@ fn incomplete_tail(input: &[u8]) -> usize {
 }
 
 impl KeyFilter {
+    /// A filter with the default bindings.
     pub fn new(key: DetachKey) -> KeyFilter {
+        KeyFilter::with_bindings(key, Bindings::default())
+    }
+
+    /// A filter whose keys after the prefix do what `table` says.
+    pub fn with_bindings(key: DetachKey, table: Bindings) -> KeyFilter {
         KeyFilter {
             key,
             held: None,
             partial: Vec::new(),
             pasting: false,
             after_binding: Vec::new(),
+            table,
         }
     }
 
     /// The one-line list of the bindings (`prefix ?`).
     pub fn bindings(&self) -> String {
-        let prefix = key_name(self.key.prefix);
-        match self.key.then {
-            // One line that fits 80 columns: the prefix once, then each key after it.
-            Some(then) => format!(
-                "{prefix} + {} detach, [ history, s panes, n/p next/previous, {prefix} send \
-                 {prefix}, ? this list",
-                key_name(then)
-            ),
-            None => format!("{prefix} detach"),
-        }
+        self.table.help(self.key)
     }
 
     /// Appends to `out` what `input` sends to the pane and says what else to do. After a
@@ -588,15 +586,22 @@ impl KeyFilter {
                 if pressed.is_some() && pressed == self.key.then {
                     return Action::Detach;
                 }
-                if pressed == Some(self.key.prefix) {
+                let command = if pressed == Some(self.key.prefix) {
+                    Some(Command::SendPrefix)
+                } else {
+                    pressed.and_then(|key| self.table.get(key))
+                };
+                if command == Some(Command::SendPrefix) {
                     // The prefix twice sends the prefix once, as it first came.
                     out.extend_from_slice(&prefix);
                     out.extend_from_slice(&incidental);
-                } else if let Some(binding) = pressed.and_then(Binding::of) {
+                } else if command == Some(Command::Detach) {
+                    return Action::Detach;
+                } else if let Some(Command::Bound(binding)) = command {
                     out.extend_from_slice(&incidental);
                     self.after_binding = input.to_vec();
                     return Action::Bound(binding);
-                } else if pressed == Some(b'?') {
+                } else if command == Some(Command::Help) {
                     out.extend_from_slice(&incidental);
                     action = Action::Show(self.bindings());
                 } else {
@@ -876,8 +881,8 @@ mod tests {
             (
                 Vec::new(),
                 Action::Show(
-                    "C-b + d detach, [ history, s panes, n/p next/previous, C-b send C-b, ? \
-                     this list"
+                    "C-b: d detach, [ history, ] paste, s panes, n next, p prev, S status, C-b send \
+                     C-b, ? help"
                         .into()
                 )
             )
@@ -887,8 +892,8 @@ mod tests {
             (
                 Vec::new(),
                 Action::Show(
-                    "C-a + q detach, [ history, s panes, n/p next/previous, C-a send C-a, ? \
-                     this list"
+                    "C-a: q detach, [ history, ] paste, s panes, n next, p prev, S status, C-a send \
+                     C-a, ? help"
                         .into()
                 )
             )

@@ -4,6 +4,7 @@
 //! the rest; this library exists so that a fuzz target ([`fuzzing`], feature `fuzzing`) can
 //! call the same code the attach client runs.
 
+pub mod bindings;
 pub mod keys;
 
 #[cfg(any(test, feature = "fuzzing"))]

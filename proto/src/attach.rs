@@ -52,6 +52,12 @@ pub enum Control {
     /// keyboard is the client's again until it says [`Control::Keyboard`]. Empty when the
     /// keyboard could not be read (the terminal went away).
     Keys(Vec<u8>),
+    /// Client to host: the client draws (`{"status":true}`) or stops drawing
+    /// (`{"status":false}`) a status line on its terminal's last row. While it does, its size
+    /// (the attach request's, then [`Control::Resize`]) is the rows left to the pane, and it is
+    /// shown the pane from its model, painted in place in those rows, instead of the pane's
+    /// output, which could scroll over the status line.
+    Status(bool),
 }
 
 /// The one-key objects of the wire, for serde.
@@ -68,6 +74,7 @@ enum Wire {
     Restore(String),
     Keyboard(bool),
     Keys(Vec<u8>),
+    Status(bool),
 }
 
 impl Control {
@@ -88,6 +95,7 @@ impl Control {
             Control::Restore(bytes) => Wire::Restore(bytes.clone()),
             Control::Keyboard => Wire::Keyboard(true),
             Control::Keys(bytes) => Wire::Keys(bytes.clone()),
+            Control::Status(on) => Wire::Status(*on),
         };
         serde_json::to_value(wire).unwrap_or(Value::Null)
     }
@@ -128,6 +136,7 @@ impl Control {
             Wire::Restore(bytes) => Control::Restore(bytes),
             Wire::Keyboard(_) => Control::Keyboard,
             Wire::Keys(bytes) => Control::Keys(bytes),
+            Wire::Status(on) => Control::Status(on),
         })
     }
 
@@ -181,6 +190,8 @@ mod tests {
                 json!({"keys": [27, 91, 65, 2]}),
             ),
             (Control::Keys(Vec::new()), json!({"keys": []})),
+            (Control::Status(true), json!({"status": true})),
+            (Control::Status(false), json!({"status": false})),
         ];
         for (control, wire) in cases {
             assert_eq!(control.to_value(), wire, "{control:?}");

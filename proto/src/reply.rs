@@ -338,6 +338,11 @@ pub struct Attached {
     /// that predates it, which gets every keystroke in frames.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keyboard: bool,
+    /// The pane host knows the status line (the request's `status`, the `status` control).
+    /// Absent from a pane host that predates it, which would write a status-line client the
+    /// raw output over its line: such a client draws none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub status: bool,
 }
 
 /// `kill`'s answer.

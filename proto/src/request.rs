@@ -608,6 +608,15 @@ pub struct Attach {
         deserialize_with = "de::present"
     )]
     pub keyboard: Option<u8>,
+    /// The client draws a status line on its terminal's last row: `rows` are the rows left to
+    /// the pane, and the pane host shows this client the pane from its model, painted in place
+    /// in those rows ([`crate::Control::Status`] turns it on and off later).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::present"
+    )]
+    pub status: Option<bool>,
 }
 
 /// `shutdown`.

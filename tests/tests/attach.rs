@@ -1707,7 +1707,7 @@ fn the_escape_time_is_set_by_belfry_escape_time_ms() {
 
 /// Issue 46, defect 6: the bindings line (`prefix ?`) is wrapped over the terminal's last
 /// lines when it is wider than the terminal, not cut at its width (before: cut at 60
-/// columns, `? this list` lost).
+/// columns, its end lost).
 #[test]
 fn the_bindings_line_is_whole_on_a_narrow_terminal() {
     let env = Env::new();
@@ -1722,9 +1722,15 @@ fn the_bindings_line_is_whole_on_a_narrow_terminal() {
     env.ok(&["send", "outer", "--key", "C-b", "--text", "?"]);
     env.wait_screen("outer", "\\[ history");
     let lines = env.lines("outer");
-    let shown = format!("{}{}", lines[22], lines[23]);
+    // The row break may fall on a space, which the row's trailing blanks then hide.
+    let whole = "s panes, n next, p prev, S status, C-b send C-b, ? help";
     assert!(
-        shown.contains("s panes, n/p next/previous, C-b send C-b, ? this list"),
+        [
+            format!("{}{}", lines[22], lines[23]),
+            format!("{} {}", lines[22], lines[23])
+        ]
+        .iter()
+        .any(|shown| shown.contains(whole)),
         "the bindings line is cut: {lines:#?}"
     );
 }

@@ -1,6 +1,6 @@
 //! Issue 46: the user's config file, `$XDG_CONFIG_HOME/belfry/config.kdl`, sets the attach
-//! client's prefix, escape time and the history a new pane keeps; the command line and the
-//! environment win over it, and a bad file is named by line and column.
+//! client's prefix, escape time, key bindings and the history a new pane keeps; the command
+//! line and the environment win over it, and a bad file is named by line and column.
 
 use belfry_tests::Env;
 
@@ -120,4 +120,45 @@ fn a_bad_config_file_is_named_by_line_and_column() {
     env.wait_screen("envwins", "ATTACH-EXIT=2");
     let shown = screen(&env, "envwins").replace('\n', "");
     assert!(shown.contains("BELFRY_ESCAPE_TIME_MS=\"x\""), "{shown}");
+}
+
+/// `bind "KEY" "ACTION"` changes the keys after the prefix: a key bound to `detach` detaches,
+/// one bound to `none` is swallowed as unbound, and `prefix ?` lists the table as it is; a bad
+/// action stops the attach naming the file, line and column.
+#[test]
+fn bind_lines_in_the_config_file_change_the_keys_after_the_prefix() {
+    let env = Env::new();
+    let path = write_config(
+        &env,
+        "attach {\n  prefix \"C-a\"\n  bind \"x\" \"detach\"\n  bind \"[\" \"none\"\n}\n",
+    );
+    env.ok(&["new", "inner", "--env", "PS1=inner$ ", "--", "sh", "-i"]);
+    env.wait_screen("inner", "inner\\$");
+    attach_client(&env, "outer", "", "inner");
+    env.wait_screen("outer", "inner\\$");
+    env.ok(&["send", "outer", "--key", "C-a", "--text", "["]);
+    env.wait_screen("outer", "C-a \\[ is not bound; C-a \\? lists the bindings");
+    env.ok(&["send", "outer", "--key", "C-a", "--text", "?"]);
+    env.wait_screen("outer", "C-a: d/x detach, \\] paste");
+    assert!(
+        !screen(&env, "outer").contains("[ history"),
+        "{}",
+        screen(&env, "outer")
+    );
+    env.ok(&["send", "outer", "--key", "C-a", "--text", "x"]);
+    env.wait_screen("outer", "ATTACH-EXIT=0");
+    assert!(screen(&env, "outer").contains("[detached from inner]"));
+
+    // The file is read before anything else (a terminal on stdin among it).
+    std::fs::write(&path, "attach {\n  bind \"v\" \"zoom\"\n}\n").unwrap();
+    let out = env.run(&["attach", "inner"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:2:3: `bind` unknown action \"zoom\"",
+            path.display()
+        )),
+        "{err}"
+    );
 }

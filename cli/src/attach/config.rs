@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 
+use belfry_cli::bindings::{action_names, Bindings, Command};
 use belfry_cli::keys::DetachKey;
 
 /// The detach key when neither the command line nor the config gives one.
@@ -37,6 +38,11 @@ pub struct AttachConfig {
     pub detach_key: Option<String>,
     pub escape_time: Option<Duration>,
     pub history_limit: Option<u64>,
+    /// Whether the status line is drawn under the pane (`status on`).
+    pub status: Option<bool>,
+    /// `bind "KEY" "ACTION"`, in the file's order: the key after the prefix and what it does
+    /// (`None`: nothing, for `none`).
+    pub bindings: Vec<(u8, Option<Command>)>,
 }
 
 impl AttachConfig {
@@ -97,6 +103,10 @@ impl AttachConfig {
             for option in children.nodes() {
                 let here = at(option.span().offset());
                 let name = option.name().value();
+                if name == "bind" {
+                    config.bindings.push(parse_bind(option, &here)?);
+                    continue;
+                }
                 let value = match option.entries() {
                     [entry] if entry.name().is_none() => entry.value(),
                     _ => bail!("{here}: `{name}` takes one value"),
@@ -152,15 +162,57 @@ impl AttachConfig {
                             })?;
                         config.history_limit = Some(lines);
                     }
+                    "status" => {
+                        let on = match (value.as_string(), value.as_bool()) {
+                            (Some("on"), _) | (_, Some(true)) => true,
+                            (Some("off"), _) | (_, Some(false)) => false,
+                            _ => bail!("{here}: `status` takes on or off, not {value}"),
+                        };
+                        config.status = Some(on);
+                    }
                     other => bail!(
                         "{here}: unknown option {other:?} in `attach` (it takes prefix, \
-                         detach-key, escape-time and history-limit)"
+                         detach-key, escape-time, history-limit, status and bind)"
                     ),
                 }
             }
         }
         Ok(config)
     }
+}
+
+/// One `bind "KEY" "ACTION"` (at `here`): the key and what it does.
+fn parse_bind(option: &kdl::KdlNode, here: &str) -> Result<(u8, Option<Command>)> {
+    let strings: Vec<Option<&str>> = option
+        .entries()
+        .iter()
+        .map(|entry| {
+            entry
+                .name()
+                .is_none()
+                .then(|| entry.value().as_string())
+                .flatten()
+        })
+        .collect();
+    let [Some(key), Some(action)] = strings[..] else {
+        bail!(
+            "{here}: `bind` takes a key and an action, both strings: bind \"v\" \"history\" \
+             (the actions are {})",
+            action_names()
+        );
+    };
+    let key = Bindings::parse_key(key).map_err(|err| anyhow!("{here}: `bind` {err:#}"))?;
+    let action = Bindings::parse_action(action).map_err(|err| anyhow!("{here}: `bind` {err:#}"))?;
+    Ok((key, action))
+}
+
+/// The key bindings of the user's config: the defaults, changed by its `bind` lines.
+pub fn bindings(config: &AttachConfig) -> Bindings {
+    let mut table = Bindings::default();
+    for (key, action) in &config.bindings {
+        table.bind(*key, *action);
+    }
+    table
 }
 
 /// The detach key for a command given `flag` (`--detach-key`), as written: the flag, else the
@@ -200,8 +252,34 @@ mod tests {
             Some("C-q")
         );
         assert_eq!(parse("").unwrap(), AttachConfig::default());
+        for (text, on) in [
+            ("on", true),
+            ("off", false),
+            ("#true", true),
+            ("#false", false),
+        ] {
+            let config = parse(&format!("attach {{\n  status {text}\n}}\n")).unwrap();
+            assert_eq!(config.status, Some(on), "{text}");
+        }
         // The command line wins without the file being read.
         assert_eq!(detach_key_spec(Some("C-q")).unwrap(), "C-q");
+    }
+
+    #[test]
+    fn bind_lines_change_the_keys_after_the_prefix() {
+        let config = parse(
+            "attach {\n  bind \"x\" \"detach\"\n  bind \"[\" \"none\"\n  bind \"C-t\" \
+             \"status\"\n}\n",
+        )
+        .unwrap();
+        let table = bindings(&config);
+        assert_eq!(table.get(b'x'), Some(Command::Detach));
+        assert_eq!(table.get(b'['), None);
+        assert_eq!(
+            table.get(0x14),
+            Some(Command::Bound(belfry_cli::keys::Binding::StatusLine))
+        );
+        assert_eq!(table.get(b's'), Bindings::default().get(b's'));
     }
 
     #[test]
@@ -221,11 +299,28 @@ mod tests {
                 "given twice",
             ),
             (
-                "attach {\n  status off\n}\n",
+                "attach {\n  zoom off\n}\n",
                 ":2:3:",
-                "unknown option \"status\"",
+                "unknown option \"zoom\"",
             ),
+            ("attach {\n  status maybe\n}\n", ":2:3:", "on or off, not"),
             ("attach {\n  history-limit 0\n}\n", ":2:3:", "history-limit"),
+            (
+                "attach {\n  status on\n  bind \"C-1\" \"history\"\n}\n",
+                ":3:3:",
+                "`bind` key \"C-1\"",
+            ),
+            (
+                "attach {\n  bind \"v\" \"zoom\"\n}\n",
+                ":2:3:",
+                "unknown action \"zoom\"; the actions are detach, history",
+            ),
+            (
+                "attach {\n  bind \"v\"\n}\n",
+                ":2:3:",
+                "takes a key and an action",
+            ),
+            ("attach {\n  bind \"a b\" \"help\"\n}\n", ":2:3:", "not two"),
             ("attach \"x\"\n", ":1:1:", "takes a block"),
             (
                 "attach {\n  prefix \"C-a\n}\n",

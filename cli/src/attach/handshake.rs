@@ -32,6 +32,8 @@ pub(super) struct Connected {
     pub(super) terminal: Option<std::os::fd::OwnedFd>,
     /// Whether there is a keyboard to read at all.
     pub(super) keyboard: bool,
+    /// Whether the pane host knows the status line.
+    pub(super) status_known: bool,
     pub(super) ssh: Option<belfry_mux::remote::SshChild>,
 }
 
@@ -64,13 +66,19 @@ pub(super) async fn handshake(
     // keys may be in; a watching client sends no keys.
     let offer_keyboard =
         terminal.is_some() && !target.read_only && keyboard.is_some() && keyboard_handover();
+    // With the status line on, the pane is given the rows above it.
+    let status_line = target.status_line.get();
+    let size = target
+        .size
+        .map(|(rows, cols)| (pane_rows(rows, status_line), cols));
     let attach = op::Attach {
         session: None,
         read_only: Some(target.read_only),
-        rows: target.size.map(|(rows, _)| rows.into()),
-        cols: target.size.map(|(_, cols)| cols.into()),
+        rows: size.map(|(rows, _)| rows.into()),
+        cols: size.map(|(_, cols)| cols.into()),
         terminal: terminal.is_some().then_some(true),
         keyboard: offer_keyboard.then_some(target.detach.prefix),
+        status: status_line.then_some(true),
     };
     // The handshake has a deadline: a stopped or hung pane host is an error naming it, not a
     // terminal that silently hangs. Once attached, a quiet pane may stay quiet for hours.
@@ -87,21 +95,23 @@ pub(super) async fn handshake(
         }
         let attached: Attached =
             exchange(&mut reader, &mut writer, &Request::new(1, attach)).await?;
-        anyhow::Ok((attached.terminal, attached.keyboard))
+        anyhow::Ok((attached.terminal, attached.keyboard, attached.status))
     };
     let handshake_deadline = target.socket.handshake_deadline();
     let mut handed = false;
     // Whether the pane host takes the keyboard as well.
     let mut keyboard_handed = false;
+    let mut status_known = false;
     match tokio::time::timeout(handshake_deadline, handshake).await {
         // A remote handshake that failed because ssh did says what ssh said.
         Ok(Err(err)) => match ssh.as_mut() {
             Some(ssh) if err.is::<NoReply>() => return Err(ssh.failure(None).into()),
             _ => return Err(err),
         },
-        Ok(Ok((taken, keys))) => {
+        Ok(Ok((taken, keys, status))) => {
             handed = taken && terminal.is_some();
             keyboard_handed = handed && keys && offer_keyboard;
+            status_known = status;
         }
         Err(_) if ssh.is_some() => {
             if let Some(ssh) = ssh.as_mut() {
@@ -132,6 +142,7 @@ pub(super) async fn handshake(
         writer,
         handed,
         keyboard_handed,
+        status_known,
         terminal: if handed { terminal } else { None },
         keyboard: keyboard.is_some(),
         ssh,
@@ -188,5 +199,15 @@ async fn exchange<T: DeserializeOwned>(
             "pane host reply to {:?} is not what the protocol says: {err}",
             request.op.name()
         ),
+    }
+}
+
+/// The rows a terminal of `rows` gives the pane: one less with the status line under it (a
+/// terminal of one row keeps it for the pane).
+pub(super) fn pane_rows(rows: u16, status_line: bool) -> u16 {
+    if status_line && rows > 1 {
+        rows - 1
+    } else {
+        rows
     }
 }

@@ -27,10 +27,12 @@ use belfry_proto::ExitStatus;
 use belfry_pty::restore::{self};
 
 pub mod config;
+mod copy;
 mod handshake;
 mod nesting;
 mod record;
 mod session;
+mod status;
 mod terminal;
 mod views;
 
@@ -41,7 +43,7 @@ pub use views::PaneEntry;
 use views::{Chooser, History, Outcome};
 
 use record::{restore_terminal, Record, SharedOuter};
-use session::show_message;
+use status::show_message;
 use terminal::{read_keys, write_terminal, Keyboard, Stdout};
 
 /// What the client needs to move between panes while attached (`prefix s`, `n`, `p`).
@@ -51,6 +53,16 @@ pub trait Panes {
     /// The pane host serving `name`; an error when there is none, or when attaching to it
     /// from here would show a pane inside itself.
     fn socket(&self, name: &str) -> Result<Endpoint>;
+    /// What the status line says of pane `name` after its name: its program's state and its
+    /// unread mail; by default the chooser's words for it.
+    fn status_words(&self, name: &str) -> Result<String> {
+        let entries = self.list()?;
+        Ok(entries
+            .into_iter()
+            .find(|entry| entry.name == name)
+            .map(|entry| entry.detail)
+            .unwrap_or_default())
+    }
 }
 
 /// Where the pane host of an attach is: a socket of this machine, or a pane of another one
@@ -129,6 +141,15 @@ const ESCAPE_TIME_VAR: &str = "BELFRY_ESCAPE_TIME_MS";
 /// past that a lone Escape would seem lost.
 const ESCAPE_TIME_MAX_MS: u64 = 5000;
 
+/// The key bindings this process uses, set from the config file when `run` starts.
+static KEY_BINDINGS: std::sync::OnceLock<belfry_cli::bindings::Bindings> =
+    std::sync::OnceLock::new();
+
+/// The keys after the prefix and what they do: the config file's, else tmux's.
+fn key_bindings() -> belfry_cli::bindings::Bindings {
+    KEY_BINDINGS.get().cloned().unwrap_or_default()
+}
+
 /// The escape time this process uses, set from [`ESCAPE_TIME_VAR`] when `run` starts.
 static ESCAPE_TIME: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
 
@@ -177,7 +198,9 @@ pub fn run(
     panes: &dyn Panes,
     note: Option<String>,
 ) -> Result<i32> {
-    set_escape_time()?;
+    let status_line = std::cell::Cell::new(set_escape_time()?);
+    let paste_buffer = std::cell::RefCell::new(String::new());
+    let seen = std::cell::RefCell::new(std::collections::HashMap::new());
     let interactive = rustix::termios::isatty(std::io::stdin());
     // Without a terminal on stdin the client refuses after the hello (below), so it never
     // sends a size that would resize the pane.
@@ -240,6 +263,9 @@ pub fn run(
             panes,
             note: note.take(),
             carried: std::mem::take(&mut carried),
+            status_line: &status_line,
+            paste_buffer: &paste_buffer,
+            seen: &seen,
         };
         let ended = runtime.block_on(session::attach(target, Stdout, &outer, &mut keyboard));
         match ended {
@@ -267,18 +293,22 @@ pub fn run(
     Ok(code)
 }
 
-/// Sets this process's escape time: the variable wins over the config file's `escape-time`;
-/// the file is read only without it.
-fn set_escape_time() -> Result<()> {
-    let escape = match std::env::var_os(ESCAPE_TIME_VAR).filter(|v| !v.is_empty()) {
-        Some(value) => escape_time_from(Some(&value))?,
-        None => config::AttachConfig::load()?
-            .escape_time
-            .unwrap_or(keys::ESCAPE_TIME),
-    };
+/// Sets this process's escape time (the variable wins over the config file's `escape-time`)
+/// and says whether the status line starts on (the file's `status`, kept across pane
+/// switches as `prefix S` leaves it).
+fn set_escape_time() -> Result<bool> {
+    // The variable is judged before the file is read: a bad value is named as the
+    // variable's, whatever the file holds.
+    let from_variable = std::env::var_os(ESCAPE_TIME_VAR)
+        .filter(|v| !v.is_empty())
+        .map(|value| escape_time_from(Some(&value)))
+        .transpose()?;
+    let config = config::AttachConfig::load()?;
+    let escape = from_variable.unwrap_or(config.escape_time.unwrap_or(keys::ESCAPE_TIME));
     // Set once per process; a second run (none today) keeps the first value.
     let _ = ESCAPE_TIME.set(escape);
-    Ok(())
+    let _ = KEY_BINDINGS.set(config::bindings(&config));
+    Ok(config.status.unwrap_or(false))
 }
 
 /// Says why the chooser shown first attached nowhere; the exit code.
@@ -418,7 +448,7 @@ async fn choose_first(panes: &dyn Panes, keyboard: &mut Option<Keyboard>) -> Res
                     return Ok(Chosen::Left(None));
                 }
                 match chooser.key(key) {
-                    Outcome::Stay => {}
+                    Outcome::Stay | Outcome::Copy(_) => {}
                     Outcome::Leave => return Ok(Chosen::Left(None)),
                     Outcome::Switch(name) => match panes.socket(&name) {
                         Ok(socket) => {
@@ -560,6 +590,21 @@ const HISTORY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 const HISTORY_LINES: u64 = 100_000;
 
 /// The pane's scrollback and then its screen, as text, asked of its pane host.
+/// Whether the pane's program asked for bracketed paste, from a snapshot of its model.
+fn bracketed_paste(socket: &Endpoint) -> Result<bool> {
+    let mut client = match socket {
+        Endpoint::Socket(socket) => {
+            belfry_transport::client::Client::connect_within(socket, HISTORY_DEADLINE)?
+        }
+        Endpoint::Remote(remote, session) => remote.pane(session)?,
+    };
+    let screen: Screen = client
+        .call::<Screen>(op::Snapshot::default())?
+        .into_result()
+        .map_err(|err| anyhow!("the pane host refused: {}", err.message))?;
+    Ok(screen.modes.bracketed_paste)
+}
+
 fn history_lines(socket: &Endpoint) -> Result<Vec<String>> {
     let mut client = match socket {
         Endpoint::Socket(socket) => {

@@ -13,13 +13,15 @@ use belfry_cli::keys::{Action, Binding, KeyFilter, ViewKeys, ViewRead};
 use belfry_proto::{Control, Size};
 use belfry_transport::wire::{Frame, FrameReader};
 
-use super::handshake::{handshake, Connected};
+use super::copy::{kept, osc52, paste_bytes};
+use super::handshake::{handshake, pane_rows, Connected};
 use super::record::{SharedOuter, TITLE_PUSH};
-use super::terminal::{read_keys, Keyboard, Terminal};
-use super::views::{Chooser, History, Outcome};
+use super::status::{show_message, StatusLine};
+use super::terminal::{read_keys, take_color_answers, Keyboard, Terminal};
+use super::views::{mark_activity, Chooser, History, Outcome};
 use super::{
-    escape_time, history_lines, neighbour, read_only_note, shown_cropped, DetachKey, Ended,
-    Endpoint, Panes, View, VIEW_SCREEN_ON,
+    bracketed_paste, escape_time, history_lines, key_bindings, neighbour, read_only_note,
+    shown_cropped, DetachKey, Ended, Endpoint, Panes, View, VIEW_SCREEN_ON,
 };
 
 /// The client's questions to its terminal on attach: the foreground and background colours.
@@ -57,6 +59,13 @@ pub(super) struct Target<'a> {
     pub(super) note: Option<String>,
     /// Keys typed after a switch to this pane, in the same read: they are this pane's.
     pub(super) carried: Vec<u8>,
+    /// Whether the status line is drawn under the pane; `prefix S` turns it on and off, and
+    /// the pane switched to keeps what it was.
+    pub(super) status_line: &'a std::cell::Cell<bool>,
+    /// The paste buffer: what copy mode copied last, kept across pane switches.
+    pub(super) paste_buffer: &'a std::cell::RefCell<String>,
+    /// Each pane's revision when this client last looked at it (the chooser's activity mark).
+    pub(super) seen: &'a std::cell::RefCell<std::collections::HashMap<String, u64>>,
 }
 
 /// Attaches to the pane of `target` until detach, exit, a signal or a switch to another pane.
@@ -76,6 +85,11 @@ pub(super) async fn attach<T: Terminal>(
     let handed_terminal = connected.terminal.take();
     let mut session = Session::new(&target, connected, terminal, outer, note);
     session.start()?;
+    // The attach asked for a row less for a status line a pane host that predates it will not
+    // keep free: the pane gets the whole terminal back, and no line is drawn.
+    if target.status_line.get() && !session.status.known() {
+        session.send_size().await?;
+    }
     session.hand_over(handed_terminal, keyboard.as_ref())?;
     use tokio::signal::unix::{signal, SignalKind};
     let mut winch = signal(SignalKind::window_change())?;
@@ -132,6 +146,8 @@ pub(super) enum Input {
     MessageTime,
     /// A signal that ends the attach (its name).
     Signal(&'static str),
+    /// The status line's words are due to be asked for again.
+    StatusTime,
 }
 
 /// The state of one attach: the connection to the pane host, the terminal, and what the
@@ -178,6 +194,10 @@ pub(super) struct Session<'a, T: Terminal> {
     colors_asked: bool,
     colors_until: tokio::time::Instant,
     colors_seen: [bool; 2],
+    /// The status line under the pane, when it is on.
+    status: StatusLine<'a>,
+    paste_buffer: &'a std::cell::RefCell<String>,
+    seen: &'a std::cell::RefCell<std::collections::HashMap<String, u64>>,
 }
 
 impl<'a, T: Terminal> Session<'a, T> {
@@ -202,7 +222,7 @@ impl<'a, T: Terminal> Session<'a, T> {
             writer: connected.writer,
             handed: connected.handed,
             keyboard_handed: connected.keyboard_handed,
-            filter: KeyFilter::new(target.detach),
+            filter: KeyFilter::with_bindings(target.detach, key_bindings()),
             stdin_open: connected.keyboard,
             note,
             message_until: None,
@@ -215,6 +235,9 @@ impl<'a, T: Terminal> Session<'a, T> {
             colors_asked: connected.keyboard_handed,
             colors_until: tokio::time::Instant::now(),
             colors_seen: [false, false],
+            status: StatusLine::new(target.status_line, connected.status_known),
+            paste_buffer: target.paste_buffer,
+            seen: target.seen,
         }
     }
 
@@ -321,6 +344,7 @@ impl<'a, T: Terminal> Session<'a, T> {
         };
         let clear_message = until(self.message_until);
         let flush_partial = until(self.partial_until);
+        let status_due = until(self.status.until);
         let reads_keys = self.stdin_open && !self.host_reads;
         Ok(tokio::select! {
             frame = self.reader.read() => Input::Frame(frame?),
@@ -329,6 +353,7 @@ impl<'a, T: Terminal> Session<'a, T> {
             _ = winch.recv() => Input::Resize,
             _ = flush_partial => Input::EscapeTime,
             _ = clear_message => Input::MessageTime,
+            _ = status_due => Input::StatusTime,
             _ = term.recv() => Input::Signal("SIGTERM"),
             _ = hup.recv() => Input::Signal("SIGHUP"),
         })
@@ -350,6 +375,7 @@ impl<'a, T: Terminal> Session<'a, T> {
                 self.leave().await;
                 Ok(Some(Ended::Signal(name)))
             }
+            Input::StatusTime => self.draw_status().await,
         }
     }
 
@@ -391,7 +417,8 @@ impl<'a, T: Terminal> Session<'a, T> {
                 | Control::Colors(_)
                 | Control::Resize(_)
                 | Control::Pause(_)
-                | Control::Keyboard => {}
+                | Control::Keyboard
+                | Control::Status(_) => {}
             },
             None => return Ok(Some(Ended::Closed)),
         }
@@ -402,17 +429,104 @@ impl<'a, T: Terminal> Session<'a, T> {
     /// again at the new size.
     async fn on_resize(&mut self) -> Result<()> {
         // A terminal larger than a pane can be says nothing: the pane keeps its size.
-        if let Some(size) = self
-            .terminal
-            .size()
-            .and_then(|(rows, cols)| Size::new(rows.into(), cols.into()).ok())
-        {
+        self.send_size().await?;
+        self.render_view()?;
+        self.status.due_now();
+        Ok(())
+    }
+
+    /// Tells the pane host the rows and columns the pane has here: the terminal's, less the
+    /// status line's row while it is on.
+    async fn send_size(&mut self) -> Result<()> {
+        let status_line = self.status.is_on();
+        if let Some(size) = self.terminal.size().and_then(|(rows, cols)| {
+            Size::new(pane_rows(rows, status_line).into(), cols.into()).ok()
+        }) {
             self.writer
                 .write_all(&Frame::Control(Control::Resize(size)).encode())
                 .await?;
         }
-        self.render_view()?;
         Ok(())
+    }
+
+    /// Draws the status line on the terminal's last row when its words changed (or something
+    /// drew over it), pausing a pane host that writes the terminal so the two never write at
+    /// once; not while a view or a message covers the row. `Some` when the attach ended
+    /// during the pause.
+    async fn draw_status(&mut self) -> Result<Option<Ended>> {
+        let covered = self.view.is_some() || self.message_until.is_some();
+        let size = self.terminal.size().unwrap_or((24, 80));
+        let (panes, session) = (self.panes, self.session);
+        let words = || panes.status_words(session).ok();
+        let Some(bytes) = self.status.due(session, words, covered, size) else {
+            return Ok(None);
+        };
+        let pause_first = self.handed && !self.paused;
+        if pause_first {
+            if let Some(ended) = self.pause().await? {
+                return Ok(Some(ended));
+            }
+        }
+        self.draw(&bytes)?;
+        if let Ok(mut outer) = self.outer.lock() {
+            // Erased on the way out, with the terminal's other borrowed rows.
+            outer.cover_rows = outer.cover_rows.max(1);
+        }
+        if pause_first {
+            self.writer
+                .write_all(&Frame::Control(Control::Pause(false)).encode())
+                .await?;
+        }
+        Ok(None)
+    }
+
+    /// `prefix ]`: the paste buffer typed into the pane, as keys typed here are (a watcher's
+    /// go nowhere), between the bracketed paste markers when the program asked for them.
+    async fn paste(&mut self) -> Result<Option<Ended>> {
+        let text = self.paste_buffer.borrow().clone();
+        if text.is_empty() {
+            let note = format!(
+                "nothing to paste: {} [ opens the history, v selects, y copies",
+                DetachKey {
+                    prefix: self.detach.prefix,
+                    then: None
+                }
+            );
+            return self.message_with_pause(&note).await;
+        }
+        if self.read_only {
+            let note = read_only_note(self.session, self.detach);
+            return self.message_with_pause(&note).await;
+        }
+        // A pane whose modes cannot be asked for gets the text unbracketed, as typed.
+        let bracketed = bracketed_paste(self.socket).unwrap_or(false);
+        let bytes = paste_bytes(&text, bracketed);
+        belfry_transport::wire::write_frames(&mut self.writer, &[Frame::data(&bytes)]).await?;
+        Ok(None)
+    }
+
+    /// `prefix S`: the status line on or off. The pane host is told first, then given the
+    /// pane's new rows: turned off, it sends a full redraw, which paints the whole terminal
+    /// again; turned on, it paints the rows above the line, and the line is drawn.
+    async fn toggle_status(&mut self) -> Result<Option<Ended>> {
+        if !self.status.known() {
+            let note = format!(
+                "the pane host of {} predates the status line; a pane started since has it",
+                self.session
+            );
+            return self.message_with_pause(&note).await;
+        }
+        let on = self.status.toggle();
+        self.writer
+            .write_all(&Frame::Control(Control::Status(on)).encode())
+            .await?;
+        self.send_size().await?;
+        if !on {
+            if let Ok(mut outer) = self.outer.lock() {
+                outer.cover_rows = 0;
+            }
+        }
+        Ok(None)
     }
 
     /// The start of an escape sequence waited long enough: it is taken as it is (a lone
@@ -520,11 +634,18 @@ impl<'a, T: Terminal> Session<'a, T> {
                 break;
             }
         }
+        if let Outcome::Copy(text) = &outcome {
+            // Copied while the view is still drawn (the pane host paused): to the outer
+            // terminal's clipboard, and to the buffer `prefix ]` pastes.
+            let text = kept(text.clone());
+            self.terminal.write(&osc52(&text))?;
+            *self.paste_buffer.borrow_mut() = text;
+        }
         match outcome {
             Outcome::Stay => {
                 self.render_view()?;
             }
-            Outcome::Leave => {
+            Outcome::Leave | Outcome::Copy(_) => {
                 self.view = None;
                 self.view_keys = ViewKeys::default();
                 self.partial_until = None;
@@ -584,6 +705,14 @@ impl<'a, T: Terminal> Session<'a, T> {
         let rest = self.filter.after_binding();
         let session = self.session;
         let opened = match binding {
+            Binding::StatusLine => {
+                self.carried = rest;
+                return self.toggle_status().await;
+            }
+            Binding::Paste => {
+                self.carried = rest;
+                return self.paste().await;
+            }
             Binding::NextPane | Binding::PreviousPane => {
                 let next = binding == Binding::NextPane;
                 match neighbour(self.panes, session, next) {
@@ -598,10 +727,10 @@ impl<'a, T: Terminal> Session<'a, T> {
                     Err(err) => Err(err),
                 }
             }
-            Binding::ChoosePane => self
-                .panes
-                .list()
-                .map(|entries| View::Chooser(Chooser::new(entries, session))),
+            Binding::ChoosePane => self.panes.list().map(|mut entries| {
+                mark_activity(&mut entries, session, &mut self.seen.borrow_mut());
+                View::Chooser(Chooser::new(entries, session))
+            }),
             Binding::History => history_lines(self.socket).map(|lines| {
                 let (rows, _) = self.terminal.size().unwrap_or((24, 80));
                 View::History(History::new(lines, rows))
@@ -815,6 +944,9 @@ impl<'a, T: Terminal> Session<'a, T> {
             outer.cover_rows = 0;
             outer.view_screen = false;
         }
+        // The pane's redraw leaves the status line's row as it is: what covered it is
+        // covered again by the line.
+        self.status.due_now();
         Ok(())
     }
 }
@@ -842,68 +974,6 @@ fn keep_undo(outer: &SharedOuter, undo: String) {
     if let Ok(mut outer) = outer.lock() {
         outer.host_undo = Some(undo.into_bytes());
     }
-}
-
-/// Splits the terminal's OSC 10 and 11 answers (`ESC ] 10 ; … BEL/ST`) out of `input`: the
-/// rest is keystrokes.
-fn take_color_answers(input: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let (mut rest, mut answers) = (Vec::with_capacity(input.len()), Vec::new());
-    let mut i = 0;
-    while i < input.len() {
-        let tail = &input[i..];
-        if tail.starts_with(b"\x1b]10;") || tail.starts_with(b"\x1b]11;") {
-            let end = tail
-                .iter()
-                .enumerate()
-                .skip(2)
-                .find_map(|(at, &b)| match b {
-                    0x07 => Some(at + 1),
-                    0x1b if tail.get(at + 1) == Some(&b'\\') => Some(at + 2),
-                    _ => None,
-                });
-            if let Some(end) = end {
-                answers.extend_from_slice(&tail[..end]);
-                i += end;
-                continue;
-            }
-        }
-        rest.push(input[i]);
-        i += 1;
-    }
-    (rest, answers)
-}
-
-/// Writes `message` over the outer terminal's last lines, in reverse video, on as many
-/// lines as its width needs (at most the terminal's rows), and puts the cursor and pen back
-/// (DECSC/DECRC). The lines it covers are the pane's: the pane host's redraw (asked for on
-/// the next key or after [`MESSAGE_TIME`]) paints them back, and the saved cursor with it;
-/// until then they are erased on the way out (`Record::cover_rows`).
-pub(super) fn show_message(
-    message: &str,
-    outer: &SharedOuter,
-    terminal: &mut impl Terminal,
-) -> std::io::Result<()> {
-    let (rows, cols) = terminal.size().unwrap_or((24, 80));
-    let chars: Vec<char> = message.chars().collect();
-    let lines: Vec<String> = chars
-        .chunks(usize::from(cols.max(1)))
-        .take(usize::from(rows))
-        .map(|line| line.iter().collect())
-        .collect();
-    let count = u16::try_from(lines.len()).unwrap_or(rows).max(1);
-    let mut out = String::from("\x1b7");
-    for (at, text) in (rows - count + 1..).zip(&lines) {
-        out.push_str(&format!("\x1b[{at};1H\x1b[0m\x1b[2K\x1b[7m{text}\x1b[0m"));
-    }
-    out.push_str("\x1b8");
-    if let Ok(mut outer) = outer.lock() {
-        outer.observe(out.as_bytes());
-    }
-    terminal.write(out.as_bytes())?;
-    if let Ok(mut outer) = outer.lock() {
-        outer.cover_rows = outer.cover_rows.max(count);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -987,6 +1057,10 @@ mod tests {
             panes: &OnePane,
             note: None,
             carried: Vec::new(),
+            // Each test's own switch, off as the config leaves it.
+            status_line: Box::leak(Box::new(std::cell::Cell::new(false))),
+            paste_buffer: Box::leak(Box::default()),
+            seen: Box::leak(Box::default()),
         }
     }
 
@@ -1010,6 +1084,7 @@ mod tests {
             keyboard_handed: false,
             terminal: None,
             keyboard: true,
+            status_known: true,
             ssh: None,
         };
         let terminal = Recording {
@@ -1142,6 +1217,122 @@ mod tests {
         session.terminal.size = Some((30, 5000));
         session.on_input(Input::Resize).await.expect("resize taken");
         assert!(quiet(&mut host).await, "an impossible size was sent");
+    }
+
+    #[tokio::test]
+    async fn the_status_line_key_gives_the_pane_a_row_less_and_draws_the_line_on_the_last_row() {
+        let socket = nowhere();
+        let target = target(&socket, false);
+        let outer = SharedOuter::default();
+        let (mut session, mut host, _keep) = attached(&target, &outer, Some((24, 80)));
+        let ended = session
+            .on_keys(Some(b"\x02S".to_vec()))
+            .await
+            .expect("keys taken");
+        assert!(ended.is_none());
+        // The pane host is told, then given the rows above the line.
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Status(true))
+        );
+        let rows_left = Size::new(23, 80).expect("a valid size");
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Resize(rows_left))
+        );
+        assert!(session.status.until.is_some(), "the line is not due");
+        session
+            .on_input(Input::StatusTime)
+            .await
+            .expect("status drawn");
+        let text = session.terminal.text();
+        assert!(
+            text.contains("\x1b7\x1b[24;1H\x1b[0m\x1b[7m[work]"),
+            "no status line on row 24: {text:?}"
+        );
+        // Drawn once: the same words are not drawn again at the next turn.
+        let drawn = session.terminal.written.len();
+        session
+            .on_input(Input::StatusTime)
+            .await
+            .expect("status drawn");
+        assert_eq!(session.terminal.written.len(), drawn);
+        // A resize keeps the row for the line.
+        session.terminal.size = Some((30, 100));
+        session.on_input(Input::Resize).await.expect("resize taken");
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Resize(Size::new(29, 100).expect("a valid size")))
+        );
+        // Off again: the pane host is told and the pane gets every row back.
+        session
+            .on_keys(Some(b"\x02S".to_vec()))
+            .await
+            .expect("keys taken");
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Status(false))
+        );
+        assert_eq!(
+            next_frame(&mut host).await,
+            Frame::Control(Control::Resize(Size::new(30, 100).expect("a valid size")))
+        );
+        assert!(session.status.until.is_none());
+    }
+
+    /// A pane host that predates the status line (its attach reply has no `status`) would
+    /// write the raw output over the line: the key says so and changes nothing.
+    #[tokio::test]
+    async fn a_pane_host_that_predates_the_status_line_gets_no_status_line() {
+        let socket = nowhere();
+        let target = target(&socket, false);
+        let outer = SharedOuter::default();
+        let (mut session, mut host, _keep) = attached(&target, &outer, Some((24, 80)));
+        session.status = super::super::status::StatusLine::new(target.status_line, false);
+        session
+            .on_keys(Some(b"\x02S".to_vec()))
+            .await
+            .expect("keys taken");
+        assert!(
+            quiet(&mut host).await,
+            "the pane host was told of a status line"
+        );
+        assert!(!target.status_line.get() && session.status.until.is_none());
+        assert!(
+            session.terminal.text().contains("predates the status line"),
+            "{:?}",
+            session.terminal.text()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_paste_key_types_the_buffer_into_the_pane_and_says_when_it_is_empty() {
+        let socket = nowhere();
+        let target = target(&socket, false);
+        let outer = SharedOuter::default();
+        let (mut session, mut host, _keep) = attached(&target, &outer, Some((24, 80)));
+        session
+            .on_keys(Some(b"\x02]".to_vec()))
+            .await
+            .expect("keys taken");
+        assert!(
+            session
+                .terminal
+                .text()
+                .contains("nothing to paste: C-b [ opens the history"),
+            "{:?}",
+            session.terminal.text()
+        );
+        assert!(quiet(&mut host).await, "an empty buffer typed something");
+        // Lines end in Enter; a pane whose modes cannot be asked gets no markers.
+        *target.paste_buffer.borrow_mut() = "ls\nexit".into();
+        session
+            .on_keys(Some(b"\x02]".to_vec()))
+            .await
+            .expect("keys taken");
+        // The key that ends the message first asks the pane for a redraw.
+        assert_eq!(next_frame(&mut host).await, Frame::Control(Control::Redraw));
+        assert_eq!(next_frame(&mut host).await, Frame::data(b"ls\rexit"));
     }
 
     #[tokio::test]

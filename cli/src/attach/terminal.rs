@@ -144,3 +144,32 @@ pub(super) async fn read_keys(keyboard: &mut Option<Keyboard>) -> Option<Vec<u8>
         None => std::future::pending().await,
     }
 }
+
+/// Splits the terminal's OSC 10 and 11 answers (`ESC ] 10 ; … BEL/ST`) out of `input`: the
+/// rest is keystrokes.
+pub(super) fn take_color_answers(input: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let (mut rest, mut answers) = (Vec::with_capacity(input.len()), Vec::new());
+    let mut i = 0;
+    while i < input.len() {
+        let tail = &input[i..];
+        if tail.starts_with(b"\x1b]10;") || tail.starts_with(b"\x1b]11;") {
+            let end = tail
+                .iter()
+                .enumerate()
+                .skip(2)
+                .find_map(|(at, &b)| match b {
+                    0x07 => Some(at + 1),
+                    0x1b if tail.get(at + 1) == Some(&b'\\') => Some(at + 2),
+                    _ => None,
+                });
+            if let Some(end) = end {
+                answers.extend_from_slice(&tail[..end]);
+                i += end;
+                continue;
+            }
+        }
+        rest.push(input[i]);
+        i += 1;
+    }
+    (rest, answers)
+}

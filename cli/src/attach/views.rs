@@ -17,6 +17,32 @@ pub struct PaneEntry {
     pub name: String,
     /// What the chooser shows after the name: state, revision, unread mail.
     pub detail: String,
+    /// The pane's revision (it moves with every output and input), when its host answered.
+    pub revision: Option<u64>,
+    /// The pane printed (or was typed into) since this client last looked at it: marked `#`.
+    pub active: bool,
+}
+
+/// Marks the entries whose pane's revision moved since this client last looked at it, and
+/// remembers what it sees now: the pane attached to (`current`) counts as looked at, and a pane
+/// seen for the first time is not marked (there is nothing to compare with).
+pub fn mark_activity(
+    entries: &mut [PaneEntry],
+    current: &str,
+    seen: &mut std::collections::HashMap<String, u64>,
+) {
+    for entry in entries {
+        let Some(revision) = entry.revision else {
+            continue;
+        };
+        entry.active = match seen.get(&entry.name) {
+            Some(&before) if entry.name != current => revision > before,
+            _ => {
+                seen.insert(entry.name.clone(), revision);
+                false
+            }
+        };
+    }
 }
 
 /// What a view asks of the client after a key.
@@ -28,6 +54,8 @@ pub enum Outcome {
     Leave,
     /// Close the view and attach to this pane instead.
     Switch(String),
+    /// Close the view; this text was selected and copied (copy mode).
+    Copy(String),
 }
 
 /// Escape, alone: every view closes on it.
@@ -140,7 +168,11 @@ impl Chooser {
         let first = self.selected.saturating_sub(room.saturating_sub(1));
         for (index, &at) in shown.iter().enumerate().skip(first).take(room) {
             let entry = &self.entries[at];
-            let mark = if entry.name == self.current { '*' } else { ' ' };
+            let mark = match (entry.name == self.current, entry.active) {
+                (true, _) => '*',
+                (false, true) => '#',
+                (false, false) => ' ',
+            };
             let text = format!("{mark} {:width$}  {}", entry.name, entry.detail);
             let style = if index == self.selected {
                 Style::Selected
@@ -195,6 +227,12 @@ pub struct History {
     last_search: Option<(String, bool)>,
     /// A line for the status bar instead of the position (a search that found nothing).
     note: Option<String>,
+    /// Copy mode's cursor: its row in the view (from the top line shown) and its column, in
+    /// characters. Scrolling keeps its row; it moves within the view only where the text
+    /// ends, so the keys that scroll the view move it line by line through the text.
+    cursor: (usize, usize),
+    /// Where the selection started (a line of `lines` and a column), while one is made.
+    mark: Option<(usize, usize)>,
 }
 
 impl History {
@@ -203,6 +241,8 @@ impl History {
     pub fn new(lines: Vec<String>, rows: u16) -> History {
         let height = usize::from(rows.max(2)) - 1;
         let top = lines.len().saturating_sub(height);
+        // The cursor starts on the last line shown: the pane's last line.
+        let cursor = (lines.len().min(height).saturating_sub(1), 0);
         History {
             lines,
             top,
@@ -211,6 +251,8 @@ impl History {
             pending: Vec::new(),
             last_search: None,
             note: None,
+            cursor,
+            mark: None,
         }
     }
 
@@ -223,6 +265,103 @@ impl History {
     pub fn resize(&mut self, rows: u16) {
         self.height = usize::from(rows.max(2)) - 1;
         self.top = self.top.min(self.max_top());
+        self.cursor.0 = self.cursor.0.min(self.height.saturating_sub(1));
+    }
+
+    /// The line of `lines` the cursor is on.
+    fn cursor_line(&self) -> usize {
+        (self.top + self.cursor.0).min(self.lines.len().saturating_sub(1))
+    }
+
+    /// Moves the cursor `by` lines (up when negative): the view scrolls while it can, and the
+    /// cursor moves within it where the text ends.
+    fn move_lines(&mut self, by: isize) {
+        let want = self.cursor_line().saturating_add_signed(by);
+        let want = want.min(self.lines.len().saturating_sub(1));
+        // The view scrolls as far as the key asks, while the text allows; the cursor keeps
+        // its row unless the scroll stopped at an end of the text.
+        let top = self.top.saturating_add_signed(by).min(self.max_top());
+        self.top = if want < top {
+            want
+        } else if want >= top + self.height {
+            (want + 1 - self.height).min(self.max_top())
+        } else {
+            top
+        };
+        self.cursor.0 = want - self.top;
+    }
+
+    /// The selected text: from the mark to the cursor (either may come first), both ends
+    /// included, each line's trailing blanks cut, lines joined with `\n`.
+    fn selection(&self) -> Option<String> {
+        let mark = self.mark?;
+        let here = (self.cursor_line(), self.cursor.1);
+        let (from, to) = if mark <= here {
+            (mark, here)
+        } else {
+            (here, mark)
+        };
+        let mut text = Vec::new();
+        for line in from.0..=to.0 {
+            let chars: Vec<char> = self.lines.get(line)?.chars().collect();
+            let start = if line == from.0 { from.1 } else { 0 };
+            let end = if line == to.0 { to.1 + 1 } else { chars.len() };
+            let part: String = chars
+                .get(start.min(chars.len())..end.min(chars.len()))
+                .unwrap_or_default()
+                .iter()
+                .collect();
+            text.push(part.trim_end().to_string());
+        }
+        Some(text.join("\n"))
+    }
+
+    /// The columns of line `line` that are selected, as a range of characters.
+    fn selected_columns(&self, line: usize) -> Option<std::ops::Range<usize>> {
+        let mark = self.mark?;
+        let here = (self.cursor_line(), self.cursor.1);
+        let (from, to) = if mark <= here {
+            (mark, here)
+        } else {
+            (here, mark)
+        };
+        if line < from.0 || line > to.0 {
+            return None;
+        }
+        let start = if line == from.0 { from.1 } else { 0 };
+        let end = if line == to.0 { to.1 + 1 } else { usize::MAX };
+        Some(start..end)
+    }
+
+    /// Copy mode's own keys: the cursor's column, starting the selection, copying it.
+    /// `None` for a key that is not one of them.
+    fn copy_key(&mut self, key: ViewKey) -> Option<Outcome> {
+        let width = |view: &History| {
+            view.lines
+                .get(view.cursor_line())
+                .map_or(0, |line| line.chars().count())
+        };
+        match key {
+            ViewKey::Left | ViewKey::Byte(b'h') => self.cursor.1 = self.cursor.1.saturating_sub(1),
+            ViewKey::Right | ViewKey::Byte(b'l') => self.cursor.1 += 1,
+            ViewKey::Byte(b'0') => self.cursor.1 = 0,
+            ViewKey::Byte(b'$') => self.cursor.1 = width(self).saturating_sub(1),
+            // v or Space starts the selection where the cursor is (again: starts it over).
+            ViewKey::Byte(b'v' | b' ') => self.mark = Some((self.cursor_line(), self.cursor.1)),
+            ViewKey::Byte(b'y' | b'\r') => {
+                return Some(match self.selection() {
+                    Some(text) => Outcome::Copy(text),
+                    None => {
+                        self.note = Some("nothing selected: v or space starts a selection".into());
+                        Outcome::Stay
+                    }
+                })
+            }
+            // Escape drops a selection first; the view stays.
+            ViewKey::Byte(ESCAPE) if self.mark.is_some() => self.mark = None,
+            _ => return None,
+        }
+        Some(Outcome::Stay)
     }
 
     /// The first line shown.
@@ -242,20 +381,25 @@ impl History {
             return Outcome::Stay;
         }
         self.note = None;
-        let page = self.height.max(1);
+        if let Some(outcome) = self.copy_key(key) {
+            return outcome;
+        }
+        let page = isize::try_from(self.height.max(1)).unwrap_or(isize::MAX);
         match key {
-            ViewKey::Up | ViewKey::Byte(b'k') => self.top = self.top.saturating_sub(1),
-            ViewKey::Down | ViewKey::Byte(b'j') => self.top = (self.top + 1).min(self.max_top()),
+            ViewKey::Up | ViewKey::Byte(b'k') => self.move_lines(-1),
+            ViewKey::Down | ViewKey::Byte(b'j') => self.move_lines(1),
             // PgUp, Ctrl-B, and b as in less.
-            ViewKey::PageUp | ViewKey::Byte(0x02 | b'b') => {
-                self.top = self.top.saturating_sub(page)
+            ViewKey::PageUp | ViewKey::Byte(0x02 | b'b') => self.move_lines(-page),
+            // PgDn and Ctrl-F as in less (space starts a selection, as in tmux's copy mode).
+            ViewKey::PageDown | ViewKey::Byte(0x06) => self.move_lines(page),
+            ViewKey::Home | ViewKey::Byte(b'g') => {
+                self.top = 0;
+                self.cursor.0 = 0;
             }
-            // PgDn, Ctrl-F, and space as in less.
-            ViewKey::PageDown | ViewKey::Byte(0x06 | b' ') => {
-                self.top = (self.top + page).min(self.max_top())
+            ViewKey::End | ViewKey::Byte(b'G') => {
+                self.top = self.max_top();
+                self.cursor.0 = self.lines.len().min(self.height).saturating_sub(1);
             }
-            ViewKey::Home | ViewKey::Byte(b'g') => self.top = 0,
-            ViewKey::End | ViewKey::Byte(b'G') => self.top = self.max_top(),
             ViewKey::Byte(b'/') => self.prompt = Some((String::new(), false)),
             ViewKey::Byte(b'?') => self.prompt = Some((String::new(), true)),
             ViewKey::Byte(b'n') => self.repeat_search(false),
@@ -323,8 +467,17 @@ impl History {
             (self.top + 1..self.lines.len()).find(|&i| contains(&self.lines[i], &text))
         };
         match found {
-            // The line found goes to the top, or as near it as the end of the text allows.
-            Some(line) => self.top = line.min(self.max_top()),
+            // The line found goes to the top, or as near it as the end of the text allows,
+            // with the cursor on the match.
+            Some(line) => {
+                self.top = line.min(self.max_top());
+                let column = self.lines[line].find(&text).map_or(0, |at| {
+                    self.lines[line]
+                        .get(..at)
+                        .map_or(0, |before| before.chars().count())
+                });
+                self.cursor = (line - self.top, column);
+            }
             None => self.note = Some(format!("not found: {text}")),
         }
     }
@@ -344,7 +497,10 @@ impl History {
         {
             out.extend_from_slice(format!("\x1b[{};1H", row + 1).as_bytes());
             let line: String = line.chars().take(cols).collect();
-            out.extend_from_slice(highlight(&line, search).as_bytes());
+            match self.selected_columns(self.top + row) {
+                Some(range) => out.extend_from_slice(selected(&line, range).as_bytes()),
+                None => out.extend_from_slice(highlight(&line, search).as_bytes()),
+            }
         }
         let status = match (&self.prompt, &self.note) {
             (Some((text, backward)), _) => format!("{}{text}", if *backward { '?' } else { '/' }),
@@ -352,8 +508,8 @@ impl History {
             (None, None) => {
                 let last = (self.top + self.height).min(self.lines.len());
                 format!(
-                    "[history] lines {}-{last} of {}   up/down PgUp/PgDn g/G, / ? search, n/N, \
-                     q leaves",
+                    "[history] lines {}-{last} of {}   arrows PgUp/PgDn g/G, / ? n/N search, \
+                     v select, y copy, q leaves",
                     (self.top + 1).min(last),
                     self.lines.len()
                 )
@@ -363,7 +519,13 @@ impl History {
         out.extend_from_slice(
             format!("\x1b[{};1H\x1b[7m{status:cols$}\x1b[0m", self.height + 1).as_bytes(),
         );
-        if self.prompt.is_some() {
+        if self.prompt.is_none() {
+            // Copy mode's cursor.
+            let column = self.cursor.1.min(cols - 1) + 1;
+            out.extend_from_slice(
+                format!("\x1b[{};{column}H\x1b[?25h", self.cursor.0 + 1).as_bytes(),
+            );
+        } else {
             // Typing a search shows where the text goes.
             out.extend_from_slice(
                 format!(
@@ -376,6 +538,24 @@ impl History {
         }
         out
     }
+}
+
+/// `line` with the characters in `range` in reverse video (copy mode's selection).
+fn selected(line: &str, range: std::ops::Range<usize>) -> String {
+    let mut out = String::with_capacity(line.len() + 16);
+    let chars: Vec<char> = line.chars().collect();
+    let start = range.start.min(chars.len());
+    let end = range.end.min(chars.len());
+    out.extend(&chars[..start]);
+    out.push_str("\x1b[7m");
+    out.extend(&chars[start..end]);
+    // A selection past the line's end shows as one reversed blank.
+    if range.end > chars.len() && start == end {
+        out.push(' ');
+    }
+    out.push_str("\x1b[27m");
+    out.extend(&chars[end..]);
+    out
 }
 
 /// Whether `line` contains `text`, ignoring case unless `text` has a capital (smart case, as
@@ -437,12 +617,42 @@ mod tests {
             .map(|name| PaneEntry {
                 name: name.to_string(),
                 detail: format!("running, revision 1 ({name})"),
+                revision: Some(1),
+                active: false,
             })
             .collect()
     }
 
     fn typed(text: &str) -> Vec<ViewKey> {
         text.bytes().map(Byte).collect()
+    }
+
+    /// A pane whose revision moved since the client last looked is marked `#`, once: the
+    /// chooser's look counts. The pane attached to and a pane seen first are never marked.
+    #[test]
+    fn the_chooser_marks_the_panes_that_moved_since_the_client_last_looked() {
+        let mut seen = std::collections::HashMap::new();
+        let mut first = entries(&["a", "b", "c"]);
+        mark_activity(&mut first, "a", &mut seen);
+        assert!(first.iter().all(|entry| !entry.active));
+        let mut later = entries(&["a", "b", "c"]);
+        later[0].revision = Some(9);
+        later[1].revision = Some(5);
+        mark_activity(&mut later, "a", &mut seen);
+        let active: Vec<bool> = later.iter().map(|entry| entry.active).collect();
+        assert_eq!(active, [false, true, false]);
+        let screen = String::from_utf8(Chooser::new(later, "a").render(10, 60)).unwrap();
+        assert!(
+            screen.contains("# b ") && screen.contains("  c "),
+            "{screen:?}"
+        );
+        // Looked at from b: b's revision is the one seen now; a's move since is marked.
+        let mut from_b = entries(&["a", "b", "c"]);
+        from_b[0].revision = Some(12);
+        from_b[1].revision = Some(6);
+        mark_activity(&mut from_b, "b", &mut seen);
+        let active: Vec<bool> = from_b.iter().map(|entry| entry.active).collect();
+        assert_eq!(active, [true, false, false]);
     }
 
     #[test]
@@ -536,6 +746,48 @@ mod tests {
         );
         assert!(screen.contains("lines 91-100 of 100"), "{screen:?}");
         assert_eq!(view.keys(&typed("q")), Outcome::Leave);
+    }
+
+    /// Copy mode: the cursor starts on the last line, moves by line and column, `v` (or
+    /// space) starts a selection, `y` (or Enter) copies it from the mark to the cursor
+    /// whichever comes first, and a search puts the cursor on its match.
+    #[test]
+    fn copy_mode_selects_from_the_mark_to_the_cursor_and_copies_it() {
+        let mut lines: Vec<String> = (0..30).map(|i| format!("line {i}   ")).collect();
+        lines[20] = "the answer is 42, said the machine".into();
+        let mut view = History::new(lines, 11);
+        assert_eq!(view.cursor_line(), 29);
+        // Nothing selected: y says so and stays.
+        assert_eq!(view.keys(&typed("y")), Outcome::Stay);
+        assert!(view.note.is_some());
+        // Two lines up, two columns right, select, one line down to its end: copied with the
+        // trailing blanks cut.
+        view.keys(&[ViewKey::Up, ViewKey::Up, ViewKey::Right, ViewKey::Right]);
+        view.keys(&typed("v"));
+        assert_eq!(
+            view.keys(&typed("j$y")),
+            Outcome::Copy("ne 27\nline 28".into())
+        );
+        // Upwards: the cursor before the mark.
+        let mut view = history(30, 11);
+        view.keys(&typed(" kk0"));
+        assert_eq!(
+            view.keys(&typed("\r")),
+            Outcome::Copy("line 27\nline 28\nl".into())
+        );
+        // A search puts the cursor on the match; the selection is drawn reversed.
+        let mut lines: Vec<String> = (0..30).map(|i| format!("line {i}")).collect();
+        lines[5] = "the answer is 42, said the machine".into();
+        let mut view = History::new(lines, 11);
+        view.keys(&typed("?42\r"));
+        assert_eq!((view.cursor_line(), view.cursor.1), (5, 14));
+        view.keys(&typed("vll"));
+        let screen = String::from_utf8(view.render(40)).unwrap();
+        assert!(screen.contains("is \x1b[7m42,\x1b[27m said"), "{screen:?}");
+        // Escape drops the selection and stays; the next Escape leaves.
+        assert_eq!(view.keys(&[Byte(ESCAPE)]), Outcome::Stay);
+        assert!(view.mark.is_none());
+        assert_eq!(view.keys(&[Byte(ESCAPE)]), Outcome::Leave);
     }
 
     /// A search is any text, not only ASCII: its UTF-8 comes a byte a key. It used to keep

@@ -142,10 +142,38 @@ impl attach::Panes for AttachPanes {
                 };
                 attach::PaneEntry {
                     detail: chooser_detail(&pane, unread),
+                    revision: pane.revision,
+                    active: false,
                     name: pane.session,
                 }
             })
             .collect())
+    }
+
+    fn status_words(&self, name: &str) -> Result<String> {
+        let panes = self.listing()?;
+        let Some(pane) = panes.into_iter().find(|pane| pane.session == name) else {
+            return Ok(String::new());
+        };
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        // The program's state as `belfry ls` says it, else whether it runs.
+        let mut words = match (&pane.program_status, pane.exited.flatten()) {
+            (Some(record), _) => crate::human::status_words(record, now_ms),
+            (None, Some(_)) => "exited".to_string(),
+            (None, None) => "running".to_string(),
+        };
+        if self.place.remote().is_none() {
+            let unread = belfry_ding::Inbox::open_existing(&paths::state_dir(), name)
+                .and_then(|inbox| inbox.list_unread())
+                .map(|unread| unread.len())
+                .unwrap_or(0);
+            if unread > 0 {
+                words.push_str(&format!(", {unread} unread"));
+            }
+        }
+        Ok(words)
     }
 
     fn socket(&self, name: &str) -> Result<Endpoint> {

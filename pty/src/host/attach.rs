@@ -51,7 +51,7 @@ pub(super) async fn attach(
         }
     };
     let pane = &ctx.pane;
-    let (redraw, mut handle) = pane.attach(read_only, size);
+    let (redraw, mut handle) = pane.attach(read_only, size, op.status == Some(true));
     let client = handle.id;
     let reply = reply::ok(
         id,
@@ -62,6 +62,7 @@ pub(super) async fn attach(
             identity: pane.identity(),
             terminal: handover,
             keyboard: keyboard_prefix.is_some(),
+            status: true,
         },
     );
     if wire::write_json(&mut writer, &reply).await.is_err() {
@@ -371,6 +372,7 @@ async fn read_input(
                     let _ = requests_tx.send(if on { Ask::Pause } else { Ask::Resume });
                 }
                 Control::Resize(size) => pane.client_activity(client, Some(size.pair())),
+                Control::Status(on) => pane.client_status_line(client, on),
                 // After the keys it gave back (sent before this, so written first).
                 Control::Keyboard => {
                     keyboard_turn.send_replace(true);

@@ -38,6 +38,10 @@ pub(super) struct ClientSlot {
     /// the cursor ([`Screen::cropped_redraw`]) instead of the pane's output, which would
     /// draw past its edges.
     cropped: bool,
+    /// The client draws a status line on its terminal's last row; `size` is the rows above
+    /// it. Such a client is always shown the model ([`Screen::window_redraw`]), painted in
+    /// those rows: the pane's output, written as it is, could scroll over the status line.
+    status_line: bool,
     /// Controls broadcast while the client lagged or its queue was full (the program's exit
     /// among them): unlike output, which a redraw replaces, they are sent after that redraw
     /// ([`Pane::resync`]), so a client that fell behind still learns that the program ended.
@@ -64,6 +68,12 @@ impl ClientSlot {
     /// Whether this client's terminal is smaller than `pane` in either direction.
     fn smaller_than(&self, pane: (u16, u16)) -> bool {
         self.size.0 < pane.0 || self.size.1 < pane.1
+    }
+
+    /// Whether this client is shown redraws of the model rather than the output: it is
+    /// smaller than the pane, or it keeps a status line under it.
+    fn shown_model(&self, pane: (u16, u16)) -> bool {
+        self.status_line || self.smaller_than(pane)
     }
 }
 
@@ -358,7 +368,12 @@ impl Pane {
 
     /// Registers an attached client and returns its first frame (a full redraw) with the
     /// receiving handle. Done under the state lock so no chunk is missed or duplicated.
-    pub fn attach(&self, read_only: bool, size: Option<(u16, u16)>) -> (Vec<u8>, ClientHandle) {
+    pub fn attach(
+        &self,
+        read_only: bool,
+        size: Option<(u16, u16)>,
+        status_line: bool,
+    ) -> (Vec<u8>, ClientHandle) {
         let mut st = self.state.lock();
         let id = st.next_client_id;
         st.next_client_id += 1;
@@ -380,6 +395,7 @@ impl Pane {
             lagged: Arc::clone(&lagged),
             wake: Arc::clone(&wake),
             cropped: false,
+            status_line,
             missed: Vec::new(),
             dropped: 0,
             held_in_vain: false,
@@ -584,6 +600,17 @@ impl Pane {
         self.client_activity_locked(&mut st, id, size);
     }
 
+    /// Client `id` starts or stops drawing a status line under the pane: it is shown the model
+    /// from now on, or the output again after one full redraw. Its size comes with it, in the
+    /// [`Pane::client_activity`] that follows.
+    pub fn client_status_line(&self, id: u64, on: bool) {
+        let mut st = self.state.lock();
+        if let Some(client) = st.clients.iter_mut().find(|c| c.id == id) {
+            client.status_line = on;
+        }
+        update_cropping(&mut st);
+    }
+
     fn client_activity_locked(&self, st: &mut PaneState, id: u64, size: Option<(u16, u16)>) {
         let mut changed = false;
         let current_size = st.size;
@@ -625,7 +652,7 @@ impl Pane {
 pub(super) fn update_cropping(st: &mut PaneState) {
     let size = st.size;
     for client in &mut st.clients {
-        let cropped = client.smaller_than(size);
+        let cropped = client.shown_model(size);
         if cropped != client.cropped {
             client.cropped = cropped;
             client.lagged.store(true, Ordering::Relaxed);
@@ -640,7 +667,7 @@ fn redraw_for(st: &mut PaneState, id: u64) -> Vec<u8> {
     match st.clients.iter().find(|c| c.id == id) {
         Some(client) if client.cropped => {
             let (rows, cols) = client.size;
-            st.screen.cropped_redraw(rows, cols)
+            st.screen.window_redraw(rows, cols, client.status_line)
         }
         _ => st.screen.redraw(),
     }

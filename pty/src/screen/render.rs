@@ -154,9 +154,22 @@ impl Screen {
     /// program as it expects.
     /// Such a client gets one of these instead of the pane's output after every change.
     pub fn cropped_redraw(&mut self, rows: u16, cols: u16) -> Vec<u8> {
+        self.window_redraw(rows, cols, false)
+    }
+
+    /// [`Self::cropped_redraw`], or with `status_line` the redraw for a client that draws a
+    /// status line of its own on its terminal's last row: `rows` are then the rows above it,
+    /// every one of them the pane's, and the terminal's last row is never written (no crop
+    /// line, no erasing), so the client's status line stays. When the window is the whole pane
+    /// its coordinates are the pane's, so the program's mouse modes are set as they are.
+    pub fn window_redraw(&mut self, rows: u16, cols: u16, status_line: bool) -> Vec<u8> {
         self.end_turn();
         let (pane_rows, pane_cols) = (self.rows(), self.cols());
-        let shown_rows = usize::from(rows.max(2)) - 1;
+        let shown_rows = if status_line {
+            usize::from(rows.max(1))
+        } else {
+            usize::from(rows.max(2)) - 1
+        };
         let shown_rows = shown_rows.min(pane_rows);
         let shown_cols = usize::from(cols.max(1)).min(pane_cols);
         let grid = self.term.grid();
@@ -180,9 +193,60 @@ impl Screen {
             render_cells(&grid[Line((top + r) as i32)], left, shown_cols, &mut out);
             out.extend_from_slice(b"\x1b[0m\x1b[K");
         }
-        for r in shown_rows..usize::from(rows.max(2)) - 1 {
+        let window_rows = if status_line {
+            usize::from(rows.max(1))
+        } else {
+            usize::from(rows.max(2)) - 1
+        };
+        for r in shown_rows..window_rows {
             out.extend_from_slice(format!("\x1b[{};1H\x1b[K", r + 1).as_bytes());
         }
+        let whole = top == 0 && left == 0 && shown_rows == pane_rows && shown_cols == pane_cols;
+        if !status_line {
+            self.crop_note(rows, cols, (top, left), (shown_rows, shown_cols), &mut out);
+        }
+        let mode = *self.term.mode();
+        let set = |out: &mut Vec<u8>, on: bool, code: &str| {
+            out.extend_from_slice(format!("\x1b[?{code}{}", if on { 'h' } else { 'l' }).as_bytes())
+        };
+        set(&mut out, mode.contains(TermMode::BRACKETED_PASTE), "2004");
+        set(&mut out, mode.contains(TermMode::APP_CURSOR), "1");
+        if status_line && whole {
+            // The client's coordinates are the pane's: a click reaches the program as it
+            // expects, as with a client that follows the output.
+            self.mouse_modes(&mut out);
+        } else {
+            // Every mouse mode is turned off, not just left unset: this client may have
+            // followed the output (or a full redraw) with a mouse mode on before it became the
+            // smaller one, and the program turning it off reaches it only through these
+            // redraws. Left on, a click would type its report into whatever reads the keys
+            // next.
+            out.extend_from_slice(CROPPED_MOUSE_OFF);
+        }
+        set(&mut out, mode.contains(TermMode::FOCUS_IN_OUT), "1004");
+        out.extend_from_slice(if mode.contains(TermMode::APP_KEYPAD) {
+            b"\x1b="
+        } else {
+            b"\x1b>"
+        });
+        out.extend_from_slice(sgr_for(&grid.cursor.template).as_bytes());
+        out.extend_from_slice(
+            format!("\x1b[{};{}H", cursor_row - top + 1, cursor_col - left + 1).as_bytes(),
+        );
+        set(&mut out, mode.contains(TermMode::SHOW_CURSOR), "25");
+        out
+    }
+
+    /// The crop line on a cropped client's last row: what part of the pane is shown.
+    fn crop_note(
+        &self,
+        rows: u16,
+        cols: u16,
+        (top, left): (usize, usize),
+        (shown_rows, shown_cols): (usize, usize),
+        out: &mut Vec<u8>,
+    ) {
+        let (pane_rows, pane_cols) = (self.rows(), self.cols());
         let note = format!(
             "[pane {pane_rows}x{pane_cols}, this terminal {rows}x{cols}: rows {}-{} and columns \
              {}-{} shown]",
@@ -199,29 +263,6 @@ impl Screen {
             )
             .as_bytes(),
         );
-        let mode = *self.term.mode();
-        let set = |out: &mut Vec<u8>, on: bool, code: &str| {
-            out.extend_from_slice(format!("\x1b[?{code}{}", if on { 'h' } else { 'l' }).as_bytes())
-        };
-        set(&mut out, mode.contains(TermMode::BRACKETED_PASTE), "2004");
-        set(&mut out, mode.contains(TermMode::APP_CURSOR), "1");
-        // Every mouse mode is turned off, not just left unset: this client may have followed
-        // the output (or a full redraw) with a mouse mode on before it became the smaller
-        // one, and the program turning it off reaches it only through these redraws. Left
-        // on, a click would type its report into whatever reads the keys next.
-        out.extend_from_slice(CROPPED_MOUSE_OFF);
-        set(&mut out, mode.contains(TermMode::FOCUS_IN_OUT), "1004");
-        out.extend_from_slice(if mode.contains(TermMode::APP_KEYPAD) {
-            b"\x1b="
-        } else {
-            b"\x1b>"
-        });
-        out.extend_from_slice(sgr_for(&grid.cursor.template).as_bytes());
-        out.extend_from_slice(
-            format!("\x1b[{};{}H", cursor_row - top + 1, cursor_col - left + 1).as_bytes(),
-        );
-        set(&mut out, mode.contains(TermMode::SHOW_CURSOR), "25");
-        out
     }
 
     /// The mouse modes that are on, and only those. Resetting any of `?1000`, `?1002` or
