@@ -327,8 +327,16 @@ fn pane_turn(prompt: &str, done: &str) -> serde_json::Value {
     })
 }
 
+/// One exchange: the first waits for the profile's readiness rule; a later one follows an
+/// answered turn whose screen was quiet, since a readiness rule may hold only on a fresh
+/// session's screen (OpenCode's composer placeholder is gone after the first turn).
 fn pane_exchange(live: &Live, run: &CellsRun, prompt: &str, done: &str) {
-    live.wait_ready();
+    if prompt == "ONCE-GO-ONE" {
+        live.wait_ready();
+    } else {
+        // Any screen, held quiet for a second: the screen has settled.
+        live.wait(".", Some(1_000), 10_000);
+    }
     live.submit(prompt);
     assert!(
         live.wait_approving(done, 90_000).is_some(),
