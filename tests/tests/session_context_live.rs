@@ -18,9 +18,11 @@
 //! OpenCode 1.x and 2.x (the first prompt), Codex (memory only: no enforce hook can target it).
 //!
 //! In a belfry pane (the ledger then keyed by the pane's incarnation), the read-once guard of
-//! Claude Code, Codex and Pi fires on the first turn's shell call, not on the second turn's,
-//! and again after `/compact` typed in the composer; the brief is told again after the
-//! compaction.
+//! Claude Code, Codex, Pi 0.x and 1.x, OpenCode 1.x and 2.x (`/compact`) and Qwen Code
+//! (`/compress`) fires on the first turn's shell call, not on the second turn's, and again
+//! after the compaction typed in the composer; the brief is told again after the compaction.
+//! Gemini CLI is not among them: its pre-compact fires before every request, so its guard is
+//! `once "session"`.
 //!
 //! Ignored by default: `cargo build --workspace --bins`, then
 //! `BELFRY_HARNESS_DIR=/path/to/harnesses cargo test -p belfry-tests --test session_context_live
