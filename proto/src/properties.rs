@@ -10,11 +10,12 @@ use crate::request::{Op, Request};
 /// Cases per property.
 const CASES: usize = 20_000;
 
-/// A small xorshift generator: the cases need variety, not cryptographic quality.
-struct Rng(u64);
+/// A small xorshift generator: the cases need variety, not cryptographic quality. Seeded from
+/// `BELFRY_PROTO_SEED` or the clock; the wire types' properties draw from it too.
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn seeded() -> (Rng, u64) {
+    pub(crate) fn seeded() -> (Rng, u64) {
         let seed = std::env::var("BELFRY_PROTO_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -27,14 +28,14 @@ impl Rng {
         (Rng(seed), seed)
     }
 
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
 
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
+    pub(crate) fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| self.next() as u8).collect()
     }
 }

@@ -16,6 +16,7 @@ use crate::attach::Control;
 use crate::code::ErrorCode;
 use crate::event::{Event, Kept};
 use crate::limits::{Size, MAX_DIMENSION, MIN_DIMENSION};
+use crate::properties::Rng;
 use crate::reply::{self, *};
 
 /// Cases per type.
@@ -71,35 +72,6 @@ fn arbitrary_ding_state(u: &mut Unstructured<'_>) -> arbitrary::Result<DingState
         text: u.arbitrary()?,
         error: u.arbitrary()?,
     })
-}
-
-/// A small xorshift generator, as `properties` has: variety, not cryptographic quality.
-struct Rng(u64);
-
-impl Rng {
-    fn seeded() -> (Rng, u64) {
-        let seed = std::env::var("BELFRY_PROTO_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64)
-                    | 1
-            });
-        (Rng(seed), seed)
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len)
-            .map(|_| {
-                self.0 ^= self.0 << 13;
-                self.0 ^= self.0 >> 7;
-                self.0 ^= self.0 << 17;
-                self.0 as u8
-            })
-            .collect()
-    }
 }
 
 /// Writes `value` as the servers do (through a JSON value, so keys are in order) and reads it
