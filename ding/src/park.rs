@@ -264,21 +264,12 @@ impl ParkMachine {
         if self.state != ParkState::Resuming {
             return;
         }
-        // spec §3: one prompt, only into a composer seen empty, at a revision newer than any
-        // refused send; the send expects exactly that revision.
-        let Some(composer) = self.evidence else {
-            return;
-        };
-        let fresh = self
-            .conflicted_at
-            .is_none_or(|refused| composer.revision > refused);
-        if composer.empty && fresh {
-            self.state = ParkState::Sending {
-                revision: composer.revision,
-            };
+        // One prompt, at the revision its evidence was read at (the rule both machines share).
+        if let Some(revision) = Composer::writable(self.evidence, self.conflicted_at) {
+            self.state = ParkState::Sending { revision };
             actions.push(ParkAction::Resume {
                 text: self.config.prompt.clone(),
-                expect_revision: composer.revision,
+                expect_revision: revision,
             });
         }
     }

@@ -67,6 +67,17 @@ pub struct Composer {
     pub empty: bool,
 }
 
+impl Composer {
+    /// The revision a guarded send may expect, given the latest `evidence` and the revision of
+    /// the last refused send (spec §3): only a composer seen empty, at a revision newer than any
+    /// refusal, is written to. Both machines (retry and park) send by this one rule.
+    pub(crate) fn writable(evidence: Option<Composer>, refused_at: Option<u64>) -> Option<u64> {
+        let composer = evidence?;
+        let fresh = refused_at.is_none_or(|refused| composer.revision > refused);
+        (composer.empty && fresh).then_some(composer.revision)
+    }
+}
+
 /// What happens to the pane, as the retry machine hears it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RetryInput {
@@ -309,23 +320,13 @@ impl RetryMachine {
         let RetryState::Due { attempt } = self.state else {
             return;
         };
-        // spec §3: only a composer seen empty, at a revision newer than any refused send, is
-        // written to, and the send expects exactly that revision.
-        let Some(composer) = self.evidence else {
-            return;
-        };
-        let fresh = self
-            .conflicted_at
-            .is_none_or(|refused| composer.revision > refused);
-        if composer.empty && fresh {
-            self.state = RetryState::Sending {
-                attempt,
-                revision: composer.revision,
-            };
+        // The send expects exactly the revision its evidence was read at.
+        if let Some(revision) = Composer::writable(self.evidence, self.conflicted_at) {
+            self.state = RetryState::Sending { attempt, revision };
             actions.push(RetryAction::Send {
                 attempt,
                 text: self.config.prompt.clone(),
-                expect_revision: composer.revision,
+                expect_revision: revision,
             });
         }
     }
