@@ -3,13 +3,15 @@
 //! one expected class; `empty` is only ever a positive proof, so a mutated composer, a screen
 //! without cell attributes and a dialog are never `empty`.
 
-use std::path::{Path, PathBuf};
+mod common;
 
 use belfry_adapter_engine::{
     classify, embedded, Composer, EmptyBy, Grammar, Screen, UnknownReason,
 };
 use proptest::prelude::*;
 use serde_json::{Map, Value};
+
+use common::{adapters_dir, captured, fixture, split};
 
 /// The class a state must get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,52 +167,6 @@ const EXPECTED: &[(&str, &[(&str, Class)])] = &[
         ],
     ),
 ];
-
-/// An `EXPECTED` key's adapter and fixtures folder: `pi@screens-1` is the adapter `pi` with
-/// the screens of its second pinned major; a plain name uses `fixtures/screens`.
-fn split(key: &str) -> (&str, &str) {
-    key.split_once('@').unwrap_or((key, "screens"))
-}
-
-fn adapters_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// The states `index.json` says were captured for `key` (an `EXPECTED` key).
-fn captured(key: &str) -> Vec<String> {
-    let (provider, dir) = split(key);
-    let index = read_json(
-        &adapters_dir()
-            .join(provider)
-            .join("fixtures")
-            .join(dir)
-            .join("index.json"),
-    );
-    index["captured"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|entry| entry["state"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// A fixture of `key` (an `EXPECTED` key); a state named `screens-1/<state>` (as a grammar's
-/// `proved_by` names one of the second major's screens) is read from that folder.
-fn fixture(key: &str, state: &str) -> Screen {
-    let (provider, dir) = split(key);
-    let (dir, state) = state.split_once('/').unwrap_or((dir, state));
-    let path = adapters_dir()
-        .join(provider)
-        .join("fixtures")
-        .join(dir)
-        .join(format!("{state}.json"));
-    Screen::from_value(&read_json(&path)["peek"]).unwrap()
-}
 
 fn grammar(key: &str) -> Grammar {
     embedded::grammar(split(key).0).unwrap()

@@ -3,52 +3,18 @@
 //! that choose it, as the harness showed them; and no question on any screen that shows no
 //! dialog (idle, a draft, a turn streaming, a tool running, an interrupted turn, an API error).
 
-use std::path::{Path, PathBuf};
-
 use belfry_adapter_engine::question::Kind;
-use belfry_adapter_engine::{embedded, Question, Screen};
+use belfry_adapter_engine::{embedded, Question};
 use belfry_proto::request::InputStep;
 use serde_json::Value;
 
-fn adapters_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
+use common::{adapters_dir, captured, fixture, split};
 
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// The screen of `provider`'s fixture `dir/state`.
-fn fixture(provider: &str, dir: &str, state: &str) -> Screen {
-    let path = adapters_dir()
-        .join(provider)
-        .join("fixtures")
-        .join(dir)
-        .join(format!("{state}.json"));
-    Screen::from_value(&read_json(&path)["peek"]).unwrap()
-}
-
-/// Every captured state of `provider`'s folder `dir`.
-fn captured(provider: &str, dir: &str) -> Vec<String> {
-    let index = read_json(
-        &adapters_dir()
-            .join(provider)
-            .join("fixtures")
-            .join(dir)
-            .join("index.json"),
-    );
-    index["captured"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|entry| entry["state"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn question(provider: &str, dir: &str, state: &str) -> Option<Question> {
-    let grammar = embedded::grammar(provider).unwrap();
-    grammar.question(&fixture(provider, dir, state))
+/// The question `key`'s fixture `state` reads as (a key as `common::captured` takes it).
+fn question(key: &str, state: &str) -> Option<Question> {
+    let grammar = embedded::grammar(split(key).0).unwrap();
+    grammar.question(&fixture(key, state))
 }
 
 fn text(s: &str) -> InputStep {
@@ -74,7 +40,7 @@ fn answers(list: &[&str]) -> Vec<String> {
 
 #[test]
 fn the_permission_dialog_of_each_harness_reads_as_its_question_with_real_options() {
-    let q = question("claude", "screens", "permission-dialog").expect("claude: a question");
+    let q = question("claude", "permission-dialog").expect("claude: a question");
     assert_eq!(q.kind, Kind::Permission);
     assert_eq!(q.title, "Do you want to proceed?");
     assert!(
@@ -97,7 +63,7 @@ fn the_permission_dialog_of_each_harness_reads_as_its_question_with_real_options
     );
     assert!(q.options[0].selected && !q.options[1].selected);
 
-    let q = question("codex", "screens", "permission-dialog").expect("codex: a question");
+    let q = question("codex", "permission-dialog").expect("codex: a question");
     assert_eq!(q.title, "Would you like to run the following command?");
     let codex = options(&q);
     assert_eq!(codex.len(), 3, "{codex:?}");
@@ -123,7 +89,7 @@ fn the_permission_dialog_of_each_harness_reads_as_its_question_with_real_options
         .iter()
         .any(|row| row == "$ touch tool-started; sleep 6; echo slept"));
 
-    let q = question("gemini", "screens", "permission-dialog").expect("gemini: a question");
+    let q = question("gemini", "permission-dialog").expect("gemini: a question");
     assert_eq!(q.title, "Allow execution of [Shell]?");
     let gemini = options(&q);
     assert_eq!(
@@ -148,7 +114,7 @@ fn the_permission_dialog_of_each_harness_reads_as_its_question_with_real_options
     );
     assert!(q.text[0].starts_with("? Shell"), "{:?}", q.text);
 
-    let q = question("qwen", "screens", "permission-dialog").expect("qwen: a question");
+    let q = question("qwen", "permission-dialog").expect("qwen: a question");
     assert_eq!(q.title, "Allow execution of: 'touch, sleep'?");
     let qwen = options(&q);
     assert_eq!(qwen.len(), 3, "{qwen:?}");
@@ -162,7 +128,7 @@ fn the_permission_dialog_of_each_harness_reads_as_its_question_with_real_options
     );
     assert_eq!(qwen[2].1, answers(&["deny"]));
 
-    let q = question("pi", "screens-1", "confirm-dialog").expect("pi: a question");
+    let q = question("pi@screens-1", "confirm-dialog").expect("pi: a question");
     assert_eq!(q.title, "Let the status test go on?");
     assert_eq!(q.text, vec!["Belfry confirm", "Let the status test go on?"]);
     assert_eq!(
@@ -180,24 +146,21 @@ fn the_permission_dialog_of_each_harness_reads_as_its_question_with_real_options
 
 #[test]
 fn no_screen_without_a_dialog_reads_as_a_question() {
-    for (provider, dir) in [
-        ("claude", "screens"),
-        ("codex", "screens"),
-        ("gemini", "screens"),
-        ("qwen", "screens"),
-        ("pi", "screens"),
-        ("pi", "screens-1"),
-        ("opencode", "screens"),
-        ("opencode", "screens-2"),
+    for key in [
+        "claude",
+        "codex",
+        "gemini",
+        "qwen",
+        "pi",
+        "pi@screens-1",
+        "opencode",
+        "opencode@screens-2",
     ] {
-        for state in captured(provider, dir) {
+        for state in captured(key) {
             let dialog = state.contains("dialog");
-            let read = question(provider, dir, &state);
+            let read = question(key, &state);
             if !dialog {
-                assert_eq!(
-                    read, None,
-                    "{provider} {dir}/{state}: no dialog, no question"
-                );
+                assert_eq!(read, None, "{key} {state}: no dialog, no question");
             }
         }
     }
@@ -205,7 +168,7 @@ fn no_screen_without_a_dialog_reads_as_a_question() {
 
 #[test]
 fn an_answer_names_an_option_by_canonical_answer_number_or_label() {
-    let q = question("claude", "screens", "permission-dialog").unwrap();
+    let q = question("claude", "permission-dialog").unwrap();
     assert_eq!(q.option("allow").map(|o| o.number), Some(1));
     assert_eq!(q.option("deny").map(|o| o.number), Some(4));
     assert_eq!(q.option("3").map(|o| o.number), Some(3));
@@ -216,13 +179,13 @@ fn an_answer_names_an_option_by_canonical_answer_number_or_label() {
 
 #[test]
 fn the_fingerprint_tells_one_question_from_another() {
-    let claude = question("claude", "screens", "permission-dialog").unwrap();
-    let again = question("claude", "screens", "permission-dialog").unwrap();
+    let claude = question("claude", "permission-dialog").unwrap();
+    let again = question("claude", "permission-dialog").unwrap();
     assert_eq!(claude.fingerprint(), again.fingerprint());
     let mut other = claude.clone();
     other.text.push("rm -rf /".to_string());
     assert_ne!(claude.fingerprint(), other.fingerprint());
-    let gemini = question("gemini", "screens", "permission-dialog").unwrap();
+    let gemini = question("gemini", "permission-dialog").unwrap();
     assert_ne!(claude.fingerprint(), gemini.fingerprint());
 }
 
@@ -230,7 +193,7 @@ fn the_fingerprint_tells_one_question_from_another() {
 fn a_numbered_list_in_the_transcript_is_no_question_while_no_dialog_shows() {
     // Claude Code's idle screen with the model's answer rewritten as a numbered list under a
     // rule: option-shaped rows, but no dialog signature, so no question.
-    let mut screen = fixture("claude", "screens", "idle-empty");
+    let mut screen = fixture("claude", "idle-empty");
     let n = screen.lines.len();
     screen.lines[n / 2 - 1] = "─".repeat(40);
     screen.lines[n / 2] = "  1. Yes".to_string();
