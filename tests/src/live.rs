@@ -769,3 +769,71 @@ pub fn log_time_ms(stamp: &str) -> Option<u64> {
     let ms = ((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000) + micros / 1000;
     u64::try_from(ms).ok()
 }
+
+/// A project folder and a home for a live pane with the rich policy: the adapter's example
+/// hooks file (`examples/<adapter>/belfry-hooks.kdl`) copied into `work`, and [`apply`]
+/// (`RichProject::apply`) projecting it there with `--trust`, to run as
+/// [`LiveOptions::prepare`] once the harness's home is laid out.
+pub struct RichProject {
+    _root: tempfile::TempDir,
+    /// The canonical temporary folder that holds the others (logs go beside them).
+    pub base: PathBuf,
+    /// The project folder the pane starts in.
+    pub work: PathBuf,
+    /// The harness's home.
+    pub home: PathBuf,
+}
+
+impl RichProject {
+    /// A fresh project for `adapter`.
+    pub fn new(adapter: &str) -> RichProject {
+        let root = tempfile::tempdir().expect("temp dir");
+        let base = std::fs::canonicalize(root.path()).expect("canonical temp dir");
+        let (work, home) = (base.join("work"), base.join("home"));
+        std::fs::create_dir_all(&work).expect("work");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::copy(
+            workspace().join(format!("examples/{adapter}/belfry-hooks.kdl")),
+            work.join("belfry-hooks.kdl"),
+        )
+        .expect("copy the hooks file");
+        RichProject {
+            _root: root,
+            base,
+            work,
+            home,
+        }
+    }
+
+    /// `belfry hooks apply --trust` in the project, with the project's home.
+    pub fn apply(&self) -> impl Fn() + 'static {
+        let (work, home) = (self.work.clone(), self.home.clone());
+        move || {
+            let out = Command::new(crate::belfry_bin())
+                .args(["hooks", "--dir"])
+                .arg(&work)
+                .args(["apply", "--trust"])
+                .current_dir(&work)
+                .env("HOME", &home)
+                .env("PI_CODING_AGENT_DIR", home.join(".pi/agent"))
+                .env("BELFRY_HOOKS_DETECT", "0")
+                .output()
+                .expect("belfry hooks apply");
+            assert!(
+                out.status.success(),
+                "belfry hooks apply --trust: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// `PATH` with the workspace's binaries first, so a hook's `belfry` is this build's.
+pub fn path_with_workspace_bins() -> String {
+    format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}

@@ -21,7 +21,9 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use belfry_tests::bin_dir;
-use belfry_tests::live::{log_time_ms, workspace, Live, LiveOptions};
+use belfry_tests::live::{
+    log_time_ms, path_with_workspace_bins, workspace, Live, LiveOptions, RichProject,
+};
 use serde_json::{json, Value};
 
 /// The rich policy's token.
@@ -191,41 +193,11 @@ fn phase(
 /// The whole proof for one pin: fresh, restarted and cleared, each posted at the first ready
 /// screen.
 fn fresh_restarted_cleared(pin: &str, adapter: &str, clear: &str) {
-    let root = tempfile::tempdir().expect("temp dir");
-    let base = std::fs::canonicalize(root.path()).expect("canonical temp dir");
-    let (work, home) = (base.join("work"), base.join("home"));
-    std::fs::create_dir_all(&work).expect("work");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::copy(
-        workspace().join(format!("examples/{adapter}/belfry-hooks.kdl")),
-        work.join("belfry-hooks.kdl"),
-    )
-    .expect("copy the hooks file");
+    let project = RichProject::new(adapter);
+    let (base, work, home) = (&project.base, &project.work, &project.home);
     let log = base.join("dispatch.ndjson");
-    let (work_c, home_c) = (work.clone(), home.clone());
-    let apply = move || {
-        let out = std::process::Command::new(belfry_tests::belfry_bin())
-            .args(["hooks", "--dir"])
-            .arg(&work_c)
-            .args(["apply", "--trust"])
-            .current_dir(&work_c)
-            .env("HOME", &home_c)
-            .env("PI_CODING_AGENT_DIR", home_c.join(".pi/agent"))
-            .env("BELFRY_HOOKS_DETECT", "0")
-            .output()
-            .expect("belfry hooks apply");
-        assert!(
-            out.status.success(),
-            "belfry hooks apply --trust: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let path = format!(
-        "{}:{}",
-        bin_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let apply = project.apply();
+    let path = path_with_workspace_bins();
     let ready = ready_pattern(adapter);
     let live = Live::start(
         pin,
@@ -344,36 +316,11 @@ fn notice_typed_at(live: &Live, subject: &str) -> Option<u128> {
 /// before `prompt_args`). Mail posted at once is never typed while that turn runs: it rides
 /// the first prompt's context or the turn's end, or is typed after the turn's turn-stop.
 fn started_with_a_prompt(pin: &str, adapter: &str, prompt_args: &[&str]) {
-    let root = tempfile::tempdir().expect("temp dir");
-    let base = std::fs::canonicalize(root.path()).expect("canonical temp dir");
-    let (work, home) = (base.join("work"), base.join("home"));
-    std::fs::create_dir_all(&work).expect("work");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::copy(
-        workspace().join(format!("examples/{adapter}/belfry-hooks.kdl")),
-        work.join("belfry-hooks.kdl"),
-    )
-    .expect("copy the hooks file");
+    let project = RichProject::new(adapter);
+    let (base, work, home) = (&project.base, &project.work, &project.home);
     let log = base.join("dispatch.ndjson");
-    let (work_c, home_c) = (work.clone(), home.clone());
-    let apply = move || {
-        let out = std::process::Command::new(belfry_tests::belfry_bin())
-            .args(["hooks", "--dir"])
-            .arg(&work_c)
-            .args(["apply", "--trust"])
-            .current_dir(&work_c)
-            .env("HOME", &home_c)
-            .env("PI_CODING_AGENT_DIR", home_c.join(".pi/agent"))
-            .env("BELFRY_HOOKS_DETECT", "0")
-            .output()
-            .expect("belfry hooks apply");
-        assert!(out.status.success(), "belfry hooks apply --trust: {out:?}");
-    };
-    let path = format!(
-        "{}:{}",
-        bin_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let apply = project.apply();
+    let path = path_with_workspace_bins();
     let live = Live::start(
         pin,
         LiveOptions {

@@ -25,7 +25,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use belfry_tests::bin_dir;
-use belfry_tests::live::{workspace, Live, LiveOptions};
+use belfry_tests::live::{path_with_workspace_bins, workspace, Live, LiveOptions, RichProject};
 use serde_json::{json, Value};
 
 /// The rich policy's token.
@@ -396,41 +396,11 @@ fn wait_adapter_idle_empty(live: &Live, limit: Duration) -> Value {
 #[test]
 #[ignore = "live: needs Pi 1.6.0 (scripts/install-harnesses pi1) and the workspace binaries"]
 fn a_fresh_restarted_or_cleared_rich_policy_pi1_gets_a_posted_message_within_3_s() {
-    let root = tempfile::tempdir().expect("temp dir");
-    let base = std::fs::canonicalize(root.path()).expect("canonical temp dir");
-    let (work, home) = (base.join("work"), base.join("home"));
-    std::fs::create_dir_all(&work).expect("work");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::copy(
-        workspace().join("examples/pi/belfry-hooks.kdl"),
-        work.join("belfry-hooks.kdl"),
-    )
-    .expect("copy the hooks file");
+    let project = RichProject::new("pi");
+    let (base, work, home) = (&project.base, &project.work, &project.home);
     let calls = base.join("dispatch.ndjson");
-    let (work_c, home_c) = (work.clone(), home.clone());
-    let apply = move || {
-        let out = std::process::Command::new(belfry_tests::belfry_bin())
-            .args(["hooks", "--dir"])
-            .arg(&work_c)
-            .args(["apply", "--trust"])
-            .current_dir(&work_c)
-            .env("HOME", &home_c)
-            .env("PI_CODING_AGENT_DIR", home_c.join(".pi/agent"))
-            .env("BELFRY_HOOKS_DETECT", "0")
-            .output()
-            .expect("belfry hooks apply");
-        assert!(
-            out.status.success(),
-            "belfry hooks apply --trust: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let path = format!(
-        "{}:{}",
-        bin_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let apply = project.apply();
+    let path = path_with_workspace_bins();
     let live = Live::start(
         "pi1",
         LiveOptions {
